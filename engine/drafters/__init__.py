@@ -1,0 +1,1 @@
+"""Drafters behind one small interface (see base.py): one module per method."""

@@ -1,0 +1,262 @@
+"""One speculative loop for every method; the baseline is its degenerate case (nothing drafted).
+
+Invariant, kept by explicit lengths: with n tokens committed (prompt + output), the target's KV cache
+holds the first n - 1 of them; the newest committed token is the anchor fed first in the next verify
+forward, followed by the K drafted tokens. After verification the cache is cropped back to the committed
+length minus one, and the drafter is told how many positions are still valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .drafters.ar import ARDrafter
+from .drafters.base import DraftBlock, Drafter
+from .models import crop_cache, describe_device, forward_logits, load_causal_lm, load_tokenizer, new_cache, pick_device
+from .presets import DEFAULT_PRESET, PRESETS, Preset
+from .sampling import Verdict, logits_to_probs, pick, verify
+from .text import IncrementalDecoder, TokenTexts
+from .timing import SpanClock
+from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, RunSummary, Step,
+                    TopToken)
+
+TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
+
+
+@dataclass
+class _RunState:
+    """What one run carries from step to step."""
+
+    committed_ids: torch.Tensor  # (1, n) prompt and output so far
+    num_prompt: int
+    max_new_tokens: int
+    decoder: IncrementalDecoder
+    finish_reason: str | None = None
+
+    @property
+    def num_new(self) -> int:
+        return self.committed_ids.shape[1] - self.num_prompt
+
+
+class Engine:
+    """The models of one preset on one device, and the runs over them."""
+
+    def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
+                 preset: str = "custom"):
+        self.target = target
+        self.tokenizer = tokenizer
+        self.drafter_models = drafter_models
+        self.device = device
+        self.preset = preset
+        self.texts = TokenTexts(tokenizer)
+        self.eos_id = tokenizer.eos_token_id
+        self.context_length = target.config.max_position_embeddings
+
+    @classmethod
+    def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto") -> "Engine":
+        if preset not in PRESETS:
+            raise EngineError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        spec: Preset = PRESETS[preset]
+        torch_device = pick_device(device)
+        drafters = {}
+        if spec.ar_drafter:
+            drafters["ar"] = load_causal_lm(spec.ar_drafter, torch_device)
+        return cls(load_causal_lm(spec.target, torch_device), load_tokenizer(spec.tokenizer), drafters,
+                   torch_device, preset)
+
+    @property
+    def device_name(self) -> str:
+        return describe_device(self.device)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise EngineError("the prompt is empty")
+        # Bytes that are not UTF-8 (a command line cut mid-character) arrive as lone surrogates: show them
+        # as U+FFFD instead of failing.
+        prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        if len(ids) >= self.context_length:
+            raise EngineError(f"the prompt is {len(ids)} tokens; this model's context holds {self.context_length}, "
+                              "so the prompt must be at most {} tokens".format(self.context_length - 1))
+        return ids
+
+    def _drafter(self, method: str) -> Drafter | None:
+        if method == "baseline":
+            return None
+        if method not in self.drafter_models:
+            raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
+        return ARDrafter(self.drafter_models[method])
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
+        """Run one generation, yielding each step (the prefill first) as soon as it completes."""
+        prompt_ids, drafter = self._prepare(prompt, config)
+        yield from self._run(prompt_ids, config, drafter)
+
+    def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
+        """Run to completion and return the whole trace with its summary."""
+        prompt_ids, drafter = self._prepare(prompt, config)
+        return build_result(self, prompt_ids, config, list(self._run(prompt_ids, config, drafter)))
+
+    def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter | None]:
+        """Check everything before any model runs, so bad input fails fast with one clear line."""
+        config.validate()
+        return self.encode_prompt(prompt), self._drafter(config.method)
+
+    @torch.inference_mode()
+    def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None) -> Iterator[Step]:
+        generator = torch.Generator(self.device).manual_seed(config.seed)
+        ids = torch.tensor([prompt_ids], device=self.device)
+        state = _RunState(ids, len(prompt_ids), config.max_new_tokens, self.texts.decoder())
+        cache = new_cache(self.target)
+        vocab_size = self.target.config.vocab_size
+        clock = SpanClock(self.device)
+
+        with clock.span("verify", "target prefill"):
+            logits = forward_logits(self.target, ids, cache, logits_to_keep=1)[0, -1]
+            first_id = int(pick(logits_to_probs(logits, config.temperature), config.temperature, generator))
+        if drafter is not None:
+            drafter.start(ids, clock)
+        with clock.span("host", "commit"):
+            committed = self._commit(state, [first_id], num_accepted=0)
+        yield Step(0, "prefill", (), 0, 0, first_id, committed, clock.take())
+
+        index = 1
+        while state.finish_reason is None:
+            num_committed = state.committed_ids.shape[1]
+            k = self._draft_len(config, state) if drafter is not None else 0
+            if k:
+                block = drafter.propose(state.committed_ids, k, config.temperature, generator, clock)
+            else:  # the baseline, or a last step with room for one token only
+                block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
+            with clock.span("verify", "target verify"):
+                verify_ids = torch.cat([state.committed_ids[:, -1:], block.ids.view(1, -1)], dim=1)
+                target_probs = logits_to_probs(forward_logits(self.target, verify_ids, cache)[0], config.temperature)
+                verdict = verify(config.verify_rule, config.temperature, block.ids, block.probs, target_probs,
+                                 generator)
+            with clock.span("host", "commit and trace"):
+                a = verdict.num_accepted
+                crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
+                if drafter is not None:
+                    drafter.rollback(num_committed + a)
+                committed = self._commit(state, block.ids[:a].tolist() + [verdict.bonus_id], num_accepted=a)
+                drafted = self._trace_block(block, verdict, target_probs)
+            yield Step(index, "decode", drafted, k, a, verdict.bonus_id, committed, clock.take())
+            index += 1
+
+    def _draft_len(self, config: GenerationConfig, state: _RunState) -> int:
+        """K, shortened so a step never drafts past max_new_tokens or the context (the bonus always fits)."""
+        remaining = config.max_new_tokens - state.num_new
+        room = self.context_length - state.committed_ids.shape[1]
+        return max(0, min(config.draft_len, remaining - 1, room - 1))
+
+    def _commit(self, state: _RunState, new_ids: list[int], num_accepted: int) -> tuple[CommittedToken, ...]:
+        """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit."""
+        kept = []
+        for token_id in new_ids:
+            kept.append(token_id)
+            total = state.committed_ids.shape[1] + len(kept)
+            if token_id == self.eos_id:
+                state.finish_reason = "eos"
+            elif total - state.num_prompt >= state.max_new_tokens:
+                state.finish_reason = "length"
+            elif total >= self.context_length:
+                state.finish_reason = "context"
+            if state.finish_reason is not None:
+                break
+        kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
+        state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
+        pieces = [state.decoder.push(t) for t in kept]
+        if state.finish_reason is not None:
+            pieces[-1] += state.decoder.finish()
+        return tuple(CommittedToken(t, piece, "accepted" if i < num_accepted else "bonus")
+                     for i, (t, piece) in enumerate(zip(kept, pieces)))
+
+    def _top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
+        values, indices = probs.topk(min(TOP_K_SHOWN, probs.size(-1)), dim=-1)
+        return [tuple(TopToken(i, self.texts.token_text(i), p) for i, p in zip(row_ids, row_probs))
+                for row_ids, row_probs in zip(indices.tolist(), values.tolist())]
+
+    def _trace_block(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:
+        """The drafted tokens with their probabilities and verdicts, as plain values."""
+        k, a = block.ids.numel(), verdict.num_accepted
+        positions = torch.arange(k, device=block.ids.device)
+        ids = block.ids.tolist()
+        draft_p = block.probs[positions, block.ids].tolist()
+        target_p = target_probs[positions, block.ids].tolist()
+        accept_p = verdict.accept_probs.tolist()
+        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * k
+        draft_top, target_top = self._top(block.probs), self._top(target_probs[:k])
+        tokens = []
+        for i in range(k):
+            judged = i <= a  # the first rejected token is judged; the ones after it never are
+            verdict_name = "accepted" if i < a else "rejected" if i == a else "unverified"
+            tokens.append(DraftedToken(
+                id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
+                target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
+                draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else ()))
+        return tuple(tokens)
+
+
+# --- results ---------------------------------------------------------------------------------------------
+
+def _lane_total(steps: list[Step], lane: str) -> float:
+    return sum(span.end_s - span.start_s for step in steps for span in step.spans if span.lane == lane)
+
+
+def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
+    """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
+    decode = [s for s in steps if s.kind == "decode"]
+    longest = max((s.num_verified for s in decode), default=0)
+    rates = []
+    for k in range(1, longest + 1):
+        reached = [s for s in decode if s.num_verified >= k and s.num_accepted >= k - 1]
+        rates.append(sum(s.num_accepted >= k for s in reached) / len(reached) if reached else None)
+    return tuple(rates)
+
+
+def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> RunSummary:
+    """Summary of the steps seen so far (the app calls it on a run in progress)."""
+    decode = [s for s in steps if s.kind == "decode"]
+    output_ids = [t.id for s in steps for t in s.committed]
+    wall_s = max((span.end_s for s in steps for span in s.spans), default=0.0)
+    num_steps = len(decode)
+    if output_ids and output_ids[-1] == eos_id:
+        finish = "eos"
+    elif len(output_ids) >= max_new_tokens:
+        finish = "length"
+    else:
+        finish = "context"
+    return RunSummary(
+        num_new_tokens=len(output_ids),
+        num_steps=num_steps,
+        alpha=sum(s.num_accepted for s in decode) / num_steps if num_steps else 0.0,
+        tau=sum(len(s.committed) for s in decode) / num_steps if num_steps else 0.0,
+        wall_s=wall_s,
+        tokens_per_s=len(output_ids) / wall_s if wall_s > 0 else 0.0,
+        prefill_s=sum(span.end_s - span.start_s for s in steps if s.kind == "prefill" for span in s.spans),
+        draft_s=_lane_total(decode, "draft"),
+        verify_s=_lane_total(decode, "verify"),
+        host_s=_lane_total(decode, "host"),
+        finish_reason=finish,
+    )
+
+
+def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig, steps: list[Step]) -> RunResult:
+    return RunResult(
+        method=config.method,
+        preset=engine.preset,
+        device=engine.device_name,
+        config=config,
+        prompt_ids=tuple(prompt_ids),
+        output_ids=tuple(t.id for s in steps for t in s.committed),
+        text="".join(s.text for s in steps),
+        prefill=steps[0],
+        steps=tuple(steps[1:]),
+        summary=summarize(steps, config.max_new_tokens, engine.eos_id),
+        per_position_acceptance=per_position_acceptance(steps),
+    )

@@ -1,0 +1,104 @@
+"""Sampling and verification: pure functions over tensors, every random draw from an explicit generator.
+
+The three verification rules of a speculative step share one signature: given the K drafted ids, the
+target's distributions at the K + 1 positions the verify forward scored (position k is the target's
+prediction for drafted token k + 1; the last one is for the token after the whole block), decide how many
+leading drafts survive and which token the target adds (the bonus).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Softmax at the run's temperature; at temperature 0 the plain softmax, kept for display only."""
+    logits = logits.float()
+    if temperature > 0:
+        logits = logits / temperature
+    return torch.softmax(logits, dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row of a (..., V) probability tensor."""
+    flat = probs.reshape(-1, probs.size(-1))
+    return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+
+
+def pick(probs: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """The next token: argmax at temperature 0 (the softmax keeps the argmax), else a sample."""
+    return probs.argmax(dim=-1) if temperature == 0 else sample(probs, generator)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of verifying one drafted block. Tensors stay on the device until the trace is built."""
+
+    num_accepted: int
+    bonus_id: int
+    accept_probs: torch.Tensor  # (K,) chance each drafted token passes given its prefix, under this rule
+    draws: torch.Tensor | None  # (K,) uniforms the rejection rule compared with accept_probs
+
+
+def _leading_true(mask: torch.Tensor) -> torch.Tensor:
+    """Length of the run of True at the start of a 1-D bool tensor, as a 0-d tensor (no host sync)."""
+    return mask.int().cumprod(dim=0).sum()
+
+
+def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdict:
+    """Temperature 0: accept while the draft equals the target's argmax; the bonus is the target's argmax
+    at the first mismatch (or after the block). Output equals target-only greedy decoding."""
+    target_ids = target_probs.argmax(dim=-1)
+    matches = draft_ids == target_ids[:-1]
+    num_accepted = _leading_true(matches)
+    num_accepted_int, bonus_id = torch.stack([num_accepted, target_ids[num_accepted]]).tolist()
+    return Verdict(num_accepted_int, bonus_id, matches.float(), None)
+
+
+def verify_rejection(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                     generator: torch.Generator) -> Verdict:
+    """Speculative sampling (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative
+    Decoding", Algorithm 1): accept d_k with probability min(1, p(d_k) / q(d_k)), p the target and q the
+    draft distribution; at the first rejection resample from normalize(max(p - q, 0)); when every draft
+    passes, sample the bonus from p after the block. The output is distributed exactly as the target's."""
+    k = draft_ids.numel()
+    positions = torch.arange(k, device=draft_ids.device)
+    p = target_probs[positions, draft_ids]
+    q = draft_probs[positions, draft_ids]
+    accept_probs = torch.clamp(p / q, max=1.0)
+    draws = torch.rand(k, generator=generator, device=draft_ids.device)
+    num_accepted = int(_leading_true(draws < accept_probs))
+    if num_accepted < k:
+        residual = torch.clamp(target_probs[num_accepted] - draft_probs[num_accepted], min=0.0)
+        # The residual is never all zero after a real rejection; guard against rounding anyway.
+        next_probs = residual if residual.sum() > 0 else target_probs[num_accepted]
+    else:
+        next_probs = target_probs[k]
+    bonus_id = int(sample(next_probs / next_probs.sum(), generator))
+    return Verdict(num_accepted, bonus_id, accept_probs, draws)
+
+
+def verify_match(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+    """The match rule of the z-lab DFlash loop: the target samples its own token at every position; accept
+    while the draft equals that sample; emit the target's sample at the first mismatch. Lossless whatever
+    the drafter did, but it accepts less than the rejection rule at temperature > 0."""
+    k = draft_ids.numel()
+    target_ids = sample(target_probs, generator)
+    num_accepted = _leading_true(draft_ids == target_ids[:-1])
+    num_accepted_int, bonus_id = torch.stack([num_accepted, target_ids[num_accepted]]).tolist()
+    positions = torch.arange(k, device=draft_ids.device)
+    return Verdict(num_accepted_int, bonus_id, target_probs[positions, draft_ids], None)
+
+
+def verify(rule: str, temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor,
+           target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+    """Dispatch on the run's rule; temperature 0 always verifies greedily."""
+    if temperature == 0:
+        return verify_greedy(draft_ids, target_probs)
+    if rule == "rejection":
+        return verify_rejection(draft_ids, draft_probs, target_probs, generator)
+    if rule == "match":
+        return verify_match(draft_ids, target_probs, generator)
+    raise ValueError(f"unknown verification rule {rule!r}")

@@ -1,0 +1,92 @@
+"""From token ids to text, one token at a time, without ever splitting a character.
+
+Byte-level BPE tokens are byte strings, so a token may end inside a multi-byte UTF-8 character (emoji,
+accented letters). `IncrementalDecoder` feeds the bytes through an incremental UTF-8 decoder: a token
+that ends mid-character adds "" and the token that completes it carries the whole character, so the
+pieces always join to exactly the decoded output. Special tokens add nothing to the text, as with
+`tokenizer.decode(ids, skip_special_tokens=True)`.
+"""
+
+from __future__ import annotations
+
+import codecs
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _unicode_to_byte() -> dict[str, int]:
+    """Inverse of the byte-to-printable-character table of byte-level BPE (GPT-2 and its successors):
+    printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to code points from 256."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {chr(b): b for b in printable}
+    shifted = 0
+    for b in range(256):
+        if b not in printable:
+            mapping[chr(256 + shifted)] = b
+            shifted += 1
+    return mapping
+
+
+class TokenTexts:
+    """Per-token bytes of one tokenizer, built once, and the text helpers the trace needs."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.special_ids = frozenset(tokenizer.all_special_ids)
+        self._bytes = self._byte_table(tokenizer)
+
+    def _byte_table(self, tokenizer) -> list[bytes] | None:
+        """Each token's bytes when the tokenizer is byte-level BPE; None means decode through the tokenizer."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None or type(backend.decoder).__name__ != "ByteLevel":
+            return None
+        table = _unicode_to_byte()
+        pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        out = []
+        for token_id, piece in enumerate(pieces):
+            if token_id in self.special_ids or piece is None:
+                out.append(b"")
+            elif all(ch in table for ch in piece):
+                out.append(bytes(table[ch] for ch in piece))
+            else:  # an added plain-text token: its characters are literal
+                out.append(piece.encode("utf-8"))
+        return out
+
+    def token_text(self, token_id: int) -> str:
+        """How one token reads on its own (special tokens by name, split characters as U+FFFD)."""
+        if token_id in self.special_ids or self._bytes is None:
+            return self.tokenizer.decode([token_id], skip_special_tokens=False)
+        return self._bytes[token_id].decode("utf-8", errors="replace")
+
+    def decoder(self) -> "IncrementalDecoder":
+        return IncrementalDecoder(self)
+
+
+class IncrementalDecoder:
+    """Turns committed ids into text pieces; the pieces of a run join to its decoded output."""
+
+    def __init__(self, texts: TokenTexts):
+        self._texts = texts
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._ids: list[int] = []
+        self._emitted = ""
+
+    def push(self, token_id: int) -> str:
+        table = self._texts._bytes
+        if table is not None:
+            return self._utf8.decode(table[token_id])
+        # Generic tokenizers: decode the whole output and emit what is new once it is stable.
+        self._ids.append(token_id)
+        text = self._texts.tokenizer.decode(self._ids, skip_special_tokens=True)
+        if text.endswith("\ufffd") or not text.startswith(self._emitted):
+            return ""
+        piece, self._emitted = text[len(self._emitted):], text
+        return piece
+
+    def finish(self) -> str:
+        """What is left at the end: a character cut off by the stop, as U+FFFD."""
+        if self._texts._bytes is not None:
+            return self._utf8.decode(b"", final=True)
+        text = self._texts.tokenizer.decode(self._ids, skip_special_tokens=True)
+        piece, self._emitted = text[len(self._emitted):], text
+        return piece

@@ -1,0 +1,151 @@
+"""Resumable training loops for the embedded language models (target and AR drafter).
+
+The target learns next-token prediction on the corpus. The AR drafter is distilled from the shipped
+target: it learns to match the target's full next-token distribution (KL at temperature 1) on the same
+text, so that it agrees with the target rather than with the corpus.
+
+Runs are deterministic given the seed and resume from `ckpt.pt` in the run folder, so a cut session
+loses at most `save_every` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen3ForCausalLM
+
+from .corpus import corpus_files, read_text
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1600  # optimizer steps in the whole run (the schedule depends on it)
+    batch_size: int = 8  # windows per step
+    seq_len: int = 512  # tokens per window
+    lr: float = 2e-3  # peak learning rate after warm-up
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1  # cosine decays to this share of the peak
+    weight_decay: float = 0.1
+    seed: int = 0
+    save_every: int = 50  # steps between checkpoints
+    eval_every: int = 200
+    threads: int = 2
+
+
+def tokenize_corpus(tokenizer, cache_path: Path) -> dict[str, torch.Tensor]:
+    """Token streams of the train and held-out splits, files joined by end-of-text, cached on disk."""
+    if cache_path.exists():
+        return torch.load(cache_path)
+    eos = tokenizer.eos_token_id
+    streams: dict[str, list[int]] = {"train": [], "heldout": []}
+    for f in corpus_files():
+        streams["heldout" if f.heldout else "train"] += tokenizer.encode(read_text(f)) + [eos]
+    tensors = {k: torch.tensor(v, dtype=torch.int16 if len(tokenizer) < 32768 else torch.int32) for k, v in streams.items()}
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(tensors, cache_path)
+    return tensors
+
+
+def sample_windows(stream: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator) -> torch.Tensor:
+    starts = torch.randint(0, len(stream) - seq_len, (batch_size,), generator=generator)
+    return torch.stack([stream[s : s + seq_len] for s in starts.tolist()]).long()
+
+
+def heldout_windows(stream: torch.Tensor, seq_len: int, max_windows: int = 64) -> torch.Tensor:
+    """Fixed, non-overlapping held-out windows: the same for every model, so losses compare."""
+    n = min(max_windows, len(stream) // seq_len)
+    return stream[: n * seq_len].view(n, seq_len).long()
+
+
+@torch.no_grad()
+def heldout_loss(model, windows: torch.Tensor, batch_size: int = 8) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(windows), batch_size):
+        x = windows[i : i + batch_size]
+        logits = model(x).logits[:, :-1].float()
+        total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1), reduction="sum").item()
+        count += x[:, 1:].numel()
+    model.train()
+    return total / count
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) per token, at temperature 1."""
+    teacher_logprobs = F.log_softmax(teacher_logits.float(), dim=-1)
+    student_logprobs = F.log_softmax(student_logits.float(), dim=-1)
+    return F.kl_div(student_logprobs, teacher_logprobs, log_target=True, reduction="batchmean") / student_logits.size(1)
+
+
+def train(
+    model: Qwen3ForCausalLM,
+    streams: dict[str, torch.Tensor],
+    run_dir: Path,
+    cfg: TrainConfig,
+    teacher: Qwen3ForCausalLM | None = None,
+) -> Qwen3ForCausalLM:
+    """Train `model` (on the corpus, or to match `teacher` when given), resuming from run_dir/ckpt.pt."""
+    torch.set_num_threads(cfg.threads)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    step, elapsed_s = 0, 0.0
+    ckpt_path = run_dir / "ckpt.pt"
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        step, elapsed_s = state["step"], state["elapsed_s"]
+        print(f"resumed at step {step} ({elapsed_s / 60:.1f} min trained)", flush=True)
+    log = (run_dir / "log.jsonl").open("a")
+    eval_windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    if teacher is not None:
+        teacher.eval()
+    model.train()
+    t_last = time.perf_counter()
+    while step < cfg.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        x = sample_windows(streams["train"], cfg.batch_size, cfg.seq_len, generator)
+        if teacher is None:
+            loss = model(x, labels=x).loss
+        else:
+            with torch.no_grad():
+                teacher_logits = teacher(x).logits
+            loss = distillation_loss(model(x).logits, teacher_logits)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        now = time.perf_counter()
+        elapsed_s += now - t_last
+        t_last = now
+        record = {"step": step, "loss": round(loss.item(), 4), "lr": round(lr_at(step - 1, cfg), 6), "min": round(elapsed_s / 60, 2)}
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            record["heldout_ce"] = round(heldout_loss(model, eval_windows), 4)
+        if step % 10 == 0 or "heldout_ce" in record:
+            print(json.dumps(record), flush=True)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        if step % cfg.save_every == 0 or step == cfg.steps:
+            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                     "step": step, "elapsed_s": elapsed_s, "config": asdict(cfg)}
+            torch.save(state, run_dir / "ckpt.tmp")
+            (run_dir / "ckpt.tmp").replace(ckpt_path)  # atomic: a cut never leaves half a checkpoint
+            t_last = time.perf_counter()
+    return model

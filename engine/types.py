@@ -1,0 +1,176 @@
+"""Plain values that cross the engine boundary: the run configuration, the per-step trace, the result.
+
+Everything here is frozen and holds only Python scalars, strings, tuples and dicts, so the app (which
+imports no torch) and the JSON writer can use it as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .presets import AVAILABLE_METHODS, METHODS, VERIFY_RULES
+
+MAX_DRAFT_LEN = 16
+MAX_NEW_TOKENS = 4096
+MAX_TEMPERATURE = 5.0
+
+
+class EngineError(ValueError):
+    """A problem the user can fix (bad input, missing model); its message is one clear line."""
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    method: str = "ar"  # one of presets.METHODS
+    max_new_tokens: int = 64  # stop after this many new tokens (or at end-of-text, or the context limit)
+    temperature: float = 0.0  # 0 = greedy; > 0 samples from softmax(logits / temperature)
+    seed: int = 0  # seeds the one generator every random draw of a run comes from
+    draft_len: int = 4  # K: tokens drafted per step (ignored by the baseline)
+    verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
+
+    def validate(self) -> None:
+        """Raise EngineError with one clear line for any value out of range."""
+        if self.method not in METHODS:
+            raise EngineError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.method not in AVAILABLE_METHODS:
+            raise EngineError(f"method {self.method!r} is not available yet; available: {', '.join(AVAILABLE_METHODS)}")
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise EngineError(f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
+        if not isinstance(self.draft_len, int) or not 1 <= self.draft_len <= MAX_DRAFT_LEN:
+            raise EngineError(f"draft length K must be an integer from 1 to {MAX_DRAFT_LEN}, got {self.draft_len}")
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) \
+                or not 0.0 <= self.temperature <= MAX_TEMPERATURE:
+            raise EngineError(f"temperature must be a number from 0 to {MAX_TEMPERATURE}, got {self.temperature}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise EngineError(f"seed must be a non-negative integer, got {self.seed}")
+        if self.verify_rule not in VERIFY_RULES:
+            raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class Span:
+    """One timed piece of work. lane is "draft", "verify" or "host"; times are seconds from run start."""
+
+    lane: str
+    start_s: float
+    end_s: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TopToken:
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class DraftedToken:
+    """One drafted token and what verification made of it.
+
+    verdict: "accepted", "rejected", or "unverified" (drafted after the first rejection, so never judged).
+    Probabilities are under the run's temperature (softmax of the raw logits at temperature 0).
+    accept_prob is the chance the rule in force accepts this token given its prefix: min(1, p_target /
+    p_draft) for the rejection rule, p_target for the match rule, 1 or 0 for greedy. draw is the uniform
+    number the rejection rule compared with accept_prob (None for the other rules).
+    Tokens after the first rejection carry None: their target probabilities sit on a rejected prefix.
+    """
+
+    id: int
+    text: str
+    verdict: str
+    draft_prob: float
+    target_prob: float | None
+    accept_prob: float | None
+    draw: float | None
+    draft_top: tuple[TopToken, ...]
+    target_top: tuple[TopToken, ...]
+
+
+@dataclass(frozen=True)
+class CommittedToken:
+    """A token added to the output. source: "accepted" (a draft that passed) or "bonus" (from the target).
+    text is what this token adds to the output text: "" while it ends inside a multi-byte character, whose
+    completing token then carries the whole character, so the texts join to the output exactly."""
+
+    id: int
+    text: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: draft, then one target forward that verifies. The prefill is step 0 with kind "prefill"."""
+
+    index: int
+    kind: str  # "prefill" or "decode"
+    drafted: tuple[DraftedToken, ...]
+    num_verified: int  # ℓ: drafted tokens sent to the target
+    num_accepted: int  # a: leading drafted tokens that survived
+    bonus_id: int
+    committed: tuple[CommittedToken, ...]  # the accepted drafts then the bonus, cut at a stop
+    spans: tuple[Span, ...]
+
+    @property
+    def drafted_ids(self) -> list[int]:
+        return [t.id for t in self.drafted]
+
+    @property
+    def text(self) -> str:
+        return "".join(t.text for t in self.committed)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["drafted_ids"] = self.drafted_ids
+        d["text"] = self.text
+        return d
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    num_new_tokens: int
+    num_steps: int  # decode steps, prefill excluded
+    alpha: float  # mean accepted drafted tokens per decode step
+    tau: float  # mean tokens committed per decode step (= alpha + 1)
+    wall_s: float  # prefill and all steps, measured
+    tokens_per_s: float
+    prefill_s: float
+    draft_s: float  # summed span time per lane over the decode steps
+    verify_s: float
+    host_s: float
+    finish_reason: str  # "length", "eos" or "context"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    method: str
+    preset: str
+    device: str
+    config: GenerationConfig
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    text: str
+    prefill: Step
+    steps: tuple[Step, ...]
+    summary: RunSummary
+    per_position_acceptance: tuple[float | None, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "preset": self.preset,
+            "device": self.device,
+            "config": asdict(self.config),
+            "prompt_ids": list(self.prompt_ids),
+            "output_ids": list(self.output_ids),
+            "text": self.text,
+            "prefill": self.prefill.to_dict(),
+            "steps": [s.to_dict() for s in self.steps],
+            "summary": asdict(self.summary),
+            "per_position_acceptance": list(self.per_position_acceptance),
+        }

@@ -1,0 +1,61 @@
+"""Shared fixtures: tiny random Qwen3 models on the real tokenizer, so every test runs in seconds on a CPU.
+
+The drafter is a noisy copy of the target: close enough that some drafts are accepted and some rejected,
+which exercises every branch of verification and cache rollback.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets"
+TINY_CONTEXT = 96
+
+
+def tiny_qwen3(vocab_size: int, layers: int = 2, hidden: int = 64, context: int = TINY_CONTEXT, seed: int = 0):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=hidden // 4, max_position_embeddings=context, tie_word_embeddings=True,
+                         initializer_range=0.3, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return Qwen3ForCausalLM(config).eval().requires_grad_(False)
+
+
+def noisy_copy(model, noise: float, seed: int = 1):
+    other = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * noise * p.std())
+    return other
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
+
+
+@pytest.fixture(scope="session")
+def random_engine(tokenizer):
+    from engine.loop import Engine
+
+    target = tiny_qwen3(len(tokenizer))
+    drafter = noisy_copy(target, noise=0.05)
+    return Engine(target, tokenizer, {"ar": drafter}, torch.device("cpu"), preset="random")
+
+
+@pytest.fixture(scope="session")
+def embedded_engine():
+    """The shipped models of the `tiny` preset, as a user gets them."""
+    from engine.loop import Engine
+
+    return Engine.load("tiny", "cpu")

@@ -1,0 +1,200 @@
+"""The loop's bookkeeping: cache rollback, seeded reproducibility, the trace, text, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import engine.loop
+from engine.drafters.ar import ARDrafter
+from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
+from engine.timing import SpanClock
+from engine.types import EngineError, GenerationConfig
+
+from conftest import tiny_qwen3
+
+PROMPT = "def parse(self, text):\n"
+
+
+# --- cache rollback -------------------------------------------------------------------------------------
+
+def test_crop_then_extend_matches_a_fresh_forward(random_engine):
+    model = random_engine.target
+    ids = torch.randint(2, 4000, (1, 30), generator=torch.Generator().manual_seed(0))
+    cache = new_cache(model)
+    forward_logits(model, ids[:, :20], cache)
+    forward_logits(model, torch.randint(2, 4000, (1, 6)), cache)  # a rejected block
+    crop_cache(cache, 20)
+    assert cache.get_seq_length() == 20
+    extended = forward_logits(model, ids[:, 20:], cache)[0]
+    fresh = forward_logits(model, ids, new_cache(model))[0, 20:]
+    assert torch.allclose(extended, fresh, atol=1e-4)
+
+
+def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, monkeypatch):
+    """Spy on every target forward: the cache must hold exactly the committed length minus one."""
+    seen = []
+    real_forward = engine.loop.forward_logits
+
+    def spy(model, input_ids, cache, logits_to_keep=0):
+        if model is random_engine.target:
+            seen.append((cache.get_seq_length(), input_ids.shape[1]))
+        return real_forward(model, input_ids, cache, logits_to_keep)
+
+    monkeypatch.setattr(engine.loop, "forward_logits", spy)
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=5))
+    assert seen[0] == (0, len(result.prompt_ids))  # the prefill
+    committed = len(result.prompt_ids) + len(result.prefill.committed)
+    for (cache_len, fed), step in zip(seen[1:], result.steps):
+        assert cache_len == committed - 1
+        assert fed == 1 + step.num_verified
+        committed += len(step.committed)
+    assert len(seen) == 1 + len(result.steps)
+
+
+def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
+    """After a rejection the drafter's cache is cut back; its next draft equals a new drafter's."""
+    model = random_engine.drafter_models["ar"]
+    clock = SpanClock(torch.device("cpu"))
+    prompt = torch.tensor([random_engine.encode_prompt(PROMPT)])
+    drafter = ARDrafter(model)
+    drafter.start(prompt, clock)
+    committed = torch.cat([prompt, torch.tensor([[5]])], dim=1)  # the prefill's token
+    n = committed.shape[1]
+    block = drafter.propose(committed, 6, 0.0, torch.Generator(), clock)
+    assert drafter.cache.get_seq_length() == n + 5  # the last draft is sampled, never fed
+    committed = torch.cat([committed, block.ids[:2].view(1, -1), torch.tensor([[7]])], dim=1)  # 2 accepted + bonus
+    drafter.rollback(n + 2)
+    assert drafter.cache.get_seq_length() == n + 2
+    again = drafter.propose(committed, 4, 0.0, torch.Generator(), clock)
+    fresh = ARDrafter(model)
+    fresh.start(committed[:, :-1], clock)
+    assert torch.equal(again.ids, fresh.propose(committed, 4, 0.0, torch.Generator(), clock).ids)
+
+
+# --- reproducibility --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", ["rejection", "match"])
+@pytest.mark.parametrize("method", ["baseline", "ar"])
+def test_same_seed_same_output_at_temperature(random_engine, method, rule):
+    config = GenerationConfig(method=method, max_new_tokens=30, temperature=0.8, seed=11, verify_rule=rule)
+    first, second = random_engine.generate(PROMPT, config), random_engine.generate(PROMPT, config)
+    assert first.output_ids == second.output_ids
+    assert [s.drafted_ids for s in first.steps] == [s.drafted_ids for s in second.steps]
+    other = random_engine.generate(PROMPT, GenerationConfig(**{**config.__dict__, "seed": 12}))
+    assert other.output_ids != first.output_ids
+
+
+# --- the trace ---------------------------------------------------------------------------------------------
+
+def test_trace_is_consistent(random_engine):
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4))
+    out = [t.id for t in result.prefill.committed]
+    for step in result.steps:
+        a = step.num_accepted
+        assert step.num_verified == len(step.drafted) <= 4
+        assert [t.verdict for t in step.drafted] == ["accepted"] * a + (
+            ["rejected"] + ["unverified"] * (len(step.drafted) - a - 1) if a < len(step.drafted) else [])
+        assert [t.id for t in step.committed] == step.drafted_ids[:a] + [step.bonus_id]
+        assert [t.source for t in step.committed] == ["accepted"] * a + ["bonus"]
+        for token in step.drafted:
+            assert 0.0 < token.draft_prob <= 1.0
+            assert len(token.draft_top) == 5 and token.draft_top[0].prob >= token.draft_prob - 1e-6
+            if token.verdict != "unverified":
+                assert token.accept_prob == (1.0 if token.verdict == "accepted" else 0.0)
+                assert len(token.target_top) == 5
+        draft_spans = [s for s in step.spans if s.lane == "draft"]
+        assert len(draft_spans) == step.num_verified  # K serial draft forwards
+        assert all(s.lane in ("draft", "verify", "host") and s.end_s >= s.start_s for s in step.spans)
+        out += [t.id for t in step.committed]
+    assert tuple(out) == result.output_ids
+    spans = [s for step in (result.prefill, *result.steps) for s in step.spans]
+    assert all(b.start_s >= a.end_s for a, b in zip(spans, spans[1:]))  # one clock, in order
+    s = result.summary
+    assert s.num_new_tokens == len(result.output_ids) == 1 + sum(len(st.committed) for st in result.steps)
+    assert s.alpha == pytest.approx(sum(st.num_accepted for st in result.steps) / s.num_steps)
+    assert s.tau == pytest.approx(s.alpha + 1)
+    assert s.wall_s == pytest.approx(spans[-1].end_s)
+    assert len(result.per_position_acceptance) == 4
+
+
+def test_rejection_trace_has_ratio_and_draw(random_engine):
+    config = GenerationConfig(method="ar", max_new_tokens=30, temperature=1.0, seed=3)
+    result = random_engine.generate(PROMPT, config)
+    judged = [t for step in result.steps for t in step.drafted if t.verdict != "unverified"]
+    assert judged
+    for token in judged:
+        assert token.accept_prob == pytest.approx(min(1.0, token.target_prob / token.draft_prob), rel=1e-4)
+        assert (token.draw < token.accept_prob) == (token.verdict == "accepted")
+
+
+def test_result_json_has_the_contract_fields(random_engine):
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))
+    d = json.loads(json.dumps(result.to_dict()))
+    assert {"method", "preset", "device", "output_ids", "text", "steps", "summary"} <= d.keys()
+    assert {"drafted_ids", "num_verified", "num_accepted", "bonus_id", "spans"} <= d["steps"][0].keys()
+    assert {"lane", "start_s", "end_s"} <= d["steps"][0]["spans"][0].keys()
+    assert {"num_new_tokens", "num_steps", "alpha", "tau", "wall_s", "tokens_per_s"} <= d["summary"].keys()
+
+
+# --- text ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt", ["x = '🚀🚀 日本語'\n", "a\x00b\x07c\x1b[31m\t", "caf\u00e9 \udce9", "\u00e9" * 30])
+def test_text_pieces_join_to_the_decoded_output(random_engine, tokenizer, prompt):
+    for temperature in (0.0, 1.5):
+        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40,
+                                                                 temperature=temperature, seed=2))
+        pieces = "".join(t.text for step in (result.prefill, *result.steps) for t in step.committed)
+        assert pieces == result.text == tokenizer.decode(list(result.output_ids), skip_special_tokens=True)
+
+
+def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
+    """A prompt cut mid-character arrives (from argv) with a lone surrogate; it reads as U+FFFD."""
+    ids = random_engine.encode_prompt("caf" + b"\xc3".decode("utf-8", "surrogateescape"))
+    assert tokenizer.decode(ids) == "caf\ufffd"
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [
+    dict(method="nope"), dict(method="dflash"), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
+    dict(draft_len=0), dict(draft_len=99), dict(temperature=-0.1), dict(temperature=math.nan),
+    dict(temperature=math.inf), dict(verify_rule="maybe"), dict(seed=-1),
+])
+def test_bad_config_is_one_clear_error(random_engine, bad):
+    with pytest.raises(EngineError) as info:
+        random_engine.generate(PROMPT, GenerationConfig(**bad))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n", "x " * 200])
+def test_bad_prompt_is_one_clear_error(random_engine, prompt):
+    with pytest.raises(EngineError, match="prompt"):
+        next(random_engine.stream(prompt, GenerationConfig()))
+
+
+# --- loading ------------------------------------------------------------------------------------------
+
+def test_loads_a_checkpoint_folder_in_hub_format(tmp_path):
+    model = tiny_qwen3(300, seed=4)
+    model.save_pretrained(tmp_path / "ckpt")
+    loaded = load_causal_lm(str(tmp_path / "ckpt"), torch.device("cpu"))
+    ids = torch.tensor([[1, 2, 3]])
+    assert loaded.dtype == torch.float32
+    assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)
+
+
+def test_missing_model_is_one_clear_error(tmp_path):
+    with pytest.raises(EngineError, match="cannot load model"):
+        load_causal_lm(str(tmp_path / "nothing-here"), torch.device("cpu"))
+
+
+def test_device_auto_is_cpu_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    assert pick_device("auto").type == "cpu"
+    with pytest.raises(EngineError):
+        pick_device("cuda")

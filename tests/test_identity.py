@@ -1,0 +1,87 @@
+"""Correctness first: at temperature 0 every method's output equals target-only greedy decoding."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.types import GenerationConfig
+
+from conftest import TINY_CONTEXT
+
+PROMPTS = [
+    "def parse(self, text):\n",
+    "import os\n",
+    "class Queue:\n    \"\"\"A FIFO queue.\"\"\"\n",
+    "x = 'héllo 🚀'\n",
+    "for i in range(10):",
+]
+
+
+def _reference_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_id: int, context: int) -> list[int]:
+    """Plain greedy decoding with no cache and no engine code: the ground truth."""
+    import torch
+
+    ids = list(prompt_ids)
+    with torch.no_grad():
+        while len(ids) - len(prompt_ids) < max_new_tokens and len(ids) < context:
+            next_id = int(model(torch.tensor([ids])).logits[0, -1].argmax())
+            ids.append(next_id)
+            if next_id == eos_id:
+                break
+    return ids[len(prompt_ids):]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_baseline_equals_uncached_greedy(random_engine, prompt):
+    result = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=24))
+    expected = _reference_greedy(random_engine.target, list(result.prompt_ids), 24, random_engine.eos_id,
+                                 random_engine.context_length)
+    assert list(result.output_ids) == expected
+
+
+@pytest.mark.parametrize("draft_len", range(1, 9))
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len):
+    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=40))
+    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=draft_len))
+    assert ar.output_ids == baseline.output_ids
+    assert ar.text == baseline.text
+
+
+@pytest.mark.parametrize("draft_len", [1, 3, 8])
+def test_identity_up_to_the_context_limit(random_engine, draft_len):
+    """Run until the context is full: the last steps shorten K so the block always fits."""
+    prompt = PROMPTS[2]
+    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=500))
+    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=500, draft_len=draft_len))
+    assert baseline.summary.finish_reason == ar.summary.finish_reason == "context"
+    assert len(baseline.prompt_ids) + len(baseline.output_ids) == TINY_CONTEXT
+    assert ar.output_ids == baseline.output_ids
+
+
+def test_identity_mixes_accepts_and_rejects(random_engine):
+    """The identity tests above only mean something if drafts are both accepted and rejected."""
+    verdicts = set()
+    for prompt in PROMPTS:
+        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4))
+        verdicts |= {t.verdict for step in result.steps for t in step.drafted}
+    assert verdicts == {"accepted", "rejected", "unverified"}
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 9])
+def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
+    baseline = random_engine.generate(PROMPTS[0], GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
+    ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="ar", max_new_tokens=max_new_tokens, draft_len=4))
+    assert len(ar.output_ids) == max_new_tokens
+    assert ar.output_ids == baseline.output_ids
+
+
+@pytest.mark.slow
+def test_embedded_models_identity(embedded_engine):
+    """The shipped pair: AR output equals the baseline on the held-out prompts."""
+    from engine.bench import load_prompts
+
+    for prompt in load_prompts()[:8]:
+        baseline = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))
+        ar = embedded_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=48, draft_len=4))
+        assert ar.output_ids == baseline.output_ids

@@ -1,7 +1,7 @@
 """Reproducible training of the embedded models: `python -m engine.train STAGE`.
 
 Stages, in order (each writes into assets/, the checkpoints of long runs go to runs/, which git ignores):
-  tokenizer   byte-level BPE on the corpus                      -> assets/tokenizer/
+  tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
@@ -49,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "tokenizer":
         from .tokenizer import train_tokenizer
 
+        from .prompts import write_prompts
+
         train_tokenizer(ASSETS / "tokenizer")
         write_manifest(ASSETS / "corpus_manifest.json", corpus_files())
+        print(f"wrote {write_prompts(ASSETS / 'prompts' / 'heldout.jsonl')} held-out prompts")
         return 0
 
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")

@@ -1,0 +1,189 @@
+"""Benchmark: `python -m engine.bench` measures every available method on the held-out prompts, and
+Hugging Face transformers' own decoding on the same models in the same run as the peer.
+
+    python -m engine.bench --max-new-tokens 64 --draft-len 4 --json runs/bench.json
+
+For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, HF assisted generation),
+so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
+script exits non-zero when they are not. Speeds are totals over all prompts: tokens / wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .loop import Engine
+from .summary import per_position_acceptance
+from .presets import ASSETS_DIR, AVAILABLE_METHODS, DEFAULT_PRESET
+from .types import EngineError, GenerationConfig
+
+DEFAULT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"
+
+
+def load_prompts(path: Path = DEFAULT_PROMPTS) -> list[str]:
+    return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _timed_hf_generate(engine: Engine, prompt_ids: list[int], max_new_tokens: int, assistant=None,
+                       draft_len: int = 4) -> tuple[list[int], float]:
+    """transformers' `generate` (greedy), or assisted generation with a constant draft length K."""
+    ids = torch.tensor([prompt_ids], device=engine.device)
+    kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.eos_id,
+                  eos_token_id=engine.eos_id, attention_mask=torch.ones_like(ids))
+    if assistant is not None:
+        # The same K every step and no early exit on low confidence: the same work as our AR lane.
+        assistant.generation_config.num_assistant_tokens = draft_len
+        assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_model"] = assistant
+    _sync(engine)
+    start = time.perf_counter()
+    out = engine.target.generate(ids, **kwargs)
+    _sync(engine)
+    return out[0, len(prompt_ids):].tolist(), time.perf_counter() - start
+
+
+def _sync(engine: Engine) -> None:
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+class _Tally:
+    """Totals of one lane over all prompts."""
+
+    def __init__(self):
+        self.tokens = self.step_tokens = self.steps = self.accepted = 0
+        self.wall_s = self.draft_s = self.verify_s = self.host_s = 0.0
+
+    def add_run(self, result) -> None:
+        s = result.summary
+        self.tokens += s.num_new_tokens
+        self.step_tokens += s.num_new_tokens - 1  # the prefill's token is not a step's
+        self.steps += s.num_steps
+        self.accepted += sum(step.num_accepted for step in result.steps)
+        self.wall_s += s.wall_s
+        self.draft_s += s.draft_s
+        self.verify_s += s.verify_s
+        self.host_s += s.host_s
+
+    def add_timed(self, num_tokens: int, wall_s: float) -> None:
+        self.tokens += num_tokens
+        self.wall_s += wall_s
+
+    def row(self, baseline_wall_s: float) -> dict:
+        row = {"tokens": self.tokens, "wall_s": round(self.wall_s, 4),
+               "tokens_per_s": round(self.tokens / self.wall_s, 1), "speedup": round(baseline_wall_s / self.wall_s, 3)}
+        if self.steps:
+            row.update(tau=round(self.step_tokens / self.steps, 3), alpha=round(self.accepted / self.steps, 3),
+                       draft_s=round(self.draft_s, 4), verify_s=round(self.verify_s, 4), host_s=round(self.host_s, 4))
+        return row
+
+
+def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, with_hf: bool = True) -> dict:
+    methods = [m for m in AVAILABLE_METHODS if m == "baseline" or m in engine.drafter_models]
+    lanes = {m: _Tally() for m in methods}
+    if with_hf:
+        lanes["hf_generate"] = _Tally()
+        if "ar" in methods:
+            lanes["hf_assisted"] = _Tally()
+    mismatches = []
+    per_position: dict[str, list] = {m: [] for m in methods}
+
+    def one_prompt(prompt: str, tally: bool) -> None:
+        results = {}
+        for method in methods:
+            config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=draft_len)
+            results[method] = engine.generate(prompt, config)
+            if tally:
+                lanes[method].add_run(results[method])
+                per_position[method].extend(results[method].steps)
+            if with_hf and method in ("baseline", "ar"):
+                peer = "hf_generate" if method == "baseline" else "hf_assisted"
+                assistant = engine.drafter_models["ar"] if method == "ar" else None
+                hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
+                                                  assistant, draft_len)
+                if tally:
+                    lanes[peer].add_timed(len(hf_ids), hf_s)
+                if hf_ids != list(results["baseline"].output_ids):
+                    mismatches.append((peer, prompt[:40]))
+        for method in methods:
+            if results[method].output_ids != results["baseline"].output_ids:
+                mismatches.append((method, prompt[:40]))
+
+    one_prompt(prompts[0], tally=False)  # warm-up: first-call allocations and lazy init, not measured
+    for i, prompt in enumerate(prompts):
+        one_prompt(prompt, tally=True)
+        print(f"\r{i + 1}/{len(prompts)} prompts", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+    baseline_wall = lanes["baseline"].wall_s
+    rows = {name: t.row(baseline_wall) for name, t in lanes.items()}
+    for method in methods:
+        rows[method]["per_position_acceptance"] = [None if r is None else round(r, 3)
+                                                   for r in per_position_acceptance(per_position[method])]
+    ratios = {}
+    if with_hf:
+        ratios["baseline_vs_hf_generate"] = round(lanes["hf_generate"].wall_s / baseline_wall, 3)
+        if "ar" in lanes:
+            ratios["ar_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes["ar"].wall_s, 3)
+    return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
+            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "lanes": rows, "ratios": ratios,
+            "identical_outputs": not mismatches, "mismatches": mismatches[:20],
+            "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def format_table(report: dict) -> str:
+    lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
+             f"{report['max_new_tokens']} new tokens, K = {report['draft_len']}, greedy", "",
+             "| lane | tokens/s | speedup | τ | α | draft / verify / host s | per-position acceptance |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in report["lanes"].items():
+        split = f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f}" if "tau" in r else "—"
+        ppa = ", ".join("—" if x is None else f"{x:.2f}" for x in r.get("per_position_acceptance", [])) or "—"
+        lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}× | {r.get('tau', '—')} | "
+                     f"{r.get('alpha', '—')} | {split} | {ppa} |")
+    lines.append("")
+    for name, value in report["ratios"].items():
+        lines.append(f"{name}: {value:.2f}× (wall-time ratio, > 1 means ours is faster)")
+    lines.append(f"outputs identical across all lanes: {report['identical_outputs']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default=DEFAULT_PRESET)
+    parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSON lines with a 'prompt' field")
+    parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--draft-len", type=int, default=4)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
+    parser.add_argument("--json", type=Path, default=Path("runs/bench.json"))
+    args = parser.parse_args(argv)
+    try:
+        prompts = load_prompts(args.prompts)
+        if args.limit > 0:
+            prompts = prompts[: args.limit]
+        if not prompts:
+            raise EngineError(f"no prompts in {args.prompts}")
+        engine = Engine.load(args.preset, args.device)
+        report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, with_hf=not args.no_hf)
+    except (EngineError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_table(report))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0 if report["identical_outputs"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Run statistics from the per-step trace: plain Python, no torch, so the app can call it on a run in
+progress (the lanes' live chips) as well as the engine on a finished one."""
+
+from __future__ import annotations
+
+from .types import RunSummary, Step
+
+
+def _lane_total(steps: list[Step], lane: str) -> float:
+    return sum(span.end_s - span.start_s for step in steps for span in step.spans if span.lane == lane)
+
+
+def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
+    """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
+    decode = [s for s in steps if s.kind == "decode"]
+    longest = max((s.num_verified for s in decode), default=0)
+    rates = []
+    for k in range(1, longest + 1):
+        reached = [s for s in decode if s.num_verified >= k and s.num_accepted >= k - 1]
+        rates.append(sum(s.num_accepted >= k for s in reached) / len(reached) if reached else None)
+    return tuple(rates)
+
+
+def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> RunSummary:
+    """Summary of the steps seen so far (the app calls it on a run in progress)."""
+    decode = [s for s in steps if s.kind == "decode"]
+    output_ids = [t.id for s in steps for t in s.committed]
+    wall_s = max((span.end_s for s in steps for span in s.spans), default=0.0)
+    num_steps = len(decode)
+    if output_ids and output_ids[-1] == eos_id:
+        finish = "eos"
+    elif len(output_ids) >= max_new_tokens:
+        finish = "length"
+    else:
+        finish = "context"
+    return RunSummary(
+        num_new_tokens=len(output_ids),
+        num_steps=num_steps,
+        alpha=sum(s.num_accepted for s in decode) / num_steps if num_steps else 0.0,
+        tau=sum(len(s.committed) for s in decode) / num_steps if num_steps else 0.0,
+        wall_s=wall_s,
+        tokens_per_s=len(output_ids) / wall_s if wall_s > 0 else 0.0,
+        prefill_s=sum(span.end_s - span.start_s for s in steps if s.kind == "prefill" for span in s.spans),
+        draft_s=_lane_total(decode, "draft"),
+        verify_s=_lane_total(decode, "verify"),
+        host_s=_lane_total(decode, "host"),
+        finish_reason=finish,
+    )

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install what is needed and run the whole test suite: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# The browser tests drive Debian's chromium; install it when missing and we may (root with apt).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
+    || echo "warning: could not install chromium; browser tests will be skipped" >&2
+fi
+exec .venv/bin/python -m pytest "$@"

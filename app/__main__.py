@@ -1,0 +1,36 @@
+"""`python -m app`: load the engine on the embedded models and serve the app."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from engine.presets import DEFAULT_PRESET, PRESETS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    args = parser.parse_args(argv)
+
+    from engine.loop import Engine
+    from engine.types import EngineError
+
+    from .main import build_app, launch
+
+    try:
+        engine = Engine.load(args.preset, args.device)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
+    launch(build_app(engine), server_name=args.host, server_port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

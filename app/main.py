@@ -1,0 +1,35 @@
+"""Builds the SpecLab Blocks. The entry point (`python -m app`) loads the engine and launches it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from engine.presets import AVAILABLE_METHODS, PRESETS
+
+from .tabs import compare
+from .theme import CSS
+
+INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
+         "them all in one forward pass, and the output is exactly what the big model alone would write. "
+         "Every number below is measured in this run, on this machine.")
+
+
+def runnable_methods(engine) -> list[str]:
+    return [m for m in AVAILABLE_METHODS if m == "baseline" or m in engine.drafter_models]
+
+
+def build_app(engine) -> gr.Blocks:
+    preset = PRESETS.get(engine.preset)
+    models = preset.description if preset else engine.preset
+    with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
+        gr.Markdown(f"# SpecLab\n{INTRO}")
+        gr.HTML(f'<div class="note" id="device">Running on <b>{engine.device_name}</b> · models: '
+                f'<b>{engine.preset}</b> — {models}</div>')
+        with gr.Tab("Compare"):
+            compare.render(engine, runnable_methods(engine))
+    demo.queue(max_size=32)
+    return demo
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    return demo.launch(css=CSS, theme=gr.themes.Default(), footer_links=["api"], **kwargs)

@@ -1,0 +1,134 @@
+"""A lane as HTML: header, live chips, the coloured output, and the fold-out list of steps.
+
+Pure functions from the engine's plain per-step values to strings. Tokens that entered the output carry
+`data-out` so a reader (or a test) can check that they join to exactly the engine's text; rejected and
+never-verified drafts are shown inline too, but without that mark.
+"""
+
+from __future__ import annotations
+
+import html
+
+from engine.presets import METHOD_DESCRIPTIONS
+from engine.summary import summarize
+from engine.types import DraftedToken, RunSummary, Step
+
+METHOD_LABELS = {"baseline": "Baseline", "ar": "AR", "dflash": "DFlash", "dspark": "DSpark"}
+MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
+
+# C0 control characters other than tab and newline would be invisible or dropped by the browser; the text
+# view shows them as their Unicode "control pictures" (U+2400 block), DEL as U+2421.
+_CONTROL_PICTURES = {c: chr(0x2400 + c) for c in range(32) if chr(c) not in "\t\n"} | {0x7F: "\u2421"}
+
+
+def display_text(text: str) -> str:
+    """The text as the lanes show it: control characters as visible symbols, all else unchanged."""
+    return text.translate(_CONTROL_PICTURES)
+
+
+def visible(text: str) -> str:
+    return html.escape(display_text(text))
+
+
+def _fmt_p(p: float | None) -> str:
+    return "—" if p is None else f"{p:.3f}"
+
+
+def _top_line(top) -> str:
+    return ", ".join(f"{t.text!r} {t.prob:.2f}" for t in top[:3])
+
+
+def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool) -> str:
+    lines = [f"{token.verdict} draft · step {step.index}, position {position}",
+             f"p_target {_fmt_p(token.target_prob)} · p_draft {_fmt_p(token.draft_prob)}"]
+    if token.accept_prob is not None:
+        rule = "greedy: 1 if it is the target's argmax" if greedy else "accept probability"
+        draw = f" · draw {token.draw:.3f}" if token.draw is not None else ""
+        lines.append(f"{rule}: {token.accept_prob:.3f}{draw}")
+    else:
+        lines.append("never verified: an earlier draft in this block was rejected")
+    if token.target_top:
+        lines.append(f"target top: {_top_line(token.target_top)}")
+    lines.append(f"draft top: {_top_line(token.draft_top)}")
+    return "\n".join(lines)
+
+
+def _span(text: str, classes: str, title: str, in_output: bool) -> str:
+    mark = " data-out" if in_output else ""
+    return f'<span class="tok {classes}"{mark} title="{html.escape(title)}">{visible(text)}</span>'
+
+
+def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True) -> str:
+    """The step's tokens in output order; rejected and unverified drafts sit just before the bonus."""
+    parts = []
+    a = step.num_accepted
+    for j, token in enumerate(step.committed):
+        if token.source == "accepted":
+            parts.append(_span(token.text, "accepted", _drafted_title(step.drafted[j], step, j + 1, greedy), True))
+            continue
+        if show_drafts:
+            for i, ghost in enumerate(step.drafted[a:], start=a):
+                parts.append(_span(ghost.text, f"{ghost.verdict} ghost", _drafted_title(ghost, step, i + 1, greedy),
+                                   False))
+        how = "the target's own token" if step.kind == "prefill" or not step.drafted else (
+            "the target's token after the rejection" if a < len(step.drafted) else "the target's token after the block")
+        parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {how}", True))
+    return "".join(parts)
+
+
+LEGEND_HTML = (
+    '<div class="legend">'
+    '<span><span class="tok accepted">accepted</span> draft the target agreed with</span>'
+    '<span><span class="tok rejected">rejected</span> draft (struck through)</span>'
+    '<span><span class="tok bonus">bonus</span> token written by the target</span>'
+    '<span><span class="tok unverified">unverified</span> drafted after a rejection, never judged</span>'
+    '</div>'
+)
+
+
+def _chip(label: str, value: str, hint: str) -> str:
+    return f'<span class="chip" title="{html.escape(hint)}">{label} <b>{value}</b></span>'
+
+
+def chips_html(summary: RunSummary, baseline: RunSummary | None) -> str:
+    speedup = "—"
+    if baseline is not None and baseline.tokens_per_s > 0 and summary.tokens_per_s > 0:
+        speedup = f"{summary.tokens_per_s / baseline.tokens_per_s:.2f}×"
+    return '<div class="chips">' + "".join([
+        _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
+        _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
+        _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
+        _chip("speedup", speedup, "this lane's tokens/s over the baseline lane's, both measured in this run"),
+        _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
+    ]) + "</div>"
+
+
+def _step_row(step: Step, greedy: bool) -> str:
+    block = "".join(
+        f'<span class="tok {t.verdict}" title="{html.escape(_drafted_title(t, step, i + 1, greedy))}">{visible(t.text)}</span>'
+        for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
+    bonus = "".join(f'<span class="tok bonus">{visible(t.text)}</span>' for t in step.committed if t.source == "bonus")
+    duration_ms = (step.spans[-1].end_s - step.spans[0].start_s) * 1e3 if step.spans else 0.0
+    verdict = f"{step.num_accepted}/{step.num_verified}" if step.num_verified else "—"
+    return (f'<tr><td class="num">{step.index}</td><td class="block">{block} → {bonus}</td>'
+            f'<td class="num" title="accepted / verified">{verdict}</td><td class="num">{duration_ms:.1f} ms</td></tr>')
+
+
+def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_tokens: int, eos_id: int | None,
+              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True) -> str:
+    """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error)."""
+    head = (f'<div class="lane-head"><span class="lane-name">{METHOD_LABELS.get(method, method)}</span>'
+            f'<span class="lane-desc">{html.escape(METHOD_DESCRIPTIONS.get(method, ""))}</span>'
+            f'<span class="lane-state">{html.escape(state)}</span></div>')
+    if not steps:
+        return f'<div class="lane-card" data-method="{method}">{head}<div class="tokens"></div></div>'
+    summary = summarize(steps, max_new_tokens, eos_id)
+    tokens = "".join(step_tokens_html(step, greedy, show_drafts) for step in steps)
+    decode = [s for s in steps if s.kind == "decode"]
+    rows = "".join(_step_row(s, greedy) for s in decode[-MAX_STEP_ROWS:])
+    steps_html = (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
+                  f'<table><tr><td>#</td><td>drafted → bonus</td><td>acc.</td><td>time</td></tr>{rows}</table></details>')
+    return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
+            f'{chips_html(summary, baseline)}'
+            f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>{tokens}</div>'
+            f'{steps_html}</div>')

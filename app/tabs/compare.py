@@ -1,0 +1,126 @@
+"""The Compare tab: one prompt, every lane side by side, live, and the shared timeline."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import gradio as gr
+
+from engine.presets import VERIFY_RULES
+from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError, GenerationConfig
+
+from ..charts import timeline_figure
+from ..examples import example_prompts
+from ..render import LEGEND_HTML, lane_html
+from ..runner import LaneRun, run_lanes
+
+DEFAULTS = GenerationConfig()
+MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
+REDRAW_EVERY_S = 0.1  # lanes redraw at most this often while a lane runs
+REPLOT_EVERY_S = 0.75  # the timeline redraws at most this often (and always at the end)
+
+_stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
+
+
+def _status(text: str, error: bool = False) -> str:
+    cls = "status-error" if error else "note"
+    return f'<div class="{cls}">{text}</div>'
+
+
+def _as_int(value, name: str) -> int:
+    if value is None or float(value) != int(float(value)):
+        raise EngineError(f"{name} must be a whole number, got {value}")
+    return int(float(value))
+
+
+def render(engine, methods: list[str]) -> None:
+    examples = example_prompts()
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(label="Prompt", value=examples[0], lines=6, max_lines=14, elem_id="prompt")
+            gr.Examples(examples=[[e] for e in examples], inputs=[prompt], label="Examples (the tiny models know Python)")
+        with gr.Column(scale=1, min_width=220):
+            run_button = gr.Button("Run", variant="primary", elem_id="run")
+            stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+            with gr.Accordion("Settings", open=True):
+                temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
+                                        label="Temperature (0 = greedy)")
+                draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1, label="Draft length K")
+                max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1,
+                                           label="Max new tokens")
+                seed = gr.Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0)
+                verify_rule = gr.Radio(list(VERIFY_RULES), value=DEFAULTS.verify_rule,
+                                       label="Verification rule at temperature > 0")
+                show_drafts = gr.Checkbox(value=True, label="Show rejected and unverified drafts inline")
+    status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
+                     elem_id="status")
+    gr.HTML(LEGEND_HTML)
+    with gr.Row(equal_height=False):
+        lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True), elem_id=f"lane-{m}", min_width=320)
+                      for m in methods]
+    gr.Markdown("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
+                "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
+                "Look at the AR row: every step starts with K thin orange draft forwards, one after another.",
+                elem_classes="note")
+    timeline = gr.Plot(elem_id="timeline", show_label=False)
+
+    def on_run(prompt_text, temperature_value, draft_len_value, max_new_value, seed_value, rule, show,
+               request: gr.Request):
+        try:
+            base = GenerationConfig(max_new_tokens=_as_int(max_new_value, "max new tokens"),
+                                    temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
+                                    draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule)
+            lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m})) for m in methods]
+            for lane in lanes:
+                lane.config.validate()
+            engine.encode_prompt(prompt_text)
+        except (EngineError, ValueError, TypeError) as exc:
+            yield _status(f"⚠ {exc}", error=True), *[gr.skip()] * len(methods), gr.skip()
+            return
+        stop = _stop_events[request.session_hash] = threading.Event()
+        greedy = base.temperature == 0
+
+        def lanes_html():
+            summaries = {lane.method: lane for lane in lanes}
+            baseline = summaries.get("baseline")
+            baseline_summary = None
+            if baseline is not None and baseline.steps:
+                from engine.summary import summarize
+                baseline_summary = summarize(baseline.steps, base.max_new_tokens, engine.eos_id)
+            return [lane_html(lane.method, lane.steps, prompt_text, lane.state, base.max_new_tokens, engine.eos_id,
+                              greedy, baseline_summary, show) for lane in lanes]
+
+        def figure():
+            return timeline_figure({lane.method: lane.steps for lane in lanes})
+
+        try:
+            last_draw = last_plot = 0.0
+            for _ in run_lanes(engine, prompt_text, lanes, stop):
+                now = time.monotonic()
+                running = next((lane for lane in lanes if lane.state == "running"), None)
+                if running is not None and now - last_draw < REDRAW_EVERY_S:
+                    continue
+                last_draw = now
+                plot = gr.skip()
+                if now - last_plot > REPLOT_EVERY_S:
+                    plot, last_plot = figure(), now
+                message = f"running {running.method} on {engine.device_name}…" if running else "…"
+                yield _status(message), *lanes_html(), plot
+            errors = [f"{lane.method}: {lane.state}" for lane in lanes if lane.state.startswith("error")]
+            done = "stopped" if stop.is_set() else "done"
+            text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
+            yield _status(text, error=bool(errors)), *lanes_html(), figure()
+        finally:
+            stop.set()  # a closed page or a cancelled event also ends the worker
+            _stop_events.pop(request.session_hash, None)
+
+    def on_stop(request: gr.Request):
+        event = _stop_events.get(request.session_hash)
+        if event is not None:
+            event.set()
+
+    run_button.click(on_run, inputs=[prompt, temperature, draft_len, max_new_tokens, seed, verify_rule, show_drafts],
+                     outputs=[status, *lane_boxes, timeline], concurrency_limit=1, concurrency_id="engine",
+                     api_name="run", show_progress="hidden")
+    stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")

@@ -1,0 +1,41 @@
+"""Colours and their meanings, defined once (Okabe–Ito, safe for colour-blind viewers; see docs/UX)."""
+
+ACCEPTED = "#009E73"  # accepted draft token
+REJECTED = "#D55E00"  # rejected draft token (also struck through)
+BONUS = "#0072B2"  # token written by the target (also bold)
+UNVERIFIED = "#999999"  # drafted, never verified (also dashed outline)
+DRAFT_WORK = "#E69F00"  # draft spans on the timeline
+VERIFY_WORK = "#0072B2"  # verify spans
+HOST_WORK = "#999999"  # host spans
+
+LANE_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}
+
+CSS = f"""
+.lane-card {{ font-family: ui-sans-serif, system-ui, sans-serif; }}
+.lane-head {{ display: flex; flex-wrap: wrap; align-items: baseline; gap: .5em; margin-bottom: .3em; }}
+.lane-name {{ font-size: 1.15em; font-weight: 700; }}
+.lane-desc {{ color: #666; font-size: .9em; }}
+.lane-state {{ margin-left: auto; font-size: .8em; color: #666; }}
+.chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
+.chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: .9em; white-space: nowrap; }}
+.chip b {{ font-variant-numeric: tabular-nums; }}
+.tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; white-space: pre-wrap;
+          word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
+          padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}
+.prompt-text {{ color: #888; }}
+.tok {{ border-radius: .2em; cursor: help; }}
+.tok.accepted {{ background: {ACCEPTED}33; box-shadow: inset 0 -2px 0 {ACCEPTED}; }}
+.tok.bonus {{ color: {BONUS}; font-weight: 700; }}
+.tok.rejected {{ color: {REJECTED}; text-decoration: line-through; background: {REJECTED}1a; }}
+.tok.unverified {{ color: {UNVERIFIED}; outline: 1px dashed {UNVERIFIED}; outline-offset: -1px; }}
+.tok.ghost {{ font-size: .85em; }}
+.legend {{ display: flex; flex-wrap: wrap; gap: 1em; font-size: .85em; margin: .2em 0; }}
+.legend .tok {{ cursor: default; padding: 0 .3em; }}
+.steps {{ margin-top: .5em; font-size: .85em; }}
+.steps table {{ border-collapse: collapse; width: 100%; }}
+.steps td {{ padding: .15em .4em; border-top: 1px solid #eee; vertical-align: top; }}
+.steps td.block {{ font-family: ui-monospace, monospace; white-space: pre; }}
+.steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
+.status-error {{ color: {REJECTED}; font-weight: 600; }}
+.note {{ color: #555; font-size: .9em; }}
+"""

@@ -1,0 +1,115 @@
+"""The app: it builds without launching, its run handler works through gradio_client against a locally
+launched app, and what it draws matches the engine's own output."""
+
+from __future__ import annotations
+
+import html
+import re
+import socket
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app.charts import timeline_figure  # noqa: E402
+from app.main import build_app, launch, runnable_methods  # noqa: E402
+from app.render import display_text, lane_html  # noqa: E402
+from engine.types import GenerationConfig  # noqa: E402
+
+PROMPT = "def parse(self, text):\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def output_text_of(lane: str) -> str:
+    """The text of the tokens the lane marks as output, as a browser would show it."""
+    spans = re.findall(r'<span class="tok [^"]*" data-out title="[^"]*">(.*?)</span>', lane, flags=re.S)
+    return "".join(html.unescape(s) for s in spans)
+
+
+def test_app_imports_no_torch():
+    import ast
+    from pathlib import Path
+
+    for path in Path(__file__).resolve().parent.parent.joinpath("app").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for alias in getattr(node, "names", [])}
+        modules = {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert "torch" not in names | modules, path
+
+
+def test_app_builds_without_launching(random_engine):
+    demo = build_app(random_engine)
+    assert isinstance(demo, gr.Blocks)
+    assert runnable_methods(random_engine) == ["baseline", "ar"]
+
+
+def test_lane_html_marks_exactly_the_output_tokens(random_engine):
+    config = GenerationConfig(method="ar", max_new_tokens=30, draft_len=4)
+    result = random_engine.generate(PROMPT, config)
+    steps = [result.prefill, *result.steps]
+    lane = lane_html("ar", steps, PROMPT, "done", 30, random_engine.eos_id, greedy=True)
+    assert output_text_of(lane) == display_text(result.text)
+    assert lane.count('class="tok rejected ghost"') == sum(
+        1 for s in result.steps for t in s.drafted if t.verdict == "rejected")
+    assert "τ" in lane and "speedup" in lane
+
+
+def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
+    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=12, draft_len=3))
+            for m in ("baseline", "ar")}
+    fig = timeline_figure({m: [r.prefill, *r.steps] for m, r in runs.items()})
+    drawn = sum(len(trace.x) for trace in fig.data if trace.name != "bubble (gap)")
+    assert drawn == sum(len(s.spans) for r in runs.values() for s in (r.prefill, *r.steps))
+    draft = next(t for t in fig.data if t.name == "draft")
+    assert set(draft.y) == {"AR"}
+    assert all(x > 0 for trace in fig.data for x in trace.x)
+
+
+@pytest.fixture(scope="module")
+def launched_app(random_engine):
+    demo = build_app(random_engine)
+    port = free_port()
+    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.mark.slow
+def test_run_handler_through_gradio_client(launched_app, random_engine):
+    from gradio_client import Client
+
+    client = Client(launched_app, verbose=False)
+    status, baseline_lane, ar_lane, _plot = client.predict(PROMPT, 0.0, 4, 24, 0, "rejection", True, api_name="/run")
+    assert "done" in status
+    expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
+    assert output_text_of(baseline_lane) == display_text(expected)
+    assert output_text_of(ar_lane) == display_text(expected)  # greedy: the AR lane writes the same text
+    assert 'data-state="done"' in ar_lane
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, message", [
+    (("", 0.0, 4, 24, 0, "rejection", True), "prompt is empty"),
+    (("x " * 200, 0.0, 4, 24, 0, "rejection", True), "context"),
+    ((PROMPT, 0.0, 4, 24, -3, "rejection", True), "less than minimum"),
+    ((PROMPT, 0.0, 40, 24, 0, "rejection", True), "greater than maximum value 16"),
+    ((PROMPT, 0.0, 4, 24, 0, "sometimes", True), "sometimes"),
+])
+def test_bad_input_gets_a_clear_message(launched_app, args, message):
+    """Out-of-range input is refused either by Gradio's own bounds (an error toast) or by the engine's
+    checks (a message in the status line); both name the problem."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    try:
+        status = Client(launched_app, verbose=False).predict(*args, api_name="/run")[0]
+    except AppError as exc:
+        assert message in str(exc)
+    else:
+        assert "status-error" in status and message in status

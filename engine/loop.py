@@ -15,7 +15,9 @@ import torch
 
 from .drafters.ar import ARDrafter
 from .drafters.base import DraftBlock, Drafter
-from .models import crop_cache, describe_device, forward_logits, load_causal_lm, load_tokenizer, new_cache, pick_device
+from .drafters.dflash import DFlashDrafter
+from .models import (crop_cache, describe_device, forward_with_features, load_causal_lm, load_dflash_drafter,
+                     load_tokenizer, new_cache, pick_device)
 from .presets import DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .text import IncrementalDecoder, TokenTexts
@@ -65,6 +67,8 @@ class Engine:
         drafters = {}
         if spec.ar_drafter:
             drafters["ar"] = load_causal_lm(spec.ar_drafter, torch_device)
+        if spec.dflash_drafter:
+            drafters["dflash"] = load_dflash_drafter(spec.dflash_drafter, torch_device)
         return cls(load_causal_lm(spec.target, torch_device), load_tokenizer(spec.tokenizer), drafters,
                    torch_device, preset)
 
@@ -89,6 +93,8 @@ class Engine:
             return None
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
+        if method == "dflash":
+            return DFlashDrafter(self.drafter_models[method], self.target)
         return ARDrafter(self.drafter_models[method])
 
     # --- the loop -----------------------------------------------------------------------------------
@@ -117,11 +123,13 @@ class Engine:
         vocab_size = self.target.config.vocab_size
         clock = SpanClock(self.device)
 
+        layer_ids = drafter.target_layer_ids if drafter is not None else None
+
         with clock.span("verify", "target prefill"):
-            logits = forward_logits(self.target, ids, cache, logits_to_keep=1)[0, -1]
-            first_id = int(pick(logits_to_probs(logits, config.temperature), config.temperature, generator))
+            logits, features = forward_with_features(self.target, ids, cache, layer_ids, logits_to_keep=1)
+            first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
         if drafter is not None:
-            drafter.start(ids, clock)
+            drafter.start(ids, features, clock)
         with clock.span("host", "commit"):
             committed = self._commit(state, [first_id], num_accepted=0)
         yield Step(0, "prefill", (), 0, 0, first_id, committed, clock.take())
@@ -129,31 +137,34 @@ class Engine:
         index = 1
         while state.finish_reason is None:
             num_committed = state.committed_ids.shape[1]
-            k = self._draft_len(config, state) if drafter is not None else 0
+            k = self._draft_len(config, state, drafter) if drafter is not None else 0
             if k:
                 block = drafter.propose(state.committed_ids, k, config.temperature, generator, clock)
             else:  # the baseline, or a last step with room for one token only
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
             with clock.span("verify", "target verify"):
                 verify_ids = torch.cat([state.committed_ids[:, -1:], block.ids.view(1, -1)], dim=1)
-                target_probs = logits_to_probs(forward_logits(self.target, verify_ids, cache)[0], config.temperature)
+                logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids)
+                target_probs = logits_to_probs(logits[0], config.temperature)
                 verdict = verify(config.verify_rule, config.temperature, block.ids, block.probs, target_probs,
                                  generator)
             with clock.span("host", "commit and trace"):
                 a = verdict.num_accepted
                 crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
                 if drafter is not None:
-                    drafter.rollback(num_committed + a)
+                    drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
                 committed = self._commit(state, block.ids[:a].tolist() + [verdict.bonus_id], num_accepted=a)
                 drafted = self._trace_block(block, verdict, target_probs)
             yield Step(index, "decode", drafted, k, a, verdict.bonus_id, committed, clock.take())
             index += 1
 
-    def _draft_len(self, config: GenerationConfig, state: _RunState) -> int:
-        """K, shortened so a step never drafts past max_new_tokens or the context (the bonus always fits)."""
+    def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
+        """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
+        the block a block drafter was trained on."""
         remaining = config.max_new_tokens - state.num_new
         room = self.context_length - state.committed_ids.shape[1]
-        return max(0, min(config.draft_len, remaining - 1, room - 1))
+        longest = getattr(drafter, "max_draft_len", config.draft_len)
+        return max(0, min(config.draft_len, longest, remaining - 1, room - 1))
 
     def _commit(self, state: _RunState, new_ids: list[int], num_accepted: int) -> tuple[CommittedToken, ...]:
         """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit."""

@@ -11,9 +11,13 @@ import inspect
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.utils import logging as hf_logging
 
 from .presets import resolve_model_path
 from .types import EngineError
+
+
+hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the app's log
 
 
 def pick_device(requested: str = "auto") -> torch.device:
@@ -48,6 +52,17 @@ def load_causal_lm(name: str, device: torch.device, dtype: torch.dtype | None = 
     return model
 
 
+def load_dflash_drafter(name: str, device: torch.device, dtype: torch.dtype | None = None):
+    from .drafters.dflash_model import DFlashDraftModel
+
+    try:
+        model = DFlashDraftModel.from_pretrained(resolve_model_path(name), dtype=dtype or default_dtype(device))
+    except (OSError, ValueError, TypeError) as exc:
+        raise EngineError(f"cannot load DFlash drafter {name!r}: {str(exc).splitlines()[0]}") from None
+    model.to(device).eval().requires_grad_(False)
+    return model
+
+
 def load_tokenizer(name: str):
     try:
         return AutoTokenizer.from_pretrained(resolve_model_path(name))
@@ -71,6 +86,17 @@ def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_t
     """Logits (batch, positions, vocab) of a forward that extends `cache`; logits_to_keep=0 keeps all."""
     kwargs = {_cache_kwarg(model): cache}
     return model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, **kwargs).logits
+
+
+def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, layer_ids: list[int] | None,
+                          logits_to_keep: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Like forward_logits, and also the concatenated hidden states of `layer_ids` at every input position
+    (batch, positions, len(layer_ids) * H), which block drafters read; None when layer_ids is None."""
+    if layer_ids is None:
+        return forward_logits(model, input_ids, cache, logits_to_keep), None
+    kwargs = {_cache_kwarg(model): cache}
+    out = model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, output_hidden_states=True, **kwargs)
+    return out.logits, torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:

@@ -9,8 +9,8 @@ ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 
 # Every method the product knows, in display order. `baseline` is target-only decoding.
 METHODS = ("baseline", "ar", "dflash", "dspark")
-# The methods this engine can run today; the block drafters join in their own issues.
-AVAILABLE_METHODS = ("baseline", "ar")
+# The methods this engine can run today; DSpark joins in its own issue.
+AVAILABLE_METHODS = ("baseline", "ar", "dflash")
 
 METHOD_DESCRIPTIONS = {
     "baseline": "target only: one target forward per token",
@@ -29,6 +29,7 @@ class Preset:
     target: str  # local folder (relative to assets/) or a hub id
     tokenizer: str  # local folder or hub id; the drafters share it
     ar_drafter: str | None  # small model of the same tokenizer, or None when the preset has none
+    dflash_drafter: str | None  # DFlash block drafter trained on this target, or None
     description: str
 
 
@@ -38,6 +39,7 @@ PRESETS = {
         target="target",
         tokenizer="tokenizer",
         ar_drafter="ar-drafter",
+        dflash_drafter="dflash-drafter",
         description="embedded models trained by us on the Python standard library (assets/)",
     ),
     "qwen3-4b": Preset(
@@ -45,6 +47,7 @@ PRESETS = {
         target="Qwen/Qwen3-4B",
         tokenizer="Qwen/Qwen3-4B",
         ar_drafter="Qwen/Qwen3-0.6B",
+        dflash_drafter="z-lab/Qwen3-4B-DFlash-b16",
         description="Qwen3-4B target with Qwen3-0.6B drafting (needs the hub or a local copy)",
     ),
 }

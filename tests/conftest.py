@@ -44,13 +44,24 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
 
 
+def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2):
+    """A random DFlash drafter shaped for `target`, reading its layers 0 and 1."""
+    from engine.drafters.dflash_model import DFlashDraftModel
+
+    torch.manual_seed(seed)
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = layers
+    config.dflash_config = {"target_layer_ids": [0, 1], "block_size": block_size, "mask_token_id": 1}
+    return DFlashDraftModel(config).eval().requires_grad_(False)
+
+
 @pytest.fixture(scope="session")
 def random_engine(tokenizer):
     from engine.loop import Engine
 
     target = tiny_qwen3(len(tokenizer))
-    drafter = noisy_copy(target, noise=0.05)
-    return Engine(target, tokenizer, {"ar": drafter}, torch.device("cpu"), preset="random")
+    drafters = {"ar": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target)}
+    return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ def test_app_imports_no_torch():
 def test_app_builds_without_launching(random_engine):
     demo = build_app(random_engine)
     assert isinstance(demo, gr.Blocks)
-    assert runnable_methods(random_engine) == ["baseline", "ar"]
+    assert runnable_methods(random_engine) == ["baseline", "ar", "dflash"]
 
 
 def test_lane_html_marks_exactly_the_output_tokens(random_engine):
@@ -85,12 +85,13 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, baseline_lane, ar_lane, _plot = client.predict(PROMPT, 0.0, 4, 24, 0, "rejection", True, api_name="/run")
+    status, *lanes, _plot = client.predict(PROMPT, 0.0, 4, 24, 0, "rejection", True, api_name="/run")
     assert "done" in status
+    assert len(lanes) == len(runnable_methods(random_engine))
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
-    assert output_text_of(baseline_lane) == display_text(expected)
-    assert output_text_of(ar_lane) == display_text(expected)  # greedy: the AR lane writes the same text
-    assert 'data-state="done"' in ar_lane
+    for lane in lanes:  # greedy: every lane writes the baseline's text
+        assert output_text_of(lane) == display_text(expected)
+        assert 'data-state="done"' in lane
 
 
 @pytest.mark.slow

@@ -34,18 +34,18 @@ def test_crop_then_extend_matches_a_fresh_forward(random_engine):
     assert torch.allclose(extended, fresh, atol=1e-4)
 
 
-def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, monkeypatch):
+@pytest.mark.parametrize("method", ["ar", "dflash"])
+def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, monkeypatch, method):
     """Spy on every target forward: the cache must hold exactly the committed length minus one."""
     seen = []
-    real_forward = engine.loop.forward_logits
+    real_forward = engine.loop.forward_with_features
 
-    def spy(model, input_ids, cache, logits_to_keep=0):
-        if model is random_engine.target:
-            seen.append((cache.get_seq_length(), input_ids.shape[1]))
-        return real_forward(model, input_ids, cache, logits_to_keep)
+    def spy(model, input_ids, cache, layer_ids, logits_to_keep=0):
+        seen.append((cache.get_seq_length(), input_ids.shape[1]))
+        return real_forward(model, input_ids, cache, layer_ids, logits_to_keep)
 
-    monkeypatch.setattr(engine.loop, "forward_logits", spy)
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=5))
+    monkeypatch.setattr(engine.loop, "forward_with_features", spy)
+    result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=40, draft_len=5))
     assert seen[0] == (0, len(result.prompt_ids))  # the prefill
     committed = len(result.prompt_ids) + len(result.prefill.committed)
     for (cache_len, fed), step in zip(seen[1:], result.steps):
@@ -61,24 +61,24 @@ def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
     clock = SpanClock(torch.device("cpu"))
     prompt = torch.tensor([random_engine.encode_prompt(PROMPT)])
     drafter = ARDrafter(model)
-    drafter.start(prompt, clock)
+    drafter.start(prompt, None, clock)
     committed = torch.cat([prompt, torch.tensor([[5]])], dim=1)  # the prefill's token
     n = committed.shape[1]
     block = drafter.propose(committed, 6, 0.0, torch.Generator(), clock)
     assert drafter.cache.get_seq_length() == n + 5  # the last draft is sampled, never fed
     committed = torch.cat([committed, block.ids[:2].view(1, -1), torch.tensor([[7]])], dim=1)  # 2 accepted + bonus
-    drafter.rollback(n + 2)
+    drafter.accept(n + 2, None)
     assert drafter.cache.get_seq_length() == n + 2
     again = drafter.propose(committed, 4, 0.0, torch.Generator(), clock)
     fresh = ARDrafter(model)
-    fresh.start(committed[:, :-1], clock)
+    fresh.start(committed[:, :-1], None, clock)
     assert torch.equal(again.ids, fresh.propose(committed, 4, 0.0, torch.Generator(), clock).ids)
 
 
 # --- reproducibility --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rule", ["rejection", "match"])
-@pytest.mark.parametrize("method", ["baseline", "ar"])
+@pytest.mark.parametrize("method", ["baseline", "ar", "dflash"])
 def test_same_seed_same_output_at_temperature(random_engine, method, rule):
     config = GenerationConfig(method=method, max_new_tokens=30, temperature=0.8, seed=11, verify_rule=rule)
     first, second = random_engine.generate(PROMPT, config), random_engine.generate(PROMPT, config)
@@ -160,7 +160,7 @@ def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
 # --- bad input -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bad", [
-    dict(method="nope"), dict(method="dflash"), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
+    dict(method="nope"), dict(method="dspark"), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
     dict(draft_len=0), dict(draft_len=99), dict(temperature=-0.1), dict(temperature=math.nan),
     dict(temperature=math.inf), dict(verify_rule="maybe"), dict(seed=-1),
 ])

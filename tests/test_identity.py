@@ -48,15 +48,26 @@ def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len
     assert ar.text == baseline.text
 
 
-@pytest.mark.parametrize("draft_len", [1, 3, 8])
-def test_identity_up_to_the_context_limit(random_engine, draft_len):
+@pytest.mark.parametrize("block_size", range(2, 9))
+@pytest.mark.parametrize("prompt", PROMPTS[:3])
+def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block_size):
+    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=30))
+    dflash = random_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=30,
+                                                             draft_len=block_size - 1))
+    assert dflash.output_ids == baseline.output_ids
+    assert dflash.steps[0].num_verified == max(step.num_verified for step in dflash.steps) == block_size - 1
+
+
+@pytest.mark.parametrize("method", ["ar", "dflash"])
+@pytest.mark.parametrize("draft_len", [1, 3, 7])
+def test_identity_up_to_the_context_limit(random_engine, method, draft_len):
     """Run until the context is full: the last steps shorten K so the block always fits."""
     prompt = PROMPTS[2]
     baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=500))
-    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=500, draft_len=draft_len))
-    assert baseline.summary.finish_reason == ar.summary.finish_reason == "context"
+    other = random_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=500, draft_len=draft_len))
+    assert baseline.summary.finish_reason == other.summary.finish_reason == "context"
     assert len(baseline.prompt_ids) + len(baseline.output_ids) == TINY_CONTEXT
-    assert ar.output_ids == baseline.output_ids
+    assert other.output_ids == baseline.output_ids
 
 
 def test_identity_mixes_accepts_and_rejects(random_engine):
@@ -83,5 +94,6 @@ def test_embedded_models_identity(embedded_engine):
 
     for prompt in load_prompts()[:8]:
         baseline = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))
-        ar = embedded_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=48, draft_len=4))
-        assert ar.output_ids == baseline.output_ids
+        for method in ("ar", "dflash"):
+            other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, draft_len=4))
+            assert other.output_ids == baseline.output_ids, method

@@ -14,11 +14,13 @@ from .base import DraftBlock
 
 
 class ARDrafter:
+    target_layer_ids = None  # reads only tokens
+
     def __init__(self, model):
         self.model = model
         self.cache = None
 
-    def start(self, prompt_ids: torch.Tensor, clock: SpanClock) -> None:
+    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
         self.cache = new_cache(self.model)
         with clock.span("draft", "drafter prefill"):
             forward_logits(self.model, prompt_ids, self.cache, logits_to_keep=1)
@@ -39,5 +41,5 @@ class ARDrafter:
             inputs = token.view(1, 1)
         return DraftBlock(torch.stack(ids), torch.stack(probs))
 
-    def rollback(self, num_valid: int) -> None:
+    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
         crop_cache(self.cache, num_valid)

@@ -1,0 +1,51 @@
+"""The DFlash lane: the whole block drafted in one parallel forward, conditioned on target features.
+
+Draft cache bookkeeping: the cache holds keys and values of the projected context features of committed
+positions only. A propose feeds the features new since the last step plus the block [anchor, MASK × k],
+then crops the cache back to the context, dropping the block's own keys and values. After verification
+the target's features of the anchor and the accepted tokens become the next step's new context.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..models import crop_cache, new_cache
+from ..sampling import logits_to_probs, pick
+from ..timing import SpanClock
+from .base import DraftBlock
+
+
+class DFlashDrafter:
+    def __init__(self, model, target):
+        self.model = model
+        self.embed_tokens = target.get_input_embeddings()  # shared with the target, frozen
+        self.lm_head = target.get_output_embeddings()
+        self.target_layer_ids = model.target_layer_ids
+        self.mask_token_id = model.mask_token_id
+        self.max_draft_len = model.block_size - 1  # the anchor takes one place in the block
+        self.cache = None
+        self.pending: torch.Tensor | None = None  # target features not yet in the cache
+
+    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
+        self.cache = new_cache(self.model)
+        self.pending = features  # the whole prompt is context for the first block
+
+    def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
+                clock: SpanClock) -> DraftBlock:
+        with clock.span("draft", f"one parallel pass drafts {k}"):
+            anchor_position = committed_ids.shape[1] - 1
+            cached = self.cache.get_seq_length()
+            assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
+            block = torch.full((1, k + 1), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
+            block[0, 0] = committed_ids[0, -1]
+            positions = torch.arange(cached, anchor_position + k + 1, device=committed_ids.device).unsqueeze(0)
+            hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
+            crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
+            self.pending = self.pending[:, :0]
+            probs = logits_to_probs(self.lm_head(hidden[0, 1:]), temperature)
+            ids = pick(probs, temperature, generator)
+        return DraftBlock(ids, probs)
+
+    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
+        self.pending = features

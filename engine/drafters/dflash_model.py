@@ -1,0 +1,130 @@
+"""The DFlash draft network (arXiv 2602.06036): one non-causal pass drafts a whole block.
+
+Input: the block [anchor, MASK × (B − 1)] embedded with the target's own embedding table. Conditioning
+("KV injection"): the hidden states of 5 target layers at the committed positions are concatenated,
+projected by `fc` (5H → H, no bias) and normalised by `hidden_norm`; in every draft layer the keys and
+values are k_proj / v_proj of [context features ; block], queries come from the block only, k_norm acts on
+all keys, and RoPE uses absolute positions. Hidden states of the mask positions go through the target's
+LM head, so each mask position predicts the token that stands there.
+
+Parameter and config names follow the public checkpoints (z-lab/dflash, DeepSpec's DFlash): a Qwen3
+config with `dflash_config = {"target_layer_ids", "block_size", "mask_token_id"}`; weights `fc`,
+`hidden_norm`, `norm`, `layers.N.self_attn.{q,k,v,o}_proj`, `.q_norm`, `.k_norm`, `layers.N.mlp.*`,
+`layers.N.input_layernorm`, `layers.N.post_attention_layernorm`. Written for this project from the paper.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel, Qwen3Config
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding
+
+
+def dflash_setting(config: Qwen3Config, name: str, default=None):
+    """A DFlash field from `dflash_config`, or from the top level of the config (older checkpoints)."""
+    nested = getattr(config, "dflash_config", None) or {}
+    return nested.get(name, getattr(config, name, default))
+
+
+def evenly_spaced_layers(num_target_layers: int, count: int = 5) -> list[int]:
+    """Target layers read by the drafter: evenly spaced from layer 1 to layer N − 3 (the paper's choice)."""
+    first, last = 1, num_target_layers - 3
+    return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (batch, heads, length, head_dim); cos, sin: (batch, length, head_dim)."""
+    return x * cos[:, None] + _rotate_half(x) * sin[:, None]
+
+
+class DFlashAttention(nn.Module):
+    def __init__(self, config: Qwen3Config, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+        self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+
+    def forward(self, block: torch.Tensor, context: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """block (b, q, H) and new context features (b, c, H); cos/sin cover the c + q new key positions.
+        Keys and values of earlier context come from `cache`, which this call extends."""
+        b, q_len, _ = block.shape
+        keys_in = torch.cat([context, block], dim=1)
+        q = self.q_norm(self.q_proj(block).view(b, q_len, self.num_heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(keys_in).view(b, -1, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(keys_in).view(b, -1, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = _rope(q, cos[:, -q_len:], sin[:, -q_len:])
+        k = _rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask,
+                                             enable_gqa=self.num_heads != self.num_kv_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
+
+
+class DFlashDecoderLayer(nn.Module):
+    def __init__(self, config: Qwen3Config, layer_idx: int):
+        super().__init__()
+        self.self_attn = DFlashAttention(config, layer_idx)
+        self.mlp = Qwen3MLP(config)
+        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, hidden: torch.Tensor, context: torch.Tensor, cos, sin, cache=None, attention_mask=None):
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), context, cos, sin, cache, attention_mask)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class DFlashDraftModel(PreTrainedModel):
+    config_class = Qwen3Config
+    base_model_prefix = "dflash"
+    _no_split_modules = ["DFlashDecoderLayer"]
+    _supports_sdpa = True  # attention is always torch SDPA here, whatever the config asks
+
+    def __init__(self, config: Qwen3Config):
+        super().__init__(config)
+        self.target_layer_ids = list(dflash_setting(config, "target_layer_ids"))
+        self.block_size = int(dflash_setting(config, "block_size", 16))
+        self.mask_token_id = int(dflash_setting(config, "mask_token_id"))
+        self.layers = nn.ModuleList([DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
+        self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.fc = nn.Linear(len(self.target_layer_ids) * config.hidden_size, config.hidden_size, bias=False)
+        self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_init()
+
+    def _init_weights(self, module):
+        std = getattr(self.config, "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            module.weight.data.normal_(0.0, std)
+            if module.bias is not None:
+                module.bias.data.zero_()
+        elif isinstance(module, Qwen3RMSNorm):
+            module.weight.data.fill_(1.0)
+
+    def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, position_ids: torch.Tensor,
+                cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """noise_embedding (b, q, H): the embedded block. target_hidden (b, c, 5H): features of the context
+        positions new to `cache`. position_ids (b, c + q): their absolute positions, context first.
+        Returns the block's final hidden states (b, q, H)."""
+        context = self.hidden_norm(self.fc(target_hidden))
+        cos, sin = self.rotary_emb(noise_embedding, position_ids)
+        hidden = noise_embedding
+        for layer in self.layers:
+            hidden = layer(hidden, context, cos, sin, cache, attention_mask)
+        return self.norm(hidden)

@@ -4,6 +4,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
+  dflash      the DFlash block drafter, on the shipped target   -> assets/dflash-drafter/
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
 """
 
@@ -32,10 +33,39 @@ def _export(model, name: str, cfg, extra: dict) -> None:
     print(f"exported {name} to {out}")
 
 
+def _shipped_target():
+    """The target as shipped (float16 weights, upcast): drafters learn the model users actually run."""
+    from transformers import Qwen3ForCausalLM
+
+    target = Qwen3ForCausalLM.from_pretrained(ASSETS / "target", dtype=torch.float32)
+    return target.eval().requires_grad_(False)
+
+
+def _train_dflash(args, tokenizer, streams, run_dir: Path) -> int:
+    from .dflash import dflash_acceptance, dflash_config, dflash_loss, init_from_target
+    from .lm import TrainConfig, train
+    from ..drafters.dflash_model import DFlashDraftModel
+
+    target = _shipped_target()
+    drafter = DFlashDraftModel(dflash_config(target.config, tokenizer.mask_token_id))
+    init_from_target(drafter, target)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50)
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    train(drafter, streams, run_dir, cfg, dflash_loss(drafter, target, generator),
+          lambda windows: dflash_acceptance(drafter, target, windows))
+    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
+    accepted = dflash_acceptance(drafter, target, heldout_windows(streams["heldout"], cfg.seq_len))
+    _export(drafter, "dflash-drafter", cfg, {
+        "heldout_expected_accepted_teacher_forced": round(accepted, 3),
+        "train_minutes": round(state["elapsed_s"] / 60, 1),
+        "num_parameters": sum(p.numel() for p in drafter.parameters())})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter"])
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -44,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .configs import ar_drafter_config, target_config
     from .corpus import corpus_files, write_manifest
-    from .lm import TrainConfig, heldout_loss, heldout_windows, tokenize_corpus, train
+    from .lm import TrainConfig, distill_loss, heldout_loss, heldout_windows, lm_loss, tokenize_corpus, train
 
     if args.stage == "tokenizer":
         from .tokenizer import train_tokenizer
@@ -59,16 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
     streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
     torch.manual_seed(args.seed)
+    run_dir = RUNS / args.stage
+    if args.stage == "dflash":
+        return _train_dflash(args, tokenizer, streams, run_dir)
     if args.stage == "target":
         cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
-        teacher = None
+        loss_fn = lm_loss(model)
     else:
         cfg = TrainConfig(seed=args.seed, steps=args.steps or 1200, lr=3e-3, batch_size=8)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
-        teacher = Qwen3ForCausalLM.from_pretrained(ASSETS / "target", dtype=torch.float32)
-    run_dir = RUNS / args.stage
-    train(model, streams, run_dir, cfg, teacher=teacher)
+        loss_fn = distill_loss(model, _shipped_target())
+    train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))
     state = torch.load(run_dir / "ckpt.pt", weights_only=False)
     ce = heldout_loss(model, heldout_windows(streams["heldout"], cfg.seq_len))
     _export(model, args.stage, cfg, {"heldout_ce_fp32": round(ce, 4), "train_minutes": round(state["elapsed_s"] / 60, 1),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -65,14 +66,13 @@ def heldout_windows(stream: torch.Tensor, seq_len: int, max_windows: int = 64) -
 
 @torch.no_grad()
 def heldout_loss(model, windows: torch.Tensor, batch_size: int = 8) -> float:
-    model.eval()
+    """Mean next-token cross-entropy (nats) over the held-out windows."""
     total, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
         x = windows[i : i + batch_size]
         logits = model(x).logits[:, :-1].float()
         total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1), reduction="sum").item()
         count += x[:, 1:].numel()
-    model.train()
     return total / count
 
 
@@ -90,14 +90,33 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     return F.kl_div(student_logprobs, teacher_logprobs, log_target=True, reduction="batchmean") / student_logits.size(1)
 
 
+def lm_loss(model: Qwen3ForCausalLM) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Next-token cross-entropy on the corpus windows."""
+    return lambda x: model(x, labels=x).loss
+
+
+def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Match the teacher's next-token distribution at every position of the window."""
+    teacher.eval()
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            teacher_logits = teacher(x).logits
+        return distillation_loss(student(x).logits, teacher_logits)
+
+    return loss
+
+
 def train(
-    model: Qwen3ForCausalLM,
+    model: torch.nn.Module,
     streams: dict[str, torch.Tensor],
     run_dir: Path,
     cfg: TrainConfig,
-    teacher: Qwen3ForCausalLM | None = None,
-) -> Qwen3ForCausalLM:
-    """Train `model` (on the corpus, or to match `teacher` when given), resuming from run_dir/ckpt.pt."""
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    eval_fn: Callable[[torch.Tensor], float],
+) -> torch.nn.Module:
+    """Train `model` on random corpus windows with `loss_fn`, resuming from run_dir/ckpt.pt; `eval_fn`
+    scores the fixed held-out windows every cfg.eval_every steps."""
     torch.set_num_threads(cfg.threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
@@ -113,20 +132,13 @@ def train(
         print(f"resumed at step {step} ({elapsed_s / 60:.1f} min trained)", flush=True)
     log = (run_dir / "log.jsonl").open("a")
     eval_windows = heldout_windows(streams["heldout"], cfg.seq_len)
-    if teacher is not None:
-        teacher.eval()
     model.train()
     t_last = time.perf_counter()
     while step < cfg.steps:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
         x = sample_windows(streams["train"], cfg.batch_size, cfg.seq_len, generator)
-        if teacher is None:
-            loss = model(x, labels=x).loss
-        else:
-            with torch.no_grad():
-                teacher_logits = teacher(x).logits
-            loss = distillation_loss(model(x).logits, teacher_logits)
+        loss = loss_fn(x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -137,8 +149,10 @@ def train(
         t_last = now
         record = {"step": step, "loss": round(loss.item(), 4), "lr": round(lr_at(step - 1, cfg), 6), "min": round(elapsed_s / 60, 2)}
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            record["heldout_ce"] = round(heldout_loss(model, eval_windows), 4)
-        if step % 10 == 0 or "heldout_ce" in record:
+            model.eval()
+            record["heldout"] = round(eval_fn(eval_windows), 4)
+            model.train()
+        if step % 10 == 0 or "heldout" in record:
             print(json.dumps(record), flush=True)
             log.write(json.dumps(record) + "\n")
             log.flush()

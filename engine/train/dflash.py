@@ -1,0 +1,117 @@
+"""Training the DFlash drafter on our frozen target (SPEC §3 "DFlash", after the DFlash paper's recipe).
+
+Each window of corpus text goes through the frozen target once, which gives the context features (the
+hidden states of the drafter's 5 target layers) and the target's own next-token distributions. Then many
+blocks are cut from the same window at random anchor positions and drafted in one batched forward:
+inside a block attention is bidirectional; a block sees the context features strictly before its anchor,
+and nothing of other blocks. Labels are the target's distributions (so the drafter learns what the target
+would write, not what the corpus says), with the loss of block position k weighted exp(−(k−1)/γ).
+The embedding table and LM head are the target's, frozen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen3Config
+
+from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
+
+BLOCK_SIZE = 8  # anchor + 7 drafted tokens
+GAMMA = 4.0  # position-weight decay for block size 8 (the paper: 7 for 16, 5 for 10, 4 for 8)
+ANCHORS_PER_WINDOW = 16
+DRAFT_LAYERS = 3
+
+
+def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
+                  layers: int = DRAFT_LAYERS) -> Qwen3Config:
+    config = Qwen3Config(**{k: v for k, v in target_config.to_dict().items()
+                            if k not in ("architectures", "dtype", "torch_dtype", "transformers_version")})
+    config.num_hidden_layers = layers
+    config.architectures = ["DFlashDraftModel"]
+    config.dflash_config = {"target_layer_ids": evenly_spaced_layers(target_config.num_hidden_layers),
+                            "block_size": block_size, "mask_token_id": mask_token_id}
+    return config
+
+
+def init_from_target(drafter: DFlashDraftModel, target) -> None:
+    """Start the draft layers from the target's top layers (same shapes), the final norm likewise: the
+    drafter's output already lives in the space the target's LM head reads."""
+    target_layers = target.model.layers[-len(drafter.layers):]
+    for draft_layer, target_layer in zip(drafter.layers, target_layers):
+        draft_layer.load_state_dict(target_layer.state_dict(), strict=False)
+    drafter.norm.load_state_dict(target.model.norm.state_dict())
+
+
+def sample_anchors(batch: int, seq_len: int, block_size: int, count: int, generator: torch.Generator) -> torch.Tensor:
+    """(batch, count) distinct anchor positions with at least one context position before each and the
+    whole block inside the window."""
+    low, high = 1, seq_len - block_size
+    scores = torch.rand(batch, high - low + 1, generator=generator)
+    return scores.topk(count, dim=1).indices.sort(dim=1).values + low
+
+
+def block_attention_mask(anchors: torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
+    """(batch, 1, count·B, seq_len + count·B) bool: block m sees context before its anchor and its own block."""
+    batch, count = anchors.shape
+    block_of_query = torch.arange(count).repeat_interleave(block_size)  # (Q,)
+    context = torch.arange(seq_len)[None, None, :] < anchors[:, block_of_query][:, :, None]  # (b, Q, T)
+    own_block = (block_of_query[:, None] == block_of_query[None, :]).expand(batch, -1, -1)  # (b, Q, Q)
+    return torch.cat([context, own_block], dim=2)[:, None]
+
+
+def position_weights(block_size: int, gamma: float = GAMMA) -> torch.Tensor:
+    """w_k = exp(−(k−1)/γ) for drafted positions k = 1..B−1."""
+    return torch.tensor([math.exp(-(k - 1) / gamma) for k in range(1, block_size)])
+
+
+def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
+                 anchors_per_window: int = ANCHORS_PER_WINDOW):
+    """One training batch: draft logits at every drafted block position and the target's distributions."""
+    b, t = x.shape
+    bs = drafter.block_size
+    with torch.no_grad():
+        out = target(x, output_hidden_states=True)
+        features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
+        teacher_logits = out.logits.float()
+    anchors = sample_anchors(b, t, bs, anchors_per_window, generator)  # (b, M)
+    offsets = torch.arange(bs)
+    block_positions = (anchors[:, :, None] + offsets).reshape(b, -1)  # (b, M·B)
+    block_ids = torch.full_like(block_positions, drafter.mask_token_id)
+    block_ids[:, ::bs] = x.gather(1, anchors)
+    with torch.no_grad():
+        noise = target.get_input_embeddings()(block_ids)
+    position_ids = torch.cat([torch.arange(t).expand(b, -1), block_positions], dim=1)
+    mask = block_attention_mask(anchors, t, bs)
+    hidden = drafter(noise, features, position_ids, attention_mask=mask)
+    hidden = hidden.view(b, -1, bs, hidden.shape[-1])[:, :, 1:]  # drafted positions only
+    draft_logits = target.get_output_embeddings()(hidden).float()  # (b, M, B−1, V)
+    # The token at block position k is predicted by the target at the position before it.
+    teacher_positions = (anchors[:, :, None] + offsets[1:] - 1)  # (b, M, B−1)
+    teacher = teacher_logits[torch.arange(b)[:, None, None], teacher_positions]
+    return draft_logits, teacher
+
+
+def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor]:
+    weights = position_weights(drafter.block_size)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator)
+        teacher_probs = teacher_logits.softmax(-1)
+        ce = -(teacher_probs * F.log_softmax(draft_logits, dim=-1)).sum(-1)  # soft cross-entropy (b, M, B−1)
+        return (ce * weights).sum(-1).mean() / weights.sum()
+
+    return loss
+
+
+@torch.no_grad()
+def dflash_acceptance(drafter: DFlashDraftModel, target, windows: torch.Tensor) -> float:
+    """Held-out proxy for τ − 1 at temperature 0: expected accepted length of a block when each drafted
+    position is right if its argmax equals the target's (computed on teacher-forced context)."""
+    generator = torch.Generator().manual_seed(0)
+    draft_logits, teacher_logits = dflash_batch(drafter, target, windows[:16], generator)
+    correct = (draft_logits.argmax(-1) == teacher_logits.argmax(-1)).int()
+    return correct.cumprod(-1).sum(-1).float().mean().item()

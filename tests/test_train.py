@@ -1,0 +1,63 @@
+"""Training code: the batched multi-block training forward of DFlash must compute exactly what the
+cached one-block inference path computes, and the masks must hide what they should."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.drafters.dflash import DFlashDrafter
+from engine.models import forward_with_features, new_cache
+from engine.timing import SpanClock
+from engine.train.dflash import block_attention_mask, dflash_batch, position_weights, sample_anchors
+from engine.train.lm import distillation_loss, lr_at, TrainConfig
+
+
+def test_block_mask_hides_later_context_and_other_blocks():
+    anchors = torch.tensor([[3, 7]])
+    mask = block_attention_mask(anchors, seq_len=10, block_size=2)[0, 0]  # (4 queries, 10 + 4 keys)
+    assert mask[0, :10].tolist() == [True] * 3 + [False] * 7  # block 0 sees positions 0..2 only
+    assert mask[2, :10].tolist() == [True] * 7 + [False] * 3
+    assert mask[0, 10:].tolist() == [True, True, False, False]  # its own block, both ways
+    assert mask[3, 10:].tolist() == [False, False, True, True]
+
+
+def test_anchors_leave_room_for_context_and_the_block():
+    anchors = sample_anchors(4, 32, 8, 10, torch.Generator().manual_seed(0))
+    assert anchors.min() >= 1 and anchors.max() <= 32 - 8
+    assert all(len(set(row.tolist())) == 10 for row in anchors)
+
+
+def test_training_forward_equals_the_inference_forward(random_engine):
+    """Teacher-forced training logits of a block == what the lane drafts from the same context."""
+    target, drafter_model = random_engine.target, random_engine.drafter_models["dflash"]
+    x = torch.randint(2, 4000, (1, 40), generator=torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(5)
+    anchors = sample_anchors(1, 40, drafter_model.block_size, 4, torch.Generator().manual_seed(5))
+    train_logits, teacher = dflash_batch(drafter_model, target, x, generator, anchors_per_window=4)
+    clock = SpanClock(torch.device("cpu"))
+    for m, anchor in enumerate(anchors[0].tolist()):
+        drafter = DFlashDrafter(drafter_model, target)
+        features = forward_with_features(target, x[:, :anchor], new_cache(target), drafter_model.target_layer_ids)[1]
+        drafter.start(x[:, :anchor], features, clock)
+        block = drafter.propose(x[:, : anchor + 1], drafter_model.block_size - 1, 1.0, torch.Generator(), clock)
+        assert torch.allclose(train_logits[0, m].softmax(-1), block.probs, atol=1e-5)
+        expected_teacher = target(x).logits[0, anchor: anchor + drafter_model.block_size - 1]
+        assert torch.allclose(teacher[0, m], expected_teacher, atol=1e-4)
+
+
+def test_position_weights_decay():
+    w = position_weights(8, gamma=4.0)
+    assert w[0] == 1.0 and len(w) == 7
+    assert torch.allclose(w[1:] / w[:-1], torch.full((6,), torch.exp(torch.tensor(-0.25)).item()))
+
+
+def test_distillation_loss_is_zero_only_when_distributions_match():
+    logits = torch.randn(2, 5, 11)
+    assert distillation_loss(logits, logits).abs() < 1e-6
+    assert distillation_loss(logits, logits + torch.randn(2, 5, 11)) > 0.01
+
+
+def test_schedule_warms_up_then_decays():
+    cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert lr_at(0, cfg) == 0.1 and lr_at(9, cfg) == 1.0
+    assert lr_at(50, cfg) < 1.0 and abs(lr_at(100, cfg) - 0.1) < 1e-9

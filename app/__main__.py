@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         engine = Engine.load(args.preset, args.device)
+        engine.warm_up()
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

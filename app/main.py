@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from engine.presets import AVAILABLE_METHODS, PRESETS
+from engine.presets import PRESETS
 
 from .tabs import compare
 from .theme import CSS
@@ -15,7 +15,7 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
 
 
 def runnable_methods(engine) -> list[str]:
-    return [m for m in AVAILABLE_METHODS if m == "baseline" or m in engine.drafter_models]
+    return engine.methods()
 
 
 def build_app(engine) -> gr.Blocks:

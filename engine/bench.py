@@ -20,7 +20,7 @@ import torch
 
 from .loop import Engine
 from .summary import per_position_acceptance
-from .presets import ASSETS_DIR, AVAILABLE_METHODS, DEFAULT_PRESET
+from .presets import ASSETS_DIR, DEFAULT_PRESET
 from .types import EngineError, GenerationConfig
 
 DEFAULT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"
@@ -59,7 +59,7 @@ class _Tally:
 
     def __init__(self):
         self.tokens = self.step_tokens = self.steps = self.accepted = 0
-        self.wall_s = self.draft_s = self.verify_s = self.host_s = 0.0
+        self.wall_s = self.draft_s = self.verify_s = self.host_s = self.bubble_s = 0.0
 
     def add_run(self, result) -> None:
         s = result.summary
@@ -71,6 +71,7 @@ class _Tally:
         self.draft_s += s.draft_s
         self.verify_s += s.verify_s
         self.host_s += s.host_s
+        self.bubble_s += s.bubble_s
 
     def add_timed(self, num_tokens: int, wall_s: float) -> None:
         self.tokens += num_tokens
@@ -81,12 +82,15 @@ class _Tally:
                "tokens_per_s": round(self.tokens / self.wall_s, 1), "speedup": round(baseline_wall_s / self.wall_s, 3)}
         if self.steps:
             row.update(tau=round(self.step_tokens / self.steps, 3), alpha=round(self.accepted / self.steps, 3),
-                       draft_s=round(self.draft_s, 4), verify_s=round(self.verify_s, 4), host_s=round(self.host_s, 4))
+                       draft_s=round(self.draft_s, 4), verify_s=round(self.verify_s, 4), host_s=round(self.host_s, 4),
+                       bubble_s=round(self.bubble_s, 4),
+                       # drafting time per step over verify time per step: the seed's cost_draft / cost_target
+                       draft_cost=round(self.draft_s / self.verify_s, 3))
         return row
 
 
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, with_hf: bool = True) -> dict:
-    methods = [m for m in AVAILABLE_METHODS if m == "baseline" or m in engine.drafter_models]
+    methods = engine.methods()
     lanes = {m: _Tally() for m in methods}
     if with_hf:
         lanes["hf_generate"] = _Tally()
@@ -141,13 +145,18 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
              f"{report['max_new_tokens']} new tokens, K = {report['draft_len']}, greedy", "",
-             "| lane | tokens/s | speedup | τ | α | draft / verify / host s | per-position acceptance |",
-             "|---|---|---|---|---|---|---|"]
+             "| lane | tokens/s | speedup | τ | α | draft cost | draft / verify / host / bubble s | per-position acceptance |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in report["lanes"].items():
-        split = f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f}" if "tau" in r else "—"
+        split = (f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f} / {r['bubble_s']:.2f}"
+                 if "tau" in r else "—")
+        cost = f"{r['draft_cost']:.2f}" if "tau" in r else "—"
         ppa = ", ".join("—" if x is None else f"{x:.2f}" for x in r.get("per_position_acceptance", [])) or "—"
         lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}× | {r.get('tau', '—')} | "
-                     f"{r.get('alpha', '—')} | {split} | {ppa} |")
+                     f"{r.get('alpha', '—')} | {cost} | {split} | {ppa} |")
+    lines.append("")
+    lines.append("draft cost = drafting time per step / verify time per step (a target forward); "
+                 "bubble = wall time outside every span")
     lines.append("")
     for name, value in report["ratios"].items():
         lines.append(f"{name}: {value:.2f}× (wall-time ratio, > 1 means ours is faster)")

@@ -18,7 +18,7 @@ from .drafters.base import DraftBlock, Drafter
 from .drafters.dflash import DFlashDrafter
 from .models import (crop_cache, describe_device, forward_with_features, load_causal_lm, load_dflash_drafter,
                      load_tokenizer, new_cache, pick_device)
-from .presets import DEFAULT_PRESET, PRESETS, Preset
+from .presets import AVAILABLE_METHODS, DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .text import IncrementalDecoder, TokenTexts
 from .summary import per_position_acceptance, summarize
@@ -71,6 +71,16 @@ class Engine:
             drafters["dflash"] = load_dflash_drafter(spec.dflash_drafter, torch_device)
         return cls(load_causal_lm(spec.target, torch_device), load_tokenizer(spec.tokenizer), drafters,
                    torch_device, preset)
+
+    def methods(self) -> list[str]:
+        """The methods this engine can run: the baseline and every method whose drafter is loaded."""
+        return [m for m in AVAILABLE_METHODS if m == "baseline" or m in self.drafter_models]
+
+    def warm_up(self, prompt: str = "def f(x):\n    return x\n") -> None:
+        """Run every method once briefly, so first-call costs (allocations, lazy init) stay out of the
+        first measured run."""
+        for method in self.methods():
+            self.generate(prompt, GenerationConfig(method=method, max_new_tokens=8))
 
     @property
     def device_name(self) -> str:

@@ -44,5 +44,6 @@ def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> Run
         draft_s=_lane_total(decode, "draft"),
         verify_s=_lane_total(decode, "verify"),
         host_s=_lane_total(decode, "host"),
+        bubble_s=max(0.0, wall_s - sum(span.end_s - span.start_s for s in steps for span in s.spans)),
         finish_reason=finish,
     )

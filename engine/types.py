@@ -143,6 +143,7 @@ class RunSummary:
     draft_s: float  # summed span time per lane over the decode steps
     verify_s: float
     host_s: float
+    bubble_s: float  # wall time in no span at all: idle gaps between pieces of work
     finish_reason: str  # "length", "eos" or "context"
 
 

@@ -36,23 +36,25 @@ def _as_int(value, name: str) -> int:
 
 def render(engine, methods: list[str]) -> None:
     examples = example_prompts()
-    with gr.Row():
-        with gr.Column(scale=3):
-            prompt = gr.Textbox(label="Prompt", value=examples[0], lines=6, max_lines=14, elem_id="prompt")
-            gr.Examples(examples=[[e] for e in examples], inputs=[prompt], label="Examples (the tiny models know Python)")
-        with gr.Column(scale=1, min_width=220):
+    with gr.Row(equal_height=True):
+        prompt = gr.Textbox(label="Prompt", value=examples[0], lines=5, max_lines=12, elem_id="prompt", scale=4)
+        with gr.Column(scale=1, min_width=160):
             run_button = gr.Button("Run", variant="primary", elem_id="run")
             stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-            with gr.Accordion("Settings", open=True):
-                temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
-                                        label="Temperature (0 = greedy)")
-                draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1, label="Draft length K")
-                max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1,
-                                           label="Max new tokens")
-                seed = gr.Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0)
-                verify_rule = gr.Radio(list(VERIFY_RULES), value=DEFAULTS.verify_rule,
-                                       label="Verification rule at temperature > 0")
-                show_drafts = gr.Checkbox(value=True, label="Show rejected and unverified drafts inline")
+    gr.Examples(examples=[[e] for e in examples], inputs=[prompt], label="Examples (the tiny models know Python)",
+                examples_per_page=6)
+    with gr.Row():
+        temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
+                                label="Temperature (0 = greedy)")
+        draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1,
+                              label="Draft length K (block drafters: at most their block − 1)")
+        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1, label="Max new tokens")
+    with gr.Accordion("More settings", open=False):
+        with gr.Row():
+            seed = gr.Number(value=DEFAULTS.seed, precision=0, label="Seed (temperature > 0)", minimum=0)
+            verify_rule = gr.Radio(list(VERIFY_RULES), value=DEFAULTS.verify_rule,
+                                   label="Verification rule at temperature > 0")
+            show_drafts = gr.Checkbox(value=True, label="Show rejected and unverified drafts inline")
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)

@@ -5,6 +5,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   dflash      the DFlash block drafter, on the shipped target   -> assets/dflash-drafter/
+  card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
 """
 
@@ -65,7 +66,7 @@ def _train_dflash(args, tokenizer, streams, run_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash"])
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -84,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         train_tokenizer(ASSETS / "tokenizer")
         write_manifest(ASSETS / "corpus_manifest.json", corpus_files())
         print(f"wrote {write_prompts(ASSETS / 'prompts' / 'heldout.jsonl')} held-out prompts")
+        return 0
+
+    if args.stage == "card":
+        from .card import write_card
+
+        print(json.dumps(write_card(RUNS), indent=1))
         return 0
 
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")

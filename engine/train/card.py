@@ -1,0 +1,109 @@
+"""The model card of the embedded models: `python -m engine.train card` measures and writes it.
+
+Everything in the card is measured on the shipped weights (float16 on disk, float32 on the CPU): sizes,
+held-out loss on modules no model trained on, each lane's τ and per-position acceptance on the held-out
+prompts at temperature 0, and how often the target's greedy output falls into a loop within 64 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+import torch
+
+from ..bench import load_prompts
+from ..loop import Engine
+from ..presets import ASSETS_DIR
+from ..summary import per_position_acceptance
+from ..types import GenerationConfig
+from .lm import heldout_loss, heldout_windows, tokenize_corpus
+
+LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
+LOOP_MAX_PERIOD = 12
+NEW_TOKENS = 64
+LANE_DRAFT_LEN = {"ar": 4, "dflash": 7}
+
+
+def is_loop(ids: list[int]) -> bool:
+    """True when the tail of `ids` is periodic: the output has fallen into repeating itself."""
+    tail = ids[-LOOP_WINDOW:]
+    if len(tail) < LOOP_WINDOW:
+        return False
+    return any(all(tail[i] == tail[i - p] for i in range(p, len(tail))) for p in range(1, LOOP_MAX_PERIOD + 1))
+
+
+def _folder_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*.safetensors")) / 1e6
+
+
+def measure(runs_dir: Path) -> dict:
+    engine = Engine.load("tiny", "cpu")
+    streams = tokenize_corpus(engine.tokenizer, runs_dir / "tokens.pt")
+    windows = heldout_windows(streams["heldout"], 512)
+    card: dict = {"python_version": platform.python_version(), "torch_version": torch.__version__, "models": {}}
+    models = {"target": engine.target, "ar-drafter": engine.drafter_models.get("ar"),
+              "dflash-drafter": engine.drafter_models.get("dflash")}
+    for name, model in models.items():
+        if model is None:
+            continue
+        record = json.loads((ASSETS_DIR / name / "training.json").read_text())
+        entry = {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2),
+                 "train_minutes": record.get("train_minutes")}
+        if name != "dflash-drafter":
+            with torch.inference_mode():
+                entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
+        card["models"][name] = entry
+    prompts = load_prompts()
+    lanes = {}
+    loops = 0
+    for method in ["baseline", *[m for m in LANE_DRAFT_LEN if m in engine.drafter_models]]:
+        steps, taus = [], []
+        for prompt in prompts:
+            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=LANE_DRAFT_LEN.get(method, 1))
+            result = engine.generate(prompt, config)
+            steps.extend(result.steps)
+            taus.append(result.summary.tau)
+            if method == "baseline":
+                loops += is_loop(list(result.output_ids))
+        if method != "baseline":
+            committed = sum(len(s.committed) for s in steps)
+            lanes[method] = {"draft_len": LANE_DRAFT_LEN[method], "tau": round(committed / len(steps), 3),
+                             "per_position_acceptance": [round(r, 3) for r in per_position_acceptance(steps) if r is not None]}
+    card["lanes"] = lanes
+    card["heldout_prompts"] = len(prompts)
+    card["greedy_loop_rate"] = round(loops / len(prompts), 3)
+    card["total_disk_mb"] = round(sum(m["disk_mb"] for m in card["models"].values()), 2)
+    return card
+
+
+def render_markdown(card: dict) -> str:
+    lines = ["# Model card: the embedded SpecLab models", "",
+             "Tiny models trained by this project's own scripts (`python -m engine.train ...`, see README) on the",
+             "Python standard library's source (PSF licence), file list in `corpus_manifest.json`. They exist to",
+             "make speculative decoding visible offline on a laptop CPU; they are not useful language models.",
+             "Every figure below was measured by `python -m engine.train card` on the shipped float16 weights.", "",
+             "| model | parameters | on disk | trained | held-out loss (nats/token) |", "|---|---|---|---|---|"]
+    for name, m in card["models"].items():
+        loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (predicts blocks, see τ)"
+        lines.append(f"| {name} | {m['parameters'] / 1e6:.2f} M | {m['disk_mb']:.1f} MB | {m['train_minutes']} min | {loss} |")
+    lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
+              f"On the {card['heldout_prompts']} held-out prompts (`assets/prompts/heldout.jsonl`), "
+              f"{NEW_TOKENS} new tokens, temperature 0:", "",
+              "| lane | K | τ (tokens per step, bonus included) | per-position acceptance |", "|---|---|---|---|"]
+    for method, lane in card["lanes"].items():
+        ppa = ", ".join(f"{r:.2f}" for r in lane["per_position_acceptance"])
+        lines.append(f"| {method} | {lane['draft_len']} | {lane['tau']:.2f} | {ppa} |")
+    lines += ["", f"Greedy loops: the target's greedy output falls into a loop (its last {LOOP_WINDOW} tokens repeat "
+              f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "
+              f"{card['greedy_loop_rate'] * 100:.0f}% of the held-out prompts.", "",
+              f"Measured with Python {card['python_version']}, torch {card['torch_version']}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_card(runs_dir: Path) -> dict:
+    card = measure(runs_dir)
+    (ASSETS_DIR / "model_card.json").write_text(json.dumps(card, indent=1) + "\n")
+    (ASSETS_DIR / "MODEL_CARD.md").write_text(render_markdown(card))
+    return card

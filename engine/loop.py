@@ -16,8 +16,10 @@ import torch
 from .drafters.ar import ARDrafter
 from .drafters.base import DraftBlock, Drafter
 from .drafters.dflash import DFlashDrafter
-from .models import (crop_cache, describe_device, forward_with_features, load_causal_lm, load_dflash_drafter,
+from .drafters.dspark import DSparkDrafter
+from .models import (crop_cache, describe_device, forward_with_features, load_block_drafter, load_causal_lm,
                      load_tokenizer, new_cache, pick_device)
+from .scheduler import profile_verify_speed, verify_len
 from .presets import AVAILABLE_METHODS, DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .text import IncrementalDecoder, TokenTexts
@@ -57,6 +59,7 @@ class Engine:
         self.texts = TokenTexts(tokenizer)
         self.eos_id = tokenizer.eos_token_id
         self.context_length = target.config.max_position_embeddings
+        self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto") -> "Engine":
@@ -67,8 +70,9 @@ class Engine:
         drafters = {}
         if spec.ar_drafter:
             drafters["ar"] = load_causal_lm(spec.ar_drafter, torch_device)
-        if spec.dflash_drafter:
-            drafters["dflash"] = load_dflash_drafter(spec.dflash_drafter, torch_device)
+        for kind, name in (("dflash", spec.dflash_drafter), ("dspark", spec.dspark_drafter)):
+            if name:
+                drafters[kind] = load_block_drafter(kind, name, torch_device)
         return cls(load_causal_lm(spec.target, torch_device), load_tokenizer(spec.tokenizer), drafters,
                    torch_device, preset)
 
@@ -81,6 +85,15 @@ class Engine:
         first measured run."""
         for method in self.methods():
             self.generate(prompt, GenerationConfig(method=method, max_new_tokens=8))
+        if "dspark" in self.drafter_models:
+            self.verify_steps_per_s()
+
+    def verify_steps_per_s(self) -> list[float]:
+        """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
+        if self._verify_steps_per_s is None:
+            longest = max((m.block_size for m in self.drafter_models.values() if hasattr(m, "block_size")), default=8)
+            self._verify_steps_per_s = profile_verify_speed(self.target, self.device, longest + 1)
+        return self._verify_steps_per_s
 
     @property
     def device_name(self) -> str:
@@ -105,6 +118,8 @@ class Engine:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
         if method == "dflash":
             return DFlashDrafter(self.drafter_models[method], self.target)
+        if method == "dspark":
+            return DSparkDrafter(self.drafter_models[method], self.target)
         return ARDrafter(self.drafter_models[method])
 
     # --- the loop -----------------------------------------------------------------------------------
@@ -152,11 +167,17 @@ class Engine:
                 block = drafter.propose(state.committed_ids, k, config.temperature, generator, clock)
             else:  # the baseline, or a last step with room for one token only
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
+            checked, confidences = block, None
+            if block.confidences is not None:  # DSpark: send only as much as the scheduler chooses
+                with clock.span("host", "scheduler picks ℓ"):
+                    confidences = block.confidences.tolist()
+                    sps = self.verify_steps_per_s() if config.scheduler == "throughput" else None
+                    checked = block.head(verify_len(config.scheduler, confidences, config.confidence_threshold, sps))
             with clock.span("verify", "target verify"):
-                verify_ids = torch.cat([state.committed_ids[:, -1:], block.ids.view(1, -1)], dim=1)
+                verify_ids = torch.cat([state.committed_ids[:, -1:], checked.ids.view(1, -1)], dim=1)
                 logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids)
                 target_probs = logits_to_probs(logits[0], config.temperature)
-                verdict = verify(config.verify_rule, config.temperature, block.ids, block.probs, target_probs,
+                verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
                                  generator)
             with clock.span("host", "commit and trace"):
                 a = verdict.num_accepted
@@ -164,8 +185,8 @@ class Engine:
                 if drafter is not None:
                     drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
                 committed = self._commit(state, block.ids[:a].tolist() + [verdict.bonus_id], num_accepted=a)
-                drafted = self._trace_block(block, verdict, target_probs)
-            yield Step(index, "decode", drafted, k, a, verdict.bonus_id, committed, clock.take())
+                drafted = self._trace_block(block, verdict, target_probs, len(checked.ids), confidences)
+            yield Step(index, "decode", drafted, len(checked.ids), a, verdict.bonus_id, committed, clock.take())
             index += 1
 
     def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
@@ -203,24 +224,29 @@ class Engine:
         return [tuple(TopToken(i, self.texts.token_text(i), p) for i, p in zip(row_ids, row_probs))
                 for row_ids, row_probs in zip(indices.tolist(), values.tolist())]
 
-    def _trace_block(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:
+    def _trace_block(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int,
+                     confidences: list[float] | None) -> tuple[DraftedToken, ...]:
         """The drafted tokens with their probabilities and verdicts, as plain values."""
         k, a = block.ids.numel(), verdict.num_accepted
-        positions = torch.arange(k, device=block.ids.device)
         ids = block.ids.tolist()
-        draft_p = block.probs[positions, block.ids].tolist()
-        target_p = target_probs[positions, block.ids].tolist()
+        draft_p = block.probs[torch.arange(k), block.ids].tolist()
+        checked = block.ids[:num_verified]
+        target_p = target_probs[torch.arange(num_verified), checked].tolist()
         accept_p = verdict.accept_probs.tolist()
-        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * k
-        draft_top, target_top = self._top(block.probs), self._top(target_probs[:k])
+        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * num_verified
+        draft_top, target_top = self._top(block.probs), self._top(target_probs[:num_verified])
         tokens = []
         for i in range(k):
-            judged = i <= a  # the first rejected token is judged; the ones after it never are
-            verdict_name = "accepted" if i < a else "rejected" if i == a else "unverified"
+            judged = i <= a and i < num_verified  # the first rejected token is judged, later ones never are
+            if i >= num_verified:
+                verdict_name = "cut"
+            else:
+                verdict_name = "accepted" if i < a else "rejected" if i == a else "unverified"
             tokens.append(DraftedToken(
                 id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
                 target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
-                draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else ()))
+                draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else (),
+                confidence=confidences[i] if confidences is not None else None))
         return tuple(tokens)
 
 

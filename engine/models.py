@@ -52,13 +52,16 @@ def load_causal_lm(name: str, device: torch.device, dtype: torch.dtype | None = 
     return model
 
 
-def load_dflash_drafter(name: str, device: torch.device, dtype: torch.dtype | None = None):
+def load_block_drafter(kind: str, name: str, device: torch.device, dtype: torch.dtype | None = None):
+    """A DFlash (kind "dflash") or DSpark (kind "dspark") drafter from a checkpoint folder or hub id."""
     from .drafters.dflash_model import DFlashDraftModel
+    from .drafters.dspark_model import DSparkDraftModel
 
+    cls = {"dflash": DFlashDraftModel, "dspark": DSparkDraftModel}[kind]
     try:
-        model = DFlashDraftModel.from_pretrained(resolve_model_path(name), dtype=dtype or default_dtype(device))
+        model = cls.from_pretrained(resolve_model_path(name), dtype=dtype or default_dtype(device))
     except (OSError, ValueError, TypeError) as exc:
-        raise EngineError(f"cannot load DFlash drafter {name!r}: {str(exc).splitlines()[0]}") from None
+        raise EngineError(f"cannot load {kind} drafter {name!r}: {str(exc).splitlines()[0]}") from None
     model.to(device).eval().requires_grad_(False)
     return model
 

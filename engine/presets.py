@@ -9,8 +9,8 @@ ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 
 # Every method the product knows, in display order. `baseline` is target-only decoding.
 METHODS = ("baseline", "ar", "dflash", "dspark")
-# The methods this engine can run today; DSpark joins in its own issue.
-AVAILABLE_METHODS = ("baseline", "ar", "dflash")
+# The methods this engine can run (a preset may lack some drafters; Engine.methods() tells).
+AVAILABLE_METHODS = ("baseline", "ar", "dflash", "dspark")
 
 METHOD_DESCRIPTIONS = {
     "baseline": "target only: one target forward per token",
@@ -22,6 +22,9 @@ METHOD_DESCRIPTIONS = {
 # How drafted tokens are checked when temperature > 0 (at temperature 0 verification is greedy).
 VERIFY_RULES = ("rejection", "match")
 
+# How much of a DSpark block is verified (engine/scheduler.py); "none" verifies all of it.
+SCHEDULERS = ("throughput", "static", "none")
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -30,6 +33,7 @@ class Preset:
     tokenizer: str  # local folder or hub id; the drafters share it
     ar_drafter: str | None  # small model of the same tokenizer, or None when the preset has none
     dflash_drafter: str | None  # DFlash block drafter trained on this target, or None
+    dspark_drafter: str | None  # DSpark drafter trained on this target, or None
     description: str
 
 
@@ -40,6 +44,7 @@ PRESETS = {
         tokenizer="tokenizer",
         ar_drafter="ar-drafter",
         dflash_drafter="dflash-drafter",
+        dspark_drafter="dspark-drafter",
         description="embedded models trained by us on the Python standard library (assets/)",
     ),
     "qwen3-4b": Preset(
@@ -48,6 +53,7 @@ PRESETS = {
         tokenizer="Qwen/Qwen3-4B",
         ar_drafter="Qwen/Qwen3-0.6B",
         dflash_drafter="z-lab/Qwen3-4B-DFlash-b16",
+        dspark_drafter="deepseek-ai/dspark_qwen3_4b_block7",
         description="Qwen3-4B target with Qwen3-0.6B drafting (needs the hub or a local copy)",
     ),
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from .presets import AVAILABLE_METHODS, METHODS, VERIFY_RULES
+from .presets import AVAILABLE_METHODS, METHODS, SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
 MAX_NEW_TOKENS = 4096
@@ -28,6 +28,8 @@ class GenerationConfig:
     seed: int = 0  # seeds the one generator every random draw of a run comes from
     draft_len: int = 4  # K: tokens drafted per step (ignored by the baseline)
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
+    scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
+    confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
 
     def validate(self) -> None:
         """Raise EngineError with one clear line for any value out of range."""
@@ -46,6 +48,10 @@ class GenerationConfig:
             raise EngineError(f"seed must be a non-negative integer, got {self.seed}")
         if self.verify_rule not in VERIFY_RULES:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
+        if self.scheduler not in SCHEDULERS:
+            raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        if not isinstance(self.confidence_threshold, (int, float)) or not 0.0 <= self.confidence_threshold <= 1.0:
+            raise EngineError(f"confidence threshold must be from 0 to 1, got {self.confidence_threshold}")
 
     @property
     def greedy(self) -> bool:
@@ -73,7 +79,9 @@ class TopToken:
 class DraftedToken:
     """One drafted token and what verification made of it.
 
-    verdict: "accepted", "rejected", or "unverified" (drafted after the first rejection, so never judged).
+    verdict: "accepted", "rejected", "unverified" (drafted after the first rejection, so never judged), or
+    "cut" (DSpark's scheduler did not send it to the target). confidence is DSpark's calibrated
+    P(this token survives | the earlier ones did), None for other drafters.
     Probabilities are under the run's temperature (softmax of the raw logits at temperature 0).
     accept_prob is the chance the rule in force accepts this token given its prefix: min(1, p_target /
     p_draft) for the rejection rule, p_target for the match rule, 1 or 0 for greedy. draw is the uniform
@@ -90,6 +98,7 @@ class DraftedToken:
     draw: float | None
     draft_top: tuple[TopToken, ...]
     target_top: tuple[TopToken, ...]
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ class Step:
     index: int
     kind: str  # "prefill" or "decode"
     drafted: tuple[DraftedToken, ...]
-    num_verified: int  # ℓ: drafted tokens sent to the target
+    num_verified: int  # ℓ: drafted tokens sent to the target (DSpark may cut the block)
     num_accepted: int  # a: leading drafted tokens that survived
     bonus_id: int
     committed: tuple[CommittedToken, ...]  # the accepted drafts then the bonus, cut at a stop

@@ -55,12 +55,28 @@ def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2):
     return DFlashDraftModel(config).eval().requires_grad_(False)
 
 
+def tiny_dspark(target, block_size: int = 7, layers: int = 1, rank: int = 8, seed: int = 3):
+    """A random DSpark drafter shaped for `target`, with DeepSpec's top-level config fields."""
+    from engine.drafters.dspark_model import DSparkDraftModel
+
+    torch.manual_seed(seed)
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = layers
+    config.update(dict(block_size=block_size, mask_token_id=1, target_layer_ids=[0, 1], markov_rank=rank,
+                       markov_head_type="vanilla", enable_confidence_head=True, confidence_head_with_markov=True))
+    model = DSparkDraftModel(config).eval().requires_grad_(False)
+    with torch.no_grad():
+        model.markov_head.markov_w1.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(seed))
+        model.confidence_head.proj.weight.mul_(5)  # spread the confidences so the schedulers cut at many places
+    return model
+
+
 @pytest.fixture(scope="session")
 def random_engine(tokenizer):
     from engine.loop import Engine
 
     target = tiny_qwen3(len(tokenizer))
-    drafters = {"ar": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target)}
+    drafters = {"ar": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
     return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 

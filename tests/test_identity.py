@@ -58,7 +58,7 @@ def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block
     assert dflash.steps[0].num_verified == max(step.num_verified for step in dflash.steps) == block_size - 1
 
 
-@pytest.mark.parametrize("method", ["ar", "dflash"])
+@pytest.mark.parametrize("method", ["ar", "dflash", "dspark"])
 @pytest.mark.parametrize("draft_len", [1, 3, 7])
 def test_identity_up_to_the_context_limit(random_engine, method, draft_len):
     """Run until the context is full: the last steps shorten K so the block always fits."""
@@ -79,6 +79,16 @@ def test_identity_mixes_accepts_and_rejects(random_engine):
     assert verdicts == {"accepted", "rejected", "unverified"}
 
 
+@pytest.mark.parametrize("scheduler", ["throughput", "static", "none"])
+@pytest.mark.parametrize("draft_len", [2, 4, 7])
+@pytest.mark.parametrize("prompt", PROMPTS[:3])
+def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, draft_len, scheduler):
+    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=30))
+    dspark = random_engine.generate(prompt, GenerationConfig(method="dspark", max_new_tokens=30,
+                                                             draft_len=draft_len, scheduler=scheduler))
+    assert dspark.output_ids == baseline.output_ids
+
+
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 9])
 def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
     baseline = random_engine.generate(PROMPTS[0], GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
@@ -92,8 +102,9 @@ def test_embedded_models_identity(embedded_engine):
     """The shipped pair: AR output equals the baseline on the held-out prompts."""
     from engine.bench import load_prompts
 
+    assert embedded_engine.methods() == ["baseline", "ar", "dflash", "dspark"][: len(embedded_engine.methods())]
     for prompt in load_prompts()[:8]:
         baseline = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))
-        for method in ("ar", "dflash"):
+        for method in embedded_engine.methods()[1:]:
             other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, draft_len=4))
             assert other.output_ids == baseline.output_ids, method

@@ -21,6 +21,11 @@ from ..timing import SpanClock
 class DraftBlock:
     ids: torch.Tensor  # (k,) drafted token ids
     probs: torch.Tensor  # (k, V) the distribution each token was drawn from (p_draft of the papers)
+    confidences: torch.Tensor | None = None  # (k,) P(token survives | earlier ones did), DSpark only
+
+    def head(self, length: int) -> "DraftBlock":
+        """The first `length` tokens: what is sent to the target when a scheduler cuts the block."""
+        return DraftBlock(self.ids[:length], self.probs[:length], None)
 
 
 class Drafter(Protocol):

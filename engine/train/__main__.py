@@ -5,6 +5,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   dflash      the DFlash block drafter, on the shipped target   -> assets/dflash-drafter/
+  dspark      the DSpark drafter and its calibration             -> assets/dspark-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
 """
@@ -63,10 +64,46 @@ def _train_dflash(args, tokenizer, streams, run_dir: Path) -> int:
     return 0
 
 
+def _train_dspark(args, tokenizer, streams, run_dir: Path) -> int:
+    from ..drafters.dspark_model import DSparkDraftModel
+    from .dflash import init_from_target
+    from .dspark import (dspark_acceptance, dspark_config, dspark_loss, fit_temperatures, greedy_outcomes,
+                         init_markov_head, survival_ece)
+    from .lm import TrainConfig, heldout_windows, train
+
+    target = _shipped_target()
+    drafter = DSparkDraftModel(dspark_config(target.config, tokenizer.mask_token_id))
+    init_from_target(drafter, target)
+    init_markov_head(drafter)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50)
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    train(drafter, streams, run_dir, cfg, dspark_loss(drafter, target, generator),
+          lambda windows: dspark_acceptance(drafter, target, windows))
+    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
+    drafter.eval()
+    windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    half = len(windows) // 2
+    fit_logits, fit_correct = greedy_outcomes(drafter, target, windows[:half], seed=1)
+    test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
+    temperatures = fit_temperatures(fit_logits, fit_correct)
+    ones = [1.0] * len(temperatures)
+    calibration = {"fitted_on": f"{half} held-out windows", "measured_on": f"the other {len(windows) - half}",
+                   "temperatures": temperatures,
+                   "survival_ece_before": round(survival_ece(test_logits, test_correct, ones), 4),
+                   "survival_ece_after": round(survival_ece(test_logits, test_correct, temperatures), 4)}
+    print(json.dumps(calibration))
+    drafter.config.confidence_temperatures = temperatures
+    _export(drafter, "dspark-drafter", cfg, {
+        "heldout_expected_accepted_teacher_forced": round(dspark_acceptance(drafter, target, windows), 3),
+        "calibration": calibration, "train_minutes": round(state["elapsed_s"] / 60, 1),
+        "num_parameters": sum(p.numel() for p in drafter.parameters())})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash", "card"])
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash", "dspark", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -99,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = RUNS / args.stage
     if args.stage == "dflash":
         return _train_dflash(args, tokenizer, streams, run_dir)
+    if args.stage == "dspark":
+        return _train_dspark(args, tokenizer, streams, run_dir)
     if args.stage == "target":
         cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))

@@ -68,16 +68,22 @@ def position_weights(block_size: int, gamma: float = GAMMA) -> torch.Tensor:
     return torch.tensor([math.exp(-(k - 1) / gamma) for k in range(1, block_size)])
 
 
-def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
-                 anchors_per_window: int = ANCHORS_PER_WINDOW):
-    """One training batch: draft logits at every drafted block position and the target's distributions."""
+def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
+                anchors_per_window: int = ANCHORS_PER_WINDOW, anchor_predicts_first: bool = False):
+    """One teacher-forced batch of blocks cut from the windows `x` (b, t) at random anchors.
+
+    Returns, for every predicted token of every block (b, M, n): the drafter's final hidden states
+    (b, M, n, H), the target's logits for that token (b, M, n, V) and the token just before it (b, M, n).
+    DFlash predicts n = B − 1 tokens from the mask positions; DSpark (anchor_predicts_first) predicts
+    n = B tokens, the anchor's own state predicting the first."""
     b, t = x.shape
     bs = drafter.block_size
     with torch.no_grad():
         out = target(x, output_hidden_states=True)
         features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
         teacher_logits = out.logits.float()
-    anchors = sample_anchors(b, t, bs, anchors_per_window, generator)  # (b, M)
+    reach = bs + 1 if anchor_predicts_first else bs  # the last predicted token must lie inside the window
+    anchors = sample_anchors(b, t, reach, anchors_per_window, generator)  # (b, M)
     offsets = torch.arange(bs)
     block_positions = (anchors[:, :, None] + offsets).reshape(b, -1)  # (b, M·B)
     block_ids = torch.full_like(block_positions, drafter.mask_token_id)
@@ -86,13 +92,22 @@ def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: 
         noise = target.get_input_embeddings()(block_ids)
     position_ids = torch.cat([torch.arange(t).expand(b, -1), block_positions], dim=1)
     mask = block_attention_mask(anchors, t, bs)
-    hidden = drafter(noise, features, position_ids, attention_mask=mask)
-    hidden = hidden.view(b, -1, bs, hidden.shape[-1])[:, :, 1:]  # drafted positions only
-    draft_logits = target.get_output_embeddings()(hidden).float()  # (b, M, B−1, V)
-    # The token at block position k is predicted by the target at the position before it.
-    teacher_positions = (anchors[:, :, None] + offsets[1:] - 1)  # (b, M, B−1)
-    teacher = teacher_logits[torch.arange(b)[:, None, None], teacher_positions]
-    return draft_logits, teacher
+    hidden = drafter(noise, features, position_ids, attention_mask=mask).view(b, -1, bs, noise.shape[-1])
+    if not anchor_predicts_first:
+        hidden = hidden[:, :, 1:]  # mask positions predict the token that stands there
+    n = hidden.shape[2]
+    predicted = anchors[:, :, None] + torch.arange(1, n + 1)  # positions of the predicted tokens (b, M, n)
+    batch_index = torch.arange(b)[:, None, None]
+    teacher = teacher_logits[batch_index, predicted - 1]  # the target predicts token p from position p − 1
+    prev_ids = x[batch_index, predicted - 1]
+    return hidden, teacher, prev_ids
+
+
+def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
+                 anchors_per_window: int = ANCHORS_PER_WINDOW):
+    """Draft logits at every drafted block position (b, M, B − 1, V) and the target's logits there."""
+    hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window)
+    return target.get_output_embeddings()(hidden).float(), teacher
 
 
 def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -1,0 +1,119 @@
+"""Training the DSpark drafter on our frozen target (SPEC §3 "DSpark"), and calibrating its confidences.
+
+Blocks come from corpus windows exactly as for DFlash (train/dflash.py), except the anchor's own state
+predicts the first token. Per predicted token k, with p the target's distribution and q the drafter's
+Markov-corrected one, q_k ∝ exp(U_k + B(x_{k−1}, ·)) (x_{k−1} teacher-forced):
+    loss_k = 0.1 · CE(q_k, argmax p_k) + 0.9 · TV(q_k, p_k) + 1.0 · BCE(c_k, 1 − TV(q_k, p_k)),
+weighted by exp(−(k−1)/γ) with γ = 4, where TV = ½‖q − p‖₁ and 1 − TV is the chance the rejection rule
+accepts the token. Calibration then fits one temperature per block position on held-out windows
+(sequential temperature scaling), so that c_k matches the measured chance that token k survives at
+temperature 0 given that tokens 1..k−1 did; expected calibration error is reported before and after.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen3Config
+
+from ..drafters.dflash_model import evenly_spaced_layers
+from ..drafters.dspark_model import DSparkDraftModel
+from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, block_batch
+
+BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwen3 drafters use 7)
+GAMMA = 4.0
+MARKOV_RANK = 64
+LOSS_WEIGHTS = {"ce": 0.1, "tv": 0.9, "bce": 1.0}
+
+
+def dspark_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
+                  layers: int = DRAFT_LAYERS, rank: int = MARKOV_RANK) -> Qwen3Config:
+    config = Qwen3Config(**{k: v for k, v in target_config.to_dict().items()
+                            if k not in ("architectures", "dtype", "torch_dtype", "transformers_version")})
+    config.num_hidden_layers = layers
+    config.update(dict(
+        architectures=["DSparkDraftModel"], block_size=block_size, mask_token_id=mask_token_id,
+        target_layer_ids=evenly_spaced_layers(target_config.num_hidden_layers),
+        num_target_layers=target_config.num_hidden_layers, num_anchors=ANCHORS_PER_WINDOW, markov_rank=rank,
+        markov_head_type="vanilla", enable_confidence_head=True, confidence_head_with_markov=True))
+    return config
+
+
+def init_markov_head(drafter: DSparkDraftModel) -> None:
+    """A neutral start: the bigram bias is zero until training shapes it."""
+    with torch.no_grad():
+        drafter.markov_head.markov_w1.weight.normal_(0.0, 1.0)
+        drafter.markov_head.markov_w2.weight.zero_()
+
+
+def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torch.Generator):
+    hidden, teacher, prev = block_batch(drafter, target, x, generator, anchor_predicts_first=True)
+    logits = target.get_output_embeddings()(hidden).float() + drafter.markov_bias(prev).float()
+    return hidden, logits, teacher, prev
+
+
+def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor]:
+    weights = torch.tensor([math.exp(-(k - 1) / GAMMA) for k in range(1, drafter.block_size + 1)])
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        hidden, logits, teacher, prev = _outputs(drafter, target, x, generator)
+        log_q = F.log_softmax(logits, dim=-1)
+        p = teacher.softmax(-1)
+        ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
+        tv = 0.5 * (log_q.exp() - p).abs().sum(-1)
+        conf_logits = drafter.confidence_logits(hidden, prev)
+        bce = F.binary_cross_entropy_with_logits(conf_logits, (1 - tv).detach(), reduction="none")
+        per_token = LOSS_WEIGHTS["ce"] * ce + LOSS_WEIGHTS["tv"] * tv + LOSS_WEIGHTS["bce"] * bce
+        return (per_token * weights).sum(-1).mean() / weights.sum()
+
+    return loss
+
+
+@torch.no_grad()
+def greedy_outcomes(drafter: DSparkDraftModel, target, windows: torch.Tensor, seed: int = 0):
+    """Confidence logits (N, γ) and whether each drafted token equals the target's argmax (N, γ), on
+    teacher-forced held-out blocks."""
+    hidden, logits, teacher, prev = _outputs(drafter, target, windows, torch.Generator().manual_seed(seed))
+    conf_logits = drafter.confidence_logits(hidden, prev)
+    correct = logits.argmax(-1) == teacher.argmax(-1)
+    return conf_logits.reshape(-1, drafter.block_size), correct.reshape(-1, drafter.block_size)
+
+
+def dspark_acceptance(drafter: DSparkDraftModel, target, windows: torch.Tensor) -> float:
+    """Held-out proxy for τ − 1 at temperature 0: expected leading run of correct drafted tokens."""
+    _, correct = greedy_outcomes(drafter, target, windows[:16])
+    return correct.int().cumprod(-1).sum(-1).float().mean().item()
+
+
+def fit_temperatures(conf_logits: torch.Tensor, correct: torch.Tensor) -> list[float]:
+    """Sequential temperature scaling: for position k, over the blocks whose tokens 1..k−1 all survived,
+    the temperature minimising the cross-entropy of σ(logit / t) against survival of token k."""
+    grid = torch.logspace(-1.5, 1.5, 301)
+    temperatures = []
+    for k in range(conf_logits.shape[1]):
+        reached = correct[:, :k].all(dim=1)
+        logits, outcome = conf_logits[reached, k], correct[reached, k].float()
+        if len(logits) < 20:  # too few blocks get this far to fit anything
+            temperatures.append(temperatures[-1] if temperatures else 1.0)
+            continue
+        losses = torch.stack([F.binary_cross_entropy_with_logits(logits / t, outcome) for t in grid])
+        temperatures.append(round(grid[losses.argmin()].item(), 4))
+    return temperatures
+
+
+def survival_ece(conf_logits: torch.Tensor, correct: torch.Tensor, temperatures: list[float], bins: int = 10) -> float:
+    """Expected calibration error of the predicted survival ∏_{i≤k} c_i against "tokens 1..k all
+    survived", over every block and position: Σ_bins (count / N) · |mean predicted − mean realised|."""
+    t = torch.tensor(temperatures)
+    predicted = torch.sigmoid(conf_logits / t).cumprod(dim=1).flatten()
+    realised = correct.int().cumprod(dim=1).float().flatten()
+    edges = torch.linspace(0, 1, bins + 1)
+    error = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        in_bin = (predicted >= lo) & ((predicted < hi) | (hi == 1))
+        if in_bin.any():
+            error += in_bin.float().mean().item() * abs(predicted[in_bin].mean().item() - realised[in_bin].mean().item())
+    return error

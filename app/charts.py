@@ -55,3 +55,70 @@ def _add(data: dict, row: str, start_ms: float, end_ms: float, text: str) -> Non
     data["base"].append(start_ms)
     data["x"].append(max(end_ms - start_ms, 1e-3))
     data["text"].append(text)
+
+
+def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=300, margin=dict(l=10, r=10, t=40, b=40),
+                      xaxis_title=x_title, yaxis_title=y_title, plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="bottom", y=-0.45, x=0))
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    return fig
+
+
+def acceptance_figure(lanes: dict[str, list[Step]]) -> go.Figure:
+    """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane."""
+    from engine.summary import per_position_acceptance
+
+    fig = go.Figure()
+    for method, steps in lanes.items():
+        rates = per_position_acceptance(steps)
+        if not rates:
+            continue
+        fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=list(rates), mode="lines+markers",
+                                 name=METHOD_LABELS.get(method, method), connectgaps=False))
+    fig.update_yaxes(range=[0, 1.05])
+    return _small_layout(fig, "Per-position acceptance", "position k in the block", "P(accept k | 1..k−1 accepted)")
+
+
+def survival_figure(steps: list[Step]) -> go.Figure:
+    """DSpark: predicted survival ∏ c_i (from the confidences) against realised acceptance, per position,
+    over the steps that sent position k to the target."""
+    decode = [s for s in steps if s.kind == "decode" and s.drafted and s.drafted[0].confidence is not None]
+    longest = max((len(s.drafted) for s in decode), default=0)
+    predicted, realised, positions = [], [], []
+    for k in range(1, longest + 1):
+        verified = [s for s in decode if s.num_verified >= k]
+        if not verified:
+            continue
+        survival = []
+        for s in verified:
+            alive = 1.0
+            for token in s.drafted[:k]:
+                alive *= token.confidence
+            survival.append(alive)
+        positions.append(k)
+        predicted.append(sum(survival) / len(survival))
+        realised.append(sum(s.num_accepted >= k for s in verified) / len(verified))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=positions, y=predicted, name="predicted survival ∏ c (a prediction)",
+                         marker_color="#CC79A7"))
+    fig.add_trace(go.Bar(x=positions, y=realised, name="realised: tokens 1..k all accepted (measured)",
+                         marker_color="#009E73"))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.05])
+    return _small_layout(fig, "DSpark: predicted vs realised survival", "position k", "share of verified steps")
+
+
+def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
+    """Tokens committed against measured wall time, one line per lane: the steeper, the faster."""
+    fig = go.Figure()
+    for method, steps in lanes.items():
+        times, counts, total = [0.0], [0], 0
+        for step in steps:
+            total += len(step.committed)
+            times.append(step.spans[-1].end_s * 1e3 if step.spans else times[-1])
+            counts.append(total)
+        fig.add_trace(go.Scatter(x=times, y=counts, mode="lines", name=METHOD_LABELS.get(method, method),
+                                 line_shape="hv"))
+    return _small_layout(fig, "Tokens vs wall time", "time since the lane's start (ms)", "tokens committed")

@@ -38,13 +38,21 @@ def _top_line(top) -> str:
     return ", ".join(f"{t.text!r} {t.prob:.2f}" for t in top[:3])
 
 
+VERDICT_WORDS = {"accepted": "accepted draft", "rejected": "rejected draft",
+                 "unverified": "drafted, never verified", "cut": "drafted, cut by the scheduler"}
+
+
 def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool) -> str:
-    lines = [f"{token.verdict} draft · step {step.index}, position {position}",
+    lines = [f"{VERDICT_WORDS[token.verdict]} · step {step.index}, position {position}",
              f"p_target {_fmt_p(token.target_prob)} · p_draft {_fmt_p(token.draft_prob)}"]
+    if token.confidence is not None:
+        lines.append(f"confidence (predicted survival given the ones before) {token.confidence:.3f}")
     if token.accept_prob is not None:
         rule = "greedy: 1 if it is the target's argmax" if greedy else "accept probability"
         draw = f" · draw {token.draw:.3f}" if token.draw is not None else ""
         lines.append(f"{rule}: {token.accept_prob:.3f}{draw}")
+    elif token.verdict == "cut":
+        lines.append("not sent to the target: the scheduler verified only the tokens before it")
     else:
         lines.append("never verified: an earlier draft in this block was rejected")
     if token.target_top:
@@ -68,6 +76,8 @@ def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True) -> str:
             continue
         if show_drafts:
             for i, ghost in enumerate(step.drafted[a:], start=a):
+                if i == step.num_verified:
+                    parts.append('<span class="cutmark" title="the scheduler cut the block here">✂</span>')
                 parts.append(_span(ghost.text, f"{ghost.verdict} ghost", _drafted_title(ghost, step, i + 1, greedy),
                                    False))
         how = "the target's own token" if step.kind == "prefill" or not step.drafted else (
@@ -82,6 +92,8 @@ LEGEND_HTML = (
     '<span><span class="tok rejected">rejected</span> draft (struck through)</span>'
     '<span><span class="tok bonus">bonus</span> token written by the target</span>'
     '<span><span class="tok unverified">unverified</span> drafted after a rejection, never judged</span>'
+    '<span><span class="cutmark">✂</span><span class="tok cut">cut</span> drafted, not sent to the target '
+    '(DSpark\'s scheduler)</span>'
     '</div>'
 )
 
@@ -90,28 +102,42 @@ def _chip(label: str, value: str, hint: str) -> str:
     return f'<span class="chip" title="{html.escape(hint)}">{label} <b>{value}</b></span>'
 
 
-def chips_html(summary: RunSummary, baseline: RunSummary | None) -> str:
+def verified_acceptance(steps: list[Step]) -> float | None:
+    """Accepted drafted tokens over drafted tokens sent to the target."""
+    verified = sum(s.num_verified for s in steps)
+    return sum(s.num_accepted for s in steps) / verified if verified else None
+
+
+def chips_html(summary: RunSummary, baseline: RunSummary | None, steps: list[Step]) -> str:
     speedup = "—"
     if baseline is not None and baseline.tokens_per_s > 0 and summary.tokens_per_s > 0:
         speedup = f"{summary.tokens_per_s / baseline.tokens_per_s:.2f}×"
+    rate = verified_acceptance(steps)
+    extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
+                                           "accepted drafted tokens / drafted tokens sent to the target")]
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
         _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
         _chip("speedup", speedup, "this lane's tokens/s over the baseline lane's, both measured in this run"),
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
+        *extra,
     ]) + "</div>"
 
 
 def _step_row(step: Step, greedy: bool) -> str:
     block = "".join(
-        f'<span class="tok {t.verdict}" title="{html.escape(_drafted_title(t, step, i + 1, greedy))}">{visible(t.text)}</span>'
+        ('<span class="cutmark">✂</span>' if i == step.num_verified else "")
+        + f'<span class="tok {t.verdict}" title="{html.escape(_drafted_title(t, step, i + 1, greedy))}">'
+        + f'{visible(t.text)}</span>'
         for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
     bonus = "".join(f'<span class="tok bonus">{visible(t.text)}</span>' for t in step.committed if t.source == "bonus")
     duration_ms = (step.spans[-1].end_s - step.spans[0].start_s) * 1e3 if step.spans else 0.0
     verdict = f"{step.num_accepted}/{step.num_verified}" if step.num_verified else "—"
+    if len(step.drafted) > step.num_verified:
+        verdict += f" (of {len(step.drafted)})"
     return (f'<tr><td class="num">{step.index}</td><td class="block">{block} → {bonus}</td>'
-            f'<td class="num" title="accepted / verified">{verdict}</td><td class="num">{duration_ms:.1f} ms</td></tr>')
+            f'<td class="num" title="accepted / verified (of drafted)">{verdict}</td><td class="num">{duration_ms:.1f} ms</td></tr>')
 
 
 def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_tokens: int, eos_id: int | None,
@@ -127,8 +153,8 @@ def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_t
     decode = [s for s in steps if s.kind == "decode"]
     rows = "".join(_step_row(s, greedy) for s in decode[-MAX_STEP_ROWS:])
     steps_html = (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
-                  f'<table><tr><td>#</td><td>drafted → bonus</td><td>acc.</td><td>time</td></tr>{rows}</table></details>')
+                  f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
     return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
-            f'{chips_html(summary, baseline)}'
+            f'{chips_html(summary, baseline, decode)}'
             f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>{tokens}</div>'
             f'{steps_html}</div>')

@@ -28,6 +28,8 @@ CSS = f"""
 .tok.bonus {{ color: {BONUS}; font-weight: 700; }}
 .tok.rejected {{ color: {REJECTED}; text-decoration: line-through; background: {REJECTED}1a; }}
 .tok.unverified {{ color: {UNVERIFIED}; outline: 1px dashed {UNVERIFIED}; outline-offset: -1px; }}
+.tok.cut {{ color: {UNVERIFIED}; outline: 1px dashed {UNVERIFIED}; outline-offset: -1px; font-style: italic; }}
+.cutmark {{ color: {UNVERIFIED}; font-size: .8em; }}
 .tok.ghost {{ font-size: .85em; }}
 .legend {{ display: flex; flex-wrap: wrap; gap: 1em; font-size: .85em; margin: .2em 0; }}
 .legend .tok {{ cursor: default; padding: 0 .3em; }}

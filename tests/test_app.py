@@ -46,7 +46,7 @@ def test_app_imports_no_torch():
 def test_app_builds_without_launching(random_engine):
     demo = build_app(random_engine)
     assert isinstance(demo, gr.Blocks)
-    assert runnable_methods(random_engine) == ["baseline", "ar", "dflash"]
+    assert runnable_methods(random_engine) == ["baseline", "ar", "dflash", "dspark"]
 
 
 def test_lane_html_marks_exactly_the_output_tokens(random_engine):
@@ -85,7 +85,8 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, *lanes, _plot = client.predict(PROMPT, 0.0, 4, 24, 0, "rejection", True, api_name="/run")
+    status, *lanes = client.predict(PROMPT, 0.0, 4, 24, 0, "rejection", True, "throughput", 0.5,
+                                    api_name="/run")[:-4]  # the last four outputs are the charts
     assert "done" in status
     assert len(lanes) == len(runnable_methods(random_engine))
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
@@ -96,11 +97,12 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
-    (("", 0.0, 4, 24, 0, "rejection", True), "prompt is empty"),
-    (("x " * 200, 0.0, 4, 24, 0, "rejection", True), "context"),
-    ((PROMPT, 0.0, 4, 24, -3, "rejection", True), "less than minimum"),
-    ((PROMPT, 0.0, 40, 24, 0, "rejection", True), "greater than maximum value 16"),
-    ((PROMPT, 0.0, 4, 24, 0, "sometimes", True), "sometimes"),
+    (("", 0.0, 4, 24, 0, "rejection", True, "throughput", 0.5), "prompt is empty"),
+    (("x " * 200, 0.0, 4, 24, 0, "rejection", True, "throughput", 0.5), "context"),
+    ((PROMPT, 0.0, 4, 24, -3, "rejection", True, "throughput", 0.5), "less than minimum"),
+    ((PROMPT, 0.0, 40, 24, 0, "rejection", True, "throughput", 0.5), "greater than maximum value 16"),
+    ((PROMPT, 0.0, 4, 24, 0, "sometimes", True, "throughput", 0.5), "sometimes"),
+    ((PROMPT, 0.0, 4, 24, 0, "rejection", True, "often", 0.5), "often"),
 ])
 def test_bad_input_gets_a_clear_message(launched_app, args, message):
     """Out-of-range input is refused either by Gradio's own bounds (an error toast) or by the engine's
@@ -114,3 +116,22 @@ def test_bad_input_gets_a_clear_message(launched_app, args, message):
         assert message in str(exc)
     else:
         assert "status-error" in status and message in status
+
+
+def test_small_charts_show_measured_values(random_engine):
+    from app.charts import acceptance_figure, progress_figure, survival_figure
+    from engine.summary import per_position_acceptance
+
+    config = GenerationConfig(method="dspark", max_new_tokens=30, draft_len=7, scheduler="static")
+    result = random_engine.generate(PROMPT, config)
+    steps = [result.prefill, *result.steps]
+    progress = progress_figure({"dspark": steps})
+    assert progress.data[0].y[-1] == len(result.output_ids)
+    acceptance = acceptance_figure({"dspark": steps})
+    assert list(acceptance.data[0].y) == list(per_position_acceptance(steps))
+    survival = survival_figure(steps)
+    predicted, realised = survival.data
+    assert all(0.0 <= v <= 1.0 for v in (*predicted.y, *realised.y))
+    first = [s for s in result.steps if s.num_verified >= 1]
+    assert realised.y[0] == pytest.approx(sum(s.num_accepted >= 1 for s in first) / len(first))
+    assert predicted.y[0] == pytest.approx(sum(s.drafted[0].confidence for s in first) / len(first))

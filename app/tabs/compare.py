@@ -1,4 +1,4 @@
-"""The Compare tab: one prompt, every lane side by side, live, and the shared timeline."""
+"""The Compare tab: one prompt, every lane side by side, live, the shared timeline and small charts."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import time
 
 import gradio as gr
 
-from engine.presets import VERIFY_RULES
+from engine.presets import SCHEDULERS, VERIFY_RULES
+from engine.summary import summarize
 from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError, GenerationConfig
 
-from ..charts import timeline_figure
+from ..charts import acceptance_figure, progress_figure, survival_figure, timeline_figure
 from ..examples import example_prompts
 from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes
@@ -18,7 +19,7 @@ from ..runner import LaneRun, run_lanes
 DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
 REDRAW_EVERY_S = 0.1  # lanes redraw at most this often while a lane runs
-REPLOT_EVERY_S = 0.75  # the timeline redraws at most this often (and always at the end)
+REPLOT_EVERY_S = 0.75  # the charts redraw at most this often (and always at the end)
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
 
@@ -47,54 +48,67 @@ def render(engine, methods: list[str]) -> None:
         temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
                                 label="Temperature (0 = greedy)")
         draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1,
-                              label="Draft length K (block drafters: at most their block − 1)")
+                              label="Draft length K (block drafters: at most what their block holds)")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1, label="Max new tokens")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
             seed = gr.Number(value=DEFAULTS.seed, precision=0, label="Seed (temperature > 0)", minimum=0)
             verify_rule = gr.Radio(list(VERIFY_RULES), value=DEFAULTS.verify_rule,
                                    label="Verification rule at temperature > 0")
-            show_drafts = gr.Checkbox(value=True, label="Show rejected and unverified drafts inline")
+            show_drafts = gr.Checkbox(value=True, label="Show rejected, unverified and cut drafts inline")
+        with gr.Row():
+            scheduler = gr.Radio(list(SCHEDULERS), value=DEFAULTS.scheduler,
+                                 label="DSpark: how much of the block to verify (none = all)")
+            threshold = gr.Slider(0.0, 1.0, value=DEFAULTS.confidence_threshold, step=0.05,
+                                  label="DSpark static cut: confidence threshold")
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
     with gr.Row(equal_height=False):
-        lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True), elem_id=f"lane-{m}", min_width=320)
+        lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True), elem_id=f"lane-{m}", min_width=300)
                       for m in methods]
     gr.Markdown("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                 "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
-                "Look at the AR row: every step starts with K thin orange draft forwards, one after another.",
-                elem_classes="note")
+                "Look at the AR row: every step starts with K thin orange draft forwards, one after another; "
+                "the block drafters draft the whole block in one.", elem_classes="note")
     timeline = gr.Plot(elem_id="timeline", show_label=False)
+    gr.Markdown("**Below:** tokens against time (the steepest line is the fastest lane), how acceptance holds up "
+                "along the block, and for DSpark whether its confidences predicted what the target accepted.",
+                elem_classes="note")
+    with gr.Row():
+        progress_plot = gr.Plot(elem_id="progress", show_label=False)
+        acceptance_plot = gr.Plot(elem_id="acceptance", show_label=False)
+        survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in methods)
 
     def on_run(prompt_text, temperature_value, draft_len_value, max_new_value, seed_value, rule, show,
-               request: gr.Request):
+               scheduler_value, threshold_value, request: gr.Request):
+        plots = 4  # timeline, progress, acceptance, survival
         try:
             base = GenerationConfig(max_new_tokens=_as_int(max_new_value, "max new tokens"),
                                     temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
-                                    draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule)
+                                    draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
+                                    scheduler=scheduler_value, confidence_threshold=float(threshold_value))
             lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m})) for m in methods]
             for lane in lanes:
                 lane.config.validate()
             engine.encode_prompt(prompt_text)
         except (EngineError, ValueError, TypeError) as exc:
-            yield _status(f"⚠ {exc}", error=True), *[gr.skip()] * len(methods), gr.skip()
+            yield _status(f"⚠ {exc}", error=True), *[gr.skip()] * (len(methods) + plots)
             return
         stop = _stop_events[request.session_hash] = threading.Event()
         greedy = base.temperature == 0
 
         def lanes_html():
-            summaries = {lane.method: lane for lane in lanes}
-            baseline = summaries.get("baseline")
-            baseline_summary = None
-            if baseline is not None and baseline.steps:
-                from engine.summary import summarize
-                baseline_summary = summarize(baseline.steps, base.max_new_tokens, engine.eos_id)
+            baseline = next((lane for lane in lanes if lane.method == "baseline" and lane.steps), None)
+            baseline_summary = summarize(baseline.steps, base.max_new_tokens, engine.eos_id) if baseline else None
             return [lane_html(lane.method, lane.steps, prompt_text, lane.state, base.max_new_tokens, engine.eos_id,
                               greedy, baseline_summary, show) for lane in lanes]
 
-        def figure():
-            return timeline_figure({lane.method: lane.steps for lane in lanes})
+        def figures():
+            by_method = {lane.method: lane.steps for lane in lanes}
+            drafting = {m: s for m, s in by_method.items() if m != "baseline"}
+            return (timeline_figure(by_method), progress_figure(by_method), acceptance_figure(drafting),
+                    survival_figure(by_method.get("dspark", [])))
 
         try:
             last_draw = last_plot = 0.0
@@ -104,15 +118,15 @@ def render(engine, methods: list[str]) -> None:
                 if running is not None and now - last_draw < REDRAW_EVERY_S:
                     continue
                 last_draw = now
-                plot = gr.skip()
+                charts = [gr.skip()] * plots
                 if now - last_plot > REPLOT_EVERY_S:
-                    plot, last_plot = figure(), now
+                    charts, last_plot = figures(), now
                 message = f"running {running.method} on {engine.device_name}…" if running else "…"
-                yield _status(message), *lanes_html(), plot
+                yield _status(message), *lanes_html(), *charts
             errors = [f"{lane.method}: {lane.state}" for lane in lanes if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
-            yield _status(text, error=bool(errors)), *lanes_html(), figure()
+            yield _status(text, error=bool(errors)), *lanes_html(), *figures()
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             _stop_events.pop(request.session_hash, None)
@@ -122,7 +136,8 @@ def render(engine, methods: list[str]) -> None:
         if event is not None:
             event.set()
 
-    run_button.click(on_run, inputs=[prompt, temperature, draft_len, max_new_tokens, seed, verify_rule, show_drafts],
-                     outputs=[status, *lane_boxes, timeline], concurrency_limit=1, concurrency_id="engine",
-                     api_name="run", show_progress="hidden")
+    run_button.click(on_run, inputs=[prompt, temperature, draft_len, max_new_tokens, seed, verify_rule, show_drafts,
+                                     scheduler, threshold],
+                     outputs=[status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot],
+                     concurrency_limit=1, concurrency_id="engine", api_name="run", show_progress="hidden")
     stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")

@@ -58,7 +58,7 @@ class _Tally:
     """Totals of one lane over all prompts."""
 
     def __init__(self):
-        self.tokens = self.step_tokens = self.steps = self.accepted = 0
+        self.tokens = self.step_tokens = self.steps = self.accepted = self.verified = 0
         self.wall_s = self.draft_s = self.verify_s = self.host_s = self.bubble_s = 0.0
 
     def add_run(self, result) -> None:
@@ -67,6 +67,7 @@ class _Tally:
         self.step_tokens += s.num_new_tokens - 1  # the prefill's token is not a step's
         self.steps += s.num_steps
         self.accepted += sum(step.num_accepted for step in result.steps)
+        self.verified += sum(step.num_verified for step in result.steps)
         self.wall_s += s.wall_s
         self.draft_s += s.draft_s
         self.verify_s += s.verify_s
@@ -84,13 +85,25 @@ class _Tally:
             row.update(tau=round(self.step_tokens / self.steps, 3), alpha=round(self.accepted / self.steps, 3),
                        draft_s=round(self.draft_s, 4), verify_s=round(self.verify_s, 4), host_s=round(self.host_s, 4),
                        bubble_s=round(self.bubble_s, 4),
+                       verified_acceptance=round(self.accepted / self.verified, 3) if self.verified else None,
                        # drafting time per step over verify time per step: the seed's cost_draft / cost_target
                        draft_cost=round(self.draft_s / self.verify_s, 3))
         return row
 
 
+# Lanes measured besides the methods' defaults: DSpark with every drafted token verified, and with the static
+# cut, so the scheduler's effect is measured in the same run.
+VARIANTS = {"dspark_verify_all": ("dspark", {"scheduler": "none"}),
+            "dspark_static_cut": ("dspark", {"scheduler": "static"})}
+
+
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, with_hf: bool = True) -> dict:
-    methods = engine.methods()
+    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, draft_len=draft_len)
+               for m in engine.methods()}
+    for name, (method, overrides) in VARIANTS.items():
+        if method in configs:
+            configs[name] = GenerationConfig(**{**configs[method].__dict__, **overrides})
+    methods = list(configs)
     lanes = {m: _Tally() for m in methods}
     if with_hf:
         lanes["hf_generate"] = _Tally()
@@ -102,8 +115,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
     def one_prompt(prompt: str, tally: bool) -> None:
         results = {}
         for method in methods:
-            config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=draft_len)
-            results[method] = engine.generate(prompt, config)
+            results[method] = engine.generate(prompt, configs[method])
             if tally:
                 lanes[method].add_run(results[method])
                 per_position[method].extend(results[method].steps)
@@ -136,7 +148,12 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
         ratios["baseline_vs_hf_generate"] = round(lanes["hf_generate"].wall_s / baseline_wall, 3)
         if "ar" in lanes:
             ratios["ar_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes["ar"].wall_s, 3)
+    calibration = None
+    record = ASSETS_DIR / "dspark-drafter" / "training.json"
+    if "dspark" in configs and engine.preset == "tiny" and record.exists():
+        calibration = json.loads(record.read_text()).get("calibration")
     return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
+            "dspark_calibration": calibration,
             "max_new_tokens": max_new_tokens, "draft_len": draft_len, "lanes": rows, "ratios": ratios,
             "identical_outputs": not mismatches, "mismatches": mismatches[:20],
             "torch": torch.__version__, "threads": torch.get_num_threads()}
@@ -145,21 +162,27 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
              f"{report['max_new_tokens']} new tokens, K = {report['draft_len']}, greedy", "",
-             "| lane | tokens/s | speedup | τ | α | draft cost | draft / verify / host / bubble s | per-position acceptance |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| lane | tokens/s | speedup | τ | α | verified acc. | draft cost | draft / verify / host / bubble s | "
+             "per-position acceptance |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in report["lanes"].items():
         split = (f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f} / {r['bubble_s']:.2f}"
                  if "tau" in r else "—")
         cost = f"{r['draft_cost']:.2f}" if "tau" in r else "—"
         ppa = ", ".join("—" if x is None else f"{x:.2f}" for x in r.get("per_position_acceptance", [])) or "—"
+        rate = f"{r['verified_acceptance'] * 100:.1f}%" if r.get("verified_acceptance") is not None else "—"
         lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}× | {r.get('tau', '—')} | "
-                     f"{r.get('alpha', '—')} | {cost} | {split} | {ppa} |")
+                     f"{r.get('alpha', '—')} | {rate} | {cost} | {split} | {ppa} |")
     lines.append("")
     lines.append("draft cost = drafting time per step / verify time per step (a target forward); "
                  "bubble = wall time outside every span")
     lines.append("")
     for name, value in report["ratios"].items():
         lines.append(f"{name}: {value:.2f}× (wall-time ratio, > 1 means ours is faster)")
+    if report.get("dspark_calibration"):
+        c = report["dspark_calibration"]
+        lines.append(f"DSpark survival calibration error (ECE, held-out): {c['survival_ece_before']:.3f} before, "
+                     f"{c['survival_ece_after']:.3f} after temperature scaling")
     lines.append(f"outputs identical across all lanes: {report['identical_outputs']}")
     return "\n".join(lines)
 

@@ -135,3 +135,30 @@ def test_small_charts_show_measured_values(random_engine):
     first = [s for s in result.steps if s.num_verified >= 1]
     assert realised.y[0] == pytest.approx(sum(s.num_accepted >= 1 for s in first) / len(first))
     assert predicted.y[0] == pytest.approx(sum(s.drafted[0].confidence for s in first) / len(first))
+
+
+@pytest.mark.slow
+def test_two_users_at_once_both_finish(launched_app, random_engine):
+    """Runs queue one at a time (concurrency limit 1), so a second user waits instead of breaking the first."""
+    import threading
+
+    from gradio_client import Client
+
+    results = {}
+
+    def user(name: str, max_new: int):
+        client = Client(launched_app, verbose=False)
+        results[name] = client.predict(PROMPT, 0.0, 4, max_new, 0, "rejection", True, "throughput", 0.5,
+                                       api_name="/run")
+
+    threads = [threading.Thread(target=user, args=(f"user{i}", 16 + 8 * i)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    expected = {name: random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=n)).text
+                for name, n in (("user0", 16), ("user1", 24))}
+    for name, outputs in results.items():
+        assert "done" in outputs[0]
+        assert output_text_of(outputs[1]) == display_text(expected[name])
+    assert len(results) == 2

@@ -88,3 +88,12 @@ def test_temperature_scaling_recovers_an_overconfident_head():
     temperatures = fit_temperatures(logits, correct)
     assert all(2.4 < t < 3.7 for t in temperatures), temperatures
     assert survival_ece(logits, correct, temperatures) < 0.5 * survival_ece(logits, correct, [1.0] * 3)
+
+
+def test_loop_detector_sees_periodic_tails_only():
+    from engine.train.card import is_loop
+
+    assert is_loop(list(range(10)) + [7, 8, 9] * 9)
+    assert is_loop([4] * 30)
+    assert not is_loop(list(range(40)))
+    assert not is_loop([1, 2, 3] * 3)  # too short to judge

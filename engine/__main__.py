@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from .presets import DEFAULT_PRESET, METHODS, PRESETS, VERIFY_RULES
+from .presets import DEFAULT_PRESET, METHODS, PRESETS, SCHEDULERS, VERIFY_RULES
 from .types import EngineError, GenerationConfig
 
 DEFAULTS = GenerationConfig()
@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=DEFAULTS.seed)
     gen.add_argument("--draft-len", type=int, default=DEFAULTS.draft_len, help="K, tokens drafted per step")
     gen.add_argument("--verify-rule", default=DEFAULTS.verify_rule, help=f"at temperature > 0: {', '.join(VERIFY_RULES)}")
+    gen.add_argument("--scheduler", default=DEFAULTS.scheduler, help=f"DSpark: {', '.join(SCHEDULERS)}")
+    gen.add_argument("--confidence-threshold", type=float, default=DEFAULTS.confidence_threshold,
+                     help="DSpark static cut threshold")
+    gen.add_argument("--no-overlap", action="store_true", help="do each step's host work between steps")
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
     return parser
@@ -53,7 +57,9 @@ def _read_prompt(args) -> str:
 
 def generate(args) -> int:
     config = GenerationConfig(method=args.method, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              seed=args.seed, draft_len=args.draft_len, verify_rule=args.verify_rule)
+                              seed=args.seed, draft_len=args.draft_len, verify_rule=args.verify_rule,
+                              scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
+                              overlap=not args.no_overlap)
     config.validate()
     if args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")

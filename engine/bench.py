@@ -91,9 +91,10 @@ class _Tally:
         return row
 
 
-# Lanes measured besides the methods' defaults: DSpark with every drafted token verified, and with the static
-# cut, so the scheduler's effect is measured in the same run.
-VARIANTS = {"dspark_verify_all": ("dspark", {"scheduler": "none"}),
+# Lanes measured besides the methods' defaults, so each switch's effect is measured in the same run: DFlash
+# with host work between steps instead of overlapped, DSpark verifying every drafted token or cutting statically.
+VARIANTS = {"dflash_no_overlap": ("dflash", {"overlap": False}),
+            "dspark_verify_all": ("dspark", {"scheduler": "none"}),
             "dspark_static_cut": ("dspark", {"scheduler": "static"})}
 
 

@@ -8,6 +8,8 @@ length minus one, and the drafter is told how many positions are still valid.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -25,7 +27,7 @@ from .sampling import Verdict, logits_to_probs, pick, verify
 from .text import IncrementalDecoder, TokenTexts
 from .summary import per_position_acceptance, summarize
 from .timing import SpanClock
-from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, RunSummary, Step,
+from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, RunSummary, Span, Step,
                     TopToken)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
@@ -33,17 +35,85 @@ TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's c
 
 @dataclass
 class _RunState:
-    """What one run carries from step to step."""
+    """What the device loop carries from step to step."""
 
     committed_ids: torch.Tensor  # (1, n) prompt and output so far
     num_prompt: int
     max_new_tokens: int
-    decoder: IncrementalDecoder
     finish_reason: str | None = None
 
     @property
     def num_new(self) -> int:
         return self.committed_ids.shape[1] - self.num_prompt
+
+
+@dataclass
+class _DeviceStep:
+    """What the device loop hands to the host work for one step (tensors not yet turned into values)."""
+
+    index: int
+    kind: str
+    block: DraftBlock | None  # everything drafted (None for the prefill)
+    verdict: Verdict | None
+    target_probs: torch.Tensor | None
+    num_verified: int
+    confidences: list[float] | None
+    kept_ids: list[int]  # tokens committed by this step, cut at a stop
+    finished: bool
+    spans: tuple[Span, ...]
+
+
+class _BackgroundSteps:
+    """Runs a step generator in a worker thread, at most QUEUE_DEPTH steps ahead of its consumer."""
+
+    QUEUE_DEPTH = 2
+    _DONE = object()
+
+    def __init__(self, steps: Iterator):
+        self._steps = steps
+        self._queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="speclab-device-loop", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            for item in self._steps:
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(item, timeout=0.05)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    break
+        except BaseException as exc:  # handed to the consumer, which raises it
+            self._queue.put(exc)
+        finally:
+            self._steps.close()
+            self._queue.put(self._DONE)
+
+    def __iter__(self):
+        while True:
+            item = self._queue.get()
+            if item is self._DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # drain so the worker can see the stop and finish
+            try:
+                self._queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+
+def _in_background(steps: Iterator) -> _BackgroundSteps:
+    return _BackgroundSteps(steps)
 
 
 class Engine:
@@ -139,15 +209,30 @@ class Engine:
         config.validate()
         return self.encode_prompt(prompt), self._drafter(config.method)
 
-    @torch.inference_mode()
     def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None) -> Iterator[Step]:
+        """Device work (draft, verify, cache bookkeeping) and host work (the trace, the text) of each step.
+        With config.overlap the device loop runs in its own thread, a step or two ahead, so the host work
+        of step i happens while step i + 1 drafts and verifies; without it they alternate."""
+        clock = SpanClock(self.device)
+        host_clock = clock.fork()  # spans of the host work, recorded from whichever thread does it
+        decoder = self.texts.decoder()
+        device_steps = self._device_steps(prompt_ids, config, drafter, clock)
+        records = _in_background(device_steps) if config.overlap else device_steps
+        try:
+            for record in records:
+                yield self._host_step(record, decoder, host_clock)
+        finally:
+            records.close()
+
+    @torch.inference_mode()
+    def _device_steps(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None,
+                      clock: SpanClock) -> Iterator["_DeviceStep"]:
+        """The control flow of decoding: everything the next step depends on, and nothing else."""
         generator = torch.Generator(self.device).manual_seed(config.seed)
         ids = torch.tensor([prompt_ids], device=self.device)
-        state = _RunState(ids, len(prompt_ids), config.max_new_tokens, self.texts.decoder())
+        state = _RunState(ids, len(prompt_ids), config.max_new_tokens)
         cache = new_cache(self.target)
         vocab_size = self.target.config.vocab_size
-        clock = SpanClock(self.device)
-
         layer_ids = drafter.target_layer_ids if drafter is not None else None
 
         with clock.span("verify", "target prefill"):
@@ -155,9 +240,8 @@ class Engine:
             first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
         if drafter is not None:
             drafter.start(ids, features, clock)
-        with clock.span("host", "commit"):
-            committed = self._commit(state, [first_id], num_accepted=0)
-        yield Step(0, "prefill", (), 0, 0, first_id, committed, clock.take())
+        kept = self._append(state, [first_id])
+        yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason is not None, clock.take())
 
         index = 1
         while state.finish_reason is None:
@@ -179,15 +263,30 @@ class Engine:
                 target_probs = logits_to_probs(logits[0], config.temperature)
                 verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
                                  generator)
-            with clock.span("host", "commit and trace"):
+            with clock.span("host", "roll back caches, commit"):
                 a = verdict.num_accepted
                 crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
                 if drafter is not None:
                     drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
-                committed = self._commit(state, block.ids[:a].tolist() + [verdict.bonus_id], num_accepted=a)
-                drafted = self._trace_block(block, verdict, target_probs, len(checked.ids), confidences)
-            yield Step(index, "decode", drafted, len(checked.ids), a, verdict.bonus_id, committed, clock.take())
+                kept = self._append(state, block.ids[:a].tolist() + [verdict.bonus_id])
+            yield _DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
+                              state.finish_reason is not None, clock.take())
             index += 1
+
+    def _host_step(self, record: "_DeviceStep", decoder: IncrementalDecoder, clock: SpanClock) -> Step:
+        """Host work: the step's trace as plain values and its text."""
+        with clock.span("host", "trace and text"):
+            pieces = [decoder.push(t) for t in record.kept_ids]
+            if record.finished:
+                pieces[-1] += decoder.finish()
+            a = record.verdict.num_accepted if record.verdict is not None else 0
+            committed = tuple(CommittedToken(t, piece, "accepted" if i < a else "bonus")
+                              for i, (t, piece) in enumerate(zip(record.kept_ids, pieces)))
+            drafted = () if record.block is None else self._trace_block(
+                record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
+            bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
+        return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
+                    record.spans + clock.take())
 
     def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
@@ -197,8 +296,8 @@ class Engine:
         longest = getattr(drafter, "max_draft_len", config.draft_len)
         return max(0, min(config.draft_len, longest, remaining - 1, room - 1))
 
-    def _commit(self, state: _RunState, new_ids: list[int], num_accepted: int) -> tuple[CommittedToken, ...]:
-        """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit."""
+    def _append(self, state: _RunState, new_ids: list[int]) -> list[int]:
+        """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit; returns those kept."""
         kept = []
         for token_id in new_ids:
             kept.append(token_id)
@@ -213,11 +312,7 @@ class Engine:
                 break
         kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
-        pieces = [state.decoder.push(t) for t in kept]
-        if state.finish_reason is not None:
-            pieces[-1] += state.decoder.finish()
-        return tuple(CommittedToken(t, piece, "accepted" if i < num_accepted else "bonus")
-                     for i, (t, piece) in enumerate(zip(kept, pieces)))
+        return kept
 
     def _top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
         values, indices = probs.topk(min(TOP_K_SHOWN, probs.size(-1)), dim=-1)

@@ -10,6 +10,22 @@ def _lane_total(steps: list[Step], lane: str) -> float:
     return sum(span.end_s - span.start_s for step in steps for span in step.spans if span.lane == lane)
 
 
+def busy_time(steps: list[Step]) -> float:
+    """Length of the union of all spans: time in which some work ran (spans overlap under overlap)."""
+    intervals = sorted((span.start_s, span.end_s) for s in steps for span in s.spans)
+    total, current_start, current_end = 0.0, None, None
+    for start, end in intervals:
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
 def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
     """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
     decode = [s for s in steps if s.kind == "decode"]
@@ -44,6 +60,6 @@ def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> Run
         draft_s=_lane_total(decode, "draft"),
         verify_s=_lane_total(decode, "verify"),
         host_s=_lane_total(decode, "host"),
-        bubble_s=max(0.0, wall_s - sum(span.end_s - span.start_s for s in steps for span in s.spans)),
+        bubble_s=max(0.0, wall_s - busy_time(steps)),
         finish_reason=finish,
     )

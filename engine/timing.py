@@ -34,6 +34,12 @@ class SpanClock:
         finally:
             self._spans.append(Span(lane, start, self.now(), label))
 
+    def fork(self) -> "SpanClock":
+        """A clock on the same time origin with its own span list, for work done in another thread."""
+        other = SpanClock.__new__(SpanClock)
+        other._sync, other._spans, other._t0 = self._sync, [], self._t0
+        return other
+
     def take(self) -> tuple[Span, ...]:
         """The spans recorded since the last take, in order."""
         spans, self._spans = tuple(self._spans), []

@@ -30,6 +30,7 @@ class GenerationConfig:
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
+    overlap: bool = True  # host work of a step (trace, text) runs while the next step drafts and verifies
 
     def validate(self) -> None:
         """Raise EngineError with one clear line for any value out of range."""

@@ -90,8 +90,10 @@ def test_same_seed_same_output_at_temperature(random_engine, method, rule):
 
 # --- the trace ---------------------------------------------------------------------------------------------
 
-def test_trace_is_consistent(random_engine):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4))
+@pytest.mark.parametrize("overlap", [False, True])
+def test_trace_is_consistent(random_engine, overlap):
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4,
+                                                             overlap=overlap))
     out = [t.id for t in result.prefill.committed]
     for step in result.steps:
         a = step.num_accepted
@@ -112,12 +114,21 @@ def test_trace_is_consistent(random_engine):
         out += [t.id for t in step.committed]
     assert tuple(out) == result.output_ids
     spans = [s for step in (result.prefill, *result.steps) for s in step.spans]
-    assert all(b.start_s >= a.end_s for a, b in zip(spans, spans[1:]))  # one clock, in order
+    # The device work is one serial chain on one clock; the host work of a step comes after that step's
+    # device work (and, with overlap, runs while the next step's device work does).
+    device = [s for s in spans if s.label != "trace and text"]
+    assert all(b.start_s >= a.end_s for a, b in zip(device, device[1:]))
+    for step in (result.prefill, *result.steps):
+        host = [sp for sp in step.spans if sp.label == "trace and text"]
+        assert len(host) == 1 and host[0].start_s >= max(sp.end_s for sp in step.spans if sp is not host[0])
+    if not overlap:
+        assert all(b.start_s >= a.end_s for a, b in zip(spans, spans[1:]))  # everything in turn
     s = result.summary
     assert s.num_new_tokens == len(result.output_ids) == 1 + sum(len(st.committed) for st in result.steps)
     assert s.alpha == pytest.approx(sum(st.num_accepted for st in result.steps) / s.num_steps)
     assert s.tau == pytest.approx(s.alpha + 1)
-    assert s.wall_s == pytest.approx(spans[-1].end_s)
+    assert s.wall_s == pytest.approx(max(sp.end_s for sp in spans))
+    assert 0.0 <= s.bubble_s < s.wall_s
     assert len(result.per_position_acceptance) == 4
 
 
@@ -160,7 +171,7 @@ def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
 # --- bad input -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bad", [
-    dict(method="nope"), dict(method="dspark"), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
+    dict(method="nope"), dict(scheduler="sometimes"), dict(confidence_threshold=1.5), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
     dict(draft_len=0), dict(draft_len=99), dict(temperature=-0.1), dict(temperature=math.nan),
     dict(temperature=math.inf), dict(verify_rule="maybe"), dict(seed=-1),
 ])
@@ -198,3 +209,31 @@ def test_device_auto_is_cpu_without_cuda():
     assert pick_device("auto").type == "cpu"
     with pytest.raises(EngineError):
         pick_device("cuda")
+
+
+# --- overlap ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["baseline", "ar", "dflash", "dspark"])
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_overlap_changes_timing_only(random_engine, method, temperature):
+    """The same run with and without overlap: same tokens, same drafts and verdicts, same text."""
+    runs = [random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=30, temperature=temperature,
+                                                            seed=4, overlap=overlap)) for overlap in (False, True)]
+    plain, overlapped = runs
+    assert plain.output_ids == overlapped.output_ids and plain.text == overlapped.text
+    strip = lambda r: [(s.drafted, s.num_verified, s.num_accepted, s.committed) for s in r.steps]  # noqa: E731
+    assert strip(plain) == strip(overlapped)
+
+
+def test_stopping_a_stream_early_ends_the_device_thread(random_engine):
+    import threading
+    import time
+
+    stream = random_engine.stream(PROMPT, GenerationConfig(method="ar", max_new_tokens=200, overlap=True))
+    first_two = [next(stream), next(stream)]
+    stream.close()
+    assert [s.index for s in first_two] == [0, 1]
+    deadline = time.monotonic() + 5
+    while any(t.name == "speclab-device-loop" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == "speclab-device-loop" for t in threading.enumerate())

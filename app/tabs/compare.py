@@ -61,6 +61,8 @@ def render(engine, methods: list[str]) -> None:
                                  label="DSpark: how much of the block to verify (none = all)")
             threshold = gr.Slider(0.0, 1.0, value=DEFAULTS.confidence_threshold, step=0.05,
                                   label="DSpark static cut: confidence threshold")
+            overlap = gr.Checkbox(value=DEFAULTS.overlap,
+                                  label="Overlap each step's host work with the next step's device work")
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
@@ -81,13 +83,14 @@ def render(engine, methods: list[str]) -> None:
         survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in methods)
 
     def on_run(prompt_text, temperature_value, draft_len_value, max_new_value, seed_value, rule, show,
-               scheduler_value, threshold_value, request: gr.Request):
+               scheduler_value, threshold_value, overlap_value, request: gr.Request):
         plots = 4  # timeline, progress, acceptance, survival
         try:
             base = GenerationConfig(max_new_tokens=_as_int(max_new_value, "max new tokens"),
                                     temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
                                     draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
-                                    scheduler=scheduler_value, confidence_threshold=float(threshold_value))
+                                    scheduler=scheduler_value, confidence_threshold=float(threshold_value),
+                                    overlap=bool(overlap_value))
             lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m})) for m in methods]
             for lane in lanes:
                 lane.config.validate()
@@ -137,7 +140,7 @@ def render(engine, methods: list[str]) -> None:
             event.set()
 
     run_button.click(on_run, inputs=[prompt, temperature, draft_len, max_new_tokens, seed, verify_rule, show_drafts,
-                                     scheduler, threshold],
+                                     scheduler, threshold, overlap],
                      outputs=[status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot],
                      concurrency_limit=1, concurrency_id="engine", api_name="run", show_progress="hidden")
     stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")

@@ -2,20 +2,18 @@
 
 Lanes run in turn, never at once, so one lane's work never slows another's measured spans. The engine
 runs in a worker thread and hands each finished step over a queue; the UI thread renders at its own
-pace, so drawing the page does not sit on the engine's clock. Stopping sets an event the worker checks
-after every step.
+pace, so drawing the page does not sit on the engine's clock. Stopping sets an event checked after every
+batch of steps, which closes the worker.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from engine.background import BackgroundSteps
 from engine.types import EngineError, GenerationConfig, Step
-
-_DONE = object()
 
 
 @dataclass
@@ -28,32 +26,14 @@ class LaneRun:
 
 def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.Event) -> Iterator[list[Step]]:
     """Yield batches of new steps as the worker produces them; raises EngineError from the engine."""
-    handoff: queue.Queue = queue.Queue()
-
-    def work() -> None:
-        try:
-            for step in engine.stream(prompt, config):
-                handoff.put(step)
-                if stop.is_set():
-                    break
-        except BaseException as exc:  # handed to the UI thread, which reports it
-            handoff.put(exc)
-        finally:
-            handoff.put(_DONE)
-
-    threading.Thread(target=work, name=f"lane-{config.method}", daemon=True).start()
-    while True:
-        batch = [handoff.get()]
-        while not handoff.empty():
-            batch.append(handoff.get_nowait())
-        steps = [item for item in batch if isinstance(item, Step)]
-        if steps:
-            yield steps
-        for item in batch:
-            if isinstance(item, BaseException):
-                raise item
-            if item is _DONE:
+    worker = BackgroundSteps(engine.stream(prompt, config), depth=0, name=f"speclab-lane-{config.method}")  # never hold the engine back
+    try:
+        for batch in worker.batches():
+            yield batch
+            if stop.is_set():
                 return
+    finally:
+        worker.close()
 
 
 def run_lanes(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event) -> Iterator[None]:

@@ -8,24 +8,23 @@ length minus one, and the drafter is told how many positions are still valid.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+from .background import BackgroundSteps
 from .drafters.ar import ARDrafter
 from .drafters.base import DraftBlock, Drafter
 from .drafters.dflash import DFlashDrafter
 from .drafters.dspark import DSparkDrafter
 from .models import (crop_cache, describe_device, forward_with_features, load_block_drafter, load_causal_lm,
                      load_tokenizer, new_cache, pick_device)
-from .scheduler import profile_verify_speed, verify_len
 from .presets import AVAILABLE_METHODS, DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
-from .text import IncrementalDecoder, TokenTexts
+from .scheduler import profile_verify_speed, verify_len
 from .summary import per_position_acceptance, summarize
+from .text import IncrementalDecoder, TokenTexts
 from .timing import SpanClock
 from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, RunSummary, Span, Step,
                     TopToken)
@@ -61,59 +60,6 @@ class _DeviceStep:
     kept_ids: list[int]  # tokens committed by this step, cut at a stop
     finished: bool
     spans: tuple[Span, ...]
-
-
-class _BackgroundSteps:
-    """Runs a step generator in a worker thread, at most QUEUE_DEPTH steps ahead of its consumer."""
-
-    QUEUE_DEPTH = 2
-    _DONE = object()
-
-    def __init__(self, steps: Iterator):
-        self._steps = steps
-        self._queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="speclab-device-loop", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        try:
-            for item in self._steps:
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(item, timeout=0.05)
-                        break
-                    except queue.Full:
-                        continue
-                if self._stop.is_set():
-                    break
-        except BaseException as exc:  # handed to the consumer, which raises it
-            self._queue.put(exc)
-        finally:
-            self._steps.close()
-            self._queue.put(self._DONE)
-
-    def __iter__(self):
-        while True:
-            item = self._queue.get()
-            if item is self._DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def close(self) -> None:
-        self._stop.set()
-        while self._thread.is_alive():  # drain so the worker can see the stop and finish
-            try:
-                self._queue.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        self._thread.join()
-
-
-def _in_background(steps: Iterator) -> _BackgroundSteps:
-    return _BackgroundSteps(steps)
 
 
 class Engine:
@@ -214,10 +160,10 @@ class Engine:
         With config.overlap the device loop runs in its own thread, a step or two ahead, so the host work
         of step i happens while step i + 1 drafts and verifies; without it they alternate."""
         clock = SpanClock(self.device)
-        host_clock = clock.fork()  # spans of the host work, recorded from whichever thread does it
+        host_clock = clock.fork(sync=False)  # host work: its own span list, and no device syncs
         decoder = self.texts.decoder()
         device_steps = self._device_steps(prompt_ids, config, drafter, clock)
-        records = _in_background(device_steps) if config.overlap else device_steps
+        records = BackgroundSteps(device_steps, name="speclab-device-loop") if config.overlap else device_steps
         try:
             for record in records:
                 yield self._host_step(record, decoder, host_clock)

@@ -34,10 +34,11 @@ class SpanClock:
         finally:
             self._spans.append(Span(lane, start, self.now(), label))
 
-    def fork(self) -> "SpanClock":
-        """A clock on the same time origin with its own span list, for work done in another thread."""
+    def fork(self, sync: bool = True) -> "SpanClock":
+        """A clock on the same time origin with its own span list, for work done in another thread;
+        sync=False never waits for the device (for host-only work that must not stall on it)."""
         other = SpanClock.__new__(SpanClock)
-        other._sync, other._spans, other._t0 = self._sync, [], self._t0
+        other._sync, other._spans, other._t0 = self._sync and sync, [], self._t0
         return other
 
     def take(self) -> tuple[Span, ...]:

@@ -51,7 +51,8 @@ def _train_dflash(args, tokenizer, streams, run_dir: Path) -> int:
     target = _shipped_target()
     drafter = DFlashDraftModel(dflash_config(target.config, tokenizer.mask_token_id))
     init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50,
+                      threads=args.threads)
     generator = torch.Generator().manual_seed(args.seed + 1)
     train(drafter, streams, run_dir, cfg, dflash_loss(drafter, target, generator),
           lambda windows: dflash_acceptance(drafter, target, windows))
@@ -75,7 +76,8 @@ def _train_dspark(args, tokenizer, streams, run_dir: Path) -> int:
     drafter = DSparkDraftModel(dspark_config(target.config, tokenizer.mask_token_id))
     init_from_target(drafter, target)
     init_markov_head(drafter)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50,
+                      threads=args.threads)
     generator = torch.Generator().manual_seed(args.seed + 1)
     train(drafter, streams, run_dir, cfg, dspark_loss(drafter, target, generator),
           lambda windows: dspark_acceptance(drafter, target, windows))
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash", "dspark", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     args = parser.parse_args(argv)
 
     from transformers import AutoTokenizer, Qwen3ForCausalLM
@@ -139,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "dspark":
         return _train_dspark(args, tokenizer, streams, run_dir)
     if args.stage == "target":
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps)
+        cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
         loss_fn = lm_loss(model)
     else:
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or 1200, lr=3e-3, batch_size=8)
+        cfg = TrainConfig(seed=args.seed, steps=args.steps or 1200, lr=3e-3, batch_size=8, threads=args.threads)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target())
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))

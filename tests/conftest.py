@@ -37,6 +37,36 @@ def noisy_copy(model, noise: float, seed: int = 1):
     return other
 
 
+def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, head_dim: int, inter: int,
+                          generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random weights of one Qwen3-style draft layer, named as the public DFlash / DSpark checkpoints name them."""
+    return {
+        prefix + "self_attn.q_proj.weight": torch.randn(heads * head_dim, hidden, generator=generator),
+        prefix + "self_attn.k_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=generator),
+        prefix + "self_attn.v_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=generator),
+        prefix + "self_attn.o_proj.weight": torch.randn(hidden, heads * head_dim, generator=generator),
+        prefix + "self_attn.q_norm.weight": torch.ones(head_dim), prefix + "self_attn.k_norm.weight": torch.ones(head_dim),
+        prefix + "mlp.gate_proj.weight": torch.randn(inter, hidden, generator=generator),
+        prefix + "mlp.up_proj.weight": torch.randn(inter, hidden, generator=generator),
+        prefix + "mlp.down_proj.weight": torch.randn(hidden, inter, generator=generator),
+        prefix + "input_layernorm.weight": torch.ones(hidden),
+        prefix + "post_attention_layernorm.weight": torch.ones(hidden),
+    }
+
+
+def launch_locally(demo):
+    """Serve a built app on a free loopback port in this process; returns its URL."""
+    import socket
+
+    from app.main import launch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    return f"http://127.0.0.1:{port}/"
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from transformers import AutoTokenizer

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import html
 import re
-import socket
 
 import pytest
 
 gr = pytest.importorskip("gradio")
 
 from app.charts import timeline_figure  # noqa: E402
-from app.main import build_app, launch, runnable_methods  # noqa: E402
+from app.main import build_app, runnable_methods  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
+from conftest import launch_locally  # noqa: E402
+
 PROMPT = "def parse(self, text):\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def output_text_of(lane: str) -> str:
@@ -74,9 +69,7 @@ def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
 @pytest.fixture(scope="module")
 def launched_app(random_engine):
     demo = build_app(random_engine)
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
+    yield launch_locally(demo)
     demo.close()
 
 

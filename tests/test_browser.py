@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("gradio")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-from app.main import build_app, launch, runnable_methods  # noqa: E402
+from app.main import build_app, runnable_methods  # noqa: E402
 from app.render import display_text  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
-from test_app import free_port  # noqa: E402
+from conftest import launch_locally  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -30,9 +30,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def app_url(embedded_engine):
     demo = build_app(embedded_engine)
-    port = free_port()
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
+    yield launch_locally(demo)
     demo.close()
 
 

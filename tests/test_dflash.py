@@ -13,7 +13,7 @@ from engine.drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 from engine.models import forward_with_features, load_block_drafter, new_cache
 from engine.timing import SpanClock
 
-from conftest import tiny_dflash
+from conftest import decoder_layer_weights, tiny_dflash
 
 PROMPT = "def parse(self, text):\n"
 
@@ -89,18 +89,7 @@ def test_checkpoint_with_public_config_fields_loads(tmp_path, random_engine):
     weights = {"fc.weight": torch.randn(hidden, 5 * hidden, generator=g),
                "hidden_norm.weight": torch.ones(hidden), "norm.weight": torch.ones(hidden)}
     for i in range(layers):
-        p = f"layers.{i}."
-        weights |= {
-            p + "self_attn.q_proj.weight": torch.randn(heads * head_dim, hidden, generator=g),
-            p + "self_attn.k_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=g),
-            p + "self_attn.v_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=g),
-            p + "self_attn.o_proj.weight": torch.randn(hidden, heads * head_dim, generator=g),
-            p + "self_attn.q_norm.weight": torch.ones(head_dim), p + "self_attn.k_norm.weight": torch.ones(head_dim),
-            p + "mlp.gate_proj.weight": torch.randn(inter, hidden, generator=g),
-            p + "mlp.up_proj.weight": torch.randn(inter, hidden, generator=g),
-            p + "mlp.down_proj.weight": torch.randn(hidden, inter, generator=g),
-            p + "input_layernorm.weight": torch.ones(hidden), p + "post_attention_layernorm.weight": torch.ones(hidden),
-        }
+        weights |= decoder_layer_weights(f"layers.{i}.", hidden, heads, kv_heads, head_dim, inter, g)
     save_file(weights, str(tmp_path / "model.safetensors"))
     _, info = DFlashDraftModel.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

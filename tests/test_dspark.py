@@ -14,6 +14,8 @@ from engine.models import load_block_drafter
 from engine.scheduler import static_cut, survival, throughput_cut, verify_len
 from engine.types import GenerationConfig
 
+from conftest import decoder_layer_weights
+
 PROMPT = "def parse(self, text):\n"
 
 
@@ -99,8 +101,7 @@ def test_checkpoint_with_deepspec_config_fields_loads(tmp_path):
     }
     (tmp_path / "config.json").write_text(json.dumps(config))
     g = torch.Generator().manual_seed(0)
-    p = "layers.0."
-    weights = {
+    weights = decoder_layer_weights("layers.0.", hidden, heads, kv_heads, head_dim, inter, g) | {
         "fc.weight": torch.randn(hidden, 5 * hidden, generator=g), "hidden_norm.weight": torch.ones(hidden),
         "norm.weight": torch.ones(hidden),
         "embed_tokens.weight": torch.randn(vocab, hidden, generator=g),  # DeepSpec's frozen copies of the
@@ -109,15 +110,6 @@ def test_checkpoint_with_deepspec_config_fields_loads(tmp_path):
         "markov_head.markov_w2.weight": torch.randn(vocab, rank, generator=g),
         "confidence_head.proj.weight": torch.randn(1, hidden + rank, generator=g),
         "confidence_head.proj.bias": torch.zeros(1),
-        p + "self_attn.q_proj.weight": torch.randn(heads * head_dim, hidden, generator=g),
-        p + "self_attn.k_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=g),
-        p + "self_attn.v_proj.weight": torch.randn(kv_heads * head_dim, hidden, generator=g),
-        p + "self_attn.o_proj.weight": torch.randn(hidden, heads * head_dim, generator=g),
-        p + "self_attn.q_norm.weight": torch.ones(head_dim), p + "self_attn.k_norm.weight": torch.ones(head_dim),
-        p + "mlp.gate_proj.weight": torch.randn(inter, hidden, generator=g),
-        p + "mlp.up_proj.weight": torch.randn(inter, hidden, generator=g),
-        p + "mlp.down_proj.weight": torch.randn(hidden, inter, generator=g),
-        p + "input_layernorm.weight": torch.ones(hidden), p + "post_attention_layernorm.weight": torch.ones(hidden),
     }
     save_file(weights, str(tmp_path / "model.safetensors"))
     _, info = DSparkDraftModel.from_pretrained(tmp_path, output_loading_info=True)

@@ -34,18 +34,24 @@ class DFlashDrafter:
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel pass drafts {k}"):
-            anchor_position = committed_ids.shape[1] - 1
-            cached = self.cache.get_seq_length()
-            assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
-            block = torch.full((1, k + 1), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
-            block[0, 0] = committed_ids[0, -1]
-            positions = torch.arange(cached, anchor_position + k + 1, device=committed_ids.device).unsqueeze(0)
-            hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
-            crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
-            self.pending = self.pending[:, :0]
-            probs = logits_to_probs(self.lm_head(hidden[0, 1:]), temperature)
+            hidden = self.block_hidden(committed_ids, k + 1)
+            probs = logits_to_probs(self.lm_head(hidden[1:]), temperature)  # mask positions predict themselves
             ids = pick(probs, temperature, generator)
         return DraftBlock(ids, probs)
+
+    def block_hidden(self, committed_ids: torch.Tensor, block_len: int) -> torch.Tensor:
+        """One forward over [anchor, MASK × (block_len − 1)] with the new context; returns the block's
+        hidden states (block_len, H) and leaves the cache holding the committed context only."""
+        anchor_position = committed_ids.shape[1] - 1
+        cached = self.cache.get_seq_length()
+        assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
+        block = torch.full((1, block_len), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
+        block[0, 0] = committed_ids[0, -1]
+        positions = torch.arange(cached, anchor_position + block_len, device=committed_ids.device).unsqueeze(0)
+        hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
+        crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
+        self.pending = self.pending[:, :0]
+        return hidden[0]
 
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
         self.pending = features

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from .base import DraftBlock
@@ -24,16 +23,8 @@ class DSparkDrafter(DFlashDrafter):
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel backbone pass for {k}"):
-            anchor_position = committed_ids.shape[1] - 1
-            cached = self.cache.get_seq_length()
-            assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
-            block = torch.full((1, k), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
-            block[0, 0] = committed_ids[0, -1]
-            positions = torch.arange(cached, anchor_position + k, device=committed_ids.device).unsqueeze(0)
-            hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)[0]  # (k, H)
-            crop_cache(self.cache, anchor_position)
-            self.pending = self.pending[:, :0]
-            base_logits = self.lm_head(hidden)  # (k, V)
+            hidden = self.block_hidden(committed_ids, k)  # k inputs give k tokens: the anchor predicts the first
+            base_logits = self.lm_head(hidden)
         with clock.span("draft", f"Markov head: {k} cheap serial steps"):
             ids, probs = markov_sample(base_logits, committed_ids[0, -1], self.model.markov_bias, temperature,
                                        generator)

@@ -43,61 +43,34 @@ def _shipped_target():
     return target.eval().requires_grad_(False)
 
 
-def _train_dflash(args, tokenizer, streams, run_dir: Path) -> int:
-    from .dflash import dflash_acceptance, dflash_config, dflash_loss, init_from_target
-    from .lm import TrainConfig, train
+def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
+    """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export."""
     from ..drafters.dflash_model import DFlashDraftModel
-
-    target = _shipped_target()
-    drafter = DFlashDraftModel(dflash_config(target.config, tokenizer.mask_token_id))
-    init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50,
-                      threads=args.threads)
-    generator = torch.Generator().manual_seed(args.seed + 1)
-    train(drafter, streams, run_dir, cfg, dflash_loss(drafter, target, generator),
-          lambda windows: dflash_acceptance(drafter, target, windows))
-    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
-    accepted = dflash_acceptance(drafter, target, heldout_windows(streams["heldout"], cfg.seq_len))
-    _export(drafter, "dflash-drafter", cfg, {
-        "heldout_expected_accepted_teacher_forced": round(accepted, 3),
-        "train_minutes": round(state["elapsed_s"] / 60, 1),
-        "num_parameters": sum(p.numel() for p in drafter.parameters())})
-    return 0
-
-
-def _train_dspark(args, tokenizer, streams, run_dir: Path) -> int:
     from ..drafters.dspark_model import DSparkDraftModel
-    from .dflash import init_from_target
-    from .dspark import (dspark_acceptance, dspark_config, dspark_loss, fit_temperatures, greedy_outcomes,
-                         init_markov_head, survival_ece)
+    from . import dflash, dspark
     from .lm import TrainConfig, heldout_windows, train
 
     target = _shipped_target()
-    drafter = DSparkDraftModel(dspark_config(target.config, tokenizer.mask_token_id))
-    init_from_target(drafter, target)
-    init_markov_head(drafter)
+    if kind == "dflash":
+        drafter = DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id))
+        loss_fn, score = dflash.dflash_loss, dflash.dflash_acceptance
+    else:
+        drafter = DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id))
+        loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
+        dspark.init_markov_head(drafter)
+    dflash.init_from_target(drafter, target)
     cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50,
                       threads=args.threads)
-    generator = torch.Generator().manual_seed(args.seed + 1)
-    train(drafter, streams, run_dir, cfg, dspark_loss(drafter, target, generator),
-          lambda windows: dspark_acceptance(drafter, target, windows))
+    generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
+    train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
+          lambda windows: score(drafter, target, windows))
     state = torch.load(run_dir / "ckpt.pt", weights_only=False)
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len)
-    half = len(windows) // 2
-    fit_logits, fit_correct = greedy_outcomes(drafter, target, windows[:half], seed=1)
-    test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
-    temperatures = fit_temperatures(fit_logits, fit_correct)
-    ones = [1.0] * len(temperatures)
-    calibration = {"fitted_on": f"{half} held-out windows", "measured_on": f"the other {len(windows) - half}",
-                   "temperatures": temperatures,
-                   "survival_ece_before": round(survival_ece(test_logits, test_correct, ones), 4),
-                   "survival_ece_after": round(survival_ece(test_logits, test_correct, temperatures), 4)}
-    print(json.dumps(calibration))
-    drafter.config.confidence_temperatures = temperatures
-    _export(drafter, "dspark-drafter", cfg, {
-        "heldout_expected_accepted_teacher_forced": round(dspark_acceptance(drafter, target, windows), 3),
-        "calibration": calibration, "train_minutes": round(state["elapsed_s"] / 60, 1),
+    extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
+    _export(drafter, f"{kind}-drafter", cfg, {
+        "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
+        "train_minutes": round(state["elapsed_s"] / 60, 1),
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -137,10 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
     torch.manual_seed(args.seed)
     run_dir = RUNS / args.stage
-    if args.stage == "dflash":
-        return _train_dflash(args, tokenizer, streams, run_dir)
-    if args.stage == "dspark":
-        return _train_dspark(args, tokenizer, streams, run_dir)
+    if args.stage in ("dflash", "dspark"):
+        return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
         cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))

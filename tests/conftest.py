@@ -80,7 +80,7 @@ def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2):
 
     torch.manual_seed(seed)
     config = copy.deepcopy(target.config)
-    config.num_hidden_layers = layers
+    config.num_hidden_layers, config.layer_types = layers, ["full_attention"] * layers
     config.dflash_config = {"target_layer_ids": [0, 1], "block_size": block_size, "mask_token_id": 1}
     return DFlashDraftModel(config).eval().requires_grad_(False)
 
@@ -91,7 +91,7 @@ def tiny_dspark(target, block_size: int = 7, layers: int = 1, rank: int = 8, see
 
     torch.manual_seed(seed)
     config = copy.deepcopy(target.config)
-    config.num_hidden_layers = layers
+    config.num_hidden_layers, config.layer_types = layers, ["full_attention"] * layers
     config.update(dict(block_size=block_size, mask_token_id=1, target_layer_ids=[0, 1], markov_rank=rank,
                        markov_head_type="vanilla", enable_confidence_head=True, confidence_head_with_markov=True))
     model = DSparkDraftModel(config).eval().requires_grad_(False)

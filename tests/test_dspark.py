@@ -119,3 +119,17 @@ def test_checkpoint_with_deepspec_config_fields_loads(tmp_path):
     assert (model.block_size, model.mask_token_id, model.markov_rank) == (7, 151669, rank)
     assert torch.equal(model.markov_head.markov_w2.weight, weights["markov_head.markov_w2.weight"])
     assert torch.equal(model.confidence_head.proj.weight, weights["confidence_head.proj.weight"])
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_saved_drafter_reloads_to_the_same_function(random_engine, tmp_path, kind):
+    """Every buffer (the rotary frequencies too) and setting survives save and load: same outputs."""
+    model = random_engine.drafter_models[kind]
+    model.save_pretrained(tmp_path / kind)
+    loaded = load_block_drafter(kind, str(tmp_path / kind), torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    noise = torch.randn(1, 6, model.config.hidden_size, generator=g)
+    features = torch.randn(1, 5, len(model.target_layer_ids) * model.config.hidden_size, generator=g)
+    positions = torch.arange(11).unsqueeze(0)
+    assert torch.allclose(loaded(noise, features, positions), model(noise, features, positions), atol=1e-5)
+    assert torch.equal(loaded.rotary_emb.inv_freq, model.rotary_emb.inv_freq)

@@ -4,7 +4,9 @@ cached one-block inference path computes, and the masks must hide what they shou
 from __future__ import annotations
 
 import copy
+import json
 
+import pytest
 import torch
 
 from engine.drafters.dflash import DFlashDrafter
@@ -97,3 +99,32 @@ def test_loop_detector_sees_periodic_tails_only():
     assert is_loop([4] * 30)
     assert not is_loop(list(range(40)))
     assert not is_loop([1, 2, 3] * 3)  # too short to judge
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["dflash", "dspark"])
+def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, tokenizer, random_engine):
+    """`python -m engine.train dflash|dspark` on a tiny random target and a tiny corpus: it trains, resumes,
+    calibrates (DSpark) and exports a checkpoint the engine loads."""
+    import shutil
+
+    import engine.train.__main__ as cli
+    import engine.train.lm as lm
+    from engine.models import load_block_drafter
+
+    assets, runs = tmp_path / "assets", tmp_path / "runs"
+    shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
+    random_engine.target.save_pretrained(assets / "target")
+    g = torch.Generator().manual_seed(0)
+    streams = {"train": torch.randint(2, 4000, (6000,), generator=g), "heldout": torch.randint(2, 4000, (3000,), generator=g)}
+    monkeypatch.setattr(cli, "ASSETS", assets)
+    monkeypatch.setattr(cli, "RUNS", runs)
+    monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 0
+    assert cli.main([stage, "--steps", "3", "--threads", "1"]) == 0  # resumes from step 2
+    model = load_block_drafter(stage, str(assets / f"{stage}-drafter"), torch.device("cpu"))
+    record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
+    assert record["train_config"]["steps"] == 3
+    if stage == "dspark":
+        assert len(record["calibration"]["temperatures"]) == model.block_size
+        assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])

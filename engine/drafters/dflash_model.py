@@ -108,15 +108,6 @@ class DFlashDraftModel(PreTrainedModel):
         self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_init()
 
-    def _init_weights(self, module):
-        std = getattr(self.config, "initializer_range", 0.02)
-        if isinstance(module, nn.Linear):
-            module.weight.data.normal_(0.0, std)
-            if module.bias is not None:
-                module.bias.data.zero_()
-        elif isinstance(module, Qwen3RMSNorm):
-            module.weight.data.fill_(1.0)
-
     def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, position_ids: torch.Tensor,
                 cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """noise_embedding (b, q, H): the embedded block. target_hidden (b, c, 5H): features of the context

@@ -56,10 +56,8 @@ class DSparkDraftModel(DFlashDraftModel):
         self.confidence_head_with_markov = with_markov
         self.confidence_head = (ConfidenceHead(config.hidden_size + (self.markov_rank if with_markov else 0))
                                 if self.enable_confidence_head else None)
-        # Calibration: one temperature per block position (1.0 = uncalibrated).
-        temperatures = getattr(config, "confidence_temperatures", None) or [1.0] * self.block_size
-        self.register_buffer("confidence_temperatures", torch.tensor(temperatures, dtype=torch.float32),
-                             persistent=False)
+        # Calibration: one temperature per block position (1.0 = uncalibrated), kept in the config.
+        self.confidence_temperatures = list(getattr(config, "confidence_temperatures", None) or [1.0] * self.block_size)
         self.post_init()
 
     def markov_bias(self, prev_ids: torch.Tensor) -> torch.Tensor:
@@ -76,5 +74,5 @@ class DSparkDraftModel(DFlashDraftModel):
 
     def calibrated_confidence(self, logits: torch.Tensor) -> torch.Tensor:
         """σ(logit_k / t_k) along the last dimension (block positions)."""
-        t = self.confidence_temperatures[: logits.shape[-1]].to(logits.device)
+        t = torch.tensor(self.confidence_temperatures[: logits.shape[-1]], dtype=logits.dtype, device=logits.device)
         return torch.sigmoid(logits / t)

@@ -28,9 +28,10 @@ DRAFT_LAYERS = 3
 
 def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
                   layers: int = DRAFT_LAYERS) -> Qwen3Config:
-    config = Qwen3Config(**{k: v for k, v in target_config.to_dict().items()
-                            if k not in ("architectures", "dtype", "torch_dtype", "transformers_version")})
-    config.num_hidden_layers = layers
+    inherited = {k: v for k, v in target_config.to_dict().items()
+                 if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
+                              "num_hidden_layers")}
+    config = Qwen3Config(**inherited, num_hidden_layers=layers)
     config.architectures = ["DFlashDraftModel"]
     config.dflash_config = {"target_layer_ids": evenly_spaced_layers(target_config.num_hidden_layers),
                             "block_size": block_size, "mask_token_id": mask_token_id}

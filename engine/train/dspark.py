@@ -31,9 +31,10 @@ LOSS_WEIGHTS = {"ce": 0.1, "tv": 0.9, "bce": 1.0}
 
 def dspark_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
                   layers: int = DRAFT_LAYERS, rank: int = MARKOV_RANK) -> Qwen3Config:
-    config = Qwen3Config(**{k: v for k, v in target_config.to_dict().items()
-                            if k not in ("architectures", "dtype", "torch_dtype", "transformers_version")})
-    config.num_hidden_layers = layers
+    inherited = {k: v for k, v in target_config.to_dict().items()
+                 if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
+                              "num_hidden_layers")}
+    config = Qwen3Config(**inherited, num_hidden_layers=layers)
     config.update(dict(
         architectures=["DSparkDraftModel"], block_size=block_size, mask_token_id=mask_token_id,
         target_layer_ids=evenly_spaced_layers(target_config.num_hidden_layers),
@@ -127,7 +128,7 @@ def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor) -> dict:
     test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
     temperatures = fit_temperatures(fit_logits, fit_correct)
     drafter.config.confidence_temperatures = temperatures
-    drafter.confidence_temperatures.copy_(torch.tensor(temperatures))
+    drafter.confidence_temperatures = list(temperatures)
     return {"fitted_on": f"{half} held-out windows", "measured_on": f"the other {len(windows) - half}",
             "outcome": "token k equals the target's argmax, tokens 1..k−1 having matched (temperature 0)",
             "temperatures": temperatures,

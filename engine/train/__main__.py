@@ -59,7 +59,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 2000, lr=1e-3, batch_size=8, seq_len=256, warmup_steps=50,
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 1000, lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
                       threads=args.threads)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
         loss_fn = lm_loss(model)
     else:
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or 1200, lr=3e-3, batch_size=8, threads=args.threads)
+        cfg = TrainConfig(seed=args.seed, steps=args.steps or 600, lr=3e-3, batch_size=8, warmup_steps=50,
+                          threads=args.threads)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target())
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))

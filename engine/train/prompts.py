@@ -1,7 +1,7 @@
 """The public held-out prompt set: code from standard-library modules no model was trained on.
 
-Each prompt is the text of a held-out module up to and including the line that opens a function
-(`def ...:`), with up to PROMPT_CHARS of preceding code as context, cut at a line start. Deterministic:
+Each prompt is the text of a held-out module up to the end of a line that opens a function (`def ...:`,
+without its newline), with up to PROMPT_CHARS of preceding code as context, cut at a line start. Deterministic:
 the same Python gives the same prompts.
 """
 
@@ -32,7 +32,9 @@ def heldout_prompts() -> list[dict]:
                         for i in range(PROMPTS_PER_MODULE)})
         for end in picks:
             start = text.rfind("\n", 0, end - PROMPT_CHARS) + 1
-            prompts.append({"source": f.relative_path, "prompt": text[start:end] + "\n"})
+            # No trailing newline: the tokenizer merges a newline with the next line's indentation, so a
+            # prompt ending in a bare newline would be a token boundary the model never saw in training.
+            prompts.append({"source": f.relative_path, "prompt": text[start:end]})
     return prompts
 
 

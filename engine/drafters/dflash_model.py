@@ -29,8 +29,10 @@ def dflash_setting(config: Qwen3Config, name: str, default=None):
 
 
 def evenly_spaced_layers(num_target_layers: int, count: int = 5) -> list[int]:
-    """Target layers read by the drafter: evenly spaced from layer 1 to layer N − 3 (the paper's choice)."""
-    first, last = 1, num_target_layers - 3
+    """Target layers read by the drafter: evenly spaced from layer 1 to layer N − 3, the papers' choice for
+    deep targets (36 layers: 1, 9, 17, 25, 33). A shallow target (under 16 layers) keeps its top layer in
+    the set, since in a small model the last layers carry most of what predicts the next tokens."""
+    first, last = 1, num_target_layers - 3 if num_target_layers >= 16 else num_target_layers - 1
     return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
 
 

@@ -155,3 +155,20 @@ def test_two_users_at_once_both_finish(launched_app, random_engine):
         assert "done" in outputs[0]
         assert output_text_of(outputs[1]) == display_text(expected[name])
     assert len(results) == 2
+
+
+@pytest.mark.slow
+def test_stop_ends_a_running_comparison(launched_app):
+    import time
+
+    from gradio_client import Client
+
+    client = Client(launched_app, verbose=False)
+    job = client.submit(PROMPT, 0.0, 4, 512, 0, "rejection", True, "throughput", 0.5, True, api_name="/run")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("running" in str(out[0]) for out in job.outputs()):
+        time.sleep(0.05)
+    client.predict(api_name="/stop")  # same client, same session: stops this run only
+    status, *lanes = job.result(timeout=120)[:-4]
+    assert "stopped" in status
+    assert any('data-state="stopped"' in lane for lane in lanes)

@@ -120,11 +120,25 @@ def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, to
     monkeypatch.setattr(cli, "ASSETS", assets)
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
+    assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
+    assert cli.main(["self-data", "--steps", "40", "--threads", "1"]) == 0
+    assert torch.load(runs / "selfdata.pt").shape == (40, 256)
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 0
     assert cli.main([stage, "--steps", "3", "--threads", "1"]) == 0  # resumes from step 2
     model = load_block_drafter(stage, str(assets / f"{stage}-drafter"), torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
+    assert record["self_data_phase"]["self_data_fraction"] == 0.75
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
+
+
+def test_batches_mix_in_target_written_rows():
+    from engine.train.lm import TrainConfig, sample_batch
+
+    streams = {"train": torch.arange(1000) % 7 + 100, "self": torch.full((5, 64), 3)}
+    x = sample_batch(streams, TrainConfig(batch_size=8, seq_len=32, self_data_fraction=0.75), torch.Generator())
+    assert x.shape == (8, 32)
+    assert (x[:2] >= 100).all() and (x[2:] == 3).all()

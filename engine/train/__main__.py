@@ -4,8 +4,9 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
-  dflash      the DFlash block drafter, on the shipped target   -> assets/dflash-drafter/
-  dspark      the DSpark drafter and its calibration             -> assets/dspark-drafter/
+  self-data   text the shipped target writes itself (~10 min)     -> runs/selfdata.pt
+  dflash      the DFlash block drafter: corpus, then self-data    -> assets/dflash-drafter/
+  dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
 """
@@ -22,6 +23,8 @@ from pathlib import Path
 import torch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+SELF_DATA_ROWS = 1024  # sequences of target-written text for the block drafters' second phase
+SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
@@ -64,13 +67,19 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
-    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
+    # Second phase: mostly text the target wrote itself, so the drafter learns the continuations it will
+    # really be asked to draft (a fresh, shorter schedule from the first phase's weights).
+    tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
+    train(drafter, streams, run_dir / "self", tune, loss_fn(drafter, target, generator),
+          lambda windows: score(drafter, target, windows))
+    first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (run_dir, run_dir / "self"))
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len)
     extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
-        "train_minutes": round(state["elapsed_s"] / 60, 1),
+        "train_minutes": round((first["elapsed_s"] + second["elapsed_s"]) / 60, 1),
+        "self_data_phase": asdict(tune),
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -78,8 +87,8 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "dflash", "dspark", "card"])
-    parser.add_argument("--steps", type=int, help="optimizer steps for the whole run")
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "dflash", "dspark", "card"])
+    parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     args = parser.parse_args(argv)
@@ -110,7 +119,21 @@ def main(argv: list[str] | None = None) -> int:
     streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
     torch.manual_seed(args.seed)
     run_dir = RUNS / args.stage
+    if args.stage == "self-data":
+        from .selfdata import generate_rows
+
+        torch.set_num_threads(args.threads)
+        rows = generate_rows(_shipped_target(), streams["train"], num_rows=args.steps or SELF_DATA_ROWS,
+                             seed=args.seed, log=lambda line: print(line, flush=True))
+        RUNS.mkdir(parents=True, exist_ok=True)
+        torch.save(rows.to(torch.int16), RUNS / "selfdata.pt")
+        return 0
     if args.stage in ("dflash", "dspark"):
+        self_path = RUNS / "selfdata.pt"
+        if not self_path.exists():
+            print("error: run `python -m engine.train self-data` first", file=sys.stderr)
+            return 2
+        streams = {**streams, "self": torch.load(self_path)}
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
         cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads)

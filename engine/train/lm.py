@@ -37,6 +37,7 @@ class TrainConfig:
     save_every: int = 50  # steps between checkpoints
     eval_every: int = 200
     threads: int = 2
+    self_data_fraction: float = 0.0  # share of each batch taken from text the target wrote (selfdata.py)
 
 
 def tokenize_corpus(tokenizer, cache_path: Path) -> dict[str, torch.Tensor]:
@@ -56,6 +57,17 @@ def tokenize_corpus(tokenizer, cache_path: Path) -> dict[str, torch.Tensor]:
 def sample_windows(stream: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(stream) - seq_len, (batch_size,), generator=generator)
     return torch.stack([stream[s : s + seq_len] for s in starts.tolist()]).long()
+
+
+def sample_batch(streams: dict[str, torch.Tensor], cfg: TrainConfig, generator: torch.Generator) -> torch.Tensor:
+    """Corpus windows, and with cfg.self_data_fraction > 0 rows of target-written text (streams["self"])."""
+    num_self = round(cfg.batch_size * cfg.self_data_fraction)
+    x = sample_windows(streams["train"], cfg.batch_size - num_self, cfg.seq_len, generator)
+    if num_self:
+        rows = streams["self"]
+        picked = rows[torch.randint(0, len(rows), (num_self,), generator=generator), : cfg.seq_len].long()
+        x = torch.cat([x, picked])
+    return x
 
 
 def heldout_windows(stream: torch.Tensor, seq_len: int, max_windows: int = 64) -> torch.Tensor:
@@ -137,7 +149,7 @@ def train(
     while step < cfg.steps:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
-        x = sample_windows(streams["train"], cfg.batch_size, cfg.seq_len, generator)
+        x = sample_batch(streams, cfg, generator)
         loss = loss_fn(x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,7 +1,7 @@
 """Benchmark: `python -m engine.bench` measures every available method on the held-out prompts, and
 Hugging Face transformers' own decoding on the same models in the same run as the peer.
 
-    python -m engine.bench --max-new-tokens 64 --draft-len 4 --json runs/bench.json
+    python -m engine.bench --max-new-tokens 64 --draft-len 4 --block-len 7 --json runs/bench.json
 
 For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, HF assisted generation),
 so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
@@ -98,8 +98,16 @@ VARIANTS = {"dflash_no_overlap": ("dflash", {"overlap": False}),
             "dspark_static_cut": ("dspark", {"scheduler": "static"})}
 
 
-def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, with_hf: bool = True) -> dict:
-    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, draft_len=draft_len)
+BLOCK_METHODS = ("dflash", "dspark")
+
+
+def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, block_len: int | None = None,
+              with_hf: bool = True) -> dict:
+    """draft_len is K for the AR lane (and its transformers peer); block_len the tokens drafted per block by
+    DFlash and DSpark (default: the same K)."""
+    block_len = block_len or draft_len
+    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens,
+                                   draft_len=block_len if m in BLOCK_METHODS else draft_len)
                for m in engine.methods()}
     for name, (method, overrides) in VARIANTS.items():
         if method in configs:
@@ -155,14 +163,16 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
         calibration = json.loads(record.read_text()).get("calibration")
     return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
             "dspark_calibration": calibration,
-            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "lanes": rows, "ratios": ratios,
+            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len, "lanes": rows,
+            "ratios": ratios,
             "identical_outputs": not mismatches, "mismatches": mismatches[:20],
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
-             f"{report['max_new_tokens']} new tokens, K = {report['draft_len']}, greedy", "",
+             f"{report['max_new_tokens']} new tokens, AR K = {report['draft_len']}, "
+             f"DFlash / DSpark {report['block_len']} per block, greedy", "",
              "| lane | tokens/s | speedup | τ | α | verified acc. | draft cost | draft / verify / host / bubble s | "
              "per-position acceptance |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -195,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSON lines with a 'prompt' field")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--draft-len", type=int, default=4)
+    parser.add_argument("--draft-len", type=int, default=4, help="K of the AR lane")
+    parser.add_argument("--block-len", type=int, default=7, help="tokens per block of DFlash and DSpark")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
     parser.add_argument("--json", type=Path, default=Path("runs/bench.json"))
@@ -207,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         if not prompts:
             raise EngineError(f"no prompts in {args.prompts}")
         engine = Engine.load(args.preset, args.device)
-        report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, with_hf=not args.no_hf)
+        report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, args.block_len, with_hf=not args.no_hf)
     except (EngineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

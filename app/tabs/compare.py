@@ -18,6 +18,8 @@ from ..runner import LaneRun, run_lanes
 
 DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
+BLOCK_DRAFT_LEN = 7  # block drafters' default: the whole block the embedded ones were trained on
+BLOCK_METHODS = ("dflash", "dspark")
 REDRAW_EVERY_S = 0.1  # lanes redraw at most this often while a lane runs
 REPLOT_EVERY_S = 0.75  # the charts redraw at most this often (and always at the end)
 
@@ -48,7 +50,9 @@ def render(engine, methods: list[str]) -> None:
         temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
                                 label="Temperature (0 = greedy)")
         draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1,
-                              label="Draft length K (block drafters: at most what their block holds)")
+                              label="AR: draft length K (serial forwards per step)")
+        block_len = gr.Slider(1, MAX_DRAFT_LEN, value=BLOCK_DRAFT_LEN, step=1,
+                              label="DFlash / DSpark: tokens drafted per block (at most what it was trained on)")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1, label="Max new tokens")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
@@ -82,8 +86,8 @@ def render(engine, methods: list[str]) -> None:
         acceptance_plot = gr.Plot(elem_id="acceptance", show_label=False)
         survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in methods)
 
-    def on_run(prompt_text, temperature_value, draft_len_value, max_new_value, seed_value, rule, show,
-               scheduler_value, threshold_value, overlap_value, request: gr.Request):
+    def on_run(prompt_text, temperature_value, draft_len_value, block_len_value, max_new_value, seed_value, rule,
+               show, scheduler_value, threshold_value, overlap_value, request: gr.Request):
         plots = 4  # timeline, progress, acceptance, survival
         try:
             base = GenerationConfig(max_new_tokens=_as_int(max_new_value, "max new tokens"),
@@ -91,7 +95,10 @@ def render(engine, methods: list[str]) -> None:
                                     draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
                                     scheduler=scheduler_value, confidence_threshold=float(threshold_value),
                                     overlap=bool(overlap_value))
-            lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m})) for m in methods]
+            block = _as_int(block_len_value, "block draft length")
+            lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m,
+                                                    "draft_len": block if m in BLOCK_METHODS else base.draft_len}))
+                     for m in methods]
             for lane in lanes:
                 lane.config.validate()
             engine.encode_prompt(prompt_text)
@@ -139,7 +146,8 @@ def render(engine, methods: list[str]) -> None:
         if event is not None:
             event.set()
 
-    run_button.click(on_run, inputs=[prompt, temperature, draft_len, max_new_tokens, seed, verify_rule, show_drafts,
+    run_button.click(on_run, inputs=[prompt, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule,
+                                     show_drafts,
                                      scheduler, threshold, overlap],
                      outputs=[status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot],
                      concurrency_limit=1, concurrency_id="engine", api_name="run", show_progress="hidden")

@@ -23,7 +23,7 @@ from .lm import heldout_loss, heldout_windows, tokenize_corpus
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
-LANE_DRAFT_LEN = {"ar": 4, "dflash": 7}
+LANE_DRAFT_LEN = {"ar": 4, "dflash": 7, "dspark": 7}
 
 
 def is_loop(ids: list[int]) -> bool:
@@ -44,14 +44,14 @@ def measure(runs_dir: Path) -> dict:
     windows = heldout_windows(streams["heldout"], 512)
     card: dict = {"python_version": platform.python_version(), "torch_version": torch.__version__, "models": {}}
     models = {"target": engine.target, "ar-drafter": engine.drafter_models.get("ar"),
-              "dflash-drafter": engine.drafter_models.get("dflash")}
+              "dflash-drafter": engine.drafter_models.get("dflash"), "dspark-drafter": engine.drafter_models.get("dspark")}
     for name, model in models.items():
         if model is None:
             continue
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
         entry = {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2),
                  "train_minutes": record.get("train_minutes")}
-        if name != "dflash-drafter":
+        if name in ("target", "ar-drafter"):
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
         card["models"][name] = entry
@@ -61,7 +61,8 @@ def measure(runs_dir: Path) -> dict:
     for method in ["baseline", *[m for m in LANE_DRAFT_LEN if m in engine.drafter_models]]:
         steps, taus = [], []
         for prompt in prompts:
-            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=LANE_DRAFT_LEN.get(method, 1))
+            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=LANE_DRAFT_LEN.get(method, 1),
+                                      scheduler="none")  # every drafted token verified: acceptance per position
             result = engine.generate(prompt, config)
             steps.extend(result.steps)
             taus.append(result.summary.tau)

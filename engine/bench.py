@@ -92,8 +92,9 @@ class _Tally:
 
 
 # Lanes measured besides the methods' defaults, so each switch's effect is measured in the same run: DFlash
-# with host work between steps instead of overlapped, DSpark verifying every drafted token or cutting statically.
-VARIANTS = {"dflash_no_overlap": ("dflash", {"overlap": False}),
+# with overlap forced on and off, DSpark verifying every drafted token or cutting statically.
+VARIANTS = {"dflash_overlap_on": ("dflash", {"overlap": True}),
+            "dflash_overlap_off": ("dflash", {"overlap": False}),
             "dspark_verify_all": ("dspark", {"scheduler": "none"}),
             "dspark_static_cut": ("dspark", {"scheduler": "static"})}
 

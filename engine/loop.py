@@ -163,7 +163,8 @@ class Engine:
         host_clock = clock.fork(sync=False)  # host work: its own span list, and no device syncs
         decoder = self.texts.decoder()
         device_steps = self._device_steps(prompt_ids, config, drafter, clock)
-        records = BackgroundSteps(device_steps, name="speclab-device-loop") if config.overlap else device_steps
+        overlap = config.overlap if config.overlap is not None else self.device.type == "cuda"
+        records = BackgroundSteps(device_steps, name="speclab-device-loop") if overlap else device_steps
         try:
             for record in records:
                 yield self._host_step(record, decoder, host_clock)

@@ -30,7 +30,9 @@ class GenerationConfig:
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
-    overlap: bool = True  # host work of a step (trace, text) runs while the next step drafts and verifies
+    # Host work of a step (trace, text) runs while the next step drafts and verifies. None = automatic: on
+    # for CUDA; off on the CPU, where both would share the same cores and interpreter lock (docs/benchmarks.md).
+    overlap: bool | None = None
 
     def validate(self) -> None:
         """Raise EngineError with one clear line for any value out of range."""
@@ -51,6 +53,8 @@ class GenerationConfig:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:
             raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        if self.overlap not in (None, True, False):
+            raise EngineError(f"overlap must be on, off or automatic, got {self.overlap!r}")
         if not isinstance(self.confidence_threshold, (int, float)) or not 0.0 <= self.confidence_threshold <= 1.0:
             raise EngineError(f"confidence threshold must be from 0 to 1, got {self.confidence_threshold}")
 

@@ -78,7 +78,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, *lanes = client.predict(PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, True,
+    status, *lanes = client.predict(PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto",
                                     api_name="/run")[:-4]  # the last four outputs are the charts
     assert "done" in status
     assert len(lanes) == len(runnable_methods(random_engine))
@@ -90,12 +90,12 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
-    (("", 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, True), "prompt is empty"),
-    (("x " * 200, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, True), "context"),
-    ((PROMPT, 0.0, 4, 7, 24, -3, "rejection", True, "throughput", 0.5, True), "less than minimum"),
-    ((PROMPT, 0.0, 40, 7, 24, 0, "rejection", True, "throughput", 0.5, True), "greater than maximum value 16"),
-    ((PROMPT, 0.0, 4, 7, 24, 0, "sometimes", True, "throughput", 0.5, True), "sometimes"),
-    ((PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "often", 0.5, True), "often"),
+    (("", 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "prompt is empty"),
+    (("x " * 200, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "context"),
+    ((PROMPT, 0.0, 4, 7, 24, -3, "rejection", True, "throughput", 0.5, "auto"), "less than minimum"),
+    ((PROMPT, 0.0, 40, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "greater than maximum value 16"),
+    ((PROMPT, 0.0, 4, 7, 24, 0, "sometimes", True, "throughput", 0.5, "auto"), "sometimes"),
+    ((PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "often", 0.5, "auto"), "often"),
 ])
 def test_bad_input_gets_a_clear_message(launched_app, args, message):
     """Out-of-range input is refused either by Gradio's own bounds (an error toast) or by the engine's
@@ -141,7 +141,7 @@ def test_two_users_at_once_both_finish(launched_app, random_engine):
 
     def user(name: str, max_new: int):
         client = Client(launched_app, verbose=False)
-        results[name] = client.predict(PROMPT, 0.0, 4, 7, max_new, 0, "rejection", True, "throughput", 0.5, True,
+        results[name] = client.predict(PROMPT, 0.0, 4, 7, max_new, 0, "rejection", True, "throughput", 0.5, "auto",
                                        api_name="/run")
 
     threads = [threading.Thread(target=user, args=(f"user{i}", 16 + 8 * i)) for i in range(2)]
@@ -164,7 +164,7 @@ def test_stop_ends_a_running_comparison(launched_app):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    job = client.submit(PROMPT, 0.0, 4, 7, 512, 0, "rejection", True, "throughput", 0.5, True, api_name="/run")
+    job = client.submit(PROMPT, 0.0, 4, 7, 512, 0, "rejection", True, "throughput", 0.5, "auto", api_name="/run")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any("running" in str(out[0]) for out in job.outputs()):
         time.sleep(0.05)

@@ -65,8 +65,9 @@ def render(engine, methods: list[str]) -> None:
                                  label="DSpark: how much of the block to verify (none = all)")
             threshold = gr.Slider(0.0, 1.0, value=DEFAULTS.confidence_threshold, step=0.05,
                                   label="DSpark static cut: confidence threshold")
-            overlap = gr.Checkbox(value=DEFAULTS.overlap,
-                                  label="Overlap each step's host work with the next step's device work")
+            overlap = gr.Radio(["auto", "on", "off"], value="auto",
+                               label="Overlap each step's host work with the next step's device work "
+                                     "(auto: on for CUDA, off on the CPU)")
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
@@ -94,7 +95,7 @@ def render(engine, methods: list[str]) -> None:
                                     temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
                                     draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
                                     scheduler=scheduler_value, confidence_threshold=float(threshold_value),
-                                    overlap=bool(overlap_value))
+                                    overlap={"auto": None, "on": True, "off": False}[overlap_value])
             block = _as_int(block_len_value, "block draft length")
             lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m,
                                                     "draft_len": block if m in BLOCK_METHODS else base.draft_len}))

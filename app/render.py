@@ -30,6 +30,15 @@ def visible(text: str) -> str:
     return html.escape(display_text(text))
 
 
+_GHOST_WHITESPACE = str.maketrans({"\n": "↵", " ": "·", "\t": "→"})
+
+
+def visible_ghost(text: str) -> str:
+    """A draft that is not part of the output: its whitespace drawn as symbols, so it never breaks the
+    output's lines or hides as an empty box."""
+    return visible(text.translate(_GHOST_WHITESPACE))
+
+
 def _fmt_p(p: float | None) -> str:
     return "—" if p is None else f"{p:.3f}"
 
@@ -63,7 +72,8 @@ def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool)
 
 def _span(text: str, classes: str, title: str, in_output: bool) -> str:
     mark = " data-out" if in_output else ""
-    return f'<span class="tok {classes}"{mark} title="{html.escape(title)}">{visible(text)}</span>'
+    shown = visible(text) if in_output else visible_ghost(text)
+    return f'<span class="tok {classes}"{mark} title="{html.escape(title)}">{shown}</span>'
 
 
 def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True) -> str:
@@ -129,9 +139,10 @@ def _step_row(step: Step, greedy: bool) -> str:
     block = "".join(
         ('<span class="cutmark">✂</span>' if i == step.num_verified else "")
         + f'<span class="tok {t.verdict}" title="{html.escape(_drafted_title(t, step, i + 1, greedy))}">'
-        + f'{visible(t.text)}</span>'
+        + f'{visible_ghost(t.text)}</span>'
         for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
-    bonus = "".join(f'<span class="tok bonus">{visible(t.text)}</span>' for t in step.committed if t.source == "bonus")
+    bonus = "".join(f'<span class="tok bonus">{visible_ghost(t.text)}</span>'
+                    for t in step.committed if t.source == "bonus")
     duration_ms = (step.spans[-1].end_s - step.spans[0].start_s) * 1e3 if step.spans else 0.0
     verdict = f"{step.num_accepted}/{step.num_verified}" if step.num_verified else "—"
     if len(step.drafted) > step.num_verified:

@@ -153,7 +153,10 @@ class Engine:
     def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter | None]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
-        return self.encode_prompt(prompt), self._drafter(config.method)
+        prompt_ids, drafter = self.encode_prompt(prompt), self._drafter(config.method)
+        if config.method == "dspark" and config.scheduler == "throughput":
+            self.verify_steps_per_s()  # profiled once, before any run's clock starts
+        return prompt_ids, drafter
 
     def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None) -> Iterator[Step]:
         """Device work (draft, verify, cache bookkeeping) and host work (the trace, the text) of each step.

@@ -115,4 +115,6 @@ def embedded_engine():
     """The shipped models of the `tiny` preset, as a user gets them."""
     from engine.loop import Engine
 
-    return Engine.load("tiny", "cpu")
+    engine = Engine.load("tiny", "cpu")
+    engine.warm_up()
+    return engine

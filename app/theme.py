@@ -33,10 +33,10 @@ CSS = f"""
 .tok.ghost {{ font-size: .85em; }}
 .legend {{ display: flex; flex-wrap: wrap; gap: 1em; font-size: .85em; margin: .2em 0; }}
 .legend .tok {{ cursor: default; padding: 0 .3em; }}
-.steps {{ margin-top: .5em; font-size: .85em; }}
+.steps {{ margin-top: .5em; font-size: .85em; overflow-x: auto; }}
 .steps table {{ border-collapse: collapse; width: 100%; }}
 .steps td {{ padding: .15em .4em; border-top: 1px solid #eee; vertical-align: top; }}
-.steps td.block {{ font-family: ui-monospace, monospace; white-space: pre; }}
+.steps td.block {{ font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }}
 .steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
 .status-error {{ color: {REJECTED}; font-weight: 600; }}
 .note {{ color: #555; font-size: .9em; }}

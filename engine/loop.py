@@ -99,10 +99,8 @@ class Engine:
     def warm_up(self, prompt: str = "def f(x):\n    return x\n") -> None:
         """Run every method once briefly, so first-call costs (allocations, lazy init) stay out of the
         first measured run."""
-        for method in self.methods():
+        for method in self.methods():  # a DSpark run also profiles the verify speeds its scheduler uses
             self.generate(prompt, GenerationConfig(method=method, max_new_tokens=8))
-        if "dspark" in self.drafter_models:
-            self.verify_steps_per_s()
 
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
@@ -119,12 +117,15 @@ class Engine:
         if not isinstance(prompt, str) or not prompt.strip():
             raise EngineError("the prompt is empty")
         # Bytes that are not UTF-8 (a command line cut mid-character) arrive as lone surrogates: show them
-        # as U+FFFD instead of failing.
-        prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        # as U+FFFD instead of failing; so does any other lone surrogate.
+        try:
+            raw = prompt.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raw = prompt.encode("utf-8", "replace")
+        ids = self.tokenizer.encode(raw.decode("utf-8", "replace"), add_special_tokens=False)
         if len(ids) >= self.context_length:
             raise EngineError(f"the prompt is {len(ids)} tokens; this model's context holds {self.context_length}, "
-                              "so the prompt must be at most {} tokens".format(self.context_length - 1))
+                              f"so the prompt must be at most {self.context_length - 1} tokens")
         return ids
 
     def _drafter(self, method: str) -> Drafter | None:

@@ -166,6 +166,7 @@ def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
     """A prompt cut mid-character arrives (from argv) with a lone surrogate; it reads as U+FFFD."""
     ids = random_engine.encode_prompt("caf" + b"\xc3".decode("utf-8", "surrogateescape"))
     assert tokenizer.decode(ids) == "caf\ufffd"
+    assert tokenizer.decode(random_engine.encode_prompt("x\ud800y")) == "x?y"  # any other lone surrogate
 
 
 # --- bad input -------------------------------------------------------------------------------------------

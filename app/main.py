@@ -6,7 +6,7 @@ import gradio as gr
 
 from engine.presets import PRESETS
 
-from .tabs import compare
+from .tabs import about, compare
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
@@ -27,6 +27,8 @@ def build_app(engine) -> gr.Blocks:
                 f'<b>{engine.preset}</b> — {models}</div>')
         with gr.Tab("Compare"):
             compare.render(engine, runnable_methods(engine))
+        with gr.Tab("About"):
+            about.render(engine)
     demo.queue(max_size=32)
     return demo
 

@@ -41,6 +41,8 @@ def test_app_imports_no_torch():
 def test_app_builds_without_launching(random_engine):
     demo = build_app(random_engine)
     assert isinstance(demo, gr.Blocks)
+    labels = {getattr(block, "label", None) for block in demo.blocks.values()}
+    assert {"Compare", "About"} <= labels
     assert runnable_methods(random_engine) == ["baseline", "ar", "dflash", "dspark"]
 
 

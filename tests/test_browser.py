@@ -58,5 +58,8 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_eng
         assert page.locator("#timeline .bars path").count() > 0  # plotly drew the spans
         shot = os.environ.get("SPECLAB_SCREENSHOT") or str(tmp_path / "app.png")
         page.screenshot(path=shot, full_page=True)
+        page.get_by_role("tab", name="About").click()
+        page.wait_for_selector("text=Model card: the embedded SpecLab models", timeout=10_000)
+        assert page.locator("text=held-out loss").count() > 0
         browser.close()
     assert not console_errors, console_errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from engine.summary import per_position_acceptance
 from engine.types import Step
 
 from .render import METHOD_LABELS
@@ -68,8 +69,6 @@ def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
 
 def acceptance_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane."""
-    from engine.summary import per_position_acceptance
-
     fig = go.Figure()
     for method, steps in lanes.items():
         rates = per_position_acceptance(steps)

@@ -69,7 +69,3 @@ class BackgroundSteps:
             except queue.Empty:
                 pass
         self._thread.join()
-
-
-def _in_background(steps: Iterator) -> _BackgroundSteps:
-    return _BackgroundSteps(steps)

@@ -26,7 +26,7 @@ from .scheduler import profile_verify_speed, verify_len
 from .summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts
 from .timing import SpanClock
-from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, RunSummary, Span, Step,
+from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, Span, Step,
                     TopToken)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts

@@ -17,8 +17,6 @@ from collections.abc import Sequence
 
 import torch
 
-from .presets import SCHEDULERS  # noqa: F401  (re-exported: the names live with the other options)
-
 
 def survival(confidences: Sequence[float]) -> list[float]:
     out, alive = [], 1.0

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers import Qwen3Config
 
-from .dflash_model import DFlashDecoderLayer, DFlashDraftModel
+from .dflash_model import DFlashDraftModel
 
 
 class MarkovHead(nn.Module):

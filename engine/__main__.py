@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from .presets import DEFAULT_PRESET, METHODS, PRESETS, SCHEDULERS, VERIFY_RULES
+from .presets import DEFAULT_PRESET, METHODS, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from .types import EngineError, GenerationConfig
 
 DEFAULTS = GenerationConfig()
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--scheduler", default=DEFAULTS.scheduler, help=f"DSpark: {', '.join(SCHEDULERS)}")
     gen.add_argument("--confidence-threshold", type=float, default=DEFAULTS.confidence_threshold,
                      help="DSpark static cut threshold")
-    gen.add_argument("--overlap", choices=["auto", "on", "off"], default="auto",
+    gen.add_argument("--overlap", choices=list(OVERLAP_CHOICES), default="auto",
                      help="run each step's host work during the next step (auto: on for CUDA, off on the CPU)")
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
@@ -60,7 +60,7 @@ def generate(args) -> int:
     config = GenerationConfig(method=args.method, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               seed=args.seed, draft_len=args.draft_len, verify_rule=args.verify_rule,
                               scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
-                              overlap={"auto": None, "on": True, "off": False}[args.overlap])
+                              overlap=OVERLAP_CHOICES[args.overlap])
     config.validate()
     if args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")

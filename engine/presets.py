@@ -22,6 +22,9 @@ METHOD_DESCRIPTIONS = {
 # How drafted tokens are checked when temperature > 0 (at temperature 0 verification is greedy).
 VERIFY_RULES = ("rejection", "match")
 
+# Overlap of each step's host work with the next step's device work: automatic (on for CUDA only), on, off.
+OVERLAP_CHOICES = {"auto": None, "on": True, "off": False}
+
 # How much of a DSpark block is verified (engine/scheduler.py); "none" verifies all of it.
 SCHEDULERS = ("throughput", "static", "none")
 

@@ -7,7 +7,7 @@ import time
 
 import gradio as gr
 
-from engine.presets import SCHEDULERS, VERIFY_RULES
+from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.summary import summarize
 from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError, GenerationConfig
 
@@ -66,7 +66,7 @@ def render(engine, methods: list[str]) -> None:
                                  label="DSpark: how much of the block to verify (none = all)")
             threshold = gr.Slider(0.0, 1.0, value=DEFAULTS.confidence_threshold, step=0.05,
                                   label="DSpark static cut: confidence threshold")
-            overlap = gr.Radio(["auto", "on", "off"], value="auto",
+            overlap = gr.Radio(list(OVERLAP_CHOICES), value="auto",
                                label="Overlap each step's host work with the next step's device work "
                                      "(auto: on for CUDA, off on the CPU)")
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
@@ -96,7 +96,7 @@ def render(engine, methods: list[str]) -> None:
                                     temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
                                     draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
                                     scheduler=scheduler_value, confidence_threshold=float(threshold_value),
-                                    overlap={"auto": None, "on": True, "off": False}[overlap_value])
+                                    overlap=OVERLAP_CHOICES[overlap_value])
             block = _as_int(block_len_value, "block draft length")
             lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m,
                                                     "draft_len": block if m in BLOCK_METHODS else base.draft_len}))

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -112,7 +113,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
                for m in engine.methods()}
     for name, (method, overrides) in VARIANTS.items():
         if method in configs:
-            configs[name] = GenerationConfig(**{**configs[method].__dict__, **overrides})
+            configs[name] = replace(configs[method], **overrides)
     methods = list(configs)
     lanes = {m: _Tally() for m in methods}
     if with_hf:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import gradio as gr
 
@@ -98,8 +99,7 @@ def render(engine, methods: list[str]) -> None:
                                     scheduler=scheduler_value, confidence_threshold=float(threshold_value),
                                     overlap=OVERLAP_CHOICES[overlap_value])
             block = _as_int(block_len_value, "block draft length")
-            lanes = [LaneRun(m, GenerationConfig(**{**base.__dict__, "method": m,
-                                                    "draft_len": block if m in BLOCK_METHODS else base.draft_len}))
+            lanes = [LaneRun(m, replace(base, method=m, draft_len=block if m in BLOCK_METHODS else base.draft_len))
                      for m in methods]
             for lane in lanes:
                 lane.config.validate()

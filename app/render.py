@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import html
 
-from engine.presets import METHOD_DESCRIPTIONS
+from engine.methods import METHOD_REGISTRY
 from engine.summary import summarize
 from engine.types import DraftedToken, RunSummary, Step
 
-METHOD_LABELS = {"baseline": "Baseline", "ar": "AR", "dflash": "DFlash", "dspark": "DSpark"}
+METHOD_LABELS = {name: m.label for name, m in METHOD_REGISTRY.items()}
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
 
 # C0 control characters other than tab and newline would be invisible or dropped by the browser; the text
@@ -152,13 +152,18 @@ def _step_row(step: Step, greedy: bool) -> str:
 
 
 def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_tokens: int, eos_id: int | None,
-              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True) -> str:
-    """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error)."""
+              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True, drafter: str = "") -> str:
+    """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error); drafter says
+    which drafter served the method."""
+    entry = METHOD_REGISTRY.get(method)
+    description = entry.description if entry else ""
     head = (f'<div class="lane-head"><span class="lane-name">{METHOD_LABELS.get(method, method)}</span>'
-            f'<span class="lane-desc">{html.escape(METHOD_DESCRIPTIONS.get(method, ""))}</span>'
-            f'<span class="lane-state">{html.escape(state)}</span></div>')
+            + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "")
+            + f'<span class="lane-desc">{html.escape(description)}</span>'
+            + f'<span class="lane-state">{html.escape(state)}</span></div>')
     if not steps:
-        return f'<div class="lane-card" data-method="{method}">{head}<div class="tokens"></div></div>'
+        return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
+                f'<div class="tokens"></div></div>')
     summary = summarize(steps, max_new_tokens, eos_id)
     tokens = "".join(step_tokens_html(step, greedy, show_drafts) for step in steps)
     decode = [s for s in steps if s.kind == "decode"]

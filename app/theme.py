@@ -15,6 +15,7 @@ CSS = f"""
 .lane-head {{ display: flex; flex-wrap: wrap; align-items: baseline; gap: .5em; margin-bottom: .3em; }}
 .lane-name {{ font-size: 1.15em; font-weight: 700; }}
 .lane-desc {{ color: #666; font-size: .9em; }}
+.lane-drafter {{ font-size: .8em; padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
 .lane-state {{ margin-left: auto; font-size: .8em; color: #666; }}
 .chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
 .chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: .9em; white-space: nowrap; }}

@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from .presets import DEFAULT_PRESET, METHODS, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
+from .methods import METHOD_REGISTRY, METHODS
+from .presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from .types import EngineError, GenerationConfig
 
 DEFAULTS = GenerationConfig()
@@ -35,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     gen.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     gen.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    gen.add_argument("--draft-len", type=int, default=DEFAULTS.draft_len, help="K, tokens drafted per step")
+    gen.add_argument("--draft-len", type=int, default=None,
+                     help="K, tokens drafted per step (default: the method's, "
+                          + ", ".join(f"{m.name} {m.default_draft_len}" for m in METHOD_REGISTRY.values()
+                                      if m.default_draft_len) + ")")
     gen.add_argument("--verify-rule", default=DEFAULTS.verify_rule, help=f"at temperature > 0: {', '.join(VERIFY_RULES)}")
     gen.add_argument("--scheduler", default=DEFAULTS.scheduler, help=f"DSpark: {', '.join(SCHEDULERS)}")
     gen.add_argument("--confidence-threshold", type=float, default=DEFAULTS.confidence_threshold,
@@ -45,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
     return parser
+
+
+def _draft_len(args) -> int:
+    if args.draft_len is not None:
+        return args.draft_len
+    entry = METHOD_REGISTRY.get(args.method)  # an unknown method is reported by validate()
+    return entry.default_draft_len if entry and entry.default_draft_len else DEFAULTS.draft_len
 
 
 def _read_prompt(args) -> str:
@@ -58,7 +69,7 @@ def _read_prompt(args) -> str:
 
 def generate(args) -> int:
     config = GenerationConfig(method=args.method, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              seed=args.seed, draft_len=args.draft_len, verify_rule=args.verify_rule,
+                              seed=args.seed, draft_len=_draft_len(args), verify_rule=args.verify_rule,
                               scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
                               overlap=OVERLAP_CHOICES[args.overlap])
     config.validate()

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .loop import Engine
+from .methods import method as method_entry
 from .summary import per_position_acceptance
 from .presets import ASSETS_DIR, DEFAULT_PRESET
 from .types import EngineError, GenerationConfig
@@ -100,25 +101,25 @@ VARIANTS = {"dflash_overlap_on": ("dflash", {"overlap": True}),
             "dspark_static_cut": ("dspark", {"scheduler": "static"})}
 
 
-BLOCK_METHODS = ("dflash", "dspark")
-
-
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, block_len: int | None = None,
               with_hf: bool = True) -> dict:
     """draft_len is K for the AR lane (and its transformers peer); block_len the tokens drafted per block by
     DFlash and DSpark (default: the same K)."""
     block_len = block_len or draft_len
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens,
-                                   draft_len=block_len if m in BLOCK_METHODS else draft_len)
+                                   draft_len=block_len if method_entry(m).one_pass else draft_len)
                for m in engine.methods()}
     for name, (method, overrides) in VARIANTS.items():
         if method in configs:
             configs[name] = replace(configs[method], **overrides)
     methods = list(configs)
     lanes = {m: _Tally() for m in methods}
+    # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
+    small_lm = next((m for m in methods if engine.drafter_kinds.get(m) is not None
+                     and engine.drafter_kinds[m].name == "small-lm"), None)
     if with_hf:
         lanes["hf_generate"] = _Tally()
-        if "ar" in methods:
+        if small_lm:
             lanes["hf_assisted"] = _Tally()
     mismatches = []
     per_position: dict[str, list] = {m: [] for m in methods}
@@ -130,9 +131,9 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
             if tally:
                 lanes[method].add_run(results[method])
                 per_position[method].extend(results[method].steps)
-            if with_hf and method in ("baseline", "ar"):
+            if with_hf and method in ("baseline", small_lm):
                 peer = "hf_generate" if method == "baseline" else "hf_assisted"
-                assistant = engine.drafter_models["ar"] if method == "ar" else None
+                assistant = engine.drafter_models[small_lm] if method == small_lm else None
                 hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
                                                   assistant, draft_len)
                 if tally:
@@ -157,8 +158,8 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
     ratios = {}
     if with_hf:
         ratios["baseline_vs_hf_generate"] = round(lanes["hf_generate"].wall_s / baseline_wall, 3)
-        if "ar" in lanes:
-            ratios["ar_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes["ar"].wall_s, 3)
+        if small_lm:
+            ratios[f"{small_lm}_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes[small_lm].wall_s, 3)
     calibration = None
     record = ASSETS_DIR / "dspark-drafter" / "training.json"
     if "dspark" in configs and engine.preset == "tiny" and record.exists():

@@ -14,15 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from .background import BackgroundSteps
-from .drafters.ar import ARDrafter
-from .drafters.base import DraftBlock, Drafter
-from .drafters.dflash import DFlashDrafter
-from .drafters.dspark import DSparkDrafter
-from .models import (crop_cache, describe_device, forward_with_features, load_block_drafter, load_causal_lm,
-                     load_tokenizer, new_cache, pick_device)
-from .presets import AVAILABLE_METHODS, DEFAULT_PRESET, PRESETS, Preset
+from .drafters.base import DraftBlock, Drafter, NoDrafter
+from .methods import METHODS, method as method_entry
+from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
+                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable)
+from .presets import DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
-from .scheduler import profile_verify_speed, verify_len
+from .scheduler import profile_verify_speed
 from .summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts
 from .timing import SpanClock
@@ -66,35 +64,43 @@ class Engine:
     """The models of one preset on one device, and the runs over them."""
 
     def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
-                 preset: str = "custom"):
+                 preset: str = "custom", chat: bool = False):
         self.target = target
         self.tokenizer = tokenizer
-        self.drafter_models = drafter_models
+        self.drafter_models = drafter_models  # method -> loaded drafter network
+        self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
         self.device = device
         self.preset = preset
+        self.chat = chat  # prompts go through the chat template (thinking off)
         self.texts = TokenTexts(tokenizer)
         self.eos_id = tokenizer.eos_token_id
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
 
     @classmethod
-    def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto") -> "Engine":
+    def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
+             offline: bool | None = None) -> "Engine":
+        """Load an allowlisted preset. Hub checkpoints come from the local cache (`cache_dir`, default the
+        hub's own) and are downloaded only when the hub is reachable and not `offline`."""
         if preset not in PRESETS:
             raise EngineError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
         spec: Preset = PRESETS[preset]
         torch_device = pick_device(device)
-        drafters = {}
-        if spec.ar_drafter:
-            drafters["ar"] = load_causal_lm(spec.ar_drafter, torch_device)
-        for kind, name in (("dflash", spec.dflash_drafter), ("dspark", spec.dspark_drafter)):
-            if name:
-                drafters[kind] = load_block_drafter(kind, name, torch_device)
-        return cls(load_causal_lm(spec.target, torch_device), load_tokenizer(spec.tokenizer), drafters,
-                   torch_device, preset)
+        hub = require_runnable(spec, device, torch_device, cache_dir, offline)
+        drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
+                    for m, name in spec.drafters.items()}
+        return cls(load_causal_lm(spec.target, torch_device, **hub), load_tokenizer(spec.tokenizer, **hub), drafters,
+                   torch_device, preset, chat=spec.chat)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""
-        return [m for m in AVAILABLE_METHODS if m == "baseline" or m in self.drafter_models]
+        return [m for m in METHODS if not method_entry(m).kinds or m in self.drafter_models]
+
+    def drafter_label(self, method: str) -> str:
+        """Which drafter serves `method` here, in words (the app shows it in the lane header)."""
+        if not method_entry(method).kinds:
+            return NoDrafter.label
+        return self._drafter(method).label
 
     def warm_up(self, prompt: str = "def f(x):\n    return x\n") -> None:
         """Run every method once briefly, so first-call costs (allocations, lazy init) stay out of the
@@ -105,8 +111,8 @@ class Engine:
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
         if self._verify_steps_per_s is None:
-            longest = max((m.block_size for m in self.drafter_models.values() if hasattr(m, "block_size")), default=8)
-            self._verify_steps_per_s = profile_verify_speed(self.target, self.device, longest + 1)
+            longest = max((self._drafter(m).max_draft_len or 0 for m in self.drafter_models), default=0)
+            self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
         return self._verify_steps_per_s
 
     @property
@@ -122,22 +128,25 @@ class Engine:
             raw = prompt.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             raw = prompt.encode("utf-8", "replace")
-        ids = self.tokenizer.encode(raw.decode("utf-8", "replace"), add_special_tokens=False)
+        text = raw.decode("utf-8", "replace")
+        if self.chat:  # chat models answer a user turn; thinking off, where acceptance collapses
+            ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                     enable_thinking=False, tokenize=True, return_dict=False)
+            ids = list(ids)
+        else:
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
         if len(ids) >= self.context_length:
             raise EngineError(f"the prompt is {len(ids)} tokens; this model's context holds {self.context_length}, "
                               f"so the prompt must be at most {self.context_length - 1} tokens")
         return ids
 
-    def _drafter(self, method: str) -> Drafter | None:
-        if method == "baseline":
-            return None
+    def _drafter(self, method: str) -> Drafter:
+        if not method_entry(method).kinds:
+            return NoDrafter()
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
-        if method == "dflash":
-            return DFlashDrafter(self.drafter_models[method], self.target)
-        if method == "dspark":
-            return DSparkDrafter(self.drafter_models[method], self.target)
-        return ARDrafter(self.drafter_models[method])
+        kind = self.drafter_kinds[method]
+        return kind.implementation().build(self.drafter_models[method], self)
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -149,17 +158,16 @@ class Engine:
     def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
         """Run to completion and return the whole trace with its summary."""
         prompt_ids, drafter = self._prepare(prompt, config)
-        return build_result(self, prompt_ids, config, list(self._run(prompt_ids, config, drafter)))
+        return build_result(self, prompt_ids, config, list(self._run(prompt_ids, config, drafter)), drafter.label)
 
-    def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter | None]:
+    def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
         prompt_ids, drafter = self.encode_prompt(prompt), self._drafter(config.method)
-        if config.method == "dspark" and config.scheduler == "throughput":
-            self.verify_steps_per_s()  # profiled once, before any run's clock starts
+        drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
         return prompt_ids, drafter
 
-    def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None) -> Iterator[Step]:
+    def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter) -> Iterator[Step]:
         """Device work (draft, verify, cache bookkeeping) and host work (the trace, the text) of each step.
         With config.overlap the device loop runs in its own thread, a step or two ahead, so the host work
         of step i happens while step i + 1 drafts and verifies; without it they alternate."""
@@ -176,7 +184,7 @@ class Engine:
             records.close()
 
     @torch.inference_mode()
-    def _device_steps(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter | None,
+    def _device_steps(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter,
                       clock: SpanClock) -> Iterator["_DeviceStep"]:
         """The control flow of decoding: everything the next step depends on, and nothing else."""
         generator = torch.Generator(self.device).manual_seed(config.seed)
@@ -184,30 +192,26 @@ class Engine:
         state = _RunState(ids, len(prompt_ids), config.max_new_tokens)
         cache = new_cache(self.target)
         vocab_size = self.target.config.vocab_size
-        layer_ids = drafter.target_layer_ids if drafter is not None else None
+        layer_ids = drafter.target_layer_ids
 
         with clock.span("verify", "target prefill"):
             logits, features = forward_with_features(self.target, ids, cache, layer_ids, logits_to_keep=1)
             first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
-        if drafter is not None:
-            drafter.start(ids, features, clock)
+        drafter.start(ids, features, clock)
         kept = self._append(state, [first_id])
         yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason is not None, clock.take())
 
         index = 1
         while state.finish_reason is None:
             num_committed = state.committed_ids.shape[1]
-            k = self._draft_len(config, state, drafter) if drafter is not None else 0
+            k = self._draft_len(config, state, drafter)
             if k:
                 block = drafter.propose(state.committed_ids, k, config.temperature, generator, clock)
             else:  # the baseline, or a last step with room for one token only
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
-            checked, confidences = block, None
-            if block.confidences is not None:  # DSpark: send only as much as the scheduler chooses
-                with clock.span("host", "scheduler picks ℓ"):
-                    confidences = block.confidences.tolist()
-                    sps = self.verify_steps_per_s() if config.scheduler == "throughput" else None
-                    checked = block.head(verify_len(config.scheduler, confidences, config.confidence_threshold, sps))
+            num_verified = drafter.verify_len(block, config, clock) if k else 0
+            checked = block if num_verified == k else block.head(num_verified)
+            confidences = block.confidences.tolist() if block.confidences is not None else None
             with clock.span("verify", "target verify"):
                 verify_ids = torch.cat([state.committed_ids[:, -1:], checked.ids.view(1, -1)], dim=1)
                 logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids)
@@ -217,8 +221,7 @@ class Engine:
             with clock.span("host", "roll back caches, commit"):
                 a = verdict.num_accepted
                 crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
-                if drafter is not None:
-                    drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
+                drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
                 kept = self._append(state, block.ids[:a].tolist() + [verdict.bonus_id])
             yield _DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
                               state.finish_reason is not None, clock.take())
@@ -244,7 +247,7 @@ class Engine:
         the block a block drafter was trained on."""
         remaining = config.max_new_tokens - state.num_new
         room = self.context_length - state.committed_ids.shape[1]
-        longest = getattr(drafter, "max_draft_len", config.draft_len)
+        longest = config.draft_len if drafter.max_draft_len is None else drafter.max_draft_len
         return max(0, min(config.draft_len, longest, remaining - 1, room - 1))
 
     def _append(self, state: _RunState, new_ids: list[int]) -> list[int]:
@@ -298,7 +301,8 @@ class Engine:
 
 # --- results ---------------------------------------------------------------------------------------------
 
-def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig, steps: list[Step]) -> RunResult:
+def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig, steps: list[Step],
+                 drafter: str = "") -> RunResult:
     return RunResult(
         method=config.method,
         preset=engine.preset,
@@ -311,4 +315,5 @@ def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig
         steps=tuple(steps[1:]),
         summary=summarize(steps, config.max_new_tokens, engine.eos_id),
         per_position_acceptance=per_position_acceptance(steps),
+        drafter=drafter,
     )

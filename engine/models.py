@@ -7,13 +7,18 @@ between transformers releases the engine touches: the name of the KV-cache argum
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
+import os
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from .presets import resolve_model_path
+from .methods import DRAFTER_KINDS, DrafterKind
+from .presets import ASSETS_DIR, resolve_model_path
 from .types import EngineError
 
 
@@ -42,35 +47,116 @@ def describe_device(device: torch.device) -> str:
     return f"cpu ({torch.get_num_threads()} threads)"
 
 
-def load_causal_lm(name: str, device: torch.device, dtype: torch.dtype | None = None):
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def read_config(name: str, cache_dir: str | None = None, local_files_only: bool = False) -> dict:
+    """A checkpoint's config.json as a dict, from assets/, a local folder, or the hub (cache first)."""
+    from transformers.utils import cached_file
+
+    try:
+        path = cached_file(resolve_model_path(name), "config.json", cache_dir=cache_dir,
+                           local_files_only=local_files_only)
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"cannot load {name!r}: {_first_line(exc)}") from None
+
+
+def load_causal_lm(name: str, device: torch.device, dtype: torch.dtype | None = None, cache_dir: str | None = None,
+                   local_files_only: bool = False):
     path = resolve_model_path(name)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or default_dtype(device))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or default_dtype(device), cache_dir=cache_dir,
+                                                     local_files_only=local_files_only)
     except (OSError, ValueError) as exc:
-        raise EngineError(f"cannot load model {name!r}: {str(exc).splitlines()[0]}") from None
+        raise EngineError(f"cannot load model {name!r}: {_first_line(exc)}") from None
     model.to(device).eval().requires_grad_(False)
     return model
 
 
-def load_block_drafter(kind: str, name: str, device: torch.device, dtype: torch.dtype | None = None):
-    """A DFlash (kind "dflash") or DSpark (kind "dspark") drafter from a checkpoint folder or hub id."""
-    from .drafters.dflash_model import DFlashDraftModel
-    from .drafters.dspark_model import DSparkDraftModel
+def load_drafter(name: str, kinds: tuple[str, ...], device: torch.device, dtype: torch.dtype | None = None,
+                 cache_dir: str | None = None, local_files_only: bool = False):
+    """The drafter network in checkpoint `name`, whose format must be one of `kinds` (methods.py): the
+    format is recognised from its config.json, never guessed from the method asking for it."""
+    config = read_config(name, cache_dir, local_files_only)
+    for kind in (DRAFTER_KINDS[k] for k in kinds):
+        impl = kind.implementation()
+        if impl.recognises(config):
+            try:
+                return impl.load(resolve_model_path(name), device, dtype or default_dtype(device),
+                                 cache_dir=cache_dir, local_files_only=local_files_only)
+            except EngineError:
+                raise
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise EngineError(f"cannot load {kind.label} drafter {name!r}: {_first_line(exc)}") from None
+    architectures = ", ".join(config.get("architectures") or ["none"])
+    raise EngineError(f"{name!r} is not a drafter of a known format for this lane (architectures: {architectures}; "
+                      f"expected {' or '.join(DRAFTER_KINDS[k].label for k in kinds)})")
 
-    cls = {"dflash": DFlashDraftModel, "dspark": DSparkDraftModel}[kind]
+
+def drafter_kind_of(model) -> DrafterKind:
+    """The drafter kind (methods.py) whose module built `model`."""
+    for kind in DRAFTER_KINDS.values():
+        if kind.implementation().owns(model):
+            return kind
+    raise EngineError(f"no drafter kind handles a {type(model).__name__}")
+
+
+def require_runnable(preset, requested_device: str, device: torch.device, cache_dir: str | None,
+                     offline: bool | None) -> dict:
+    """Refuse, with one clear line, a preset that cannot run here; returns the hub arguments to load it.
+    A preset that needs a GPU is refused on a CPU unless the CPU was asked for by name."""
+    if preset.needs_gpu and device.type != "cuda" and requested_device == "auto":
+        raise EngineError(f"preset {preset.name!r} needs a CUDA GPU and there is none here "
+                          f"(pass --device cpu to run it on the CPU anyway, slowly)")
+    if preset.local:  # shipped in assets/: never look anywhere else
+        missing = [name for name in preset.checkpoints() + [preset.tokenizer] if not (ASSETS_DIR / name).exists()]
+        if missing:
+            raise EngineError(f"preset {preset.name!r}: embedded model folder(s) {', '.join(missing)} missing from "
+                              f"assets/ (python -m engine.train rebuilds them)")
+        return {"local_files_only": True}
+    if offline is None:
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    hub = {"cache_dir": cache_dir, "local_files_only": offline}
+    missing = [name for name in dict.fromkeys(preset.checkpoints()) if not _cached(name, cache_dir)]
+    if missing and offline:
+        raise EngineError(f"preset {preset.name!r}: {', '.join(missing)} neither cached nor downloadable "
+                          f"(the hub is offline)")
+    if device.type == "cuda" and not missing:
+        need = sum(_weights_bytes(name, cache_dir) for name in dict.fromkeys(preset.checkpoints()))
+        free, _ = torch.cuda.mem_get_info(device)
+        if need * 1.2 > free:
+            raise EngineError(f"preset {preset.name!r} needs about {need / 2**30:.1f} GiB of GPU memory; "
+                              f"{free / 2**30:.1f} GiB is free")
+    return hub
+
+
+def _snapshot(name: str, cache_dir: str | None) -> Path | None:
+    from huggingface_hub import snapshot_download
+
     try:
-        model = cls.from_pretrained(resolve_model_path(name), dtype=dtype or default_dtype(device))
-    except (OSError, ValueError, TypeError) as exc:
-        raise EngineError(f"cannot load {kind} drafter {name!r}: {str(exc).splitlines()[0]}") from None
-    model.to(device).eval().requires_grad_(False)
-    return model
+        return Path(snapshot_download(name, cache_dir=cache_dir, local_files_only=True))
+    except Exception:  # any failure to find it locally means "not cached"
+        return None
 
 
-def load_tokenizer(name: str):
+def _cached(name: str, cache_dir: str | None) -> bool:
+    snapshot = _snapshot(name, cache_dir)
+    return snapshot is not None and (snapshot / "config.json").exists()
+
+
+def _weights_bytes(name: str, cache_dir: str | None) -> int:
+    snapshot = _snapshot(name, cache_dir)
+    return sum(f.stat().st_size for f in snapshot.glob("*.safetensors")) if snapshot else 0
+
+
+def load_tokenizer(name: str, cache_dir: str | None = None, local_files_only: bool = False):
     try:
-        return AutoTokenizer.from_pretrained(resolve_model_path(name))
+        return AutoTokenizer.from_pretrained(resolve_model_path(name), cache_dir=cache_dir,
+                                             local_files_only=local_files_only)
     except (OSError, ValueError) as exc:
-        raise EngineError(f"cannot load tokenizer {name!r}: {str(exc).splitlines()[0]}") from None
+        raise EngineError(f"cannot load tokenizer {name!r}: {_first_line(exc)}") from None
 
 
 def new_cache(model) -> DynamicCache:
@@ -80,9 +166,14 @@ def new_cache(model) -> DynamicCache:
         return DynamicCache()
 
 
-def _cache_kwarg(model) -> str:
-    params = inspect.signature(model.forward).parameters
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(model_class: type) -> str:
+    params = inspect.signature(model_class.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_kwarg(model) -> str:
+    return _cache_kwarg_of(type(model))  # looked up once per class, not at every forward
 
 
 def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_to_keep: int = 0) -> torch.Tensor:

@@ -1,23 +1,18 @@
-"""Names defined once and imported everywhere: methods, verification rules, model presets."""
+"""Names defined once and imported everywhere: verification rules, schedulers, model presets.
+
+Methods and drafter kinds live in methods.py. A preset is an allowlisted set of checkpoints: a target,
+its tokenizer, and one drafter checkpoint per method. Only these ids are ever loaded (never an arbitrary
+repo id, never remote code).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .methods import METHODS
+
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
-
-# Every method the product knows, in display order. `baseline` is target-only decoding.
-METHODS = ("baseline", "ar", "dflash", "dspark")
-# The methods this engine can run (a preset may lack some drafters; Engine.methods() tells).
-AVAILABLE_METHODS = ("baseline", "ar", "dflash", "dspark")
-
-METHOD_DESCRIPTIONS = {
-    "baseline": "target only: one target forward per token",
-    "ar": "AR: a small model drafts K tokens, one forward each",
-    "dflash": "DFlash: drafts a whole block in one parallel pass",
-    "dspark": "DSpark: one-pass block, Markov head, confidence-scheduled verify",
-}
 
 # How drafted tokens are checked when temperature > 0 (at temperature 0 verification is greedy).
 VERIFY_RULES = ("rejection", "match")
@@ -33,11 +28,15 @@ SCHEDULERS = ("throughput", "static", "none")
 class Preset:
     name: str
     target: str  # local folder (relative to assets/) or a hub id
-    tokenizer: str  # local folder or hub id; the drafters share it
-    ar_drafter: str | None  # small model of the same tokenizer, or None when the preset has none
-    dflash_drafter: str | None  # DFlash block drafter trained on this target, or None
-    dspark_drafter: str | None  # DSpark drafter trained on this target, or None
-    description: str
+    tokenizer: str  # local folder or hub id; every drafter shares it
+    drafters: dict[str, str] = field(default_factory=dict)  # method -> checkpoint (folder or hub id)
+    description: str = ""
+    chat: bool = False  # wrap the prompt in the tokenizer's chat template, thinking off
+    needs_gpu: bool = False  # refuse to load it without CUDA (a 4B target on a CPU is not a demo)
+    local: bool = True  # everything ships in assets/; False: hub ids, cached or downloadable
+
+    def checkpoints(self) -> list[str]:
+        return [self.target, *self.drafters.values()]
 
 
 PRESETS = {
@@ -45,22 +44,35 @@ PRESETS = {
         name="tiny",
         target="target",
         tokenizer="tokenizer",
-        ar_drafter="ar-drafter",
-        dflash_drafter="dflash-drafter",
-        dspark_drafter="dspark-drafter",
+        drafters={"ar": "ar-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter",
+                  "dspark": "dspark-drafter"},
         description="embedded models trained by us on the Python standard library (assets/)",
     ),
+    # The DSpark paper's comparison (Table 1: Qwen3-4B, block 7, drafters trained alike by DeepSpec).
     "qwen3-4b": Preset(
         name="qwen3-4b",
         target="Qwen/Qwen3-4B",
         tokenizer="Qwen/Qwen3-4B",
-        ar_drafter="Qwen/Qwen3-0.6B",
-        dflash_drafter="z-lab/Qwen3-4B-DFlash-b16",
-        dspark_drafter="deepseek-ai/dspark_qwen3_4b_block7",
-        description="Qwen3-4B target with Qwen3-0.6B drafting (needs the hub or a local copy)",
+        drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
+                  "dflash": "deepseek-ai/dflash_qwen3_4b_block7", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
+        description="Qwen3-4B with DeepSpec's EAGLE-3, DFlash and DSpark (block 7) and Qwen3-0.6B as the small LM",
+        chat=True, needs_gpu=True, local=False,
+    ),
+    # The DFlash paper's own drafter (z-lab, block 16) on the same target.
+    "qwen3-4b-zlab": Preset(
+        name="qwen3-4b-zlab",
+        target="Qwen/Qwen3-4B",
+        tokenizer="Qwen/Qwen3-4B",
+        drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
+                  "dflash": "z-lab/Qwen3-4B-DFlash-b16", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
+        description="as qwen3-4b, with z-lab's DFlash checkpoint (block 16) in the DFlash lane",
+        chat=True, needs_gpu=True, local=False,
     ),
 }
 DEFAULT_PRESET = "tiny"
+
+for _preset in PRESETS.values():  # a typo in a preset would otherwise surface only when it is loaded
+    assert set(_preset.drafters) <= set(METHODS), _preset.name
 
 
 def resolve_model_path(name: str) -> str:

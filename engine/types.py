@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from .presets import AVAILABLE_METHODS, METHODS, SCHEDULERS, VERIFY_RULES
+from .methods import METHODS
+from .presets import SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
 MAX_NEW_TOKENS = 4096
@@ -22,7 +23,7 @@ class EngineError(ValueError):
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    method: str = "ar"  # one of presets.METHODS
+    method: str = "ar"  # one of methods.METHODS
     max_new_tokens: int = 64  # stop after this many new tokens (or at end-of-text, or the context limit)
     temperature: float = 0.0  # 0 = greedy; > 0 samples from softmax(logits / temperature)
     seed: int = 0  # seeds the one generator every random draw of a run comes from
@@ -38,8 +39,6 @@ class GenerationConfig:
         """Raise EngineError with one clear line for any value out of range."""
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if self.method not in AVAILABLE_METHODS:
-            raise EngineError(f"method {self.method!r} is not available yet; available: {', '.join(AVAILABLE_METHODS)}")
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise EngineError(f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
         if not isinstance(self.draft_len, int) or not 1 <= self.draft_len <= MAX_DRAFT_LEN:
@@ -174,10 +173,12 @@ class RunResult:
     steps: tuple[Step, ...]
     summary: RunSummary
     per_position_acceptance: tuple[float | None, ...] = field(default=())
+    drafter: str = ""  # which drafter served the method, in words ("EAGLE-3, 1 layer")
 
     def to_dict(self) -> dict:
         return {
             "method": self.method,
+            "drafter": self.drafter,
             "preset": self.preset,
             "device": self.device,
             "config": asdict(self.config),

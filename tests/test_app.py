@@ -173,4 +173,4 @@ def test_stop_ends_a_running_comparison(launched_app):
     client.predict(api_name="/stop")  # same client, same session: stops this run only
     status, *lanes = job.result(timeout=120)[:-4]
     assert "stopped" in status
-    assert any('data-state="stopped"' in lane for lane in lanes)
+    assert any('data-state="stopped"' in lane for lane in lanes), [l[:300] for l in lanes]

@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 
 from engine.drafters.dflash import DFlashDrafter
 from engine.drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
-from engine.models import forward_with_features, load_block_drafter, new_cache
+from engine.models import forward_with_features, load_drafter, new_cache
 from engine.timing import SpanClock
 
 from conftest import decoder_layer_weights, tiny_dflash
@@ -93,7 +93,7 @@ def test_checkpoint_with_public_config_fields_loads(tmp_path, random_engine):
     save_file(weights, str(tmp_path / "model.safetensors"))
     _, info = DFlashDraftModel.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    model = load_block_drafter("dflash", str(tmp_path), torch.device("cpu"))
+    model = load_drafter(str(tmp_path), ("dflash",), torch.device("cpu"))
     assert (model.block_size, model.mask_token_id, model.target_layer_ids) == (16, 151669, [1, 9, 17, 25, 33])
     assert torch.equal(model.fc.weight, weights["fc.weight"])
     assert torch.equal(model.layers[1].self_attn.k_proj.weight, weights["layers.1.self_attn.k_proj.weight"])

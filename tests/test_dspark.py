@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 
 from engine.drafters.dspark import markov_sample
 from engine.drafters.dspark_model import DSparkDraftModel
-from engine.models import load_block_drafter
+from engine.models import load_drafter
 from engine.scheduler import static_cut, survival, throughput_cut, verify_len
 from engine.types import GenerationConfig
 
@@ -26,11 +26,11 @@ def test_markov_head_adds_the_bigram_bias_of_the_previous_token():
     bias_table[2, 4] = 3.0
     bias_table[4, 1] = 2.0
     base = torch.tensor([[0.0, 0.5, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0, 0.0], [0.3, 0.0, 0.0, 0.0, 0.0]])
-    ids, probs = markov_sample(base, torch.tensor(2), lambda prev: bias_table[prev], 0.0, torch.Generator())
+    ids, probs = markov_sample(base, torch.tensor(2), lambda prev, k, state: (bias_table[prev], state), 0.0, torch.Generator())
     assert ids.tolist() == [4, 1, 0]  # 4 (1+3 wins), then 1 (0+2 beats 1), then 0 (0.3, no bias after 1)
     assert torch.allclose(probs[0], torch.softmax(base[0] + bias_table[2], -1))
     assert torch.allclose(probs[1], torch.softmax(base[1] + bias_table[4], -1))
-    ids, probs = markov_sample(base, torch.tensor(2), lambda prev: bias_table[prev], 1.0,
+    ids, probs = markov_sample(base, torch.tensor(2), lambda prev, k, state: (bias_table[prev], state), 1.0,
                                torch.Generator().manual_seed(0))
     for k in range(3):
         prev = 2 if k == 0 else ids[k - 1].item()
@@ -41,7 +41,8 @@ def test_markov_head_of_the_model_is_low_rank_w2_of_w1(random_engine):
     model = random_engine.drafter_models["dspark"]
     prev = torch.tensor(17)
     expected = model.markov_head.markov_w1.weight[17] @ model.markov_head.markov_w2.weight.T
-    assert torch.allclose(model.markov_bias(prev), expected, atol=1e-5)
+    hidden = torch.randn(model.config.hidden_size)  # the vanilla head ignores the backbone's state
+    assert torch.allclose(model.markov_head.step(prev, hidden)[0], expected, atol=1e-5)
 
 
 def test_throughput_scheduler_follows_the_formula():
@@ -115,7 +116,7 @@ def test_checkpoint_with_deepspec_config_fields_loads(tmp_path):
     _, info = DSparkDraftModel.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"]
     assert set(info["unexpected_keys"]) <= {"embed_tokens.weight", "lm_head.weight"}
-    model = load_block_drafter("dspark", str(tmp_path), torch.device("cpu"))
+    model = load_drafter(str(tmp_path), ("dspark",), torch.device("cpu"))
     assert (model.block_size, model.mask_token_id, model.markov_rank) == (7, 151669, rank)
     assert torch.equal(model.markov_head.markov_w2.weight, weights["markov_head.markov_w2.weight"])
     assert torch.equal(model.confidence_head.proj.weight, weights["confidence_head.proj.weight"])
@@ -126,7 +127,7 @@ def test_saved_drafter_reloads_to_the_same_function(random_engine, tmp_path, kin
     """Every buffer (the rotary frequencies too) and setting survives save and load: same outputs."""
     model = random_engine.drafter_models[kind]
     model.save_pretrained(tmp_path / kind)
-    loaded = load_block_drafter(kind, str(tmp_path / kind), torch.device("cpu"))
+    loaded = load_drafter(str(tmp_path / kind), (kind,), torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     noise = torch.randn(1, 6, model.config.hidden_size, generator=g)
     features = torch.randn(1, 5, len(model.target_layer_ids) * model.config.hidden_size, generator=g)

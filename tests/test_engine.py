@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import engine.loop
-from engine.drafters.ar import ARDrafter
+from engine.drafters.ar import SmallLMDrafter
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
 from engine.timing import SpanClock
 from engine.types import EngineError, GenerationConfig
@@ -61,7 +61,7 @@ def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
     model = random_engine.drafter_models["ar"]
     clock = SpanClock(torch.device("cpu"))
     prompt = torch.tensor([random_engine.encode_prompt(PROMPT)])
-    drafter = ARDrafter(model)
+    drafter = SmallLMDrafter(model)
     drafter.start(prompt, None, clock)
     committed = torch.cat([prompt, torch.tensor([[5]])], dim=1)  # the prefill's token
     n = committed.shape[1]
@@ -71,7 +71,7 @@ def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
     drafter.accept(n + 2, None)
     assert drafter.cache.get_seq_length() == n + 2
     again = drafter.propose(committed, 4, 0.0, torch.Generator(), clock)
-    fresh = ARDrafter(model)
+    fresh = SmallLMDrafter(model)
     fresh.start(committed[:, :-1], None, clock)
     assert torch.equal(again.ids, fresh.propose(committed, 4, 0.0, torch.Generator(), clock).ids)
 

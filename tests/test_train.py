@@ -110,7 +110,7 @@ def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, to
 
     import engine.train.__main__ as cli
     import engine.train.lm as lm
-    from engine.models import load_block_drafter
+    from engine.models import load_drafter
 
     assets, runs = tmp_path / "assets", tmp_path / "runs"
     shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
@@ -126,7 +126,7 @@ def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, to
     assert torch.load(runs / "selfdata.pt").shape == (40, 256)
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 0
     assert cli.main([stage, "--steps", "3", "--threads", "1"]) == 0  # resumes from step 2
-    model = load_block_drafter(stage, str(assets / f"{stage}-drafter"), torch.device("cpu"))
+    model = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
     assert record["self_data_phase"]["self_data_fraction"] == 0.75

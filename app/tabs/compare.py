@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import gradio as gr
 
+from engine.methods import METHOD_REGISTRY
 from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.summary import summarize
 from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError, GenerationConfig
@@ -19,8 +20,8 @@ from ..runner import LaneRun, run_lanes
 
 DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
-BLOCK_DRAFT_LEN = 7  # block drafters' default: the whole block the embedded ones were trained on
-BLOCK_METHODS = ("dflash", "dspark")
+SERIAL_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if not m.one_pass)
+BLOCK_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if m.one_pass)
 REDRAW_EVERY_S = 0.15  # lanes redraw at most this often while a lane runs
 # The charts redraw when a lane finishes (drawing them costs the browser more than the lanes do, and on a
 # shared machine that would slow the lane being measured).
@@ -41,6 +42,7 @@ def _as_int(value, name: str) -> int:
 
 def render(engine, methods: list[str]) -> None:
     examples = example_prompts()
+    drafters = {m: engine.drafter_label(m) for m in methods}  # which drafter each lane runs, in its header
     with gr.Row(equal_height=True):
         prompt = gr.Textbox(label="Prompt", value=examples[0], lines=5, max_lines=12, elem_id="prompt", scale=4)
         with gr.Column(scale=1, min_width=160):
@@ -51,7 +53,7 @@ def render(engine, methods: list[str]) -> None:
     with gr.Row():
         temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
                                 label="Temperature (0 = greedy)")
-        draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=DEFAULTS.draft_len, step=1,
+        draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=SERIAL_DRAFT_LEN, step=1,
                               label="AR: draft length K (serial forwards per step)")
         block_len = gr.Slider(1, MAX_DRAFT_LEN, value=BLOCK_DRAFT_LEN, step=1,
                               label="DFlash / DSpark: tokens drafted per block (at most what it was trained on)")
@@ -74,7 +76,8 @@ def render(engine, methods: list[str]) -> None:
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
     with gr.Row(equal_height=False):
-        lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True), elem_id=f"lane-{m}", min_width=300)
+        lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True, drafter=drafters[m]), elem_id=f"lane-{m}",
+                              min_width=300)
                       for m in methods]
     gr.Markdown("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                 "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
@@ -99,7 +102,8 @@ def render(engine, methods: list[str]) -> None:
                                     scheduler=scheduler_value, confidence_threshold=float(threshold_value),
                                     overlap=OVERLAP_CHOICES[overlap_value])
             block = _as_int(block_len_value, "block draft length")
-            lanes = [LaneRun(m, replace(base, method=m, draft_len=block if m in BLOCK_METHODS else base.draft_len))
+            lanes = [LaneRun(m, replace(base, method=m,
+                                        draft_len=block if METHOD_REGISTRY[m].one_pass else base.draft_len))
                      for m in methods]
             for lane in lanes:
                 lane.config.validate()
@@ -114,7 +118,7 @@ def render(engine, methods: list[str]) -> None:
             baseline = next((lane for lane in lanes if lane.method == "baseline" and lane.steps), None)
             baseline_summary = summarize(baseline.steps, base.max_new_tokens, engine.eos_id) if baseline else None
             return [lane_html(lane.method, lane.steps, prompt_text, lane.state, base.max_new_tokens, engine.eos_id,
-                              greedy, baseline_summary, show) for lane in lanes]
+                              greedy, baseline_summary, show, drafters[lane.method]) for lane in lanes]
 
         def figures():
             by_method = {lane.method: lane.steps for lane in lanes}

@@ -1,24 +1,39 @@
-"""The AR lane: a small causal LM with the target's tokenizer drafts K tokens, one forward each.
-
-Drafting cost grows linearly with K: this is the serial loop the block drafters remove.
+"""Classic speculative decoding's drafter: a small causal LM with the target's tokenizer drafts K tokens,
+one forward each (Leviathan et al. 2023). Drafting cost grows linearly with K: this is the serial loop the
+block drafters remove. Kind "small-lm" in methods.py: any `*ForCausalLM` checkpoint.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..models import crop_cache, forward_logits, new_cache
+from ..models import crop_cache, forward_logits, load_causal_lm, new_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
-from .base import DraftBlock
+from .base import BaseDrafter, DraftBlock
 
 
-class ARDrafter:
-    target_layer_ids = None  # reads only tokens
+def recognises(config: dict) -> bool:
+    return any(name.endswith("ForCausalLM") for name in config.get("architectures") or [])
 
+
+def load(path: str, device: torch.device, dtype: torch.dtype, **hub):
+    return load_causal_lm(path, device, dtype, **hub)
+
+
+def owns(model) -> bool:
+    return hasattr(model, "generate")  # checked last: any causal LM
+
+
+def build(model, engine) -> "SmallLMDrafter":
+    return SmallLMDrafter(model)
+
+
+class SmallLMDrafter(BaseDrafter):
     def __init__(self, model):
         self.model = model
         self.cache = None
+        self.label = f"small LM, {model.config.num_hidden_layers} layers"
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
         self.cache = new_cache(self.model)

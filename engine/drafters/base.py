@@ -1,10 +1,11 @@
 """The interface every drafter implements, so the speculative loop stays one loop.
 
 A drafter keeps its own state (a KV cache) in step with the committed sequence by explicit lengths:
-`start` sees the prompt, `propose` drafts k tokens after the committed ids, `accept` is told how many
-leading positions are still valid after verification and drops the rest. Block drafters also read the
-target's hidden states: they name the layers in `target_layer_ids`, and the loop hands them the features
-of the prompt (at `start`) and of the anchor and accepted tokens (at `accept`).
+`start` sees the prompt, `propose` drafts k tokens after the committed ids, `verify_len` says how many of
+them to send to the target, `accept` is told how many leading positions are still valid after
+verification and drops the rest. Drafters that read the target's hidden states name the layers in
+`target_layer_ids`; the loop hands them the features of the prompt (at `start`) and of the anchor and
+accepted tokens (at `accept`). The baseline is `NoDrafter`, which drafts nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ class DraftBlock:
 
 
 class Drafter(Protocol):
+    label: str  # which drafter this is, for the lane header ("EAGLE-3, 1 layer")
     target_layer_ids: list[int] | None  # target layers whose hidden states this drafter reads, or None
+    max_draft_len: int | None  # the longest block it can draft (a block drafter's trained block), None = any
+
+    def prepare(self, settings) -> None:
+        """One-time work before a run's clock starts (e.g. profiling what a scheduler needs)."""
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
         """Begin a run on `prompt_ids` (1, n) with the target's features of those positions."""
@@ -38,7 +44,41 @@ class Drafter(Protocol):
                 clock: SpanClock) -> DraftBlock:
         """Draft k tokens that follow `committed_ids` (1, n), recording draft spans on `clock`."""
 
+    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
+        """How many leading drafted tokens to send to the target (settings: the run's GenerationConfig).
+        Any rule that looks only at what was drafted keeps the output lossless."""
+
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
         """After verification: only the first `num_valid` positions (committed, or drafted and accepted)
         still stand. `features` are the target's features of the verify forward's anchor and accepted
         tokens, in order (None for drafters that read none)."""
+
+
+class BaseDrafter:
+    """Defaults for the parts of the protocol most drafters share."""
+
+    label = "drafter"
+    target_layer_ids: list[int] | None = None
+    max_draft_len: int | None = None
+
+    def prepare(self, settings) -> None:
+        pass
+
+    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
+        return int(block.ids.numel())  # verify everything drafted
+
+
+class NoDrafter(BaseDrafter):
+    """The baseline: drafts nothing, so every step is one target forward that writes one token."""
+
+    label = "no drafter"
+    max_draft_len = 0
+
+    def start(self, prompt_ids, features, clock) -> None:
+        pass
+
+    def propose(self, committed_ids, k, temperature, generator, clock) -> DraftBlock:
+        raise AssertionError("the baseline never drafts")  # the loop asks for k = 0 and skips propose
+
+    def accept(self, num_valid, features) -> None:
+        pass

@@ -1,9 +1,15 @@
 """The DFlash lane: the whole block drafted in one parallel forward, conditioned on target features.
+Kind "dflash" in methods.py: z-lab's checkpoint format (`dflash_config`), where position 0 of the block is
+the anchor and the mask positions 1..B−1 predict the drafted tokens.
+
+Faithful to the reference: the drafter always runs the checkpoint's whole block [anchor, MASK × (B − 1)]
+and keeps the first k drafts. In-block attention is bidirectional, so a shorter block would change every
+hidden state (and the drafts), not just drop the tail.
 
 Draft cache bookkeeping: the cache holds keys and values of the projected context features of committed
-positions only. A propose feeds the features new since the last step plus the block [anchor, MASK × k],
-then crops the cache back to the context, dropping the block's own keys and values. After verification
-the target's features of the anchor and the accepted tokens become the next step's new context.
+positions only. A propose feeds the features new since the last step plus the block, then crops the
+cache back to the context, dropping the block's own keys and values. After verification the target's
+features of the anchor and the accepted tokens become the next step's new context.
 """
 
 from __future__ import annotations
@@ -13,17 +19,37 @@ import torch
 from ..models import crop_cache, new_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
-from .base import DraftBlock
+from .base import BaseDrafter, DraftBlock
+from .dflash_model import DFlashDraftModel, load_block_model, share_target_embeddings
 
 
-class DFlashDrafter:
+def recognises(config: dict) -> bool:
+    return "dflash_config" in config or "DFlashDraftModel" in (config.get("architectures") or [])
+
+
+def load(path: str, device: torch.device, dtype: torch.dtype, **hub):
+    return load_block_model(DFlashDraftModel, path, device, dtype, **hub)
+
+
+def owns(model) -> bool:
+    return type(model) is DFlashDraftModel
+
+
+def build(model, engine) -> "DFlashDrafter":
+    return DFlashDrafter(model, engine.target)
+
+
+class DFlashDrafter(BaseDrafter):
     def __init__(self, model, target):
         self.model = model
-        self.embed_tokens = target.get_input_embeddings()  # shared with the target, frozen
-        self.lm_head = target.get_output_embeddings()
+        # The target's embedding and LM head, unless the checkpoint carries its own different copies.
+        share_target_embeddings(model, target)
+        self.embed_tokens = model.embed_tokens if model.embed_tokens is not None else target.get_input_embeddings()
+        self.lm_head = model.lm_head if model.lm_head is not None else target.get_output_embeddings()
         self.target_layer_ids = model.target_layer_ids
         self.mask_token_id = model.mask_token_id
         self.max_draft_len = model.block_size - 1  # the anchor takes one place in the block
+        self.label = f"DFlash, {model.config.num_hidden_layers} layers, block {model.block_size}"
         self.cache = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 
@@ -33,15 +59,16 @@ class DFlashDrafter:
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
-        with clock.span("draft", f"one parallel pass drafts {k}"):
-            hidden = self.block_hidden(committed_ids, k + 1)
-            probs = logits_to_probs(self.lm_head(hidden[1:]), temperature)  # mask positions predict themselves
+        with clock.span("draft", f"one parallel pass over the block, keep {k}"):
+            hidden = self.block_hidden(committed_ids)
+            probs = logits_to_probs(self.lm_head(hidden[1: k + 1]), temperature)  # mask positions predict themselves
             ids = pick(probs, temperature, generator)
         return DraftBlock(ids, probs)
 
-    def block_hidden(self, committed_ids: torch.Tensor, block_len: int) -> torch.Tensor:
-        """One forward over [anchor, MASK × (block_len − 1)] with the new context; returns the block's
-        hidden states (block_len, H) and leaves the cache holding the committed context only."""
+    def block_hidden(self, committed_ids: torch.Tensor) -> torch.Tensor:
+        """One forward over the whole block [anchor, MASK × (B − 1)] with the new context; returns the
+        block's hidden states (B, H) and leaves the cache holding the committed context only."""
+        block_len = self.model.block_size
         anchor_position = committed_ids.shape[1] - 1
         cached = self.cache.get_seq_length()
         assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"

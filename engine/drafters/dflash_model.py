@@ -8,12 +8,17 @@ all keys, and RoPE uses absolute positions. Hidden states of the mask positions 
 LM head, so each mask position predicts the token that stands there.
 
 Parameter and config names follow the public checkpoints (z-lab/dflash, DeepSpec's DFlash): a Qwen3
-config with `dflash_config = {"target_layer_ids", "block_size", "mask_token_id"}`; weights `fc`,
-`hidden_norm`, `norm`, `layers.N.self_attn.{q,k,v,o}_proj`, `.q_norm`, `.k_norm`, `layers.N.mlp.*`,
-`layers.N.input_layernorm`, `layers.N.post_attention_layernorm`. Written for this project from the paper.
+config with `dflash_config = {"target_layer_ids", "mask_token_id"}` and `block_size` (nested or top
+level); weights `fc`, `hidden_norm`, `norm`, `layers.N.self_attn.{q,k,v,o}_proj`, `.q_norm`, `.k_norm`,
+`layers.N.mlp.*`, `layers.N.input_layernorm`, `layers.N.post_attention_layernorm`, and, where a checkpoint
+stores them (DeepSpec does), `embed_tokens` and `lm_head`. Without `target_layer_ids` the layers follow
+z-lab's default for `num_target_layers`. Written for this project from the paper.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +39,69 @@ def evenly_spaced_layers(num_target_layers: int, count: int = 5) -> list[int]:
     the set, since in a small model the last layers carry most of what predicts the next tokens."""
     first, last = 1, num_target_layers - 3 if num_target_layers >= 16 else num_target_layers - 1
     return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+
+
+def zlab_default_layers(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """z-lab's default when a checkpoint names no target layers: one per draft layer, evenly spaced from
+    layer 1 to layer N − 3 (Python's round, as theirs), or the middle layer for a one-layer drafter."""
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    first, span = 1, num_target_layers - 4
+    return [int(round(first + i * span / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+
+
+def target_layers_of(config: Qwen3Config) -> list[int]:
+    layer_ids = dflash_setting(config, "target_layer_ids")
+    if layer_ids is not None:
+        return [int(i) for i in layer_ids]
+    num_target_layers = getattr(config, "num_target_layers", None)
+    if num_target_layers is None:
+        raise ValueError("the config names neither target_layer_ids nor num_target_layers")
+    return zlab_default_layers(int(num_target_layers), config.num_hidden_layers)
+
+
+def refuse_sliding_window(config: Qwen3Config) -> None:
+    """Every drafter here attends to its whole context; a checkpoint whose layers slide would draft
+    differently, so it is refused instead of run wrongly."""
+    sliding = [i for i, t in enumerate(getattr(config, "layer_types", None) or []) if t == "sliding_attention"]
+    if sliding:
+        raise ValueError(f"draft layers {sliding} use sliding-window attention, which SpecLab does not implement "
+                         f"for drafters (only full attention)")
+
+
+def checkpoint_keys(path: str, **hub) -> set[str]:
+    """Weight names stored in a checkpoint (a folder or hub id), without loading the weights."""
+    from safetensors import safe_open
+    from transformers.utils import cached_file
+
+    index = cached_file(path, "model.safetensors.index.json", _raise_exceptions_for_missing_entries=False, **hub)
+    if index is not None:
+        return set(json.loads(Path(index).read_text())["weight_map"])
+    with safe_open(cached_file(path, "model.safetensors", **hub), framework="pt") as f:
+        return set(f.keys())
+
+
+def load_block_model(cls, path: str, device: torch.device, dtype: torch.dtype, **hub):
+    """Build `cls` from a checkpoint and load every stored weight, refusing any weight the module does
+    not have or any module weight the checkpoint lacks (silently wrong drafts otherwise)."""
+    config = Qwen3Config.from_pretrained(path, **hub)
+    config.has_own_embeddings = "embed_tokens.weight" in checkpoint_keys(path, **hub)
+    model, info = cls.from_pretrained(path, config=config, dtype=dtype, output_loading_info=True, **hub)
+    problems = [f"{name}: {', '.join(sorted(info[name])[:4])}" for name in ("missing_keys", "unexpected_keys")
+                if info.get(name)]
+    if problems:
+        raise ValueError(f"weights do not match the {cls.__name__} layout ({'; '.join(problems)})")
+    return model.to(device).eval().requires_grad_(False)
+
+
+def share_target_embeddings(model, target) -> None:
+    """A checkpoint's own embedding table and LM head (DeepSpec stores frozen copies of the target's) are
+    dropped when they equal the target's, which then serve; copies that differ stay and are used."""
+    for own, theirs in (("embed_tokens", target.get_input_embeddings()), ("lm_head", target.get_output_embeddings())):
+        module = getattr(model, own, None)
+        if module is not None and module.weight.shape == theirs.weight.shape \
+                and torch.equal(module.weight.to(theirs.weight.dtype), theirs.weight):
+            setattr(model, own, None)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -100,14 +168,23 @@ class DFlashDraftModel(PreTrainedModel):
 
     def __init__(self, config: Qwen3Config):
         super().__init__(config)
-        self.target_layer_ids = list(dflash_setting(config, "target_layer_ids"))
+        refuse_sliding_window(config)
+        self.target_layer_ids = target_layers_of(config)
         self.block_size = int(dflash_setting(config, "block_size", 16))
-        self.mask_token_id = int(dflash_setting(config, "mask_token_id"))
+        mask_token_id = dflash_setting(config, "mask_token_id")
+        if mask_token_id is None:
+            raise ValueError("the config has no mask_token_id")
+        self.mask_token_id = int(mask_token_id)
         self.layers = nn.ModuleList([DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3RotaryEmbedding(config)
         self.fc = nn.Linear(len(self.target_layer_ids) * config.hidden_size, config.hidden_size, bias=False)
         self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        # Checkpoints that store the embedding table and LM head (DeepSpec's) load them here; otherwise the
+        # drafter uses the target's (z-lab, and our own checkpoints).
+        own = bool(getattr(config, "has_own_embeddings", False))
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size) if own else None
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False) if own else None
         self.post_init()
 
     def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, position_ids: torch.Tensor,

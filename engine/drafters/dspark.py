@@ -1,8 +1,12 @@
 """The DSpark lane: one parallel backbone pass, then the Markov head samples the block left to right and
-the confidence head scores each token; the loop then verifies only as much as the scheduler chooses.
+the confidence head scores each token; `verify_len` then lets the scheduler choose how much to verify.
+Kind "dspark" in methods.py: DeepSpec's `Qwen3DSparkModel` checkpoints, which include DeepSpec's DFlash
+(`markov_rank` 0, no confidence head: drafted like DSpark, with no Markov step and everything verified).
 
-Cache bookkeeping is DFlash's (the draft cache holds committed context only). The distribution each token
-was drawn from, p_k ∝ exp(U_k + B(x_{k−1}, ·)), is the p_draft the rejection rule uses.
+Faithful to the reference: the anchor's own state predicts the first drafted token, and the backbone
+always runs the checkpoint's whole block (B positions) and keeps the first k. Cache bookkeeping is
+DFlash's (the draft cache holds committed context only). The distribution each token was drawn from,
+p_k ∝ exp(U_k + B(x_{k−1}, ·)), is the p_draft the rejection rule uses.
 """
 
 from __future__ import annotations
@@ -10,23 +14,56 @@ from __future__ import annotations
 import torch
 
 from ..sampling import logits_to_probs, pick
+from ..scheduler import verify_len
 from ..timing import SpanClock
 from .base import DraftBlock
 from .dflash import DFlashDrafter
+from .dflash_model import load_block_model
+from .dspark_model import DSparkDraftModel
+
+_ARCHITECTURES = ("Qwen3DSparkModel", "DSparkDraftModel")
+
+
+def recognises(config: dict) -> bool:
+    return any(a in _ARCHITECTURES for a in config.get("architectures") or []) or "markov_rank" in config
+
+
+def load(path: str, device: torch.device, dtype: torch.dtype, **hub):
+    return load_block_model(DSparkDraftModel, path, device, dtype, **hub)
+
+
+def owns(model) -> bool:
+    return isinstance(model, DSparkDraftModel)
+
+
+def build(model, engine) -> "DSparkDrafter":
+    return DSparkDrafter(model, engine.target, engine.verify_steps_per_s)
 
 
 class DSparkDrafter(DFlashDrafter):
-    def __init__(self, model, target):
+    def __init__(self, model, target, verify_steps_per_s=None):
         super().__init__(model, target)
         self.max_draft_len = model.block_size  # the anchor's own state predicts the first token
+        self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
+        layers, block = model.config.num_hidden_layers, model.block_size
+        if model.markov_head is None and model.confidence_head is None:
+            self.label = f"DFlash (DeepSpec format), {layers} layers, block {block}"
+        else:
+            head = model.markov_head.head_type if model.markov_head is not None else "no"
+            self.label = f"DSpark, {layers} layers, block {block}, {head} Markov head"
+
+    def prepare(self, settings) -> None:
+        if settings.scheduler == "throughput" and self.model.confidence_head is not None and self.verify_steps_per_s:
+            self.verify_steps_per_s()  # profiled once, before any run's clock starts
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
-        with clock.span("draft", f"one parallel backbone pass for {k}"):
-            hidden = self.block_hidden(committed_ids, k)  # k inputs give k tokens: the anchor predicts the first
+        with clock.span("draft", f"one parallel backbone pass over the block, keep {k}"):
+            hidden = self.block_hidden(committed_ids)[:k]  # the anchor's state predicts token 1
             base_logits = self.lm_head(hidden)
-        with clock.span("draft", f"Markov head: {k} cheap serial steps"):
-            ids, probs = markov_sample(base_logits, committed_ids[0, -1], self.model.markov_bias, temperature,
+        head = self.model.markov_head
+        with clock.span("draft", f"Markov head: {k} cheap serial steps" if head is not None else "sample"):
+            ids, probs = markov_sample(base_logits, committed_ids[0, -1], self._bias_step(hidden), temperature,
                                        generator)
             confidences = None
             if self.model.confidence_head is not None:
@@ -34,14 +71,32 @@ class DSparkDrafter(DFlashDrafter):
                 confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids))
         return DraftBlock(ids, probs, confidences)
 
+    def _bias_step(self, hidden: torch.Tensor):
+        head = self.model.markov_head
+        if head is None:
+            return None
+        return lambda prev, k, state: head.step(prev, hidden[k], state)
 
-def markov_sample(base_logits: torch.Tensor, anchor_id: torch.Tensor, markov_bias, temperature: float,
+    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
+        if block.confidences is None:
+            return int(block.ids.numel())
+        with clock.span("host", "scheduler picks ℓ"):
+            sps = self.verify_steps_per_s() if settings.scheduler == "throughput" else None
+            return verify_len(settings.scheduler, block.confidences.tolist(), settings.confidence_threshold, sps)
+
+
+def markov_sample(base_logits: torch.Tensor, anchor_id: torch.Tensor, bias_step, temperature: float,
                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample the block left to right: p_k ∝ exp(U_k + B(x_{k−1}, ·)) with x_0 the anchor.
+    """Sample the block left to right: p_k ∝ exp(U_k + B_k), B_k = bias_step(x_{k−1}, k, state) with x_0 the
+    anchor (bias_step None: no Markov head, every position drawn from U_k at once).
     Returns the ids (k,) and the distributions they were drawn from (k, V)."""
-    prev, ids, probs = anchor_id, [], []
-    for row in base_logits:
-        step_probs = logits_to_probs(row + markov_bias(prev), temperature)
+    if bias_step is None:
+        probs = logits_to_probs(base_logits, temperature)
+        return pick(probs, temperature, generator), probs
+    prev, state, ids, probs = anchor_id, None, [], []
+    for k, row in enumerate(base_logits):
+        bias, state = bias_step(prev, k, state)
+        step_probs = logits_to_probs(row + bias, temperature)
         prev = pick(step_probs, temperature, generator)
         ids.append(prev)
         probs.append(step_probs)

@@ -9,10 +9,12 @@ with the anchor itself predicting the first token, a Markov head and a confidenc
   tokens 1..k−1 survived, with per-position temperatures t_k fitted on held-out data (calibration).
 
 Config fields and weight names follow DeepSpec's DSpark checkpoints: top-level `block_size`,
-`mask_token_id`, `target_layer_ids`, `markov_rank`, `markov_head_type`, `enable_confidence_head`,
-`confidence_head_with_markov`; weights `markov_head.markov_w1`, `markov_head.markov_w2`,
-`confidence_head.proj`. The embedding table and LM head are the target's (DeepSpec stores frozen copies;
-they are not kept here). Written for this project from the paper.
+`mask_token_id`, `target_layer_ids`, `markov_rank`, `markov_head_type` (vanilla, gated or rnn),
+`enable_confidence_head`, `confidence_head_with_markov`; weights `markov_head.markov_w1`,
+`markov_head.markov_w2` (+ `gate_proj` or `joint_proj`), `confidence_head.proj`, and the frozen copies of
+the target's `embed_tokens` and `lm_head` DeepSpec stores (dflash_model.load_block_model). DeepSpec's
+DFlash checkpoints are this model with `markov_rank` 0 and no confidence head. Written for this project
+from the paper.
 """
 
 from __future__ import annotations
@@ -24,15 +26,56 @@ from transformers import Qwen3Config
 from .dflash_model import DFlashDraftModel
 
 
+MARKOV_HEAD_TYPES = ("vanilla", "gated", "rnn")  # DeepSpec's three Markov heads
+
+
 class MarkovHead(nn.Module):
-    def __init__(self, vocab_size: int, rank: int):
+    """The in-block sequential head: a logit bias toward each next token from the previous token x_{k−1}
+    (and, for the gated and rnn types, the backbone's output h_k at that position):
+
+    - vanilla: B = W2(W1[x_{k−1}]), a low-rank bigram;
+    - gated:   e = W1[x_{k−1}], g = σ(gate_proj([h_k ; e])), B = W2(g ⊙ e);
+    - rnn:     z = [s_{k−1} ; W1[x_{k−1}] ; h_k], (g, c, o) = joint_proj(z) in three, s_k = σ(g)·s_{k−1} +
+               (1 − σ(g))·tanh(c), B = W2(tanh(o)); the state s starts at zero in every block.
+    """
+
+    def __init__(self, vocab_size: int, rank: int, hidden_size: int, head_type: str = "vanilla"):
         super().__init__()
+        head_type = (head_type or "vanilla").lower()
+        if head_type not in MARKOV_HEAD_TYPES:
+            raise ValueError(f"markov_head_type {head_type!r} is not one of DeepSpec's {', '.join(MARKOV_HEAD_TYPES)}")
+        self.head_type, self.rank = head_type, rank
         self.markov_w1 = nn.Embedding(vocab_size, rank)
         self.markov_w2 = nn.Linear(rank, vocab_size, bias=False)
+        if head_type == "gated":
+            self.gate_proj = nn.Linear(hidden_size + rank, rank)
+        elif head_type == "rnn":
+            self.joint_proj = nn.Linear(2 * rank + hidden_size, 3 * rank)
 
-    def bias(self, prev_ids: torch.Tensor) -> torch.Tensor:
-        """Logit bias toward each next token given the previous token."""
-        return self.markov_w2(self.markov_w1(prev_ids))
+    def step(self, prev_ids: torch.Tensor, hidden: torch.Tensor, state: torch.Tensor | None = None):
+        """One block position: the bias (..., V) given the previous tokens (...) and the backbone's hidden
+        states there (..., H); returns (bias, state), state being the rnn's (None for the others)."""
+        e = self.markov_w1(prev_ids).to(hidden.dtype)
+        if self.head_type == "vanilla":
+            return self.markov_w2(e), None
+        if self.head_type == "gated":
+            return self.markov_w2(torch.sigmoid(self.gate_proj(torch.cat([hidden, e], dim=-1))) * e), None
+        if state is None:
+            state = e.new_zeros(e.shape)
+        gate, candidate, out = self.joint_proj(torch.cat([state, e, hidden], dim=-1)).chunk(3, dim=-1)
+        gate = torch.sigmoid(gate)
+        state = gate * state + (1 - gate) * torch.tanh(candidate)
+        return self.markov_w2(torch.tanh(out)), state
+
+    def block_bias(self, prev_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced biases of whole blocks: prev_ids (..., n), hidden (..., n, H) -> (..., n, V)."""
+        if self.head_type != "rnn":  # no state: every position at once
+            return self.step(prev_ids, hidden)[0]
+        biases, state = [], None
+        for k in range(prev_ids.shape[-1]):
+            bias, state = self.step(prev_ids[..., k], hidden[..., k, :], state)
+            biases.append(bias)
+        return torch.stack(biases, dim=-2)
 
 
 class ConfidenceHead(nn.Module):
@@ -49,8 +92,10 @@ class DSparkDraftModel(DFlashDraftModel):
 
     def __init__(self, config: Qwen3Config):
         super().__init__(config)
-        self.markov_rank = int(getattr(config, "markov_rank", 0))
-        self.markov_head = MarkovHead(config.vocab_size, self.markov_rank) if self.markov_rank > 0 else None
+        self.markov_rank = int(getattr(config, "markov_rank", 0) or 0)
+        self.markov_head = (MarkovHead(config.vocab_size, self.markov_rank, config.hidden_size,
+                                       getattr(config, "markov_head_type", "vanilla"))
+                            if self.markov_rank > 0 else None)
         self.enable_confidence_head = bool(getattr(config, "enable_confidence_head", False))
         with_markov = bool(getattr(config, "confidence_head_with_markov", False)) and self.markov_head is not None
         self.confidence_head_with_markov = with_markov
@@ -60,10 +105,6 @@ class DSparkDraftModel(DFlashDraftModel):
         self.confidence_temperatures = list(getattr(config, "confidence_temperatures", None) or [1.0] * self.block_size)
         self.post_init()
 
-    def markov_bias(self, prev_ids: torch.Tensor) -> torch.Tensor:
-        if self.markov_head is None:
-            return torch.zeros(*prev_ids.shape, self.config.vocab_size)
-        return self.markov_head.bias(prev_ids)
 
     def confidence_logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor:
         """Uncalibrated confidence logits for hidden states (..., H) and the tokens before them (...)."""

@@ -15,7 +15,8 @@ import torch
 
 from ..bench import load_prompts
 from ..loop import Engine
-from ..presets import ASSETS_DIR
+from ..methods import method as method_entry
+from ..presets import ASSETS_DIR, PRESETS
 from ..summary import per_position_acceptance
 from ..types import GenerationConfig
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
@@ -23,7 +24,6 @@ from .lm import heldout_loss, heldout_windows, tokenize_corpus
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
-LANE_DRAFT_LEN = {"ar": 4, "dflash": 7, "dspark": 7}
 
 
 def is_loop(ids: list[int]) -> bool:
@@ -43,8 +43,8 @@ def measure(runs_dir: Path) -> dict:
     streams = tokenize_corpus(engine.tokenizer, runs_dir / "tokens.pt")
     windows = heldout_windows(streams["heldout"], 512)
     card: dict = {"python_version": platform.python_version(), "torch_version": torch.__version__, "models": {}}
-    models = {"target": engine.target, "ar-drafter": engine.drafter_models.get("ar"),
-              "dflash-drafter": engine.drafter_models.get("dflash"), "dspark-drafter": engine.drafter_models.get("dspark")}
+    models = {"target": engine.target,
+              **{PRESETS["tiny"].drafters[m]: engine.drafter_models[m] for m in engine.drafter_models}}
     for name, model in models.items():
         if model is None:
             continue
@@ -58,10 +58,11 @@ def measure(runs_dir: Path) -> dict:
     prompts = load_prompts()
     lanes = {}
     loops = 0
-    for method in ["baseline", *[m for m in LANE_DRAFT_LEN if m in engine.drafter_models]]:
+    for method in engine.methods():
         steps, taus = [], []
         for prompt in prompts:
-            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=LANE_DRAFT_LEN.get(method, 1),
+            draft_len = method_entry(method).default_draft_len or 1
+            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=draft_len,
                                       scheduler="none")  # every drafted token verified: acceptance per position
             result = engine.generate(prompt, config)
             steps.extend(result.steps)
@@ -70,7 +71,7 @@ def measure(runs_dir: Path) -> dict:
                 loops += is_loop(list(result.output_ids))
         if method != "baseline":
             committed = sum(len(s.committed) for s in steps)
-            lanes[method] = {"draft_len": LANE_DRAFT_LEN[method], "tau": round(committed / len(steps), 3),
+            lanes[method] = {"draft_len": draft_len, "drafter": result.drafter, "tau": round(committed / len(steps), 3),
                              "per_position_acceptance": [round(r, 3) for r in per_position_acceptance(steps) if r is not None]}
     card["lanes"] = lanes
     card["heldout_prompts"] = len(prompts)

@@ -52,7 +52,7 @@ def init_markov_head(drafter: DSparkDraftModel) -> None:
 
 def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torch.Generator):
     hidden, teacher, prev = block_batch(drafter, target, x, generator, anchor_predicts_first=True)
-    logits = target.get_output_embeddings()(hidden).float() + drafter.markov_bias(prev).float()
+    logits = target.get_output_embeddings()(hidden).float() + drafter.markov_head.block_bias(prev, hidden).float()
     return hidden, logits, teacher, prev
 
 

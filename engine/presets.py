@@ -44,7 +44,7 @@ PRESETS = {
         name="tiny",
         target="target",
         tokenizer="tokenizer",
-        drafters={"ar": "ar-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter",
+        drafters={"ar": "eagle3-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter",
                   "dspark": "dspark-drafter"},
         description="embedded models trained by us on the Python standard library (assets/)",
     ),

@@ -7,6 +7,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   self-data   text the shipped target writes itself (~10 min)     -> runs/selfdata.pt
   dflash      the DFlash block drafter: corpus, then self-data    -> assets/dflash-drafter/
   dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
+  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~20 min) -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
 """
@@ -84,10 +85,40 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     return 0
 
 
+def _train_eagle3(args, streams, run_dir: Path) -> int:
+    """EAGLE-3: one layer trained with training-time test on the shipped target, half of each batch
+    target-written text; measured on held-out windows, exported."""
+    from ..drafters.eagle3 import Eagle3DraftModel
+    from . import eagle3
+    from .lm import TrainConfig, heldout_windows, train
+
+    target = _shipped_target()
+    drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
+    eagle3.init_from_target(drafter, target)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 800, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40,
+                      threads=args.threads, self_data_fraction=0.5)
+    generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
+
+    def score(windows: torch.Tensor) -> float:
+        return eagle3.eagle3_acceptance(drafter, target, windows)
+
+    train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
+    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
+    drafter.eval()
+    windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    _export(drafter, "eagle3-drafter", cfg, {
+        "heldout_expected_accepted_k4_teacher_forced": round(score(windows), 3),
+        "train_minutes": round(state["elapsed_s"] / 60, 1),
+        "num_parameters": sum(p.numel() for p in drafter.parameters()),
+        "num_trained_parameters": sum(p.numel() for p in drafter.parameters() if p.requires_grad)})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "dflash", "dspark", "card"])
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "dflash", "dspark",
+                                          "eagle3", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
@@ -128,12 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         RUNS.mkdir(parents=True, exist_ok=True)
         torch.save(rows.to(torch.int16), RUNS / "selfdata.pt")
         return 0
-    if args.stage in ("dflash", "dspark"):
+    if args.stage in ("dflash", "dspark", "eagle3"):
         self_path = RUNS / "selfdata.pt"
         if not self_path.exists():
             print("error: run `python -m engine.train self-data` first", file=sys.stderr)
             return 2
         streams = {**streams, "self": torch.load(self_path)}
+        if args.stage == "eagle3":
+            return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
         cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads)

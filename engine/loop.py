@@ -57,7 +57,7 @@ class _DeviceStep:
     confidences: list[float] | None
     kept_ids: list[int]  # tokens committed by this step, cut at a stop
     finished: bool
-    spans: tuple[Span, ...]
+    spans: tuple  # the device clock's spans, resolved by the host work (SpanClock.resolve)
 
 
 class Engine:
@@ -240,7 +240,7 @@ class Engine:
                 record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
             bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
         return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
-                    record.spans + clock.take())
+                    clock.resolve(record.spans) + clock.take())
 
     def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or

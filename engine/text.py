@@ -53,7 +53,10 @@ class TokenTexts:
         return out
 
     def token_text(self, token_id: int) -> str:
-        """How one token reads on its own (special tokens by name, split characters as U+FFFD)."""
+        """How one token reads on its own (special tokens by name, split characters as U+FFFD, ids past
+        the tokenizer's vocabulary as [id N])."""
+        if token_id >= len(self.tokenizer):  # real models pad their vocabulary (Qwen3: 151936 rows, 151669 tokens)
+            return f"[id {token_id}]"
         if token_id in self.special_ids or self._bytes is None:
             return self.tokenizer.decode([token_id], skip_special_tokens=False)
         return self._bytes[token_id].decode("utf-8", errors="replace")
@@ -73,8 +76,8 @@ class IncrementalDecoder:
 
     def push(self, token_id: int) -> str:
         table = self._texts._bytes
-        if table is not None:
-            return self._utf8.decode(table[token_id])
+        if table is not None:  # an id past the vocabulary (padding rows) writes nothing, as decode() does
+            return self._utf8.decode(table[token_id] if token_id < len(table) else b"")
         # Generic tokenizers: decode the whole output and emit what is new once it is stable.
         self._ids.append(token_id)
         text = self._texts.tokenizer.decode(self._ids, skip_special_tokens=True)

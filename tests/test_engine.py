@@ -239,3 +239,15 @@ def test_stopping_a_stream_early_ends_the_device_thread(random_engine):
     while any(t.name == "speclab-device-loop" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not any(t.name == "speclab-device-loop" for t in threading.enumerate())
+
+
+def test_ids_past_the_tokenizer_vocabulary_write_nothing_and_show_their_id(random_engine):
+    """Real models pad their vocabulary past the tokenizer's (Qwen3: 151936 rows, 151669 tokens); a draft
+    or a top token there must not break the trace or the text."""
+    from engine.text import TokenTexts
+
+    texts = TokenTexts(random_engine.tokenizer)
+    past = len(random_engine.tokenizer) + 5
+    assert texts.token_text(past) == f"[id {past}]"
+    decoder = texts.decoder()
+    assert decoder.push(past) == "" and decoder.push(random_engine.tokenizer.encode("x")[0]) == "x"

@@ -9,6 +9,14 @@ import sys
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 
+def load_engine(preset: str, device: str):
+    from engine.loop import Engine
+
+    engine = Engine.load(preset, device)
+    engine.warm_up()
+    return engine
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
@@ -17,19 +25,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = parser.parse_args(argv)
 
-    from engine.loop import Engine
     from engine.types import EngineError
 
     from .main import build_app, launch
 
+    notice = ""
     try:
-        engine = Engine.load(args.preset, args.device)
-        engine.warm_up()
+        engine = load_engine(args.preset, args.device)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if args.preset == DEFAULT_PRESET:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        # A real preset that cannot run here (no GPU, weights not cached): serve the embedded models instead.
+        notice = f"{exc}; showing the embedded models ({DEFAULT_PRESET}) instead"
+        print(f"warning: {notice}", file=sys.stderr)
+        try:
+            engine = load_engine(DEFAULT_PRESET, args.device)
+        except EngineError as again:
+            print(f"error: {again}", file=sys.stderr)
+            return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
-    launch(build_app(engine), server_name=args.host, server_port=args.port)
+    launch(build_app(engine, notice=notice), server_name=args.host, server_port=args.port)
     return 0
 
 

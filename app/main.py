@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from engine.presets import PRESETS
@@ -14,19 +16,18 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
          "Every number below is measured in this run, on this machine.")
 
 
-def runnable_methods(engine) -> list[str]:
-    return engine.methods()
-
-
-def build_app(engine) -> gr.Blocks:
+def build_app(engine, notice: str = "") -> gr.Blocks:
+    """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced)."""
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
     with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
         gr.Markdown(f"# SpecLab\n{INTRO}")
-        gr.HTML(f'<div class="note" id="device">Running on <b>{engine.device_name}</b> · models: '
-                f'<b>{engine.preset}</b> — {models}</div>')
+        gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
+                f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
+        if notice:
+            gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         with gr.Tab("Compare"):
-            compare.render(engine, runnable_methods(engine))
+            compare.render(engine, engine.methods())
         with gr.Tab("About"):
             about.render(engine)
     demo.queue(max_size=32)

@@ -11,7 +11,7 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.charts import timeline_figure  # noqa: E402
-from app.main import build_app, runnable_methods  # noqa: E402
+from app.main import build_app  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
@@ -43,7 +43,26 @@ def test_app_builds_without_launching(random_engine):
     assert isinstance(demo, gr.Blocks)
     labels = {getattr(block, "label", None) for block in demo.blocks.values()}
     assert {"Compare", "About"} <= labels
-    assert runnable_methods(random_engine) == ["baseline", "ar", "dflash", "dspark"]
+    lanes = {block.elem_id for block in demo.blocks.values() if str(getattr(block, "elem_id", "")).startswith("lane-")}
+    assert lanes == {f"lane-{m}" for m in random_engine.methods()}  # one lane per method the engine can run
+
+
+def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
+    import app.__main__ as entry
+    from engine.types import EngineError
+
+    def load_engine(preset, device):
+        if preset != "tiny":
+            raise EngineError(f"preset {preset!r} needs a CUDA GPU and there is none here")
+        return random_engine
+
+    served = {}
+    monkeypatch.setattr(entry, "load_engine", load_engine)
+    monkeypatch.setattr("app.main.launch", lambda demo, **kw: served.setdefault("demo", demo))
+    assert entry.main(["--preset", "qwen3-4b"]) == 0
+    notice = [b.value for b in served["demo"].blocks.values() if getattr(b, "elem_id", None) == "notice"]
+    assert notice and "needs a CUDA GPU" in notice[0] and "embedded models (tiny)" in notice[0]
+    assert "warning: preset 'qwen3-4b' needs a CUDA GPU" in capsys.readouterr().err
 
 
 def test_lane_html_marks_exactly_the_output_tokens(random_engine):
@@ -83,7 +102,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     status, *lanes = client.predict(PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto",
                                     api_name="/run")[:-4]  # the last four outputs are the charts
     assert "done" in status
-    assert len(lanes) == len(runnable_methods(random_engine))
+    assert len(lanes) == len(random_engine.methods())
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
     for lane in lanes:  # greedy: every lane writes the baseline's text
         assert output_text_of(lane) == display_text(expected)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("gradio")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-from app.main import build_app, runnable_methods  # noqa: E402
+from app.main import build_app  # noqa: E402
 from app.render import display_text  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
@@ -46,7 +46,7 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_eng
         prompt = page.locator("#prompt textarea").input_value()
         page.click("#run")
         page.wait_for_selector("#status :text('done')", timeout=120_000)
-        methods = runnable_methods(embedded_engine)
+        methods = embedded_engine.methods()
         for method in methods:
             lane = page.locator(f"#lane-{method} .lane-card")
             assert lane.get_attribute("data-state") == "done"

@@ -10,9 +10,13 @@ METHODS_TEXT = """
 ### The methods
 - **Baseline**: the target alone, one forward per token. Every other lane must write exactly its text at
   temperature 0.
-- **AR**: a small model with the target's tokenizer drafts K tokens, one forward each, then the target
-  verifies all K in one forward (Leviathan et al. 2023, *Fast Inference from Transformers via Speculative
-  Decoding*). Drafting cost grows with K: the serial ceiling.
+- **AR (EAGLE-3)**: a one-layer drafter reads the target's hidden states (three or five of its layers, fused
+  by a linear layer) with the last token's embedding and drafts K tokens, one forward each, feeding its own
+  hidden state back (Li et al., *EAGLE-3*, arXiv 2503.01840; DeepSpec's checkpoint format). The target then
+  verifies all K in one forward. Drafting cost grows with K: the serial ceiling.
+- **Classic**: classic speculative decoding, where a small language model with the target's tokenizer drafts K
+  tokens, one forward each (Leviathan et al. 2023, *Fast Inference from Transformers via Speculative
+  Decoding*).
 - **DFlash**: a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the
   target's hidden states injected as keys and values (*DFlash*, arXiv 2602.06036).
 - **DSpark**: DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to
@@ -30,8 +34,9 @@ sample equals the draft. Both leave the output distributed exactly as the target
 def render(engine) -> None:
     gr.Markdown(METHODS_TEXT)
     preset = PRESETS.get(engine.preset)
+    drafters = "\n".join(f"- {m}: {engine.drafter_label(m)}" for m in engine.methods())
     gr.Markdown(f"### This machine\nRunning on **{engine.device_name}**, preset **{engine.preset}**"
-                + (f": {preset.description}." if preset else "."))
+                + (f": {preset.description}." if preset else ".") + f"\n\nDrafters in this preset:\n{drafters}")
     card = ASSETS_DIR / "MODEL_CARD.md"
     if engine.preset == "tiny" and card.exists():
         gr.Markdown(card.read_text(encoding="utf-8").replace("# Model card", "### Model card", 1))

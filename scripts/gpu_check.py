@@ -35,7 +35,7 @@ from engine.drafters.dspark_model import DSparkDraftModel  # noqa: E402
 from engine.drafters.eagle3 import Eagle3DraftModel  # noqa: E402
 from engine.loop import Engine  # noqa: E402
 from engine.methods import METHOD_REGISTRY  # noqa: E402
-from engine.models import default_dtype, load_tokenizer  # noqa: E402
+from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
 from engine.scheduler import profile_verify_speed  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
@@ -48,7 +48,7 @@ NARROW = dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num
 FEATURE_LAYERS = [1, 9, 17, 25, 33]  # DeepSpec's and z-lab's for a 36-layer target
 
 
-def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool) -> Engine:
+def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool) -> tuple[Engine, dict]:
     """Random-weight models of the public shapes: a Qwen3-4B target, Qwen3-0.6B as the small LM, DeepSpec's
     EAGLE-3 (1 layer), DFlash and DSpark (5 layers, block 7, rank 256) and z-lab's DFlash (5 layers, block 16)."""
     dtype = default_dtype(device)
@@ -81,30 +81,31 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool) -> Engine
         model.to(dtype).eval().requires_grad_(False)
     zlab.to(dtype).eval().requires_grad_(False)
     engine = Engine(target, tokenizer, drafters, device, preset="qwen3-4b-shape (random weights)")
-    engine.extra_lanes = {"dflash_zlab_b16": zlab}
-    return engine
+    return engine, {"dflash_zlab_b16": zlab}
 
 
-def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block_len: int) -> dict:
-    """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike."""
+def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block_len: int,
+                  extra: dict | None = None) -> dict:
+    """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike; `extra`
+    names further DFlash checkpoints, each run in the DFlash lane at its whole block."""
     lanes = {}
     for method in engine.methods():
         k = block_len if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_draft_len or 1
         for overlap in (False, True):
             lanes[f"{method}/overlap_{'on' if overlap else 'off'}"] = (
                 method, GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=k, overlap=overlap))
-    extra = getattr(engine, "extra_lanes", {})
+    extra = extra or {}
     totals = {name: {"tokens": 0, "steps": 0, "committed": 0, "wall_s": 0.0, "draft_s": 0.0, "verify_s": 0.0,
                      "bubble_s": 0.0, "identical": True} for name in [*lanes, *extra]}
 
     def run_all(prompt: str, tally: bool) -> None:
         results = {name: engine.generate(prompt, config) for name, (method, config) in lanes.items()}
-        for name, model in extra.items():  # a second DFlash checkpoint in the DFlash lane
+        for name, model in extra.items():
             saved = engine.drafter_models["dflash"], engine.drafter_kinds["dflash"]
-            engine.drafter_models["dflash"] = model
-            engine.drafter_kinds["dflash"] = __import__("engine.models", fromlist=["x"]).drafter_kind_of(model)
+            engine.drafter_models["dflash"], engine.drafter_kinds["dflash"] = model, drafter_kind_of(model)
             try:
-                results[name] = engine.generate(prompt, replace(lanes["dflash/overlap_off"][1], draft_len=15))
+                results[name] = engine.generate(prompt, replace(lanes["dflash/overlap_off"][1],
+                                                                draft_len=model.block_size - 1))
             finally:
                 engine.drafter_models["dflash"], engine.drafter_kinds["dflash"] = saved
         baseline = results["baseline/overlap_off"].output_ids
@@ -167,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7),
                           "verify_cost": verify_cost(embedded)}
     print(f"Qwen3-4B-shaped random models ({'narrowed, ' if args.cpu else ''}{default_dtype(device)})", file=sys.stderr)
-    shaped = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu)
-    report["qwen3_4b_shape"] = {"narrowed": args.cpu, "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7),
+    shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu)
+    report["qwen3_4b_shape"] = {"narrowed": args.cpu,
+                                "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra),
                                 "verify_cost": verify_cost(shaped)}
     report["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

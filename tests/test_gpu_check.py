@@ -1,0 +1,42 @@
+"""scripts/gpu_check.py runs here with --cpu: every lane identical to the baseline on both families, and
+the JSON it writes carries every figure the device check promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(tmp_path):
+    out = tmp_path / "check.json"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--prompts", "1",
+                             "--max-new-tokens", "6", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    for family in ("embedded", "qwen3_4b_shape"):
+        lanes = report[family]["lanes"]
+        assert {"baseline/overlap_off", "ar/overlap_on", "dflash/overlap_off", "dspark/overlap_on"} <= set(lanes)
+        for lane in lanes.values():
+            assert lane["identical_to_baseline"] is True
+            assert lane["tokens_per_s"] > 0 and 0 <= lane["bubble_share"] < 1
+        assert set(report[family]["verify_cost"]) == {"1", "2", "4", "8", "16", "32"}
+    assert "dflash_zlab_b16" in report["qwen3_4b_shape"]["lanes"]
+    assert report["device"].startswith("cpu")
+
+
+def test_gpu_check_without_cuda_says_so_in_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: no CUDA device here; pass --cpu to run the same checks on the CPU"]

@@ -8,6 +8,11 @@ many tokens they send to the target.
   pick ℓ maximising τ(ℓ) · SPS(1 + ℓ), where SPS(n) is measured verify steps per second for a verify
   forward of n tokens; positions are admitted greedily and the search stops at the first one that does not
   improve the objective (the paper's early stop).
+
+SPS comes from a cost model, not from raw timings: a verify forward of n tokens costs t(n) = a + b·n,
+fitted by least squares to the median of many timed forwards per n (b ≥ 0: verifying more never costs
+less). One noisy timing cannot then make SPS(2) look much slower than SPS(1), which would make the
+throughput rule verify nothing at all (ℓ = 0) on every step.
 """
 
 from __future__ import annotations
@@ -54,11 +59,38 @@ def verify_len(scheduler: str, confidences: Sequence[float], threshold: float,
     return len(confidences)
 
 
-@torch.inference_mode()
+def fit_verify_cost(seconds: Sequence[float]) -> tuple[float, float]:
+    """Least-squares fit of t(n) = a + b·n to seconds[n − 1] (n = 1..len), with b ≥ 0 and a > 0."""
+    ns = list(range(1, len(seconds) + 1))
+    if len(ns) == 1:
+        return seconds[0], 0.0
+    mean_n, mean_t = sum(ns) / len(ns), sum(seconds) / len(seconds)
+    var = sum((n - mean_n) ** 2 for n in ns)
+    b = max(0.0, sum((n - mean_n) * (t - mean_t) for n, t in zip(ns, seconds)) / var)
+    a = mean_t - b * mean_n
+    if a <= 0:  # cost proportional to n (never seen, but keep SPS finite and monotone)
+        a, b = min(seconds), max(0.0, (max(seconds) - min(seconds)) / len(seconds))
+    return a, b
+
+
+def steps_per_s_from_timings(seconds: Sequence[float]) -> list[float]:
+    """SPS(n) = 1 / (a + b·n) from the fitted cost model; index 0 holds 0.0."""
+    a, b = fit_verify_cost(seconds)
+    return [0.0] + [1.0 / (a + b * n) for n in range(1, len(seconds) + 1)]
+
+
 def profile_verify_speed(target, device: torch.device, max_tokens: int, context: int = 128,
-                         repeats: int = 7) -> list[float]:
-    """SPS(n) for n = 1..max_tokens: verify forwards of n tokens over a `context`-token cache, timed on
-    this device (median of `repeats`, after one warm-up). Index 0 holds 0.0."""
+                         repeats: int = 9) -> list[float]:
+    """SPS(n) for n = 1..max_tokens on this device: timed verify forwards smoothed through the linear cost
+    model. Index 0 holds 0.0."""
+    return steps_per_s_from_timings(time_verify_forwards(target, device, range(1, max_tokens + 1), context, repeats))
+
+
+@torch.inference_mode()
+def time_verify_forwards(target, device: torch.device, sizes: Sequence[int], context: int = 128,
+                         repeats: int = 9) -> list[float]:
+    """Seconds per target forward of n new tokens over a `context`-token cache, for each n in `sizes`:
+    the median of `repeats` after one warm-up round, sizes interleaved so a burst of load hits all alike."""
     from .models import crop_cache, forward_logits, new_cache
 
     vocab = target.config.vocab_size
@@ -66,20 +98,17 @@ def profile_verify_speed(target, device: torch.device, max_tokens: int, context:
     prefix = torch.randint(2, vocab, (1, context), generator=generator).to(device)
     cache = new_cache(target)
     forward_logits(target, prefix, cache, logits_to_keep=1)
-    sps = [0.0]
-    for n in range(1, max_tokens + 1):
-        block = torch.randint(2, vocab, (1, n), generator=generator).to(device)
-        times = []
-        for r in range(repeats + 1):
+    blocks = [torch.randint(2, vocab, (1, n), generator=generator).to(device) for n in sizes]
+    times: list[list[float]] = [[] for _ in blocks]
+    for r in range(repeats + 1):
+        for i, block in enumerate(blocks):
             if device.type == "cuda":
                 torch.cuda.synchronize()
             start = time.perf_counter()
             forward_logits(target, block, cache)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            if r:
-                times.append(time.perf_counter() - start)
+            if r:  # the first round warms up
+                times[i].append(time.perf_counter() - start)
             crop_cache(cache, context)
-        times.sort()
-        sps.append(1.0 / times[len(times) // 2])
-    return sps
+    return [sorted(t)[len(t) // 2] for t in times]

@@ -36,7 +36,7 @@ from engine.drafters.eagle3 import Eagle3DraftModel  # noqa: E402
 from engine.loop import Engine  # noqa: E402
 from engine.methods import METHOD_REGISTRY  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
-from engine.scheduler import profile_verify_speed  # noqa: E402
+from engine.scheduler import time_verify_forwards  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
 # Qwen3-4B and Qwen3-0.6B as published; --cpu narrows the width and keeps every depth.
@@ -139,9 +139,8 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
 
 def verify_cost(engine: Engine, sizes=(1, 2, 4, 8, 16, 32)) -> dict:
     """Milliseconds per target forward of n new tokens over a 128-token cache, and relative to n = 1."""
-    sps = profile_verify_speed(engine.target, engine.device, max(sizes))
-    one = 1e3 / sps[1]
-    return {str(n): {"ms": round(1e3 / sps[n], 3), "vs_one_token": round(1e3 / sps[n] / one, 3)} for n in sizes}
+    seconds = time_verify_forwards(engine.target, engine.device, sizes)
+    return {str(n): {"ms": round(t * 1e3, 3), "vs_one_token": round(t / seconds[0], 3)} for n, t in zip(sizes, seconds)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,6 +99,23 @@ def test_checkpoint_with_public_config_fields_loads(tmp_path, random_engine):
     assert torch.equal(model.layers[1].self_attn.k_proj.weight, weights["layers.1.self_attn.k_proj.weight"])
 
 
-def test_random_drafter_fixture_is_dflash(random_engine):
-    assert isinstance(random_engine.drafter_models["dflash"], DFlashDraftModel)
-    assert tiny_dflash(random_engine.target, block_size=4).block_size == 4
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_shorter_drafts_are_the_head_of_the_whole_block(random_engine, method):
+    """Asked for k < B drafts, a block drafter still runs its whole trained block (attention inside it is
+    bidirectional) and keeps the first k: the drafts and their distributions equal the full block's head."""
+    model = random_engine.drafter_models[method]
+    prompt = torch.tensor([random_engine.encode_prompt(PROMPT)])
+    features = features_of(random_engine, prompt, model.target_layer_ids)
+    committed = torch.cat([prompt, torch.tensor([[42]])], dim=1)
+    clock = SpanClock(torch.device("cpu"))
+
+    def draft(k: int):
+        drafter = random_engine._drafter(method)
+        drafter.start(prompt, features, clock)
+        return drafter.propose(committed, k, 0.0, torch.Generator(), clock)
+
+    full = draft(random_engine._drafter(method).max_draft_len)
+    for k in (1, 2, 4):
+        head = draft(k)
+        assert torch.equal(head.ids, full.ids[:k])
+        assert torch.allclose(head.probs, full.probs[:k], atol=1e-6)

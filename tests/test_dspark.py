@@ -11,7 +11,8 @@ from safetensors.torch import save_file
 from engine.drafters.dspark import markov_sample
 from engine.drafters.dspark_model import DSparkDraftModel
 from engine.models import load_drafter
-from engine.scheduler import static_cut, survival, throughput_cut, verify_len
+from engine.scheduler import (fit_verify_cost, static_cut, steps_per_s_from_timings, survival, throughput_cut,
+                              verify_len)
 from engine.types import GenerationConfig
 
 from conftest import decoder_layer_weights
@@ -57,6 +58,22 @@ def test_throughput_scheduler_follows_the_formula():
 def test_throughput_scheduler_stops_at_the_first_non_improvement():
     """ℓ=1 loses (1.5·60 < 100) though ℓ=2 would win (1.995·95): the early stop keeps ℓ = 0."""
     assert throughput_cut([0.5, 0.99], [0.0, 100.0, 60.0, 95.0]) == 0
+
+
+def test_a_noisy_verify_timing_cannot_make_the_scheduler_verify_nothing():
+    """Timings of a CPU where verify cost is about 3.8 ms + 0.25 ms per token, with the 2-token forward hit
+    by a burst of load (×2): the raw table makes ℓ = 0 win on every step (1.9 / 8.6 ms < 1 / 4.05 ms); the
+    fitted cost model keeps the scheduler verifying confident drafts."""
+    seconds = [3.8e-3 + 0.25e-3 * n for n in range(1, 10)]
+    seconds[1] *= 2.0
+    raw = [0.0] + [1.0 / t for t in seconds]
+    confidences = [0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5]
+    assert throughput_cut(confidences, raw) == 0  # what the raw profile did (the failure this guards against)
+    fitted = steps_per_s_from_timings(seconds)
+    assert all(a >= b for a, b in zip(fitted[1:], fitted[2:]))  # verifying more never gets faster
+    assert throughput_cut(confidences, fitted) >= 4
+    a, b = fit_verify_cost([3.8e-3 + 0.25e-3 * n for n in range(1, 10)])
+    assert a == pytest.approx(3.8e-3) and b == pytest.approx(0.25e-3)  # exact on noise-free timings
 
 
 def test_static_cut_stops_at_the_first_low_confidence():

@@ -28,3 +28,23 @@ def test_heldout_prompts_are_shipped():
     prompts = load_prompts()
     assert len(prompts) >= 30
     assert all(p.rstrip().endswith(":") for p in prompts)
+
+
+def test_k_sweep_reports_every_k_and_its_best(random_engine):
+    from engine.bench import run_k_sweep
+
+    sweep = run_k_sweep(random_engine, ["def parse(self, text):\n"], max_new_tokens=12, ks=range(1, 4))
+    assert list(sweep["rows"]) == [1, 2, 3]
+    assert sweep["best_k"] == max(sweep["rows"], key=lambda k: sweep["rows"][k]["speedup"])
+    assert all(row["speedup"] > 0 and 1 <= row["tau"] <= k + 1 for k, row in sweep["rows"].items())
+    assert "| K | 1 | 2 | 3 |" in format_table({"preset": "p", "device": "d", "num_prompts": 1, "max_new_tokens": 12,
+                                                "draft_len": 1, "block_len": 1, "lanes": {}, "ratios": {},
+                                                "identical_outputs": True, "k_sweep": sweep})
+
+
+def test_busy_machine_runs_a_second_process_only_meanwhile():
+    from engine.bench import BusyMachine
+
+    with BusyMachine() as busy:
+        assert busy.process.poll() is None  # spinning
+    assert busy.process.poll() is not None  # gone afterwards

@@ -7,7 +7,7 @@ repo id, never remote code).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .methods import METHODS
@@ -39,41 +39,31 @@ class Preset:
         return [self.target, *self.drafters.values()]
 
 
-PRESETS = {
-    "tiny": Preset(
-        name="tiny",
-        target="target",
-        tokenizer="tokenizer",
-        drafters={"ar": "eagle3-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter",
-                  "dspark": "dspark-drafter"},
-        description="embedded models trained by us on the Python standard library (assets/)",
-    ),
-    # The DSpark paper's comparison (Table 1: Qwen3-4B, block 7, drafters trained alike by DeepSpec).
-    "qwen3-4b": Preset(
-        name="qwen3-4b",
-        target="Qwen/Qwen3-4B",
-        tokenizer="Qwen/Qwen3-4B",
-        drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
-                  "dflash": "deepseek-ai/dflash_qwen3_4b_block7", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
-        description="Qwen3-4B with DeepSpec's EAGLE-3, DFlash and DSpark (block 7) and Qwen3-0.6B as the small LM",
-        chat=True, needs_gpu=True, local=False,
-    ),
-    # The DFlash paper's own drafter (z-lab, block 16) on the same target.
-    "qwen3-4b-zlab": Preset(
-        name="qwen3-4b-zlab",
-        target="Qwen/Qwen3-4B",
-        tokenizer="Qwen/Qwen3-4B",
-        drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
-                  "dflash": "z-lab/Qwen3-4B-DFlash-b16", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
-        description="as qwen3-4b, with z-lab's DFlash checkpoint (block 16) in the DFlash lane",
-        chat=True, needs_gpu=True, local=False,
-    ),
-}
+TINY = Preset(
+    name="tiny",
+    target="target",
+    tokenizer="tokenizer",
+    drafters={"ar": "eagle3-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+    description="embedded models trained by us on the Python standard library (assets/)",
+)
+# The DSpark paper's comparison (Table 1: Qwen3-4B, block 7, drafters trained alike by DeepSpec).
+QWEN3_4B = Preset(
+    name="qwen3-4b",
+    target="Qwen/Qwen3-4B",
+    tokenizer="Qwen/Qwen3-4B",
+    drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
+              "dflash": "deepseek-ai/dflash_qwen3_4b_block7", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
+    description="Qwen3-4B with DeepSpec's EAGLE-3, DFlash and DSpark (block 7) and Qwen3-0.6B as the small LM",
+    chat=True, needs_gpu=True, local=False,
+)
+# The DFlash paper's own drafter (z-lab, block 16) in the DFlash lane, the rest as above.
+QWEN3_4B_ZLAB = replace(QWEN3_4B, name="qwen3-4b-zlab", drafters={**QWEN3_4B.drafters, "dflash": "z-lab/Qwen3-4B-DFlash-b16"},
+                        description="as qwen3-4b, with z-lab's DFlash checkpoint (block 16) in the DFlash lane")
+PRESETS = {p.name: p for p in (TINY, QWEN3_4B, QWEN3_4B_ZLAB)}
 DEFAULT_PRESET = "tiny"
 
 for _preset in PRESETS.values():  # a typo in a preset would otherwise surface only when it is loaded
     assert set(_preset.drafters) <= set(METHODS), _preset.name
-
 
 def resolve_model_path(name: str) -> str:
     """A name of a folder in assets/ becomes its absolute path; anything else is passed on (hub id, path)."""

@@ -137,9 +137,9 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
     return report
 
 
-def verify_cost(engine: Engine, sizes=(1, 2, 4, 8, 16, 32)) -> dict:
+def verify_cost(engine: Engine, repeats: int, sizes=(1, 2, 4, 8, 16, 32)) -> dict:
     """Milliseconds per target forward of n new tokens over a 128-token cache, and relative to n = 1."""
-    seconds = time_verify_forwards(engine.target, engine.device, sizes)
+    seconds = time_verify_forwards(engine.target, engine.device, sizes, repeats=repeats)
     return {str(n): {"ms": round(t * 1e3, 3), "vs_one_token": round(t / seconds[0], 3)} for n, t in zip(sizes, seconds)}
 
 
@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="run on the CPU (the 4B shape narrowed to width 256)")
     parser.add_argument("--prompts", type=int, default=4, help="held-out prompts per family")
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=9, help="timed forwards per size for the verify cost")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check.json")
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():
@@ -165,12 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     report["device"] = embedded.device_name
     print(f"embedded models on {embedded.device_name}", file=sys.stderr)
     report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7),
-                          "verify_cost": verify_cost(embedded)}
+                          "verify_cost": verify_cost(embedded, args.repeats)}
     print(f"Qwen3-4B-shaped random models ({'narrowed, ' if args.cpu else ''}{default_dtype(device)})", file=sys.stderr)
     shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu)
     report["qwen3_4b_shape"] = {"narrowed": args.cpu,
                                 "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra),
-                                "verify_cost": verify_cost(shaped)}
+                                "verify_cost": verify_cost(shaped, args.repeats)}
     report["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     for family in ("embedded", "qwen3_4b_shape"):

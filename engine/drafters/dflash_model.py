@@ -114,27 +114,32 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos[:, None] + _rotate_half(x) * sin[:, None]
 
 
-class DFlashAttention(nn.Module):
-    def __init__(self, config: Qwen3Config, layer_idx: int):
+class DraftAttention(nn.Module):
+    """Qwen3 attention (per-head q_norm / k_norm, RoPE, grouped KV heads) of a draft layer whose inputs are
+    `input_width` wide (H for the block drafters, 2H for EAGLE-3's [embedding ; hidden]); keys and values
+    may also cover context features that give no queries (the block drafters' KV injection)."""
+
+    def __init__(self, config: Qwen3Config, layer_idx: int, input_width: int | None = None):
         super().__init__()
         self.layer_idx = layer_idx
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
-        bias = config.attention_bias
-        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        width, bias = input_width or config.hidden_size, config.attention_bias
+        self.q_proj = nn.Linear(width, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
-    def forward(self, block: torch.Tensor, context: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    def forward(self, block: torch.Tensor, context: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor,
                 cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """block (b, q, H) and new context features (b, c, H); cos/sin cover the c + q new key positions.
-        Keys and values of earlier context come from `cache`, which this call extends."""
+        """block (b, q, width) and new context features (b, c, width) or None; cos/sin cover the c + q new
+        key positions. Keys and values of earlier positions come from `cache`, which this call extends.
+        attention_mask: bool, True = may attend (None: every key)."""
         b, q_len, _ = block.shape
-        keys_in = torch.cat([context, block], dim=1)
+        keys_in = block if context is None else torch.cat([context, block], dim=1)
         q = self.q_norm(self.q_proj(block).view(b, q_len, self.num_heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(keys_in).view(b, -1, self.num_kv_heads, self.head_dim)).transpose(1, 2)
         v = self.v_proj(keys_in).view(b, -1, self.num_kv_heads, self.head_dim).transpose(1, 2)
@@ -150,7 +155,7 @@ class DFlashAttention(nn.Module):
 class DFlashDecoderLayer(nn.Module):
     def __init__(self, config: Qwen3Config, layer_idx: int):
         super().__init__()
-        self.self_attn = DFlashAttention(config, layer_idx)
+        self.self_attn = DraftAttention(config, layer_idx)
         self.mlp = Qwen3MLP(config)
         self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)

@@ -32,17 +32,16 @@ import json
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel, Qwen3Config
-from transformers.models.qwen3.modeling_qwen3 import (Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding,
-                                                      apply_rotary_pos_emb)
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding
 
 from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from ..types import EngineError
 from .base import BaseDrafter, DraftBlock
+from .dflash_model import DraftAttention
 
 ARCHITECTURE = "Qwen3Eagle3Model"  # DeepSpec's name, used for our checkpoints too
 NUM_FEATURE_LAYERS = 5  # DeepSpec reads exactly 5 target layers (validate_eagle3_target_layer_ids)
@@ -50,43 +49,10 @@ NUM_FEATURE_LAYERS = 5  # DeepSpec reads exactly 5 target layers (validate_eagle
 
 # --- the network -------------------------------------------------------------------------------------
 
-class Eagle3Attention(nn.Module):
-    """Qwen3 attention whose projections read [embedding ; hidden] (width 2H)."""
-
-    def __init__(self, config: Qwen3Config, layer_idx: int):
-        super().__init__()
-        self.layer_idx = layer_idx
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
-        width, bias = 2 * config.hidden_size, config.attention_bias
-        self.q_proj = nn.Linear(width, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(width, self.num_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
-        self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
-        self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x (b, q, 2H); cos/sin (b, q, head_dim) of the new positions. Keys and values of earlier positions
-        come from `cache`, which this call extends. attention_mask: bool, True = may attend."""
-        b, q_len, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, q_len, self.num_heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, q_len, self.num_kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        if cache is not None:
-            k, v = cache.update(k, v, self.layer_idx)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask,
-                                             enable_gqa=self.num_heads != self.num_kv_heads)
-        return self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
-
-
 class Eagle3DecoderLayer(nn.Module):
     def __init__(self, config: Qwen3Config, layer_idx: int):
         super().__init__()
-        self.self_attn = Eagle3Attention(config, layer_idx)
+        self.self_attn = DraftAttention(config, layer_idx, input_width=2 * config.hidden_size)
         self.mlp = Qwen3MLP(config)
         self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
@@ -94,7 +60,7 @@ class Eagle3DecoderLayer(nn.Module):
 
     def forward(self, embedded: torch.Tensor, hidden: torch.Tensor, cos, sin, cache=None, attention_mask=None):
         x = torch.cat([self.input_layernorm(embedded), self.hidden_norm(hidden)], dim=-1)  # [embedding | hidden]
-        hidden = hidden + self.self_attn(x, cos, sin, cache, attention_mask)  # the residual is the hidden input
+        hidden = hidden + self.self_attn(x, None, cos, sin, cache, attention_mask)  # residual: the hidden input
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 

@@ -88,7 +88,7 @@ def render_markdown(card: dict) -> str:
              "Every figure below was measured by `python -m engine.train card` on the shipped float16 weights.", "",
              "| model | parameters | on disk | trained | held-out loss (nats/token) |", "|---|---|---|---|---|"]
     for name, m in card["models"].items():
-        loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (predicts blocks, see τ)"
+        loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (reads target features; see τ)"
         lines.append(f"| {name} | {m['parameters'] / 1e6:.2f} M | {m['disk_mb']:.1f} MB | {m['train_minutes']} min | {loss} |")
     lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
               f"On the {card['heldout_prompts']} held-out prompts (`assets/prompts/heldout.jsonl`), "
@@ -96,7 +96,8 @@ def render_markdown(card: dict) -> str:
               "| lane | K | τ (tokens per step, bonus included) | per-position acceptance |", "|---|---|---|---|"]
     for method, lane in card["lanes"].items():
         ppa = ", ".join(f"{r:.2f}" for r in lane["per_position_acceptance"])
-        lines.append(f"| {method} | {lane['draft_len']} | {lane['tau']:.2f} | {ppa} |")
+        drafter = f" ({lane['drafter']})" if lane.get("drafter") else ""
+        lines.append(f"| {method}{drafter} | {lane['draft_len']} | {lane['tau']:.2f} | {ppa} |")
     lines += ["", f"Greedy loops: the target's greedy output falls into a loop (its last {LOOP_WINDOW} tokens repeat "
               f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "
               f"{card['greedy_loop_rate'] * 100:.0f}% of the held-out prompts.", "",

@@ -8,7 +8,11 @@ from engine.summary import per_position_acceptance
 from engine.types import Step
 
 from .render import METHOD_LABELS
+from .theme import ACCEPTED as ACCEPTED_COLOUR
+from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
 from .theme import LANE_COLOURS
+from .theme import REJECTED as REJECTED_COLOUR
+from .theme import VERIFY_WORK as VERIFY_COLOUR
 
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
 LANE_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
@@ -121,3 +125,67 @@ def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
         fig.add_trace(go.Scatter(x=times, y=counts, mode="lines", name=METHOD_LABELS.get(method, method),
                                  line_shape="hv"))
     return _small_layout(fig, "Tokens vs wall time", "time since the lane's start (ms)", "tokens committed")
+
+
+# --- the Why tab: the seed's formula against measurements -----------------------------------------------
+
+PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (UX: label predictions)
+
+
+def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int, float] | None = None,
+                  measured_prediction: list[float] | None = None) -> go.Figure:
+    """Predicted speedup against K for a serial and a one-pass drafter, each optimum marked; optionally a
+    measured K sweep and the formula's curve from that sweep's own measured acceptance and cost."""
+    from .theory import best_k
+
+    ks = list(range(1, len(serial) + 1))
+    fig = go.Figure()
+    for name, curve, colour in (("serial drafter (K forwards), predicted", serial, DRAFT_WORK_COLOUR),
+                                ("one-pass drafter (1 forward), predicted", one_pass, ACCEPTED_COLOUR)):
+        k = best_k(curve)
+        fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=name, line=dict(color=colour, dash=PREDICTION_DASH)))
+        fig.add_trace(go.Scatter(x=[k], y=[curve[k - 1]], mode="markers+text", text=[f"best K = {k}"],
+                                 textposition="top center", marker=dict(color=colour, size=10, symbol="diamond"),
+                                 showlegend=False, hovertext=f"{name}: optimum K = {k}, {curve[k - 1]:.2f}×",
+                                 hoverinfo="text"))
+    if measured:
+        mk = sorted(measured)
+        best = max(mk, key=measured.get)
+        fig.add_trace(go.Scatter(x=mk, y=[measured[k] for k in mk], mode="lines+markers",
+                                 name="AR lane, measured here", line=dict(color=REJECTED_COLOUR)))
+        fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers+text", text=[f"measured best K = {best}"],
+                                 textposition="bottom center", showlegend=False,
+                                 marker=dict(color=REJECTED_COLOUR, size=12, symbol="star")))
+    if measured_prediction:
+        fig.add_trace(go.Scatter(x=ks[: len(measured_prediction)], y=measured_prediction, mode="lines",
+                                 name="formula from the measured acceptance and cost",
+                                 line=dict(color=REJECTED_COLOUR, dash="dot")))
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
+                      yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    return fig
+
+
+def machine_vs_gpu_figure(here: dict[str, dict], published) -> go.Figure:
+    """Draft cost over verify cost and speedup: measured on this machine (per lane) beside the published
+    datacenter-GPU figures (cost implied by their τ and speedup through the formula), each with its source."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("draft cost / verify cost", "speedup (×)"))
+    names = [f"{lane} (here, measured)" for lane in here] + [f"{p.method} · {p.setting}" for p in published]
+    costs = [r["draft_cost"] for r in here.values()] + [p.implied_draft_cost for p in published]
+    speeds = [r["speedup"] for r in here.values()] + [p.speedup for p in published]
+    colours = [REJECTED_COLOUR] * len(here) + [VERIFY_COLOUR] * len(published)
+    sources = ["measured in this run on this machine"] * len(here) + \
+              [f"{p.source}; cost implied by τ {p.tau} and {p.speedup}×" for p in published]
+    for col, values in ((1, costs), (2, speeds)):
+        fig.add_trace(go.Bar(y=names, x=values, orientation="h", marker_color=colours, showlegend=False,
+                             hovertext=[f"{n}<br>{v:.2f}<br>{s}" for n, v, s in zip(names, values, sources)],
+                             hoverinfo="text"), row=1, col=col)
+    fig.update_layout(height=140 + 34 * len(names), margin=dict(l=10, r=10, t=40, b=30), plot_bgcolor="white")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(showticklabels=False, row=1, col=2)  # the left panel names the bars for both
+    return fig

@@ -1,0 +1,60 @@
+"""The Why tab: the formula's arithmetic, the measured K sweep, and its figures."""
+
+from __future__ import annotations
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
+
+PROMPT = "def parse(self, text):\n"
+
+
+def test_expected_tau_sums_the_survival_of_each_position():
+    assert expected_tau([0.5], 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert expected_tau([0.9, 0.5], 3) == pytest.approx(1 + 0.9 + 0.45 + 0.225)  # the last value repeats
+    assert expected_tau([1.0], 7) == 8.0
+
+
+def test_serial_drafting_has_an_optimum_and_one_pass_drafting_does_not_fall():
+    serial = serial_curve([0.8], 0.2)
+    k = best_k(serial)
+    assert 1 < k < len(serial) and serial[k - 1] > serial[0] and serial[k - 1] > serial[-1]
+    one_pass = one_pass_curve([0.8], 0.4)
+    assert all(a <= b for a, b in zip(one_pass, one_pass[1:]))  # a longer block never costs more
+    assert serial[k - 1] == pytest.approx(speedup(expected_tau([0.8], k), k * 0.2))
+
+
+def test_published_figures_imply_the_cost_the_formula_needs():
+    dflash = next(p for p in PUBLISHED if p.method == "DFlash (16)")
+    assert speedup(dflash.tau, dflash.implied_draft_cost) == pytest.approx(dflash.speedup)
+    assert all(p.source for p in PUBLISHED)
+
+
+def test_k_sweep_measures_every_k_against_the_baseline(random_engine):
+    from app.charts import machine_vs_gpu_figure, theory_figure
+    from app.tabs.why import measure_sweep, sweep_table
+
+    sweep = measure_sweep(random_engine, PROMPT, ks=(1, 2, 3), max_new_tokens=12)
+    assert sorted(sweep["points"]) == [1, 2, 3] and all(v > 0 for v in sweep["points"].values())
+    assert len(sweep["prediction"]) == 3 and 0 < sweep["per_forward_cost"]
+    assert any(name.startswith("AR (K=") for name in sweep["here"]) and len(sweep["here"]) == 3
+    table = sweep_table(sweep)
+    assert "| K | 1 | 2 | 3 |" in table and "best K" in table
+    figure = theory_figure(serial_curve([0.7], 0.2, 3), one_pass_curve([0.7], 0.4, 3), sweep["points"],
+                           sweep["prediction"])
+    assert [t.name for t in figure.data if t.name] == [
+        "serial drafter (K forwards), predicted", "one-pass drafter (1 forward), predicted",
+        "AR lane, measured here", "formula from the measured acceptance and cost"]
+    bars = machine_vs_gpu_figure(sweep["here"], PUBLISHED)
+    assert len(bars.data[0].y) == len(sweep["here"]) + len(PUBLISHED)
+
+
+def test_why_tab_builds(random_engine):
+    from app.tabs import why
+
+    with gr.Blocks() as demo:
+        why.render(random_engine)
+    ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
+    assert {"why-prediction", "why-sweep", "why-machine", "sweep"} <= ids

@@ -127,6 +127,75 @@ def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     return _small_layout(fig, "Tokens vs wall time", "time since the lane's start (ms)", "tokens committed")
 
 
+def accepted_length_figure(lanes: dict[str, list[Step]]) -> go.Figure:
+    """How many drafted tokens each step got accepted, per drafting lane: the papers' τ histograms (τ is
+    this number plus one)."""
+    fig = go.Figure()
+    for method, steps in lanes.items():
+        accepted = [s.num_accepted for s in steps if s.kind == "decode"]
+        if not accepted:
+            continue
+        longest = max(accepted)
+        shares = [accepted.count(a) / len(accepted) for a in range(longest + 1)]
+        fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=METHOD_LABELS.get(method, method)))
+    fig.update_layout(barmode="group")
+    return _small_layout(fig, "Accepted drafts per step", "drafted tokens accepted in a step", "share of steps")
+
+
+def predicted_vs_measured_figure(lanes: dict[str, list[Step]], max_new_tokens: int, eos_id: int | None) -> go.Figure:
+    """Each lane's measured speedup beside the seed's formula τ / (1 + cost_draft / cost_target), fed with the
+    same run's measured τ and draft and verify time per step: where they differ, the formula leaves something
+    out (bubbles, host work, a verify that costs more for more tokens)."""
+    from engine.summary import summarize
+
+    from .theory import speedup
+
+    baseline = lanes.get("baseline")
+    base = summarize(baseline, max_new_tokens, eos_id) if baseline else None
+    names, measured, predicted = [], [], []
+    for method, steps in lanes.items():
+        if method == "baseline" or not steps or base is None:
+            continue
+        s = summarize(steps, max_new_tokens, eos_id)
+        if not s.num_steps or not s.verify_s or not s.tokens_per_s:
+            continue
+        names.append(METHOD_LABELS.get(method, method))
+        measured.append(s.tokens_per_s / base.tokens_per_s)
+        predicted.append(speedup(s.tau, s.draft_s / s.verify_s))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=names, y=predicted, name="formula from this run's τ and costs (a prediction)",
+                         marker_color="#CC79A7"))
+    fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=ACCEPTED_COLOUR))
+    fig.update_layout(barmode="group")
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    return _small_layout(fig, "Speedup: measured vs the formula", "lane", "× the baseline's tokens/s")
+
+
+def bubble_share_figure(lanes: dict[str, list[Step]], max_new_tokens: int, eos_id: int | None) -> go.Figure:
+    """Share of each lane's wall time spent drafting, verifying, on host work and in bubbles (no span)."""
+    from engine.summary import summarize
+
+    fig = go.Figure()
+    parts = {"draft": [], "verify": [], "host": [], "bubble": []}
+    names = []
+    for method, steps in lanes.items():
+        if not steps:
+            continue
+        s = summarize(steps, max_new_tokens, eos_id)
+        if s.wall_s <= 0:
+            continue
+        names.append(METHOD_LABELS.get(method, method))
+        for part, value in (("draft", s.draft_s), ("verify", s.verify_s + s.prefill_s), ("host", s.host_s),
+                            ("bubble", s.bubble_s)):
+            parts[part].append(value / s.wall_s)
+    colours = {**LANE_COLOURS, "bubble": "rgba(0,0,0,0.08)"}
+    for part, values in parts.items():
+        fig.add_trace(go.Bar(y=names, x=values, orientation="h", name=LANE_NAMES.get(part, "bubble (nothing ran)"),
+                             marker_color=colours[part]))
+    fig.update_layout(barmode="stack")
+    return _small_layout(fig, "Where the time went", "share of wall time", "lane")
+
+
 # --- the Why tab: the seed's formula against measurements -----------------------------------------------
 
 PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (UX: label predictions)

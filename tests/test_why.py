@@ -58,3 +58,20 @@ def test_why_tab_builds(random_engine):
         why.render(random_engine)
     ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
     assert {"why-prediction", "why-sweep", "why-machine", "sweep"} <= ids
+
+
+def test_comparison_charts_of_a_run(random_engine):
+    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure
+    from engine.types import GenerationConfig
+
+    lanes = {m: list(random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, draft_len=3)).steps)
+             for m in ("baseline", "ar", "dflash")}
+    histogram = accepted_length_figure({m: s for m, s in lanes.items() if m != "baseline"})
+    for trace, method in zip(histogram.data, ("ar", "dflash")):
+        assert sum(trace.y) == pytest.approx(1.0)  # shares of steps
+        assert max(trace.x) == max(s.num_accepted for s in lanes[method])
+    formula = predicted_vs_measured_figure(lanes, 16, random_engine.eos_id)
+    assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[1].y)
+    shares = bubble_share_figure(lanes, 16, random_engine.eos_id)
+    totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
+    assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time

@@ -2,19 +2,21 @@
 
     python -m engine generate --method ar --prompt "def parse(" --max-new-tokens 64 --json out.json
 
-Bad arguments exit with status 2 and one line on stderr. Arguments are checked before any model loads.
+Bad arguments exit with status 2 and one line on stderr, never a traceback. Arguments, the prompt and the
+--json destination are checked before any model loads.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from .methods import METHOD_REGISTRY, METHODS
 from .presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
-from .types import EngineError, GenerationConfig
+from .types import MAX_PROMPT_CHARS, EngineError, GenerationConfig
 
 DEFAULTS = GenerationConfig()
 
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="DSpark static cut threshold")
     gen.add_argument("--overlap", choices=list(OVERLAP_CHOICES), default="auto",
                      help="run each step's host work during the next step (auto: on for CUDA, off on the CPU)")
-    gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
     return parser
 
@@ -58,13 +60,62 @@ def _draft_len(args) -> int:
     return entry.default_draft_len if entry and entry.default_draft_len else DEFAULTS.draft_len
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def _read_prompt(args) -> str:
+    """The prompt from --prompt, or from --prompt-file as UTF-8 (undecodable bytes replaced, newlines kept).
+
+    Raises EngineError for a file that cannot be read or a prompt over MAX_PROMPT_CHARS characters. At most
+    one character past the limit is read, so a huge file or /dev/zero is refused without being read whole.
+    """
     if args.prompt is not None:
-        return args.prompt
+        prompt = args.prompt
+    else:
+        try:
+            with args.prompt_file.open(encoding="utf-8", errors="replace", newline="") as file:
+                prompt = file.read(MAX_PROMPT_CHARS + 1)
+        except OSError as exc:
+            raise EngineError(f"cannot read prompt file {str(args.prompt_file)!r}: {_reason(exc)}") from None
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise EngineError(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
+    return prompt
+
+
+def _check_writable(path: str) -> None:
+    """Raise EngineError unless `path` can be opened for writing (its folder exists, it is not a folder).
+
+    Called before any model loads, so a bad --json path costs nothing. Opening for appending leaves an
+    existing file as it is; a file this check created is removed again. A full disk shows only when the
+    report is written (see _write_report).
+    """
+    existed = os.path.lexists(path)
     try:
-        return args.prompt_file.read_bytes().decode("utf-8", errors="replace")
+        with open(path, "a", encoding="utf-8"):
+            pass
     except OSError as exc:
-        raise EngineError(f"cannot read prompt file: {exc.strerror}: {exc.filename}") from None
+        raise EngineError(f"cannot write --json file {path!r}: {_reason(exc)}") from None
+    if not existed:
+        os.remove(path)
+
+
+def _write_report(path: str, report: str) -> None:
+    """Write the JSON report to `path`; a failed write (a full disk) raises EngineError."""
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(report + "\n")
+    except OSError as exc:
+        raise EngineError(f"cannot write --json file {path!r}: {_reason(exc)}") from None
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`... --json - | head -c 10`): stop quietly, as `yes | head` does.
+
+    As Python's signal docs advise, stdout is pointed at devnull so the flush at exit cannot fail again.
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader closed early
 
 
 def generate(args) -> int:
@@ -78,30 +129,34 @@ def generate(args) -> int:
     prompt = _read_prompt(args)
     if not prompt.strip():
         raise EngineError("the prompt is empty")
+    json_path = args.json if args.json != "-" else None
+    if json_path is not None:
+        _check_writable(json_path)
 
     from .loop import Engine  # torch loads only once the arguments are known to be good
 
     result = Engine.load(args.preset, args.device).generate(prompt, config)
-    s = result.summary
     report = json.dumps(result.to_dict(), ensure_ascii=False)
-    if args.json == "-":
-        print(report)
-    else:
-        print(result.text)
-        if args.json:
-            Path(args.json).write_text(report + "\n", encoding="utf-8")
+    if json_path is not None:
+        _write_report(json_path, report)
+    print(report if args.json == "-" else result.text, flush=True)
+    s = result.summary
     print(f"[{result.method}] {s.num_new_tokens} tokens in {s.num_steps} steps, tau {s.tau:.2f}, "
           f"alpha {s.alpha:.2f}, {s.tokens_per_s:.1f} tokens/s on {result.device} ({s.finish_reason})", file=sys.stderr)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status: 0, 2 for a bad call (one line on stderr), 130 when
+    interrupted, 141 when the reader of stdout closed it early."""
     args = build_parser().parse_args(argv)
     try:
         return generate(args)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -24,8 +24,8 @@ from .scheduler import profile_verify_speed
 from .summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts
 from .timing import SpanClock
-from .types import (CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, Span, Step,
-                    TopToken)
+from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, Span,
+                    Step, TopToken)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
 
@@ -122,6 +122,8 @@ class Engine:
     def encode_prompt(self, prompt: str) -> list[int]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise EngineError("the prompt is empty")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise EngineError(f"the prompt is {len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,} are accepted")
         # Bytes that are not UTF-8 (a command line cut mid-character) arrive as lone surrogates: show them
         # as U+FFFD instead of failing; so does any other lone surrogate.
         try:

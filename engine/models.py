@@ -26,15 +26,24 @@ hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the 
 
 
 def pick_device(requested: str = "auto") -> torch.device:
+    """The torch device for "auto" (CUDA when present, else the CPU), "cpu", "cuda" or "cuda:N".
+
+    Any other name, or CUDA (or GPU N) that this machine does not have, raises EngineError with one line.
+    """
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(requested)
-    except RuntimeError as exc:
-        raise EngineError(f"unknown device {requested!r}: {exc}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise EngineError("device 'cuda' was asked for but no CUDA device is available")
-    return device
+    if requested == "cpu":
+        return torch.device("cpu")
+    kind, colon, index = requested.partition(":")
+    if kind != "cuda" or (colon and not (index.isascii() and index.isdigit())):
+        raise EngineError(f"unknown device {requested!r}: choose auto, cpu or cuda (cuda:N for GPU N)")
+    if not torch.cuda.is_available():
+        raise EngineError(f"device {requested!r} was asked for but no CUDA device is available")
+    count = torch.cuda.device_count()
+    if colon and int(index) >= count:
+        raise EngineError(f"device {requested!r} was asked for but this machine has {count} CUDA device(s), "
+                          f"numbered from 0")
+    return torch.device("cuda", int(index)) if colon else torch.device("cuda")
 
 
 def default_dtype(device: torch.device) -> torch.dtype:

@@ -14,6 +14,8 @@ from .presets import SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
 MAX_NEW_TOKENS = 4096
+MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
+MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
 MAX_TEMPERATURE = 5.0
 
 
@@ -46,8 +48,8 @@ class GenerationConfig:
         if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) \
                 or not 0.0 <= self.temperature <= MAX_TEMPERATURE:
             raise EngineError(f"temperature must be a number from 0 to {MAX_TEMPERATURE}, got {self.temperature}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
-            raise EngineError(f"seed must be a non-negative integer, got {self.seed}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise EngineError(f"seed must be an integer from 0 to {MAX_SEED} (2**63 - 1), got {self.seed}")
         if self.verify_rule not in VERIFY_RULES:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:

@@ -5,15 +5,26 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from engine.__main__ import _check_writable, _write_report
+from engine.models import pick_device
+from engine.types import MAX_PROMPT_CHARS, EngineError
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def assert_one_clear_line(result: subprocess.CompletedProcess, message: str) -> None:
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -27,29 +38,76 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["generate", "--prompt", "x", "--draft-len", "99"], "draft length"),
     (["generate", "--prompt", "x", "--temperature", "-1"], "temperature"),
     (["generate", "--prompt", "x", "--temperature", "nan"], "temperature"),
+    (["generate", "--prompt", "x", "--temperature", "inf"], "temperature"),
+    (["generate", "--prompt", "x", "--confidence-threshold", "nan"], "confidence threshold"),
+    (["generate", "--prompt", "x", "--scheduler", "eager"], "unknown scheduler"),
+    (["generate", "--prompt", "x", "--seed", "-1"], "seed must be an integer from 0 to"),
+    (["generate", "--prompt", "x", "--seed", str(2**63)], "seed must be an integer from 0 to"),
+    (["generate", "--prompt", "x", "--seed", "1.5"], "invalid int"),
     (["generate", "--prompt", "x", "--temperature", "warm"], "invalid float"),
     (["generate", "--prompt", "x", "--verify-rule", "vote"], "verification rule"),
     (["generate", "--prompt-file", "/nonexistent/prompt.txt"], "cannot read prompt file"),
+    (["generate", "--prompt-file", str(ROOT / "assets")], "Is a directory"),
+    (["generate", "--prompt-file", "/dev/zero"], f"longer than {MAX_PROMPT_CHARS} characters"),
+    (["generate", "--prompt", "x" * (MAX_PROMPT_CHARS + 1)], f"longer than {MAX_PROMPT_CHARS} characters"),
+    (["generate", "--prompt", "x", "--json", "/nonexistent/run.json"], "No such file or directory"),
+    (["generate", "--prompt", "x", "--json", str(ROOT / "tests")], "Is a directory"),
+    (["generate", "--prompt", "x", "--json", ""], "cannot write --json file"),
+    (["generate", "--prompt", "x", "--device", "mps"], "unknown device 'mps': choose auto, cpu or cuda"),
     (["generate", "--prompt", "def f(x): " * 400], "context holds"),
 ])
 def test_bad_input_is_one_clear_line(args, message):
-    result = run_cli(*args)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], result.stderr
-    assert "Traceback" not in result.stderr
+    assert_one_clear_line(run_cli(*args), message)
+
+
+@pytest.mark.parametrize("name", ["mps", "meta", "gpu", "CPU", "", "cuda:", "cuda:x", "cuda:-1", "cuda:0:1"])
+def test_unknown_device_is_refused(name):
+    with pytest.raises(EngineError, match="unknown device"):
+        pick_device(name)
+
+
+def test_missing_gpu_is_refused():
+    assert pick_device("cpu").type == "cpu"
+    with pytest.raises(EngineError, match="cuda:99"):  # no CUDA here, or fewer than 100 GPUs
+        pick_device("cuda:99")
+
+
+def test_output_check_leaves_the_path_as_it_was(tmp_path):
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    old.write_text("an earlier run\n")
+    _check_writable(str(new))
+    _check_writable(str(old))
+    assert not new.exists() and old.read_text() == "an earlier run\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_full_disk_is_one_clear_error():
+    _check_writable("/dev/full")  # opens fine: the disk fills only as the report is written, after the run
+    with pytest.raises(EngineError, match="^cannot write --json file '/dev/full': No space left on device$"):
+        _write_report("/dev/full", "{}")
+
+
+def test_closed_stdout_exits_quietly():
+    """`... --json - | head -c 10`: the reader is gone before the report is written."""
+    process = subprocess.Popen([sys.executable, "-m", "engine", "generate", "--prompt", "x", "--max-new-tokens", "1",
+                                "--json", "-"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # long before the report: loading the models alone takes a second
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 141 and stderr == ""
 
 
 @pytest.mark.slow
 def test_generate_writes_the_contract_json(tmp_path):
     prompt = "import os\n\n\ndef list_files(path):"
     outputs = {}
-    for method in ("baseline", "ar"):
+    # The largest seed, and one a float would round: both reach the run exactly.
+    for method, seed in (("baseline", 2**63 - 1), ("ar", 2**53 + 1)):
         path = tmp_path / f"{method}.json"
         result = run_cli("generate", "--method", method, "--prompt", prompt, "--max-new-tokens", "24",
-                         "--json", str(path))
+                         "--seed", str(seed), "--json", str(path))
         assert result.returncode == 0, result.stderr
         run = json.loads(path.read_text())
+        assert run["config"]["seed"] == seed
         assert {"method", "preset", "device", "output_ids", "text", "steps", "summary"} <= run.keys()
         assert run["method"] == method and run["preset"] == "tiny" and run["device"].startswith("cpu")
         assert len(run["output_ids"]) == run["summary"]["num_new_tokens"] == 24

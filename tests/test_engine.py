@@ -183,7 +183,7 @@ def test_bad_config_is_one_clear_error(random_engine, bad):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("prompt", ["", "   \n", "x " * 200])
+@pytest.mark.parametrize("prompt", ["", "   \n", "x " * 200, "x" * 100_001])
 def test_bad_prompt_is_one_clear_error(random_engine, prompt):
     with pytest.raises(EngineError, match="prompt"):
         next(random_engine.stream(prompt, GenerationConfig()))

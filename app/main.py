@@ -8,7 +8,8 @@ import gradio as gr
 
 from engine.presets import PRESETS
 
-from .tabs import about, compare
+from . import runner
+from .tabs import about, compare, why
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
@@ -16,8 +17,12 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
          "Every number below is measured in this run, on this machine.")
 
 
-def build_app(engine, notice: str = "") -> gr.Blocks:
-    """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced)."""
+QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
+
+
+def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes) -> gr.Blocks:
+    """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
+    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space)."""
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
     with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
@@ -27,10 +32,12 @@ def build_app(engine, notice: str = "") -> gr.Blocks:
         if notice:
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         with gr.Tab("Compare"):
-            compare.render(engine, engine.methods())
+            compare.render(engine, engine.methods(), demo, run_lanes=run_lanes)
+        with gr.Tab("Why"):
+            why.render(engine)
         with gr.Tab("About"):
             about.render(engine)
-    demo.queue(max_size=32)
+    demo.queue(max_size=queue_size)
     return demo
 
 

@@ -40,5 +40,7 @@ CSS = f"""
 .steps td.block {{ font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }}
 .steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
 .status-error {{ color: {REJECTED}; font-weight: 600; }}
+.link-notes ul {{ margin: .2em 0 0 1.2em; padding: 0; }}
+.link-notes li {{ font-weight: 400; }}
 .note {{ color: #555; font-size: .9em; }}
 """

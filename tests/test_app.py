@@ -1,9 +1,12 @@
 """The app: it builds without launching, its run handler works through gradio_client against a locally
-launched app, and what it draws matches the engine's own output."""
+launched app, what it draws matches the engine's own output, share links round-trip, and hostile input
+(tampered links, non-numbers, NaN, huge seeds, lone surrogates, a full queue) gets one clear message and
+never a traceback in the server's log."""
 
 from __future__ import annotations
 
 import html
+import math
 import re
 
 import pytest
@@ -11,6 +14,8 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.charts import timeline_figure  # noqa: E402
+from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, default_settings,  # noqa: E402
+                       parse_controls, parse_query, repair_text)
 from app.main import build_app  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
@@ -18,6 +23,14 @@ from engine.types import GenerationConfig  # noqa: E402
 from conftest import launch_locally  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
+# Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
+RUN = dict(prompt=PROMPT, methods=["baseline", "ar", "dflash", "dspark"], temperature=0.0, draft_len=4, block_len=7,
+           max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
+           confidence_threshold=0.5, overlap="auto")
+
+
+def run(client, **changes):
+    return client.predict(**{**RUN, **changes}, api_name="/run")
 
 
 def output_text_of(lane: str) -> str:
@@ -42,9 +55,12 @@ def test_app_builds_without_launching(random_engine):
     demo = build_app(random_engine)
     assert isinstance(demo, gr.Blocks)
     labels = {getattr(block, "label", None) for block in demo.blocks.values()}
-    assert {"Compare", "About"} <= labels
+    assert {"Compare", "Why", "About"} <= labels
     lanes = {block.elem_id for block in demo.blocks.values() if str(getattr(block, "elem_id", "")).startswith("lane-")}
     assert lanes == {f"lane-{m}" for m in random_engine.methods()}  # one lane per method the engine can run
+    selector = next(b for b in demo.blocks.values() if getattr(b, "label", None) == "Lanes")
+    assert [value for _, value in selector.choices] == random_engine.methods()  # registry order
+    assert selector.value == [m for m in ("baseline", "ar", "dflash", "dspark") if m in random_engine.methods()]
 
 
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
@@ -99,8 +115,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, *lanes = client.predict(PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto",
-                                    api_name="/run")[:-4]  # the last four outputs are the charts
+    status, *lanes = run(client)[:-4]  # the last four outputs are the charts
     assert "done" in status
     assert len(lanes) == len(random_engine.methods())
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
@@ -110,26 +125,257 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, message", [
-    (("", 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "prompt is empty"),
-    (("x " * 200, 0.0, 4, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "context"),
-    ((PROMPT, 0.0, 4, 7, 24, -3, "rejection", True, "throughput", 0.5, "auto"), "less than minimum"),
-    ((PROMPT, 0.0, 40, 7, 24, 0, "rejection", True, "throughput", 0.5, "auto"), "greater than maximum value 16"),
-    ((PROMPT, 0.0, 4, 7, 24, 0, "sometimes", True, "throughput", 0.5, "auto"), "sometimes"),
-    ((PROMPT, 0.0, 4, 7, 24, 0, "rejection", True, "often", 0.5, "auto"), "often"),
-])
-def test_bad_input_gets_a_clear_message(launched_app, args, message):
-    """Out-of-range input is refused either by Gradio's own bounds (an error toast) or by the engine's
-    checks (a message in the status line); both name the problem."""
+def test_only_the_selected_lanes_run(launched_app, random_engine):
+    from gradio_client import Client
+
+    status, *lanes = run(Client(launched_app, verbose=False), methods=["dspark", "baseline"])[:-4]
+    assert "done" in status
+    states = {m: re.search(r'data-state="([^"]*)"', lane).group(1) for m, lane in zip(random_engine.methods(), lanes)}
+    assert states == {"baseline": "done", "ar": "not selected", "dflash": "not selected", "dspark": "done"}
+
+
+# --- hostile input through the run handler: one clear line in the status, no traceback in the log ----------
+
+BAD_RUNS = [  # (changed inputs, words the status must hold)
+    (dict(prompt=""), "prompt is empty"),
+    (dict(prompt="x " * 200), "context"),
+    (dict(prompt=None), "prompt must be text"),
+    (dict(prompt=["def f():"]), "prompt must be text"),
+    (dict(prompt="x" * (MAX_PROMPT_CHARS + 1)), f"at most {MAX_PROMPT_CHARS:,}"),
+    (dict(seed=-3), "seed must be a whole number"),
+    (dict(seed="abc"), "seed must be a whole number"),
+    (dict(seed=None), "seed must be a whole number"),
+    (dict(seed=[]), "seed must be a whole number"),
+    (dict(seed={}), "seed must be a whole number"),
+    (dict(seed="nan"), "seed must be a whole number"),
+    (dict(seed="inf"), "seed must be a whole number"),
+    (dict(seed="-inf"), "seed must be a whole number"),
+    (dict(seed=2**63), "seed must be a whole number"),
+    (dict(seed=1.5), "seed must be a whole number"),
+    (dict(temperature="abc"), "temperature must be a number from 0 to 5"),
+    (dict(temperature=None), "temperature must be a number"),
+    (dict(temperature={}), "temperature must be a number"),
+    (dict(temperature="nan"), "temperature must be a number"),
+    (dict(max_new_tokens=[]), "max new tokens must be a whole number from 1 to 512"),
+    (dict(max_new_tokens="1e9"), "max new tokens must be a whole number"),
+    (dict(draft_len=40), "draft length K must be a whole number from 1 to 16"),
+    (dict(block_len="seven"), "tokens per block must be a whole number"),
+    (dict(confidence_threshold=None), "confidence threshold must be a number from 0 to 1"),
+    (dict(verify_rule="sometimes"), "unknown verification rule 'sometimes'"),
+    (dict(scheduler="often"), "unknown scheduler 'often'"),
+    (dict(overlap=None), "unknown overlap None"),
+    (dict(methods=[]), "choose at least one lane"),
+    (dict(methods=["bogus"]), "unknown method 'bogus'"),
+    (dict(methods={}), "lanes must be a list"),
+    (dict(methods=[None]), "unknown method None"),
+    (dict(methods=["classic"]), "this server has no classic lane"),
+    (dict(show_drafts=None), "show drafts must be true or false"),
+]
+
+
+def assert_clean_log(capfd, caplog):
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err, err[-2000:]
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text[-2000:]
+
+
+@pytest.mark.slow
+def test_hostile_input_gets_one_clear_message_and_no_traceback(launched_app, capfd, caplog):
+    from gradio_client import Client
+
+    client = Client(launched_app, verbose=False)
+    capfd.readouterr()
+    for changes, words in BAD_RUNS:
+        status = run(client, **changes)[0]
+        assert "status-error" in status and words in html.unescape(status), (changes, status)
+        assert status.count("⚠") == 1, status
+    assert_clean_log(capfd, caplog)
+
+
+@pytest.mark.slow
+def test_the_status_line_escapes_what_the_user_sent(launched_app):
+    from gradio_client import Client
+
+    status = run(Client(launched_app, verbose=False), verify_rule="<img src=x onerror=alert(1)>")[0]
+    assert "<img" not in status and "&lt;img src=x" in status
+
+
+def call_raw(url: str, data: list) -> list:
+    """POST the run endpoint's inputs as raw JSON (what a hostile client can send and gradio_client cannot:
+    NaN literals, lone surrogates) and return its last outputs."""
+    import json
+
+    import httpx
+
+    body = json.dumps({"data": data}, allow_nan=True)  # ensure_ascii: a lone surrogate travels as \ud800
+    event_id = httpx.post(f"{url}gradio_api/call/run", content=body, headers={"Content-Type": "application/json"},
+                          timeout=30).json()["event_id"]
+    with httpx.stream("GET", f"{url}gradio_api/call/run/{event_id}", timeout=60) as response:
+        lines = [line for line in response.iter_lines()]
+    events = [(lines[i], lines[i + 1]) for i in range(len(lines) - 1) if lines[i].startswith("event:")]
+    kind, payload = events[-1]
+    assert kind == "event: complete", lines[-4:]
+    return json.loads(payload.removeprefix("data:"))
+
+
+def raw_inputs(**changes) -> list:
+    values = {**RUN, **changes}
+    return [values[name] for name in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens",
+                                      "seed", "verify_rule", "show_drafts", "scheduler", "confidence_threshold",
+                                      "overlap")]
+
+
+@pytest.mark.slow
+def test_nan_and_infinity_literals_are_refused(launched_app, capfd, caplog):
+    capfd.readouterr()
+    for changes, words in [(dict(seed=math.nan), "seed"), (dict(seed=math.inf), "seed"),
+                           (dict(temperature=-math.inf), "temperature"), (dict(confidence_threshold=math.nan), "conf")]:
+        status = call_raw(launched_app, raw_inputs(**changes))[0]
+        assert "status-error" in status and words in status, status
+    assert_clean_log(capfd, caplog)
+
+
+@pytest.mark.slow
+def test_a_lone_surrogate_in_the_prompt_does_not_break_the_stream(launched_app, random_engine, capfd, caplog):
+    capfd.readouterr()
+    prompt = "def f(x):\ud800\n"
+    status, *lanes = call_raw(launched_app, raw_inputs(prompt=prompt, methods=["baseline"]))[:-4]
+    assert "done" in status
+    expected = random_engine.generate(repair_text(prompt), GenerationConfig(method="baseline", max_new_tokens=24)).text
+    assert output_text_of(lanes[0]) == display_text(expected)
+    assert "def f(x):\ufffd" in lanes[0]  # shown as the replacement character, as the engine read it
+    assert_clean_log(capfd, caplog)
+
+
+def test_the_log_check_sees_a_real_traceback(launched_app, capfd):
+    """The negative control of assert_clean_log: an input list too short for the endpoint makes Gradio itself
+    fail, and that traceback does reach the captured log."""
+    capfd.readouterr()
+    try:
+        call_raw(launched_app, [PROMPT])
+    except AssertionError:
+        pass
+    out, err = capfd.readouterr()
+    assert "Traceback" in out + err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", ["9007199254740993", 2**63 - 1])
+def test_large_seeds_run_exactly(launched_app, random_engine, seed):
+    """Seeds never pass through a float: 2**53 + 1 (as text, as the page's seed box sends it) runs as itself,
+    and so does the largest, 2**63 - 1."""
+    from gradio_client import Client
+
+    status, lane = run(Client(launched_app, verbose=False), seed=seed, temperature=1.0, methods=["baseline"])[:2]
+    assert "done" in status
+
+    def text(s: int) -> str:
+        config = GenerationConfig(method="baseline", max_new_tokens=24, temperature=1.0, seed=s)
+        return random_engine.generate(PROMPT, config).text
+
+    assert output_text_of(lane) == display_text(text(int(seed)))
+    assert text(int(seed)) != text(int(seed) - 1)  # the check can tell neighbouring seeds apart
+
+
+@pytest.mark.slow
+def test_a_full_queue_tells_the_user_to_try_again(random_engine, capfd, caplog):
     from gradio_client import Client
     from gradio_client.exceptions import AppError
+    from gradio_client.utils import QueueError
 
+    demo = build_app(random_engine, queue_size=0)  # every run finds the queue full
     try:
-        status = Client(launched_app, verbose=False).predict(*args, api_name="/run")[0]
-    except AppError as exc:
-        assert message in str(exc)
-    else:
-        assert "status-error" in status and message in status
+        client = Client(launch_locally(demo), verbose=False)
+        capfd.readouterr()
+        with pytest.raises((QueueError, AppError), match="(?i)full.*try again|busy.*try again"):
+            run(client)
+    finally:
+        demo.close()
+    assert_clean_log(capfd, caplog)
+
+
+# --- share links (pure) ----------------------------------------------------------------------------------
+
+ALL_METHODS = ["baseline", "ar", "classic", "dflash", "dspark"]
+
+
+def query_items(query: str) -> list[tuple[str, str]]:
+    """The query as the server reads it (Starlette's parser, repeats kept), the way gr.Request hands it over."""
+    from starlette.datastructures import QueryParams
+
+    return list(QueryParams(query).multi_items())
+
+
+@pytest.mark.parametrize("settings", [
+    default_settings(ALL_METHODS),
+    Settings(prompt="x = 'é ☃ 🎉' + \"a&b=c%20d+e#f?\"\n\tpass\n", methods=("baseline", "classic", "dspark"),
+             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, draft_len=1, block_len=16, verify_rule="match",
+             scheduler="static", confidence_threshold=0.05, overlap="off"),
+    Settings(prompt="  leading and trailing spaces  ", methods=("dflash",), temperature=5.0, seed=2**53 + 1,
+             max_new_tokens=1, draft_len=16, block_len=1, scheduler="none", confidence_threshold=1.0, overlap="on"),
+])
+def test_a_link_reads_back_as_the_same_settings(settings):
+    query = build_query(settings, preset="tiny")
+    parsed, messages = parse_query(query_items(query), available=ALL_METHODS, preset="tiny")
+    assert parsed == settings and messages == []
+
+
+DEFAULTS = default_settings(ALL_METHODS)
+TAMPERED = [  # (query, the control that falls back to its default)
+    ("temperature=abc", "temperature"), ("temperature=nan", "temperature"), ("temperature=inf", "temperature"),
+    ("temperature=-1", "temperature"), ("temperature=5.01", "temperature"), ("temperature=", "temperature"),
+    ("seed=-1", "seed"), ("seed=1.5", "seed"), ("seed=nan", "seed"), ("seed=-inf", "seed"),
+    (f"seed={2**63}", "seed"), ("seed=abc", "seed"), ("seed=" + "9" * 5000, "seed"), ("seed=0x10", "seed"),
+    ("max_new_tokens=0", "max_new_tokens"), ("max_new_tokens=513", "max_new_tokens"),
+    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "draft_len"), ("draft_len=17", "draft_len"),
+    ("block_len=x", "block_len"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
+    ("scheduler=often", "scheduler"), ("confidence_threshold=2", "confidence_threshold"),
+    ("confidence_threshold=NaN", "confidence_threshold"), ("overlap=maybe", "overlap"),
+    ("methods=bogus", "methods"), ("methods=ar,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
+    ("methods=baseline,../../etc", "methods"), ("prompt=" + "x" * (MAX_PROMPT_CHARS + 1), "prompt"),
+    ("prompt=", "prompt"), ("prompt=%20%0A", "prompt"), ("seed=1&seed=2", "seed"),
+    ("prompt=a&prompt=b", "prompt"),
+]
+
+
+@pytest.mark.parametrize("query, name", TAMPERED, ids=[q[:40] for q, _ in TAMPERED])
+def test_a_tampered_link_gives_one_message_and_the_default(query, name):
+    parsed, messages = parse_query(query_items(f"temperature=0.7&{query}" if name != "temperature" else query),
+                                   available=ALL_METHODS, preset="tiny")
+    assert len(messages) == 1, messages
+    assert len(messages[0]) < 200  # one readable line, never the value itself at length
+    assert getattr(parsed, name) == getattr(DEFAULTS, name)
+    if name != "temperature":
+        assert parsed.temperature == 0.7  # the rest of the link is still used
+
+
+def test_a_link_names_what_this_server_cannot_do():
+    parsed, messages = parse_query(query_items("methods=baseline,classic"), available=["baseline", "ar"])
+    assert messages == ["this server has no classic lane; it runs baseline, ar; using the default"]
+    assert parsed.methods == ("baseline", "ar")
+    parsed, messages = parse_query(query_items("foo=1&__theme=dark&view=api&seed=5"), available=ALL_METHODS)
+    assert messages == ["unknown link parameter 'foo' ignored"] and parsed.seed == 5  # Gradio's own are ignored
+    parsed, messages = parse_query(query_items("preset=qwen3-4b&seed=5"), available=ALL_METHODS, preset="tiny")
+    assert len(messages) == 1 and "this server runs preset tiny" in messages[0] and parsed.seed == 5
+    _, messages = parse_query(query_items("&".join(f"p{i}=1" for i in range(500))), available=ALL_METHODS)
+    assert len(messages) <= 12 and messages[-1].startswith("and ")
+
+
+def test_controls_accept_text_and_refuse_anything_else():
+    raw = dict(prompt=PROMPT, methods=["dspark", "baseline"], temperature="0.5", seed="9007199254740993",
+               max_new_tokens=24.0, draft_len="4", block_len=7, verify_rule="match", scheduler="static",
+               confidence_threshold=0.25, overlap="off")
+    settings = parse_controls(raw, ALL_METHODS)
+    assert settings.seed == 2**53 + 1 and settings.methods == ("baseline", "dspark")
+    assert settings.temperature == 0.5 and settings.max_new_tokens == 24 and settings.draft_len == 4
+    for name in ("seed", "temperature", "max_new_tokens", "draft_len", "confidence_threshold"):
+        for value in ("abc", None, [], {}, True, math.nan, math.inf, -math.inf, "1e400", 10**400):
+            with pytest.raises(SettingError):
+                parse_controls({**raw, name: value}, ALL_METHODS)
+    with pytest.raises(SettingError, match="too large to be exact"):
+        parse_controls({**raw, "seed": float(2**53)}, ALL_METHODS)  # it may have been 2**53 + 1
+    assert repair_text("a\ud800b\udfff") == "a\ufffdb\ufffd" and repair_text("\udcc3\udca9") == "é"
+    assert repair_text("\udcff\ud83d") == "\ufffd\ufffd" and repair_text("é ☃ 🎉") == "é ☃ 🎉"
 
 
 def test_small_charts_show_measured_values(random_engine):
@@ -162,8 +408,7 @@ def test_two_users_at_once_both_finish(launched_app, random_engine):
 
     def user(name: str, max_new: int):
         client = Client(launched_app, verbose=False)
-        results[name] = client.predict(PROMPT, 0.0, 4, 7, max_new, 0, "rejection", True, "throughput", 0.5, "auto",
-                                       api_name="/run")
+        results[name] = run(client, max_new_tokens=max_new)
 
     threads = [threading.Thread(target=user, args=(f"user{i}", 16 + 8 * i)) for i in range(2)]
     for t in threads:
@@ -185,7 +430,7 @@ def test_stop_ends_a_running_comparison(launched_app):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    job = client.submit(PROMPT, 0.0, 4, 7, 512, 0, "rejection", True, "throughput", 0.5, "auto", api_name="/run")
+    job = client.submit(**{**RUN, "max_new_tokens": 512}, api_name="/run")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any("running" in str(out[0]) for out in job.outputs()):
         time.sleep(0.05)

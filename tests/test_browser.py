@@ -1,5 +1,6 @@
 """A real browser (Debian chromium through playwright) opens the app, clicks Run, and checks that every
-lane fills, the timeline renders, the lanes' tokens read as the engine's text, and the console is clean.
+default lane fills, the timeline renders, the lanes' tokens read as the engine's text, and the console is
+clean; and opens a share link, which restores the controls and runs only the lanes it names.
 
 Set SPECLAB_SCREENSHOT=path.png to keep a screenshot of the finished page (the README's is made so)."""
 
@@ -13,6 +14,9 @@ import pytest
 pytest.importorskip("gradio")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
+from urllib.parse import parse_qs, urlsplit  # noqa: E402
+
+from app.links import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.render import display_text  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
@@ -46,7 +50,7 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_eng
         prompt = page.locator("#prompt textarea").input_value()
         page.click("#run")
         page.wait_for_selector("#status :text('done')", timeout=120_000)
-        methods = embedded_engine.methods()
+        methods = default_settings(embedded_engine.methods()).methods
         for method in methods:
             lane = page.locator(f"#lane-{method} .lane-card")
             assert lane.get_attribute("data-state") == "done"
@@ -61,5 +65,51 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_eng
         page.get_by_role("tab", name="About").click()
         page.wait_for_selector("text=Model card: the embedded SpecLab models", timeout=10_000)
         assert page.locator("text=held-out loss").count() > 0
+        browser.close()
+    assert not console_errors, console_errors
+
+
+def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, embedded_engine):
+    query = ("prompt=def%20f(x)%3A&methods=baseline,dflash&max_new_tokens=12&temperature=0&seed=9007199254740993"
+             "&colour=red")  # one parameter the app does not know: a message on the page, the rest still used
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 1300})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
+        page = context.new_page()
+        console_errors = []
+        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+        page.goto(f"{app_url}?{query}", wait_until="load")
+        page.wait_for_selector("#status :text('done')", timeout=60_000)  # nobody clicked Run
+        assert page.locator("#prompt textarea").input_value() == "def f(x):"
+        assert page.locator("#max-new-tokens input[type=number]").input_value() == "12"
+        checked = page.locator("#lanes input:checked").evaluate_all("els => els.map(e => e.parentElement.textContent)")
+        assert [c.strip() for c in checked] == ["Baseline", "DFlash"]
+        expected = embedded_engine.generate("def f(x):", GenerationConfig(method="baseline", max_new_tokens=12)).text
+        for method in embedded_engine.methods():
+            lane = page.locator(f"#lane-{method} .lane-card")
+            if method in ("baseline", "dflash"):
+                assert lane.get_attribute("data-state") == "done"
+                assert "".join(lane.locator(".tokens .tok[data-out]").all_text_contents()) == display_text(expected)
+            else:
+                assert lane.count() == 0 or not lane.is_visible()  # not selected: hidden, never run
+        assert page.locator("#link-notes li").all_text_contents() == ["unknown link parameter 'colour' ignored"]
+        shot = os.environ.get("SPECLAB_SHARE_SCREENSHOT")
+        if shot:
+            page.screenshot(path=shot, full_page=True)
+
+        page.click("#copy-link")
+        box = page.locator("#share-link input, #share-link textarea").first
+        box.wait_for(timeout=10_000)
+        page.wait_for_function("() => document.querySelector('#share-link input, #share-link textarea').value",
+                               timeout=10_000)
+        link = box.input_value()
+        parts = urlsplit(link)
+        assert f"{parts.scheme}://{parts.netloc}{parts.path}" == app_url  # the page's own address
+        params = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        assert params["prompt"] == "def f(x):" and params["methods"] == "baseline,dflash"
+        assert params["max_new_tokens"] == "12" and params["temperature"] == "0"
+        assert params["seed"] == "9007199254740993"  # a seed past 2**53 survives the page and the link exactly
+        assert page.evaluate("navigator.clipboard.readText()") == link
         browser.close()
     assert not console_errors, console_errors

@@ -1,83 +1,132 @@
-"""The Compare tab: one prompt, every lane side by side, live, the shared timeline and small charts."""
+"""The Compare tab: one prompt, the chosen lanes side by side, live, the shared timeline and small charts.
+
+Every control's raw value is checked by app/links.py inside the handlers (events run with
+`preprocess=False`), so whatever a browser or an API client sends — text in a number field, None, a list —
+ends as one line in the status, never as a traceback. The same settings travel in share links: opening
+one restores every control and runs the comparison.
+"""
 
 from __future__ import annotations
 
+import html
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from urllib.parse import parse_qsl
 
 import gradio as gr
 
 from engine.methods import METHOD_REGISTRY
 from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.summary import summarize
-from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError, GenerationConfig
+from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
 from ..charts import acceptance_figure, progress_figure, survival_figure, timeline_figure
 from ..examples import example_prompts
+from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
+                     default_settings, is_link, parse_controls, parse_query)
 from ..render import LEGEND_HTML, lane_html
-from ..runner import LaneRun, run_lanes
+from ..runner import LaneRun, run_lanes as run_lanes_here
 
-DEFAULTS = GenerationConfig()
-MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
-SERIAL_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if not m.one_pass)
-BLOCK_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if m.one_pass)
 REDRAW_EVERY_S = 0.15  # lanes redraw at most this often while a lane runs
 # The charts redraw when a lane finishes (drawing them costs the browser more than the lanes do, and on a
 # shared machine that would slow the lane being measured).
+NOT_SELECTED = "not selected"
+
+# Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
+# link made on a Space points at the Space); afterwards it copies the link where the browser allows.
+PAGE_ADDRESS_JS = "(address, ...controls) => [window.location.origin + window.location.pathname, ...controls]"
+COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {}); }"
+
+LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
 
 
 def _status(text: str, error: bool = False) -> str:
     cls = "status-error" if error else "note"
-    return f'<div class="{cls}">{text}</div>'
+    return f'<div class="{cls}">{html.escape(text)}</div>'
 
 
-def _as_int(value, name: str) -> int:
-    if value is None or float(value) != int(float(value)):
-        raise EngineError(f"{name} must be a whole number, got {value}")
-    return int(float(value))
+def _notes(messages: list[str], heading: str):
+    """The link notes' update: the messages under a heading, or hidden when there are none."""
+    if not messages:
+        return gr.update(value="", visible=False)
+    items = "".join(f"<li>{html.escape(m)}</li>" for m in messages)
+    return gr.update(value=f'<div class="status-error link-notes">{html.escape(heading)}<ul>{items}</ul></div>',
+                     visible=True)
 
 
-def render(engine, methods: list[str]) -> None:
+def _show_drafts(value) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(f"show drafts must be true or false, got {value!r:.40}")
+    return value
+
+
+def _query_items(request: gr.Request | None) -> list[tuple[str, str]]:
+    """The page's query parameters, repeats kept (Gradio forwards the page's query with every event)."""
+    params = getattr(request, "query_params", None) if request is not None else None
+    if params is None:
+        return []
+    if hasattr(params, "multi_items"):
+        return [(str(k), str(v)) for k, v in params.multi_items()]
+    return [(str(k), str(v)) for k, v in dict(params).items()]  # a pickled request holds a plain dict
+
+
+def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[..., Iterator[None]] = run_lanes_here):
+    """methods: every lane this engine can run (one box each); the Lanes selector picks which run. run_lanes
+    advances the lanes (app/runner.py's in this process; app/gpu.py's under ZeroGPU)."""
+    methods_available = list(methods)
+    defaults = default_settings(methods_available)
     examples = example_prompts()
     drafters = {m: engine.drafter_label(m) for m in methods}  # which drafter each lane runs, in its header
     with gr.Row(equal_height=True):
-        prompt = gr.Textbox(label="Prompt", value=examples[0], lines=5, max_lines=12, elem_id="prompt", scale=4)
+        prompt = gr.Textbox(label="Prompt", value=defaults.prompt, lines=5, max_lines=12, elem_id="prompt", scale=4,
+                            max_length=MAX_PROMPT_CHARS)
         with gr.Column(scale=1, min_width=160):
             run_button = gr.Button("Run", variant="primary", elem_id="run")
             stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+            copy_button = gr.Button("Copy link", elem_id="copy-link", size="sm")
     gr.Examples(examples=[[e] for e in examples], inputs=[prompt], label="Examples (the tiny models know Python)",
                 examples_per_page=6)
+    lanes = gr.CheckboxGroup([(METHOD_REGISTRY[m].label, m) for m in methods], value=list(defaults.methods),
+                             label="Lanes", elem_id="lanes")
     with gr.Row():
-        temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=DEFAULTS.temperature, step=0.05,
-                                label="Temperature (0 = greedy)")
-        draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=SERIAL_DRAFT_LEN, step=1,
-                              label="AR: draft length K (serial forwards per step)")
-        block_len = gr.Slider(1, MAX_DRAFT_LEN, value=BLOCK_DRAFT_LEN, step=1,
+        temperature = gr.Slider(0.0, MAX_TEMPERATURE, value=defaults.temperature, step=0.05,
+                                label="Temperature (0 = greedy)", elem_id="temperature")
+        draft_len = gr.Slider(1, MAX_DRAFT_LEN, value=defaults.draft_len, step=1, elem_id="draft-len",
+                              label="AR / Classic: draft length K (serial forwards per step)")
+        block_len = gr.Slider(1, MAX_DRAFT_LEN, value=defaults.block_len, step=1, elem_id="block-len",
                               label="DFlash / DSpark: tokens drafted per block (at most what it was trained on)")
-        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=DEFAULTS.max_new_tokens, step=1, label="Max new tokens")
+        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
+                                   label="Max new tokens", elem_id="max-new-tokens")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
-            seed = gr.Number(value=DEFAULTS.seed, precision=0, label="Seed (temperature > 0)", minimum=0)
-            verify_rule = gr.Radio(list(VERIFY_RULES), value=DEFAULTS.verify_rule,
+            # Text, not a number box: a browser's numbers are doubles, and a seed may need all 63 bits.
+            seed = gr.Textbox(value=str(defaults.seed),
+                              label="Seed (temperature > 0; a whole number from 0 to 2⁶³ − 1)",
+                              max_lines=1, elem_id="seed")
+            verify_rule = gr.Radio(list(VERIFY_RULES), value=defaults.verify_rule, elem_id="verify-rule",
                                    label="Verification rule at temperature > 0")
             show_drafts = gr.Checkbox(value=True, label="Show rejected, unverified and cut drafts inline")
         with gr.Row():
-            scheduler = gr.Radio(list(SCHEDULERS), value=DEFAULTS.scheduler,
+            scheduler = gr.Radio(list(SCHEDULERS), value=defaults.scheduler, elem_id="scheduler",
                                  label="DSpark: how much of the block to verify (none = all)")
-            threshold = gr.Slider(0.0, 1.0, value=DEFAULTS.confidence_threshold, step=0.05,
+            threshold = gr.Slider(0.0, 1.0, value=defaults.confidence_threshold, step=0.05, elem_id="threshold",
                                   label="DSpark static cut: confidence threshold")
-            overlap = gr.Radio(list(OVERLAP_CHOICES), value="auto",
+            overlap = gr.Radio(list(OVERLAP_CHOICES), value=defaults.overlap, elem_id="overlap",
                                label="Overlap each step's host work with the next step's device work "
                                      "(auto: on for CUDA, off on the CPU)")
+    link_notes = gr.HTML("", elem_id="link-notes", visible=False)
+    share_link = gr.Textbox(label="Link to this comparison (opening it restores these settings and runs them)",
+                            elem_id="share-link", visible=False, interactive=False, buttons=["copy"], max_lines=1)
+    page_address = gr.Textbox(visible=False)
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
     with gr.Row(equal_height=False):
         lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True, drafter=drafters[m]), elem_id=f"lane-{m}",
-                              min_width=300)
+                              min_width=300, visible=m in defaults.methods)
                       for m in methods]
     gr.Markdown("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                 "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
@@ -90,48 +139,58 @@ def render(engine, methods: list[str]) -> None:
     with gr.Row():
         progress_plot = gr.Plot(elem_id="progress", show_label=False)
         acceptance_plot = gr.Plot(elem_id="acceptance", show_label=False)
-        survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in methods)
+        survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in defaults.methods)
+    # The canonical query of the link this page was opened with: set once by the page load, it runs the
+    # comparison. (A text box, not gr.State, which would hold a heartbeat connection open for every visitor.)
+    link_query = gr.Textbox(visible=False)
 
-    def on_run(prompt_text, temperature_value, draft_len_value, block_len_value, max_new_value, seed_value, rule,
-               show, scheduler_value, threshold_value, overlap_value, request: gr.Request):
-        plots = 4  # timeline, progress, acceptance, survival
+    # The Settings fields, in order, and the components that hold them.
+    controls = dict(prompt=prompt, methods=lanes, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                    draft_len=draft_len, block_len=block_len, verify_rule=verify_rule, scheduler=scheduler,
+                    confidence_threshold=threshold, overlap=overlap)
+    assert list(controls) == list(PARSERS)
+    run_outputs = [status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot]
+    plots = 4  # timeline, progress, acceptance, survival
+
+    def refused(message: str):
+        return _status(f"⚠ {message}", error=True), *[gr.skip()] * (len(methods) + plots)
+
+    def run_comparison(settings: Settings, show: bool, session: str) -> Iterator[tuple]:
+        """Run the chosen lanes one after another and yield the page's outputs as they fill. The one place
+        lanes run: the button, a share link and the API all come here."""
         try:
-            base = GenerationConfig(max_new_tokens=_as_int(max_new_value, "max new tokens"),
-                                    temperature=float(temperature_value), seed=_as_int(seed_value, "seed"),
-                                    draft_len=_as_int(draft_len_value, "draft length K"), verify_rule=rule,
-                                    scheduler=scheduler_value, confidence_threshold=float(threshold_value),
-                                    overlap=OVERLAP_CHOICES[overlap_value])
-            block = _as_int(block_len_value, "block draft length")
-            lanes = [LaneRun(m, replace(base, method=m,
-                                        draft_len=block if METHOD_REGISTRY[m].one_pass else base.draft_len))
-                     for m in methods]
-            for lane in lanes:
+            lane_runs = [LaneRun(m, settings.config(m)) for m in settings.methods]
+            for lane in lane_runs:
                 lane.config.validate()
-            engine.encode_prompt(prompt_text)
-        except (EngineError, ValueError, TypeError) as exc:
-            yield _status(f"⚠ {exc}", error=True), *[gr.skip()] * (len(methods) + plots)
+            engine.encode_prompt(settings.prompt)
+        except EngineError as exc:
+            yield refused(str(exc))
             return
-        stop = _stop_events[request.session_hash] = threading.Event()
-        greedy = base.temperature == 0
+        stop = _stop_events[session] = threading.Event()
+        greedy = settings.temperature == 0
+        by_method = {lane.method: lane for lane in lane_runs}
 
         def lanes_html():
-            baseline = next((lane for lane in lanes if lane.method == "baseline" and lane.steps), None)
-            baseline_summary = summarize(baseline.steps, base.max_new_tokens, engine.eos_id) if baseline else None
-            return [lane_html(lane.method, lane.steps, prompt_text, lane.state, base.max_new_tokens, engine.eos_id,
-                              greedy, baseline_summary, show, drafters[lane.method]) for lane in lanes]
+            baseline = by_method.get("baseline")
+            baseline_summary = (summarize(baseline.steps, settings.max_new_tokens, engine.eos_id)
+                                if baseline and baseline.steps else None)
+            return [lane_html(m, by_method[m].steps, settings.prompt, by_method[m].state, settings.max_new_tokens,
+                              engine.eos_id, greedy, baseline_summary, show, drafters[m])
+                    if m in by_method else lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m])
+                    for m in methods]
 
         def figures():
-            by_method = {lane.method: lane.steps for lane in lanes}
-            drafting = {m: s for m, s in by_method.items() if m != "baseline"}
-            return (timeline_figure(by_method), progress_figure(by_method), acceptance_figure(drafting),
-                    survival_figure(by_method.get("dspark", [])))
+            steps = {lane.method: lane.steps for lane in lane_runs}
+            drafting = {m: s for m, s in steps.items() if m != "baseline"}
+            return (timeline_figure(steps), progress_figure(steps), acceptance_figure(drafting),
+                    survival_figure(steps.get("dspark", [])))
 
         try:
             last_draw, finished = 0.0, 0
-            for _ in run_lanes(engine, prompt_text, lanes, stop):
+            for _ in run_lanes(engine, settings.prompt, lane_runs, stop):
                 now = time.monotonic()
-                running = next((lane for lane in lanes if lane.state == "running"), None)
-                done_now = sum(lane.state not in ("waiting", "running") for lane in lanes)
+                running = next((lane for lane in lane_runs if lane.state == "running"), None)
+                done_now = sum(lane.state not in ("waiting", "running") for lane in lane_runs)
                 if running is not None and now - last_draw < REDRAW_EVERY_S and done_now == finished:
                     continue
                 last_draw = now
@@ -140,22 +199,80 @@ def render(engine, methods: list[str]) -> None:
                     charts, finished = figures(), done_now
                 message = f"running {running.method} on {engine.device_name}…" if running else "…"
                 yield _status(message), *lanes_html(), *charts
-            errors = [f"{lane.method}: {lane.state}" for lane in lanes if lane.state.startswith("error")]
+            errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
             yield _status(text, error=bool(errors)), *lanes_html(), *figures()
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
-            _stop_events.pop(request.session_hash, None)
+            _stop_events.pop(session, None)
+
+    def on_run(prompt, methods, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
+               scheduler, confidence_threshold, overlap, request: gr.Request):
+        """Check every raw value (events here skip Gradio's preprocessing), then run."""
+        raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                   draft_len=draft_len, block_len=block_len, verify_rule=verify_rule, scheduler=scheduler,
+                   confidence_threshold=confidence_threshold, overlap=overlap)
+        try:
+            settings, show = parse_controls(raw, methods_available), _show_drafts(show_drafts)
+        except SettingError as exc:
+            yield refused(str(exc))
+            return
+        yield from run_comparison(settings, show, request.session_hash)
+
+    def run_link(query, show_drafts, request: gr.Request):
+        if not isinstance(query, str) or not query:
+            yield (gr.skip(),) * len(run_outputs)
+            return
+        settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), defaults, available=methods_available)
+        yield from run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
+                                  request.session_hash)
+
+    def restore(request: gr.Request):
+        """Opening the page: a share link's parameters set every control, then the comparison runs."""
+        items = _query_items(request)
+        settings, messages = parse_query(items, defaults, available=methods_available, preset=engine.preset)
+        if not messages and not is_link(items):
+            return (gr.skip(),) * (len(controls) + 2)
+        values = [str(v) if name == "seed" else list(v) if name == "methods" else v
+                  for name, v in ((name, getattr(settings, name)) for name in controls)]
+        return *values, _notes(messages, "This link had problems; the rest of it was used:"), \
+            build_query(settings) if is_link(items) else gr.skip()
+
+    def make_link(address, *values):
+        """The link to the current controls, on the page's own address (the browser fills `address`)."""
+        try:
+            settings = parse_controls(dict(zip(controls, values)), methods_available)
+        except SettingError as exc:
+            return gr.update(value="", visible=False), _notes([str(exc)], "No link made:")
+        base = address if isinstance(address, str) and address.startswith(("http://", "https://")) else ""
+        link = f"{base}?{build_query(settings, engine.preset)}"
+        long = (_notes([f"it is {len(link):,} characters long; some browsers and servers cut links past about "
+                        f"{LONG_LINK_CHARS:,}, so a shorter prompt travels more safely"], "Note on this link:")
+                if len(link) > LONG_LINK_CHARS else _notes([], ""))
+        return gr.update(value=link, visible=True), long
+
+    def show_lanes(selected):
+        chosen = selected if isinstance(selected, (list, tuple)) else []
+        return *[gr.update(visible=m in chosen) for m in methods], gr.update(visible="dspark" in chosen)
 
     def on_stop(request: gr.Request):
         event = _stop_events.get(request.session_hash)
         if event is not None:
             event.set()
 
-    run_button.click(on_run, inputs=[prompt, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule,
-                                     show_drafts,
-                                     scheduler, threshold, overlap],
-                     outputs=[status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot],
-                     concurrency_limit=1, concurrency_id="engine", api_name="run", show_progress="hidden")
+    run_inputs = [prompt, lanes, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
+                  scheduler, threshold, overlap]
+    run_button.click(on_run, inputs=run_inputs, outputs=run_outputs, preprocess=False, concurrency_limit=1,
+                     concurrency_id="engine", api_name="run", show_progress="hidden")
     stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
+    lanes.change(show_lanes, inputs=[lanes], outputs=[*lane_boxes, survival_plot], preprocess=False, queue=False,
+                 api_visibility="private", show_progress="hidden")
+    copy_button.click(make_link, inputs=[page_address, *controls.values()], outputs=[share_link, link_notes],
+                      js=PAGE_ADDRESS_JS, preprocess=False, concurrency_limit=None, api_visibility="private",
+                      show_progress="hidden") \
+        .then(None, inputs=[share_link], outputs=None, js=COPY_JS)
+    demo.load(restore, inputs=None, outputs=[*controls.values(), link_notes, link_query], concurrency_limit=None,
+              api_visibility="private", show_progress="hidden")
+    link_query.change(run_link, inputs=[link_query, show_drafts], outputs=run_outputs, preprocess=False,
+                      concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden")

@@ -1,0 +1,280 @@
+"""Share links: a whole comparison as URL query parameters, and the checks that make any value safe.
+
+A link carries its own settings (a restart loses nothing), named as the CLI's options: `prompt`, `methods`
+(a comma list), `temperature`, `seed`, `max_new_tokens`, `draft_len` (the serial drafters' K), `block_len`
+(tokens per block of the one-pass drafters), `verify_rule`, `scheduler`, `confidence_threshold`, `overlap`,
+and `preset` (which models the link was made on; only compared with the server's).
+
+One parser per control turns a raw value into a setting or raises `SettingError` with one line. The run
+handler uses them on whatever a browser or an API client sends (a string, None, a list...), and refuses the
+run with that line; `parse_query` uses them on a link, where each bad value gives one message and its
+control's default. Pure and torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, METHODS
+from engine.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
+from engine.types import MAX_DRAFT_LEN, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE, GenerationConfig
+
+from .examples import example_prompts
+
+ENGINE_DEFAULTS = GenerationConfig()
+MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
+SERIAL_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if not m.one_pass)
+BLOCK_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if m.one_pass)
+MAX_EXACT_FLOAT_INT = 2**53  # a float this large may be a neighbour of the integer it was meant to be
+MAX_MESSAGES = 12  # a link with hundreds of bad parameters gets this many lines, then a count
+
+
+class SettingError(ValueError):
+    """A value a control cannot take; the message is one line naming the control and the value."""
+
+
+@lru_cache(maxsize=1)
+def default_prompt() -> str:
+    return example_prompts()[0]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every control of one comparison (the page's "show drafts" is display only and not part of it)."""
+
+    prompt: str = field(default_factory=default_prompt)
+    methods: tuple[str, ...] = DEFAULT_LANES  # lanes to run, in registry order
+    temperature: float = ENGINE_DEFAULTS.temperature
+    seed: int = ENGINE_DEFAULTS.seed
+    max_new_tokens: int = ENGINE_DEFAULTS.max_new_tokens
+    draft_len: int = SERIAL_DRAFT_LEN  # K of the serial drafters (AR, Classic)
+    block_len: int = BLOCK_DRAFT_LEN  # tokens per block of the one-pass drafters (DFlash, DSpark)
+    verify_rule: str = ENGINE_DEFAULTS.verify_rule
+    scheduler: str = ENGINE_DEFAULTS.scheduler
+    confidence_threshold: float = ENGINE_DEFAULTS.confidence_threshold
+    overlap: str = "auto"  # a key of OVERLAP_CHOICES
+
+    def config(self, method: str) -> GenerationConfig:
+        """The engine's configuration for one lane."""
+        one_pass = METHOD_REGISTRY[method].one_pass
+        return GenerationConfig(method=method, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                seed=self.seed, draft_len=self.block_len if one_pass else self.draft_len,
+                                verify_rule=self.verify_rule, scheduler=self.scheduler,
+                                confidence_threshold=self.confidence_threshold,
+                                overlap=OVERLAP_CHOICES[self.overlap])
+
+
+def default_settings(available: Sequence[str] = METHODS) -> Settings:
+    """The page's defaults on a server that can run `available`."""
+    return Settings(methods=tuple(m for m in DEFAULT_LANES if m in available) or tuple(available[:1]))
+
+
+# --- one parser per control ---------------------------------------------------------------------------
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: repr (so control characters and lone surrogates stay visible), cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+_NOT_A_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates that do not stand for a raw byte
+
+
+def repair_text(text: str) -> str:
+    """Text any encoder accepts: a lone surrogate becomes U+FFFD, and one that stands for an undecodable byte
+    (surrogateescape) becomes that byte again, read as UTF-8. The app runs, draws and sends to the browser
+    only the repaired text, so the engine, the HTML and the JSON all see the same characters."""
+    return _NOT_A_BYTE.sub("\ufffd", text).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def parse_prompt(value: Any) -> str:
+    if not isinstance(value, str):
+        raise SettingError(f"the prompt must be text, got {type(value).__name__}")
+    if len(value) > MAX_PROMPT_CHARS:
+        raise SettingError(f"the prompt is {len(value):,} characters; at most {MAX_PROMPT_CHARS:,} are accepted")
+    if not value.strip():
+        raise SettingError("the prompt is empty")
+    return repair_text(value)
+
+
+def _number(value: Any, name: str, expect: str) -> float | int:
+    """An int or float as sent (bools refused) or parsed from text; finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+    number = value
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+            return int(text)
+        try:
+            number = float(text) if len(text) <= 40 else math.nan
+        except ValueError:
+            raise SettingError(f"{name} must be {expect}, got {_shown(value)}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+    return number
+
+
+def integer_parser(name: str, low: int, high: int) -> Callable[[Any], int]:
+    expect = f"a whole number from {low} to {high}"
+
+    def parse(value: Any) -> int:
+        number = _number(value, name, expect)
+        if isinstance(number, float):  # a float is taken only where it is exactly the integer meant
+            if abs(number) >= MAX_EXACT_FLOAT_INT:
+                raise SettingError(f"{name} {_shown(value)} is too large to be exact as a float; send it as text")
+            if not number.is_integer():
+                raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+            number = int(number)
+        if not low <= number <= high:
+            raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+        return number
+
+    return parse
+
+
+def float_parser(name: str, low: float, high: float) -> Callable[[Any], float]:
+    expect = f"a number from {low:g} to {high:g}"
+
+    def parse(value: Any) -> float:
+        number = _number(value, name, expect)
+        try:
+            number = float(number)
+        except OverflowError:  # an integer with hundreds of digits
+            raise SettingError(f"{name} must be {expect}, got {_shown(value)}") from None
+        if not low <= number <= high:
+            raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+        return number
+
+    return parse
+
+
+def choice_parser(name: str, options: Sequence[str]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if not isinstance(value, str) or value not in options:
+            raise SettingError(f"unknown {name} {_shown(value)}; choose one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def parse_methods(value: Any, available: Sequence[str] = METHODS) -> tuple[str, ...]:
+    """A comma list (a link) or a list (the checkboxes) of method names; returned in registry order."""
+    if isinstance(value, str):
+        names = [name.strip() for name in value.split(",") if name.strip()]
+    elif isinstance(value, (list, tuple)):
+        names = list(value)
+    else:
+        raise SettingError(f"lanes must be a list of methods, got {_shown(value)}")
+    if not names:
+        raise SettingError("choose at least one lane")
+    for name in names:
+        if not isinstance(name, str) or name not in METHOD_REGISTRY:
+            raise SettingError(f"unknown method {_shown(name)}; choose from {', '.join(available)}")
+        if name not in available:
+            raise SettingError(f"this server has no {name} lane; it runs {', '.join(available)}")
+    repeated = [name for name, count in Counter(names).items() if count > 1]
+    if repeated:
+        raise SettingError(f"method {repeated[0]!r} is listed more than once")
+    return tuple(m for m in METHODS if m in names)
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "prompt": parse_prompt,
+    "methods": parse_methods,
+    "temperature": float_parser("temperature", 0.0, MAX_TEMPERATURE),
+    "seed": integer_parser("seed", 0, MAX_SEED),
+    "max_new_tokens": integer_parser("max new tokens", 1, MAX_NEW_TOKENS_UI),
+    "draft_len": integer_parser("draft length K", 1, MAX_DRAFT_LEN),
+    "block_len": integer_parser("tokens per block", 1, MAX_DRAFT_LEN),
+    "verify_rule": choice_parser("verification rule", VERIFY_RULES),
+    "scheduler": choice_parser("scheduler", SCHEDULERS),
+    "confidence_threshold": float_parser("confidence threshold", 0.0, 1.0),
+    "overlap": choice_parser("overlap", tuple(OVERLAP_CHOICES)),
+}
+assert set(PARSERS) == {f.name for f in fields(Settings)}
+
+
+def _parse(name: str, value: Any, available: Sequence[str]) -> Any:
+    return parse_methods(value, available) if name == "methods" else PARSERS[name](value)
+
+
+def parse_controls(values: Mapping[str, Any], available: Sequence[str] = METHODS) -> Settings:
+    """The run handler's check: every control's raw value, or SettingError naming the first bad one."""
+    return Settings(**{name: _parse(name, values[name], available) for name in PARSERS})
+
+
+# --- links ---------------------------------------------------------------------------------------------
+
+LINK_PARAMETERS = (*PARSERS, "preset")
+
+
+def _ignored(name: str) -> bool:
+    """Gradio's and Hugging Face Spaces' own parameters (`__theme`, `__sign`, ...; `view=api`)."""
+    return name.startswith("__") or name == "view"
+
+
+def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Settings | None = None,
+                available: Sequence[str] = METHODS, preset: str | None = None) -> tuple[Settings, list[str]]:
+    """A link's settings: each bad, repeated or unknown parameter gives one message, and a bad value its
+    control's default. `preset` is the server's; a link made on another one gets a message and runs here."""
+    defaults = defaults or default_settings(available)
+    items = list(params.items() if isinstance(params, Mapping) else params)
+    counts = Counter(name for name, _ in items)
+    values, messages = {}, []
+    for name, value in items:
+        if _ignored(name):
+            continue
+        if name not in LINK_PARAMETERS:
+            messages.append(f"unknown link parameter {_shown(name)} ignored")
+        elif counts[name] > 1:
+            if name not in values:
+                messages.append(f"{name} is given {counts[name]} times in the link; using the default")
+                values[name] = getattr(defaults, name, None)
+        elif name == "preset":
+            if preset is not None and value != preset:
+                known = "" if value in PRESETS else " (not a preset SpecLab knows)"
+                messages.append(f"this link was made with preset {_shown(value)}{known}; "
+                                f"this server runs preset {preset}, so its models may write other text")
+        else:
+            try:
+                values[name] = _parse(name, value, available)
+            except SettingError as exc:
+                messages.append(f"{exc}; using the default")
+    values.pop("preset", None)
+    if len(messages) > MAX_MESSAGES:
+        messages = [*messages[:MAX_MESSAGES - 1], f"and {len(messages) - MAX_MESSAGES + 1} more problems"]
+    return Settings(**{f.name: values.get(f.name, getattr(defaults, f.name)) for f in fields(Settings)}), messages
+
+
+def is_link(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> bool:
+    """Does the address carry any of a comparison's parameters (so opening it should run the comparison)?"""
+    items = params.items() if isinstance(params, Mapping) else params
+    return any(name in PARSERS for name, _ in items)
+
+
+def _number_text(value: float) -> str:
+    text = repr(float(value))  # repr round-trips exactly
+    return text[:-2] if text.endswith(".0") else text
+
+
+def build_query(settings: Settings, preset: str | None = None) -> str:
+    """The query string (without "?") that `parse_query` reads back into the same settings. Every control
+    is written, so a link means the same comparison even if a later version changes a default."""
+    pairs = [("methods", ",".join(settings.methods))]
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        if f.name in ("prompt", "methods"):
+            continue
+        pairs.append((f.name, _number_text(value) if isinstance(value, float) else str(value)))
+    if preset:
+        pairs.append(("preset", preset))
+    pairs.append(("prompt", settings.prompt))  # last: the long one
+    return urlencode(pairs, quote_via=quote, safe=",")

@@ -1,0 +1,266 @@
+"""The Hugging Face Space: `python -m app.space build DIR` writes a ready ZeroGPU Space, its entry point
+imports cleanly from the built folder, and the lanes' device work runs behind a ZeroGPU-shaped boundary
+(arguments and every yielded item pickled, Stop and ZeroGPU's refusals handled in the app's process)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import re
+import subprocess
+import sys
+import threading
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app import gpu, space
+from app.runner import LaneRun, run_lanes
+from engine.presets import PRESETS
+from engine.types import EngineError, GenerationConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "def parse(self, text):\n"
+
+
+# Imports the entry point as the Space does, less the engine's warm-up (seconds of CPU profiling, tested with
+# the engine), and shows which app/ package it found.
+IMPORT_CHECK = ("from engine.loop import Engine; Engine.warm_up = lambda self, *a, **k: print('warm-up skipped'); "
+                "import gradio, app, space_app; assert isinstance(space_app.demo, gradio.Blocks); "
+                "print('package', app.__file__)")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The built Space (.path) and the import of its entry point (.importing): a fresh interpreter that loads
+    the tiny models (~8 s) starts at once, in the background, while the other tests run."""
+    dest = tmp_path_factory.mktemp("space") / "speclab"
+    assert space.main(["build", str(dest)]) == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPACES_ZERO_GPU")}
+    env.update(SPECLAB_PRESET="tiny", HF_HUB_OFFLINE="1")
+    importing = subprocess.Popen([sys.executable, "-c", IMPORT_CHECK], cwd=dest, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    yield types.SimpleNamespace(path=dest, importing=importing)
+    if importing.poll() is None:
+        importing.kill()
+        importing.communicate()
+
+
+@pytest.fixture(scope="module")
+def space_dir(built) -> Path:
+    return built.path
+
+
+def front_matter(readme: Path) -> dict:
+    match = re.match(r"^---\n(.*?)\n---\n", readme.read_text(encoding="utf-8"), flags=re.S)
+    assert match, "README.md must open with YAML front matter"
+    return yaml.safe_load(match.group(1))
+
+
+def real_repos() -> set[str]:
+    return {name for p in PRESETS.values() if not p.local for name in (p.target, p.tokenizer, *p.drafters.values())}
+
+
+def test_front_matter_describes_a_gradio_zerogpu_space(space_dir):
+    meta = front_matter(space_dir / "README.md")
+    pinned = re.search(r"^gradio==(\S+)", (ROOT / "requirements.txt").read_text(), flags=re.M).group(1)
+    assert meta["sdk"] == "gradio" and str(meta["sdk_version"]) == pinned
+    assert (space_dir / meta["app_file"]).is_file() and meta["app_file"] != "app.py"  # never shadows app/
+    assert re.match(r"^3\.(10|12)(\.|$)", str(meta["python_version"]))
+    assert meta["title"] and meta["emoji"] and meta["startup_duration_timeout"]
+    assert meta["suggested_hardware"].startswith("zero-")
+    assert {"Qwen/Qwen3-4B", "Qwen/Qwen3-0.6B", "deepseek-ai/dspark_qwen3_4b_block7"} <= real_repos()
+    assert set(meta["models"]) == real_repos()
+    assert {entry.split()[0] for entry in meta["preload_from_hub"]} == real_repos()
+    assert "SpecLab" in (space_dir / "README.md").read_text(encoding="utf-8").split("---", 2)[2]
+
+
+def test_requirements_pin_a_torch_zerogpu_accepts(space_dir):
+    lines = [line.strip() for line in (space_dir / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    names = {re.split(r"[=<>!~\[ ]", line)[0].lower(): line for line in lines}
+    major, minor, *_ = (int(x) for x in names["torch"].split("==")[1].split("."))
+    assert major == 2 and 8 <= minor <= 11
+    assert "spaces" in names and "pytest" not in names and "playwright" not in names
+    repo_pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines()
+                 if "==" in line and not line.startswith(("torch", "pytest", "playwright", "#"))]
+    assert set(repo_pins) <= set(lines)
+
+
+def test_the_folder_holds_the_app_and_nothing_else(space_dir):
+    top = {path.name for path in space_dir.iterdir()}
+    assert top == {"README.md", "requirements.txt", space.ENTRY, ".gitattributes", "app", "engine", "assets"}
+    for name in ("app/main.py", "app/tabs/compare.py", "engine/loop.py", "assets/target/model.safetensors"):
+        assert (space_dir / name).is_file(), name
+    files = [path.relative_to(space_dir) for path in space_dir.rglob("*")]
+    assert not [f for f in files if {"tests", "runs", ".venv", "__pycache__"} & set(f.parts) or f.suffix == ".pyc"]
+    assert "*.safetensors filter=lfs" in (space_dir / ".gitattributes").read_text()
+
+
+def test_build_refuses_to_overwrite_the_checkout(capsys):
+    assert space.main(["build", str(ROOT / "app" / "space")]) == 2
+    assert "would overwrite this checkout" in capsys.readouterr().err
+    assert not (ROOT / "app" / "space").exists()
+    assert space.main(["build", str(ROOT.parent)]) == 2  # would replace the folders beside this checkout
+
+
+# --- the GPU boundary --------------------------------------------------------------------------------
+
+def test_gpu_seconds_grow_with_the_lanes_and_are_capped():
+    assert gpu.gpu_seconds([GenerationConfig(max_new_tokens=64)] * 5) == 31
+    assert gpu.gpu_seconds([GenerationConfig(max_new_tokens=1)]) == 15
+    assert gpu.gpu_seconds([GenerationConfig(max_new_tokens=512)] * 5) == 120
+
+
+def test_the_decorator_is_spaces_gpu_when_installed_and_a_no_op_otherwise(monkeypatch):
+    def f(x):
+        return x
+
+    assert gpu.no_gpu(f) is f and gpu.no_gpu(duration=5)(f) is f
+    monkeypatch.setitem(sys.modules, "spaces", None)  # `import spaces` raises ImportError
+    assert gpu.gpu_decorator() is gpu.no_gpu
+    fake = types.ModuleType("spaces")
+    fake.GPU = lambda *a, **k: None
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    assert gpu.gpu_decorator() is fake.GPU
+
+
+class PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        assert module.split(".")[0] != "torch", f"{module}.{name} crossed the GPU boundary"
+        return super().find_class(module, name)
+
+
+def across(obj):
+    """obj through a pickle, as ZeroGPU sends it between processes; refuses torch objects (a CUDA tensor
+    would reach the app's process, which has no GPU)."""
+    return PlainUnpickler(io.BytesIO(pickle.dumps(obj))).load()
+
+
+class FakeZeroGPU:
+    """Acts as ZeroGPU's `spaces.GPU` does for a generator: asks the duration with the call's arguments,
+    then pickles the arguments and every yielded item across; closing the handler closes the task."""
+
+    def __init__(self, refuse: str = ""):
+        self.durations, self.items, self.closed, self.refuse = [], 0, False, refuse
+
+    def __call__(self, task=None, *, duration=None):
+        def wrap(fn):
+            def handler(*args, **kwargs):
+                self.durations.append(duration(*args, **kwargs))
+                if self.refuse:
+                    import gradio as gr
+
+                    raise gr.Error(self.refuse)
+                args, kwargs = across((args, kwargs))
+                work = fn(*args, **kwargs)
+                try:
+                    for item in work:
+                        self.items += 1
+                        yield across(item)
+                finally:
+                    work.close()
+                    self.closed = True
+            return handler
+        return wrap
+
+
+def lanes_for(engine, max_new_tokens: int = 12) -> list[LaneRun]:
+    base = GenerationConfig(max_new_tokens=max_new_tokens, draft_len=3, scheduler="none")
+    return [LaneRun(m, replace(base, method=m)) for m in engine.methods()]
+
+
+def output_ids(lane: LaneRun) -> list[int]:
+    return [token.id for step in lane.steps for token in step.committed]
+
+
+@pytest.fixture
+def warm_ups(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpu, "warm_up_once", calls.append)  # the real warm-up profiles for seconds
+    monkeypatch.setattr(space, "warm_up_once", calls.append)
+    return calls
+
+
+def test_lanes_behind_the_gpu_boundary_match_the_plain_runner(random_engine, warm_ups):
+    fake = FakeZeroGPU()
+    plain, behind = lanes_for(random_engine), lanes_for(random_engine)
+    for _ in run_lanes(random_engine, PROMPT, plain, threading.Event()):
+        pass
+    for _ in gpu.lane_runner(random_engine, fake)(random_engine, PROMPT, behind, threading.Event()):
+        pass
+    assert [lane.state for lane in behind] == ["done"] * len(behind)
+    assert [output_ids(lane) for lane in behind] == [output_ids(lane) for lane in plain]
+    assert fake.durations == [gpu.gpu_seconds([lane.config for lane in behind])] and fake.closed
+    assert warm_ups == [random_engine]  # once per call, inside the GPU function
+
+
+def test_stop_closes_the_gpu_work_and_stops_the_remaining_lanes(random_engine, warm_ups):
+    fake, stop = FakeZeroGPU(), threading.Event()
+    lanes = lanes_for(random_engine, max_new_tokens=40)
+    for _ in gpu.lane_runner(random_engine, fake)(random_engine, PROMPT, lanes, stop):
+        if lanes[0].steps:
+            stop.set()
+    assert fake.closed and fake.items <= 3  # "running", the first batch, then closed at the next item
+    assert [lane.state for lane in lanes] == ["stopped"] * len(lanes)
+
+
+def test_a_zerogpu_refusal_is_shown_on_the_lanes(random_engine, warm_ups):
+    fake = FakeZeroGPU(refuse="You have exceeded your free ZeroGPU quota (31s requested vs. 10s left).")
+    lanes = lanes_for(random_engine)
+    for _ in gpu.lane_runner(random_engine, fake)(random_engine, PROMPT, lanes, threading.Event()):
+        pass
+    assert lanes[0].state.startswith("error: You have exceeded your free ZeroGPU quota")
+    assert [lane.state for lane in lanes[1:]] == ["stopped"] * (len(lanes) - 1)
+
+
+def test_the_compare_tab_runs_its_lanes_through_the_space_runner(random_engine, warm_ups):
+    from app.main import build_app
+
+    fake = FakeZeroGPU()
+    demo = build_app(random_engine, run_lanes=gpu.lane_runner(random_engine, fake))
+    run = next(block for block in demo.fns.values() if block.api_name == "run")
+    # The Run button's own inputs at their defaults; DSpark verifies its whole block (no speed profile).
+    values = ["none" if component.value == "throughput" else component.value for component in run.inputs]
+    *_, last = run.fn(*values, types.SimpleNamespace(session_hash="space-test", query_params={}))
+    assert "done on" in last[0] and fake.durations and fake.closed
+
+
+def test_each_process_warms_the_engine_once(monkeypatch):
+    engine = types.SimpleNamespace(warm_up=lambda: calls.append(1))
+    calls = []
+    gpu.warm_up_once(engine)
+    gpu.warm_up_once(engine)
+    assert calls == [1]
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # a new ZeroGPU worker: a fork of the app's process
+    gpu.warm_up_once(engine)
+    assert calls == [1, 1]
+
+
+def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, warm_ups, monkeypatch, capsys):
+    from engine.loop import Engine
+
+    def load(preset, device="auto"):
+        if preset != "tiny":
+            raise EngineError(f"preset {preset!r} needs a CUDA GPU and there is none here")
+        return random_engine
+
+    monkeypatch.setattr(Engine, "load", staticmethod(load))
+    engine, notice = space.load_space_engine("qwen3-4b")
+    assert engine is random_engine and warm_ups == [random_engine]  # on a CPU it warms up at once
+    assert "needs a CUDA GPU" in notice and "embedded models (tiny)" in notice
+    assert "warning:" in capsys.readouterr().err
+    assert space.load_space_engine("tiny") == (random_engine, "")
+    monkeypatch.setenv("SPECLAB_PRESET", "")
+    assert space.space_preset() == "qwen3-4b"
+
+
+def test_the_entry_point_imports_cleanly_from_the_built_folder(built):
+    out, err = built.importing.communicate(timeout=300)
+    assert built.importing.returncode == 0, err[-3000:]
+    assert f"package {built.path / 'app' / '__init__.py'}" in out  # the copy, not this checkout
+    assert "SpecLab Space: tiny models" in out and "warm-up skipped" in out  # on a CPU it warms up at import

@@ -18,6 +18,7 @@ from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, de
                        parse_controls, parse_query, repair_text)
 from app.main import build_app  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
+from app.tabs.compare import NUM_CHARTS  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
@@ -115,7 +116,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, *lanes = run(client)[:-4]  # the last four outputs are the charts
+    status, *lanes = run(client)[:-NUM_CHARTS]  # the last four outputs are the charts
     assert "done" in status
     assert len(lanes) == len(random_engine.methods())
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
@@ -128,7 +129,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
 def test_only_the_selected_lanes_run(launched_app, random_engine):
     from gradio_client import Client
 
-    status, *lanes = run(Client(launched_app, verbose=False), methods=["dspark", "baseline"])[:-4]
+    status, *lanes = run(Client(launched_app, verbose=False), methods=["dspark", "baseline"])[:-NUM_CHARTS]
     assert "done" in status
     states = {m: re.search(r'data-state="([^"]*)"', lane).group(1) for m, lane in zip(random_engine.methods(), lanes)}
     assert states == {"baseline": "done", "ar": "not selected", "dflash": "not selected", "dspark": "done"}
@@ -239,7 +240,7 @@ def test_nan_and_infinity_literals_are_refused(launched_app, capfd, caplog):
 def test_a_lone_surrogate_in_the_prompt_does_not_break_the_stream(launched_app, random_engine, capfd, caplog):
     capfd.readouterr()
     prompt = "def f(x):\ud800\n"
-    status, *lanes = call_raw(launched_app, raw_inputs(prompt=prompt, methods=["baseline"]))[:-4]
+    status, *lanes = call_raw(launched_app, raw_inputs(prompt=prompt, methods=["baseline"]))[:-NUM_CHARTS]
     assert "done" in status
     expected = random_engine.generate(repair_text(prompt), GenerationConfig(method="baseline", max_new_tokens=24)).text
     assert output_text_of(lanes[0]) == display_text(expected)
@@ -435,6 +436,6 @@ def test_stop_ends_a_running_comparison(launched_app):
     while time.monotonic() < deadline and not any("running" in str(out[0]) for out in job.outputs()):
         time.sleep(0.05)
     client.predict(api_name="/stop")  # same client, same session: stops this run only
-    status, *lanes = job.result(timeout=120)[:-4]
+    status, *lanes = job.result(timeout=120)[:-NUM_CHARTS]
     assert "stopped" in status
     assert any('data-state="stopped"' in lane for lane in lanes), [l[:300] for l in lanes]

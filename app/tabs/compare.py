@@ -21,7 +21,8 @@ from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.summary import summarize
 from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
-from ..charts import acceptance_figure, progress_figure, survival_figure, timeline_figure
+from ..charts import (acceptance_figure, accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure,
+                      progress_figure, survival_figure, timeline_figure)
 from ..examples import example_prompts
 from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
                      default_settings, is_link, parse_controls, parse_query)
@@ -29,6 +30,7 @@ from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 
 REDRAW_EVERY_S = 0.15  # lanes redraw at most this often while a lane runs
+NUM_CHARTS = 7  # the run's outputs end with this many figures
 # The charts redraw when a lane finishes (drawing them costs the browser more than the lanes do, and on a
 # shared machine that would slow the lane being measured).
 NOT_SELECTED = "not selected"
@@ -124,6 +126,9 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     status = gr.HTML(_status("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
     gr.HTML(LEGEND_HTML)
+    gr.Markdown("*Point 2 of the argument:* a drafted token is accepted with probability min(1, p_target / p_draft) "
+                "(at temperature 0: when it is the target's own choice); hover any token for both probabilities, "
+                "the ratio and the random draw r that decided it.", elem_classes="note")
     with gr.Row(equal_height=False):
         lane_boxes = [gr.HTML(lane_html(m, [], "", "waiting", 1, None, True, drafter=drafters[m]), elem_id=f"lane-{m}",
                               min_width=300, visible=m in defaults.methods)
@@ -131,7 +136,9 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     gr.Markdown("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                 "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
                 "Look at the AR row: every step starts with K thin orange draft forwards, one after another; "
-                "the block drafters draft the whole block in one.", elem_classes="note")
+                "the block drafters draft the whole block in one. *Point 6 of the argument:* the gaps are "
+                "bubbles where the device idles; overlap (More settings) runs each step's host work under the "
+                "next step's device work to remove them.", elem_classes="note")
     timeline = gr.Plot(elem_id="timeline", show_label=False)
     gr.Markdown("**Below:** tokens against time (the steepest line is the fastest lane), how acceptance holds up "
                 "along the block, and for DSpark whether its confidences predicted what the target accepted.",
@@ -140,6 +147,15 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         progress_plot = gr.Plot(elem_id="progress", show_label=False)
         acceptance_plot = gr.Plot(elem_id="acceptance", show_label=False)
         survival_plot = gr.Plot(elem_id="survival", show_label=False, visible="dspark" in defaults.methods)
+    gr.Markdown("**How each lane did:** how many drafts each step kept (the papers' τ histograms), the measured "
+                "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own numbers "
+                "(where they differ, bubbles and host work show), and where each lane's time went. *Point 7:* "
+                "DSpark's Markov head orders its block, and ✂ in its lane marks where its scheduler cut the "
+                "block before verification.", elem_classes="note")
+    with gr.Row():
+        histogram_plot = gr.Plot(elem_id="accepted-histogram", show_label=False)
+        formula_plot = gr.Plot(elem_id="formula-vs-measured", show_label=False)
+        time_split_plot = gr.Plot(elem_id="time-split", show_label=False)
     # The canonical query of the link this page was opened with: set once by the page load, it runs the
     # comparison. (A text box, not gr.State, which would hold a heartbeat connection open for every visitor.)
     link_query = gr.Textbox(visible=False)
@@ -149,8 +165,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                     draft_len=draft_len, block_len=block_len, verify_rule=verify_rule, scheduler=scheduler,
                     confidence_threshold=threshold, overlap=overlap)
     assert list(controls) == list(PARSERS)
-    run_outputs = [status, *lane_boxes, timeline, progress_plot, acceptance_plot, survival_plot]
-    plots = 4  # timeline, progress, acceptance, survival
+    charts = [timeline, progress_plot, acceptance_plot, survival_plot, histogram_plot, formula_plot, time_split_plot]
+    assert len(charts) == NUM_CHARTS
+    run_outputs = [status, *lane_boxes, *charts]
+    plots = NUM_CHARTS
 
     def refused(message: str):
         return _status(f"⚠ {message}", error=True), *[gr.skip()] * (len(methods) + plots)
@@ -182,8 +200,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         def figures():
             steps = {lane.method: lane.steps for lane in lane_runs}
             drafting = {m: s for m, s in steps.items() if m != "baseline"}
+            n, eos = settings.max_new_tokens, engine.eos_id
             return (timeline_figure(steps), progress_figure(steps), acceptance_figure(drafting),
-                    survival_figure(steps.get("dspark", [])))
+                    survival_figure(steps.get("dspark", [])), accepted_length_figure(drafting),
+                    predicted_vs_measured_figure(steps, n, eos), bubble_share_figure(steps, n, eos))
 
         try:
             last_draw, finished = 0.0, 0

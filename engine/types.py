@@ -145,6 +145,28 @@ class Step:
         d["text"] = self.text
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Step":
+        """The inverse of to_dict (a saved trace read back); raises KeyError/TypeError/ValueError on a
+        malformed one."""
+        def top(items) -> tuple[TopToken, ...]:
+            return tuple(TopToken(int(t["id"]), str(t["text"]), float(t["prob"])) for t in items)
+
+        def optional(value):
+            return None if value is None else float(value)
+
+        drafted = tuple(DraftedToken(
+            id=int(t["id"]), text=str(t["text"]), verdict=str(t["verdict"]), draft_prob=float(t["draft_prob"]),
+            target_prob=optional(t["target_prob"]), accept_prob=optional(t["accept_prob"]), draw=optional(t["draw"]),
+            draft_top=top(t["draft_top"]), target_top=top(t["target_top"]), confidence=optional(t.get("confidence")))
+            for t in d["drafted"])
+        return cls(index=int(d["index"]), kind=str(d["kind"]), drafted=drafted, num_verified=int(d["num_verified"]),
+                   num_accepted=int(d["num_accepted"]), bonus_id=int(d["bonus_id"]),
+                   committed=tuple(CommittedToken(int(t["id"]), str(t["text"]), str(t["source"]))
+                                   for t in d["committed"]),
+                   spans=tuple(Span(str(x["lane"]), float(x["start_s"]), float(x["end_s"]), str(x.get("label", "")))
+                               for x in d["spans"]))
+
 
 @dataclass(frozen=True)
 class RunSummary:

@@ -9,9 +9,11 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import html
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import gradio as gr
@@ -26,6 +28,7 @@ from ..charts import (acceptance_figure, accepted_length_figure, bubble_share_fi
 from ..examples import example_prompts
 from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
                      default_settings, is_link, parse_controls, parse_query)
+from ..record import LAST, Comparison, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 
@@ -43,6 +46,27 @@ COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writ
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
+
+
+def _versions() -> dict:
+    """Versions that shape a run's numbers, read from the installed packages (no import of torch here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in ("torch", "transformers", "gradio"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def _download_path(session: str) -> Path:
+    """One file per browser session, overwritten by its next run, so downloads never pile up."""
+    folder = Path(tempfile.gettempdir()) / "speclab-comparisons"
+    folder.mkdir(exist_ok=True)
+    safe = "".join(c for c in session if c.isalnum())[:32] or "session"
+    return folder / f"speclab-comparison-{safe}.json"
 
 
 def _status(text: str, error: bool = False) -> str:
@@ -89,6 +113,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             run_button = gr.Button("Run", variant="primary", elem_id="run")
             stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
             copy_button = gr.Button("Copy link", elem_id="copy-link", size="sm")
+            download_button = gr.DownloadButton("Download this comparison", elem_id="download", size="sm",
+                                                visible=False)
+            upload = gr.UploadButton("Open a saved comparison", elem_id="open-saved", size="sm",
+                                     file_types=[".json"], type="binary")
     gr.Examples(examples=[[e] for e in examples], inputs=[prompt], label="Examples (the tiny models know Python)",
                 examples_per_page=6)
     lanes = gr.CheckboxGroup([(METHOD_REGISTRY[m].label, m) for m in methods], value=list(defaults.methods),
@@ -198,12 +226,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                     for m in methods]
 
         def figures():
-            steps = {lane.method: lane.steps for lane in lane_runs}
-            drafting = {m: s for m, s in steps.items() if m != "baseline"}
-            n, eos = settings.max_new_tokens, engine.eos_id
-            return (timeline_figure(steps), progress_figure(steps), acceptance_figure(drafting),
-                    survival_figure(steps.get("dspark", [])), accepted_length_figure(drafting),
-                    predicted_vs_measured_figure(steps, n, eos), bubble_share_figure(steps, n, eos))
+            return run_figures({lane.method: lane.steps for lane in lane_runs}, settings.max_new_tokens)
 
         try:
             last_draw, finished = 0.0, 0
@@ -222,10 +245,54 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
+            LAST.remember(session, Comparison(
+                settings=settings_dict(settings), lanes={lane.method: list(lane.steps) for lane in lane_runs},
+                drafters={lane.method: drafters[lane.method] for lane in lane_runs}, device=engine.device_name,
+                preset=engine.preset, versions=_versions()))
             yield _status(text, error=bool(errors)), *lanes_html(), *figures()
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             _stop_events.pop(session, None)
+
+    def run_figures(steps: dict, max_new_tokens: int) -> tuple:
+        drafting = {m: s for m, s in steps.items() if m != "baseline"}
+        n, eos = max_new_tokens, engine.eos_id
+        return (timeline_figure(steps), progress_figure(steps), acceptance_figure(drafting),
+                survival_figure(steps.get("dspark", [])), accepted_length_figure(drafting),
+                predicted_vs_measured_figure(steps, n, eos), bubble_share_figure(steps, n, eos))
+
+    def offer_download(request: gr.Request):
+        """After a run: the session's comparison as one JSON file, every lane's trace with its settings."""
+        comparison = LAST.last(request.session_hash)
+        if comparison is None:
+            return gr.update(visible=False)
+        path = _download_path(request.session_hash)
+        path.write_text(comparison.to_json(), encoding="utf-8")
+        return gr.update(value=str(path), visible=True)
+
+    def open_saved(data, show_drafts, request: gr.Request):
+        """Show a saved comparison exactly as it was recorded, without running any model."""
+        try:
+            comparison = read_comparison(data if isinstance(data, (bytes, str)) else b"")
+        except RecordError as exc:
+            return refused(f"cannot open that file: {exc}")
+        LAST.remember(request.session_hash, comparison)  # the Step-through tab shows it too
+        saved = comparison.settings
+        max_new = int(saved.get("max_new_tokens", 64)) if str(saved.get("max_new_tokens", "")).isdigit() else 64
+        greedy = saved.get("temperature", 0) == 0
+        show = show_drafts if isinstance(show_drafts, bool) else True
+        baseline = comparison.lanes.get("baseline")
+        baseline_summary = summarize(baseline, max_new, engine.eos_id) if baseline else None
+        prompt_text = str(saved.get("prompt", ""))
+        boxes = [gr.update(value=lane_html(m, comparison.lanes[m], prompt_text, "recorded", max_new, engine.eos_id,
+                                           greedy, baseline_summary, show, comparison.drafters.get(m, "")),
+                           visible=True)
+                 if m in comparison.lanes else gr.update(visible=False) for m in methods]
+        missing = [m for m in comparison.lanes if m not in methods]
+        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
+        status = _status(html.escape(f"opened a comparison recorded {comparison.recorded_at} on {comparison.device}, "
+                                     f"preset {comparison.preset}: nothing was rerun{note}."))
+        return status, *boxes, *run_figures({m: s for m, s in comparison.lanes.items() if m in methods}, max_new)
 
     def on_run(prompt, methods, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
                scheduler, confidence_threshold, overlap, request: gr.Request):
@@ -284,7 +351,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     run_inputs = [prompt, lanes, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
                   scheduler, threshold, overlap]
     run_button.click(on_run, inputs=run_inputs, outputs=run_outputs, preprocess=False, concurrency_limit=1,
-                     concurrency_id="engine", api_name="run", show_progress="hidden")
+                     concurrency_id="engine", api_name="run", show_progress="hidden") \
+        .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")
+    upload.upload(open_saved, inputs=[upload, show_drafts], outputs=run_outputs, concurrency_limit=None,
+                  api_name="open_saved", show_progress="hidden")
     stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     lanes.change(show_lanes, inputs=[lanes], outputs=[*lane_boxes, survival_plot], preprocess=False, queue=False,
                  api_visibility="private", show_progress="hidden")
@@ -295,4 +365,5 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     demo.load(restore, inputs=None, outputs=[*controls.values(), link_notes, link_query], concurrency_limit=None,
               api_visibility="private", show_progress="hidden")
     link_query.change(run_link, inputs=[link_query, show_drafts], outputs=run_outputs, preprocess=False,
-                      concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden")
+                      concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden") \
+        .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")

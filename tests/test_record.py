@@ -1,0 +1,94 @@
+"""Export and import of a comparison: the JSON round-trips every lane exactly, malformed or oversized files
+are refused in one line, and an opened file shows its lanes without running a model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app.record import FORMAT, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
+from engine.types import GenerationConfig  # noqa: E402
+
+from conftest import launch_locally  # noqa: E402
+
+PROMPT = "def parse(self, text):\n"
+
+
+@pytest.fixture(scope="module")
+def comparison(random_engine):
+    lanes = {}
+    for method in ("baseline", "ar", "dspark"):
+        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=16, temperature=0.8,
+                                                                 draft_len=3, seed=4))
+        lanes[method] = [result.prefill, *result.steps]
+    return Comparison(settings={"prompt": PROMPT, "max_new_tokens": 16, "temperature": 0.8}, lanes=lanes,
+                      drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)", preset="random")
+
+
+def test_a_comparison_round_trips_exactly(comparison):
+    again = read_comparison(comparison.to_json().encode())
+    assert again == comparison  # every step, token, probability, draw and span, and every field around them
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda doc: "not json at all", "not a JSON file"),
+    (lambda doc: json.dumps({**doc, "format": "other/1"}), "not a SpecLab comparison"),
+    (lambda doc: json.dumps({**doc, "lanes": {}}), "no lanes"),
+    (lambda doc: json.dumps({**doc, "lanes": {"eagle9": doc["lanes"]["ar"]}}), "unknown method"),
+    (lambda doc: json.dumps({**doc, "lanes": {"ar": [{"index": 0}]}}), "malformed"),
+    (lambda doc: json.dumps({**doc, "lanes": {"ar": doc["lanes"]["ar"][1:]}}), "prefill"),
+    (lambda doc: json.dumps({**doc, "settings": None}), "no settings"),
+    (lambda doc: " " * (MAX_FILE_BYTES + 1), "at most"),
+])
+def test_bad_files_are_refused_in_one_line(comparison, mutate, message):
+    doc = json.loads(comparison.to_json())
+    with pytest.raises(RecordError, match=message) as err:
+        read_comparison(mutate(doc))
+    assert "\n" not in str(err.value)
+
+
+def test_last_comparisons_are_bounded_oldest_first(comparison):
+    store = LastComparisons(limit=2)
+    for session in ("a", "b", "c"):
+        store.remember(session, comparison)
+    assert store.last("a") is None and store.last("c") is comparison
+
+
+def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(random_engine, comparison, tmp_path,
+                                                                          monkeypatch):
+    import html
+    import re
+
+    from gradio_client import Client, handle_file
+
+    from app.main import build_app
+    from app.render import display_text
+    from app.tabs.compare import NUM_CHARTS
+
+    url = launch_locally(build_app(random_engine))
+    path = tmp_path / "saved.json"
+    path.write_text(comparison.to_json(), encoding="utf-8")
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("opening a saved comparison must not run a model")
+
+    monkeypatch.setattr(random_engine, "stream", no_model)
+    monkeypatch.setattr(random_engine, "generate", no_model)
+    outputs = Client(url, verbose=False).predict(handle_file(str(path)), True, api_name="/open_saved")
+    status, *lanes = outputs[:-NUM_CHARTS]
+    assert "nothing was rerun" in status and "recorded" in status
+    # Lanes come back as updates: shown ones with their HTML, the others hidden.
+    shown = {m: lane["value"] for m, lane in zip(random_engine.methods(), lanes) if lane.get("visible")}
+    assert set(shown) == set(comparison.lanes)
+    for method, steps in comparison.lanes.items():
+        spans = re.findall(r'<span class="tok [^"]*" data-out title="[^"]*">(.*?)</span>', shown[method], flags=re.S)
+        text = "".join(t.text for step in steps for t in step.committed)
+        assert "".join(html.unescape(x) for x in spans) == display_text(text), method
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    status = Client(url, verbose=False).predict(handle_file(str(bad)), True, api_name="/open_saved")[0]
+    assert "cannot open that file" in status and "not a SpecLab comparison" in status

@@ -79,7 +79,7 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
     monkeypatch.setattr(random_engine, "generate", no_model)
     outputs = Client(url, verbose=False).predict(handle_file(str(path)), True, api_name="/open_saved")
     status, *lanes = outputs[:-NUM_CHARTS]
-    assert "nothing was rerun" in status and "recorded" in status
+    assert "nothing was rerun" in status and "opened from a file" in status
     # Lanes come back as updates: shown ones with their HTML, the others hidden.
     shown = {m: lane["value"] for m, lane in zip(random_engine.methods(), lanes) if lane.get("visible")}
     assert set(shown) == set(comparison.lanes)
@@ -92,3 +92,37 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
     bad.write_text("{}", encoding="utf-8")
     status = Client(url, verbose=False).predict(handle_file(str(bad)), True, api_name="/open_saved")[0]
     assert "cannot open that file" in status and "not a SpecLab comparison" in status
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_share_link_opened_again_shows_the_recorded_run(random_engine, monkeypatch):
+    """Thirty students opening one link: the first visit runs the models, later ones get that run."""
+    import os
+    import shutil
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.skip("Debian chromium is not installed")
+    from app.main import build_app
+
+    url = launch_locally(build_app(random_engine)) + "?prompt=def%20g(y)%3A&methods=baseline,ar&max_new_tokens=10"
+    runs = []
+    real_stream = random_engine.stream
+    monkeypatch.setattr(random_engine, "stream", lambda *a, **k: runs.append(a) or real_stream(*a, **k))
+    statuses = []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
+                                                                    "--disable-background-networking",
+                                                                    "--disable-component-update", "--disable-sync"])
+        for _ in range(2):
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_function("(s => s && /done|recorded/.test(s.innerText))(document.querySelector('#status'))",
+                                   timeout=60000)
+            statuses.append(page.locator("#status").inner_text())
+            page.close()
+        browser.close()
+    assert "done" in statuses[0] and len(runs) == 2  # first visit: both lanes ran
+    assert "ran before on this server" in statuses[1] and len(runs) == 2  # second visit: nothing ran again

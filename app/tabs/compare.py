@@ -9,6 +9,7 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import html
+import json
 import tempfile
 import threading
 import time
@@ -28,7 +29,7 @@ from ..charts import (acceptance_figure, accepted_length_figure, bubble_share_fi
 from ..examples import example_prompts
 from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
                      default_settings, is_link, parse_controls, parse_query)
-from ..record import LAST, Comparison, RecordError, read_comparison, settings_dict
+from ..record import LAST, Comparison, LastComparisons, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 
@@ -46,6 +47,14 @@ COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writ
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
+
+
+RESULTS = LastComparisons(limit=32)  # complete runs by configuration, oldest evicted (share links reuse them)
+
+
+def _result_key(engine, settings: Settings) -> str:
+    """Everything a run's outcome depends on: the models, the device and every setting."""
+    return json.dumps([engine.preset, engine.device_name, settings_dict(settings)], sort_keys=True)
 
 
 def _versions() -> dict:
@@ -201,9 +210,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     def refused(message: str):
         return _status(f"⚠ {message}", error=True), *[gr.skip()] * (len(methods) + plots)
 
-    def run_comparison(settings: Settings, show: bool, session: str) -> Iterator[tuple]:
+    def run_comparison(settings: Settings, show: bool, session: str, reuse: bool = False) -> Iterator[tuple]:
         """Run the chosen lanes one after another and yield the page's outputs as they fill. The one place
-        lanes run: the button, a share link and the API all come here."""
+        lanes run: the button, a share link and the API all come here. reuse: show the recorded run of the
+        same configuration when there is one (share links: thirty visitors of one link compute it once)."""
         try:
             lane_runs = [LaneRun(m, settings.config(m)) for m in settings.methods]
             for lane in lane_runs:
@@ -211,6 +221,12 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             engine.encode_prompt(settings.prompt)
         except EngineError as exc:
             yield refused(str(exc))
+            return
+        key = _result_key(engine, settings)
+        recorded = RESULTS.last(key) if reuse else None
+        if recorded is not None:
+            LAST.remember(session, recorded)
+            yield show_recorded(recorded, show, "the same comparison ran before on this server; this is that run")
             return
         stop = _stop_events[session] = threading.Event()
         greedy = settings.temperature == 0
@@ -245,10 +261,13 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
-            LAST.remember(session, Comparison(
+            comparison = Comparison(
                 settings=settings_dict(settings), lanes={lane.method: list(lane.steps) for lane in lane_runs},
                 drafters={lane.method: drafters[lane.method] for lane in lane_runs}, device=engine.device_name,
-                preset=engine.preset, versions=_versions()))
+                preset=engine.preset, versions=_versions())
+            LAST.remember(session, comparison)
+            if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
+                RESULTS.remember(key, comparison)
             yield _status(text, error=bool(errors)), *lanes_html(), *figures()
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
@@ -277,10 +296,14 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         except RecordError as exc:
             return refused(f"cannot open that file: {exc}")
         LAST.remember(request.session_hash, comparison)  # the Step-through tab shows it too
+        return show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
+                             "opened from a file")
+
+    def show_recorded(comparison: Comparison, show: bool, how: str) -> tuple:
+        """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
         saved = comparison.settings
         max_new = int(saved.get("max_new_tokens", 64)) if str(saved.get("max_new_tokens", "")).isdigit() else 64
         greedy = saved.get("temperature", 0) == 0
-        show = show_drafts if isinstance(show_drafts, bool) else True
         baseline = comparison.lanes.get("baseline")
         baseline_summary = summarize(baseline, max_new, engine.eos_id) if baseline else None
         prompt_text = str(saved.get("prompt", ""))
@@ -290,8 +313,8 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                  if m in comparison.lanes else gr.update(visible=False) for m in methods]
         missing = [m for m in comparison.lanes if m not in methods]
         note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
-        status = _status(html.escape(f"opened a comparison recorded {comparison.recorded_at} on {comparison.device}, "
-                                     f"preset {comparison.preset}: nothing was rerun{note}."))
+        status = _status(html.escape(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
+                                     f"{comparison.preset} ({how}): nothing was rerun{note}."))
         return status, *boxes, *run_figures({m: s for m, s in comparison.lanes.items() if m in methods}, max_new)
 
     def on_run(prompt, methods, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
@@ -313,7 +336,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             return
         settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), defaults, available=methods_available)
         yield from run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
-                                  request.session_hash)
+                                  request.session_hash, reuse=True)
 
     def restore(request: gr.Request):
         """Opening the page: a share link's parameters set every control, then the comparison runs."""

@@ -232,14 +232,29 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         greedy = settings.temperature == 0
         by_method = {lane.method: lane for lane in lane_runs}
 
-        def lanes_html():
+        drawn: dict[str, tuple] = {}  # lane -> (steps, state) when it was last sent to the page
+
+        def lanes_html(changed_only: bool = False):
+            """Every lane's HTML; with changed_only, lanes unchanged since they were last sent are skipped, so
+            a finished lane is not rendered and diffed again while later lanes run (that work would share the
+            cores with the lane being measured)."""
             baseline = by_method.get("baseline")
             baseline_summary = (summarize(baseline.steps, settings.max_new_tokens, engine.eos_id)
                                 if baseline and baseline.steps else None)
-            return [lane_html(m, by_method[m].steps, settings.prompt, by_method[m].state, settings.max_new_tokens,
-                              engine.eos_id, greedy, baseline_summary, show, drafters[m])
-                    if m in by_method else lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m])
-                    for m in methods]
+            out = []
+            for m in methods:
+                if m not in by_method:
+                    out.append(gr.skip() if changed_only else
+                               lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m]))
+                    continue
+                lane, mark = by_method[m], (len(by_method[m].steps), by_method[m].state)
+                if changed_only and drawn.get(m) == mark:
+                    out.append(gr.skip())
+                    continue
+                drawn[m] = mark
+                out.append(lane_html(m, lane.steps, settings.prompt, lane.state, settings.max_new_tokens,
+                                     engine.eos_id, greedy, baseline_summary, show, drafters[m]))
+            return out
 
         def figures():
             return run_figures({lane.method: lane.steps for lane in lane_runs}, settings.max_new_tokens)
@@ -257,7 +272,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                 if done_now != finished:
                     charts, finished = figures(), done_now
                 message = f"running {running.method} on {engine.device_name}…" if running else "…"
-                yield _status(message), *lanes_html(), *charts
+                yield _status(message), *lanes_html(changed_only=True), *charts
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."

@@ -9,7 +9,7 @@ import gradio as gr
 from engine.presets import PRESETS
 
 from . import runner
-from .tabs import about, compare, why
+from .tabs import about, compare, step, why
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
@@ -33,6 +33,8 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         with gr.Tab("Compare"):
             compare.render(engine, engine.methods(), demo, run_lanes=run_lanes)
+        with gr.Tab("Step through"):
+            step.render(engine)
         with gr.Tab("Why"):
             why.render(engine)
         with gr.Tab("About"):

@@ -44,3 +44,29 @@ CSS = f"""
 .link-notes li {{ font-weight: 400; }}
 .note {{ color: #555; font-size: .9em; }}
 """
+
+# The Step-through tab (app/tabs/step.py): every lane's block at one step, token by token, large.
+CSS += f"""
+.st-lanes {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: .8em; }}
+.st-lane {{ border: 1px solid #e5e5e5; border-radius: .5em; padding: .6em; background: #fcfcfc; }}
+.st-summary {{ font-size: .85em; color: #444; margin: .2em 0; }}
+.st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .8em; color: #888;
+              white-space: pre-wrap; word-break: break-all; margin-bottom: .4em; }}
+.st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}
+.st-tok {{ border: 1px solid #ddd; border-radius: .4em; padding: .3em .45em; background: white; min-width: 6.2em;
+          font-size: .78em; }}
+.st-tok.selected {{ border-color: #222; box-shadow: 0 0 0 2px #222; }}
+.st-pos {{ color: #999; font-size: .85em; }}
+.st-text {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 1.7em; text-align: center;
+           margin: .15em 0 .3em; white-space: pre; }}
+.st-text .tok {{ cursor: default; padding: 0 .15em; }}
+.st-nums {{ display: grid; grid-template-columns: auto auto; column-gap: .5em; }}
+.st-label {{ color: #666; cursor: help; }}
+.st-value {{ text-align: right; font-variant-numeric: tabular-nums; font-family: ui-monospace, monospace; }}
+.st-verdict {{ margin-top: .2em; font-weight: 600; color: #444; }}
+.st-tok[data-verdict="accepted"] .st-verdict {{ color: {ACCEPTED}; }}
+.st-tok[data-verdict="rejected"] .st-verdict {{ color: {REJECTED}; }}
+.st-bonus .st-verdict {{ color: {BONUS}; font-weight: 400; max-width: 9em; }}
+.st-cut {{ color: {UNVERIFIED}; align-self: center; font-size: 1.3em; }}
+.st-done {{ color: #666; font-style: italic; padding: 1em 0; }}
+"""

@@ -6,6 +6,7 @@ Set SPECLAB_SCREENSHOT=path.png to keep a screenshot of the finished page (the R
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -111,5 +112,80 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, embedde
         assert params["max_new_tokens"] == "12" and params["temperature"] == "0"
         assert params["seed"] == "9007199254740993"  # a seed past 2**53 survives the page and the link exactly
         assert page.evaluate("navigator.clipboard.readText()") == link
+        browser.close()
+    assert not console_errors, console_errors
+
+
+def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine, tmp_path):
+    """Run on Compare (a link: temperature 1, a fixed seed, the rejection rule), then step through it: a
+    rejected token's numbers read exactly as the engine's trace, Pause holds, and Play walks to the last step."""
+    from urllib.parse import parse_qsl
+
+    from app.links import parse_query
+    from app.render import METHOD_LABELS
+    from app.tabs.step import fmt
+
+    # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run
+    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=16&verify_rule=rejection"
+             "&scheduler=static")
+    methods = embedded_engine.methods()
+    settings, messages = parse_query(parse_qsl(query), default_settings(methods), available=methods)
+    assert not messages
+    lanes = {m: embedded_engine.generate(settings.prompt, settings.config(m)) for m in settings.methods}
+    last = max(len(r.steps) for r in lanes.values())  # the prefill is step 0
+    rejections = [(s.index, m, p, t) for m, r in lanes.items() for s in r.steps
+                  for p, t in enumerate(s.drafted, start=1) if t.verdict == "rejected" and t.draw is not None]
+    i, method, position, token = min(rejections, key=lambda rejection: rejection[0])  # the earliest such step
+    key = f"{method}:{position}"
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1300})
+        console_errors = []
+        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+        page.goto(f"{app_url}?{query}", wait_until="load")
+        page.wait_for_selector("#status :text('done')", timeout=60_000)
+        page.get_by_role("tab", name="Step through").click()
+        page.click("#step-show-last")
+        page.wait_for_selector('#step-blocks .st-lanes[data-step="0"]', timeout=10_000)
+        assert page.locator("#step-slider input[type=range]").get_attribute("max") == str(last)
+        for _ in range(i):
+            page.click("#step-next")
+        page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{i}"]', timeout=10_000)
+        assert page.locator("#step-slider input[type=number]").input_value() == str(i)
+        label = f"{METHOD_LABELS[method]} · {position} · {token.text!r} (rejected)"
+        options = page.locator("#step-token [role=option]")
+        for pick in ("another", label):  # the step opens on its first rejection: select another token, then it
+            page.click("#step-token input")
+            options.first.wait_for(timeout=10_000)
+            if pick == label:
+                options.and_(page.locator(f"[aria-label={json.dumps(label, ensure_ascii=False)}]")).click()
+            else:
+                options.and_(page.locator(f":not([aria-label={json.dumps(label, ensure_ascii=False)}])")).last.click()
+                page.wait_for_selector(f'#step-blocks .st-tok.selected:not([data-key="{key}"])', timeout=10_000)
+        selected = page.locator(f'#step-blocks .st-tok.selected[data-key="{key}"]')
+        selected.wait_for(timeout=10_000)
+        shown = {name: selected.locator(f'[data-num="{name}"]').inner_text()
+                 for name in ("p_draft", "p_target", "accept", "r", "verdict")}
+        assert shown == {"p_draft": fmt(token.draft_prob), "p_target": fmt(token.target_prob),
+                         "accept": fmt(token.accept_prob), "r": fmt(token.draw), "verdict": "rejected"}
+        page.wait_for_selector(f"#step-draft-dist :text('r = {fmt(token.draw)}')", timeout=10_000)
+        assert page.locator("#step-target-dist .bars path").count() > 0
+        assert page.locator("#step-timeline .plot-container").count() == 1
+        shot = os.environ.get("SPECLAB_STEP_SCREENSHOT") or str(tmp_path / "step.png")
+        page.screenshot(path=shot, full_page=True)
+        step_shown = page.locator("#step-slider input[type=number]")
+        page.click("#step-play")
+        page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{i + 1}"]', timeout=10_000)
+        page.click("#step-pause")
+        page.wait_for_timeout(300)  # a tick already sent may still land
+        paused = step_shown.input_value()
+        page.wait_for_timeout(1_300)  # two ticks' time: Pause holds
+        assert step_shown.input_value() == paused
+        page.click("#step-play")
+        page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{last}"]', timeout=10_000 + 1_000 * last)
+        page.wait_for_timeout(1_500)  # two more ticks' time: it stays at the end
+        assert step_shown.input_value() == str(last)
+        assert page.locator(f'#step-blocks .st-lanes[data-step="{last}"]').count() == 1
         browser.close()
     assert not console_errors, console_errors

@@ -1,0 +1,457 @@
+"""The Step-through tab: replay a finished comparison one verify step at a time, every lane side by side.
+
+Nothing here runs a model. It reads a Comparison (app/record.py) — the session's last run on the Compare
+tab, or a saved file — and draws step i of every lane: each drafted token with its verdict and the numbers
+that decided it (p_draft, p_target, the acceptance probability, the draw r), the selected token's two
+distributions as bar charts, and the shared timeline with step i marked. Step 0 is the prefill; lanes take
+different numbers of steps, so a lane past its end says where it finished.
+
+Pure helpers (HTML, figures, the play clock) come first; render() lays out the tab and wires its events.
+What each browser session is stepping through is kept server-side (a bounded LastComparisons), never in
+gr.State, which would hold a heartbeat connection open for every visitor.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from engine.types import DraftedToken, Step, TopToken
+
+from ..charts import timeline_figure
+from ..record import LAST, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison
+from ..render import LEGEND_HTML, METHOD_LABELS, visible_ghost
+from ..theme import DRAFT_WORK, VERIFY_WORK
+
+PLAY_EVERY_S = 0.6  # Play advances one step this often
+CONTEXT_CHARS = 48  # text before the step (prompt, then output) shown above each lane's block
+MARKER_HALF_HEIGHT = 0.45  # the timeline's step marker, in rows (a row is 1 apart on the category axis)
+CAPTION = ("*Point 2 of the argument:* each drafted token passes with probability min(1, p_target / p_draft); "
+           "r is the coin flip that decided it.")
+NO_RUN = "No run yet in this session: run a comparison on the Compare tab first."
+EMPTY = '<div class="note">Press “Show my last run” or open a saved comparison.</div>'
+
+SHOWN = LastComparisons()  # what each browser session is stepping through
+
+
+# --- the comparison's shape ------------------------------------------------------------------------------
+
+def last_step(comparison: Comparison) -> int:
+    """The slider's end: the longest lane's number of decode steps (step 0 is the prefill)."""
+    return max([0, *(len(steps) - 1 for steps in comparison.lanes.values())])
+
+
+def step_at(steps: list[Step], i: int) -> Step | None:
+    """Step i of one lane (0 = the prefill), or None once the lane has finished."""
+    return steps[i] if 0 <= i < len(steps) else None
+
+
+def _float(value, default: float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How the run's tokens were judged, read from its settings: what accept_prob means there."""
+
+    greedy: bool
+    name: str  # "greedy", "rejection" or "match"
+
+    @property
+    def accept_label(self) -> str:
+        return {"rejection": "ratio", "match": "P(match)"}.get(self.name, "accept")
+
+    def decision(self, token: DraftedToken) -> str:
+        """What decided the token, in one line: the acceptance probability and, for the rejection rule, r."""
+        if token.accept_prob is None:
+            return ""
+        if self.name == "rejection":
+            return f"{self.accept_formula} = {fmt(token.accept_prob)} · r = {fmt(token.draw)}"
+        if self.name == "match":
+            return f"{self.accept_formula} = {fmt(token.accept_prob)}"
+        return f"greedy: the target's argmax? {'yes' if token.accept_prob >= 1 else 'no'}"
+
+    @property
+    def accept_formula(self) -> str:
+        return {"rejection": "min(1, p_target/p_draft)", "match": "P(match) = p_target"}.get(
+            self.name, "greedy: 1 if the target's argmax")
+
+
+def rule_of(comparison: Comparison) -> Rule:
+    settings = comparison.settings
+    if _float(settings.get("temperature"), 0.0) == 0.0:
+        return Rule(True, "greedy")
+    return Rule(False, "match" if settings.get("verify_rule") == "match" else "rejection")
+
+
+def fmt(p: float | None) -> str:
+    """A probability as the tab prints it: 3 decimals, 2 significant digits below 0.01, "—" for none."""
+    if p is None:
+        return "—"
+    return f"{p:.3f}" if p >= 0.01 or p == 0 else f"{p:.2g}"
+
+
+# --- tokens and their keys -------------------------------------------------------------------------------
+
+def token_key(method: str, position: int) -> str:
+    """A drafted token of the selected step: its lane and its 1-based position in the block."""
+    return f"{method}:{position}"
+
+
+def token_choices(comparison: Comparison, i: int) -> list[tuple[str, str]]:
+    """The token selector's choices at step i: "lane · position · 'text' (verdict)"."""
+    choices = []
+    for method, steps in comparison.lanes.items():
+        step = step_at(steps, i)
+        for position, token in enumerate(step.drafted if step else (), start=1):
+            label = f"{METHOD_LABELS.get(method, method)} · {position} · {token.text!r} ({token.verdict})"
+            choices.append((label, token_key(method, position)))
+    return choices
+
+
+def find_token(comparison: Comparison, i: int, key) -> DraftedToken | None:
+    method, _, position = str(key).partition(":")
+    step = step_at(comparison.lanes.get(method, []), i)
+    if step is None or not position.isdigit() or not 1 <= int(position) <= len(step.drafted):
+        return None
+    return step.drafted[int(position) - 1]
+
+
+def pick_token(comparison: Comparison, i: int, current=None) -> str | None:
+    """Keep the current selection when step i has it, else its first rejected token, else its first draft."""
+    keys = [key for _, key in token_choices(comparison, i)]
+    if current in keys:
+        return current
+    rejected = [k for k in keys if find_token(comparison, i, k).verdict == "rejected"]
+    return (rejected or keys or [None])[0]
+
+
+# --- the blocks ------------------------------------------------------------------------------------------
+
+NUMBER_HINTS = {"p_draft": "the drafter's probability of this token", "p_target": "the target's probability of it",
+                "r": "the uniform draw the rejection rule compared with the acceptance probability"}
+
+
+def _number(name: str, label: str, value: str, hint: str) -> str:
+    return (f'<span class="st-label" title="{html.escape(hint)}">{html.escape(label)}</span>'
+            f'<span class="st-value" data-num="{name}">{value}</span>')
+
+
+def token_card(method: str, position: int, token: DraftedToken, rule: Rule, selected: bool) -> str:
+    """One drafted token, large, with its verdict colour and the numbers that decided it underneath."""
+    numbers = [_number("p_draft", "p_draft", fmt(token.draft_prob), NUMBER_HINTS["p_draft"]),
+               _number("p_target", "p_target", fmt(token.target_prob), NUMBER_HINTS["p_target"]),
+               _number("accept", rule.accept_label, fmt(token.accept_prob), rule.accept_formula),
+               _number("r", "r", fmt(token.draw), NUMBER_HINTS["r"])]
+    if token.confidence is not None:
+        numbers.append(_number("confidence", "conf.", fmt(token.confidence),
+                               "DSpark's predicted survival of this token given the ones before"))
+    key = token_key(method, position)
+    return (f'<div class="st-tok{" selected" if selected else ""}" data-key="{key}" data-verdict="{token.verdict}">'
+            f'<div class="st-pos">{position}</div>'
+            f'<div class="st-text"><span class="tok {token.verdict}">{visible_ghost(token.text)}</span></div>'
+            f'<div class="st-nums">{"".join(numbers)}</div>'
+            f'<div class="st-verdict" data-num="verdict">{token.verdict}</div></div>')
+
+
+def _bonus_cards(step: Step) -> str:
+    if not step.drafted:
+        why = "the target's own token"
+    elif step.num_accepted < step.num_verified:
+        why = "the target's token after the rejection"
+    elif step.num_verified < len(step.drafted):
+        why = "the target's token after the cut"
+    else:
+        why = "the target's token after the block"
+    return "".join(f'<div class="st-tok st-bonus" data-key="bonus"><div class="st-pos">+</div>'
+                   f'<div class="st-text"><span class="tok bonus">{visible_ghost(t.text)}</span></div>'
+                   f'<div class="st-verdict">bonus: {why}</div></div>'
+                   for t in step.committed if t.source == "bonus")
+
+
+def _context_html(prompt: str, steps: list[Step], i: int) -> str:
+    """The last CONTEXT_CHARS characters before step i: the prompt's (grey) then the output's."""
+    output = "".join(step.text for step in steps[:i])[-CONTEXT_CHARS:]
+    prompt = prompt[-(CONTEXT_CHARS - len(output)):] if len(output) < CONTEXT_CHARS else ""
+    return (f'<div class="st-context" title="the text before this step: the prompt (grey), then the output">'
+            f'…<span class="prompt-text">{visible_ghost(prompt)}</span>{visible_ghost(output)}</div>')
+
+
+def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected: str | None = None,
+                    drafter: str = "", prompt: str = "") -> str:
+    """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
+    name = METHOD_LABELS.get(method, method)
+    head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
+            + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "") + "</div>")
+    step = step_at(steps, i)
+    if not steps:
+        return (f'<div class="st-lane" data-method="{method}">{head}'
+                f'<div class="st-done">no steps: this lane was stopped before it ran</div></div>')
+    if step is None:
+        last = steps[-1].index
+        return (f'<div class="st-lane" data-method="{method}" data-done="{last}">{head}'
+                f'<div class="st-done">done at step {last}</div></div>')
+    of = f"step {step.index} of {steps[-1].index}"
+    if step.kind == "prefill":
+        summary = f"{of}, the prefill: the target reads the prompt and writes the first token"
+    elif not step.drafted:
+        summary = f"{of}: nothing drafted, the target writes one token"
+    else:
+        summary = f"{of}: {step.num_accepted} of {step.num_verified} verified drafts accepted"
+        if step.num_verified < len(step.drafted):
+            summary += f" ({len(step.drafted) - step.num_verified} of {len(step.drafted)} cut before verifying)"
+    cards = []
+    for position, token in enumerate(step.drafted, start=1):
+        if position == step.num_verified + 1 and token.verdict == "cut":
+            cards.append('<div class="st-cut" title="the scheduler cut the block here">✂</div>')
+        cards.append(token_card(method, position, token, rule, token_key(method, position) == selected))
+    return (f'<div class="st-lane" data-method="{method}" data-step="{step.index}">{head}'
+            f'<div class="st-summary">{html.escape(summary)}</div>{_context_html(prompt, steps, i)}'
+            f'<div class="st-toks">{"".join(cards)}{_bonus_cards(step)}</div></div>')
+
+
+def blocks_html(comparison: Comparison, i: int, selected: str | None = None) -> str:
+    """Every lane's step i, side by side."""
+    rule, prompt = rule_of(comparison), str(comparison.settings.get("prompt", ""))
+    lanes = "".join(lane_block_html(m, steps, i, rule, selected, comparison.drafters.get(m, ""), prompt)
+                    for m, steps in comparison.lanes.items())
+    return f'<div class="st-lanes" data-step="{i}">{lanes}</div>'
+
+
+# --- figures ---------------------------------------------------------------------------------------------
+
+def timeline_with_step(lanes: dict[str, list[Step]], i: int) -> go.Figure:
+    """The Compare tab's timeline with each lane's step i outlined (from its first span's start to its last
+    span's end); a lane that has finished gets no marker."""
+    fig = timeline_figure(lanes)
+    rows = list(fig.layout.yaxis.categoryarray)  # category positions: row k sits at y = k
+    for method, steps in lanes.items():
+        step = step_at(steps, i)
+        if step is None or not step.spans:
+            continue
+        y = rows.index(METHOD_LABELS.get(method, method))
+        fig.add_shape(type="rect", xref="x", yref="y", name=f"step {i} · {method}",
+                      x0=min(s.start_s for s in step.spans) * 1e3, x1=max(s.end_s for s in step.spans) * 1e3,
+                      y0=y - MARKER_HALF_HEIGHT, y1=y + MARKER_HALF_HEIGHT,
+                      line=dict(color="#222", width=2), fillcolor="rgba(0,0,0,0.08)", layer="above")
+    fig.update_layout(title=dict(text=f"step {i} of every lane, outlined", font=dict(size=13), x=0.99,
+                                 xanchor="right"))
+    return fig
+
+
+def _bars(top: tuple[TopToken, ...], drafted: DraftedToken, drafted_prob: float | None) -> tuple[list, list, list]:
+    """Labels, probabilities and outline widths of one chart: the top tokens, plus the drafted one when it
+    is not among them (outlined either way)."""
+    tokens = [(t.id, t.text, t.prob) for t in top]
+    if drafted.id not in {t.id for t in top} and drafted_prob is not None:
+        tokens.append((drafted.id, drafted.text, drafted_prob))
+    labels, seen = [], set()
+    for token_id, text, _ in tokens:  # plotly reads labels as HTML: escaped, whitespace drawn as symbols
+        label = f"'{visible_ghost(text)}'" + (f" #{token_id}" if text in seen else "")
+        seen.add(text)
+        labels.append(label + (" ◀ drafted" if token_id == drafted.id else ""))
+    return labels, [p for *_, p in tokens], [2.5 if token_id == drafted.id else 0 for token_id, *_ in tokens]
+
+
+def _bar_figure(labels: list[str], probs: list[float], outline: list[float], colour: str, title: str,
+                empty: str = "") -> go.Figure:
+    fig = go.Figure(go.Bar(orientation="h", y=labels, x=probs, marker_color=colour, marker_line_color="#222",
+                           marker_line_width=outline, text=[fmt(p) for p in probs], textposition="auto",
+                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    if empty:
+        fig.add_annotation(text=empty, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=260, margin=dict(l=10, r=10, t=50, b=30),
+                      plot_bgcolor="white", xaxis=dict(range=[0, 1], title="probability", gridcolor="#eee"),
+                      yaxis=dict(autorange="reversed", type="category"), showlegend=False)
+    return fig
+
+
+def distribution_figures(token: DraftedToken | None, rule: Rule,
+                         none: str = "select a drafted token above") -> tuple[go.Figure, go.Figure]:
+    """The selected token's draft and target top tokens (draft orange, target blue); both titles carry the
+    acceptance probability and the draw that decided it. none: what the charts say without a token."""
+    if token is None:
+        return (_bar_figure([], [], [], DRAFT_WORK, "draft's top tokens", none),
+                _bar_figure([], [], [], VERIFY_WORK, "target's top tokens", none))
+    decision = " · ".join(part for part in (rule.decision(token), token.verdict) if part)
+    draft = _bar_figure(*_bars(token.draft_top, token, token.draft_prob), DRAFT_WORK,
+                        f"draft's top tokens (p_draft)<br>{html.escape(decision, quote=False)}")
+    never = "" if token.target_top else ("never verified: cut by the scheduler" if token.verdict == "cut"
+                                         else "never verified: an earlier draft was rejected")
+    target = _bar_figure(*_bars(token.target_top, token, token.target_prob), VERIFY_WORK,
+                         f"target's top tokens (p_target)<br>{html.escape(decision, quote=False)}", never)
+    return draft, target
+
+
+# --- the view of one step --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepView:
+    """Everything the tab shows for step i of a comparison."""
+
+    blocks: str
+    timeline: go.Figure
+    choices: list[tuple[str, str]]
+    selected: str | None
+    draft_figure: go.Figure
+    target_figure: go.Figure
+
+
+def step_view(comparison: Comparison, i: int, selected=None) -> StepView:
+    """Step i (clamped to the comparison's steps); selected: the token key to keep selected if step i has it."""
+    i = max(0, min(int(i), last_step(comparison)))
+    choices = token_choices(comparison, i)
+    key = pick_token(comparison, i, selected)
+    draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison),
+                                         "select a drafted token above" if choices else "no lane drafted at this step")
+    return StepView(blocks_html(comparison, i, key), timeline_with_step(comparison.lanes, i), choices, key, draft,
+                    target)
+
+
+def advance(i: int, last: int) -> tuple[int, bool]:
+    """One tick of Play: the next step, and whether to keep playing (not once the last step is shown)."""
+    following = min(i + 1, last)
+    return following, following < last
+
+
+def step_number(raw, last: int) -> int:
+    """The slider's raw value (events skip Gradio's preprocessing) as a step from 0 to `last`."""
+    value = _float(raw, 0.0)
+    return max(0, min(int(value) if value == value else 0, last))
+
+
+def describe(comparison: Comparison, source: str) -> str:
+    s = comparison.settings
+    lanes = ", ".join(METHOD_LABELS.get(m, m) for m in comparison.lanes)
+    rule = rule_of(comparison)
+    how = "temperature 0 (greedy)" if rule.greedy else \
+        f"temperature {s.get('temperature')}, {rule.name} rule, seed {s.get('seed')}"
+    where = f" on {comparison.device}" if comparison.device else ""
+    return (f"{source}: {lanes} · {how}{where} · steps 0 (the prefill) to {last_step(comparison)}. "
+            "Nothing is rerun: these are the run's own numbers.")
+
+
+def _status(text: str, error: bool = False) -> str:
+    return f'<div class="{"status-error" if error else "note"}">{html.escape(text)}</div>'
+
+
+# --- the tab ---------------------------------------------------------------------------------------------
+
+def render(engine=None) -> None:
+    """engine is unused (nothing here runs a model); the argument keeps every tab's render alike."""
+    gr.Markdown("Replay a finished comparison one verify step at a time: step *i* of every lane side by side, "
+                "each drafted token with the numbers that decided it. Step 0 is the prefill.", elem_classes="note")
+    with gr.Row():
+        show_button = gr.Button("Show my last run", variant="primary", elem_id="step-show-last", scale=1)
+        upload = gr.UploadButton("Open a saved comparison (.json)", file_types=[".json"], type="filepath",
+                                 elem_id="step-upload", scale=1)
+    status = gr.HTML(_status("Run a comparison on the Compare tab, then press “Show my last run”."),
+                     elem_id="step-status")
+    with gr.Row(equal_height=False):
+        slider = gr.Slider(0, 1, value=0, step=1, label="Step (0 = the prefill)", elem_id="step-slider", scale=5)
+        previous_button = gr.Button("◀ Previous", elem_id="step-previous", size="sm", scale=1, min_width=90)
+        next_button = gr.Button("Next ▶", elem_id="step-next", size="sm", scale=1, min_width=90)
+        play_button = gr.Button("Play", elem_id="step-play", size="sm", scale=1, min_width=80)
+        pause_button = gr.Button("Pause", elem_id="step-pause", size="sm", scale=1, min_width=80)
+    timer = gr.Timer(PLAY_EVERY_S, active=False)
+    gr.Markdown(CAPTION, elem_classes="note", elem_id="step-caption")
+    gr.HTML(LEGEND_HTML)
+    blocks = gr.HTML(EMPTY, elem_id="step-blocks")
+    token = gr.Dropdown([], value=None, label="Token (lane · position): its two distributions below",
+                        elem_id="step-token", allow_custom_value=False)
+    with gr.Row():
+        draft_plot = gr.Plot(elem_id="step-draft-dist", show_label=False)
+        target_plot = gr.Plot(elem_id="step-target-dist", show_label=False)
+    timeline = gr.Plot(elem_id="step-timeline", show_label=False)
+
+    view_outputs = [blocks, timeline, token, draft_plot, target_plot]
+
+    def outputs_of(view: StepView) -> tuple:
+        return (view.blocks, view.timeline, gr.update(choices=view.choices, value=view.selected), view.draft_figure,
+                view.target_figure)
+
+    def nothing_shown() -> tuple:
+        return EMPTY, None, gr.update(choices=[], value=None), None, None
+
+    def show(comparison: Comparison, session: str, source: str) -> tuple:
+        SHOWN.remember(session, comparison)
+        return (_status(describe(comparison, source)), gr.update(minimum=0, maximum=last_step(comparison), value=0),
+                *outputs_of(step_view(comparison, 0)))
+
+    def refuse(message: str) -> tuple:
+        return _status(f"⚠ {message}", error=True), *[gr.skip()] * (1 + len(view_outputs))
+
+    def on_show_last(request: gr.Request):
+        comparison = LAST.last(request.session_hash)
+        return refuse(NO_RUN) if comparison is None else show(comparison, request.session_hash, "Your last run")
+
+    def on_upload(path, request: gr.Request):
+        try:
+            if not isinstance(path, str) or not path:
+                raise RecordError("no file arrived")
+            with open(path, "rb") as f:
+                comparison = read_comparison(f.read(MAX_FILE_BYTES + 1))
+        except RecordError as exc:
+            return refuse(f"Could not open that file: {exc}")
+        except OSError as exc:
+            return refuse(f"Could not read that file: {exc.strerror or exc}")
+        return show(comparison, request.session_hash, os.path.basename(path))
+
+    def on_step(raw, request: gr.Request):
+        """A new step: its first rejected token (else its first draft) is selected."""
+        comparison = SHOWN.last(request.session_hash)
+        if comparison is None:
+            return nothing_shown()
+        return outputs_of(step_view(comparison, step_number(raw, last_step(comparison))))
+
+    def on_token(raw, selected, request: gr.Request):
+        comparison = SHOWN.last(request.session_hash)
+        if comparison is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        i = step_number(raw, last_step(comparison))
+        key = selected if find_token(comparison, i, selected) else None
+        draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison))
+        return blocks_html(comparison, i, key), draft, target
+
+    def move(by: int):
+        def handler(raw, request: gr.Request):
+            comparison = SHOWN.last(request.session_hash)
+            last = last_step(comparison) if comparison else 0
+            return step_number(step_number(raw, last) + by, last)
+        return handler
+
+    def on_play(raw, request: gr.Request):
+        comparison = SHOWN.last(request.session_hash)
+        if comparison is None:
+            return gr.skip(), gr.update(active=False)
+        last = last_step(comparison)
+        i = step_number(raw, last)
+        return (0 if i >= last else gr.skip()), gr.update(active=last > 0)
+
+    def on_tick(raw, request: gr.Request):
+        comparison = SHOWN.last(request.session_hash)
+        if comparison is None:
+            return gr.skip(), gr.update(active=False)
+        last = last_step(comparison)
+        following, playing = advance(step_number(raw, last), last)
+        # Only ever switch the clock off here: switching it on again could undo a Pause pressed mid-tick.
+        return following, gr.skip() if playing else gr.update(active=False)
+
+    quiet = dict(api_visibility="private", show_progress="hidden")
+    show_button.click(on_show_last, None, [status, slider, *view_outputs], concurrency_limit=None, **quiet)
+    upload.upload(on_upload, [upload], [status, slider, *view_outputs], concurrency_limit=None, **quiet)
+    slider.change(on_step, [slider], view_outputs, preprocess=False, concurrency_limit=None, **quiet)
+    token.input(on_token, [slider, token], [blocks, draft_plot, target_plot], preprocess=False,
+                concurrency_limit=None, **quiet)
+    previous_button.click(move(-1), [slider], [slider], preprocess=False, queue=False, **quiet)
+    next_button.click(move(+1), [slider], [slider], preprocess=False, queue=False, **quiet)
+    play_button.click(on_play, [slider], [slider, timer], preprocess=False, queue=False, **quiet)
+    pause_button.click(lambda: gr.update(active=False), None, [timer], queue=False, **quiet)
+    timer.tick(on_tick, [slider], [slider, timer], preprocess=False, queue=False, **quiet)

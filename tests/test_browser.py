@@ -32,6 +32,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")]
 
 
+def open_page(p):
+    """Chromium with one wide page whose console errors (and uncaught page errors) are collected."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    console_errors = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    return browser, page, console_errors
+
+
 @pytest.fixture(scope="module")
 def app_url(embedded_engine):
     demo = build_app(embedded_engine)
@@ -42,11 +52,7 @@ def app_url(embedded_engine):
 def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_engine, tmp_path):
     max_new_tokens = 64
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1300})
-        console_errors = []
-        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
-        page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+        browser, page, console_errors = open_page(p)
         page.goto(app_url, wait_until="networkidle")
         prompt = page.locator("#prompt textarea").input_value()
         page.click("#run")
@@ -138,11 +144,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine
     i, method, position, token = min(rejections, key=lambda rejection: rejection[0])  # the earliest such step
     key = f"{method}:{position}"
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1300})
-        console_errors = []
-        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
-        page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+        browser, page, console_errors = open_page(p)
         page.goto(f"{app_url}?{query}", wait_until="load")
         page.wait_for_selector("#status :text('done')", timeout=60_000)
         page.get_by_role("tab", name="Step through").click()

@@ -48,17 +48,22 @@ NARROW = dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num
 FEATURE_LAYERS = [1, 9, 17, 25, 33]  # DeepSpec's and z-lab's for a 36-layer target
 
 
-def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool) -> tuple[Engine, dict]:
+def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bool = False) -> tuple[Engine, dict]:
     """Random-weight models of the public shapes: a Qwen3-4B target, Qwen3-0.6B as the small LM, DeepSpec's
     EAGLE-3 (1 layer), DFlash and DSpark (5 layers, block 7, rank 256) and z-lab's DFlash (5 layers, block 16)."""
     dtype = default_dtype(device)
     shape = dict(QWEN3_4B, **(NARROW if narrow else {}))
+    feature_layers = FEATURE_LAYERS
+    if smoke:  # the test suite's quick pass through every code path: 8 target layers, the tokenizer's vocabulary
+        shape.update(num_hidden_layers=8, vocab_size=len(tokenizer))
+        feature_layers = [1, 2, 3, 4, 5]
     base = dict(max_position_embeddings=4096, rope_theta=1_000_000.0, tie_word_embeddings=True,
                 bos_token_id=0, eos_token_id=tokenizer.eos_token_id, pad_token_id=0)
     with torch.device(device):
         torch.manual_seed(0)
         target = Qwen3ForCausalLM(Qwen3Config(**shape, **base)).to(dtype).eval().requires_grad_(False)
-        small = dict(QWEN3_06B, **(dict(NARROW, hidden_size=128, intermediate_size=384) if narrow else {}))
+        small = dict(QWEN3_06B, **(dict(NARROW, hidden_size=128, intermediate_size=384) if narrow else {}),
+                     **({"num_hidden_layers": 4} if smoke else {}))
         small_lm = Qwen3ForCausalLM(Qwen3Config(**dict(shape, **small), **base)).to(dtype).eval().requires_grad_(False)
 
         def drafter_config(layers: int, **fields) -> Qwen3Config:
@@ -68,14 +73,14 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool) -> tuple[
             return config
 
         mask = tokenizer.mask_token_id
-        eagle3 = Eagle3DraftModel(drafter_config(1, target_layer_ids=FEATURE_LAYERS, ttt_length=7))
+        eagle3 = Eagle3DraftModel(drafter_config(1, target_layer_ids=feature_layers, ttt_length=7))
         eagle3.embed_tokens, eagle3.lm_head = target.get_input_embeddings(), target.get_output_embeddings()
-        deepspec = dict(block_size=7, mask_token_id=mask, target_layer_ids=FEATURE_LAYERS)
+        deepspec = dict(block_size=7, mask_token_id=mask, target_layer_ids=feature_layers)
         dflash = DSparkDraftModel(drafter_config(5, **deepspec, markov_rank=0, enable_confidence_head=False))
         dspark = DSparkDraftModel(drafter_config(5, **deepspec, markov_rank=256, markov_head_type="vanilla",
                                                  enable_confidence_head=True, confidence_head_with_markov=True))
         zlab = DFlashDraftModel(drafter_config(5, block_size=16,
-                                               dflash_config={"mask_token_id": mask, "target_layer_ids": FEATURE_LAYERS}))
+                                               dflash_config={"mask_token_id": mask, "target_layer_ids": feature_layers}))
     drafters = {"ar": eagle3, "classic": small_lm, "dflash": dflash, "dspark": dspark}
     for model in drafters.values():
         model.to(dtype).eval().requires_grad_(False)
@@ -150,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=4, help="held-out prompts per family")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9, help="timed forwards per size for the verify cost")
+    parser.add_argument("--smoke", action="store_true",
+                        help="8 target layers and a small vocabulary: every code path quickly, no figures worth reading")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check.json")
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():
@@ -168,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7),
                           "verify_cost": verify_cost(embedded, args.repeats)}
     print(f"Qwen3-4B-shaped random models ({'narrowed, ' if args.cpu else ''}{default_dtype(device)})", file=sys.stderr)
-    shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu)
-    report["qwen3_4b_shape"] = {"narrowed": args.cpu,
+    shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu,
+                                        smoke=args.smoke)
+    report["qwen3_4b_shape"] = {"narrowed": args.cpu, "smoke": args.smoke,
                                 "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra),
                                 "verify_cost": verify_cost(shaped, args.repeats)}
     report["wall_s"] = round(time.perf_counter() - started, 1)

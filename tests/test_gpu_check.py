@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(tmp_path):
     out = tmp_path / "check.json"
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--prompts", "1",
-                             "--max-new-tokens", "6", "--repeats", "2", "--out", str(out)], capture_output=True, text=True,
+                             "--max-new-tokens", "6", "--repeats", "2", "--smoke", "--out", str(out)], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())

@@ -202,7 +202,8 @@ PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with mark
 
 
 def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int, float] | None = None,
-                  measured_prediction: list[float] | None = None) -> go.Figure:
+                  measured_prediction: list[float] | None = None,
+                  run_points: dict[str, tuple[int, float]] | None = None) -> go.Figure:
     """Predicted speedup against K for a serial and a one-pass drafter, each optimum marked; optionally a
     measured K sweep and the formula's curve from that sweep's own measured acceptance and cost."""
     from .theory import best_k
@@ -229,6 +230,11 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
         fig.add_trace(go.Scatter(x=ks[: len(measured_prediction)], y=measured_prediction, mode="lines",
                                  name="formula from the measured acceptance and cost",
                                  line=dict(color=REJECTED_COLOUR, dash="dot")))
+    if run_points:  # the last Compare run: each lane at its draft length, its measured speedup
+        names = list(run_points)
+        fig.add_trace(go.Scatter(x=[run_points[n][0] for n in names], y=[run_points[n][1] for n in names],
+                                 mode="markers+text", text=names, textposition="middle right",
+                                 name="your last run (measured)", marker=dict(color="#000", size=9, symbol="x")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",

@@ -6,6 +6,8 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
+from engine.types import GenerationConfig  # noqa: E402
+
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
@@ -75,3 +77,50 @@ def test_comparison_charts_of_a_run(random_engine):
     shares = bubble_share_figure(lanes, 16, random_engine.eos_id)
     totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
     assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time
+
+
+def test_run_points_place_each_lane_at_its_draft_length(random_engine):
+    from app.record import Comparison
+    from app.tabs.why import run_points
+
+    lanes = {}
+    for method, k in (("baseline", 1), ("ar", 3), ("dflash", 5)):
+        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, draft_len=k))
+        lanes[method] = [result.prefill, *result.steps]
+    points = run_points(Comparison(settings={"max_new_tokens": 12, "draft_len": 3, "block_len": 5}, lanes=lanes),
+                        random_engine.eos_id)
+    assert sorted(k for k, _ in points.values()) == [3, 5] and all(v > 0 for _, v in points.values())
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k(random_engine):
+    import os
+    import shutil
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.skip("Debian chromium is not installed")
+    from app.main import build_app
+
+    from conftest import launch_locally
+
+    url = launch_locally(build_app(random_engine))
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
+                                                                    "--disable-background-networking",
+                                                                    "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(url + "?methods=baseline,ar,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
+        page.wait_for_function("(s => s && /done/.test(s.innerText))(document.querySelector('#status'))", timeout=60000)
+        page.get_by_role("tab", name="Why").click()
+        page.click("#overlay-last-run")
+        page.wait_for_selector("#why-prediction :text('your last run (measured)')", timeout=20000)
+        assert page.locator("#why-prediction :text('best K = ')").count() >= 2  # both predicted optima marked
+        page.click("#sweep")
+        page.wait_for_selector("#why-sweep-table table", timeout=60000)
+        assert page.locator("#why-sweep :text('measured best K = ')").count() == 1
+        assert "best K = " in page.locator("#why-sweep-table").inner_text()
+        assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
+        browser.close()

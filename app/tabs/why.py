@@ -15,11 +15,12 @@ import html
 import gradio as gr
 
 from engine.methods import METHOD_REGISTRY
-from engine.summary import per_position_acceptance
+from engine.summary import per_position_acceptance, summarize
 from engine.types import GenerationConfig
 
 from ..charts import machine_vs_gpu_figure, theory_figure
 from ..examples import example_prompts
+from ..record import LAST
 from ..theory import PUBLISHED, best_k, one_pass_curve, serial_curve
 
 SWEEP_KS = tuple(range(1, 9))
@@ -38,8 +39,28 @@ more. The curves below are **predictions** from that formula (dashed); move the 
 acceptance and cost move the best K."""
 
 
-def _settings_prediction(acceptance: float, serial_cost: float, block_cost: float):
-    return theory_figure(serial_curve([acceptance], serial_cost), one_pass_curve([acceptance], block_cost))
+def _settings_prediction(acceptance: float, serial_cost: float, block_cost: float, points=None):
+    return theory_figure(serial_curve([acceptance], serial_cost), one_pass_curve([acceptance], block_cost),
+                         run_points=points)
+
+
+def run_points(comparison, eos_id: int | None) -> dict[str, tuple[int, float]]:
+    """A Compare run's lanes as points on the K axis: each drafting lane at its draft length, with its
+    measured speedup over the same run's baseline (tokens/s over tokens/s)."""
+    settings = comparison.settings
+    baseline = comparison.lanes.get("baseline")
+    if not baseline:
+        return {}
+    max_new = int(settings.get("max_new_tokens", 64))
+    base = summarize(baseline, max_new, eos_id).tokens_per_s
+    points = {}
+    for method, steps in comparison.lanes.items():
+        if method == "baseline" or not base:
+            continue
+        k = int(settings.get("block_len" if METHOD_REGISTRY[method].one_pass else "draft_len", 1))
+        s = summarize(steps, max_new, eos_id)
+        points[f"{METHOD_REGISTRY[method].label} (τ {s.tau:.2f})"] = (k, s.tokens_per_s / base)
+    return points
 
 
 def _lane_costs(result) -> dict:
@@ -105,6 +126,9 @@ def render(engine) -> None:
                                 label="serial drafter: one draft forward's cost / a verify forward's")
         block_cost = gr.Slider(0.05, 1.5, value=0.4, step=0.01,
                                label="one-pass drafter: the whole block's cost / a verify forward's")
+    with gr.Row():
+        overlay_button = gr.Button("Overlay my last Compare run", elem_id="overlay-last-run", size="sm", scale=0)
+        overlay_note = gr.Markdown(elem_id="overlay-note")
     prediction = gr.Plot(_settings_prediction(0.75, 0.15, 0.4), elem_id="why-prediction", show_label=False)
     gr.Markdown("**Measure it here.** The K sweep runs the AR lane for K = 1..8 on one prompt (and DFlash and "
                 "DSpark once), every output checked against the baseline's, and draws the measured speedup "
@@ -127,9 +151,22 @@ def render(engine) -> None:
     gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
                                        for p in PUBLISHED) + ".", elem_classes="note")
 
+    def predict(p, c, b, request: gr.Request):
+        comparison = LAST.last(request.session_hash)
+        return _settings_prediction(p, c, b, run_points(comparison, engine.eos_id) if comparison else None)
+
+    def overlay(p, c, b, request: gr.Request):
+        comparison = LAST.last(request.session_hash)
+        if comparison is None or "baseline" not in comparison.lanes:
+            return gr.skip(), "Run a comparison with the Baseline lane on the Compare tab first."
+        return predict(p, c, b, request), (f"Crosses: your last run's lanes at their draft lengths, measured on "
+                                           f"{html.escape(comparison.device)} (speedup = tokens/s over the baseline's).")
+
     for slider in (acceptance, serial_cost, block_cost):
-        slider.change(_settings_prediction, [acceptance, serial_cost, block_cost], prediction, show_progress="hidden",
+        slider.change(predict, [acceptance, serial_cost, block_cost], prediction, show_progress="hidden",
                       queue=False)
+    overlay_button.click(overlay, [acceptance, serial_cost, block_cost], [prediction, overlay_note], queue=False,
+                         show_progress="hidden")
 
     def on_sweep(prompt_text, p, c, b):
         sweep = measure_sweep(engine, prompt_text)

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from engine.methods import METHOD_REGISTRY
 from engine.types import Step
 
+from .links import SettingError, parse_controls
+
 FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 20_000_000  # a 512-token comparison of five lanes is a few MB
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
@@ -27,7 +29,7 @@ class RecordError(ValueError):
 
 @dataclass(frozen=True)
 class Comparison:
-    settings: dict  # app.links.Settings as a dict
+    settings: dict  # app.links.Settings as a dict (settings_dict), checked when read from a file
     lanes: dict[str, list[Step]]  # method -> its steps (the prefill first), in display order
     drafters: dict[str, str] = field(default_factory=dict)  # method -> which drafter ran it
     device: str = ""
@@ -65,9 +67,14 @@ def read_comparison(data: bytes | str) -> Comparison:
                 raise ValueError(f"lane {method} does not start with its prefill")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"a step in the file is malformed ({type(exc).__name__}: {str(exc)[:80]})") from None
-    settings = doc.get("settings")
-    if not isinstance(settings, dict):
+    if not isinstance(doc.get("settings"), dict):
         raise RecordError("the comparison has no settings")
+    try:  # checked like the page's own controls, so every reader of a comparison can trust its settings
+        settings = settings_dict(parse_controls(doc["settings"]))
+    except SettingError as exc:
+        raise RecordError(f"the comparison's settings are invalid: {exc}") from None
+    except KeyError as exc:
+        raise RecordError(f"the comparison's settings lack {exc}") from None
     return Comparison(settings=settings, lanes=steps, drafters={str(k): str(v) for k, v in (doc.get("drafters") or {}).items()},
                       device=str(doc.get("device", "")), preset=str(doc.get("preset", "")),
                       versions=dict(doc.get("versions") or {}), recorded_at=str(doc.get("recorded_at", "")))

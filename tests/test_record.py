@@ -4,12 +4,15 @@ are refused in one line, and an opened file shows its lanes without running a mo
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 gr = pytest.importorskip("gradio")
 
 from app.record import FORMAT, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
+from app.links import default_settings  # noqa: E402
+from app.record import settings_dict  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
@@ -24,7 +27,9 @@ def comparison(random_engine):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=16, temperature=0.8,
                                                                  draft_len=3, seed=4))
         lanes[method] = [result.prefill, *result.steps]
-    return Comparison(settings={"prompt": PROMPT, "max_new_tokens": 16, "temperature": 0.8}, lanes=lanes,
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, temperature=0.8, seed=4,
+                                     draft_len=3, methods=("baseline", "ar", "dspark")))
+    return Comparison(settings=settings, lanes=lanes,
                       drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)", preset="random")
 
 
@@ -41,6 +46,8 @@ def test_a_comparison_round_trips_exactly(comparison):
     (lambda doc: json.dumps({**doc, "lanes": {"ar": [{"index": 0}]}}), "malformed"),
     (lambda doc: json.dumps({**doc, "lanes": {"ar": doc["lanes"]["ar"][1:]}}), "prefill"),
     (lambda doc: json.dumps({**doc, "settings": None}), "no settings"),
+    (lambda doc: json.dumps({**doc, "settings": {**doc["settings"], "max_new_tokens": "lots"}}), "settings are invalid"),
+    (lambda doc: json.dumps({**doc, "settings": {"prompt": "x"}}), "settings lack"),
     (lambda doc: " " * (MAX_FILE_BYTES + 1), "at most"),
 ])
 def test_bad_files_are_refused_in_one_line(comparison, mutate, message):

@@ -8,6 +8,7 @@ one restores every control and runs the comparison.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import tempfile
@@ -57,8 +58,9 @@ def _result_key(engine, settings: Settings) -> str:
     return json.dumps([engine.preset, engine.device_name, settings_dict(settings)], sort_keys=True)
 
 
+@functools.cache
 def _versions() -> dict:
-    """Versions that shape a run's numbers, read from the installed packages (no import of torch here)."""
+    """Versions that shape a run's numbers, read once from the installed packages (no import of torch here)."""
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
@@ -279,7 +281,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             comparison = Comparison(
                 settings=settings_dict(settings), lanes={lane.method: list(lane.steps) for lane in lane_runs},
                 drafters={lane.method: drafters[lane.method] for lane in lane_runs}, device=engine.device_name,
-                preset=engine.preset, versions=_versions())
+                preset=engine.preset, versions=dict(_versions()))
             LAST.remember(session, comparison)
             if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
                 RESULTS.remember(key, comparison)
@@ -317,11 +319,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
     def show_recorded(comparison: Comparison, show: bool, how: str) -> tuple:
         """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
         saved = comparison.settings
-        max_new = int(saved.get("max_new_tokens", 64)) if str(saved.get("max_new_tokens", "")).isdigit() else 64
-        greedy = saved.get("temperature", 0) == 0
+        max_new, greedy = saved["max_new_tokens"], saved["temperature"] == 0
         baseline = comparison.lanes.get("baseline")
         baseline_summary = summarize(baseline, max_new, engine.eos_id) if baseline else None
-        prompt_text = str(saved.get("prompt", ""))
+        prompt_text = saved["prompt"]
         boxes = [gr.update(value=lane_html(m, comparison.lanes[m], prompt_text, "recorded", max_new, engine.eos_id,
                                            greedy, baseline_summary, show, comparison.drafters.get(m, "")),
                            visible=True)

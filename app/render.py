@@ -70,29 +70,34 @@ def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool)
     return "\n".join(lines)
 
 
-def _span(text: str, classes: str, title: str, in_output: bool) -> str:
+def _span(text: str, classes: str, title: str | None, in_output: bool) -> str:
     mark = " data-out" if in_output else ""
     shown = visible(text) if in_output else visible_ghost(text)
-    return f'<span class="tok {classes}"{mark} title="{html.escape(title)}">{shown}</span>'
+    hover = "" if title is None else f' title="{html.escape(title)}"'
+    return f'<span class="tok {classes}"{mark}{hover}>{shown}</span>'
 
 
-def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True) -> str:
-    """The step's tokens in output order; rejected and unverified drafts sit just before the bonus."""
+def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True, titles: bool = True) -> str:
+    """The step's tokens in output order; rejected and unverified drafts sit just before the bonus.
+    titles=False leaves out the hover text (most of the bytes), for the live view of a running lane."""
     parts = []
     a = step.num_accepted
+
+    def title(token: DraftedToken, position: int) -> str | None:
+        return _drafted_title(token, step, position, greedy) if titles else None
+
     for j, token in enumerate(step.committed):
         if token.source == "accepted":
-            parts.append(_span(token.text, "accepted", _drafted_title(step.drafted[j], step, j + 1, greedy), True))
+            parts.append(_span(token.text, "accepted", title(step.drafted[j], j + 1), True))
             continue
         if show_drafts:
             for i, ghost in enumerate(step.drafted[a:], start=a):
                 if i == step.num_verified:
                     parts.append('<span class="cutmark" title="the scheduler cut the block here">✂</span>')
-                parts.append(_span(ghost.text, f"{ghost.verdict} ghost", _drafted_title(ghost, step, i + 1, greedy),
-                                   False))
+                parts.append(_span(ghost.text, f"{ghost.verdict} ghost", title(ghost, i + 1), False))
         how = "the target's own token" if step.kind == "prefill" or not step.drafted else (
             "the target's token after the rejection" if a < len(step.drafted) else "the target's token after the block")
-        parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {how}", True))
+        parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {how}" if titles else None, True))
     return "".join(parts)
 
 
@@ -152,9 +157,11 @@ def _step_row(step: Step, greedy: bool) -> str:
 
 
 def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_tokens: int, eos_id: int | None,
-              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True, drafter: str = "") -> str:
+              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True, drafter: str = "",
+              live: bool = False) -> str:
     """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error); drafter says
-    which drafter served the method."""
+    which drafter served the method. live: the light view of a lane still running (no hover text, no list
+    of steps), redrawn often while the engine is measured; the full view is drawn once, when it ends."""
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
     head = (f'<div class="lane-head"><span class="lane-name">{METHOD_LABELS.get(method, method)}</span>'
@@ -165,10 +172,10 @@ def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_t
         return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
                 f'<div class="tokens"></div></div>')
     summary = summarize(steps, max_new_tokens, eos_id)
-    tokens = "".join(step_tokens_html(step, greedy, show_drafts) for step in steps)
+    tokens = "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps)
     decode = [s for s in steps if s.kind == "decode"]
-    rows = "".join(_step_row(s, greedy) for s in decode[-MAX_STEP_ROWS:])
-    steps_html = (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
+    rows = "" if live else "".join(_step_row(s, greedy) for s in decode[-MAX_STEP_ROWS:])
+    steps_html = "" if live else (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
                   f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
     return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
             f'{chips_html(summary, baseline, decode)}'

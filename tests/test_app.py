@@ -439,3 +439,43 @@ def test_stop_ends_a_running_comparison(launched_app):
     status, *lanes = job.result(timeout=120)[:-NUM_CHARTS]
     assert "stopped" in status
     assert any('data-state="stopped"' in lane for lane in lanes), [l[:300] for l in lanes]
+
+
+def _handler(demo, name: str):
+    """The event handler of the built page with this function name (called directly, no server)."""
+    return next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == name)
+
+
+def test_stop_withdraws_a_run_still_waiting_in_the_queue(random_engine):
+    from types import SimpleNamespace
+
+    demo = build_app(random_engine)
+    requested, stop, on_run = (_handler(demo, n) for n in ("on_requested", "on_stop", "on_run"))
+    args = [RUN[k] for k in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens", "seed",
+                             "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap")]
+    waiting = SimpleNamespace(session_hash="waiting-visitor")
+    requested(waiting)  # pressed Run; the run waits in the queue
+    stop(waiting)  # pressed Stop before it started
+    outputs = list(on_run(*args, request=waiting))
+    assert len(outputs) == 1 and "withdrawn" in outputs[0][0]
+
+    # Stop pressed with nothing queued does not withdraw the next run; nor does a Stop from before the Run.
+    idle = SimpleNamespace(session_hash="idle-visitor")
+    stop(idle)
+    requested(idle)
+    assert "done" in list(on_run(*args, request=idle))[-1][0]
+    requested(idle)
+    assert "done" in list(on_run(*args, request=idle))[-1][0]
+
+
+def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
+    steps = list(random_engine.stream(PROMPT, GenerationConfig(method="dspark", max_new_tokens=24)))
+    full = lane_html("dspark", steps, PROMPT, "done", 24, random_engine.eos_id, True)
+    live = lane_html("dspark", steps, PROMPT, "running", 24, random_engine.eos_id, True, live=True)
+    tokens = r'<span class="tok ([^"]*)"( data-out)?( title="[^"]*")?>(.*?)</span>'
+    output = full.split("<details")[0]  # the output, not the list of steps below it
+    full_tokens, live_tokens = re.findall(tokens, output, flags=re.S), re.findall(tokens, live, flags=re.S)
+    assert [(c, o, t) for c, o, _, t in full_tokens] == [(c, o, t) for c, o, _, t in live_tokens]  # same tokens
+    assert all(title for *_, title, _ in full_tokens) and not any(title for *_, title, _ in live_tokens)
+    assert "<details" in full and "<details" not in live  # the list of steps comes with the full view only
+    assert len(live) < len(full) / 2

@@ -101,11 +101,16 @@ def test_loop_detector_sees_periodic_tails_only():
     assert not is_loop([1, 2, 3] * 3)  # too short to judge
 
 
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
+                                   pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("stage", ["dflash", "dspark"])
-def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, tokenizer, random_engine):
+def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeypatch, tokenizer, random_engine):
     """`python -m engine.train dflash|dspark` on a tiny random target and a tiny corpus: it trains, resumes,
-    calibrates (DSpark) and exports a checkpoint the engine loads."""
+    calibrates (DSpark) and exports a checkpoint the engine loads; on the CPU, and on a GPU where there is one."""
     import shutil
 
     import engine.train.__main__ as cli
@@ -121,14 +126,17 @@ def test_block_drafter_training_runs_end_to_end(stage, tmp_path, monkeypatch, to
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
     monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
+    assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
-    assert cli.main(["self-data", "--steps", "40", "--threads", "1"]) == 0
+    on = ["--threads", "1", "--device", device]
+    assert cli.main(["self-data", "--steps", "40", *on]) == 0
     assert torch.load(runs / "selfdata.pt").shape == (40, 256)
-    assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 0
-    assert cli.main([stage, "--steps", "3", "--threads", "1"]) == 0  # resumes from step 2
+    assert cli.main([stage, "--steps", "2", *on]) == 0
+    assert cli.main([stage, "--steps", "3", *on]) == 0  # resumes from step 2
     model = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
+    assert record["train_config"]["device"] == device
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size

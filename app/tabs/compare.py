@@ -34,10 +34,11 @@ from ..record import LAST, Comparison, LastComparisons, RecordError, read_compar
 from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 
-REDRAW_EVERY_S = 0.15  # lanes redraw at most this often while a lane runs
+REDRAW_EVERY_S = 0.25  # lanes redraw at most this often while a lane runs
 NUM_CHARTS = 7  # the run's outputs end with this many figures
-# The charts redraw when a lane finishes (drawing them costs the browser more than the lanes do, and on a
-# shared machine that would slow the lane being measured).
+# While lanes run, the page gets only light updates (each lane's tokens and chips, sent when they changed);
+# the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
+# building and drawing them would otherwise share the cores, and the interpreter, with the lane being measured.
 NOT_SELECTED = "not selected"
 
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
@@ -48,6 +49,24 @@ COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writ
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
+# Stop also withdraws a run still waiting in the queue: when a session pressed Run, and when it pressed Stop
+# with no run of its own going (monotonic seconds, newest last; both forgotten when its run starts).
+_run_requested: dict[str, float] = {}
+_stop_pressed: dict[str, float] = {}
+MAX_TRACKED_SESSIONS = 4096  # past this the oldest marks are forgotten (pages closed while queued)
+
+
+def _mark(marks: dict[str, float], session: str) -> None:
+    marks.pop(session, None)
+    marks[session] = time.monotonic()
+    while len(marks) > MAX_TRACKED_SESSIONS:
+        marks.pop(next(iter(marks)))
+
+
+def _withdrawn(session: str) -> bool:
+    """Whether this session pressed Stop after it pressed Run, before its run started; forgets both marks."""
+    requested, stopped = _run_requested.pop(session, None), _stop_pressed.pop(session, None)
+    return requested is not None and stopped is not None and stopped > requested
 
 
 RESULTS = LastComparisons(limit=32)  # complete runs by configuration, oldest evicted (share links reuse them)
@@ -197,7 +216,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         time_split_plot = gr.Plot(elem_id="time-split", show_label=False)
     # The canonical query of the link this page was opened with: set once by the page load, it runs the
     # comparison. (A text box, not gr.State, which would hold a heartbeat connection open for every visitor.)
-    link_query = gr.Textbox(visible=False)
+    link_query = gr.Textbox(visible=False, elem_id="link-query")
 
     # The Settings fields, in order, and the components that hold them.
     controls = dict(prompt=prompt, methods=lanes, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
@@ -224,6 +243,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         except EngineError as exc:
             yield refused(str(exc))
             return
+        if _withdrawn(session):
+            yield _status("withdrawn: Stop was pressed while this run waited in the queue; nothing ran."), \
+                *[gr.skip()] * (len(methods) + plots)
+            return
         key = _result_key(engine, settings)
         recorded = RESULTS.last(key) if reuse else None
         if recorded is not None:
@@ -236,45 +259,38 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
 
         drawn: dict[str, tuple] = {}  # lane -> (steps, state) when it was last sent to the page
 
-        def lanes_html(changed_only: bool = False):
-            """Every lane's HTML; with changed_only, lanes unchanged since they were last sent are skipped, so
-            a finished lane is not rendered and diffed again while later lanes run (that work would share the
-            cores with the lane being measured)."""
+        def lanes_html(live: bool = False):
+            """Every lane's HTML. live (while lanes still run): the light view of each lane, and lanes
+            unchanged since they were last sent are skipped, so drawing never redoes finished work on the
+            cores of the lane being measured. The full views (hover text, list of steps) come once, at the end."""
             baseline = by_method.get("baseline")
             baseline_summary = (summarize(baseline.steps, settings.max_new_tokens, engine.eos_id)
                                 if baseline and baseline.steps else None)
             out = []
             for m in methods:
                 if m not in by_method:
-                    out.append(gr.skip() if changed_only else
+                    out.append(gr.skip() if live else
                                lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m]))
                     continue
                 lane, mark = by_method[m], (len(by_method[m].steps), by_method[m].state)
-                if changed_only and drawn.get(m) == mark:
+                if live and drawn.get(m) == mark:
                     out.append(gr.skip())
                     continue
                 drawn[m] = mark
                 out.append(lane_html(m, lane.steps, settings.prompt, lane.state, settings.max_new_tokens,
-                                     engine.eos_id, greedy, baseline_summary, show, drafters[m]))
+                                     engine.eos_id, greedy, baseline_summary, show, drafters[m], live=live))
             return out
 
-        def figures():
-            return run_figures({lane.method: lane.steps for lane in lane_runs}, settings.max_new_tokens)
-
         try:
-            last_draw, finished = 0.0, 0
+            last_draw = 0.0
             for _ in run_lanes(engine, settings.prompt, lane_runs, stop):
                 now = time.monotonic()
                 running = next((lane for lane in lane_runs if lane.state == "running"), None)
-                done_now = sum(lane.state not in ("waiting", "running") for lane in lane_runs)
-                if running is not None and now - last_draw < REDRAW_EVERY_S and done_now == finished:
+                if running is not None and now - last_draw < REDRAW_EVERY_S:
                     continue
                 last_draw = now
-                charts = [gr.skip()] * plots
-                if done_now != finished:
-                    charts, finished = figures(), done_now
                 message = f"running {running.method} on {engine.device_name}…" if running else "…"
-                yield _status(message), *lanes_html(changed_only=True), *charts
+                yield _status(message), *lanes_html(live=True), *[gr.skip()] * plots
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
@@ -285,7 +301,8 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             LAST.remember(session, comparison)
             if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
                 RESULTS.remember(key, comparison)
-            yield _status(text, error=bool(errors)), *lanes_html(), *figures()
+            yield _status(text, error=bool(errors)), *lanes_html(), *run_figures(
+                {lane.method: lane.steps for lane in lane_runs}, settings.max_new_tokens)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             _stop_events.pop(session, None)
@@ -383,9 +400,16 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         return *[gr.update(visible=m in chosen) for m in methods], gr.update(visible="dspark" in chosen)
 
     def on_stop(request: gr.Request):
-        event = _stop_events.get(request.session_hash)
+        """Stop your own run: the running one ends after its current step; one still queued is withdrawn."""
+        session = request.session_hash
+        event = _stop_events.get(session)
         if event is not None:
             event.set()
+        elif session in _run_requested:
+            _mark(_stop_pressed, session)
+
+    def on_requested(request: gr.Request):
+        _mark(_run_requested, request.session_hash)
 
     run_inputs = [prompt, lanes, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule, show_drafts,
                   scheduler, threshold, overlap]
@@ -394,6 +418,8 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")
     upload.upload(open_saved, inputs=[upload, show_drafts], outputs=run_outputs, concurrency_limit=None,
                   api_name="open_saved", show_progress="hidden")
+    run_button.click(on_requested, inputs=None, outputs=None, queue=False, api_visibility="private",
+                     show_progress="hidden")
     stop_button.click(on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     lanes.change(show_lanes, inputs=[lanes], outputs=[*lane_boxes, survival_plot], preprocess=False, queue=False,
                  api_visibility="private", show_progress="hidden")

@@ -9,7 +9,9 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~20 min) -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
-Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length.
+Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
+trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
+`scripts/train_family.sh` runs every stage in order.
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ def _export(model, name: str, cfg, extra: dict) -> None:
     print(f"exported {name} to {out}")
 
 
-def _shipped_target():
+def _shipped_target(device: str = "cpu"):
     """The target as shipped (float16 weights, upcast): drafters learn the model users actually run."""
     from transformers import Qwen3ForCausalLM
 
     target = Qwen3ForCausalLM.from_pretrained(ASSETS / "target", dtype=torch.float32)
-    return target.eval().requires_grad_(False)
+    return target.to(device).eval().requires_grad_(False)
 
 
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
@@ -54,7 +56,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     from . import dflash, dspark
     from .lm import TrainConfig, heldout_windows, train
 
-    target = _shipped_target()
+    target = _shipped_target(args.device)
     if kind == "dflash":
         drafter = DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id))
         loss_fn, score = dflash.dflash_loss, dflash.dflash_acceptance
@@ -64,7 +66,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
     cfg = TrainConfig(seed=args.seed, steps=args.steps or 1000, lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
-                      threads=args.threads)
+                      threads=args.threads, device=args.device)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
@@ -75,7 +77,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
           lambda windows: score(drafter, target, windows))
     first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (run_dir, run_dir / "self"))
     drafter.eval()
-    windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
@@ -92,11 +94,11 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     from . import eagle3
     from .lm import TrainConfig, heldout_windows, train
 
-    target = _shipped_target()
+    target = _shipped_target(args.device)
     drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
     eagle3.init_from_target(drafter, target)
     cfg = TrainConfig(seed=args.seed, steps=args.steps or 800, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40,
-                      threads=args.threads, self_data_fraction=0.5)
+                      threads=args.threads, self_data_fraction=0.5, device=args.device)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
 
     def score(windows: torch.Tensor) -> float:
@@ -105,7 +107,7 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
     state = torch.load(run_dir / "ckpt.pt", weights_only=False)
     drafter.eval()
-    windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     _export(drafter, "eagle3-drafter", cfg, {
         "heldout_expected_accepted_k4_teacher_forced": round(score(windows), 3),
         "train_minutes": round(state["elapsed_s"] / 60, 1),
@@ -122,7 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     args = parser.parse_args(argv)
+    from ..models import pick_device
+    from ..types import EngineError
+
+    try:
+        args.device = str(pick_device(args.device))
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
@@ -154,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         from .selfdata import generate_rows
 
         torch.set_num_threads(args.threads)
-        rows = generate_rows(_shipped_target(), streams["train"], num_rows=args.steps or SELF_DATA_ROWS,
+        rows = generate_rows(_shipped_target(args.device), streams["train"], num_rows=args.steps or SELF_DATA_ROWS,
                              seed=args.seed, log=lambda line: print(line, flush=True))
         RUNS.mkdir(parents=True, exist_ok=True)
         torch.save(rows.to(torch.int16), RUNS / "selfdata.pt")
@@ -169,14 +180,14 @@ def main(argv: list[str] | None = None) -> int:
             return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads)
+        cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads, device=args.device)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
         loss_fn = lm_loss(model)
     else:
         cfg = TrainConfig(seed=args.seed, steps=args.steps or 600, lr=3e-3, batch_size=8, warmup_steps=50,
-                          threads=args.threads)
+                          threads=args.threads, device=args.device)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
-        loss_fn = distill_loss(model, _shipped_target())
+        loss_fn = distill_loss(model, _shipped_target(args.device))
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))
     state = torch.load(run_dir / "ckpt.pt", weights_only=False)
     ce = heldout_loss(model, heldout_windows(streams["heldout"], cfg.seq_len))

@@ -23,7 +23,7 @@ from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
 GAMMA = 4.0  # position-weight decay for block size 8 (the paper: 7 for 16, 5 for 10, 4 for 8)
 ANCHORS_PER_WINDOW = 32  # blocks cut from each window: more supervision per target forward
-DRAFT_LAYERS = 3
+DRAFT_LAYERS = 1  # one layer, as EAGLE-3: on a CPU a forward costs per layer, so drafting stays cheap against a verify
 
 
 def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
@@ -58,8 +58,8 @@ def sample_anchors(batch: int, seq_len: int, block_size: int, count: int, genera
 def block_attention_mask(anchors: torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
     """(batch, 1, count·B, seq_len + count·B) bool: block m sees context before its anchor and its own block."""
     batch, count = anchors.shape
-    block_of_query = torch.arange(count).repeat_interleave(block_size)  # (Q,)
-    context = torch.arange(seq_len)[None, None, :] < anchors[:, block_of_query][:, :, None]  # (b, Q, T)
+    block_of_query = torch.arange(count, device=anchors.device).repeat_interleave(block_size)  # (Q,)
+    context = torch.arange(seq_len, device=anchors.device)[None, None, :] < anchors[:, block_of_query][:, :, None]
     own_block = (block_of_query[:, None] == block_of_query[None, :]).expand(batch, -1, -1)  # (b, Q, Q)
     return torch.cat([context, own_block], dim=2)[:, None]
 
@@ -79,26 +79,27 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
     n = B tokens, the anchor's own state predicting the first."""
     b, t = x.shape
     bs = drafter.block_size
+    device = x.device
     with torch.no_grad():
         out = target(x, output_hidden_states=True)
         features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
         teacher_logits = out.logits.float()
     reach = bs + 1 if anchor_predicts_first else bs  # the last predicted token must lie inside the window
-    anchors = sample_anchors(b, t, reach, anchors_per_window, generator)  # (b, M)
-    offsets = torch.arange(bs)
+    anchors = sample_anchors(b, t, reach, anchors_per_window, generator).to(device)  # (b, M), drawn on the CPU
+    offsets = torch.arange(bs, device=device)
     block_positions = (anchors[:, :, None] + offsets).reshape(b, -1)  # (b, M·B)
     block_ids = torch.full_like(block_positions, drafter.mask_token_id)
     block_ids[:, ::bs] = x.gather(1, anchors)
     with torch.no_grad():
         noise = target.get_input_embeddings()(block_ids)
-    position_ids = torch.cat([torch.arange(t).expand(b, -1), block_positions], dim=1)
+    position_ids = torch.cat([torch.arange(t, device=device).expand(b, -1), block_positions], dim=1)
     mask = block_attention_mask(anchors, t, bs)
     hidden = drafter(noise, features, position_ids, attention_mask=mask).view(b, -1, bs, noise.shape[-1])
     if not anchor_predicts_first:
         hidden = hidden[:, :, 1:]  # mask positions predict the token that stands there
     n = hidden.shape[2]
-    predicted = anchors[:, :, None] + torch.arange(1, n + 1)  # positions of the predicted tokens (b, M, n)
-    batch_index = torch.arange(b)[:, None, None]
+    predicted = anchors[:, :, None] + torch.arange(1, n + 1, device=device)  # positions predicted (b, M, n)
+    batch_index = torch.arange(b, device=device)[:, None, None]
     teacher = teacher_logits[batch_index, predicted - 1]  # the target predicts token p from position p − 1
     prev_ids = x[batch_index, predicted - 1]
     return hidden, teacher, prev_ids
@@ -118,7 +119,8 @@ def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator) -
         draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator)
         teacher_probs = teacher_logits.softmax(-1)
         ce = -(teacher_probs * F.log_softmax(draft_logits, dim=-1)).sum(-1)  # soft cross-entropy (b, M, B−1)
-        return (ce * weights).sum(-1).mean() / weights.sum()
+        w = weights.to(ce.device)
+        return (ce * w).sum(-1).mean() / w.sum()
 
     return loss
 

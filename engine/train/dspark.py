@@ -68,7 +68,8 @@ def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator) -
         conf_logits = drafter.confidence_logits(hidden, prev)
         bce = F.binary_cross_entropy_with_logits(conf_logits, (1 - tv).detach(), reduction="none")
         per_token = LOSS_WEIGHTS["ce"] * ce + LOSS_WEIGHTS["tv"] * tv + LOSS_WEIGHTS["bce"] * bce
-        return (per_token * weights).sum(-1).mean() / weights.sum()
+        w = weights.to(per_token.device)
+        return (per_token * w).sum(-1).mean() / w.sum()
 
     return loss
 
@@ -76,11 +77,11 @@ def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator) -
 @torch.no_grad()
 def greedy_outcomes(drafter: DSparkDraftModel, target, windows: torch.Tensor, seed: int = 0):
     """Confidence logits (N, γ) and whether each drafted token equals the target's argmax (N, γ), on
-    teacher-forced held-out blocks."""
+    teacher-forced held-out blocks; on the CPU, wherever the models run."""
     hidden, logits, teacher, prev = _outputs(drafter, target, windows, torch.Generator().manual_seed(seed))
     conf_logits = drafter.confidence_logits(hidden, prev)
     correct = logits.argmax(-1) == teacher.argmax(-1)
-    return conf_logits.reshape(-1, drafter.block_size), correct.reshape(-1, drafter.block_size)
+    return conf_logits.reshape(-1, drafter.block_size).cpu(), correct.reshape(-1, drafter.block_size).cpu()
 
 
 def dspark_acceptance(drafter: DSparkDraftModel, target, windows: torch.Tensor) -> float:

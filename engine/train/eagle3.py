@@ -130,12 +130,13 @@ def eagle3_loss(drafter: Eagle3DraftModel, target, generator: torch.Generator, s
     weights = torch.tensor([decay ** k for k in range(steps)])
 
     def loss(x: torch.Tensor) -> torch.Tensor:
-        anchors = sample_anchors(x.shape[0], x.shape[1], anchors_per_window, steps, generator)
+        anchors = sample_anchors(x.shape[0], x.shape[1], anchors_per_window, steps, generator).to(x.device)
         first, later, teacher_logits = ttt_logits(drafter, target, x, steps, anchors)
         step0 = soft_cross_entropy(teacher_logits[:, 1:], first[:, :-1]).mean()  # index i ≤ T − 2 has a target
         per_step = torch.cat([step0[None], soft_cross_entropy(later_targets(teacher_logits, anchors, steps), later)
                               .mean((1, 2))])
-        return (per_step * weights).sum() / weights.sum()
+        w = weights.to(per_step.device)
+        return (per_step * w).sum() / w.sum()
 
     return loss
 
@@ -146,7 +147,7 @@ def eagle3_acceptance(drafter: Eagle3DraftModel, target, windows: torch.Tensor, 
     when each serial step is right if its argmax equals the target's (teacher-forced tokens), over every
     index of the first 16 windows that has a target for all k steps."""
     x = windows[:16]
-    anchors = torch.arange(x.shape[1] - k).expand(x.shape[0], -1)
+    anchors = torch.arange(x.shape[1] - k, device=x.device).expand(x.shape[0], -1)
     first, later, teacher_logits = ttt_logits(drafter, target, x, k, anchors)
     draft = torch.cat([first[None, :, : anchors.shape[1]], later])  # (k, b, M, V)
     teacher = torch.cat([teacher_logits[None, :, 1: anchors.shape[1] + 1], later_targets(teacher_logits, anchors, k)])

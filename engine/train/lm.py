@@ -37,6 +37,7 @@ class TrainConfig:
     save_every: int = 50  # steps between checkpoints
     eval_every: int = 200
     threads: int = 2
+    device: str = "cpu"  # where the model trains ("cuda": the whole family in minutes on one GPU)
     self_data_fraction: float = 0.0  # share of each batch taken from text the target wrote (selfdata.py)
 
 
@@ -80,8 +81,9 @@ def heldout_windows(stream: torch.Tensor, seq_len: int, max_windows: int = 64) -
 def heldout_loss(model, windows: torch.Tensor, batch_size: int = 8) -> float:
     """Mean next-token cross-entropy (nats) over the held-out windows."""
     total, count = 0.0, 0
+    device = next(model.parameters()).device
     for i in range(0, len(windows), batch_size):
-        x = windows[i : i + batch_size]
+        x = windows[i : i + batch_size].to(device)
         logits = model(x).logits[:, :-1].float()
         total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1), reduction="sum").item()
         count += x[:, 1:].numel()
@@ -128,28 +130,31 @@ def train(
     eval_fn: Callable[[torch.Tensor], float],
 ) -> torch.nn.Module:
     """Train `model` on random corpus windows with `loss_fn`, resuming from run_dir/ckpt.pt; `eval_fn`
-    scores the fixed held-out windows every cfg.eval_every steps."""
+    scores the fixed held-out windows every cfg.eval_every steps. Batches are drawn on the CPU (the same
+    ones whatever the device) and moved to cfg.device, where the model (and loss_fn's target) must live."""
     torch.set_num_threads(cfg.threads)
     run_dir.mkdir(parents=True, exist_ok=True)
+    device = torch.device(cfg.device)
+    model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     generator = torch.Generator().manual_seed(cfg.seed)
     step, elapsed_s = 0, 0.0
     ckpt_path = run_dir / "ckpt.pt"
     if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+        state = torch.load(ckpt_path, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
         step, elapsed_s = state["step"], state["elapsed_s"]
         print(f"resumed at step {step} ({elapsed_s / 60:.1f} min trained)", flush=True)
     log = (run_dir / "log.jsonl").open("a")
-    eval_windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    eval_windows = heldout_windows(streams["heldout"], cfg.seq_len).to(device)
     model.train()
     t_last = time.perf_counter()
     while step < cfg.steps:
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
-        x = sample_batch(streams, cfg, generator)
+        x = sample_batch(streams, cfg, generator).to(device)
         loss = loss_fn(x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

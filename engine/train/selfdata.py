@@ -23,10 +23,11 @@ BATCH = 32
 @torch.inference_mode()
 def generate_rows(target, stream: torch.Tensor, num_rows: int, seed: int = 0, log=print) -> torch.Tensor:
     """(num_rows, PREFIX_TOKENS + NEW_TOKENS) token ids: corpus prefixes continued by the target."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # on the CPU: the same rows on any device
+    device = next(target.parameters()).device
     rows, start = [], time.perf_counter()
     for batch_index in range(0, num_rows, BATCH):
-        ids = sample_windows(stream, BATCH, PREFIX_TOKENS, generator)
+        ids = sample_windows(stream, BATCH, PREFIX_TOKENS, generator).to(device)
         greedy = (batch_index // BATCH) % 2 == 0
         cache = new_cache(target)
         logits = forward_logits(target, ids, cache, logits_to_keep=1)[:, -1]
@@ -34,9 +35,9 @@ def generate_rows(target, stream: torch.Tensor, num_rows: int, seed: int = 0, lo
             if greedy:
                 next_ids = logits.argmax(-1, keepdim=True)
             else:
-                next_ids = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=generator)
+                next_ids = torch.multinomial(torch.softmax(logits.float(), -1).cpu(), 1, generator=generator).to(device)
             ids = torch.cat([ids, next_ids], dim=1)
             logits = forward_logits(target, next_ids, cache, logits_to_keep=1)[:, -1]
-        rows.append(ids)
+        rows.append(ids.cpu())
         log(f"self-data: {batch_index + BATCH}/{num_rows} rows, {time.perf_counter() - start:.0f} s")
     return torch.cat(rows)[:num_rows]

@@ -1,0 +1,99 @@
+"""A minimal client of a running SpecLab app, speaking Gradio's queue protocol as a browser page does:
+join the queue, read the event stream, count every byte received. Used by the measurement scripts
+(app_timing.py, app_load.py); not part of the app."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+API = "gradio_api"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int, log_path: Path | None = None) -> subprocess.Popen:
+    """`python -m app` on this port (the embedded models); returns once it serves its page."""
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    server = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port)], cwd=ROOT, stdout=log,
+                              stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+            return server
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit("the app exited before it served a page")
+            time.sleep(0.5)
+    server.kill()
+    raise SystemExit("the app did not come up within 180 s")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process, MiB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+class App:
+    def __init__(self, base: str):
+        self.base = base.rstrip("/")
+        self.config = httpx.get(f"{self.base}/config", timeout=30).json()
+
+    def fn_index(self, api_name: str | None = None, first_input_elem: str | None = None) -> int:
+        """The event's index, by its API name or by the elem_id of its first input."""
+        ids = {c["id"]: c.get("props", {}).get("elem_id") for c in self.config["components"]}
+        for dep in self.config["dependencies"]:
+            if api_name is not None and dep.get("api_name") == api_name:
+                return dep["id"]
+            if first_input_elem is not None and dep["inputs"] and ids.get(dep["inputs"][0]) == first_input_elem:
+                return dep["id"]
+        raise LookupError(api_name or first_input_elem)
+
+    def call(self, fn_index: int, data: list, session: str | None = None, timeout_s: float = 600) -> dict:
+        """Run one event to its end. Returns {"ok", "outputs" (final values), "error", "bytes" (the event
+        stream), "messages", "seconds", "queue_full"}."""
+        session = session or uuid.uuid4().hex[:11]
+        start = time.monotonic()
+        with httpx.Client(timeout=timeout_s) as client:
+            joined = client.post(f"{self.base}/{API}/queue/join",
+                                 json={"data": data, "fn_index": fn_index, "session_hash": session,
+                                       "event_data": None, "trigger_id": None})
+            if joined.status_code == 503:
+                return {"ok": False, "queue_full": True, "error": joined.json().get("detail", "queue full"),
+                        "outputs": None, "bytes": 0, "messages": 0, "seconds": time.monotonic() - start}
+            joined.raise_for_status()
+            event_id = joined.json()["event_id"]
+            received, messages = 0, 0
+            with client.stream("GET", f"{self.base}/{API}/queue/data", params={"session_hash": session}) as stream:
+                for line in stream.iter_lines():
+                    received += len(line.encode()) + 1
+                    if not line.startswith("data:"):
+                        continue
+                    msg = json.loads(line[5:])
+                    if msg.get("event_id") not in (None, event_id):
+                        continue
+                    messages += 1
+                    if msg.get("msg") == "process_completed":
+                        output = msg.get("output") or {}
+                        return {"ok": bool(msg.get("success")), "queue_full": False, "outputs": output.get("data"),
+                                "error": output.get("error"), "bytes": received, "messages": messages,
+                                "seconds": time.monotonic() - start}
+        return {"ok": False, "queue_full": False, "outputs": None, "error": "stream ended", "bytes": received,
+                "messages": messages, "seconds": time.monotonic() - start}

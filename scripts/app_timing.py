@@ -1,0 +1,100 @@
+"""Does the page distort the figures it shows? The app's lanes against the engine's own CLI, same settings.
+
+    python scripts/app_timing.py [--repeats 3] [--tokens 64 512] [--json runs/app_timing.json]
+
+Starts the app (`python -m app`) on a free port, then, for each length and repeat, runs one comparison of
+every lane through the app's queue as a browser page does (scripts/app_client.py, every streamed byte
+counted) and each lane once more through `python -m engine generate --warm-up` (a fresh process per lane;
+the app's server is idle meanwhile). Prints each lane's tokens/s both ways (medians over the repeats), their
+ratio, and the bytes the comparison streamed to the client. Run it on an otherwise idle machine: it
+measures the page's own effect, and anything else on the cores hides it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from app_client import ROOT, App, free_port, start_app  # noqa: E402
+
+METHODS = ["baseline", "ar", "dflash", "dspark"]  # the app's default lanes
+PROMPT = "def moving_average(values, window):\n    \"\"\"Return the moving averages of values over window.\"\"\"\n"
+TOKENS_PER_S = re.compile(r'tokens/s <b>([0-9.]+)</b>')
+
+
+def app_run(app: App, fn_index: int, max_new_tokens: int) -> tuple[dict[str, float], int, float]:
+    """One comparison of every lane through the app; each lane's tokens/s as the page shows it, the bytes
+    streamed and the wall seconds."""
+    result = app.call(fn_index, [PROMPT, METHODS, 0.0, 4, 7, max_new_tokens, "0", "rejection", True, "throughput",
+                                 0.5, "auto"])
+    status = result["outputs"][0] if result["outputs"] else result["error"]
+    if not result["ok"] or "done" not in status:
+        raise SystemExit(f"the app's run did not finish: {status}")
+    lanes = result["outputs"][1:]
+    rates = {}
+    for method in METHODS:
+        lane = next(v for v in lanes if isinstance(v, str) and f'data-method="{method}"' in v)
+        rates[method] = float(TOKENS_PER_S.search(lane).group(1))
+    return rates, result["bytes"], result["seconds"]
+
+
+def cli_run(method: str, max_new_tokens: int) -> float:
+    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--method", method, "--prompt", PROMPT,
+                          "--max-new-tokens", str(max_new_tokens), "--warm-up", "--json", "-"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["summary"]["tokens_per_s"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args()
+
+    port = free_port()
+    server = start_app(port)
+    report = {}
+    try:
+        app = App(f"http://127.0.0.1:{port}/")
+        run = app.fn_index(api_name="run")
+        for n in args.tokens:
+            app_rates, cli_rates, streamed, walls = {m: [] for m in METHODS}, {m: [] for m in METHODS}, [], []
+            for repeat in range(args.repeats):
+                rates, size, wall = app_run(app, run, n)
+                streamed.append(size)
+                walls.append(wall)
+                for m in METHODS:
+                    app_rates[m].append(rates[m])
+                    cli_rates[m].append(cli_run(m, n))
+                print(f"{n} tokens, repeat {repeat + 1}: app {rates}, cli "
+                      f"{ {m: round(cli_rates[m][-1], 1) for m in METHODS} }, {size / 1e6:.2f} MB streamed", flush=True)
+            rows = {m: {"app_tokens_per_s": statistics.median(app_rates[m]),
+                        "cli_tokens_per_s": round(statistics.median(cli_rates[m]), 1)} for m in METHODS}
+            for row in rows.values():
+                row["app_over_cli"] = round(row["app_tokens_per_s"] / row["cli_tokens_per_s"], 3)
+            report[n] = {"lanes": rows, "streamed_bytes_median": int(statistics.median(streamed)),
+                         "comparison_wall_s_median": round(statistics.median(walls), 2)}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    for n, result in report.items():
+        print(f"\n{n} new tokens ({args.repeats} repeats, medians); one comparison streamed "
+              f"{result['streamed_bytes_median'] / 1e6:.2f} MB in {result['comparison_wall_s_median']} s")
+        print("| lane | app tokens/s | CLI tokens/s | app / CLI |\n|---|---|---|---|")
+        for m, row in result["lanes"].items():
+            print(f"| {m} | {row['app_tokens_per_s']:.0f} | {row['cli_tokens_per_s']:.0f} | {row['app_over_cli']:.2f} |")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,7 +20,8 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
 QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
 
 
-def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes) -> gr.Blocks:
+def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
+              max_run_s: float = compare.MAX_RUN_S) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space)."""
     preset = PRESETS.get(engine.preset)
@@ -32,7 +33,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         if notice:
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         with gr.Tab("Compare"):
-            compare.render(engine, engine.methods(), demo, run_lanes=run_lanes)
+            compare.render(engine, engine.methods(), demo, run_lanes=run_lanes, max_run_s=max_run_s)
         with gr.Tab("Step through"):
             step.render(engine)
         with gr.Tab("Why"):

@@ -18,6 +18,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,6 +45,51 @@ def app_run(app: App, fn_index: int, max_new_tokens: int) -> tuple[dict[str, flo
     return rates, result["bytes"], result["seconds"]
 
 
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+class BrowserClient:
+    """The same comparison from a real page in chromium on this machine (what a visitor on the same
+    laptop sees): each run opens a share link, which runs it; bytes are those the page's event stream read."""
+
+    def __init__(self, base: str):
+        from playwright.sync_api import sync_playwright
+
+        self.base, self._p = base, sync_playwright().start()
+        self.browser = self._p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        self.seed = 0
+
+    def run(self, max_new_tokens: int) -> tuple[dict[str, float], int, float]:
+        from urllib.parse import urlencode
+
+        self.seed += 1  # a fresh configuration each time: a link seen before would replay its recorded run
+        query = urlencode({"prompt": PROMPT, "methods": ",".join(METHODS), "max_new_tokens": max_new_tokens,
+                           "seed": self.seed})
+        page = self.browser.new_page(viewport={"width": 1500, "height": 1300})
+        received, streams = [0], set()  # bytes of the page's event streams, counted by the browser itself
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.on("Network.requestWillBeSent",
+               lambda e: streams.add(e["requestId"]) if "/queue/data" in e["request"]["url"] else None)
+        cdp.on("Network.dataReceived",
+               lambda e: received.__setitem__(0, received[0] + e["dataLength"]) if e["requestId"] in streams else None)
+        start = time.monotonic()
+        page.goto(f"{self.base}?{query}")
+        page.wait_for_function("document.querySelector('#status')?.innerText.includes('done')", timeout=600_000)
+        wall = time.monotonic() - start
+        rates = {}
+        for method in METHODS:
+            chip = page.locator(f"#lane-{method} .chip", has_text="tokens/s").first.inner_text()
+            rates[method] = float(re.search(r"([0-9.]+)\s*$", chip).group(1))
+        page.close()
+        return rates, received[0], wall
+
+    def close(self):
+        self.browser.close()
+        self._p.stop()
+
+
 def cli_run(method: str, max_new_tokens: int) -> float:
     out = subprocess.run([sys.executable, "-m", "engine", "generate", "--method", method, "--prompt", PROMPT,
                           "--max-new-tokens", str(max_new_tokens), "--warm-up", "--json", "-"],
@@ -56,6 +102,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--browser", action="store_true",
+                        help="run the app's side from a chromium page on this machine instead of a bare client")
     args = parser.parse_args()
 
     port = free_port()
@@ -64,10 +112,11 @@ def main() -> int:
     try:
         app = App(f"http://127.0.0.1:{port}/")
         run = app.fn_index(api_name="run")
+        browser = BrowserClient(f"http://127.0.0.1:{port}/") if args.browser else None
         for n in args.tokens:
             app_rates, cli_rates, streamed, walls = {m: [] for m in METHODS}, {m: [] for m in METHODS}, [], []
             for repeat in range(args.repeats):
-                rates, size, wall = app_run(app, run, n)
+                rates, size, wall = browser.run(n) if browser else app_run(app, run, n)
                 streamed.append(size)
                 walls.append(wall)
                 for m in METHODS:
@@ -81,6 +130,8 @@ def main() -> int:
                 row["app_over_cli"] = round(row["app_tokens_per_s"] / row["cli_tokens_per_s"], 3)
             report[n] = {"lanes": rows, "streamed_bytes_median": int(statistics.median(streamed)),
                          "comparison_wall_s_median": round(statistics.median(walls), 2)}
+        if browser:
+            browser.close()
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -441,6 +441,12 @@ def test_stop_ends_a_running_comparison(launched_app):
     assert any('data-state="stopped"' in lane for lane in lanes), [l[:300] for l in lanes]
 
 
+def run_args() -> list:
+    """RUN's values in the order the Run button's handler takes them."""
+    return [RUN[k] for k in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens", "seed",
+                             "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap")]
+
+
 def _handler(demo, name: str):
     """The event handler of the built page with this function name (called directly, no server)."""
     return next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == name)
@@ -451,8 +457,7 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(random_engine):
 
     demo = build_app(random_engine)
     requested, stop, on_run = (_handler(demo, n) for n in ("on_requested", "on_stop", "on_run"))
-    args = [RUN[k] for k in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens", "seed",
-                             "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap")]
+    args = run_args()
     waiting = SimpleNamespace(session_hash="waiting-visitor")
     requested(waiting)  # pressed Run; the run waits in the queue
     stop(waiting)  # pressed Stop before it started
@@ -479,3 +484,15 @@ def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
     assert all(title for *_, title, _ in full_tokens) and not any(title for *_, title, _ in live_tokens)
     assert "<details" in full and "<details" not in live  # the list of steps comes with the full view only
     assert len(live) < len(full) / 2
+
+
+def test_a_comparison_past_the_time_limit_is_stopped_with_a_clear_line(random_engine):
+    from types import SimpleNamespace
+
+    demo = build_app(random_engine, max_run_s=0.0)  # every comparison is out of time at once
+    on_run = _handler(demo, "on_run")
+    args = run_args()
+    status, *lanes = list(on_run(*args, request=SimpleNamespace(session_hash="slow-visitor")))[-1][:-NUM_CHARTS]
+    assert "stopped after 0 s" in status and "status-error" in status
+    shown = [lane for lane in lanes if isinstance(lane, str) and 'data-state="stopped"' in lane]
+    assert len(shown) == len(RUN["methods"])

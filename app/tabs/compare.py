@@ -46,6 +46,7 @@ NOT_SELECTED = "not selected"
 PAGE_ADDRESS_JS = "(address, ...controls) => [window.location.origin + window.location.pathname, ...controls]"
 COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {}); }"
 
+MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so the queue must keep moving
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 
 _stop_events: dict[str, threading.Event] = {}  # one per browser session, so Stop only stops your own run
@@ -129,9 +130,11 @@ def _query_items(request: gr.Request | None) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in dict(params).items()]  # a pickled request holds a plain dict
 
 
-def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[..., Iterator[None]] = run_lanes_here):
+def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
+           max_run_s: float = MAX_RUN_S):
     """methods: every lane this engine can run (one box each); the Lanes selector picks which run. run_lanes
-    advances the lanes (app/runner.py's in this process; app/gpu.py's under ZeroGPU)."""
+    advances the lanes (app/runner.py's in this process; app/gpu.py's under ZeroGPU); max_run_s: past this
+    many seconds a comparison is stopped (its finished lanes kept)."""
     methods_available = list(methods)
     defaults = default_settings(methods_available)
     examples = example_prompts()
@@ -282,9 +285,12 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             return out
 
         try:
-            last_draw = 0.0
+            last_draw, started, out_of_time = 0.0, time.monotonic(), False
             for _ in run_lanes(engine, settings.prompt, lane_runs, stop):
                 now = time.monotonic()
+                if now - started > max_run_s and not stop.is_set():
+                    stop.set()  # the running lane ends after its current step
+                    out_of_time = True
                 running = next((lane for lane in lane_runs if lane.state == "running"), None)
                 if running is not None and now - last_draw < REDRAW_EVERY_S:
                     continue
@@ -294,6 +300,10 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
+            if out_of_time:
+                errors.append("time limit")
+                text = (f"stopped after {max_run_s:.0f} s, the most one comparison may take on this shared server; "
+                        f"fewer new tokens or fewer lanes fit. {text}")
             comparison = Comparison(
                 settings=settings_dict(settings), lanes={lane.method: list(lane.steps) for lane in lane_runs},
                 drafters={lane.method: drafters[lane.method] for lane in lane_runs}, device=engine.device_name,

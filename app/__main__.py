@@ -9,10 +9,10 @@ import sys
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 
-def load_engine(preset: str, device: str):
+def load_engine(preset: str, device: str, threads: int | None = None):
     from engine.loop import Engine
 
-    engine = Engine.load(preset, device)
+    engine = Engine.load(preset, device, threads=threads)
     engine.warm_up()
     return engine
 
@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: the preset's; 1 for the embedded models, see README)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = parser.parse_args(argv)
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     notice = ""
     try:
-        engine = load_engine(args.preset, args.device)
+        engine = load_engine(args.preset, args.device, args.threads)
     except EngineError as exc:
         if args.preset == DEFAULT_PRESET:
             print(f"error: {exc}", file=sys.stderr)
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         notice = f"{exc}; showing the embedded models ({DEFAULT_PRESET}) instead"
         print(f"warning: {notice}", file=sys.stderr)
         try:
-            engine = load_engine(DEFAULT_PRESET, args.device)
+            engine = load_engine(DEFAULT_PRESET, args.device, args.threads)
         except EngineError as again:
             print(f"error: {again}", file=sys.stderr)
             return 2

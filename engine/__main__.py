@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--overlap", choices=list(OVERLAP_CHOICES), default="auto",
                      help="run each step's host work during the next step (auto: on for CUDA, off on the CPU)")
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    gen.add_argument("--threads", type=int, default=None,
+                     help="torch CPU threads (default: the preset's; 1 for the embedded models, see README)")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
     gen.add_argument("--warm-up", action="store_true",
                      help="first run every method briefly, as the app does when it starts, so one-time costs "
@@ -127,6 +129,8 @@ def generate(args) -> int:
                               scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
                               overlap=OVERLAP_CHOICES[args.overlap])
     config.validate()
+    if args.threads is not None and not 1 <= args.threads <= 1024:
+        raise EngineError(f"--threads must be between 1 and 1024, got {args.threads}")
     if args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     prompt = _read_prompt(args)
@@ -138,7 +142,7 @@ def generate(args) -> int:
 
     from .loop import Engine  # torch loads only once the arguments are known to be good
 
-    engine = Engine.load(args.preset, args.device)
+    engine = Engine.load(args.preset, args.device, threads=args.threads)
     if args.warm_up:
         engine.warm_up()
     result = engine.generate(prompt, config)

@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-len", type=int, default=4, help="K of the AR lane")
     parser.add_argument("--block-len", type=int, default=7, help="tokens per block of DFlash and DSpark")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: the preset's; 1 for the embedded models)")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
     parser.add_argument("--k-sweep", action="store_true", help="also run the AR lane at K = 1..8 (its ceiling)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if not prompts:
             raise EngineError(f"no prompts in {args.prompts}")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
-        engine = Engine.load(args.preset, args.device)
+        engine = Engine.load(args.preset, args.device, threads=args.threads)
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, args.block_len,
                                with_hf=not args.no_hf)

@@ -17,7 +17,7 @@ from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .methods import METHODS, method as method_entry
 from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
-                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable)
+                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
 from .presets import DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
@@ -79,13 +79,15 @@ class Engine:
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
-             offline: bool | None = None) -> "Engine":
+             offline: bool | None = None, threads: int | None = None) -> "Engine":
         """Load an allowlisted preset. Hub checkpoints come from the local cache (`cache_dir`, default the
-        hub's own) and are downloaded only when the hub is reachable and not `offline`."""
+        hub's own) and are downloaded only when the hub is reachable and not `offline`. On the CPU, torch
+        runs `threads` threads (default: the preset's choice); this is set for the whole process."""
         if preset not in PRESETS:
             raise EngineError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
         spec: Preset = PRESETS[preset]
         torch_device = pick_device(device)
+        set_cpu_threads(torch_device, threads if threads is not None else spec.cpu_threads)
         hub = require_runnable(spec, device, torch_device, cache_dir, offline)
         drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
                     for m, name in spec.drafters.items()}

@@ -46,6 +46,16 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device("cuda", int(index)) if colon else torch.device("cuda")
 
 
+def set_cpu_threads(device: torch.device, threads: int | None) -> None:
+    """On the CPU, run torch with this many threads (None: leave torch's default). Raises EngineError for
+    a count below 1."""
+    if threads is None or device.type != "cpu":
+        return
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise EngineError(f"threads must be a whole number of at least 1, got {threads!r}")
+    torch.set_num_threads(threads)
+
+
 def default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
@@ -53,7 +63,8 @@ def default_dtype(device: torch.device) -> torch.dtype:
 def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"cpu ({threads} thread{'s' if threads != 1 else ''})"
 
 
 def _first_line(exc: BaseException) -> str:

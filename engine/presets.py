@@ -34,6 +34,10 @@ class Preset:
     chat: bool = False  # wrap the prompt in the tokenizer's chat template, thinking off
     needs_gpu: bool = False  # refuse to load it without CUDA (a 4B target on a CPU is not a demo)
     local: bool = True  # everything ships in assets/; False: hub ids, cached or downloadable
+    # torch CPU threads when it runs on the CPU (None: torch's default, one per core). Models this small
+    # gain little from a second thread, and an idle OpenMP team spins on its cores: with the web server, a
+    # browser or any other process on a 2-core machine, one thread measured 3-4× faster (docs/benchmarks.md).
+    cpu_threads: int | None = None
 
     def checkpoints(self) -> list[str]:
         return [self.target, *self.drafters.values()]
@@ -45,6 +49,7 @@ TINY = Preset(
     tokenizer="tokenizer",
     drafters={"ar": "eagle3-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
     description="embedded models trained by us on the Python standard library (assets/)",
+    cpu_threads=1,
 )
 # The DSpark paper's comparison (Table 1: Qwen3-4B, block 7, drafters trained alike by DeepSpec).
 QWEN3_4B = Preset(

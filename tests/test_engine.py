@@ -213,6 +213,25 @@ def test_device_auto_is_cpu_without_cuda():
         pick_device("cuda")
 
 
+def test_cpu_threads_follow_the_request_then_the_preset():
+    from engine.models import describe_device, set_cpu_threads
+
+    before = torch.get_num_threads()
+    cpu = torch.device("cpu")
+    try:
+        set_cpu_threads(cpu, 2)
+        assert torch.get_num_threads() == 2 and describe_device(cpu) == "cpu (2 threads)"
+        set_cpu_threads(cpu, None)  # None leaves the setting alone
+        assert torch.get_num_threads() == 2
+        set_cpu_threads(cpu, 1)
+        assert torch.get_num_threads() == 1 and describe_device(cpu) == "cpu (1 thread)"
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(EngineError, match="threads"):
+                set_cpu_threads(cpu, bad)
+    finally:
+        torch.set_num_threads(before)
+
+
 # --- overlap ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", ["baseline", "ar", "dflash", "dspark"])

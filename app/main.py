@@ -18,6 +18,9 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
 
 
 QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
+# Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
+# this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
+SESSION_CAPACITY = 256
 
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
@@ -45,4 +48,5 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 
 def launch(demo: gr.Blocks, **kwargs):
+    kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     return demo.launch(css=CSS, theme=gr.themes.Default(), footer_links=["api"], **kwargs)

@@ -140,11 +140,12 @@ def chips_html(summary: RunSummary, baseline: RunSummary | None, steps: list[Ste
     ]) + "</div>"
 
 
-def _step_row(step: Step, greedy: bool) -> str:
+def _step_row(step: Step) -> str:
+    """One row of the fold-out list of steps. Its tokens carry no hover text: the same tokens in the output
+    above carry it (repeating it here doubled the bytes a long run sends)."""
     block = "".join(
         ('<span class="cutmark">✂</span>' if i == step.num_verified else "")
-        + f'<span class="tok {t.verdict}" title="{html.escape(_drafted_title(t, step, i + 1, greedy))}">'
-        + f'{visible_ghost(t.text)}</span>'
+        + f'<span class="tok {t.verdict}">{visible_ghost(t.text)}</span>'
         for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
     bonus = "".join(f'<span class="tok bonus">{visible_ghost(t.text)}</span>'
                     for t in step.committed if t.source == "bonus")
@@ -174,7 +175,7 @@ def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_t
     summary = summarize(steps, max_new_tokens, eos_id)
     tokens = "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps)
     decode = [s for s in steps if s.kind == "decode"]
-    rows = "" if live else "".join(_step_row(s, greedy) for s in decode[-MAX_STEP_ROWS:])
+    rows = "" if live else "".join(_step_row(s) for s in decode[-MAX_STEP_ROWS:])
     steps_html = "" if live else (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
                   f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
     return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'

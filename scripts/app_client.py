@@ -56,23 +56,28 @@ class App:
         self.base = base.rstrip("/")
         self.config = httpx.get(f"{self.base}/config", timeout=30).json()
 
-    def fn_index(self, api_name: str | None = None, first_input_elem: str | None = None) -> int:
-        """The event's index, by its API name or by the elem_id of its first input."""
+    def fn_index(self, api_name: str | None = None, first_input_elem: str | None = None,
+                 trigger: str | None = None) -> int:
+        """The event's index, by its API name, the elem_id of its first input, or its trigger ("load")."""
         ids = {c["id"]: c.get("props", {}).get("elem_id") for c in self.config["components"]}
         for dep in self.config["dependencies"]:
+            if trigger is not None and any(t[1] == trigger for t in dep.get("targets", [])):
+                return dep["id"]
             if api_name is not None and dep.get("api_name") == api_name:
                 return dep["id"]
             if first_input_elem is not None and dep["inputs"] and ids.get(dep["inputs"][0]) == first_input_elem:
                 return dep["id"]
         raise LookupError(api_name or first_input_elem)
 
-    def call(self, fn_index: int, data: list, session: str | None = None, timeout_s: float = 600) -> dict:
-        """Run one event to its end. Returns {"ok", "outputs" (final values), "error", "bytes" (the event
-        stream), "messages", "seconds", "queue_full"}."""
+    def call(self, fn_index: int, data: list, session: str | None = None, timeout_s: float = 600,
+             query: str = "") -> dict:
+        """Run one event to its end; `query`: the page's own query string (a share link's), which the page
+        sends with its events. Returns {"ok", "outputs" (final values), "error", "bytes" (the event stream),
+        "messages", "seconds", "queue_full"}."""
         session = session or uuid.uuid4().hex[:11]
         start = time.monotonic()
         with httpx.Client(timeout=timeout_s) as client:
-            joined = client.post(f"{self.base}/{API}/queue/join",
+            joined = client.post(f"{self.base}/{API}/queue/join" + (f"?{query}" if query else ""),
                                  json={"data": data, "fn_index": fn_index, "session_hash": session,
                                        "event_data": None, "trigger_id": None})
             if joined.status_code == 503:

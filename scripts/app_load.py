@@ -7,7 +7,7 @@ Starts the app (`python -m app`, the embedded models) on a free port and talks t
 (scripts/app_client.py). crowd: N clients open the same share link at once (the engine should run that
 configuration once, the rest replay the recorded run), then N clients run distinct configurations at once
 (each finishes or is told the app is busy); prints p50/p95 of the seconds each waited. soak: runs through the
-Run endpoint with a new browser session every 10 runs, reading the server's resident memory every 10 runs;
+Run endpoint with a new browser session every 10 runs (--runs-per-session), reading the server's resident memory every 10 runs;
 prints it after warm-up and at the end. Both report tracebacks found in the server's log.
 """
 
@@ -19,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -28,6 +29,7 @@ from app_client import ROOT, App, free_port, rss_mib, start_app  # noqa: E402
 PROMPT = "def moving_average(values, window):\n"
 METHODS = ["baseline", "ar", "dflash", "dspark"]
 LOG = ROOT / "runs" / "app_load_server.log"
+LINK_QUERY_OUTPUT = 12  # the load event's outputs: the 11 controls, the link notes, the link's query, the run's
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -76,11 +78,26 @@ def summary(name: str, results: list[dict]) -> dict:
     return row
 
 
+def open_link(app: App, query: str) -> dict:
+    """What a page opened on a share link does: its load event restores the controls (and shows the run
+    when the server has recorded it); otherwise the link's own event runs it through the engine's queue."""
+    session = uuid.uuid4().hex[:11]
+    loaded = app.call(app.fn_index(trigger="load"), [], session=session, query=query)
+    if not loaded["ok"]:
+        return loaded
+    link_query = loaded["outputs"][LINK_QUERY_OUTPUT]
+    if not (isinstance(link_query, str) and link_query):  # shown from the record by the load event
+        return {**loaded, "outputs": loaded["outputs"][LINK_QUERY_OUTPUT + 1:]}
+    ran = app.call(app.fn_index(first_input_elem="link-query"), [link_query, True], session=session, query=query)
+    ran["seconds"] += loaded["seconds"]
+    ran["bytes"] += loaded["bytes"]
+    return ran
+
+
 def crowd(app: App, clients: int, max_new_tokens: int) -> dict:
-    link = app.fn_index(first_input_elem="link-query")
     run = app.fn_index(api_name="run")
     query = urlencode({"prompt": PROMPT, "methods": ",".join(METHODS), "max_new_tokens": max_new_tokens})
-    same = at_once([lambda: app.call(link, [query, True]) for _ in range(clients)])
+    same = at_once([lambda: open_link(app, query) for _ in range(clients)])
     distinct = at_once([
         (lambda i=i: app.call(run, [f"{PROMPT}    # visitor {i}\n", METHODS, 0.0, 4, 7, max_new_tokens, "0",
                                     "rejection", True, "throughput", 0.5, "auto"]))
@@ -89,13 +106,14 @@ def crowd(app: App, clients: int, max_new_tokens: int) -> dict:
             "distinct": summary(f"{clients} visitors, distinct settings", distinct)}
 
 
-def soak(app: App, server_pid: int, runs: int, max_new_tokens: int) -> dict:
+def soak(app: App, server_pid: int, runs: int, max_new_tokens: int, runs_per_session: int) -> dict:
     run = app.fn_index(api_name="run")
     samples, session = [], None
     start = time.monotonic()
     for i in range(runs):
-        if i % 10 == 0:
+        if i % runs_per_session == 0:
             session = f"soak{i:05d}"
+        if i % 10 == 0:
             samples.append((i, round(rss_mib(server_pid), 1)))
             print(f"run {i}: server {samples[-1][1]} MiB, {time.monotonic() - start:.0f} s", flush=True)
         result = app.call(run, [f"{PROMPT}    # run {i}\n", METHODS, 0.0, 4, 7, max_new_tokens, str(i),
@@ -105,7 +123,7 @@ def soak(app: App, server_pid: int, runs: int, max_new_tokens: int) -> dict:
     samples.append((runs, round(rss_mib(server_pid), 1)))
     warm = next(mib for i, mib in samples if i >= min(50, runs))
     final = samples[-1][1]
-    report = {"runs": runs, "max_new_tokens": max_new_tokens, "rss_mib": samples, "after_warm_up_mib": warm,
+    report = {"runs": runs, "max_new_tokens": max_new_tokens, "runs_per_session": runs_per_session, "rss_mib": samples, "after_warm_up_mib": warm,
               "final_mib": final, "growth_after_warm_up": round(final / warm - 1, 4),
               "minutes": round((time.monotonic() - start) / 60, 1)}
     print(json.dumps({k: v for k, v in report.items() if k != "rss_mib"}))
@@ -118,6 +136,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--runs-per-session", type=int, default=10,
+                        help="soak: a new browser session after this many runs (1: every run a new visitor)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
 
@@ -129,7 +149,7 @@ def main() -> int:
         if args.mode == "crowd":
             report = crowd(app, args.clients, args.max_new_tokens)
         else:
-            report = soak(app, server.pid, args.runs, args.max_new_tokens)
+            report = soak(app, server.pid, args.runs, args.max_new_tokens, args.runs_per_session)
     finally:
         server.terminate()
         server.wait(timeout=30)

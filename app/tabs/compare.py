@@ -260,29 +260,31 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         greedy = settings.temperature == 0
         by_method = {lane.method: lane for lane in lane_runs}
 
-        drawn: dict[str, tuple] = {}  # lane -> (steps, state) when it was last sent to the page
+        # Each lane's HTML as last sent, and the (steps, state) it showed. Live updates resend an unchanged lane
+        # as the same string (Gradio sends no bytes for it), never gr.skip(): in Gradio 6 every skip adds a
+        # component to the session's state for good, which grew the server by ~0.4 MiB a run.
+        shown: dict[str, str] = {}
+        drawn: dict[str, tuple] = {}
 
         def lanes_html(live: bool = False):
-            """Every lane's HTML. live (while lanes still run): the light view of each lane, and lanes
-            unchanged since they were last sent are skipped, so drawing never redoes finished work on the
-            cores of the lane being measured. The full views (hover text, list of steps) come once, at the end."""
+            """Every lane's HTML. live (while lanes still run): the light view of each lane, re-rendered only
+            when it changed, so drawing never redoes finished work on the cores of the lane being measured.
+            The full views (hover text, list of steps) come once, at the end."""
             baseline = by_method.get("baseline")
             baseline_summary = (summarize(baseline.steps, settings.max_new_tokens, engine.eos_id)
                                 if baseline and baseline.steps else None)
-            out = []
             for m in methods:
                 if m not in by_method:
-                    out.append(gr.skip() if live else
-                               lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m]))
+                    if m not in shown:
+                        shown[m] = lane_html(m, [], "", NOT_SELECTED, 1, None, True, drafter=drafters[m])
                     continue
                 lane, mark = by_method[m], (len(by_method[m].steps), by_method[m].state)
                 if live and drawn.get(m) == mark:
-                    out.append(gr.skip())
                     continue
                 drawn[m] = mark
-                out.append(lane_html(m, lane.steps, settings.prompt, lane.state, settings.max_new_tokens,
-                                     engine.eos_id, greedy, baseline_summary, show, drafters[m], live=live))
-            return out
+                shown[m] = lane_html(m, lane.steps, settings.prompt, lane.state, settings.max_new_tokens,
+                                     engine.eos_id, greedy, baseline_summary, show, drafters[m], live=live)
+            return [shown[m] for m in methods]
 
         try:
             last_draw, started, out_of_time = 0.0, time.monotonic(), False
@@ -296,7 +298,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                     continue
                 last_draw = now
                 message = f"running {running.method} on {engine.device_name}…" if running else "…"
-                yield _status(message), *lanes_html(live=True), *[gr.skip()] * plots
+                yield _status(message), *lanes_html(live=True), *[None] * plots  # charts: cleared until the end
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
             text = "; ".join(errors) if errors else f"{done} on {engine.device_name}. Hover any token for its numbers."
@@ -382,15 +384,22 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                                   request.session_hash, reuse=True)
 
     def restore(request: gr.Request):
-        """Opening the page: a share link's parameters set every control, then the comparison runs."""
+        """Opening the page: a share link's parameters set every control, then the comparison runs. A link
+        whose comparison this server has recorded is shown at once, from here: it never waits in the
+        engine's queue behind other visitors' runs (a classroom on one link), nor fills it."""
         items = _query_items(request)
         settings, messages = parse_query(items, defaults, available=methods_available, preset=engine.preset)
         if not messages and not is_link(items):
-            return (gr.skip(),) * (len(controls) + 2)
+            return (gr.skip(),) * (len(controls) + 2 + len(run_outputs))
         values = [str(v) if name == "seed" else list(v) if name == "methods" else v
                   for name, v in ((name, getattr(settings, name)) for name in controls)]
-        return *values, _notes(messages, "This link had problems; the rest of it was used:"), \
-            build_query(settings) if is_link(items) else gr.skip()
+        notes = _notes(messages, "This link had problems; the rest of it was used:")
+        recorded = RESULTS.last(_result_key(engine, settings)) if is_link(items) else None
+        if recorded is not None:
+            LAST.remember(request.session_hash, recorded)
+            return *values, notes, gr.skip(), *show_recorded(
+                recorded, True, "the same comparison ran before on this server; this is that run")
+        return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * len(run_outputs)
 
     def make_link(address, *values):
         """The link to the current controls, on the page's own address (the browser fills `address`)."""
@@ -437,8 +446,9 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                       js=PAGE_ADDRESS_JS, preprocess=False, concurrency_limit=None, api_visibility="private",
                       show_progress="hidden") \
         .then(None, inputs=[share_link], outputs=None, js=COPY_JS)
-    demo.load(restore, inputs=None, outputs=[*controls.values(), link_notes, link_query], concurrency_limit=None,
-              api_visibility="private", show_progress="hidden")
+    demo.load(restore, inputs=None, outputs=[*controls.values(), link_notes, link_query, *run_outputs],
+              concurrency_limit=None, api_visibility="private", show_progress="hidden") \
+        .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")
     link_query.change(run_link, inputs=[link_query, show_drafts], outputs=run_outputs, preprocess=False,
                       concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden") \
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")

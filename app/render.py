@@ -161,24 +161,28 @@ def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_t
               greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True, drafter: str = "",
               live: bool = False) -> str:
     """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error); drafter says
-    which drafter served the method. live: the light view of a lane still running (no hover text, no list
-    of steps), redrawn often while the engine is measured; the full view is drawn once, when it ends."""
+    which drafter served the method. live: the light view (no hover text, no list of steps), redrawn often
+    while the engine is measured; the full view is drawn once, at the end. A live lane that is running
+    leaves its tags open and shows no chips, so each redraw only appends to the last one (Gradio then sends
+    just the new tokens; the browser closes the tags); the status line carries its numbers meanwhile."""
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
     head = (f'<div class="lane-head"><span class="lane-name">{METHOD_LABELS.get(method, method)}</span>'
             + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
+    card = f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
+    if live and state == "running":
+        return (f'{card}<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
+                + "".join(step_tokens_html(step, greedy, show_drafts, titles=False) for step in steps))
     if not steps:
-        return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
-                f'<div class="tokens"></div></div>')
+        return f'{card}<div class="tokens"></div></div>'
     summary = summarize(steps, max_new_tokens, eos_id)
     tokens = "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps)
     decode = [s for s in steps if s.kind == "decode"]
     rows = "" if live else "".join(_step_row(s) for s in decode[-MAX_STEP_ROWS:])
     steps_html = "" if live else (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
                   f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
-    return (f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
-            f'{chips_html(summary, baseline, decode)}'
+    return (f'{card}{chips_html(summary, baseline, decode)}'
             f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>{tokens}</div>'
             f'{steps_html}</div>')

@@ -24,11 +24,16 @@ class LaneRun:
     state: str = "waiting"  # waiting, running, done, stopped, or "error: ..."
 
 
-def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.Event) -> Iterator[list[Step]]:
-    """Yield batches of new steps as the worker produces them; raises EngineError from the engine."""
+COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once when a lane ends)
+
+
+def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.Event,
+                 every_s: float | None = COLLECT_S) -> Iterator[list[Step]]:
+    """Yield batches of new steps, every `every_s` seconds and when the lane ends; raises EngineError from
+    the engine. Stop is seen between batches."""
     worker = BackgroundSteps(engine.stream(prompt, config), depth=0, name=f"speclab-lane-{config.method}")  # never hold the engine back
     try:
-        for batch in worker.batches():
+        for batch in worker.batches(every_s):
             yield batch
             if stop.is_set():
                 return

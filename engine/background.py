@@ -22,6 +22,7 @@ class BackgroundSteps:
         self._steps = steps
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
+        self._finished = threading.Event()  # set once the worker has handed over its last item
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
@@ -41,14 +42,20 @@ class BackgroundSteps:
         finally:
             self._steps.close()
             self._queue.put(self._DONE)
+            self._finished.set()
 
     def __iter__(self):
         for batch in self.batches():
             yield from batch
 
-    def batches(self) -> Iterator[list]:
-        """Lists of the items ready so far (waiting for at least one); re-raises the worker's exception."""
+    def batches(self, every_s: float | None = None) -> Iterator[list]:
+        """Lists of the items ready so far (waiting for at least one); re-raises the worker's exception.
+        every_s: collect for this long before handing over a batch (at once when the worker ends), so a
+        consumer that only redraws now and then is not woken, and does not take the interpreter, at every
+        item while the worker is being timed."""
         while True:
+            if every_s is not None:
+                self._finished.wait(every_s)
             batch = [self._queue.get()]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())

@@ -484,6 +484,9 @@ def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
     assert all(title for *_, title, _ in full_tokens) and not any(title for *_, title, _ in live_tokens)
     assert "<details" in full and "<details" not in live  # the list of steps comes with the full view only
     assert len(live) < len(full) / 2
+    # While it runs, each redraw only appends to the last one (so only the new tokens travel).
+    earlier = lane_html("dspark", steps[:3], PROMPT, "running", 24, random_engine.eos_id, True, live=True)
+    assert live.startswith(earlier) and len(live) > len(earlier)
 
 
 def test_a_comparison_past_the_time_limit_is_stopped_with_a_clear_line(random_engine):

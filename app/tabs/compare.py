@@ -34,7 +34,8 @@ from ..record import LAST, Comparison, LastComparisons, RecordError, read_compar
 from ..render import LEGEND_HTML, lane_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 
-REDRAW_EVERY_S = 0.25  # lanes redraw at most this often while a lane runs
+REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
+# the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
 NUM_CHARTS = 7  # the run's outputs end with this many figures
 # While lanes run, the page gets only light updates (each lane's tokens and chips, sent when they changed);
 # the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
@@ -45,6 +46,10 @@ NOT_SELECTED = "not selected"
 # link made on a Space points at the Space); afterwards it copies the link where the browser allows.
 PAGE_ADDRESS_JS = "(address, ...controls) => [window.location.origin + window.location.pathname, ...controls]"
 COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {}); }"
+# A share link runs as soon as the page has finished drawing itself (the browser is idle, or 3 s passed):
+# on a small machine, a page still laying itself out would slow the first lane being measured.
+WHEN_IDLE_JS = ("async (...inputs) => { await new Promise((done) => window.requestIdleCallback ? "
+                "window.requestIdleCallback(done, {timeout: 3000}) : setTimeout(done, 0)); return inputs; }")
 
 MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so the queue must keep moving
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
@@ -103,6 +108,15 @@ def _download_path(session: str) -> Path:
 def _status(text: str, error: bool = False) -> str:
     cls = "status-error" if error else "note"
     return f'<div class="{cls}">{html.escape(text)}</div>'
+
+
+def _running_message(lane: LaneRun, engine, max_new_tokens: int) -> str:
+    """The status while a lane runs: its numbers so far (its own box shows only its tokens until it ends)."""
+    message = f"running {METHOD_REGISTRY[lane.method].label} on {engine.device_name}…"
+    if lane.steps:
+        s = summarize(lane.steps, max_new_tokens, engine.eos_id)
+        message += f" {s.num_new_tokens} of {max_new_tokens} tokens, τ {s.tau:.2f}, {s.tokens_per_s:.0f} tokens/s so far"
+    return message
 
 
 def _notes(messages: list[str], heading: str):
@@ -297,7 +311,7 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                 if running is not None and now - last_draw < REDRAW_EVERY_S:
                     continue
                 last_draw = now
-                message = f"running {running.method} on {engine.device_name}…" if running else "…"
+                message = _running_message(running, engine, settings.max_new_tokens) if running else "…"
                 yield _status(message), *lanes_html(live=True), *[None] * plots  # charts: cleared until the end
             errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
             done = "stopped" if stop.is_set() else "done"
@@ -450,5 +464,5 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
               concurrency_limit=None, api_visibility="private", show_progress="hidden") \
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")
     link_query.change(run_link, inputs=[link_query, show_drafts], outputs=run_outputs, preprocess=False,
-                      concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden") \
+                      js=WHEN_IDLE_JS, concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden") \
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")

@@ -89,7 +89,7 @@ def measure(runs_dir: Path) -> dict:
 
 
 SHAPES = """Why these shapes. On a CPU, a forward of a model this small costs mostly per layer (kernel launches
-and Python around them), hardly per token: verifying 8 tokens costs about 1.3 target forwards, not 8. So a
+and Python around them), hardly per token: verifying 8 tokens costs about 1.6 target forwards here (1.3–1.4 with two threads), not 8. So a
 drafter's cost is set by its depth, and the speedup by the ratio of depths. The real pairs the papers use put
 a 1-layer EAGLE-3 or a 5-layer block drafter beside a 36-layer target (Qwen3-4B): a draft forward costs a few
 percent of a verify. Here the target has 8 layers (as deep as a 2-core CPU trains in about an hour), so the
@@ -97,7 +97,7 @@ ratios cannot match: EAGLE-3 has one layer and drafts serially (K forwards per s
 draft the whole block in one forward of 3 layers reading 5 of the target's layers. One layer was tried for
 the block drafters (DFlash, same recipe, 2 800 steps): it halved the draft cost (0.22 of a verify against
 0.42) but τ fell from 2.29 to 1.89, a net loss (1.02× against 1.04× the baseline, same run, 20 held-out
-prompts). The classic small LM has 2 layers: it reads only tokens, and shows what a drafter without the
+prompts, two threads). The classic small LM has 2 layers: it reads only tokens, and shows what a drafter without the
 target's features costs and achieves."""
 
 

@@ -35,8 +35,10 @@ class Preset:
     needs_gpu: bool = False  # refuse to load it without CUDA (a 4B target on a CPU is not a demo)
     local: bool = True  # everything ships in assets/; False: hub ids, cached or downloadable
     # torch CPU threads when it runs on the CPU (None: torch's default, one per core). Models this small
-    # gain little from a second thread, and an idle OpenMP team spins on its cores: with the web server, a
-    # browser or any other process on a 2-core machine, one thread measured 3-4× faster (docs/benchmarks.md).
+    # gain little from a second thread, and two threads break down as soon as the cores are shared: a second
+    # thread of the process touching torch (the app's lane worker) makes a second OpenMP team, a busy process
+    # takes a core, and every parallel region then waits. One thread measured 3-4× faster beside a busy
+    # process on a 2-core machine (docs/benchmarks.md).
     cpu_threads: int | None = None
 
     def checkpoints(self) -> list[str]:

@@ -433,7 +433,8 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         return *[gr.update(visible=m in chosen) for m in methods], gr.update(visible="dspark" in chosen)
 
     def on_stop(request: gr.Request):
-        """Stop your own run: the running one ends after its current step; one still queued is withdrawn."""
+        """Stop your own run: the running one ends within a batch of steps (a quarter of a second); one still
+        waiting in the queue is withdrawn."""
         session = request.session_hash
         event = _stop_events.get(session)
         if event is not None:
@@ -464,5 +465,6 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
               concurrency_limit=None, api_visibility="private", show_progress="hidden") \
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")
     link_query.change(run_link, inputs=[link_query, show_drafts], outputs=run_outputs, preprocess=False,
-                      js=WHEN_IDLE_JS, concurrency_limit=1, concurrency_id="engine", api_visibility="private", show_progress="hidden") \
+                      js=WHEN_IDLE_JS, concurrency_limit=1, concurrency_id="engine", api_visibility="private",
+                      show_progress="hidden") \
         .then(offer_download, inputs=None, outputs=[download_button], api_visibility="private", show_progress="hidden")

@@ -9,6 +9,7 @@ batch of steps, which closes the worker.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ class LaneRun:
 
 
 COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once when a lane ends)
+SETTLE_S = 0.1  # pause before each lane: a browser on the same cores draws the last update meanwhile
 
 
 def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.Event,
@@ -49,6 +51,7 @@ def run_lanes(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event) 
             continue
         lane.state = "running"
         yield
+        time.sleep(SETTLE_S)  # let the page draw the lane that just ended before this one is timed
         try:
             for steps in stream_steps(engine, prompt, lane.config, stop):
                 lane.steps.extend(steps)

@@ -172,17 +172,15 @@ def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_t
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
     card = f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
-    if live and state == "running":
-        return (f'{card}<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
-                + "".join(step_tokens_html(step, greedy, show_drafts, titles=False) for step in steps))
-    if not steps:
+    if not steps and not (live and state == "running"):
         return f'{card}<div class="tokens"></div></div>'
+    tokens = (f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
+              + "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps))
+    if live and state == "running":
+        return card + tokens  # left open: the next redraw appends to it
     summary = summarize(steps, max_new_tokens, eos_id)
-    tokens = "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps)
     decode = [s for s in steps if s.kind == "decode"]
     rows = "" if live else "".join(_step_row(s) for s in decode[-MAX_STEP_ROWS:])
     steps_html = "" if live else (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
                   f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
-    return (f'{card}{chips_html(summary, baseline, decode)}'
-            f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>{tokens}</div>'
-            f'{steps_html}</div>')
+    return f'{card}{chips_html(summary, baseline, decode)}{tokens}</div>{steps_html}</div>'

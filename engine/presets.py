@@ -72,6 +72,7 @@ DEFAULT_PRESET = "tiny"
 for _preset in PRESETS.values():  # a typo in a preset would otherwise surface only when it is loaded
     assert set(_preset.drafters) <= set(METHODS), _preset.name
 
+
 def resolve_model_path(name: str) -> str:
     """A name of a folder in assets/ becomes its absolute path; anything else is passed on (hub id, path)."""
     local = ASSETS_DIR / name

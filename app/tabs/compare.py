@@ -37,7 +37,7 @@ from ..runner import LaneRun, run_lanes as run_lanes_here
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
 NUM_CHARTS = 7  # the run's outputs end with this many figures
-# While lanes run, the page gets only light updates (each lane's tokens and chips, sent when they changed);
+# While lanes run, the page gets only light updates (a running lane's new tokens, a finished lane's chips);
 # the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
 # building and drawing them would otherwise share the cores, and the interpreter, with the lane being measured.
 NOT_SELECTED = "not selected"
@@ -265,10 +265,9 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
                 *[gr.skip()] * (len(methods) + plots)
             return
         key = _result_key(engine, settings)
-        recorded = RESULTS.last(key) if reuse else None
-        if recorded is not None:
-            LAST.remember(session, recorded)
-            yield show_recorded(recorded, show, "the same comparison ran before on this server; this is that run")
+        replay = recorded_outputs(key, session, show) if reuse else None
+        if replay is not None:
+            yield replay
             return
         stop = _stop_events[session] = threading.Event()
         greedy = settings.temperature == 0
@@ -359,6 +358,15 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         return show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
                              "opened from a file")
 
+    def recorded_outputs(key: str, session: str, show: bool) -> tuple | None:
+        """The page's outputs for the run this server recorded under `key` (it becomes the session's last
+        comparison), or None when there is none."""
+        recorded = RESULTS.last(key)
+        if recorded is None:
+            return None
+        LAST.remember(session, recorded)
+        return show_recorded(recorded, show, "the same comparison ran before on this server; this is that run")
+
     def show_recorded(comparison: Comparison, show: bool, how: str) -> tuple:
         """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
         saved = comparison.settings
@@ -408,11 +416,9 @@ def render(engine, methods: list[str], demo: gr.Blocks, run_lanes: Callable[...,
         values = [str(v) if name == "seed" else list(v) if name == "methods" else v
                   for name, v in ((name, getattr(settings, name)) for name in controls)]
         notes = _notes(messages, "This link had problems; the rest of it was used:")
-        recorded = RESULTS.last(_result_key(engine, settings)) if is_link(items) else None
-        if recorded is not None:
-            LAST.remember(request.session_hash, recorded)
-            return *values, notes, gr.skip(), *show_recorded(
-                recorded, True, "the same comparison ran before on this server; this is that run")
+        replay = recorded_outputs(_result_key(engine, settings), request.session_hash, True) if is_link(items) else None
+        if replay is not None:
+            return *values, notes, gr.skip(), *replay
         return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * len(run_outputs)
 
     def make_link(address, *values):

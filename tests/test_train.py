@@ -137,6 +137,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
     assert record["train_config"]["device"] == device
+    assert record["train_config"]["precision"] == "bf16"  # the default: bfloat16 autocast, float32 weights
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size
@@ -150,3 +151,26 @@ def test_batches_mix_in_target_written_rows():
     x = sample_batch(streams, TrainConfig(batch_size=8, seq_len=32, self_data_fraction=0.75), torch.Generator())
     assert x.shape == (8, 32)
     assert (x[:2] >= 100).all() and (x[2:] == 3).all()
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32)])
+def test_precision_sets_the_forward_dtype_and_keeps_float32_weights(precision, dtype, tmp_path):
+    """bf16 runs the loss's forward in bfloat16 autocast (half the step time on these CPUs); the weights, and
+    so the checkpoint and the export, stay float32 either way."""
+    from engine.train.lm import train
+
+    model = torch.nn.Linear(4, 3)
+    seen = []
+
+    def loss_fn(x):
+        out = model(x[:, :4].float())
+        seen.append(out.dtype)
+        return out.float().pow(2).mean()
+
+    streams = {"train": torch.arange(200) % 50, "heldout": torch.arange(100) % 50}
+    cfg = TrainConfig(steps=2, batch_size=2, seq_len=8, warmup_steps=1, threads=1, precision=precision, eval_every=2)
+    train(model, streams, tmp_path, cfg, loss_fn, lambda windows: 0.0)
+    assert seen == [dtype, dtype]
+    assert model.weight.dtype == torch.float32
+    with pytest.raises(ValueError, match="precision"):
+        train(model, streams, tmp_path / "other", TrainConfig(precision="fp16"), loss_fn, lambda windows: 0.0)

@@ -2,12 +2,12 @@
 
 Stages, in order (each writes into assets/, the checkpoints of long runs go to runs/, which git ignores):
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
-  target      the tiny Qwen3 target, next-token loss (~1 h)      -> assets/target/
+  target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
-  self-data   text the shipped target writes itself (~10 min)     -> runs/selfdata.pt
-  dflash      the DFlash block drafter: corpus, then self-data    -> assets/dflash-drafter/
+  self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
+  dflash      the DFlash block drafter, half self-data, then more -> assets/dflash-drafter/
   dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
-  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~20 min) -> assets/eagle3-drafter/
+  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-SELF_DATA_ROWS = 1024  # sequences of target-written text for the block drafters' second phase
+TARGET_STEPS = 3000  # about 3.9 passes over the corpus, 48 min on 2 cores in bf16
+SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
@@ -65,13 +66,13 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 1000, lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
-                      threads=args.threads, device=args.device)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 3000, lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
+                      threads=args.threads, device=args.device, precision=args.precision, self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
-    # Second phase: mostly text the target wrote itself, so the drafter learns the continuations it will
-    # really be asked to draft (a fresh, shorter schedule from the first phase's weights).
+    # Half of every batch is text the target wrote itself: the drafter learns the continuations it will really
+    # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
     train(drafter, streams, run_dir / "self", tune, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
@@ -97,8 +98,8 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     target = _shipped_target(args.device)
     drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
     eagle3.init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 800, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40,
-                      threads=args.threads, self_data_fraction=0.5, device=args.device)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps or 1600, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40,
+                      threads=args.threads, self_data_fraction=0.5, device=args.device, precision=args.precision)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
 
     def score(windows: torch.Tensor) -> float:
@@ -125,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                        help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
+                             "with AVX-512 BF16); fp32: float32 throughout")
     args = parser.parse_args(argv)
     from ..models import pick_device
     from ..types import EngineError
@@ -180,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
             return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or TrainConfig.steps, threads=args.threads, device=args.device)
+        cfg = TrainConfig(seed=args.seed, steps=args.steps or TARGET_STEPS, threads=args.threads, device=args.device, precision=args.precision)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
         loss_fn = lm_loss(model)
     else:
         cfg = TrainConfig(seed=args.seed, steps=args.steps or 600, lr=3e-3, batch_size=8, warmup_steps=50,
-                          threads=args.threads, device=args.device)
+                          threads=args.threads, device=args.device, precision=args.precision)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))

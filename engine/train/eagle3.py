@@ -24,12 +24,21 @@ from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
 STEP_DECAY = 0.8  # weight of step k is STEP_DECAY ** k
 ANCHORS_PER_WINDOW = 64  # indices per window that run the later steps (step 0 runs on all)
-TARGET_LAYER_IDS = [1, 2, 4, 5, 6]  # of our 8-layer target: low, middle and high, never the last (7)
 
 
-def eagle3_config(target_config: Qwen3Config, layer_ids: list[int] = TARGET_LAYER_IDS,
+def feature_layers(num_target_layers: int, count: int = 5) -> list[int]:
+    """Target layers the drafter reads: low, middle and high, evenly spaced from layer 1 to the one below
+    the last (the last layer's state is already the next-token prediction). 8 layers: 1, 2, 4, 5, 6;
+    16: 1, 4, 8, 11, 14."""
+    first, last = 1, num_target_layers - 2
+    return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+
+
+def eagle3_config(target_config: Qwen3Config, layer_ids: list[int] | None = None,
                   ttt_length: int = TTT_LENGTH, layers: int = 1) -> Qwen3Config:
     """The target's config with DeepSpec's EAGLE-3 fields (its build_draft_config, our values)."""
+    if layer_ids is None:
+        layer_ids = feature_layers(target_config.num_hidden_layers)
     inherited = {k: v for k, v in target_config.to_dict().items()
                  if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
                               "num_hidden_layers", "tie_word_embeddings")}

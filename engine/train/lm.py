@@ -39,6 +39,9 @@ class TrainConfig:
     threads: int = 2
     device: str = "cpu"  # where the model trains ("cuda": the whole family in minutes on one GPU)
     self_data_fraction: float = 0.0  # share of each batch taken from text the target wrote (selfdata.py)
+    # Forward passes in bfloat16 autocast (weights, gradients and optimizer stay float32): half the step time
+    # on a CPU with AVX-512 BF16 or AMX, and on any GPU. "fp32" trains in float32 throughout.
+    precision: str = "bf16"
 
 
 def tokenize_corpus(tokenizer, cache_path: Path) -> dict[str, torch.Tensor]:
@@ -132,6 +135,8 @@ def train(
     """Train `model` on random corpus windows with `loss_fn`, resuming from run_dir/ckpt.pt; `eval_fn`
     scores the fixed held-out windows every cfg.eval_every steps. Batches are drawn on the CPU (the same
     ones whatever the device) and moved to cfg.device, where the model (and loss_fn's target) must live."""
+    if cfg.precision not in ("bf16", "fp32"):
+        raise ValueError(f"precision must be bf16 or fp32, not {cfg.precision!r}")
     torch.set_num_threads(cfg.threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(cfg.device)
@@ -155,7 +160,8 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
         x = sample_batch(streams, cfg, generator).to(device)
-        loss = loss_fn(x)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+            loss = loss_fn(x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

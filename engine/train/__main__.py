@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-TARGET_STEPS = 3000  # about 3.9 passes over the corpus, 48 min on 2 cores in bf16
+TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16
 SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 RUNS = Path(__file__).resolve().parents[2] / "runs"

@@ -45,6 +45,14 @@ def _export(model, name: str, cfg, extra: dict) -> None:
     print(f"exported {name} to {out}")
 
 
+def _config(args, default_steps: int, **schedule):
+    """A stage's TrainConfig: its own schedule, and what every stage takes from the command line."""
+    from .lm import TrainConfig
+
+    return TrainConfig(seed=args.seed, steps=args.steps or default_steps, threads=args.threads, device=args.device,
+                       precision=args.precision, **schedule)
+
+
 def _shipped_target(device: str = "cpu"):
     """The target as shipped (float16 weights, upcast): drafters learn the model users actually run."""
     from transformers import Qwen3ForCausalLM
@@ -58,7 +66,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     from ..drafters.dflash_model import DFlashDraftModel
     from ..drafters.dspark_model import DSparkDraftModel
     from . import dflash, dspark
-    from .lm import TrainConfig, heldout_windows, train
+    from .lm import heldout_windows, train
 
     target = _shipped_target(args.device)
     if kind == "dflash":
@@ -69,8 +77,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
-                      threads=args.threads, device=args.device, precision=args.precision, self_data_fraction=0.5)
+    cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50, self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
@@ -96,13 +103,12 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     target-written text; measured on held-out windows, exported."""
     from ..drafters.eagle3 import Eagle3DraftModel
     from . import eagle3
-    from .lm import TrainConfig, heldout_windows, train
+    from .lm import heldout_windows, train
 
     target = _shipped_target(args.device)
     drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
     eagle3.init_from_target(drafter, target)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps or 1600, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40,
-                      threads=args.threads, self_data_fraction=0.5, device=args.device, precision=args.precision)
+    cfg = _config(args, 1600, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40, self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
 
     def score(windows: torch.Tensor) -> float:
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .configs import ar_drafter_config, target_config
     from .corpus import corpus_files, write_manifest
-    from .lm import TrainConfig, distill_loss, heldout_loss, heldout_windows, lm_loss, tokenize_corpus, train
+    from .lm import distill_loss, heldout_loss, heldout_windows, lm_loss, tokenize_corpus, train
 
     if args.stage == "tokenizer":
         from .tokenizer import train_tokenizer
@@ -187,12 +193,11 @@ def main(argv: list[str] | None = None) -> int:
             return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
     if args.stage == "target":
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or TARGET_STEPS, threads=args.threads, device=args.device, precision=args.precision)
+        cfg = _config(args, TARGET_STEPS)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
         loss_fn = lm_loss(model)
     else:
-        cfg = TrainConfig(seed=args.seed, steps=args.steps or 600, lr=3e-3, batch_size=8, warmup_steps=50,
-                          threads=args.threads, device=args.device, precision=args.precision)
+        cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))

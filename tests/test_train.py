@@ -144,6 +144,39 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
 
 
+def test_target_training_runs_two_cycles_and_exports(tmp_path, monkeypatch, tokenizer):
+    """`python -m engine.train target`: a first cosine cycle, then a second one from its weights (half the peak
+    rate, other windows) in runs/target/cycle2; the export records both and counts both cycles' tokens."""
+    import engine.train.__main__ as cli
+    import engine.train.configs as configs
+    import engine.train.lm as lm
+    from engine.models import load_causal_lm
+
+    from conftest import tiny_qwen3
+
+    assets, runs = tmp_path / "assets", tmp_path / "runs"
+    (assets / "tokenizer").mkdir(parents=True)
+    tokenizer.save_pretrained(assets / "tokenizer")
+    g = torch.Generator().manual_seed(0)
+    streams = {"train": torch.randint(2, 4000, (6000,), generator=g), "heldout": torch.randint(2, 4000, (3000,), generator=g)}
+    monkeypatch.setattr(cli, "ASSETS", assets)
+    monkeypatch.setattr(cli, "RUNS", runs)
+    monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    monkeypatch.setattr(configs, "target_config", lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
+    first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target" / "cycle2"))
+    assert first["step"] == second["step"] == 2
+    # the second cycle started from the first one's weights, and moved them
+    assert any(not torch.equal(first["model"][k], second["model"][k]) for k in first["model"])
+    record = json.loads((assets / "target" / "training.json").read_text())
+    assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
+    assert record["second_cycle"]["seed"] == record["train_config"]["seed"] + 1
+    assert record["train_tokens"] == 2 * 2 * 8 * 512
+    model = load_causal_lm(str(assets / "target"), torch.device("cpu"))
+    exported = model.state_dict()
+    assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2) for k, v in second["model"].items() if k in exported)
+
+
 def test_batches_mix_in_target_written_rows():
     from engine.train.lm import TrainConfig, sample_batch
 

@@ -30,7 +30,8 @@ TARGET_STEPS = 3000  # first cosine cycle, about 3.9 passes over the corpus: 52 
 # A second cycle from the first one's weights (fresh optimizer, half the peak rate, warm-up, cosine again): the
 # held-out loss was still falling 0.03 per 200 steps when the first cycle's rate had reached its floor.
 TARGET_RESTART_STEPS = 3000
-SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
+SELF_DATA_ROWS = 4096  # sequences of target-written text the drafters learn from (half of each batch, more at the end);
+# DFlash's 6000 + 400 steps read each self row about 6 times (with 2048 rows, 13)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
 # held-out prompts, docs/benchmarks.md); DSpark was not tried longer.

@@ -20,6 +20,11 @@ def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     ar = report["lanes"]["ar"]
     assert ar["tau"] == pytest.approx(ar["alpha"] + 1, abs=1e-3)
     assert len(ar["per_position_acceptance"]) == 3
+    base = report["lanes"]["baseline"]
+    assert base["decode_speedup"] == 1.0 and 0 < base["prefill_s"] < base["wall_s"]
+    assert ar["decode_speedup"] == pytest.approx(
+        (base["wall_s"] - base["prefill_s"]) / (ar["wall_s"] - ar["prefill_s"]), rel=1e-2)
+    assert "decode_speedup" not in report["lanes"]["hf_generate"]  # transformers' runs have no trace to split
     table = format_table(report)
     assert "| ar |" in table and "ar_vs_hf_assisted" in table
 

@@ -222,8 +222,8 @@ def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
              f"{report['max_new_tokens']} new tokens, AR K = {report['draft_len']}, "
              f"DFlash / DSpark {report['block_len']} per block, greedy", "",
-             "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | draft / verify / host / bubble s | "
-             "per-position acceptance |",
+             "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | "
+             "draft / verify / host / bubble s | per-position acceptance |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report["lanes"].items():
         split = (f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f} / {r['bubble_s']:.2f}"

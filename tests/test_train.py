@@ -158,15 +158,17 @@ def test_target_training_runs_two_cycles_and_exports(tmp_path, monkeypatch, toke
     (assets / "tokenizer").mkdir(parents=True)
     tokenizer.save_pretrained(assets / "tokenizer")
     g = torch.Generator().manual_seed(0)
-    streams = {"train": torch.randint(2, 4000, (6000,), generator=g), "heldout": torch.randint(2, 4000, (3000,), generator=g)}
+    streams = {"train": torch.randint(2, 4000, (6000,), generator=g),
+               "heldout": torch.randint(2, 4000, (3000,), generator=g)}
     monkeypatch.setattr(cli, "ASSETS", assets)
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
-    monkeypatch.setattr(configs, "target_config", lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    monkeypatch.setattr(configs, "target_config",
+                        lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
     assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
-    first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target" / "cycle2"))
+    first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/cycle2"))
     assert first["step"] == second["step"] == 2
-    # the second cycle started from the first one's weights, and moved them
+    # the second cycle trained further: the export is its weights, not the first cycle's
     assert any(not torch.equal(first["model"][k], second["model"][k]) for k in first["model"])
     record = json.loads((assets / "target" / "training.json").read_text())
     assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
@@ -174,7 +176,8 @@ def test_target_training_runs_two_cycles_and_exports(tmp_path, monkeypatch, toke
     assert record["train_tokens"] == 2 * 2 * 8 * 512
     model = load_causal_lm(str(assets / "target"), torch.device("cpu"))
     exported = model.state_dict()
-    assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2) for k, v in second["model"].items() if k in exported)
+    assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
+               for k, v in second["model"].items() if k in exported)
 
 
 def test_batches_mix_in_target_written_rows():

@@ -4,7 +4,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
   target      the tiny Qwen3 target, next-token loss, two cycles (~105 min) -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
-  self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
+  self-data   text the shipped target writes itself (~6 min)      -> runs/selfdata.pt
   dflash      the DFlash block drafter, half self-data, then more -> assets/dflash-drafter/
   dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))
     phases, extra = [(run_dir, cfg)], {}
     if args.stage == "target":
-        restart = replace(cfg, steps=args.steps or TARGET_RESTART_STEPS, lr=cfg.lr / 2, seed=cfg.seed + 1)  # other windows
+        # half the peak rate; another seed, so other windows than the first cycle's
+        restart = replace(cfg, steps=args.steps or TARGET_RESTART_STEPS, lr=cfg.lr / 2, seed=cfg.seed + 1)
         train(model, streams, run_dir / "cycle2", restart, loss_fn, lambda windows: heldout_loss(model, windows))
         phases.append((run_dir / "cycle2", restart))
         extra = {"second_cycle": asdict(restart)}

@@ -144,9 +144,10 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
 
 
-def test_target_training_runs_two_cycles_and_exports(tmp_path, monkeypatch, tokenizer):
-    """`python -m engine.train target`: a first cosine cycle, then a second one from its weights (half the peak
-    rate, other windows) in runs/target/cycle2; the export records both and counts both cycles' tokens."""
+def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, monkeypatch, tokenizer):
+    """`python -m engine.train target --restart-steps N`: a first cosine cycle, then a second one from its weights
+    (half the peak rate, other windows) in runs/target/cycle2; the export records both and counts both cycles'
+    tokens. Without the option, one cycle."""
     import engine.train.__main__ as cli
     import engine.train.configs as configs
     import engine.train.lm as lm
@@ -166,6 +167,9 @@ def test_target_training_runs_two_cycles_and_exports(tmp_path, monkeypatch, toke
     monkeypatch.setattr(configs, "target_config",
                         lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
     assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
+    assert not (runs / "target/cycle2").exists()
+    assert "second_cycle" not in json.loads((assets / "target" / "training.json").read_text())
+    assert cli.main(["target", "--steps", "2", "--restart-steps", "2", "--threads", "1"]) == 0
     first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/cycle2"))
     assert first["step"] == second["step"] == 2
     # the second cycle trained further: the export is its weights, not the first cycle's

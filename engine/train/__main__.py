@@ -2,9 +2,9 @@
 
 Stages, in order (each writes into assets/, the checkpoints of long runs go to runs/, which git ignores):
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
-  target      the tiny Qwen3 target, next-token loss, two cycles (~105 min) -> assets/target/
+  target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
-  self-data   text the shipped target writes itself (~6 min)      -> runs/selfdata.pt
+  self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   dflash      the DFlash block drafter, half self-data, then more -> assets/dflash-drafter/
   dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
@@ -26,12 +26,8 @@ from pathlib import Path
 import torch
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-TARGET_STEPS = 3000  # first cosine cycle, about 3.9 passes over the corpus: 52 min on 2 cores in bf16
-# A second cycle from the first one's weights (fresh optimizer, half the peak rate, warm-up, cosine again): the
-# held-out loss was still falling 0.03 per 200 steps when the first cycle's rate had reached its floor.
-TARGET_RESTART_STEPS = 3000
-SELF_DATA_ROWS = 4096  # sequences of target-written text the drafters learn from (half of each batch, more at the end);
-# DFlash's 6000 + 400 steps read each self row about 6 times (with 2048 rows, 13)
+TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16
+SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
 # held-out prompts, docs/benchmarks.md); DSpark was not tried longer.
@@ -137,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                                           "eagle3", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--restart-steps", type=int, default=0,
+                        help="target only: a second cosine cycle of this many steps from the first one's weights "
+                             "(lower held-out loss, harder to draft: docs/benchmarks.md); 0, the default, none")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -206,9 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         loss_fn = distill_loss(model, _shipped_target(args.device))
     train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))
     phases, extra = [(run_dir, cfg)], {}
-    if args.stage == "target":
-        # half the peak rate; another seed, so other windows than the first cycle's
-        restart = replace(cfg, steps=args.steps or TARGET_RESTART_STEPS, lr=cfg.lr / 2, seed=cfg.seed + 1)
+    if args.stage == "target" and args.restart_steps:
+        # A second cosine cycle from the first one's weights: fresh optimizer, half the peak rate, another seed
+        # (other windows than the first cycle's). Not used for the shipped target (README, docs/benchmarks.md).
+        restart = replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
         train(model, streams, run_dir / "cycle2", restart, loss_fn, lambda windows: heldout_loss(model, windows))
         phases.append((run_dir / "cycle2", restart))
         extra = {"second_cycle": asdict(restart)}

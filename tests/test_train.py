@@ -166,6 +166,9 @@ def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, mo
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
     monkeypatch.setattr(configs, "target_config",
                         lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    for wrong in (["dflash", "--restart-steps", "2"], ["target", "--restart-steps", "-1"]):
+        with pytest.raises(SystemExit):  # argparse's usage error, before anything trains
+            cli.main(wrong)
     assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
     assert not (runs / "target/cycle2").exists()
     assert "second_cycle" not in json.loads((assets / "target" / "training.json").read_text())

@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
                              "with AVX-512 BF16); fp32: float32 throughout")
     args = parser.parse_args(argv)
+    if args.restart_steps < 0 or (args.restart_steps and args.stage != "target"):
+        parser.error("--restart-steps takes a number of steps ≥ 0, for the target stage only")
     from ..models import pick_device
     from ..types import EngineError
 

@@ -33,12 +33,16 @@ def dflash_setting(config: Qwen3Config, name: str, default=None):
     return nested.get(name, getattr(config, name, default))
 
 
+def spaced_layers(first: int, last: int, count: int) -> list[int]:
+    """`count` layer indices evenly spaced from `first` to `last`, both included (rounded)."""
+    return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+
+
 def evenly_spaced_layers(num_target_layers: int, count: int = 5) -> list[int]:
     """Target layers read by the drafter: evenly spaced from layer 1 to layer N − 3, the papers' choice for
     deep targets (36 layers: 1, 9, 17, 25, 33). A shallow target (under 16 layers) keeps its top layer in
     the set, since in a small model the last layers carry most of what predicts the next tokens."""
-    first, last = 1, num_target_layers - 3 if num_target_layers >= 16 else num_target_layers - 1
-    return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+    return spaced_layers(1, num_target_layers - 3 if num_target_layers >= 16 else num_target_layers - 1, count)
 
 
 def zlab_default_layers(num_target_layers: int, num_draft_layers: int) -> list[int]:

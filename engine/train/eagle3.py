@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Qwen3Config
 
+from ..drafters.dflash_model import spaced_layers
 from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
 
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
@@ -30,8 +31,7 @@ def feature_layers(num_target_layers: int, count: int = 5) -> list[int]:
     """Target layers the drafter reads: low, middle and high, evenly spaced from layer 1 to the one below
     the last (the last layer's state is already the next-token prediction). 8 layers: 1, 2, 4, 5, 6;
     16: 1, 4, 8, 11, 14."""
-    first, last = 1, num_target_layers - 2
-    return [round(first + i * (last - first) / (count - 1)) for i in range(count)]
+    return spaced_layers(1, num_target_layers - 2, count)
 
 
 def eagle3_config(target_config: Qwen3Config, layer_ids: list[int] | None = None,

@@ -53,6 +53,11 @@ def _config(args, default_steps: int, **schedule):
                        precision=args.precision, **schedule)
 
 
+def _train_minutes(*run_dirs: Path) -> float:
+    """Minutes of training recorded in the checkpoints of a stage's phases, to one decimal."""
+    return round(sum(torch.load(d / "ckpt.pt", weights_only=False)["elapsed_s"] for d in run_dirs) / 60, 1)
+
+
 def _shipped_target(device: str = "cpu"):
     """The target as shipped (float16 weights, upcast): drafters learn the model users actually run."""
     from transformers import Qwen3ForCausalLM
@@ -77,7 +82,8 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
-    cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50, self_data_fraction=0.5)
+    cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
+                  self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
@@ -86,13 +92,12 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
     train(drafter, streams, run_dir / "self", tune, loss_fn(drafter, target, generator),
           lambda windows: score(drafter, target, windows))
-    first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (run_dir, run_dir / "self"))
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
-        "train_minutes": round((first["elapsed_s"] + second["elapsed_s"]) / 60, 1),
+        "train_minutes": _train_minutes(run_dir, run_dir / "self"),
         "self_data_phase": asdict(tune),
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
@@ -115,12 +120,11 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
         return eagle3.eagle3_acceptance(drafter, target, windows)
 
     train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
-    state = torch.load(run_dir / "ckpt.pt", weights_only=False)
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     _export(drafter, "eagle3-drafter", cfg, {
         "heldout_expected_accepted_k4_teacher_forced": round(score(windows), 3),
-        "train_minutes": round(state["elapsed_s"] / 60, 1),
+        "train_minutes": _train_minutes(run_dir),
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
         "num_trained_parameters": sum(p.numel() for p in drafter.parameters() if p.requires_grad)})
     return 0
@@ -205,18 +209,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
-    train(model, streams, run_dir, cfg, loss_fn, lambda windows: heldout_loss(model, windows))
-    phases, extra = [(run_dir, cfg)], {}
+    phases = [(run_dir, cfg)]
     if args.stage == "target" and args.restart_steps:
         # A second cosine cycle from the first one's weights: fresh optimizer, half the peak rate, another seed
         # (other windows than the first cycle's). Not used for the shipped target (README, docs/benchmarks.md).
-        restart = replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
-        train(model, streams, run_dir / "cycle2", restart, loss_fn, lambda windows: heldout_loss(model, windows))
-        phases.append((run_dir / "cycle2", restart))
-        extra = {"second_cycle": asdict(restart)}
-    minutes = sum(torch.load(d / "ckpt.pt", weights_only=False)["elapsed_s"] for d, _ in phases) / 60
+        phases.append((run_dir / "cycle2", replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)))
+    for phase_dir, phase_cfg in phases:
+        train(model, streams, phase_dir, phase_cfg, loss_fn, lambda windows: heldout_loss(model, windows))
+    extra = {"second_cycle": asdict(phases[1][1])} if len(phases) > 1 else {}
     ce = heldout_loss(model, heldout_windows(streams["heldout"], cfg.seq_len))
-    _export(model, args.stage, cfg, {"heldout_ce_fp32": round(ce, 4), "train_minutes": round(minutes, 1),
+    _export(model, args.stage, cfg, {"heldout_ce_fp32": round(ce, 4), "train_minutes": _train_minutes(*dict(phases)),
                                       "train_tokens": sum(c.steps * c.batch_size * c.seq_len for _, c in phases),
                                       "num_parameters": sum(p.numel() for p in model.parameters()), **extra})
     return 0

@@ -105,26 +105,35 @@ CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
                                    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])
 
 
+def _cli_in(tmp_path, monkeypatch):
+    """`python -m engine.train` writing into tmp_path (assets/ with the shipped tokenizer, runs/) and reading
+    a tiny random corpus instead of the standard library's."""
+    import shutil
+
+    import engine.train.__main__ as cli
+    import engine.train.lm as lm
+
+    assets, runs = tmp_path / "assets", tmp_path / "runs"
+    shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
+    g = torch.Generator().manual_seed(0)
+    streams = {"train": torch.randint(2, 4000, (6000,), generator=g),
+               "heldout": torch.randint(2, 4000, (3000,), generator=g)}
+    monkeypatch.setattr(cli, "ASSETS", assets)
+    monkeypatch.setattr(cli, "RUNS", runs)
+    monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    return cli, assets, runs
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("stage", ["dflash", "dspark"])
 def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeypatch, tokenizer, random_engine):
     """`python -m engine.train dflash|dspark` on a tiny random target and a tiny corpus: it trains, resumes,
     calibrates (DSpark) and exports a checkpoint the engine loads; on the CPU, and on a GPU where there is one."""
-    import shutil
-
-    import engine.train.__main__ as cli
-    import engine.train.lm as lm
     from engine.models import load_drafter
 
-    assets, runs = tmp_path / "assets", tmp_path / "runs"
-    shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     random_engine.target.save_pretrained(assets / "target")
-    g = torch.Generator().manual_seed(0)
-    streams = {"train": torch.randint(2, 4000, (6000,), generator=g), "heldout": torch.randint(2, 4000, (3000,), generator=g)}
-    monkeypatch.setattr(cli, "ASSETS", assets)
-    monkeypatch.setattr(cli, "RUNS", runs)
-    monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
     monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
@@ -144,26 +153,16 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
 
 
-def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, monkeypatch, tokenizer):
+def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, monkeypatch):
     """`python -m engine.train target --restart-steps N`: a first cosine cycle, then a second one from its weights
     (half the peak rate, other windows) in runs/target/cycle2; the export records both and counts both cycles'
     tokens. Without the option, one cycle."""
-    import engine.train.__main__ as cli
     import engine.train.configs as configs
-    import engine.train.lm as lm
     from engine.models import load_causal_lm
 
     from conftest import tiny_qwen3
 
-    assets, runs = tmp_path / "assets", tmp_path / "runs"
-    (assets / "tokenizer").mkdir(parents=True)
-    tokenizer.save_pretrained(assets / "tokenizer")
-    g = torch.Generator().manual_seed(0)
-    streams = {"train": torch.randint(2, 4000, (6000,), generator=g),
-               "heldout": torch.randint(2, 4000, (3000,), generator=g)}
-    monkeypatch.setattr(cli, "ASSETS", assets)
-    monkeypatch.setattr(cli, "RUNS", runs)
-    monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     monkeypatch.setattr(configs, "target_config",
                         lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
     for wrong in (["dflash", "--restart-steps", "2"], ["target", "--restart-steps", "-1"]):
@@ -217,3 +216,11 @@ def test_precision_sets_the_forward_dtype_and_keeps_float32_weights(precision, d
     assert model.weight.dtype == torch.float32
     with pytest.raises(ValueError, match="precision"):
         train(model, streams, tmp_path / "other", TrainConfig(precision="fp16"), loss_fn, lambda windows: 0.0)
+
+
+def test_eagle3_reads_low_middle_and_high_target_layers_never_the_last():
+    from engine.train.eagle3 import feature_layers
+
+    assert feature_layers(8) == [1, 2, 4, 5, 6]  # the earlier 8-layer target's layers
+    assert feature_layers(16) == [1, 4, 8, 11, 14]  # the shipped target's (assets/eagle3-drafter/config.json)
+    assert all(max(feature_layers(n)) == n - 2 for n in (8, 16, 36))

@@ -60,6 +60,14 @@ def test_why_tab_builds(random_engine):
         why.render(random_engine)
     ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
     assert {"why-prediction", "why-sweep", "why-machine", "sweep"} <= ids
+    # The sweep's prompt list: each prompt on one line with its breaks marked (not "import osdef ..."), and the
+    # value the prompt as written
+    from app.examples import example_prompts
+
+    (dropdown,) = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Prompt for the sweep"]
+    assert [value for _, value in dropdown.choices] == example_prompts()
+    assert all("\n" not in label for label, _ in dropdown.choices)
+    assert ("import os ⏎ def list_files(path):", "import os\n\n\ndef list_files(path):") in dropdown.choices
 
 
 def test_comparison_charts_of_a_run(random_engine):

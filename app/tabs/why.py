@@ -19,7 +19,7 @@ from engine.summary import per_position_acceptance, summarize
 from engine.types import GenerationConfig
 
 from ..charts import machine_vs_gpu_figure, theory_figure
-from ..examples import example_prompts
+from ..examples import example_choices, example_prompts
 from ..record import LAST
 from ..theory import PUBLISHED, best_k, one_pass_curve, serial_curve
 
@@ -135,7 +135,7 @@ def render(engine) -> None:
                 "(solid) beside the formula fed with the sweep's own measured acceptance and cost (dotted).",
                 elem_classes="note")
     with gr.Row():
-        prompt = gr.Dropdown(example_prompts(), value=example_prompts()[0], label="Prompt for the sweep", scale=4)
+        prompt = gr.Dropdown(example_choices(), value=example_prompts()[0], label="Prompt for the sweep", scale=4)
         sweep_button = gr.Button("Run the K sweep", variant="primary", elem_id="sweep", scale=1)
     sweep_plot = gr.Plot(elem_id="why-sweep", show_label=False)
     sweep_text = gr.Markdown(elem_id="why-sweep-table")

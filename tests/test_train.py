@@ -148,9 +148,20 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     assert record["train_config"]["device"] == device
     assert record["train_config"]["precision"] == "bf16"  # the default: bfloat16 autocast, float32 weights
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
+    assert "second_cycle" not in record and not (runs / stage / "cycle2").exists()
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
+    # --restart-steps: a second cycle from those weights and the self-data phase again, both recorded
+    before = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+    assert cli.main([stage, "--steps", "3", "--restart-steps", "2", *on]) == 0
+    assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 2
+    record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
+    assert record["second_cycle"]["steps"] == 2
+    assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
+    assert record["second_self_data_phase"]["lr"] == record["second_cycle"]["lr"] / 2
+    after = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the export is the second cycle's
 
 
 def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, monkeypatch):
@@ -165,7 +176,7 @@ def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, mo
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     monkeypatch.setattr(configs, "target_config",
                         lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
-    for wrong in (["dflash", "--restart-steps", "2"], ["target", "--restart-steps", "-1"]):
+    for wrong in (["eagle3", "--restart-steps", "2"], ["target", "--restart-steps", "-1"]):
         with pytest.raises(SystemExit):  # argparse's usage error, before anything trains
             cli.main(wrong)
     assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0

@@ -90,15 +90,25 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     # Half of every batch is text the target wrote itself: the drafter learns the continuations it will really
     # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
-    train(drafter, streams, run_dir / "self", tune, loss_fn(drafter, target, generator),
-          lambda windows: score(drafter, target, windows))
+    phases = [(run_dir, cfg), (run_dir / "self", tune)]
+    if args.restart_steps:
+        # A second cosine cycle from those weights (fresh optimizer, half the peak rate, other windows), then
+        # the self-data phase again at half the cycle's rate.
+        cycle2 = replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
+        phases += [(run_dir / "cycle2", cycle2),
+                   (run_dir / "cycle2" / "self", replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed))]
+    for phase_dir, phase_cfg in phases:
+        train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
+              lambda windows: score(drafter, target, windows))
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
-        "train_minutes": _train_minutes(run_dir, run_dir / "self"),
+        "train_minutes": _train_minutes(*dict(phases)),
         "self_data_phase": asdict(tune),
+        **({"second_cycle": asdict(phases[2][1]), "second_self_data_phase": asdict(phases[3][1])}
+           if args.restart_steps else {}),
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -138,16 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--restart-steps", type=int, default=0,
-                        help="target only: a second cosine cycle of this many steps from the first one's weights "
-                             "(lower held-out loss, harder to draft: docs/benchmarks.md); 0, the default, none")
+                        help="target, dflash, dspark: a second cosine cycle of this many steps from the first "
+                             "one's weights (fresh optimizer, half the peak rate; drafters then repeat their "
+                             "self-data phase); 0 (the default): none. Results: docs/benchmarks.md")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
                         help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
                              "with AVX-512 BF16); fp32: float32 throughout")
     args = parser.parse_args(argv)
-    if args.restart_steps < 0 or (args.restart_steps and args.stage != "target"):
-        parser.error("--restart-steps takes a number of steps ≥ 0, for the target stage only")
+    if args.restart_steps < 0 or (args.restart_steps and args.stage not in ("target", "dflash", "dspark")):
+        parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")
     from ..models import pick_device
     from ..types import EngineError
 

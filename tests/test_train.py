@@ -140,8 +140,9 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     on = ["--threads", "1", "--device", device]
     assert cli.main(["self-data", "--steps", "40", *on]) == 0
     assert torch.load(runs / "selfdata.pt").shape == (40, 256)
-    assert cli.main([stage, "--steps", "2", *on]) == 0
-    assert cli.main([stage, "--steps", "3", *on]) == 0  # resumes from step 2
+    one_cycle = ["--restart-steps", "0"]
+    assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0
+    assert cli.main([stage, "--steps", "3", *one_cycle, *on]) == 0  # resumes from step 2
     model = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
@@ -152,12 +153,12 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
-    # --restart-steps: a second cycle from those weights and the self-data phase again, both recorded
+    # By default a second cycle as long as the first, from those weights, and the self-data phase again; recorded
     before = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
-    assert cli.main([stage, "--steps", "3", "--restart-steps", "2", *on]) == 0
+    assert cli.main([stage, "--steps", "3", *on]) == 0
     assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 2
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
-    assert record["second_cycle"]["steps"] == 2
+    assert record["second_cycle"]["steps"] == 3
     assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
     assert record["second_self_data_phase"]["lr"] == record["second_cycle"]["lr"] / 2
     after = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()

@@ -5,8 +5,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
-  dflash      the DFlash block drafter, half self-data, then more -> assets/dflash-drafter/
-  dspark      the DSpark drafter likewise, and its calibration   -> assets/dspark-drafter/
+  dflash      the DFlash block drafter: two cycles, each half self-data then more (~54 min) -> assets/dflash-drafter/
+  dspark      the DSpark drafter likewise (~38 min), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
@@ -30,7 +30,8 @@ TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf
 SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
-# held-out prompts, docs/benchmarks.md); DSpark was not tried longer.
+# held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
+# default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
@@ -91,10 +92,11 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
     phases = [(run_dir, cfg), (run_dir / "self", tune)]
-    if args.restart_steps:
+    restart_steps = cfg.steps if args.restart_steps is None else args.restart_steps  # default: as long as the first
+    if restart_steps:
         # A second cosine cycle from those weights (fresh optimizer, half the peak rate, other windows), then
         # the self-data phase again at half the cycle's rate.
-        cycle2 = replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
+        cycle2 = replace(cfg, steps=restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
         phases += [(run_dir / "cycle2", cycle2),
                    (run_dir / "cycle2" / "self", replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed))]
     for phase_dir, phase_cfg in phases:
@@ -108,7 +110,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         "train_minutes": _train_minutes(*dict(phases)),
         "self_data_phase": asdict(tune),
         **({"second_cycle": asdict(phases[2][1]), "second_self_data_phase": asdict(phases[3][1])}
-           if args.restart_steps else {}),
+           if restart_steps else {}),
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -147,17 +149,19 @@ def main(argv: list[str] | None = None) -> int:
                                           "eagle3", "card"])
     parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--restart-steps", type=int, default=0,
+    parser.add_argument("--restart-steps", type=int,
                         help="target, dflash, dspark: a second cosine cycle of this many steps from the first "
                              "one's weights (fresh optimizer, half the peak rate; drafters then repeat their "
-                             "self-data phase); 0 (the default): none. Results: docs/benchmarks.md")
+                             "self-data phase); 0: none. Default: none for the target, as long as the first "
+                             "phase for the block drafters. Results: docs/benchmarks.md")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
                         help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
                              "with AVX-512 BF16); fp32: float32 throughout")
     args = parser.parse_args(argv)
-    if args.restart_steps < 0 or (args.restart_steps and args.stage not in ("target", "dflash", "dspark")):
+    if args.restart_steps is not None and (args.restart_steps < 0 or (
+            args.restart_steps and args.stage not in ("target", "dflash", "dspark"))):
         parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")
     from ..models import pick_device
     from ..types import EngineError
@@ -221,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
     phases = [(run_dir, cfg)]
-    if args.stage == "target" and args.restart_steps:
+    if args.stage == "target" and args.restart_steps:  # None (the default) or 0: one cycle
         # A second cosine cycle from the first one's weights: fresh optimizer, half the peak rate, another seed
         # (other windows than the first cycle's). Not used for the shipped target (README, docs/benchmarks.md).
         phases.append((run_dir / "cycle2", replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)))

@@ -8,4 +8,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
     || echo "warning: could not install chromium; browser tests will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+# Two worker processes, one test file each at a time (module fixtures load once): the tests run torch on one
+# thread (tests/conftest.py), so two workers use both cores of these machines. `-n 0` runs them serially.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

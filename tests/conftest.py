@@ -12,6 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# One torch thread, as the app's tiny preset runs: models this small gain nothing from a second one, and on a
+# busy machine two threads wait on each other at every operator (the bench test took 77 s with two while a
+# training job held the cores, 1.5 s with one).
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
 TINY_CONTEXT = 96
@@ -55,16 +60,22 @@ def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, h
 
 
 def launch_locally(demo):
-    """Serve a built app on a free loopback port in this process; returns its URL."""
+    """Serve a built app on a free loopback port in this process; returns its URL. The port is free when picked;
+    another test process (scripts/test.sh runs two) may take it before the server binds it, so a few tries."""
     import socket
 
     from app.main import launch
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    return f"http://127.0.0.1:{port}/"
+    for attempt in range(3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+            return f"http://127.0.0.1:{port}/"
+        except OSError:
+            if attempt == 2:
+                raise
 
 
 @pytest.fixture(scope="session")

@@ -32,12 +32,18 @@ def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(tmp_path):
     assert report["device"].startswith("cpu")
 
 
-def test_gpu_check_without_cuda_says_so_in_one_line():
+def test_gpu_check_without_cuda_says_so_in_one_line(capsys):
+    """Run in this process (the script's own start-up is the test above): no CUDA, no --cpu, one line, status 2."""
+    import importlib.util
+
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py")], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    assert gpu_check.main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip().splitlines() == [
         "error: no CUDA device here; pass --cpu to run the same checks on the CPU"]

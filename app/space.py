@@ -30,7 +30,7 @@ COPIED = ("app", "engine", "assets")  # never tests/, runs/, docs/, .venv/
 SPACE_DEFAULT_PRESET = "qwen3-4b"
 SPACE_TORCH = "2.11.0"  # the newest torch ZeroGPU accepts (2.8.0 to 2.11.0)
 SPACE_PYTHON = "3.12.12"  # ZeroGPU runs Python 3.10.13 or 3.12.12
-NOT_FOR_THE_SPACE = {"torch", "pytest", "playwright"}  # torch is replaced; the rest are for tests
+NOT_FOR_THE_SPACE = {"torch", "pytest", "pytest-xdist", "playwright"}  # torch is replaced; the rest are for tests
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.png")
 
 ENTRY_SOURCE = '''"""SpecLab on a Hugging Face Space. Written by `python -m app.space build`: edit app/space.py instead.

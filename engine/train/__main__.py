@@ -6,7 +6,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   dflash      the DFlash block drafter: two cycles, each half self-data then more (~54 min) -> assets/dflash-drafter/
-  dspark      the DSpark drafter likewise (~38 min), and its calibration -> assets/dspark-drafter/
+  dspark      the DSpark drafter likewise (~35 min), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`

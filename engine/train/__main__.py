@@ -54,6 +54,12 @@ def _config(args, default_steps: int, **schedule):
                        precision=args.precision, **schedule)
 
 
+def _second_cycle(cfg, steps: int):
+    """A second cosine cycle from the first one's weights: a new phase (fresh optimizer), half the peak rate,
+    another seed (other windows than the first cycle's)."""
+    return replace(cfg, steps=steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
+
+
 def _train_minutes(*run_dirs: Path) -> float:
     """Minutes of training recorded in the checkpoints of a stage's phases, to one decimal."""
     return round(sum(torch.load(d / "ckpt.pt", weights_only=False)["elapsed_s"] for d in run_dirs) / 60, 1)
@@ -93,12 +99,12 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
     phases = [(run_dir, cfg), (run_dir / "self", tune)]
     restart_steps = cfg.steps if args.restart_steps is None else args.restart_steps  # default: as long as the first
-    if restart_steps:
-        # A second cosine cycle from those weights (fresh optimizer, half the peak rate, other windows), then
-        # the self-data phase again at half the cycle's rate.
-        cycle2 = replace(cfg, steps=restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)
-        phases += [(run_dir / "cycle2", cycle2),
-                   (run_dir / "cycle2" / "self", replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed))]
+    second = {}
+    if restart_steps:  # a second cycle from those weights, then the self-data phase again at half its rate
+        cycle2 = _second_cycle(cfg, restart_steps)
+        tune2 = replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed)
+        phases += [(run_dir / "cycle2", cycle2), (run_dir / "cycle2" / "self", tune2)]
+        second = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
     for phase_dir, phase_cfg in phases:
         train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
               lambda windows: score(drafter, target, windows))
@@ -108,9 +114,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
         "train_minutes": _train_minutes(*dict(phases)),
-        "self_data_phase": asdict(tune),
-        **({"second_cycle": asdict(phases[2][1]), "second_self_data_phase": asdict(phases[3][1])}
-           if restart_steps else {}),
+        "self_data_phase": asdict(tune), **second,
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -224,14 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
-    phases = [(run_dir, cfg)]
+    phases, extra = [(run_dir, cfg)], {}
     if args.stage == "target" and args.restart_steps:  # None (the default) or 0: one cycle
-        # A second cosine cycle from the first one's weights: fresh optimizer, half the peak rate, another seed
-        # (other windows than the first cycle's). Not used for the shipped target (README, docs/benchmarks.md).
-        phases.append((run_dir / "cycle2", replace(cfg, steps=args.restart_steps, lr=cfg.lr / 2, seed=cfg.seed + 1)))
+        # Not used for the shipped target: harder to draft (README, docs/benchmarks.md).
+        cycle2 = _second_cycle(cfg, args.restart_steps)
+        phases.append((run_dir / "cycle2", cycle2))
+        extra = {"second_cycle": asdict(cycle2)}
     for phase_dir, phase_cfg in phases:
         train(model, streams, phase_dir, phase_cfg, loss_fn, lambda windows: heldout_loss(model, windows))
-    extra = {"second_cycle": asdict(phases[1][1])} if len(phases) > 1 else {}
     ce = heldout_loss(model, heldout_windows(streams["heldout"], cfg.seq_len))
     _export(model, args.stage, cfg, {"heldout_ce_fp32": round(ce, 4), "train_minutes": _train_minutes(*dict(phases)),
                                       "train_tokens": sum(c.steps * c.batch_size * c.seq_len for _, c in phases),

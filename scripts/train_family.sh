@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Retrain the embedded family, every stage in order, on one device:
 #   bash scripts/train_family.sh [--device cuda] [--fresh] [--from STAGE]
-# Stages: target ar-drafter self-data dflash dspark eagle3 card (the tokenizer and held-out prompts are kept:
+# Stages: target ar-drafter self-data greedy-data dflash dspark eagle3 card (the tokenizer and held-out prompts are kept:
 # `python -m engine.train tokenizer` remakes them, and then everything after must be retrained too).
 # Each stage resumes from runs/<stage>/ckpt.pt when cut off; --fresh deletes those checkpoints first (do it
 # after changing a stage's shape, or the target: drafters trained on another target must not resume).
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
-stages=(target ar-drafter self-data dflash dspark eagle3 card)
+stages=(target ar-drafter self-data greedy-data dflash dspark eagle3 card)
 started=0
 for stage in "${stages[@]}"; do
   [ "$stage" = "$from" ] && started=1

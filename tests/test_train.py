@@ -80,6 +80,32 @@ def test_dspark_loss_trains_every_part(random_engine):
         assert drafter.get_parameter(name).grad.abs().sum() > 0, name
 
 
+def test_dspark_argmax_labels_keep_the_ce_and_confidence_terms_only(random_engine):
+    """labels="argmax" (the greedy phase): Σ_k w_k (CE(q_k, argmax p_k) + BCE(c_k, 1 − TV_k)); the paper's mix
+    differs; an unknown kind is refused."""
+    import math
+
+    import torch.nn.functional as F
+
+    from engine.train.dspark import _outputs, dspark_loss
+
+    drafter, target = random_engine.drafter_models["dspark"], random_engine.target
+    x = torch.randint(2, 4000, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        hard = dspark_loss(drafter, target, torch.Generator().manual_seed(1), labels="argmax")(x)
+        paper = dspark_loss(drafter, target, torch.Generator().manual_seed(1))(x)
+        hidden, logits, teacher, prev = _outputs(drafter, target, x, torch.Generator().manual_seed(1))
+        log_q = logits.log_softmax(-1)
+        ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
+        tv = 0.5 * (log_q.exp() - teacher.softmax(-1)).abs().sum(-1)
+        bce = F.binary_cross_entropy_with_logits(drafter.confidence_logits(hidden, prev), 1 - tv, reduction="none")
+    w = torch.tensor([math.exp(-k / 4) for k in range(drafter.block_size)])
+    assert torch.allclose(hard, ((ce + bce) * w).sum(-1).mean() / w.sum(), atol=1e-5)
+    assert not torch.allclose(hard, paper, atol=1e-3)
+    with pytest.raises(ValueError, match="labels"):
+        dspark_loss(drafter, target, torch.Generator(), labels="soft")
+
+
 def test_temperature_scaling_recovers_an_overconfident_head():
     """Outcomes drawn from σ(logit / 3): the fitted temperatures come out near 3 and the error drops."""
     from engine.train.dspark import fit_temperatures, survival_ece
@@ -121,6 +147,16 @@ def _cli_in(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "ASSETS", assets)
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)
+    # greedy-data's function openings: two small training files instead of the standard library
+    import engine.train.selfdata as selfdata
+    from engine.train.corpus import CorpusFile
+
+    files = []
+    for name in ("a.py", "b.py"):
+        path = tmp_path / name
+        path.write_text(("x = 1\n" * 120 + "def f(y):\n    return y\n") * 3)
+        files.append(CorpusFile(name, path, False))
+    monkeypatch.setattr(selfdata, "corpus_files", lambda: files)
     return cli, assets, runs
 
 
@@ -135,12 +171,14 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     random_engine.target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
+    monkeypatch.setattr(cli, "GREEDY_STEPS", 2)
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
     on = ["--threads", "1", "--device", device]
     assert cli.main(["self-data", "--steps", "40", *on]) == 0
     assert torch.load(runs / "selfdata.pt").shape == (40, 256)
-    one_cycle = ["--restart-steps", "0"]
+    assert cli.main([stage, "--steps", "2", *on]) == 2  # refuses: no greedy data yet (its last phase needs them)
+    one_cycle = ["--restart-steps", "0", "--greedy-steps", "0"]
     assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0
     assert cli.main([stage, "--steps", "3", *one_cycle, *on]) == 0  # resumes from step 2
     model = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu"))
@@ -150,19 +188,55 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     assert record["train_config"]["precision"] == "bf16"  # the default: bfloat16 autocast, float32 weights
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
     assert "second_cycle" not in record and not (runs / stage / "cycle2").exists()
+    assert "greedy_phase" not in record and not (runs / stage / "self" / "greedy").exists()
     if stage == "dspark":
         assert len(record["calibration"]["temperatures"]) == model.block_size
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
-    # By default a second cycle as long as the first, from those weights, and the self-data phase again; recorded
+    # By default a second cycle as long as the first, from those weights, the self-data phase again, and last
+    # the greedy phase on greedy-data's rows; recorded
     before = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+    assert cli.main(["greedy-data", "--steps", "6", *on]) == 0
+    assert torch.load(runs / "greedy.pt").shape == (6, 256)
     assert cli.main([stage, "--steps", "3", *on]) == 0
     assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert torch.load(runs / stage / "cycle2" / "self" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["second_cycle"]["steps"] == 3
     assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
     assert record["second_self_data_phase"]["lr"] == record["second_cycle"]["lr"] / 2
+    assert record["greedy_phase"]["self_data_fraction"] == 1.0
+    assert record["greedy_phase"]["labels"] == "argmax"
     after = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the export is the second cycle's
+
+
+@pytest.mark.slow
+def test_eagle3_training_ends_with_the_greedy_phase(tmp_path, monkeypatch, tokenizer):
+    """`python -m engine.train eagle3`: its phase on corpus and self-data, then the greedy phase (argmax labels,
+    greedy rows only) from those weights; the export is the greedy phase's and records it; --greedy-steps 0
+    skips it, and the option is refused on stages without that phase."""
+    from engine.models import load_drafter
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
+    monkeypatch.setattr(cli, "GREEDY_STEPS", 2)
+    for wrong in (["target", "--greedy-steps", "2"], ["eagle3", "--greedy-steps", "-1"]):
+        with pytest.raises(SystemExit):
+            cli.main(wrong)
+    on = ["--threads", "1"]
+    assert cli.main(["self-data", "--steps", "8", *on]) == 0
+    assert cli.main(["eagle3", "--steps", "2", "--greedy-steps", "0", *on]) == 0
+    assert "greedy_phase" not in json.loads((assets / "eagle3-drafter" / "training.json").read_text())
+    first = load_drafter(str(assets / "eagle3-drafter"), ("eagle3",), torch.device("cpu")).state_dict()
+    assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
+    assert cli.main(["eagle3", "--steps", "2", *on]) == 0
+    assert torch.load(runs / "eagle3" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+    record = json.loads((assets / "eagle3-drafter" / "training.json").read_text())
+    assert record["greedy_phase"]["labels"] == "argmax" and record["greedy_phase"]["self_data_fraction"] == 1.0
+    after = load_drafter(str(assets / "eagle3-drafter"), ("eagle3",), torch.device("cpu")).state_dict()
+    assert any(not torch.equal(first[k], after[k]) for k in first)
 
 
 def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, monkeypatch):
@@ -205,6 +279,67 @@ def test_batches_mix_in_target_written_rows():
     x = sample_batch(streams, TrainConfig(batch_size=8, seq_len=32, self_data_fraction=0.75), torch.Generator())
     assert x.shape == (8, 32)
     assert (x[:2] >= 100).all() and (x[2:] == 3).all()
+
+
+def test_a_batch_can_be_all_target_written_rows():
+    """self_data_fraction 1.0 (the greedy phase): every window is the head of a row of streams["self"]."""
+    from engine.train.lm import TrainConfig, sample_batch
+
+    streams = {"train": torch.arange(1000) % 7 + 100, "self": torch.arange(5 * 64).view(5, 64) + 1000}
+    x = sample_batch(streams, TrainConfig(batch_size=4, seq_len=32, self_data_fraction=1.0), torch.Generator())
+    assert x.shape == (4, 32) and (x >= 1000).all() and ((x[:, 0] - 1000) % 64 == 0).all()  # whole rows' heads
+
+
+def test_argmax_labels_score_only_the_targets_greedy_choice(random_engine):
+    """dflash_loss(labels="argmax"): the position-weighted −log q(argmax p) of every drafted position; "soft"
+    is the cross-entropy to the whole of p; they differ, and an unknown label kind is refused."""
+    from engine.train.dflash import dflash_loss
+
+    target, drafter = random_engine.target, random_engine.drafter_models["dflash"]
+    x = torch.randint(2, 4000, (2, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        hard = dflash_loss(drafter, target, torch.Generator().manual_seed(4), labels="argmax")(x)
+        soft = dflash_loss(drafter, target, torch.Generator().manual_seed(4))(x)
+        draft_logits, teacher_logits = dflash_batch(drafter, target, x, torch.Generator().manual_seed(4))
+    w = position_weights(drafter.block_size)
+    picked = draft_logits.log_softmax(-1).gather(-1, teacher_logits.argmax(-1, keepdim=True)).squeeze(-1)
+    assert torch.allclose(hard, (-picked * w).sum(-1).mean() / w.sum(), atol=1e-5)
+    expected_soft = -(teacher_logits.softmax(-1) * draft_logits.log_softmax(-1)).sum(-1)
+    assert torch.allclose(soft, (expected_soft * w).sum(-1).mean() / w.sum(), atol=1e-5)
+    assert not torch.allclose(hard, soft, atol=1e-3)
+    with pytest.raises(ValueError, match="labels"):
+        dflash_loss(drafter, target, torch.Generator(), labels="hard")
+
+
+def test_greedy_rows_are_the_targets_greedy_continuations(tmp_path, monkeypatch, tokenizer, random_engine):
+    """greedy-data: three quarters of the rows continue text ending at a line that opens a function (cut from
+    training files only), the rest random windows; every continuation is the target's greedy decoding."""
+    import engine.train.selfdata as selfdata
+    from engine.train.corpus import CorpusFile
+
+    monkeypatch.setattr(selfdata, "PREFIX_TOKENS", 12)
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 6)
+    monkeypatch.setattr(selfdata, "PROMPT_CHARS", 40)
+    body = "x = 1\n" * 8
+    files = []
+    for name, heldout in (("a.py", False), ("b.py", False), ("held.py", True)):
+        path = tmp_path / name
+        path.write_text(f"{body}def {name[0]}_one(self):\n    pass\n{body}def {name[0]}_two(y):\n    return y\n")
+        files.append(CorpusFile(name, path, heldout))
+    monkeypatch.setattr(selfdata, "corpus_files", lambda: files)
+    target = random_engine.target
+    rows = selfdata.generate_greedy_rows(target, tokenizer, torch.randint(2, 4000, (500,)), 4, seed=0, log=lambda _: None)
+    assert rows.shape == (4, 18)
+    openings = {tokenizer.decode(r[:12].tolist()).splitlines()[-1] for r in rows[:3]}  # three quarters
+    assert openings <= {"def a_one(self):", "def a_two(y):", "def b_one(self):", "def b_two(y):"}, openings
+    with torch.no_grad():
+        for row in rows:
+            ids = row[None, :12].long()
+            for _ in range(6):  # greedy decoding without a cache, one whole forward per token
+                ids = torch.cat([ids, target(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            assert row.tolist() == ids[0].tolist()
+    with pytest.raises(ValueError, match="function openings"):
+        selfdata.def_line_prefixes(tokenizer, 5, seed=0)  # four in the training files, none from held.py
 
 
 @pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32)])

@@ -5,9 +5,12 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
-  dflash      the DFlash block drafter: two cycles, each half self-data then more (~54 min) -> assets/dflash-drafter/
-  dspark      the DSpark drafter likewise (~35 min), and its calibration -> assets/dspark-drafter/
-  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data (~10 min) -> assets/eagle3-drafter/
+  greedy-data the target's greedy continuations, half after function openings (~12 min) -> runs/greedy.pt
+  dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
+              (~64 min)                                           -> assets/dflash-drafter/
+  dspark      the DSpark drafter likewise (~45 min), and its calibration -> assets/dspark-drafter/
+  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~15 min)
+                                                                  -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
@@ -29,6 +32,10 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16
 SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
+GREEDY_ROWS = 8192  # greedy continuations for the drafters' last phase (selfdata.generate_greedy_rows)
+# The last phase of every drafter that reads the target's features: greedy rows only, each drafted token scored
+# against the target's greedy choice (argmax labels; DSpark: its CE term alone, and its confidence head's BCE).
+GREEDY_STEPS = 2000
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
@@ -73,6 +80,17 @@ def _shipped_target(device: str = "cpu"):
     return target.to(device).eval().requires_grad_(False)
 
 
+def _greedy_phase(cfg, steps: int):
+    """The last phase: greedy rows only (streams["self"] is then runs/greedy.pt), a third of the first phase's
+    peak rate, a short warm-up, its own seed."""
+    return replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
+
+
+def _greedy_streams(streams):
+    """The streams of the greedy phase: the greedy rows stand in for the self-data rows."""
+    return {**streams, "self": torch.load(RUNS / "greedy.pt")}
+
+
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
     """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export."""
     from ..drafters.dflash_model import DFlashDraftModel
@@ -84,9 +102,11 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     if kind == "dflash":
         drafter = DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id))
         loss_fn, score = dflash.dflash_loss, dflash.dflash_acceptance
+        greedy_loss = lambda *a: dflash.dflash_loss(*a, labels="argmax")  # noqa: E731
     else:
         drafter = DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id))
         loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
+        greedy_loss = lambda *a: dspark.dspark_loss(*a, labels="argmax")  # noqa: E731
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
     cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
@@ -99,22 +119,30 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
     phases = [(run_dir, cfg), (run_dir / "self", tune)]
     restart_steps = cfg.steps if args.restart_steps is None else args.restart_steps  # default: as long as the first
-    second = {}
+    records = {}
     if restart_steps:  # a second cycle from those weights, then the self-data phase again at half its rate
         cycle2 = _second_cycle(cfg, restart_steps)
         tune2 = replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed)
         phases += [(run_dir / "cycle2", cycle2), (run_dir / "cycle2" / "self", tune2)]
-        second = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
+        records = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
     for phase_dir, phase_cfg in phases:
         train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
               lambda windows: score(drafter, target, windows))
+    greedy_steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
+    if greedy_steps:  # last: the target's greedy choices only, from wherever the phases above left the weights
+        greedy = _greedy_phase(cfg, greedy_steps)
+        greedy_dir = phases[-1][0] / "greedy"
+        train(drafter, _greedy_streams(streams), greedy_dir, greedy, greedy_loss(drafter, target, generator),
+              lambda windows: score(drafter, target, windows))
+        phases.append((greedy_dir, greedy))
+        records["greedy_phase"] = {**asdict(greedy), "labels": "argmax"}
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
         "train_minutes": _train_minutes(*dict(phases)),
-        "self_data_phase": asdict(tune), **second,
+        "self_data_phase": asdict(tune), **records,
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
 
@@ -136,11 +164,19 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
         return eagle3.eagle3_acceptance(drafter, target, windows)
 
     train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
+    phases, records = [run_dir], {}
+    greedy_steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
+    if greedy_steps:  # last: the target's greedy choices only, as for the block drafters
+        greedy = _greedy_phase(cfg, greedy_steps)
+        train(drafter, _greedy_streams(streams), run_dir / "greedy", greedy,
+              eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score)
+        phases.append(run_dir / "greedy")
+        records["greedy_phase"] = {**asdict(greedy), "labels": "argmax"}
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     _export(drafter, "eagle3-drafter", cfg, {
         "heldout_expected_accepted_k4_teacher_forced": round(score(windows), 3),
-        "train_minutes": _train_minutes(run_dir),
+        "train_minutes": _train_minutes(*phases), **records,
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
         "num_trained_parameters": sum(p.numel() for p in drafter.parameters() if p.requires_grad)})
     return 0
@@ -149,15 +185,19 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "dflash", "dspark",
-                                          "eagle3", "card"])
-    parser.add_argument("--steps", type=int, help="optimizer steps for the whole run (self-data: rows to write)")
+    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "greedy-data", "dflash",
+                                          "dspark", "eagle3", "card"])
+    parser.add_argument("--steps", type=int,
+                        help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--restart-steps", type=int,
                         help="target, dflash, dspark: a second cosine cycle of this many steps from the first "
                              "one's weights (fresh optimizer, half the peak rate; drafters then repeat their "
                              "self-data phase); 0: none. Default: none for the target, as long as the first "
                              "phase for the block drafters. Results: docs/benchmarks.md")
+    parser.add_argument("--greedy-steps", type=int,
+                        help=f"dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
+                             f"continuations only (runs/greedy.pt); 0: none. Default: {GREEDY_STEPS}")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -167,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.restart_steps is not None and (args.restart_steps < 0 or (
             args.restart_steps and args.stage not in ("target", "dflash", "dspark"))):
         parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")
+    if args.greedy_steps is not None and (args.greedy_steps < 0 or args.stage not in ("dflash", "dspark", "eagle3")):
+        parser.error("--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only")
     from ..models import pick_device
     from ..types import EngineError
 
@@ -211,10 +253,23 @@ def main(argv: list[str] | None = None) -> int:
         RUNS.mkdir(parents=True, exist_ok=True)
         torch.save(rows.to(torch.int16), RUNS / "selfdata.pt")
         return 0
+    if args.stage == "greedy-data":
+        from .selfdata import generate_greedy_rows
+
+        torch.set_num_threads(args.threads)
+        rows = generate_greedy_rows(_shipped_target(args.device), tokenizer, streams["train"],
+                                    num_rows=args.steps or GREEDY_ROWS, seed=args.seed,
+                                    log=lambda line: print(line, flush=True))
+        RUNS.mkdir(parents=True, exist_ok=True)
+        torch.save(rows.to(torch.int16), RUNS / "greedy.pt")
+        return 0
     if args.stage in ("dflash", "dspark", "eagle3"):
         self_path = RUNS / "selfdata.pt"
         if not self_path.exists():
             print("error: run `python -m engine.train self-data` first", file=sys.stderr)
+            return 2
+        if args.greedy_steps != 0 and not (RUNS / "greedy.pt").exists():
+            print("error: run `python -m engine.train greedy-data` first (or --greedy-steps 0)", file=sys.stderr)
             return 2
         streams = {**streams, "self": torch.load(self_path)}
         if args.stage == "eagle3":

@@ -5,8 +5,10 @@ hidden states of the drafter's 5 target layers) and the target's own next-token 
 blocks are cut from the same window at random anchor positions and drafted in one batched forward:
 inside a block attention is bidirectional; a block sees the context features strictly before its anchor,
 and nothing of other blocks. Labels are the target's distributions (so the drafter learns what the target
-would write, not what the corpus says), with the loss of block position k weighted exp(−(k−1)/γ).
-The embedding table and LM head are the target's, frozen.
+would write, not what the corpus says), with the loss of block position k weighted exp(−(k−1)/γ). The last
+phase (the greedy phase, train/__main__.py) trains on the target's greedy continuations with the target's
+argmax as the label: the next token itself, as in the paper's training on target-written responses, and the
+only thing that decides acceptance at temperature 0. The embedding table and LM head are the target's, frozen.
 """
 
 from __future__ import annotations
@@ -64,6 +66,17 @@ def block_attention_mask(anchors: torch.Tensor, seq_len: int, block_size: int) -
     return torch.cat([context, own_block], dim=2)[:, None]
 
 
+def soft_cross_entropy(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
+    """−Σ_v p_teacher(v) log p_student(v) at every position (all dimensions but the last kept)."""
+    return -(teacher_logits.softmax(-1) * F.log_softmax(student_logits, dim=-1)).sum(-1)
+
+
+def argmax_cross_entropy(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
+    """−log p_student(argmax p_teacher) at every position: only the teacher's greedy choice counts, which is
+    all that decides acceptance at temperature 0."""
+    return -F.log_softmax(student_logits, dim=-1).gather(-1, teacher_logits.argmax(-1, keepdim=True)).squeeze(-1)
+
+
 def position_weights(block_size: int, gamma: float = GAMMA) -> torch.Tensor:
     """w_k = exp(−(k−1)/γ) for drafted positions k = 1..B−1."""
     return torch.tensor([math.exp(-(k - 1) / gamma) for k in range(1, block_size)])
@@ -112,13 +125,19 @@ def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: 
     return target.get_output_embeddings()(hidden).float(), teacher
 
 
-def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor]:
+def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
+                labels: str = "soft") -> Callable[[torch.Tensor], torch.Tensor]:
+    """Position-weighted cross-entropy of the drafted positions against the target: "soft", its whole
+    distribution (distillation); "argmax", its greedy choice, which on text the target wrote greedily is
+    the next token itself (the DFlash paper's loss on target-generated responses)."""
+    if labels not in ("soft", "argmax"):
+        raise ValueError(f"labels must be soft or argmax, not {labels!r}")
     weights = position_weights(drafter.block_size)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator)
-        teacher_probs = teacher_logits.softmax(-1)
-        ce = -(teacher_probs * F.log_softmax(draft_logits, dim=-1)).sum(-1)  # soft cross-entropy (b, M, B−1)
+        ce = (soft_cross_entropy(teacher_logits, draft_logits) if labels == "soft"
+              else argmax_cross_entropy(teacher_logits, draft_logits))  # (b, M, B−1)
         w = weights.to(ce.device)
         return (ce * w).sum(-1).mean() / w.sum()
 

@@ -5,7 +5,8 @@ predicts the first token. Per predicted token k, with p the target's distributio
 Markov-corrected one, q_k ∝ exp(U_k + B(x_{k−1}, ·)) (x_{k−1} teacher-forced):
     loss_k = 0.1 · CE(q_k, argmax p_k) + 0.9 · TV(q_k, p_k) + 1.0 · BCE(c_k, 1 − TV(q_k, p_k)),
 weighted by exp(−(k−1)/γ) with γ = 4, where TV = ½‖q − p‖₁ and 1 − TV is the chance the rejection rule
-accepts the token. Calibration then fits one temperature per block position on held-out windows
+accepts the token. The last phase, on the target's greedy continuations, weights CE 1 and TV 0 (the argmax
+labels DFlash's greedy phase uses too). Calibration then fits one temperature per block position on held-out windows
 (sequential temperature scaling), so that c_k matches the measured chance that token k survives at
 temperature 0 given that tokens 1..k−1 did; expected calibration error is reported before and after.
 """
@@ -27,6 +28,9 @@ BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwe
 GAMMA = 4.0
 MARKOV_RANK = 64
 LOSS_WEIGHTS = {"ce": 0.1, "tv": 0.9, "bce": 1.0}
+# The greedy phase (train/__main__.py) scores only the target's greedy choice, as DFlash's does: the CE term alone,
+# and the confidence head still learns the paper's 1 − TV.
+ARGMAX_LOSS_WEIGHTS = {"ce": 1.0, "tv": 0.0, "bce": 1.0}
 
 
 def dspark_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
@@ -56,7 +60,12 @@ def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torc
     return hidden, logits, teacher, prev
 
 
-def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor]:
+def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator,
+                labels: str = "paper") -> Callable[[torch.Tensor], torch.Tensor]:
+    """The paper's loss (LOSS_WEIGHTS), or with labels="argmax" ARGMAX_LOSS_WEIGHTS."""
+    if labels not in ("paper", "argmax"):
+        raise ValueError(f"labels must be paper or argmax, not {labels!r}")
+    mix = LOSS_WEIGHTS if labels == "paper" else ARGMAX_LOSS_WEIGHTS
     weights = torch.tensor([math.exp(-(k - 1) / GAMMA) for k in range(1, drafter.block_size + 1)])
 
     def loss(x: torch.Tensor) -> torch.Tensor:
@@ -67,7 +76,7 @@ def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator) -
         tv = 0.5 * (log_q.exp() - p).abs().sum(-1)
         conf_logits = drafter.confidence_logits(hidden, prev)
         bce = F.binary_cross_entropy_with_logits(conf_logits, (1 - tv).detach(), reduction="none")
-        per_token = LOSS_WEIGHTS["ce"] * ce + LOSS_WEIGHTS["tv"] * tv + LOSS_WEIGHTS["bce"] * bce
+        per_token = mix["ce"] * ce + mix["tv"] * tv + mix["bce"] * bce
         w = weights.to(per_token.device)
         return (per_token * w).sum(-1).mean() / w.sum()
 

@@ -21,6 +21,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import spaced_layers
 from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
+from .dflash import argmax_cross_entropy, soft_cross_entropy
 
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
 STEP_DECAY = 0.8  # weight of step k is STEP_DECAY ** k
@@ -121,10 +122,6 @@ def ttt_logits(drafter: Eagle3DraftModel, target, x: torch.Tensor, steps: int, a
     return first, later, teacher_logits
 
 
-def soft_cross_entropy(teacher_logits: torch.Tensor, draft_logits: torch.Tensor) -> torch.Tensor:
-    return -(teacher_logits.softmax(-1) * F.log_softmax(draft_logits, dim=-1)).sum(-1)
-
-
 def later_targets(teacher_logits: torch.Tensor, anchors: torch.Tensor, steps: int) -> torch.Tensor:
     """(steps − 1, b, M, V): the target's logits for step k ≥ 1 at anchor i, those of position i + 1 + k."""
     index = anchors[None] + 1 + torch.arange(1, steps, device=anchors.device)[:, None, None]  # (steps-1, b, M)
@@ -133,16 +130,20 @@ def later_targets(teacher_logits: torch.Tensor, anchors: torch.Tensor, steps: in
 
 
 def eagle3_loss(drafter: Eagle3DraftModel, target, generator: torch.Generator, steps: int = TTT_LENGTH,
-                decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW
+                decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW, labels: str = "soft"
                 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Σ_k 0.8^k · (mean soft cross-entropy of step k) / Σ_k 0.8^k."""
+    """Σ_k 0.8^k · (mean cross-entropy of step k) / Σ_k 0.8^k, against the target's whole distribution
+    ("soft") or its greedy choice ("argmax"), as for DFlash (train/dflash.py)."""
+    if labels not in ("soft", "argmax"):
+        raise ValueError(f"labels must be soft or argmax, not {labels!r}")
+    cross_entropy = soft_cross_entropy if labels == "soft" else argmax_cross_entropy
     weights = torch.tensor([decay ** k for k in range(steps)])
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         anchors = sample_anchors(x.shape[0], x.shape[1], anchors_per_window, steps, generator).to(x.device)
         first, later, teacher_logits = ttt_logits(drafter, target, x, steps, anchors)
-        step0 = soft_cross_entropy(teacher_logits[:, 1:], first[:, :-1]).mean()  # index i ≤ T − 2 has a target
-        per_step = torch.cat([step0[None], soft_cross_entropy(later_targets(teacher_logits, anchors, steps), later)
+        step0 = cross_entropy(teacher_logits[:, 1:], first[:, :-1]).mean()  # index i ≤ T − 2 has a target
+        per_step = torch.cat([step0[None], cross_entropy(later_targets(teacher_logits, anchors, steps), later)
                               .mean((1, 2))])
         w = weights.to(per_step.device)
         return (per_step * w).sum() / w.sum()

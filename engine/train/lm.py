@@ -66,12 +66,13 @@ def sample_windows(stream: torch.Tensor, batch_size: int, seq_len: int, generato
 def sample_batch(streams: dict[str, torch.Tensor], cfg: TrainConfig, generator: torch.Generator) -> torch.Tensor:
     """Corpus windows, and with cfg.self_data_fraction > 0 rows of target-written text (streams["self"])."""
     num_self = round(cfg.batch_size * cfg.self_data_fraction)
-    x = sample_windows(streams["train"], cfg.batch_size - num_self, cfg.seq_len, generator)
+    parts = []
+    if num_self < cfg.batch_size:
+        parts.append(sample_windows(streams["train"], cfg.batch_size - num_self, cfg.seq_len, generator))
     if num_self:
         rows = streams["self"]
-        picked = rows[torch.randint(0, len(rows), (num_self,), generator=generator), : cfg.seq_len].long()
-        x = torch.cat([x, picked])
-    return x
+        parts.append(rows[torch.randint(0, len(rows), (num_self,), generator=generator), : cfg.seq_len].long())
+    return torch.cat(parts)
 
 
 def heldout_windows(stream: torch.Tensor, seq_len: int, max_windows: int = 64) -> torch.Tensor:

@@ -81,8 +81,8 @@ def test_dspark_loss_trains_every_part(random_engine):
 
 
 def test_dspark_argmax_labels_keep_the_ce_and_confidence_terms_only(random_engine):
-    """labels="argmax" (the greedy phase): Σ_k w_k (CE(q_k, argmax p_k) + BCE(c_k, 1 − TV_k)); the paper's mix
-    differs; an unknown kind is refused."""
+    """labels="argmax" (the greedy phase): Σ_k w_k (CE(q_k, argmax p_k) + BCE(c_k, [argmax q_k = argmax p_k]));
+    the paper's mix differs; an unknown kind is refused."""
     import math
 
     import torch.nn.functional as F
@@ -98,7 +98,8 @@ def test_dspark_argmax_labels_keep_the_ce_and_confidence_terms_only(random_engin
         log_q = logits.log_softmax(-1)
         ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
         tv = 0.5 * (log_q.exp() - teacher.softmax(-1)).abs().sum(-1)
-        bce = F.binary_cross_entropy_with_logits(drafter.confidence_logits(hidden, prev), 1 - tv, reduction="none")
+        matches = (logits.argmax(-1) == teacher.argmax(-1)).float()  # survival at temperature 0, not 1 − TV
+        bce = F.binary_cross_entropy_with_logits(drafter.confidence_logits(hidden, prev), matches, reduction="none")
     w = torch.tensor([math.exp(-k / 4) for k in range(drafter.block_size)])
     assert torch.allclose(hard, ((ce + bce) * w).sum(-1).mean() / w.sum(), atol=1e-5)
     assert not torch.allclose(hard, paper, atol=1e-3)

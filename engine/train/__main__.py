@@ -91,6 +91,16 @@ def _greedy_streams(streams):
     return {**streams, "self": torch.load(RUNS / "greedy.pt")}
 
 
+def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
+    """(count, 64 + 192): the target's greedy continuations of the first `count` 64-token held-out windows."""
+    from .lm import heldout_windows
+    from .selfdata import BATCH, PREFIX_TOKENS, continue_rows
+
+    prefixes = heldout_windows(streams["heldout"], PREFIX_TOKENS, count)
+    return torch.cat([continue_rows(target, prefixes[i: i + BATCH], True, torch.Generator())
+                      for i in range(0, len(prefixes), BATCH)])
+
+
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
     """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export."""
     from ..drafters.dflash_model import DFlashDraftModel
@@ -138,7 +148,10 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         records["greedy_phase"] = {**asdict(greedy), "labels": "argmax"}
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
-    extra = {"calibration": dspark.calibrate(drafter, target, windows)} if kind == "dspark" else {}
+    extra = {}
+    if kind == "dspark":  # confidences calibrated on what they are judged against at temperature 0
+        extra["calibration"] = dspark.calibrate(drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
+                                                "the target's greedy continuations of held-out windows")
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
         "train_minutes": _train_minutes(*dict(phases)),

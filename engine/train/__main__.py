@@ -5,11 +5,11 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
-  greedy-data the target's greedy continuations, half after function openings (~12 min) -> runs/greedy.pt
+  greedy-data the target's greedy continuations, 3/4 after function openings (~14 min) -> runs/greedy.pt
   dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
-              (~64 min)                                           -> assets/dflash-drafter/
-  dspark      the DSpark drafter likewise (~45 min), and its calibration -> assets/dspark-drafter/
-  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~15 min)
+              (~69 min)                                           -> assets/dflash-drafter/
+  dspark      the DSpark drafter likewise (~47 min), and its calibration -> assets/dspark-drafter/
+  eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`

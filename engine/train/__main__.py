@@ -81,25 +81,27 @@ def _shipped_target(device: str = "cpu"):
     return target.to(device).eval().requires_grad_(False)
 
 
-def _greedy_phase(cfg, steps: int):
-    """The last phase: greedy rows only (streams["self"] is then runs/greedy.pt), a third of the first phase's
-    peak rate, a short warm-up, its own seed."""
-    return replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
+def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_fn) -> tuple[Path, dict] | None:
+    """The last phase of a drafter reading the target's features, in after/greedy, from the weights the phase in
+    `after` left: greedy rows only (runs/greedy.pt stands in for the self-data rows), argmax labels (`loss_fn`),
+    a third of the first phase's peak rate, a short warm-up, its own seed. Returns its folder and its record, or
+    None with --greedy-steps 0."""
+    from .lm import train
 
-
-def _greedy_streams(streams):
-    """The streams of the greedy phase: the greedy rows stand in for the self-data rows."""
-    return {**streams, "self": torch.load(RUNS / "greedy.pt")}
+    steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
+    if not steps:
+        return None
+    greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
+    train(drafter, {**streams, "self": torch.load(RUNS / "greedy.pt")}, after / "greedy", greedy, loss_fn, eval_fn)
+    return after / "greedy", {**asdict(greedy), "labels": "argmax"}
 
 
 def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
     """(count, 64 + 192): the target's greedy continuations of the first `count` 64-token held-out windows."""
     from .lm import heldout_windows
-    from .selfdata import BATCH, PREFIX_TOKENS, continue_rows
+    from .selfdata import PREFIX_TOKENS, greedy_continuations
 
-    prefixes = heldout_windows(streams["heldout"], PREFIX_TOKENS, count)
-    return torch.cat([continue_rows(target, prefixes[i: i + BATCH], True, torch.Generator())
-                      for i in range(0, len(prefixes), BATCH)])
+    return greedy_continuations(target, heldout_windows(streams["heldout"], PREFIX_TOKENS, count))
 
 
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
@@ -139,14 +141,12 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     for phase_dir, phase_cfg in phases:
         train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
               lambda windows: score(drafter, target, windows))
-    greedy_steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
-    if greedy_steps:  # last: the target's greedy choices only, from wherever the phases above left the weights
-        greedy = _greedy_phase(cfg, greedy_steps)
-        greedy_dir = phases[-1][0] / "greedy"
-        train(drafter, _greedy_streams(streams), greedy_dir, greedy, greedy_loss(drafter, target, generator),
-              lambda windows: score(drafter, target, windows))
-        phases.append((greedy_dir, greedy))
-        records["greedy_phase"] = {**asdict(greedy), "labels": "argmax"}
+    run_dirs = [phase_dir for phase_dir, _ in phases]
+    greedy = _train_greedy_phase(drafter, streams, run_dirs[-1], cfg, args, greedy_loss(drafter, target, generator),
+                                 lambda windows: score(drafter, target, windows))
+    if greedy is not None:
+        run_dirs.append(greedy[0])
+        records["greedy_phase"] = greedy[1]
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {}
@@ -155,7 +155,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
                                                 "the target's greedy continuations of held-out windows")
     _export(drafter, f"{kind}-drafter", cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
-        "train_minutes": _train_minutes(*dict(phases)),
+        "train_minutes": _train_minutes(*run_dirs),
         "self_data_phase": asdict(tune), **records,
         "num_parameters": sum(p.numel() for p in drafter.parameters())})
     return 0
@@ -178,19 +178,17 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
         return eagle3.eagle3_acceptance(drafter, target, windows)
 
     train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
-    phases, records = [run_dir], {}
-    greedy_steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
-    if greedy_steps:  # last: the target's greedy choices only, as for the block drafters
-        greedy = _greedy_phase(cfg, greedy_steps)
-        train(drafter, _greedy_streams(streams), run_dir / "greedy", greedy,
-              eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score)
-        phases.append(run_dir / "greedy")
-        records["greedy_phase"] = {**asdict(greedy), "labels": "argmax"}
+    run_dirs, records = [run_dir], {}
+    greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args,
+                                 eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score)
+    if greedy is not None:
+        run_dirs.append(greedy[0])
+        records["greedy_phase"] = greedy[1]
     drafter.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     _export(drafter, "eagle3-drafter", cfg, {
         "heldout_expected_accepted_k4_teacher_forced": round(score(windows), 3),
-        "train_minutes": _train_minutes(*phases), **records,
+        "train_minutes": _train_minutes(*run_dirs), **records,
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
         "num_trained_parameters": sum(p.numel() for p in drafter.parameters() if p.requires_grad)})
     return 0

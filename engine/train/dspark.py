@@ -8,11 +8,12 @@ weighted by exp(−(k−1)/γ) with γ = 4, where TV = ½‖q − p‖₁ and 1 
 accepts the token. The last phase, on the target's greedy continuations, weights CE 1 and TV 0 (the argmax
 labels DFlash's greedy phase uses too), and the BCE's target is whether the drafted argmax is the target's: at
 temperature 0 that, not 1 − TV, is the chance a token survives, and a head trained on 1 − TV was under-confident
-by ~0.28 (survival ECE) on the target's greedy text, so its scheduler cut blocks the target would have taken. Calibration then fits one temperature per block position (sequential
-temperature scaling) on the target's greedy continuations of held-out windows, so that c_k matches the measured
-chance that token k survives at temperature 0 given that tokens 1..k−1 did, on the kind of text it is judged on
-at temperature 0; expected calibration error is reported before and after, and the temperatures are kept
-only if they lower it on the half they were not fitted on.
+by ~0.28 (survival ECE) on the target's greedy text, so its scheduler cut blocks the target would have taken.
+Calibration then fits one temperature per block position (sequential temperature scaling) on the target's
+greedy continuations of held-out windows, so that c_k matches the measured chance that token k survives at
+temperature 0 given that tokens 1..k−1 did, on the kind of text it is judged on at temperature 0; expected
+calibration error is reported before and after, and the temperatures are kept only if they lower it on the
+half they were not fitted on.
 """
 
 from __future__ import annotations

@@ -81,6 +81,15 @@ def def_line_prefixes(tokenizer, count: int, seed: int) -> torch.Tensor:
     return torch.tensor(prefixes)
 
 
+def greedy_continuations(target, prefixes: torch.Tensor, log=lambda line: None) -> torch.Tensor:
+    """(n, PREFIX_TOKENS + NEW_TOKENS): every row of `prefixes` continued greedily, BATCH rows at a time."""
+    rows, start = [], time.perf_counter()
+    for first in range(0, len(prefixes), BATCH):
+        rows.append(continue_rows(target, prefixes[first: first + BATCH], True, torch.Generator()))
+        log(f"greedy-data: {first + len(rows[-1])}/{len(prefixes)} rows, {time.perf_counter() - start:.0f} s")
+    return torch.cat(rows)
+
+
 def generate_greedy_rows(target, tokenizer, stream: torch.Tensor, num_rows: int, seed: int = 0,
                          log=print) -> torch.Tensor:
     """(num_rows, PREFIX_TOKENS + NEW_TOKENS): greedy continuations, the first DEF_SHARE of them after function
@@ -89,8 +98,4 @@ def generate_greedy_rows(target, tokenizer, stream: torch.Tensor, num_rows: int,
     num_defs = round(num_rows * DEF_SHARE)
     prefixes = torch.cat([def_line_prefixes(tokenizer, num_defs, seed),
                           sample_windows(stream, num_rows - num_defs, PREFIX_TOKENS, generator)])
-    rows, start = [], time.perf_counter()
-    for first in range(0, num_rows, BATCH):
-        rows.append(continue_rows(target, prefixes[first: first + BATCH], True, generator))
-        log(f"greedy-data: {first + len(rows[-1])}/{num_rows} rows, {time.perf_counter() - start:.0f} s")
-    return torch.cat(rows)
+    return greedy_continuations(target, prefixes, log)

@@ -279,6 +279,7 @@ def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, mo
     assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
     assert not (runs / "target/cycle2").exists()
     assert "second_cycle" not in json.loads((assets / "target" / "training.json").read_text())
+    assert not (runs / "target/unloop").exists()  # the unloop phase only on request (tested below)
     assert cli.main(["target", "--steps", "2", "--restart-steps", "2", "--threads", "1"]) == 0
     first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/cycle2"))
     assert first["step"] == second["step"] == 2
@@ -292,6 +293,96 @@ def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, mo
     exported = model.state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
                for k, v in second["model"].items() if k in exported)
+
+
+def test_repeated_ngrams_are_found_in_the_continuation_only():
+    from engine.train.unloop import repeated_ngram_mask
+
+    rows = torch.tensor([[1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 9],  # "1 2 3 4" again at 7, "2 3 4 1" again at 8 …
+                         [5, 6, 7, 8, 5, 6, 7, 8, 0, 0, 0]])
+    mask = repeated_ngram_mask(rows, start=0)
+    assert mask[0].nonzero().flatten().tolist() == [7, 8, 9]  # … "3 4 1 2" at 9; "4 1 2 9" is new
+    assert mask[1].nonzero().flatten().tolist() == [7]
+    # n-grams of the prompt part do not count: from position 4 on, only "5 6 7 8 | 0 0 0" is seen
+    assert repeated_ngram_mask(rows, start=4)[1].nonzero().flatten().tolist() == []
+    assert repeated_ngram_mask(rows, start=4)[0].nonzero().flatten().tolist() == []
+    assert repeated_ngram_mask(torch.tensor([[3] * 7]), start=0, n=2)[0].tolist() == [False, False] + [True] * 5
+
+
+def test_unlikelihood_is_minus_log_one_minus_p_of_the_penalised_tokens():
+    from engine.train.unloop import unlikelihood
+
+    logits = torch.randn(2, 5, 11)
+    ids = torch.randint(0, 11, (2, 5))
+    penalised = torch.zeros(2, 5, dtype=torch.bool)
+    penalised[0, 2] = penalised[1, 4] = True
+    p = logits.softmax(-1)
+    expected = -(torch.log(1 - p[0, 1, ids[0, 2]]) + torch.log(1 - p[1, 3, ids[1, 4]])) / 2
+    assert unlikelihood(logits, ids, penalised).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert unlikelihood(logits, ids, torch.zeros_like(penalised)).item() == 0.0
+
+
+def test_unloop_loss_lowers_the_probability_of_a_loop():
+    """A few steps of the unloop loss on a looping continuation make its repeated tokens less likely, while the
+    corpus rows keep a next-token loss (the loss is their cross-entropy plus the unlikelihood)."""
+    from engine.train.unloop import repeated_ngram_mask, unlikelihood, unloop_loss
+
+    from conftest import tiny_qwen3
+
+    model = tiny_qwen3(50, layers=1).requires_grad_(True)
+    corpus = torch.randint(2, 50, (2, 24), generator=torch.Generator().manual_seed(0))
+    loop = torch.cat([torch.arange(10, 18), torch.tensor([20, 21, 22, 23] * 4)])[None]  # prompt of 8, then a loop
+    batch = torch.cat([corpus, loop])
+    loss_fn = unloop_loss(model, num_loop_rows=1, prefix_tokens=8)
+    penalised = repeated_ngram_mask(loop, 8)
+    with torch.no_grad():
+        ce = model(corpus, labels=corpus).loss
+        assert loss_fn(batch).item() == pytest.approx((ce + unlikelihood(model(loop).logits, loop, penalised)).item(),
+                                                      rel=1e-5)
+
+    def p_repeated() -> float:
+        with torch.no_grad():
+            p = model(loop).logits[:, :-1].softmax(-1).gather(-1, loop[:, 1:, None]).squeeze(-1)
+        return p[penalised[:, 1:]].mean().item()
+
+    before = p_repeated()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(5):
+        loss_fn(batch).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert p_repeated() < before
+
+
+@pytest.mark.slow
+def test_target_training_ends_with_the_unloop_phase(tmp_path, monkeypatch):
+    """`python -m engine.train target --unloop-steps N`: after its cycles, the target continues prompts greedily
+    (rows kept in runs/target/unloop/rows.pt), trains the unlikelihood phase from its weights and exports that; the
+    record says so. The option is refused on other stages and below zero."""
+    import engine.train.configs as configs
+    from engine.models import load_causal_lm
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(configs, "target_config",
+                        lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    monkeypatch.setattr(cli, "UNLOOP_ROWS", 8)
+    for wrong in (["dflash", "--unloop-steps", "2"], ["target", "--unloop-steps", "-1"]):
+        with pytest.raises(SystemExit):
+            cli.main(wrong)
+    assert cli.main(["target", "--steps", "2", "--unloop-steps", "2", "--threads", "1"]) == 0
+    rows = torch.load(runs / "target/unloop/rows.pt")
+    assert rows.shape == (8, 256)
+    first, unloop = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/unloop"))
+    assert unloop["step"] == 2 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 256
+    assert any(not torch.equal(first["model"][k], unloop["model"][k]) for k in first["model"])
+    record = json.loads((assets / "target" / "training.json").read_text())
+    assert record["unloop_phase"]["steps"] == 2 and record["unloop_phase"]["ngram"] == 4
+    assert record["train_tokens"] == 2 * 8 * 512 + 2 * 16 * 256
+    exported = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
+    assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
+               for k, v in unloop["model"].items() if k in exported)
 
 
 def test_batches_mix_in_target_written_rows():

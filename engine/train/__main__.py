@@ -41,6 +41,14 @@ GREEDY_STEPS = 2000
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
+# An optional last phase of the target (unloop.py, `--unloop-steps N`): unlikelihood on the repeated n-grams of
+# its own greedy continuations of UNLOOP_ROWS prompts, next-token loss on corpus windows beside them. On the
+# two-cycle target 200 steps took greedy loops on the held-out prompts from 12% to 0% (held-out loss 2.05 ->
+# 2.18), but the target's text without its repeats was far harder to draft: τ DFlash 2.15 below EAGLE-3's 2.26
+# with every drafter retrained on it. Not used for the shipped target (docs/benchmarks.md, 2026-11-30 night).
+UNLOOP_STEPS_TRIED = 200
+UNLOOP_ROWS = 2048
+UNLOOP_LR = 2e-4
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
@@ -94,6 +102,35 @@ def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_
     greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
     train(drafter, {**streams, "self": torch.load(RUNS / "greedy.pt")}, after / "greedy", greedy, loss_fn, eval_fn)
     return after / "greedy", {**asdict(greedy), "labels": "argmax"}
+
+
+def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tuple[Path, object, dict] | None:
+    """The target's optional last phase, in after/unloop, from the weights the phase in `after` left: first its own greedy
+    continuations of UNLOOP_ROWS prompts (after/unloop/rows.pt, kept for a resumed run), then half of every
+    batch corpus windows (next-token loss), half those rows (unlikelihood of their repeated n-grams). Returns
+    its folder, config and record, or None without --unloop-steps."""
+    from .lm import heldout_loss, train
+    from .selfdata import PREFIX_TOKENS, generate_greedy_rows
+    from .unloop import NGRAM, unloop_loss
+
+    steps = args.unloop_steps or 0
+    if not steps:
+        return None
+    run_dir = after / "unloop"
+    rows_path = run_dir / "rows.pt"
+    if not rows_path.exists():
+        model.eval()
+        rows = generate_greedy_rows(model, tokenizer, streams["train"], UNLOOP_ROWS, seed=cfg.seed + 3,
+                                    log=lambda line: print(line.replace("greedy-data", "unloop rows"), flush=True))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(rows.to(torch.int16), rows_path)
+    rows = torch.load(rows_path)
+    phase = replace(cfg, steps=steps, lr=UNLOOP_LR, warmup_steps=20, batch_size=16, seq_len=rows.shape[1],
+                    self_data_fraction=0.5, seed=cfg.seed + 3)
+    num_loop_rows = round(phase.batch_size * phase.self_data_fraction)
+    train(model, {**streams, "self": rows}, run_dir, phase, unloop_loss(model, num_loop_rows, PREFIX_TOKENS),
+          lambda windows: heldout_loss(model, windows))
+    return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "ngram": NGRAM, "alpha": 1.0}
 
 
 def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
@@ -210,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--greedy-steps", type=int,
                         help=f"dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
                              f"continuations only (runs/greedy.pt); 0: none. Default: {GREEDY_STEPS}")
+    parser.add_argument("--unloop-steps", type=int,
+                        help=f"target: a last phase of this many steps, unlikelihood against its own greedy "
+                             f"loops (engine/train/unloop.py; {UNLOOP_STEPS_TRIED} tried: no loops, but a target "
+                             f"far harder to draft). Default: none")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -221,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")
     if args.greedy_steps is not None and (args.greedy_steps < 0 or args.stage not in ("dflash", "dspark", "eagle3")):
         parser.error("--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only")
+    if args.unloop_steps is not None and (args.unloop_steps < 0 or args.stage != "target"):
+        parser.error("--unloop-steps takes a number of steps ≥ 0, for the target stage only")
     from ..models import pick_device
     from ..types import EngineError
 
@@ -303,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"second_cycle": asdict(cycle2)}
     for phase_dir, phase_cfg in phases:
         train(model, streams, phase_dir, phase_cfg, loss_fn, lambda windows: heldout_loss(model, windows))
+    if args.stage == "target":
+        unloop = _train_unloop_phase(model, tokenizer, streams, phases[-1][0], cfg, args)
+        if unloop is not None:
+            phases.append(unloop[:2])
+            extra["unloop_phase"] = unloop[2]
     ce = heldout_loss(model, heldout_windows(streams["heldout"], cfg.seq_len))
     _export(model, args.stage, cfg, {"heldout_ce_fp32": round(ce, 4), "train_minutes": _train_minutes(*dict(phases)),
                                       "train_tokens": sum(c.steps * c.batch_size * c.seq_len for _, c in phases),

@@ -105,10 +105,10 @@ def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_
 
 
 def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tuple[Path, object, dict] | None:
-    """The target's optional last phase, in after/unloop, from the weights the phase in `after` left: first its own greedy
-    continuations of UNLOOP_ROWS prompts (after/unloop/rows.pt, kept for a resumed run), then half of every
-    batch corpus windows (next-token loss), half those rows (unlikelihood of their repeated n-grams). Returns
-    its folder, config and record, or None without --unloop-steps."""
+    """The target's optional last phase, in after/unloop, from the weights the phase in `after` left: first its
+    own greedy continuations of UNLOOP_ROWS prompts (after/unloop/rows.pt, kept for a resumed run), then half of
+    every batch corpus windows (next-token loss), half those rows (unlikelihood of their repeated n-grams).
+    Returns its folder, config and record, or None without --unloop-steps."""
     from .lm import heldout_loss, train
     from .selfdata import PREFIX_TOKENS, generate_greedy_rows
     from .unloop import NGRAM, unloop_loss

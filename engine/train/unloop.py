@@ -1,4 +1,6 @@
-"""The target's last phase: unlikelihood training against its own greedy loops.
+"""An optional last phase of the target (`python -m engine.train target --unloop-steps N`): unlikelihood
+training against its own greedy loops. Not used for the shipped target: without its repeats the target's text
+was far harder to draft (docs/benchmarks.md, 2026-11-30 night).
 
 A small language model decoded greedily falls into loops: the same line again and again (`self.pid = None`
 eight times after a docstring). The fix here is sequence-level unlikelihood training (Welleck et al., "Neural

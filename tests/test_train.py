@@ -309,6 +309,20 @@ def test_repeated_ngrams_are_found_in_the_continuation_only():
     assert repeated_ngram_mask(torch.tensor([[3] * 7]), start=0, n=2)[0].tolist() == [False, False] + [True] * 5
 
 
+def test_loop_tails_are_the_tokens_of_a_loop_under_way_only():
+    from engine.train.card import LOOP_WINDOW
+    from engine.train.unloop import loop_tail_mask
+
+    prompt, fresh = [7] * 5, list(range(100, 130))  # the prompt repeats itself: it does not count
+    row = torch.tensor([prompt + fresh + [1, 2, 3] * 12])
+    mask = loop_tail_mask(row, start=5)[0]
+    loop_start = 5 + len(fresh)
+    # a loop is under way once LOOP_WINDOW tokens of it repeat: from then on every token is penalised
+    assert mask.nonzero().flatten().tolist() == list(range(loop_start + LOOP_WINDOW - 1, row.shape[1]))
+    # repeats that are not a loop (a line written twice, then new text) are left alone
+    assert not loop_tail_mask(torch.tensor([fresh[:10] * 2 + fresh[10:]]), start=0).any()
+
+
 def test_unlikelihood_is_minus_log_one_minus_p_of_the_penalised_tokens():
     from engine.train.unloop import unlikelihood
 
@@ -333,7 +347,7 @@ def test_unloop_loss_lowers_the_probability_of_a_loop():
     corpus = torch.randint(2, 50, (2, 24), generator=torch.Generator().manual_seed(0))
     loop = torch.cat([torch.arange(10, 18), torch.tensor([20, 21, 22, 23] * 4)])[None]  # prompt of 8, then a loop
     batch = torch.cat([corpus, loop])
-    loss_fn = unloop_loss(model, num_loop_rows=1, prefix_tokens=8)
+    loss_fn = unloop_loss(model, num_loop_rows=1, prefix_tokens=8, rule="ngrams")
     penalised = repeated_ngram_mask(loop, 8)
     with torch.no_grad():
         ce = model(corpus, labels=corpus).loss
@@ -378,7 +392,7 @@ def test_target_training_ends_with_the_unloop_phase(tmp_path, monkeypatch):
     assert unloop["step"] == 2 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 256
     assert any(not torch.equal(first["model"][k], unloop["model"][k]) for k in first["model"])
     record = json.loads((assets / "target" / "training.json").read_text())
-    assert record["unloop_phase"]["steps"] == 2 and record["unloop_phase"]["ngram"] == 4
+    assert record["unloop_phase"]["steps"] == 2 and record["unloop_phase"]["rule"] == "tails"
     assert record["train_tokens"] == 2 * 8 * 512 + 2 * 16 * 256
     exported = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)

@@ -41,11 +41,12 @@ GREEDY_STEPS = 2000
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
-# An optional last phase of the target (unloop.py, `--unloop-steps N`): unlikelihood on the repeated n-grams of
-# its own greedy continuations of UNLOOP_ROWS prompts, next-token loss on corpus windows beside them. On the
-# two-cycle target 200 steps took greedy loops on the held-out prompts from 12% to 0% (held-out loss 2.05 ->
-# 2.18), but the target's text without its repeats was far harder to draft: τ DFlash 2.15 below EAGLE-3's 2.26
-# with every drafter retrained on it. Not used for the shipped target (docs/benchmarks.md, 2026-11-30 night).
+# An optional last phase of the target (unloop.py, `--unloop-steps N`): unlikelihood on tokens of its own greedy
+# continuations of UNLOOP_ROWS prompts (`--unloop-rule`), next-token loss on corpus windows beside them. On the
+# two-cycle target 200 steps with the "ngrams" rule took greedy loops on the held-out prompts from 12% to 0%
+# (held-out loss 2.05 -> 2.18), but the target's text without its repeats was far harder to draft: τ DFlash 2.15
+# below EAGLE-3's 2.26 with every drafter retrained on it. The "tails" rule (loops only) is untried with
+# retrained drafters. Not used for the shipped target (docs/benchmarks.md, 2026-11-30 night).
 UNLOOP_STEPS_TRIED = 200
 UNLOOP_ROWS = 2048
 UNLOOP_LR = 2e-4
@@ -128,9 +129,9 @@ def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tu
     phase = replace(cfg, steps=steps, lr=UNLOOP_LR, warmup_steps=20, batch_size=16, seq_len=rows.shape[1],
                     self_data_fraction=0.5, seed=cfg.seed + 3)
     num_loop_rows = round(phase.batch_size * phase.self_data_fraction)
-    train(model, {**streams, "self": rows}, run_dir, phase, unloop_loss(model, num_loop_rows, PREFIX_TOKENS),
-          lambda windows: heldout_loss(model, windows))
-    return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "ngram": NGRAM, "alpha": 1.0}
+    train(model, {**streams, "self": rows}, run_dir, phase,
+          unloop_loss(model, num_loop_rows, PREFIX_TOKENS, args.unloop_rule), lambda windows: heldout_loss(model, windows))
+    return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "rule": args.unloop_rule, "ngram": NGRAM, "alpha": 1.0}
 
 
 def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"target: a last phase of this many steps, unlikelihood against its own greedy "
                              f"loops (engine/train/unloop.py; {UNLOOP_STEPS_TRIED} tried: no loops, but a target "
                              f"far harder to draft). Default: none")
+    parser.add_argument("--unloop-rule", default="tails", choices=["tails", "ngrams"],
+                        help="with --unloop-steps: the tokens penalised, those of loops under way (tails) or every "
+                             "token completing a repeated 4-gram (ngrams, Welleck et al.). Default: tails")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],

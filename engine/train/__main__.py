@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from .unloop import RULES as UNLOOP_RULES
+
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16
 SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
@@ -108,7 +110,7 @@ def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_
 def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tuple[Path, object, dict] | None:
     """The target's optional last phase, in after/unloop, from the weights the phase in `after` left: first its
     own greedy continuations of UNLOOP_ROWS prompts (after/unloop/rows.pt, kept for a resumed run), then half of
-    every batch corpus windows (next-token loss), half those rows (unlikelihood of their repeated n-grams).
+    every batch corpus windows (next-token loss), half those rows (unlikelihood of the tokens --unloop-rule picks).
     Returns its folder, config and record, or None without --unloop-steps."""
     from .lm import heldout_loss, train
     from .selfdata import PREFIX_TOKENS, generate_greedy_rows
@@ -129,9 +131,10 @@ def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tu
     phase = replace(cfg, steps=steps, lr=UNLOOP_LR, warmup_steps=20, batch_size=16, seq_len=rows.shape[1],
                     self_data_fraction=0.5, seed=cfg.seed + 3)
     num_loop_rows = round(phase.batch_size * phase.self_data_fraction)
-    train(model, {**streams, "self": rows}, run_dir, phase,
-          unloop_loss(model, num_loop_rows, PREFIX_TOKENS, args.unloop_rule), lambda windows: heldout_loss(model, windows))
-    return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "rule": args.unloop_rule, "ngram": NGRAM, "alpha": 1.0}
+    loss_fn = unloop_loss(model, num_loop_rows, PREFIX_TOKENS, args.unloop_rule)
+    train(model, {**streams, "self": rows}, run_dir, phase, loss_fn, lambda windows: heldout_loss(model, windows))
+    return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "rule": args.unloop_rule, "ngram": NGRAM,
+                            "alpha": 1.0}
 
 
 def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
@@ -250,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"continuations only (runs/greedy.pt); 0: none. Default: {GREEDY_STEPS}")
     parser.add_argument("--unloop-steps", type=int,
                         help=f"target: a last phase of this many steps, unlikelihood against its own greedy "
-                             f"loops (engine/train/unloop.py; {UNLOOP_STEPS_TRIED} tried: no loops, but a target "
-                             f"far harder to draft). Default: none")
-    parser.add_argument("--unloop-rule", default="tails", choices=["tails", "ngrams"],
+                             f"loops (engine/train/unloop.py; {UNLOOP_STEPS_TRIED} with --unloop-rule ngrams: no "
+                             f"loops, but a target far harder to draft). Default: none")
+    parser.add_argument("--unloop-rule", default="tails", choices=list(UNLOOP_RULES),
                         help="with --unloop-steps: the tokens penalised, those of loops under way (tails) or every "
                              "token completing a repeated 4-gram (ngrams, Welleck et al.). Default: tails")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")

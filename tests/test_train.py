@@ -498,3 +498,79 @@ def test_eagle3_reads_low_middle_and_high_target_layers_never_the_last():
     assert feature_layers(8) == [1, 2, 4, 5, 6]  # the earlier 8-layer target's layers
     assert feature_layers(16) == [1, 4, 8, 11, 14]  # the shipped target's (assets/eagle3-drafter/config.json)
     assert all(max(feature_layers(n)) == n - 2 for n in (8, 16, 36))
+
+
+@pytest.mark.parametrize("old,new", [(16, 16), (16, 20), (16, 24), (16, 28), (16, 32), (16, 36)])
+def test_growing_keeps_the_drafters_feature_layers(old, new):
+    """layer_map puts every old layer somewhere new, in order, and the block drafters' default feature layers of
+    the grown target are the images of the old target's (EAGLE-3's too at the depths the docstring names)."""
+    from engine.drafters.dflash_model import evenly_spaced_layers
+    from engine.train.eagle3 import feature_layers as eagle3_layers
+    from engine.train.grow import layer_map
+
+    mapping = layer_map(old, new)
+    assert len(mapping) == old and mapping[0] == 0 and mapping[-1] == new - 1
+    assert all(b > a for a, b in zip(mapping, mapping[1:]))
+    assert [mapping[i] for i in evenly_spaced_layers(old)] == evenly_spaced_layers(new)
+    if (old, new) in ((16, 16), (16, 20), (16, 24)):
+        assert [mapping[i] for i in eagle3_layers(old)] == eagle3_layers(new)
+    with pytest.raises(ValueError):
+        layer_map(old, old - 1)
+
+
+def test_a_grown_target_computes_the_same_function_and_learns_in_its_new_layers():
+    """Growing 6 layers to 9: the same logits, the old layers' hidden states at their new indices, the same
+    greedy continuation through the KV cache (each layer its own cache slot); the new layers' zeroed output
+    projections get gradient at once, so training uses them."""
+    from engine.train.grow import grow
+
+    from conftest import tiny_qwen3
+
+    model = tiny_qwen3(97, layers=6).eval()
+    x = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(0))
+    before = model(x, output_hidden_states=True)
+    before_text = model.generate(x[:1], max_new_tokens=10, do_sample=False)
+    mapping = grow(model, 9)
+    assert len(model.model.layers) == model.config.num_hidden_layers == 9
+    after = model(x, output_hidden_states=True)
+    torch.testing.assert_close(after.logits, before.logits, rtol=0, atol=1e-5)
+    for old, new in enumerate(mapping):
+        torch.testing.assert_close(after.hidden_states[new + 1], before.hidden_states[old + 1], rtol=0, atol=1e-5)
+    assert torch.equal(model.generate(x[:1], max_new_tokens=10, do_sample=False), before_text)
+    model.train().requires_grad_(True)
+    model(x, labels=x).loss.backward()
+    new_layers = [j for j in range(9) if j not in mapping]
+    assert new_layers and all(model.model.layers[j].self_attn.o_proj.weight.grad.abs().sum() > 0
+                              and model.model.layers[j].mlp.down_proj.weight.grad.abs().sum() > 0 for j in new_layers)
+
+
+@pytest.mark.slow
+def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
+    """`python -m engine.train target --grow-layers N --grow-steps M`: after its cycles the target is deepened
+    (runs/target/grow), trained M steps and exported N layers deep; the record says how. A depth below the
+    target's is refused before anything trains, the options elsewhere by argparse."""
+    import engine.train.configs as configs
+    from engine.models import load_causal_lm
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(configs, "target_config",
+                        lambda vocab_size: tiny_qwen3(vocab_size, layers=5, context=512).config)
+    for wrong in (["dflash", "--grow-layers", "8"], ["target", "--grow-steps", "2"],
+                  ["target", "--grow-layers", "8", "--grow-steps", "-1"]):
+        with pytest.raises(SystemExit):
+            cli.main(wrong)
+    assert cli.main(["target", "--steps", "2", "--grow-layers", "4", "--threads", "1"]) == 2
+    assert not (runs / "target").exists()
+    assert cli.main(["target", "--steps", "2", "--grow-layers", "7", "--grow-steps", "2", "--threads", "1"]) == 0
+    grown = torch.load(runs / "target/grow/ckpt.pt", weights_only=False)
+    assert grown["step"] == 2 and "model.layers.6.mlp.down_proj.weight" in grown["model"]
+    record = json.loads((assets / "target" / "training.json").read_text())
+    assert record["grow_phase"]["layers"] == 7 and record["grow_phase"]["from_layers"] == 5
+    assert record["grow_phase"]["lr"] == record["train_config"]["lr"] / 2
+    assert record["train_tokens"] == 2 * 2 * 8 * 512
+    model = load_causal_lm(str(assets / "target"), torch.device("cpu"))
+    assert model.config.num_hidden_layers == 7
+    exported = model.state_dict()
+    assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2) for k, v in grown["model"].items() if k in exported)

@@ -52,6 +52,9 @@ BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
 UNLOOP_STEPS_TRIED = 200
 UNLOOP_ROWS = 2048
 UNLOOP_LR = 2e-4
+# An optional phase of the target before that (grow.py, `--grow-layers N --grow-steps M`): deepened to N layers
+# computing the same function, then trained M steps at half the peak rate. Not used for the shipped target.
+GROW_STEPS = 800
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
@@ -135,6 +138,24 @@ def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tu
     train(model, {**streams, "self": rows}, run_dir, phase, loss_fn, lambda windows: heldout_loss(model, windows))
     return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "rule": args.unloop_rule, "ngram": NGRAM,
                             "alpha": 1.0}
+
+
+def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, object, dict] | None:
+    """The target's optional phase in after/grow, from the weights the phase in `after` left: deepened to
+    --grow-layers layers (grow.py, same function), then --grow-steps steps of next-token loss at half the first
+    cycle's peak rate, its own seed. Returns its folder, config and record, or None without --grow-layers."""
+    from .grow import grow
+    from .lm import heldout_loss, lm_loss, train
+
+    if not args.grow_layers:
+        return None
+    old = model.config.num_hidden_layers
+    mapping = grow(model, args.grow_layers)
+    phase = replace(cfg, steps=args.grow_steps if args.grow_steps is not None else GROW_STEPS, lr=cfg.lr / 2,
+                    warmup_steps=50, seed=cfg.seed + 4)
+    train(model, streams, after / "grow", phase, lm_loss(model), lambda windows: heldout_loss(model, windows))
+    return after / "grow", phase, {**asdict(phase), "from_layers": old, "layers": args.grow_layers,
+                                   "old_layer_at": mapping}
 
 
 def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
@@ -258,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unloop-rule", default="tails", choices=list(UNLOOP_RULES),
                         help="with --unloop-steps: the tokens penalised, those of loops under way (tails) or every "
                              "token completing a repeated 4-gram (ngrams, Welleck et al.). Default: tails")
+    parser.add_argument("--grow-layers", type=int,
+                        help="target: after its cycles, deepen it to this many layers computing the same function "
+                             "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. Default: none")
+    parser.add_argument("--grow-steps", type=int,
+                        help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -271,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only")
     if args.unloop_steps is not None and (args.unloop_steps < 0 or args.stage != "target"):
         parser.error("--unloop-steps takes a number of steps ≥ 0, for the target stage only")
+    if (args.grow_layers is not None or args.grow_steps is not None) and (
+            args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
+        parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0; "
+                     "for the target stage only")
     from ..models import pick_device
     from ..types import EngineError
 
@@ -340,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "target":
         cfg = _config(args, TARGET_STEPS)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
+        if args.grow_layers is not None:
+            from .grow import layer_map
+
+            try:
+                layer_map(model.config.num_hidden_layers, args.grow_layers)
+            except ValueError as exc:
+                print(f"error: --grow-layers: {exc}", file=sys.stderr)
+                return 2
         loss_fn = lm_loss(model)
     else:
         cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
@@ -354,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     for phase_dir, phase_cfg in phases:
         train(model, streams, phase_dir, phase_cfg, loss_fn, lambda windows: heldout_loss(model, windows))
     if args.stage == "target":
+        grown = _train_grow_phase(model, streams, phases[-1][0], cfg, args)
+        if grown is not None:
+            phases.append(grown[:2])
+            extra["grow_phase"] = grown[2]
         unloop = _train_unloop_phase(model, tokenizer, streams, phases[-1][0], cfg, args)
         if unloop is not None:
             phases.append(unloop[:2])

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # Retrain the embedded family, every stage in order, on one device:
 #   bash scripts/train_family.sh [--device cuda] [--fresh] [--from STAGE]
-# Stages: target ar-drafter self-data greedy-data dflash dspark eagle3 card (the tokenizer and held-out prompts are kept:
-# `python -m engine.train tokenizer` remakes them, and then everything after must be retrained too).
-# Each stage resumes from runs/<stage>/ckpt.pt when cut off; --fresh deletes those checkpoints first (do it
+# The family is trained around a target that grows: the drafters' first phases learn the 16-layer target, which
+# then grows to 24 layers and trains on; every drafter's last phase (and the AR drafter, and the greedy data)
+# learns the grown target, the one shipped. Stages:
+#   target         the 16-layer target, one cosine cycle
+#   self-data      text that target writes (the drafters' first phases learn from it)
+#   dflash dspark eagle3   their first phases on it (--greedy-steps 0)
+#   grow           the target grown to 24 layers (same function), trained on, then unlikelihood against its loops
+#   ar-drafter     distilled from the grown target
+#   greedy-data    the grown target's greedy continuations
+#   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
+#   card           measures the shipped models
+# (The tokenizer and held-out prompts are kept: `python -m engine.train tokenizer` remakes them, and then
+# everything after must be retrained too.)
+# Each stage resumes from its checkpoints in runs/ when cut off (a drafter's greedy stage resumes its finished
+# earlier phases and trains only the last); --fresh deletes the checkpoints of every stage it runs first (do it
 # after changing a stage's shape, or the target: drafters trained on another target must not resume).
-# Every drafter learns from the target as shipped in assets/target, so the order matters.
+# Every drafter learns from the target as then in assets/target, so the order matters.
 # Logs go to runs/<stage>.log. On a GPU the corpus token cache runs/tokens.pt travels with the tree (the
 # corpus is read from this machine's Python library, which another machine may not have).
 set -euo pipefail
@@ -22,17 +34,35 @@ while [ $# -gt 0 ]; do
     *) echo "error: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
-stages=(target ar-drafter self-data greedy-data dflash dspark eagle3 card)
+GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
+stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy card)
+command_of() {  # the `python -m engine.train` arguments of a stage
+  case "$1" in
+    dflash|dspark|eagle3) echo "$1 --greedy-steps 0" ;;
+    grow) echo "target $GROW" ;;
+    *-greedy) echo "${1%-greedy}" ;;
+    *) echo "$1" ;;
+  esac
+}
+checkpoints_of() {  # what --fresh deletes before a stage runs
+  case "$1" in
+    target|ar-drafter|dflash|dspark|eagle3) echo "runs/$1" ;;
+    grow) echo "runs/target/grow" ;;
+    dflash-greedy|dspark-greedy) echo "runs/${1%-greedy}/cycle2/self/greedy" ;;
+    eagle3-greedy) echo "runs/eagle3/greedy" ;;
+  esac
+}
 started=0
 for stage in "${stages[@]}"; do
   [ "$stage" = "$from" ] && started=1
   [ $started = 1 ] || continue
-  if [ $fresh = 1 ]; then rm -rf "runs/$stage" "runs/$stage/self"; fi
+  if [ $fresh = 1 ] && [ -n "$(checkpoints_of "$stage")" ]; then rm -rf "$(checkpoints_of "$stage")"; fi
   echo "$(date +%H:%M:%S) $stage on $device (log: runs/$stage.log)"
   if [ "$stage" = card ]; then
     "$PYTHON" -m engine.train card > "runs/$stage.log" 2>&1
   else
-    "$PYTHON" -m engine.train "$stage" --device "$device" > "runs/$stage.log" 2>&1
+    # shellcheck disable=SC2046  # the stage's arguments are words
+    "$PYTHON" -m engine.train $(command_of "$stage") --device "$device" > "runs/$stage.log" 2>&1
   fi
 done
 [ $started = 1 ] || { echo "error: no stage named $from" >&2; exit 2; }

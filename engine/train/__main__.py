@@ -3,6 +3,7 @@
 Stages, in order (each writes into assets/, the checkpoints of long runs go to runs/, which git ignores):
   tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
+              (the shipped one then grows: `target --grow-layers 24 --grow-steps 800 --unloop-steps 100`, ~26 min)
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   greedy-data the target's greedy continuations, 3/4 after function openings (~14 min) -> runs/greedy.pt
@@ -14,7 +15,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
-`scripts/train_family.sh` runs every stage in order.
+`scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the
+16-layer target, its growth, then the AR drafter, the greedy data and every drafter's greedy phase on the grown one.
 """
 
 from __future__ import annotations
@@ -47,13 +49,14 @@ BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
 # continuations of UNLOOP_ROWS prompts (`--unloop-rule`), next-token loss on corpus windows beside them. On the
 # two-cycle target 200 steps with the "ngrams" rule took greedy loops on the held-out prompts from 12% to 0%
 # (held-out loss 2.05 -> 2.18), but the target's text without its repeats was far harder to draft: τ DFlash 2.15
-# below EAGLE-3's 2.26 with every drafter retrained on it. The "tails" rule (loops only) is untried with
-# retrained drafters. Not used for the shipped target (docs/benchmarks.md, 2026-11-30 night).
+# below EAGLE-3's 2.26 with every drafter retrained on it. The shipped target ends with 100 steps of the "tails"
+# rule (loops only) after growing (scripts/train_family.sh): loops 3%, τ DFlash 3.19 (docs/benchmarks.md).
 UNLOOP_STEPS_TRIED = 200
 UNLOOP_ROWS = 2048
 UNLOOP_LR = 2e-4
 # An optional phase of the target before that (grow.py, `--grow-layers N --grow-steps M`): deepened to N layers
-# computing the same function, then trained M steps at half the peak rate. Not used for the shipped target.
+# computing the same function, then trained M steps at half the peak rate. The shipped target: 16 -> 24 layers,
+# 800 steps (held-out loss 2.42 -> 2.29, 2.35 after the unloop phase), scripts/train_family.sh.
 GROW_STEPS = 800
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 

@@ -55,6 +55,9 @@ def measure(runs_dir: Path) -> dict:
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
         card["models"][name] = entry
+        if name == "target":
+            card["target_shape"] = {"layers": model.config.num_hidden_layers, "width": model.config.hidden_size,
+                                    "grown_from": record.get("grow_phase", {}).get("from_layers")}
     prompts = load_prompts()
     lanes = {}
     loops = 0
@@ -98,17 +101,24 @@ def shapes_text(card: dict) -> str:
         costs = (f" Measured above: verifying a block of 8 costs {verify:.2f} target forwards, DFlash's one pass over "
                  f"it {block['draft_over_target_forward']:.2f}, EAGLE-3's {ar['draft_len']} serial steps "
                  f"{ar['draft_over_target_forward']:.2f}.")
+    shape = card.get("target_shape", {"layers": 16, "width": 192, "grown_from": None})
+    layers, width, grown_from = shape["layers"], shape["width"], shape.get("grown_from")
+    history = ("the same parameter count as the 8 layers of width 256 it replaced (held-out loss 2.47 then), which "
+               "left no room for a cheap drafter and verified 8 tokens at 1.6 forwards.")
+    if grown_from:
+        history = (f"it was trained as {grown_from} layers — {history[:-1]} — then grown to {layers} computing the same "
+                   f"function and trained on (`--grow-layers`, engine/train/grow.py): {layers} target layers beside the "
+                   f"block drafters' 3 is the ratio of Qwen3-8B's 36 layers to DFlash's 5 (docs/benchmarks.md has the "
+                   f"costs before and after).")
     return f"""Why these shapes. On a CPU a forward of a model this small costs mostly per layer (operator dispatch and
 the Python around each operator) and little per token: verifying 8 tokens costs well under 2 target forwards,
 not 8. So a drafter's cost is set by its depth against the target's, as on a GPU, where the real pairs the
-papers use put a 1-layer EAGLE-3 or a 5-layer block drafter beside a 36-layer target (Qwen3-4B). The target
-is therefore deep and narrow: 16 layers of width 192, the same parameter count as the 8 layers of width 256
-it replaced (held-out loss 2.47 then), which left no room for a cheap drafter and verified 8 tokens at 1.6
-forwards. EAGLE-3 has one layer and drafts serially (K forwards per step); DFlash and DSpark draft the whole
-block in one forward of 3 layers reading 5 of the target's layers (one layer was tried against the 8-layer
-target: draft cost halved, but τ fell from 2.29 to 1.89, a net loss).{costs} The classic small LM has 2
-layers of its own: it reads only tokens, and shows what a drafter without the target's features costs and
-achieves."""
+papers use put a 1-layer EAGLE-3 or a 5-layer block drafter beside a 36-layer target (Qwen3-4B, Qwen3-8B). The
+target is therefore deep and narrow: {layers} layers of width {width}; {history} EAGLE-3 has one layer and drafts
+serially (K forwards per step); DFlash and DSpark draft the whole block in one forward of 3 layers reading 5 of
+the target's layers (one layer was tried against the 8-layer target: draft cost halved, but τ fell from 2.29 to
+1.89, a net loss).{costs} The classic small LM has 2 layers of its own: it reads only tokens, and shows what a
+drafter without the target's features costs and achieves."""
 
 
 def render_markdown(card: dict) -> str:

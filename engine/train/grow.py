@@ -41,8 +41,10 @@ def grow(model, new_layers: int) -> list[int]:
     layers = model.model.layers
     mapping = layer_map(len(layers), new_layers)
     old_at = {j: i for i, j in enumerate(mapping)}
-    grown = []
+    old_types = getattr(model.config, "layer_types", None) or ["full_attention"] * len(layers)
+    grown, types = [], []
     for j in range(new_layers):
+        types.append(old_types[old_at[j]] if j in old_at else types[-1])  # a copy attends as its original
         if j in old_at:
             grown.append(layers[old_at[j]])
         else:
@@ -54,5 +56,5 @@ def grow(model, new_layers: int) -> list[int]:
         layer.self_attn.layer_idx = j  # the KV cache slot each layer writes
     model.model.layers = torch.nn.ModuleList(grown)
     model.config.num_hidden_layers = new_layers
-    model.config.layer_types = ["full_attention"] * new_layers
+    model.config.layer_types = types
     return mapping

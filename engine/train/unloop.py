@@ -1,6 +1,7 @@
 """An optional last phase of the target (`python -m engine.train target --unloop-steps N`): unlikelihood
-training against its own greedy loops. Not used for the shipped target: without its repeats the target's text
-was far harder to draft (docs/benchmarks.md, 2026-11-30 night).
+training against its own greedy loops. The shipped target ends with 100 steps of the "tails" rule after it grows
+(scripts/train_family.sh: loops 15% -> 3%); the "ngrams" rule took so much repetition away that the target's
+text was far harder to draft (docs/benchmarks.md, 2026-11-30 night and latest).
 
 A small language model decoded greedily falls into loops: the same line again and again (`self.pid = None`
 eight times after a docstring). The fix here is sequence-level unlikelihood training (Welleck et al., "Neural

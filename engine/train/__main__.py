@@ -54,6 +54,7 @@ BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
 UNLOOP_STEPS_TRIED = 200
 UNLOOP_ROWS = 2048
 UNLOOP_LR = 2e-4
+UNLOOP_ALPHA = 1.0  # weight of the unlikelihood term beside the corpus rows' cross-entropy
 # An optional phase of the target before that (grow.py, `--grow-layers N --grow-steps M`): deepened to N layers
 # computing the same function, then trained M steps at half the peak rate. The shipped target: 16 -> 24 layers,
 # 800 steps (held-out loss 2.42 -> 2.29, 2.35 after the unloop phase), scripts/train_family.sh.
@@ -137,10 +138,10 @@ def _train_unloop_phase(model, tokenizer, streams, after: Path, cfg, args) -> tu
     phase = replace(cfg, steps=steps, lr=UNLOOP_LR, warmup_steps=20, batch_size=16, seq_len=rows.shape[1],
                     self_data_fraction=0.5, seed=cfg.seed + 3)
     num_loop_rows = round(phase.batch_size * phase.self_data_fraction)
-    loss_fn = unloop_loss(model, num_loop_rows, PREFIX_TOKENS, args.unloop_rule)
+    loss_fn = unloop_loss(model, num_loop_rows, PREFIX_TOKENS, args.unloop_rule, alpha=UNLOOP_ALPHA)
     train(model, {**streams, "self": rows}, run_dir, phase, loss_fn, lambda windows: heldout_loss(model, windows))
     return run_dir, phase, {**asdict(phase), "rows": UNLOOP_ROWS, "rule": args.unloop_rule, "ngram": NGRAM,
-                            "alpha": 1.0}
+                            "alpha": UNLOOP_ALPHA}
 
 
 def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, object, dict] | None:

@@ -193,7 +193,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     random_engine.target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
-    monkeypatch.setattr(cli, "GREEDY_STEPS", 2)
+    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
     on = ["--threads", "1", "--device", device]
@@ -243,7 +243,7 @@ def test_eagle3_training_ends_with_the_greedy_phase(tmp_path, monkeypatch, token
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
-    monkeypatch.setattr(cli, "GREEDY_STEPS", 2)
+    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
     for wrong in (["target", "--greedy-steps", "2"], ["eagle3", "--greedy-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)

@@ -8,8 +8,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   greedy-data the target's greedy continuations, 3/4 after function openings (~14 min) -> runs/greedy.pt
   dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
-              (~69 min)                                           -> assets/dflash-drafter/
-  dspark      the DSpark drafter likewise (~47 min), and its calibration -> assets/dspark-drafter/
+              of 8000 steps (~2 h on one core)                    -> assets/dflash-drafter/
+  dspark      the DSpark drafter likewise (~2 h), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
@@ -39,8 +39,10 @@ SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target
 GREEDY_ROWS = 8192  # greedy continuations for the drafters' last phase (selfdata.generate_greedy_rows)
 # The last phase of every drafter that reads the target's features: greedy rows only, each drafted token scored
 # against the target's greedy choice (argmax labels; DSpark: its CE term, and its confidence head learns whether
-# its argmax is the target's). τ on the held-out prompts: EAGLE-3 2.76 -> 3.49, DFlash 3.06 -> 3.58, DSpark 3.41 -> 3.97.
-GREEDY_STEPS = 2000
+# its argmax is the target's). τ on the held-out prompts: EAGLE-3 2.76 -> 3.49, DFlash 3.06 -> 3.58, DSpark 3.41 -> 3.97
+# (16-layer target, 2000 steps each). On the grown target the block drafters gained from a longer one:
+# DFlash 2000 -> 8000 steps τ 3.19 -> 3.38, DSpark (verifying all) 3.45 -> 3.88 (docs/benchmarks.md, 2026-11-30 last).
+GREEDY_STEPS = {"dflash": 8000, "dspark": 8000, "eagle3": 2000}
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
@@ -106,7 +108,7 @@ def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_
     None with --greedy-steps 0."""
     from .lm import train
 
-    steps = GREEDY_STEPS if args.greedy_steps is None else args.greedy_steps
+    steps = GREEDY_STEPS[args.stage] if args.greedy_steps is None else args.greedy_steps
     if not steps:
         return None
     greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
@@ -275,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                              "phase for the block drafters. Results: docs/benchmarks.md")
     parser.add_argument("--greedy-steps", type=int,
                         help=f"dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
-                             f"continuations only (runs/greedy.pt); 0: none. Default: {GREEDY_STEPS}")
+                             f"continuations only (runs/greedy.pt); 0: none. Default: "
+                             + ", ".join(f"{steps} ({stage})" for stage, steps in GREEDY_STEPS.items()))
     parser.add_argument("--unloop-steps", type=int,
                         help=f"target: a last phase of this many steps, unlikelihood against its own greedy "
                              f"loops (engine/train/unloop.py; {UNLOOP_STEPS_TRIED} with --unloop-rule ngrams: no "

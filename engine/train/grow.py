@@ -44,14 +44,15 @@ def grow(model, new_layers: int) -> list[int]:
     old_types = getattr(model.config, "layer_types", None) or ["full_attention"] * len(layers)
     grown, types = [], []
     for j in range(new_layers):
-        types.append(old_types[old_at[j]] if j in old_at else types[-1])  # a copy attends as its original
         if j in old_at:
             grown.append(layers[old_at[j]])
+            types.append(old_types[old_at[j]])
         else:
             layer = copy.deepcopy(grown[-1])
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
             grown.append(layer)
+            types.append(types[-1])  # a copy attends as its original
     for j, layer in enumerate(grown):
         layer.self_attn.layer_idx = j  # the KV cache slot each layer writes
     model.model.layers = torch.nn.ModuleList(grown)

@@ -101,12 +101,13 @@ def shapes_text(card: dict) -> str:
         costs = (f" Measured above: verifying a block of 8 costs {verify:.2f} target forwards, DFlash's one pass over "
                  f"it {block['draft_over_target_forward']:.2f}, EAGLE-3's {ar['draft_len']} serial steps "
                  f"{ar['draft_over_target_forward']:.2f}.")
-    shape = card.get("target_shape", {"layers": 16, "width": 192, "grown_from": None})
-    layers, width, grown_from = shape["layers"], shape["width"], shape.get("grown_from")
-    history = ("the same parameter count as the 8 layers of width 256 it replaced (held-out loss 2.47 then), which "
-               "left no room for a cheap drafter and verified 8 tokens at 1.6 forwards.")
+    shape = card["target_shape"]
+    layers, width, grown_from = shape["layers"], shape["width"], shape["grown_from"]
+    replaced = ("the same parameter count as the 8 layers of width 256 it replaced (held-out loss 2.47 then), which "
+                "left no room for a cheap drafter and verified 8 tokens at 1.6 forwards")
+    history = replaced + "."
     if grown_from:
-        history = (f"it was trained as {grown_from} layers — {history[:-1]} — then grown to {layers} computing the same "
+        history = (f"it was trained as {grown_from} layers — {replaced} — then grown to {layers} computing the same "
                    f"function and trained on (`--grow-layers`, engine/train/grow.py): {layers} target layers beside the "
                    f"block drafters' 3 is the ratio of Qwen3-8B's 36 layers to DFlash's 5 (docs/benchmarks.md has the "
                    f"costs before and after).")

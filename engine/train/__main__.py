@@ -41,7 +41,7 @@ GREEDY_ROWS = 8192  # greedy continuations for the drafters' last phase (selfdat
 # against the target's greedy choice (argmax labels; DSpark: its CE term, and its confidence head learns whether
 # its argmax is the target's). τ on the held-out prompts: EAGLE-3 2.76 -> 3.49, DFlash 3.06 -> 3.58, DSpark 3.41 -> 3.97
 # (16-layer target, 2000 steps each). On the grown target the block drafters gained from a longer one:
-# DFlash 2000 -> 8000 steps τ 3.19 -> 3.38, DSpark (verifying all) 3.45 -> 3.88 (docs/benchmarks.md, 2026-11-30 last).
+# DFlash 2000 -> 8000 steps τ 3.19 -> 3.38, DSpark (verifying all) 3.45 -> 3.88 (docs/benchmarks.md, 2026-11-30 greedy 8000).
 GREEDY_STEPS = {"dflash": 8000, "dspark": 8000, "eagle3": 2000}
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the

@@ -47,6 +47,7 @@ GREEDY_STEPS = {"dflash": 8000, "dspark": 8000, "eagle3": 2000}
 # held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
+CALIBRATION_ROWS = 64  # held-out greedy continuations DSpark's confidence temperatures are fitted on
 # An optional last phase of the target (unloop.py, `--unloop-steps N`): unlikelihood on tokens of its own greedy
 # continuations of UNLOOP_ROWS prompts (`--unloop-rule`), next-token loss on corpus windows beside them. On the
 # two-cycle target 200 steps with the "ngrams" rule took greedy loops on the held-out prompts from 12% to 0%
@@ -165,11 +166,13 @@ def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, obj
                                    "old_layer_at": mapping}
 
 
-def _heldout_greedy_rows(target, streams, count: int = 64) -> torch.Tensor:
-    """(count, 64 + 192): the target's greedy continuations of the first `count` 64-token held-out windows."""
+def _heldout_greedy_rows(target, streams, count: int | None = None) -> torch.Tensor:
+    """(count, 64 + 192): the target's greedy continuations of the first `count` (default CALIBRATION_ROWS)
+    64-token held-out windows."""
     from .lm import heldout_windows
     from .selfdata import PREFIX_TOKENS, greedy_continuations
 
+    count = CALIBRATION_ROWS if count is None else count
     return greedy_continuations(target, heldout_windows(streams["heldout"], PREFIX_TOKENS, count))
 
 

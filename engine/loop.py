@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .attention import use_lean_attention
 from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .methods import METHODS, method as method_entry
@@ -68,6 +69,8 @@ class Engine:
         self.target = target
         self.tokenizer = tokenizer
         self.drafter_models = drafter_models  # method -> loaded drafter network
+        for model in (target, *drafter_models.values()):  # transformers LMs on the CPU: leaner verify forwards
+            use_lean_attention(model)
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
         self.device = device
         self.preset = preset

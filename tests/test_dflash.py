@@ -119,3 +119,21 @@ def test_shorter_drafts_are_the_head_of_the_whole_block(random_engine, method):
         head = draft(k)
         assert torch.equal(head.ids, full.ids[:k])
         assert torch.allclose(head.probs, full.probs[:k], atol=1e-6)
+
+
+def test_drafter_norm_gives_qwen3s_numbers_fused_and_under_autocast():
+    """The drafters' RMSNorm: bit-identical to transformers' Qwen3RMSNorm in float32 (where it runs one fused op),
+    and transformers' own computation under bfloat16 autocast (training)."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    from engine.drafters.dflash_model import RMSNorm
+
+    ours, theirs = RMSNorm(48, eps=1e-6), Qwen3RMSNorm(48, eps=1e-6)
+    with torch.no_grad():
+        theirs.weight.normal_(generator=torch.Generator().manual_seed(0))
+        ours.weight.copy_(theirs.weight)
+    x = torch.randn(2, 9, 48, generator=torch.Generator().manual_seed(1)) * 3
+    assert torch.equal(ours(x), theirs(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x.bfloat16()
+        assert ours(y).dtype == theirs(y).dtype and torch.equal(ours(y), theirs(y))

@@ -34,14 +34,14 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import DynamicCache, PreTrainedModel, Qwen3Config
-from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RotaryEmbedding
 
 from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from ..types import EngineError
 from .base import BaseDrafter, DraftBlock
-from .dflash_model import DraftAttention
+from .dflash_model import DraftAttention, RMSNorm
 
 ARCHITECTURE = "Qwen3Eagle3Model"  # DeepSpec's name, used for our checkpoints too
 NUM_FEATURE_LAYERS = 5  # DeepSpec reads exactly 5 target layers (validate_eagle3_target_layer_ids)
@@ -54,9 +54,9 @@ class Eagle3DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = DraftAttention(config, layer_idx, input_width=2 * config.hidden_size)
         self.mlp = Qwen3MLP(config)
-        self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.hidden_norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, embedded: torch.Tensor, hidden: torch.Tensor, cos, sin, cache=None, attention_mask=None):
         x = torch.cat([self.input_layernorm(embedded), self.hidden_norm(hidden)], dim=-1)  # [embedding | hidden]
@@ -78,7 +78,7 @@ class Eagle3DraftModel(PreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, hidden)
         self.fc = nn.Linear(len(self.target_layer_ids) * hidden, hidden, bias=False)
         self.layers = nn.ModuleList([Eagle3DecoderLayer(config, i) for i in range(config.num_hidden_layers)])
-        self.norm = Qwen3RMSNorm(hidden, eps=config.rms_norm_eps)
+        self.norm = RMSNorm(hidden, eps=config.rms_norm_eps)
         self.lm_head = nn.Linear(hidden, config.vocab_size, bias=False)
         self.rotary_emb = Qwen3RotaryEmbedding(config)
         self.post_init()

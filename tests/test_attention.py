@@ -11,7 +11,7 @@ import torch
 
 from engine.attention import NAME, causal_mask, use_lean_attention
 from engine.models import crop_cache, new_cache
-from tests.conftest import tiny_qwen3
+from conftest import tiny_qwen3
 
 
 @pytest.fixture(scope="module")

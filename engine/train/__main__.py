@@ -166,14 +166,13 @@ def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, obj
                                    "old_layer_at": mapping}
 
 
-def _heldout_greedy_rows(target, streams, count: int | None = None) -> torch.Tensor:
-    """(count, 64 + 192): the target's greedy continuations of the first `count` (default CALIBRATION_ROWS)
-    64-token held-out windows."""
+def _heldout_greedy_rows(target, streams) -> torch.Tensor:
+    """(CALIBRATION_ROWS, 64 + 192): the target's greedy continuations of the first CALIBRATION_ROWS 64-token
+    held-out windows."""
     from .lm import heldout_windows
     from .selfdata import PREFIX_TOKENS, greedy_continuations
 
-    count = CALIBRATION_ROWS if count is None else count
-    return greedy_continuations(target, heldout_windows(streams["heldout"], PREFIX_TOKENS, count))
+    return greedy_continuations(target, heldout_windows(streams["heldout"], PREFIX_TOKENS, CALIBRATION_ROWS))
 
 
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:

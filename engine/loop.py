@@ -16,6 +16,7 @@ import torch
 from .attention import use_lean_attention
 from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
+from .layout import use_column_major_weights
 from .methods import METHODS, method as method_entry
 from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
                      load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
@@ -69,8 +70,9 @@ class Engine:
         self.target = target
         self.tokenizer = tokenizer
         self.drafter_models = drafter_models  # method -> loaded drafter network
-        for model in (target, *drafter_models.values()):  # transformers LMs on the CPU: leaner verify forwards
-            use_lean_attention(model)
+        for model in (target, *drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
+            use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped heads read as they are
+            use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
         self.device = device
         self.preset = preset

@@ -1,0 +1,52 @@
+"""engine/layout.py: linear weights laid out column by column keep their values, their sharing and the model's
+numbers (bit for bit wherever a product has 5 rows or more; the same greedy output)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from engine.layout import is_column_major, use_column_major_weights
+from engine.models import new_cache
+
+from conftest import tiny_qwen3
+
+
+def _linears(model):
+    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def test_weights_keep_shape_values_and_ties():
+    reference = tiny_qwen3(300, layers=2)
+    model = copy.deepcopy(reference)
+    tied = model.lm_head.weight is model.get_input_embeddings().weight
+    assert use_column_major_weights(model) == len(_linears(model)) > 0
+    for before, after in zip(_linears(reference), _linears(model)):
+        assert not is_column_major(before.weight) and is_column_major(after.weight)
+        assert after.weight.shape == before.weight.shape and torch.equal(after.weight, before.weight)
+        assert isinstance(after.weight, nn.Parameter)
+    assert (model.lm_head.weight is model.get_input_embeddings().weight) == tied
+    assert use_column_major_weights(model) == 0  # once is enough
+
+
+def test_forwards_of_five_rows_or_more_are_bit_identical_and_greedy_output_is_the_same():
+    reference = tiny_qwen3(300, layers=2)
+    model = copy.deepcopy(reference)
+    use_column_major_weights(model)
+    ids = torch.randint(1, 300, (1, 30), generator=torch.Generator().manual_seed(0))
+    caches = [new_cache(reference), new_cache(model)]
+    with torch.inference_mode():
+        for start, end in ((0, 20), (20, 25), (25, 30)):  # a prefill, then two verify-sized blocks over the cache
+            expected, got = (m(ids[:, start:end], cache=c, use_cache=True).logits for m, c in zip((reference, model), caches))
+            assert torch.equal(expected, got), (start, end)
+        kwargs = dict(max_new_tokens=20, do_sample=False, pad_token_id=0)
+        assert torch.equal(reference.generate(ids[:, :8], **kwargs), model.generate(ids[:, :8], **kwargs))
+
+
+def test_only_float_cpu_weights_change(random_engine):
+    assert is_column_major(random_engine.target.model.layers[0].mlp.up_proj.weight)  # the engine lays out its target
+    assert all(is_column_major(m.weight) for m in _linears(random_engine.drafter_models["dflash"]))
+    half = tiny_qwen3(300).to(torch.bfloat16)
+    assert use_column_major_weights(half) == 0 and not is_column_major(half.lm_head.weight)

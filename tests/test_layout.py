@@ -18,17 +18,23 @@ def _linears(model):
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
 
 
-def test_weights_keep_shape_values_and_ties():
+def test_weights_keep_shape_values_and_ties_and_the_model_still_saves(tmp_path):
+    from transformers import AutoModelForCausalLM
+
     reference = tiny_qwen3(300, layers=2)
     model = copy.deepcopy(reference)
-    tied = model.lm_head.weight is model.get_input_embeddings().weight
-    assert use_column_major_weights(model) == len(_linears(model)) > 0
+    head = model.get_output_embeddings()
+    assert head.weight is model.get_input_embeddings().weight  # tied, as the embedded target's
+    assert use_column_major_weights(model) == len(_linears(model)) - 1 > 0  # all but the vocabulary-wide head
     for before, after in zip(_linears(reference), _linears(model)):
-        assert not is_column_major(before.weight) and is_column_major(after.weight)
+        assert is_column_major(after.weight) == (after is not head) and not is_column_major(before.weight)
         assert after.weight.shape == before.weight.shape and torch.equal(after.weight, before.weight)
         assert isinstance(after.weight, nn.Parameter)
-    assert (model.lm_head.weight is model.get_input_embeddings().weight) == tied
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
     assert use_column_major_weights(model) == 0  # once is enough
+    model.save_pretrained(tmp_path)  # what users do with engine.target: transformers needs tied weights contiguous
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), reloaded.state_dict().values()))
 
 
 def test_forwards_of_five_rows_or_more_are_bit_identical_and_greedy_output_is_the_same():
@@ -48,5 +54,8 @@ def test_forwards_of_five_rows_or_more_are_bit_identical_and_greedy_output_is_th
 def test_only_float_cpu_weights_change(random_engine):
     assert is_column_major(random_engine.target.model.layers[0].mlp.up_proj.weight)  # the engine lays out its target
     assert all(is_column_major(m.weight) for m in _linears(random_engine.drafter_models["dflash"]))
+    dspark = random_engine.drafter_models["dspark"]  # its Markov head's output is vocabulary-wide: left as it is
+    assert not is_column_major(dspark.markov_head.markov_w2.weight)
+    assert is_column_major(dspark.layers[0].mlp.down_proj.weight)
     half = tiny_qwen3(300).to(torch.bfloat16)
     assert use_column_major_weights(half) == 0 and not is_column_major(half.lm_head.weight)

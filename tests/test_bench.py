@@ -29,10 +29,24 @@ def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     assert "| ar |" in table and "ar_vs_hf_assisted" in table
 
 
-def test_heldout_prompts_are_shipped():
-    prompts = load_prompts()
-    assert len(prompts) >= 30
-    assert all(p.rstrip().endswith(":") for p in prompts)
+def test_heldout_and_validation_prompts_are_shipped_apart():
+    """Two sets from the modules no model was trained on, sharing no prompt: the validation set checks that a
+    figure measured on the held-out set was not tuned to it."""
+    import json
+
+    from engine.presets import ASSETS_DIR
+
+    manifest = json.loads((ASSETS_DIR / "corpus_manifest.json").read_text())
+    sets = {}
+    for name in ("heldout", "validation"):
+        path = ASSETS_DIR / "prompts" / f"{name}.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert len(rows) >= 30 and load_prompts(path) == [r["prompt"] for r in rows]
+        assert all(r["prompt"].rstrip().endswith(":") for r in rows)
+        assert {r["source"] for r in rows} <= set(manifest["heldout_files"])
+        sets[name] = {r["prompt"] for r in rows}
+    assert load_prompts() == load_prompts(ASSETS_DIR / "prompts" / "heldout.jsonl")  # the default
+    assert not sets["heldout"] & sets["validation"]
 
 
 def test_k_sweep_reports_every_k_and_its_best(random_engine):

@@ -1,7 +1,8 @@
 """Reproducible training of the embedded models: `python -m engine.train STAGE`.
 
 Stages, in order (each writes into assets/, the checkpoints of long runs go to runs/, which git ignores):
-  tokenizer   byte-level BPE on the corpus, and the held-out prompt set -> assets/tokenizer/, assets/prompts/
+  tokenizer   byte-level BPE on the corpus, and the prompt sets -> assets/tokenizer/, assets/prompts/
+  prompts     the prompt sets alone: held-out (every figure) and validation (no choice made on it) -> assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
               (the shipped one then grows: `target --grow-layers 24 --grow-steps 800 --unloop-steps 100`, ~26 min)
   ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
@@ -265,10 +266,17 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     return 0
 
 
+def _write_prompt_sets() -> None:
+    from .prompts import heldout_prompts, validation_prompts, write_prompts
+
+    print(f"wrote {write_prompts(ASSETS / 'prompts' / 'heldout.jsonl', heldout_prompts())} held-out prompts")
+    print(f"wrote {write_prompts(ASSETS / 'prompts' / 'validation.jsonl', validation_prompts())} validation prompts")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "target", "ar-drafter", "self-data", "greedy-data", "dflash",
+    parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "ar-drafter", "self-data", "greedy-data", "dflash",
                                           "dspark", "eagle3", "card"])
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
@@ -329,11 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "tokenizer":
         from .tokenizer import train_tokenizer
 
-        from .prompts import write_prompts
-
         train_tokenizer(ASSETS / "tokenizer")
         write_manifest(ASSETS / "corpus_manifest.json", corpus_files())
-        print(f"wrote {write_prompts(ASSETS / 'prompts' / 'heldout.jsonl')} held-out prompts")
+        _write_prompt_sets()
+        return 0
+
+    if args.stage == "prompts":
+        _write_prompt_sets()
         return 0
 
     if args.stage == "card":

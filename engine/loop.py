@@ -286,6 +286,8 @@ class Engine:
                      confidences: list[float] | None) -> tuple[DraftedToken, ...]:
         """The drafted tokens with their probabilities and verdicts, as plain values."""
         k, a = block.ids.numel(), verdict.num_accepted
+        if k == 0:  # the baseline's steps, and a last step with room for the bonus only
+            return ()
         ids = block.ids.tolist()
         draft_p = block.probs[torch.arange(k), block.ids].tolist()
         checked = block.ids[:num_verified]

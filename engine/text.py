@@ -34,6 +34,8 @@ class TokenTexts:
         self.tokenizer = tokenizer
         self.special_ids = frozenset(tokenizer.all_special_ids)
         self._bytes = self._byte_table(tokenizer)
+        self._size = len(tokenizer)
+        self._texts: dict[int, str] = {}  # token_text's answers: a trace asks for the same few ids again and again
 
     def _byte_table(self, tokenizer) -> list[bytes] | None:
         """Each token's bytes when the tokenizer is byte-level BPE; None means decode through the tokenizer."""
@@ -55,7 +57,13 @@ class TokenTexts:
     def token_text(self, token_id: int) -> str:
         """How one token reads on its own (special tokens by name, split characters as U+FFFD, ids past
         the tokenizer's vocabulary as [id N])."""
-        if token_id >= len(self.tokenizer):  # real models pad their vocabulary (Qwen3: 151936 rows, 151669 tokens)
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self._text_of(token_id)
+        return text
+
+    def _text_of(self, token_id: int) -> str:
+        if token_id >= self._size:  # real models pad their vocabulary (Qwen3: 151936 rows, 151669 tokens)
             return f"[id {token_id}]"
         if token_id in self.special_ids or self._bytes is None:
             return self.tokenizer.decode([token_id], skip_special_tokens=False)

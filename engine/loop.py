@@ -16,7 +16,7 @@ import torch
 from .attention import use_lean_attention
 from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .layout import use_column_major_weights
+from .layout import use_column_major_weights, use_packed_vocab_products
 from .methods import METHODS, method as method_entry
 from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
                      load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
@@ -73,6 +73,7 @@ class Engine:
         for model in (target, *drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
             use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped heads read as they are
             use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
+            use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
         self.device = device
         self.preset = preset

@@ -59,3 +59,39 @@ def test_only_float_cpu_weights_change(random_engine):
     assert is_column_major(dspark.layers[0].mlp.down_proj.weight)
     half = tiny_qwen3(300).to(torch.bfloat16)
     assert use_column_major_weights(half) == 0 and not is_column_major(half.lm_head.weight)
+
+
+def test_packed_vocab_products_give_f_linear_numbers_and_step_aside_when_they_cannot():
+    import pickle
+
+    from engine.layout import PACKED_MIN_ROWS, PackedVocabLinear, use_packed_vocab_products
+
+    reference = tiny_qwen3(300, layers=2)
+    model = copy.deepcopy(reference)
+    if not use_packed_vocab_products(model):
+        import pytest
+
+        pytest.skip("no oneDNN packed linear that matches F.linear on this CPU")
+    head = model.get_output_embeddings()
+    assert type(head) is PackedVocabLinear and head.weight is model.get_input_embeddings().weight
+    assert [type(m) for m in _linears(model)].count(PackedVocabLinear) == 1  # the vocabulary-wide one only
+    x = torch.randn(40, head.in_features, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        for rows in (PACKED_MIN_ROWS, 5, 7, 8, 9, 16, 40):
+            assert torch.equal(head(x[:rows]), torch.nn.functional.linear(x[:rows], head.weight)), rows
+            assert torch.equal(head(x[None, :rows]), torch.nn.functional.linear(x[None, :rows], head.weight)), rows
+        ids = torch.randint(1, 300, (1, 30), generator=torch.Generator().manual_seed(0))
+        assert torch.equal(reference(ids).logits, model(ids).logits)
+    # copies and pickles drop the packed copy and compute with F.linear; a changed weight is used as it is
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert clone.lm_head._packed.tensor is None
+        with torch.inference_mode():
+            assert torch.equal(clone(ids).logits, model(ids).logits)
+    with torch.no_grad():
+        head.weight.mul_(2)
+    with torch.inference_mode():
+        assert torch.equal(head(x[:8]), torch.nn.functional.linear(x[:8], head.weight))
+    head.weight.requires_grad_(True)
+    loss = head(x[:8]).sum()  # with a gradient wanted: F.linear, so training through it works
+    loss.backward()
+    assert head.weight.grad is not None

@@ -1,10 +1,13 @@
-"""Weight layout for the CPU: every linear layer's weight stored transposed in memory, same shape, same values.
+"""Weight layout for the CPU's matrix products: linear weights stored transposed in memory (same shape, same
+values), and LM heads packed for oneDNN.
 
 `nn.Linear` computes x @ Wᵀ with W of shape (out, in). A checkpoint stores W row by row, so the CPU's matrix
 product reads it transposed. Stored column by column instead (a view `W_t.t()` of a contiguous (in, out) copy),
 the same product reads a plain (in, out) matrix, and for the few rows the engine's forwards carry this is the
-faster kernel on these CPUs. Embedded target over a 200-token cache, 100 interleaved repetitions: one token
-13.10 -> 12.21 ms, a verify of 8 tokens 16.96 -> 15.53 ms; the prefill (190 tokens) no slower.
+faster kernel on these CPUs, above all when the weights come from memory rather than cache, as in a
+24-layer forward. The embedded target over a 200-token cache, with engine/attention.py, without and with this
+module's two changes, 150 interleaved repetitions (scripts/forward_times.py): one token 12.94 -> 12.12 ms,
+5 tokens 16.60 -> 14.75 ms, a verify of 8 tokens 16.53 -> 14.77 ms; the prefill (190 tokens) 69.1 -> 67.5 ms.
 
 Vocabulary-wide products (an LM head, DSpark's Markov head) keep the checkpoint's layout: with 4096 outputs the
 row-major kernel is the faster one at the 7-8 rows of a draft or a verify (8 rows: 211 against 252 us). So do

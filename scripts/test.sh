@@ -10,4 +10,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 # Two worker processes, one test file each at a time (module fixtures load once): the tests run torch on one
 # thread (tests/conftest.py), so two workers use both cores of these machines. `-n 0` runs them serially.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
+# Files go out in collection order, the longest first (tests/conftest.py), not xdist's most-tests-first: that
+# left the browser tests (few, long) for last, one worker busy with them while the other had finished.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder "$@"

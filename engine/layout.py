@@ -17,9 +17,9 @@ the weight packed for it, whose results are those of `F.linear` bit for bit from
 machine's CPU for each weight before it is used). 4096 outputs: 7 rows (a block draft) 257 -> 120 us, 8 rows
 (a DFlash verify) 218 -> 135 us. One to three rows (the baseline's step) keep `F.linear` and its numbers.
 
-Numbers: with 5 or more rows (the prefill, a verify of 4 drafts or more) the results are bit-identical to the
-row-major layout; a one- or two-row product takes a matrix-vector kernel whose rounding may differ in the last
-bit. The engine's lanes all run the same weights, so identity between them is unaffected; on the 65 held-out
+Numbers: with 4 or more rows (the prefill, a verify of 3 drafts or more) the results are bit-identical to the
+row-major layout; a product of 1-3 rows (the baseline's step) takes another kernel whose rounding may differ in
+the last bit. The engine's lanes all run the same weights, so identity between them is unaffected; on the 65 held-out
 prompts the target's greedy output (64 tokens) was the same in both layouts (tests/test_layout.py checks the
 equality properties on a tiny model).
 """

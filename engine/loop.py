@@ -71,7 +71,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.drafter_models = drafter_models  # method -> loaded drafter network
         for model in (target, *drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
-            use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped heads read as they are
+            use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped KV heads as is
             use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
             use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}

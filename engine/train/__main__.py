@@ -276,8 +276,8 @@ def _write_prompt_sets() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "ar-drafter", "self-data", "greedy-data", "dflash",
-                                          "dspark", "eagle3", "card"])
+    parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "ar-drafter", "self-data", "greedy-data",
+                                          "dflash", "dspark", "eagle3", "card"])
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)

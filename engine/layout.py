@@ -113,12 +113,16 @@ def use_packed_vocab_products(model: nn.Module) -> int:
         if (weight.device.type != "cpu" or weight.dtype != torch.float32 or not weight.is_contiguous()
                 or weight.is_inference()):  # an inference tensor keeps no version counter to notice changes by
             continue
-        with torch.no_grad():
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 8)
-            probe = torch.randn(16, module.in_features, generator=torch.Generator().manual_seed(0))
-            if not all(torch.equal(_packed_product(packed, probe[:n]), F.linear(probe[:n], weight))
-                       for n in range(PACKED_MIN_ROWS, 17)):
-                continue
+        try:  # private operators: a torch release that lacks them or takes other arguments keeps F.linear
+            with torch.no_grad():
+                packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 8)
+                probe = torch.randn(16, module.in_features, generator=torch.Generator().manual_seed(0))
+                same = all(torch.equal(_packed_product(packed, probe[:n]), F.linear(probe[:n], weight))
+                           for n in range(PACKED_MIN_ROWS, 17))
+        except (RuntimeError, TypeError, AttributeError):
+            same = False
+        if not same:
+            continue
         module.__class__ = PackedVocabLinear
         module._packed = _Packed(packed, (weight.data_ptr(), weight._version))
         switched += 1

@@ -96,3 +96,16 @@ def test_packed_vocab_products_give_f_linear_numbers_and_step_aside_when_they_ca
     loss = head(x[:8]).sum()  # with a gradient wanted: F.linear, so training through it works
     loss.backward()
     assert head.weight.grad is not None
+
+
+def test_a_torch_without_the_packed_operators_keeps_f_linear(monkeypatch):
+    """The private oneDNN operators may be missing or differ in other torch releases (a ZeroGPU Space pins its own):
+    the head then stays an nn.Linear, and nothing fails."""
+    import engine.layout as layout
+
+    def refuse(*args):
+        raise RuntimeError("no such operator here")
+
+    monkeypatch.setattr(layout, "_packed_product", refuse)
+    model = tiny_qwen3(300)
+    assert layout.use_packed_vocab_products(model) == 0 and type(model.lm_head) is nn.Linear

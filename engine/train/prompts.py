@@ -6,8 +6,8 @@ the same Python gives the same prompts.
 
 Two sets from the same modules, at different functions: the held-out set (assets/prompts/heldout.jsonl), which
 the model card, the benchmarks and every choice of recipe were measured on, and the validation set
-(assets/prompts/validation.jsonl), which no choice was made on: a figure that holds on the held-out set only
-was tuned to it.
+(assets/prompts/validation.jsonl), which no choice was made on: it checks that a figure does not hold on the
+held-out prompts alone.
 """
 
 from __future__ import annotations

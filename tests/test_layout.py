@@ -1,5 +1,5 @@
-"""engine/layout.py: linear weights laid out column by column keep their values, their sharing and the model's
-numbers (bit for bit wherever a product has 4 rows or more; the same greedy output)."""
+"""engine/layout.py: linear weights laid out column by column, and LM heads packed for oneDNN, keep their values,
+their sharing and the model's numbers (bit for bit wherever a product has 4 rows or more; the same greedy output)."""
 
 from __future__ import annotations
 

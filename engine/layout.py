@@ -33,6 +33,10 @@ from torch import nn
 PACKED_MIN_ROWS = 4  # from here on oneDNN's packed product equals F.linear bit for bit (1-3 rows: it does not)
 
 
+def _vocab_size(model: nn.Module) -> int | None:
+    return getattr(getattr(model, "config", None), "vocab_size", None)
+
+
 def is_column_major(weight: torch.Tensor) -> bool:
     return weight.dim() == 2 and weight.stride() == (1, weight.shape[0])
 
@@ -41,7 +45,7 @@ def use_column_major_weights(model: nn.Module) -> int:
     """Lay out the weight of every `nn.Linear` of a float32 model on the CPU column by column (in place), but
     vocabulary-wide ones and those tied to an embedding; returns how many weights it changed. The Parameters stay
     (only their storage changes). Models on other devices, or in other dtypes, are left alone."""
-    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    vocab_size = _vocab_size(model)
     tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     changed = 0
     for module in model.modules():
@@ -102,7 +106,7 @@ def use_packed_vocab_products(model: nn.Module) -> int:
     this CPU's oneDNN reproduces F.linear bit for bit (checked here on the weight itself, at 4 to 16 rows); returns
     how many it switched. Saving, tying and loading are unaffected: the Parameter stays, the copy is a plain
     attribute, and a weight changed later is used as it is."""
-    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    vocab_size = _vocab_size(model)
     if vocab_size is None or not _packed_ops_available():
         return 0
     switched = 0

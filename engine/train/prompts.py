@@ -54,8 +54,7 @@ def validation_prompts() -> list[dict]:
     return [p for p in _prompts_at(VALIDATION_PICKS) if p["prompt"] not in heldout]
 
 
-def write_prompts(path: Path, prompts: list[dict] | None = None) -> int:
-    prompts = heldout_prompts() if prompts is None else prompts
+def write_prompts(path: Path, prompts: list[dict]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts), encoding="utf-8")
     return len(prompts)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .methods import METHOD_REGISTRY, METHODS
 from .presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
-from .types import MAX_PROMPT_CHARS, EngineError, GenerationConfig
+from .types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, check_device_name
 
 DEFAULTS = GenerationConfig()
 
@@ -133,6 +133,7 @@ def generate(args) -> int:
         raise EngineError(f"--threads must be between 1 and 1024, got {args.threads}")
     if args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    check_device_name(args.device)
     prompt = _read_prompt(args)
     if not prompt.strip():
         raise EngineError("the prompt is empty")

@@ -19,7 +19,7 @@ from transformers.utils import logging as hf_logging
 
 from .methods import DRAFTER_KINDS, DrafterKind
 from .presets import ASSETS_DIR, resolve_model_path
-from .types import EngineError
+from .types import EngineError, check_device_name
 
 
 hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the app's log
@@ -30,13 +30,12 @@ def pick_device(requested: str = "auto") -> torch.device:
 
     Any other name, or CUDA (or GPU N) that this machine does not have, raises EngineError with one line.
     """
+    check_device_name(requested)
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if requested == "cpu":
         return torch.device("cpu")
-    kind, colon, index = requested.partition(":")
-    if kind != "cuda" or (colon and not (index.isascii() and index.isdigit())):
-        raise EngineError(f"unknown device {requested!r}: choose auto, cpu or cuda (cuda:N for GPU N)")
+    _, colon, index = requested.partition(":")
     if not torch.cuda.is_available():
         raise EngineError(f"device {requested!r} was asked for but no CUDA device is available")
     count = torch.cuda.device_count()

@@ -23,6 +23,16 @@ class EngineError(ValueError):
     """A problem the user can fix (bad input, missing model); its message is one clear line."""
 
 
+def check_device_name(requested: str) -> None:
+    """Refuse (EngineError, one line) a device name other than "auto", "cpu", "cuda" or "cuda:N". Whether this
+    machine has that device is models.pick_device's question; this one needs no torch, so the command line
+    answers a misspelt name at once."""
+    kind, colon, index = requested.partition(":")
+    if requested in ("auto", "cpu") or (kind == "cuda" and (not colon or (index.isascii() and index.isdigit()))):
+        return
+    raise EngineError(f"unknown device {requested!r}: choose auto, cpu or cuda (cuda:N for GPU N)")
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
     method: str = "ar"  # one of methods.METHODS

@@ -17,6 +17,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
+import app.tabs.step as step_tab  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.render import display_text  # noqa: E402
@@ -42,9 +43,15 @@ def open_page(p):
     return browser, page, console_errors
 
 
+# Step through's Play ticks this often in these tests (0.6 s in the app): the test watches whole walks to the end
+TICK_S = 0.25
+
+
 @pytest.fixture(scope="module")
 def app_url(embedded_engine):
-    demo = build_app(embedded_engine)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(step_tab, "PLAY_EVERY_S", TICK_S)  # read when the tab is built
+        demo = build_app(embedded_engine)
     yield launch_locally(demo)
     demo.close()
 
@@ -178,15 +185,17 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine
         page.screenshot(path=shot, full_page=True)
         step_shown = page.locator("#step-slider input[type=number]")
         page.click("#step-play")
-        page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{i + 1}"]', timeout=10_000)
+        # Play moved on (a step can be drawn over before it shows: a change of the slider replaces a pending one)
+        page.wait_for_function(f"() => Number(document.querySelector('#step-slider input[type=number]').value) > {i}",
+                               timeout=10_000)
         page.click("#step-pause")
         page.wait_for_timeout(300)  # a tick already sent may still land
         paused = step_shown.input_value()
-        page.wait_for_timeout(1_300)  # two ticks' time: Pause holds
+        page.wait_for_timeout(2_000 * TICK_S + 100)  # two ticks' time: Pause holds
         assert step_shown.input_value() == paused
         page.click("#step-play")
         page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{last}"]', timeout=10_000 + 1_000 * last)
-        page.wait_for_timeout(1_500)  # two more ticks' time: it stays at the end
+        page.wait_for_timeout(2_000 * TICK_S + 300)  # two more ticks' time: it stays at the end
         assert step_shown.input_value() == str(last)
         assert page.locator(f'#step-blocks .st-lanes[data-step="{last}"]').count() == 1
         browser.close()

@@ -2,11 +2,16 @@
 # Install what is needed and run the whole test suite: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-# The browser tests drive Debian's chromium; install it when missing and we may (root with apt).
+# The browser tests drive Debian's chromium; install it when missing and we may (root with apt), in the
+# background while pip installs the Python packages (a fresh machine spends its first minute on these two).
+chromium_install=""
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
-    || echo "warning: could not install chromium; browser tests will be skipped" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 &
+  chromium_install=$!
+fi
+bash scripts/setup.sh
+if [ -n "$chromium_install" ] && ! wait "$chromium_install"; then
+  echo "warning: could not install chromium; browser tests will be skipped" >&2
 fi
 # Two worker processes, one test file each at a time (module fixtures load once): the tests run torch on one
 # thread (tests/conftest.py), so two workers use both cores of these machines. `-n 0` runs them serially.

@@ -54,12 +54,22 @@ def assert_one_clear_line(result: subprocess.CompletedProcess, message: str) -> 
     (["generate", "--prompt", "x", "--json", str(ROOT / "tests")], "Is a directory"),
     (["generate", "--prompt", "x", "--json", ""], "cannot write --json file"),
     (["generate", "--prompt", "x", "--device", "mps"], "unknown device 'mps': choose auto, cpu or cuda"),
-    (["generate", "--prompt", "def f(x): " * 400], "context holds"),
     (["generate", "--prompt", "x", "--threads", "0"], "--threads must be between 1 and 1024"),
     (["generate", "--prompt", "x", "--threads", "two"], "invalid int"),
 ])
 def test_bad_input_is_one_clear_line(args, message):
     assert_one_clear_line(run_cli(*args), message)
+
+
+def test_a_prompt_past_the_context_is_one_clear_line(capsys):
+    """Known only once the tokenizer has counted it, after the models load: the same `main` as above, in this
+    process (a subprocess would spend its seconds importing torch again)."""
+    from engine.__main__ import main
+
+    assert main(["generate", "--prompt", "def f(x): " * 400, "--max-new-tokens", "4"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and "context holds" in lines[0], captured.err
 
 
 @pytest.mark.parametrize("name", ["mps", "meta", "gpu", "CPU", "", "cuda:", "cuda:x", "cuda:-1", "cuda:0:1"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from engine.types import GenerationConfig
@@ -31,6 +33,13 @@ def _reference_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_id:
     return ids[len(prompt_ids):]
 
 
+@functools.cache
+def baseline_of(engine, prompt: str, max_new_tokens: int):
+    """The engine's baseline run, made once per engine, prompt and length: at temperature 0 it is the same every
+    time (test_baseline_is_the_same_run_after_run), and the cases below hold many drafted runs against a few."""
+    return engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_baseline_equals_uncached_greedy(random_engine, prompt):
     result = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=24))
@@ -39,10 +48,19 @@ def test_baseline_equals_uncached_greedy(random_engine, prompt):
     assert list(result.output_ids) == expected
 
 
+def test_baseline_is_the_same_run_after_run(random_engine):
+    """What lets baseline_of reuse a run: a later baseline, after drafted runs on the same engine, is the same."""
+    first = baseline_of(random_engine, PROMPTS[1], 40)
+    for method in ("ar", "dflash", "dspark"):
+        random_engine.generate(PROMPTS[1], GenerationConfig(method=method, max_new_tokens=40, draft_len=3))
+    again = random_engine.generate(PROMPTS[1], GenerationConfig(method="baseline", max_new_tokens=40))
+    assert again.output_ids == first.output_ids and again.text == first.text
+
+
 @pytest.mark.parametrize("draft_len", range(1, 9))
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len):
-    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=40))
+    baseline = baseline_of(random_engine, prompt, 40)
     ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=draft_len))
     assert ar.output_ids == baseline.output_ids
     assert ar.text == baseline.text
@@ -51,7 +69,7 @@ def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len
 @pytest.mark.parametrize("block_size", range(2, 9))
 @pytest.mark.parametrize("prompt", PROMPTS[:3])
 def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block_size):
-    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=30))
+    baseline = baseline_of(random_engine, prompt, 30)
     dflash = random_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=30,
                                                              draft_len=block_size - 1))
     assert dflash.output_ids == baseline.output_ids
@@ -63,7 +81,7 @@ def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block
 def test_identity_up_to_the_context_limit(random_engine, method, draft_len):
     """Run until the context is full: the last steps shorten K so the block always fits."""
     prompt = PROMPTS[2]
-    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=500))
+    baseline = baseline_of(random_engine, prompt, 500)
     other = random_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=500, draft_len=draft_len))
     assert baseline.summary.finish_reason == other.summary.finish_reason == "context"
     assert len(baseline.prompt_ids) + len(baseline.output_ids) == TINY_CONTEXT
@@ -83,7 +101,7 @@ def test_identity_mixes_accepts_and_rejects(random_engine):
 @pytest.mark.parametrize("draft_len", [2, 4, 7])
 @pytest.mark.parametrize("prompt", PROMPTS[:3])
 def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, draft_len, scheduler):
-    baseline = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=30))
+    baseline = baseline_of(random_engine, prompt, 30)
     dspark = random_engine.generate(prompt, GenerationConfig(method="dspark", max_new_tokens=30,
                                                              draft_len=draft_len, scheduler=scheduler))
     assert dspark.output_ids == baseline.output_ids
@@ -91,7 +109,7 @@ def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, dra
 
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 9])
 def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
-    baseline = random_engine.generate(PROMPTS[0], GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
+    baseline = baseline_of(random_engine, PROMPTS[0], max_new_tokens)
     ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="ar", max_new_tokens=max_new_tokens, draft_len=4))
     assert len(ar.output_ids) == max_new_tokens
     assert ar.output_ids == baseline.output_ids
@@ -107,7 +125,7 @@ def test_embedded_models_identity(embedded_engine):
 
     assert set(embedded_engine.methods()) == {"baseline", *PRESETS["tiny"].drafters}  # every shipped drafter loads
     for prompt in load_prompts()[:8]:
-        baseline = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))
+        baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:
             k = METHOD_REGISTRY[method].default_draft_len
             other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, draft_len=k))

@@ -90,9 +90,10 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
 
 
 def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block_len: int,
-                  extra: dict | None = None) -> dict:
-    """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike; `extra`
-    names further DFlash checkpoints, each run in the DFlash lane at its whole block."""
+                  extra: dict | None = None, warm_up: bool = True) -> dict:
+    """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike, after a
+    warm-up round (unless warm_up is False); `extra` names further DFlash checkpoints, each run in the DFlash
+    lane at its whole block."""
     lanes = {}
     for method in engine.methods():
         k = block_len if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_draft_len or 1
@@ -127,7 +128,8 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
             t["bubble_s"] += s.bubble_s
             t["identical"] &= r.output_ids == baseline
 
-    run_all(prompts[0], tally=False)  # warm-up
+    if warm_up:
+        run_all(prompts[0], tally=False)
     for prompt in prompts:
         run_all(prompt, tally=True)
     base_wall = totals["baseline/overlap_off"]["wall_s"]
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9, help="timed forwards per size for the verify cost")
     parser.add_argument("--smoke", action="store_true",
-                        help="8 target layers and a small vocabulary: every code path quickly, no figures worth reading")
+                        help="8 target layers, a small vocabulary, no warm-up: every code path quickly, no figures worth reading")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check.json")
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():
@@ -172,13 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     embedded = Engine.load("tiny", str(device))
     report["device"] = embedded.device_name
     print(f"embedded models on {embedded.device_name}", file=sys.stderr)
-    report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7),
+    report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7, warm_up=not args.smoke),
                           "verify_cost": verify_cost(embedded, args.repeats)}
     print(f"Qwen3-4B-shaped random models ({'narrowed, ' if args.cpu else ''}{default_dtype(device)})", file=sys.stderr)
     shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu,
                                         smoke=args.smoke)
     report["qwen3_4b_shape"] = {"narrowed": args.cpu, "smoke": args.smoke,
-                                "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra),
+                                "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra,
+                                                       warm_up=not args.smoke),
                                 "verify_cost": verify_cost(shaped, args.repeats)}
     report["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

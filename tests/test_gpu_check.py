@@ -3,9 +3,8 @@ the JSON it writes carries every figure the device check promises."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="module")
+def gpu_check():
+    """The script as a module, loaded from its file the way `python scripts/gpu_check.py` runs it (its
+    `main` is what the script calls); in this process, where torch is already imported."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.slow
-def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(tmp_path):
+def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(gpu_check, tmp_path, capsys):
     out = tmp_path / "check.json"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--prompts", "1",
-                             "--max-new-tokens", "6", "--repeats", "2", "--smoke", "--out", str(out)], capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert gpu_check.main(["--cpu", "--prompts", "1", "--max-new-tokens", "6", "--repeats", "2", "--smoke",
+                           "--out", str(out)]) == 0, capsys.readouterr().err[-2000:]
     report = json.loads(out.read_text())
     for family in ("embedded", "qwen3_4b_shape"):
         lanes = report[family]["lanes"]
@@ -32,17 +39,12 @@ def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(tmp_path):
     assert report["device"].startswith("cpu")
 
 
-def test_gpu_check_without_cuda_says_so_in_one_line(capsys):
-    """Run in this process (the script's own start-up is the test above): no CUDA, no --cpu, one line, status 2."""
-    import importlib.util
-
+def test_gpu_check_without_cuda_says_so_in_one_line(gpu_check, capsys):
+    """No CUDA, no --cpu: one line, status 2."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
     assert gpu_check.main([]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip().splitlines() == [

@@ -44,6 +44,7 @@ def test_k_sweep_measures_every_k_against_the_baseline(random_engine):
     assert any(name.startswith("AR (K=") for name in sweep["here"]) and len(sweep["here"]) == 3
     table = sweep_table(sweep)
     assert "| K | 1 | 2 | 3 |" in table and "best K" in table
+    assert "one prompt, 12 new tokens" in table and "acceptance at K = 3" in table  # what this sweep ran
     figure = theory_figure(serial_curve([0.7], 0.2, 3), one_pass_curve([0.7], 0.4, 3), sweep["points"],
                            sweep["prediction"])
     assert [t.name for t in figure.data if t.name] == [
@@ -102,7 +103,7 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k(random_engine):
+def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k(random_engine, monkeypatch):
     import os
     import shutil
 
@@ -114,6 +115,9 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
 
     from conftest import launch_locally
 
+    import app.tabs.why as why
+
+    monkeypatch.setattr(why, "SWEEP_TOKENS", 16)  # the sweep's 22 runs, shorter: this test reads the page, not speeds
     url = launch_locally(build_app(random_engine))
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
@@ -129,6 +133,7 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
         page.click("#sweep")
         page.wait_for_selector("#why-sweep-table table", timeout=60000)
         assert page.locator("#why-sweep :text('measured best K = ')").count() == 1
-        assert "best K = " in page.locator("#why-sweep-table").inner_text()
+        table = page.locator("#why-sweep-table").inner_text()
+        assert "best K = " in table and "one prompt, 16 new tokens" in table and "acceptance at K = 8" in table
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
         browser.close()

@@ -100,7 +100,7 @@ def measure_sweep(engine, prompt: str, ks=SWEEP_KS, max_new_tokens: int = SWEEP_
             **_lane_costs(r), "speedup": baseline_wall / r.summary.wall_s}
     return {"points": points, "taus": {k: r.summary.tau for k, r in sweep.items()}, "acceptance": acceptance,
             "per_forward_cost": per_forward, "prediction": serial_curve(acceptance, per_forward, max(ks)),
-            "here": here, "device": engine.device_name}
+            "here": here, "device": engine.device_name, "max_new_tokens": max_new_tokens}
 
 
 def sweep_table(sweep: dict) -> str:
@@ -112,9 +112,10 @@ def sweep_table(sweep: dict) -> str:
             "| formula from the measured acceptance and cost | "
             + " | ".join(f"{v:.2f}×" for v in sweep["prediction"]) + " |"]
     acceptance = ", ".join(f"{p:.2f}" for p in sweep["acceptance"])
-    return (f"Measured on **{html.escape(sweep['device'])}**, one prompt, {SWEEP_TOKENS} new tokens, temperature 0: "
+    return (f"Measured on **{html.escape(sweep['device'])}**, one prompt, {sweep['max_new_tokens']} new tokens, "
+            f"temperature 0: "
             f"best K = **{best}** (formula: {best_k(sweep['prediction'])}). One draft forward costs "
-            f"{sweep['per_forward_cost']:.2f} of a verify forward; per-position acceptance at K = 8: {acceptance}.\n\n"
+            f"{sweep['per_forward_cost']:.2f} of a verify forward; per-position acceptance at K = {ks[-1]}: {acceptance}.\n\n"
             + "\n".join(rows))
 
 
@@ -169,7 +170,7 @@ def render(engine) -> None:
                          show_progress="hidden")
 
     def on_sweep(prompt_text, p, c, b):
-        sweep = measure_sweep(engine, prompt_text)
+        sweep = measure_sweep(engine, prompt_text, max_new_tokens=SWEEP_TOKENS)
         figure = theory_figure(serial_curve([p], c, len(SWEEP_KS)), one_pass_curve([p], b, len(SWEEP_KS)),
                                sweep["points"], sweep["prediction"])
         return figure, sweep_table(sweep), machine_vs_gpu_figure(sweep["here"], PUBLISHED)

@@ -121,12 +121,12 @@ def random_engine(tokenizer):
     return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 
-# Test files that take longest (summed `pytest --durations=0` on one core, 2026-11-30: browser 36 s, identity 35 s,
-# train 32 s, cli 18 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its two workers in
-# collection order (`--dist loadfile --no-loadscope-reorder`), so a long file collected last would keep one
+# Test files that take longest (summed `pytest --durations=0` with two workers, 2026-12-01: identity 40 s, browser
+# 31 s, train 30 s, app 13 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its two workers
+# in collection order (`--dist loadfile --no-loadscope-reorder`), so a long file collected last would keep one
 # worker busy while the other waits. Order only; nothing is skipped.
-LONGEST_FIRST = ("test_browser.py", "test_identity.py", "test_train.py", "test_cli.py", "test_gpu_check.py",
-                 "test_why.py", "test_app.py", "test_sampling.py", "test_space.py", "test_record.py")
+LONGEST_FIRST = ("test_identity.py", "test_browser.py", "test_train.py", "test_app.py", "test_cli.py", "test_space.py",
+                 "test_sampling.py", "test_why.py", "test_record.py", "test_gpu_check.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9, help="timed forwards per size for the verify cost")
     parser.add_argument("--smoke", action="store_true",
-                        help="8 target layers, a small vocabulary, no warm-up: every code path quickly, no figures worth reading")
+                        help="8 target layers, a small vocabulary, no warm-up: every code path quickly, "
+                             "no figures worth reading")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check.json")
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():

@@ -113,9 +113,9 @@ def sweep_table(sweep: dict) -> str:
             + " | ".join(f"{v:.2f}×" for v in sweep["prediction"]) + " |"]
     acceptance = ", ".join(f"{p:.2f}" for p in sweep["acceptance"])
     return (f"Measured on **{html.escape(sweep['device'])}**, one prompt, {sweep['max_new_tokens']} new tokens, "
-            f"temperature 0: "
-            f"best K = **{best}** (formula: {best_k(sweep['prediction'])}). One draft forward costs "
-            f"{sweep['per_forward_cost']:.2f} of a verify forward; per-position acceptance at K = {ks[-1]}: {acceptance}.\n\n"
+            f"temperature 0: best K = **{best}** (formula: {best_k(sweep['prediction'])}). One draft forward costs "
+            f"{sweep['per_forward_cost']:.2f} of a verify forward; per-position acceptance at K = {ks[-1]}: "
+            f"{acceptance}.\n\n"
             + "\n".join(rows))
 
 

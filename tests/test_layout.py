@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
@@ -70,8 +71,6 @@ def test_packed_vocab_products_give_f_linear_numbers_and_step_aside_when_they_ca
     reference = tiny_qwen3(300, layers=2)
     model = copy.deepcopy(reference)
     if not use_packed_vocab_products(model):
-        import pytest
-
         pytest.skip("no oneDNN packed linear that matches F.linear on this CPU")
     head = model.get_output_embeddings()
     assert type(head) is PackedVocabLinear and head.weight is model.get_input_embeddings().weight

@@ -11,6 +11,9 @@
 #   ar-drafter     distilled from the grown target
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
+#   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
+#   more-ar-drafter, more-greedy-data   the AR drafter distilled anew, greedy continuations anew, from that target
+#   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had
 #   card           measures the shipped models
 # (The tokenizer and held-out prompts are kept: `python -m engine.train tokenizer` remakes them, and then
 # everything after must be retrained too.)
@@ -35,12 +38,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
-stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy card)
+MORE="--from-shipped --steps 2000 --unloop-steps 100"
+stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy
+        more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more card)
 command_of() {  # the `python -m engine.train` arguments of a stage
   case "$1" in
     dflash|dspark|eagle3) echo "$1 --greedy-steps 0" ;;
     grow) echo "target $GROW" ;;
     *-greedy) echo "${1%-greedy}" ;;
+    more) echo "target $MORE" ;;
+    more-*) echo "${1#more-}" ;;
+    *-more) echo "${1%-more} --from-shipped" ;;
     *) echo "$1" ;;
   esac
 }
@@ -50,6 +58,8 @@ checkpoints_of() {  # what --fresh deletes before a stage runs
     grow) echo "runs/target/grow" ;;
     dflash-greedy|dspark-greedy) echo "runs/${1%-greedy}/cycle2/self/greedy" ;;
     eagle3-greedy) echo "runs/eagle3/greedy" ;;
+    more) echo "runs/target-more" ;;
+    *-more) echo "runs/$1" ;;
   esac
 }
 started=0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -576,3 +577,93 @@ def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
     assert model.config.num_hidden_layers == 7
     exported = model.state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2) for k, v in grown["model"].items() if k in exported)
+
+
+@pytest.mark.slow
+def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
+    """`target --from-shipped`: a further cycle from the weights in assets/target (runs/target-more), then its
+    unloop phase; the export keeps the earlier record beside the new one, and a second time is refused. The AR
+    drafter distilled from each target lives in a folder of that target's own: a new target never resumes it."""
+    import engine.train.configs as configs
+    from engine.models import load_causal_lm
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(configs, "target_config",
+                        lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    monkeypatch.setattr(cli, "UNLOOP_ROWS", 8)
+    for wrong in (["ar-drafter", "--from-shipped"], ["target", "--from-shipped", "--restart-steps", "2"],
+                  ["target", "--from-shipped", "--grow-layers", "2"]):
+        with pytest.raises(SystemExit):
+            cli.main(wrong)
+    on = ["--threads", "1"]
+    assert cli.main(["target", "--steps", "2", *on]) == 0
+    assert cli.main(["ar-drafter", "--steps", "2", *on]) == 0
+    first = json.loads((assets / "target" / "training.json").read_text())
+    before = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
+
+    assert cli.main(["target", "--from-shipped", "--steps", "2", "--unloop-steps", "2", *on]) == 0
+    more = torch.load(runs / "target-more" / "ckpt.pt", weights_only=False)
+    unloop = torch.load(runs / "target-more" / "unloop" / "ckpt.pt", weights_only=False)
+    assert more["step"] == 2 and unloop["step"] == 2
+    record = json.loads((assets / "target" / "training.json").read_text())
+    assert record["earlier"] == first
+    assert record["more"]["phase"]["lr"] == first["train_config"]["lr"] / 2
+    assert record["more"]["phase"]["seed"] != first["train_config"]["seed"]
+    assert record["more"]["unloop_phase"]["steps"] == 2
+    assert record["train_tokens"] == first["train_tokens"] + 2 * 8 * 512 + 2 * 16 * 256
+    assert record["heldout_ce_fp32_before"] == pytest.approx(first["heldout_ce_fp32"], abs=0.05)
+    after = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # trained on from the shipped weights
+    assert all(torch.allclose(after[k].float(), v.float(), atol=1e-2) for k, v in unloop["model"].items() if k in after)
+    with pytest.raises(SystemExit, match="already trained on"):
+        cli.main(["target", "--from-shipped", "--steps", "2", *on])
+
+    assert cli.main(["ar-drafter", "--steps", "2", *on]) == 0  # a fresh run, not the first one resumed
+    ar_runs = sorted((runs / "ar-drafter").iterdir())
+    assert len(ar_runs) == 2 and all(torch.load(d / "ckpt.pt", weights_only=False)["step"] == 2 for d in ar_runs)
+
+
+@pytest.mark.slow
+def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, monkeypatch, tokenizer):
+    """`dflash|dspark|eagle3 --from-shipped`: one more greedy phase from the shipped drafter's weights
+    (runs/<stage>-more), on greedy rows of the target now shipped — rows another target wrote are refused; DSpark
+    calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record."""
+    from engine.models import load_drafter
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
+    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 3))
+    monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
+    monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
+    on = ["--threads", "1"]
+    assert cli.main(["self-data", "--steps", "4", *on]) == 0
+    assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: no greedy rows yet
+    for stage in ("dflash", "dspark", "eagle3"):  # the "shipped" drafters: one short phase each
+        assert cli.main([stage, "--steps", "2", "--greedy-steps", "0", *on]
+                        + (["--restart-steps", "0"] if stage != "eagle3" else [])) == 0
+    assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
+    tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
+    assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: those rows are the earlier target's
+    assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
+    for stage in ("dflash", "dspark", "eagle3"):
+        path = str(assets / f"{stage}-drafter")
+        earlier = json.loads((Path(path) / "training.json").read_text())
+        weights = load_drafter(path, (stage,), torch.device("cpu")).state_dict()
+        assert cli.main([stage, "--from-shipped", *on]) == 0
+        assert torch.load(runs / f"{stage}-more" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+        record = json.loads((Path(path) / "training.json").read_text())
+        assert record["earlier"] == earlier
+        assert record["more"]["greedy_phase"]["labels"] == "argmax"
+        assert ("calibration" in record["more"]) == (stage == "dspark")
+        trained = load_drafter(path, (stage,), torch.device("cpu")).state_dict()
+        assert any(not torch.equal(weights[k], trained[k]) for k in weights)
+        if stage == "eagle3":  # its frozen copies of the target's embeddings and head stay as they were
+            assert torch.equal(weights["embed_tokens.weight"], trained["embed_tokens.weight"])
+            assert torch.equal(weights["lm_head.weight"], trained["lm_head.weight"])
+    with pytest.raises(SystemExit, match="already trained on"):
+        cli.main(["dflash", "--from-shipped", *on])

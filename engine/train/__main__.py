@@ -14,6 +14,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
+`--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
+drafter one more greedy phase on the target now shipped; the shipped family ends that way (scripts/train_family.sh).
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
 `scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the
@@ -64,6 +66,11 @@ UNLOOP_ALPHA = 1.0  # weight of the unlikelihood term beside the corpus rows' cr
 # computing the same function, then trained M steps at half the peak rate. The shipped target: 16 -> 24 layers,
 # 800 steps (held-out loss 2.42 -> 2.29, 2.35 after the unloop phase), scripts/train_family.sh.
 GROW_STEPS = 800
+# `--from-shipped` (target): a further cosine cycle of the shipped target, from its weights in assets/target, at the
+# grow phase's peak rate (then --unloop-steps again), for a target with a lower held-out loss; the drafters then
+# take one more greedy phase on it from their shipped weights (`dflash|dspark|eagle3 --from-shipped`).
+MORE_STEPS = 2000
+MORE_GREEDY_STEPS = {"dflash": 3000, "dspark": 3000, "eagle3": 1000}  # from weights that had GREEDY_STEPS already
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
@@ -96,6 +103,25 @@ def _train_minutes(*run_dirs: Path) -> float:
     return round(sum(torch.load(d / "ckpt.pt", weights_only=False)["elapsed_s"] for d in run_dirs) / 60, 1)
 
 
+def _target_digest() -> str:
+    """A short hash of the shipped target's weights: the AR drafter's checkpoints live under it, so a run
+    distilled from another target never resumes."""
+    import hashlib
+
+    return hashlib.sha256((ASSETS / "target" / "model.safetensors").read_bytes()).hexdigest()[:12]
+
+
+def _greedy_rows_problem() -> str | None:
+    """Why runs/greedy.pt cannot serve a greedy phase now (missing, or written by another target than the one in
+    assets/target), or None."""
+    if not (RUNS / "greedy.pt").exists():
+        return "no greedy rows (runs/greedy.pt)"
+    meta = RUNS / "greedy.json"
+    if not meta.exists() or json.loads(meta.read_text()).get("target") != _target_digest():
+        return "runs/greedy.pt holds another target's greedy continuations"
+    return None
+
+
 def _shipped_target(device: str = "cpu"):
     """The target as shipped (float16 weights, upcast): drafters learn the model users actually run."""
     from transformers import Qwen3ForCausalLM
@@ -104,14 +130,15 @@ def _shipped_target(device: str = "cpu"):
     return target.to(device).eval().requires_grad_(False)
 
 
-def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_fn) -> tuple[Path, dict] | None:
+def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_fn,
+                        default_steps: dict[str, int] | None = None) -> tuple[Path, dict] | None:
     """The last phase of a drafter reading the target's features, in after/greedy, from the weights the phase in
     `after` left: greedy rows only (runs/greedy.pt stands in for the self-data rows), argmax labels (`loss_fn`),
     a third of the first phase's peak rate, a short warm-up, its own seed. Returns its folder and its record, or
     None with --greedy-steps 0."""
     from .lm import train
 
-    steps = GREEDY_STEPS[args.stage] if args.greedy_steps is None else args.greedy_steps
+    steps = (default_steps or GREEDY_STEPS)[args.stage] if args.greedy_steps is None else args.greedy_steps
     if not steps:
         return None
     greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
@@ -165,6 +192,98 @@ def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, obj
     train(model, streams, after / "grow", phase, lm_loss(model), lambda windows: heldout_loss(model, windows))
     return after / "grow", phase, {**asdict(phase), "from_layers": old, "layers": args.grow_layers,
                                    "old_layer_at": mapping}
+
+
+def _shipped_record(name: str) -> dict:
+    """The training.json of a shipped model; refuses one already trained on with --from-shipped, whose record
+    would otherwise nest its own earlier self (train that family from its earlier stages instead)."""
+    record = json.loads((ASSETS / name / "training.json").read_text())
+    if "more" in record:
+        raise SystemExit(f"error: assets/{name} was already trained on with --from-shipped "
+                         f"(runs/{name}-more); a second time is not supported")
+    return record
+
+
+def _train_target_more(args, tokenizer, streams) -> int:
+    """The shipped target trained on (--from-shipped): a cosine cycle of --steps steps at the grow phase's peak
+    rate with a fresh optimizer and its own seed, then the unloop phase (--unloop-steps) if asked; exported with
+    the earlier record kept under "earlier"."""
+    from transformers import Qwen3ForCausalLM
+
+    from .lm import heldout_loss, heldout_windows, lm_loss, train
+
+    earlier = _shipped_record("target")
+    model = Qwen3ForCausalLM.from_pretrained(ASSETS / "target", dtype=torch.float32)
+    cfg = _config(args, MORE_STEPS, lr=earlier["train_config"]["lr"] / 2, warmup_steps=50)
+    cfg = replace(cfg, seed=cfg.seed + 5)  # other windows than every earlier phase
+    run_dir = RUNS / "target-more"
+    windows = heldout_windows(streams["heldout"], cfg.seq_len)
+    start_ce = heldout_loss(model, windows)
+    train(model, streams, run_dir, cfg, lm_loss(model), lambda w: heldout_loss(model, w))
+    phases, extra = [(run_dir, cfg)], {}
+    unloop = _train_unloop_phase(model, tokenizer, streams, run_dir, cfg, args)
+    if unloop is not None:
+        phases.append(unloop[:2])
+        extra["unloop_phase"] = unloop[2]
+    ce = heldout_loss(model, windows)
+    tokens = sum(c.steps * c.batch_size * c.seq_len for _, c in phases)
+    _export(model, "target", cfg, {
+        "heldout_ce_fp32": round(ce, 4), "heldout_ce_fp32_before": round(start_ce, 4),
+        "train_minutes": round(earlier["train_minutes"] + _train_minutes(*dict(phases)), 1),
+        "train_tokens": earlier["train_tokens"] + tokens, "num_parameters": sum(p.numel() for p in model.parameters()),
+        "more": {"phase": asdict(cfg), **extra}, "earlier": earlier})
+    return 0
+
+
+def _train_drafter_more(kind: str, args, streams) -> int:
+    """A shipped drafter trained on (--from-shipped): from its weights in assets/, one more greedy phase
+    (--greedy-steps, default MORE_GREEDY_STEPS) on the greedy rows of the target now in assets/target, its own seed;
+    DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier"."""
+    from ..drafters import eagle3 as eagle3_drafter
+    from ..drafters.dflash_model import DFlashDraftModel, load_block_model
+    from ..drafters.dspark_model import DSparkDraftModel
+    from . import dflash, dspark, eagle3
+    from .lm import TrainConfig, heldout_windows
+
+    earlier = _shipped_record(f"{kind}-drafter")
+    target = _shipped_target(args.device)
+    path = str(ASSETS / f"{kind}-drafter")
+    generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
+    if kind == "eagle3":
+        drafter = eagle3_drafter.load(path, torch.device(args.device), torch.float32).requires_grad_(True)
+        drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's, as its first phase left them
+        drafter.lm_head.requires_grad_(False)
+        loss = eagle3.eagle3_loss(drafter, target, generator, labels="argmax")
+        score = lambda windows: eagle3.eagle3_acceptance(drafter, target, windows)  # noqa: E731
+    else:
+        cls, loss_of, score_of = {"dflash": (DFlashDraftModel, dflash.dflash_loss, dflash.dflash_acceptance),
+                                  "dspark": (DSparkDraftModel, dspark.dspark_loss, dspark.dspark_acceptance)}[kind]
+        drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
+        loss = loss_of(drafter, target, generator, labels="argmax")
+        score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
+    cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5, threads=args.threads,
+                  device=args.device, precision=args.precision)
+    greedy = _train_greedy_phase(drafter, streams, RUNS / f"{kind}-more", cfg, args, loss, score, MORE_GREEDY_STEPS)
+    if greedy is None:
+        print("error: --from-shipped trains a greedy phase; --greedy-steps 0 leaves nothing to do", file=sys.stderr)
+        return 2
+    drafter.eval()
+    windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
+    extra = {"greedy_phase": greedy[1]}
+    if kind == "dspark":
+        extra["calibration"] = dspark.calibrate(drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
+                                                "the target's greedy continuations of held-out windows")
+    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
+        "heldout_expected_accepted_teacher_forced"
+    _export(drafter, f"{kind}-drafter", cfg, {
+        score_key: round(score(windows), 3), f"{score_key}_before": earlier.get(score_key),
+        "train_minutes": round(earlier["train_minutes"] + _train_minutes(greedy[0]), 1),
+        "num_parameters": sum(p.numel() for p in drafter.parameters()),
+        **({"num_trained_parameters": sum(p.numel() for p in drafter.parameters() if p.requires_grad)}
+           if kind == "eagle3" else {}),
+        "more": {"from": f"assets/{kind}-drafter as shipped before, on the target then shipped", **extra},
+        "earlier": earlier})
+    return 0
 
 
 def _heldout_greedy_rows(target, streams) -> torch.Tensor:
@@ -302,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. Default: none")
     parser.add_argument("--grow-steps", type=int,
                         help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")
+    parser.add_argument("--from-shipped", action="store_true",
+                        help=f"target: train the shipped target (assets/target) on, a further cosine cycle of --steps "
+                             f"steps (default {MORE_STEPS}) in runs/target-more, then --unloop-steps; dflash, dspark, "
+                             f"eagle3: only a greedy phase (--greedy-steps) from the shipped drafter's weights, in "
+                             f"runs/<stage>-more. The record in training.json keeps the earlier one")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -319,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
             args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
         parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0; "
                      "for the target stage only")
+    if args.from_shipped and (args.stage not in ("target", "dflash", "dspark", "eagle3") or args.restart_steps
+                              or args.grow_layers is not None):
+        parser.error("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
+                     "or --grow-layers")
     from ..models import pick_device
     from ..types import EngineError
 
@@ -374,19 +502,25 @@ def main(argv: list[str] | None = None) -> int:
                                     log=lambda line: print(line, flush=True))
         RUNS.mkdir(parents=True, exist_ok=True)
         torch.save(rows.to(torch.int16), RUNS / "greedy.pt")
+        (RUNS / "greedy.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
         return 0
     if args.stage in ("dflash", "dspark", "eagle3"):
         self_path = RUNS / "selfdata.pt"
+        if args.greedy_steps != 0 and (problem := _greedy_rows_problem()):
+            print(f"error: {problem}: run `python -m engine.train greedy-data` first"
+                  + ("" if args.from_shipped else " (or --greedy-steps 0)"), file=sys.stderr)
+            return 2
+        if args.from_shipped:  # only the greedy phase: no self-data rows
+            return _train_drafter_more(args.stage, args, streams)
         if not self_path.exists():
             print("error: run `python -m engine.train self-data` first", file=sys.stderr)
-            return 2
-        if args.greedy_steps != 0 and not (RUNS / "greedy.pt").exists():
-            print("error: run `python -m engine.train greedy-data` first (or --greedy-steps 0)", file=sys.stderr)
             return 2
         streams = {**streams, "self": torch.load(self_path)}
         if args.stage == "eagle3":
             return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
+    if args.stage == "target" and args.from_shipped:
+        return _train_target_more(args, tokenizer, streams)
     if args.stage == "target":
         cfg = _config(args, TARGET_STEPS)
         model = Qwen3ForCausalLM(target_config(len(tokenizer)))
@@ -400,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         loss_fn = lm_loss(model)
     else:
+        run_dir = RUNS / "ar-drafter" / _target_digest()
         cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
         model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Retrain the embedded family, every stage in order, on one device:
-#   bash scripts/train_family.sh [--device cuda] [--fresh] [--from STAGE]
+#   bash scripts/train_family.sh [--device cuda] [--fresh] [--from STAGE] [--more]
 # The family is trained around a target that grows: the drafters' first phases learn the 16-layer target, which
 # then grows to 24 layers and trains on; every drafter's last phase (and the AR drafter, and the greedy data)
 # learns the grown target, the one shipped. Stages:
@@ -11,6 +11,7 @@
 #   ar-drafter     distilled from the grown target
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
+# With --more (not the shipped family: an experiment toward a target with a lower loss, docs/benchmarks.md stop 21):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-ar-drafter, more-greedy-data   the AR drafter distilled anew, greedy continuations anew, from that target
 #   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had
@@ -28,19 +29,21 @@ cd "$(dirname "$0")/.."
 mkdir -p runs
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python
-device=cpu fresh=0 from=target
+device=cpu fresh=0 from=target more=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
     --fresh) fresh=1; shift ;;
     --from) from=$2; shift 2 ;;
+    --more) more=1; shift ;;
     *) echo "error: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
 MORE="--from-shipped --steps 2000 --unloop-steps 100"
-stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy
-        more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more card)
+stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy)
+[ $more = 1 ] && stages+=(more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more)
+stages+=(card)
 command_of() {  # the `python -m engine.train` arguments of a stage
   case "$1" in
     dflash|dspark|eagle3) echo "$1 --greedy-steps 0" ;;

@@ -15,7 +15,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
                                                                   -> assets/eagle3-drafter/
   card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
 `--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
-drafter one more greedy phase on the target now shipped; the shipped family ends that way (scripts/train_family.sh).
+drafter one more greedy phase on the target now shipped (`scripts/train_family.sh --more`; an experiment toward a
+target with a lower held-out loss, not the shipped family: docs/benchmarks.md, stop 21).
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
 `scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the

@@ -630,22 +630,31 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     """`dflash|dspark|eagle3 --from-shipped`: one more greedy phase from the shipped drafter's weights
     (runs/<stage>-more), on greedy rows of the target now shipped — rows another target wrote are refused; DSpark
     calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record."""
+    from engine.drafters.dflash_model import DFlashDraftModel
+    from engine.drafters.dspark_model import DSparkDraftModel
+    from engine.drafters.eagle3 import Eagle3DraftModel
     from engine.models import load_drafter
+    from engine.train import dflash, dspark, eagle3
+    from engine.train.lm import TrainConfig
 
     from conftest import tiny_qwen3
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
-    tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
-    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 3))
+    target = tiny_qwen3(len(tokenizer), layers=8, hidden=32)  # EAGLE-3 reads 5 layers
+    target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
-    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
     monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
+    # the "shipped" drafters: built as their stages build them, exported untrained with a record of their own
+    drafters = {"dflash": DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id)),
+                "dspark": DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id)),
+                "eagle3": Eagle3DraftModel(eagle3.eagle3_config(target.config))}
+    dspark.init_markov_head(drafters["dspark"])
+    eagle3.init_from_target(drafters["eagle3"], target)
+    for stage, drafter in drafters.items():
+        cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=8, seq_len=256, lr=1.5e-3),
+                    {"train_minutes": 0.5})
     on = ["--threads", "1"]
-    assert cli.main(["self-data", "--steps", "4", *on]) == 0
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: no greedy rows yet
-    for stage in ("dflash", "dspark", "eagle3"):  # the "shipped" drafters: one short phase each
-        assert cli.main([stage, "--steps", "2", "--greedy-steps", "0", *on]
-                        + (["--restart-steps", "0"] if stage != "eagle3" else [])) == 0
     assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
     tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: those rows are the earlier target's

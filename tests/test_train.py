@@ -494,6 +494,38 @@ def test_precision_sets_the_forward_dtype_and_keeps_float32_weights(precision, d
         train(model, streams, tmp_path / "other", TrainConfig(precision="fp16"), loss_fn, lambda windows: 0.0)
 
 
+def test_a_run_cut_and_resumed_trains_exactly_as_one_never_cut(tmp_path):
+    """The batches' generator and the loss's own (a drafter's anchor positions) are both checkpointed: a run
+    killed after its step-2 checkpoint and resumed as a fresh process would ends with the uncut run's weights."""
+    from engine.train.lm import train
+
+    class Cut(Exception):
+        pass
+
+    def run(run_dir, cut_at=None):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 1)
+        anchors = torch.Generator().manual_seed(1)  # as a drafter's stage makes it: anew in every process
+        calls = []
+
+        def loss_fn(x):
+            calls.append(1)
+            if len(calls) == cut_at:
+                raise Cut
+            keep = torch.rand(x.shape[0], 8, generator=anchors) < 0.5  # the loss's own random choice
+            return model(x[:, :8].float() * keep).pow(2).mean()
+
+        streams = {"train": torch.arange(500) % 37, "heldout": torch.arange(100) % 37}
+        cfg = TrainConfig(steps=4, batch_size=4, seq_len=8, warmup_steps=1, threads=1, save_every=2, precision="fp32")
+        return train(model, streams, run_dir, cfg, loss_fn, lambda w: 0.0, [anchors]).weight.detach().clone()
+
+    uncut = run(tmp_path / "uncut")
+    with pytest.raises(Cut):
+        run(tmp_path / "cut", cut_at=4)  # dies in step 4, after the checkpoint of step 2
+    assert torch.load(tmp_path / "cut" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert torch.equal(run(tmp_path / "cut"), uncut)
+
+
 def test_eagle3_reads_low_middle_and_high_target_layers_never_the_last():
     from engine.train.eagle3 import feature_layers
 

@@ -29,6 +29,7 @@ import argparse
 import json
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -131,19 +132,20 @@ def _shipped_target(device: str = "cpu"):
     return target.to(device).eval().requires_grad_(False)
 
 
-def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_fn,
+def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_fn, anchors: torch.Generator,
                         default_steps: dict[str, int] | None = None) -> tuple[Path, dict] | None:
     """The last phase of a drafter reading the target's features, in after/greedy, from the weights the phase in
-    `after` left: greedy rows only (runs/greedy.pt stands in for the self-data rows), argmax labels (`loss_fn`),
-    a third of the first phase's peak rate, a short warm-up, its own seed. Returns its folder and its record, or
-    None with --greedy-steps 0."""
+    `after` left: greedy rows only (runs/greedy.pt stands in for the self-data rows), argmax labels (`loss_fn`,
+    drawing anchor positions from `anchors`), a third of the first phase's peak rate, a short warm-up, its own
+    seed. Returns its folder and its record, or None with --greedy-steps 0."""
     from .lm import train
 
     steps = (default_steps or GREEDY_STEPS)[args.stage] if args.greedy_steps is None else args.greedy_steps
     if not steps:
         return None
     greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
-    train(drafter, {**streams, "self": torch.load(RUNS / "greedy.pt")}, after / "greedy", greedy, loss_fn, eval_fn)
+    train(drafter, {**streams, "self": torch.load(RUNS / "greedy.pt")}, after / "greedy", greedy, loss_fn, eval_fn,
+          loss_generators=[anchors])
     return after / "greedy", {**asdict(greedy), "labels": "argmax"}
 
 
@@ -236,14 +238,23 @@ def _train_target_more(args, tokenizer, streams) -> int:
     return 0
 
 
+def _block_drafter_parts(kind: str) -> tuple[type, Callable, Callable, Callable]:
+    """DFlash or DSpark: its model class, config builder, loss (taking labels=) and teacher-forced score."""
+    from ..drafters.dflash_model import DFlashDraftModel
+    from ..drafters.dspark_model import DSparkDraftModel
+    from . import dflash, dspark
+
+    return {"dflash": (DFlashDraftModel, dflash.dflash_config, dflash.dflash_loss, dflash.dflash_acceptance),
+            "dspark": (DSparkDraftModel, dspark.dspark_config, dspark.dspark_loss, dspark.dspark_acceptance)}[kind]
+
+
 def _train_drafter_more(kind: str, args, streams) -> int:
     """A shipped drafter trained on (--from-shipped): from its weights in assets/, one more greedy phase
     (--greedy-steps, default MORE_GREEDY_STEPS) on the greedy rows of the target now in assets/target, its own seed;
     DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier"."""
     from ..drafters import eagle3 as eagle3_drafter
-    from ..drafters.dflash_model import DFlashDraftModel, load_block_model
-    from ..drafters.dspark_model import DSparkDraftModel
-    from . import dflash, dspark, eagle3
+    from ..drafters.dflash_model import load_block_model
+    from . import dspark, eagle3
     from .lm import TrainConfig, heldout_windows
 
     earlier = _shipped_record(f"{kind}-drafter")
@@ -257,14 +268,14 @@ def _train_drafter_more(kind: str, args, streams) -> int:
         loss = eagle3.eagle3_loss(drafter, target, generator, labels="argmax")
         score = lambda windows: eagle3.eagle3_acceptance(drafter, target, windows)  # noqa: E731
     else:
-        cls, loss_of, score_of = {"dflash": (DFlashDraftModel, dflash.dflash_loss, dflash.dflash_acceptance),
-                                  "dspark": (DSparkDraftModel, dspark.dspark_loss, dspark.dspark_acceptance)}[kind]
+        cls, _, loss_of, score_of = _block_drafter_parts(kind)
         drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
         loss = loss_of(drafter, target, generator, labels="argmax")
         score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
     cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5, threads=args.threads,
                   device=args.device, precision=args.precision)
-    greedy = _train_greedy_phase(drafter, streams, RUNS / f"{kind}-more", cfg, args, loss, score, MORE_GREEDY_STEPS)
+    greedy = _train_greedy_phase(drafter, streams, RUNS / f"{kind}-more", cfg, args, loss, score, generator,
+                                 MORE_GREEDY_STEPS)
     if greedy is None:
         print("error: --from-shipped trains a greedy phase; --greedy-steps 0 leaves nothing to do", file=sys.stderr)
         return 2
@@ -298,27 +309,20 @@ def _heldout_greedy_rows(target, streams) -> torch.Tensor:
 
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
     """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export."""
-    from ..drafters.dflash_model import DFlashDraftModel
-    from ..drafters.dspark_model import DSparkDraftModel
     from . import dflash, dspark
     from .lm import heldout_windows, train
 
     target = _shipped_target(args.device)
-    if kind == "dflash":
-        drafter = DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id))
-        loss_fn, score = dflash.dflash_loss, dflash.dflash_acceptance
-        greedy_loss = lambda *a: dflash.dflash_loss(*a, labels="argmax")  # noqa: E731
-    else:
-        drafter = DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id))
-        loss_fn, score = dspark.dspark_loss, dspark.dspark_acceptance
-        greedy_loss = lambda *a: dspark.dspark_loss(*a, labels="argmax")  # noqa: E731
+    cls, config_of, loss_fn, score = _block_drafter_parts(kind)
+    drafter = cls(config_of(target.config, tokenizer.mask_token_id))
+    if kind == "dspark":
         dspark.init_markov_head(drafter)
     dflash.init_from_target(drafter, target)
     cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
                   self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
-          lambda windows: score(drafter, target, windows))
+          lambda windows: score(drafter, target, windows), loss_generators=[generator])
     # Half of every batch is text the target wrote itself: the drafter learns the continuations it will really
     # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
     tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
@@ -332,10 +336,11 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         records = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
     for phase_dir, phase_cfg in phases:
         train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
-              lambda windows: score(drafter, target, windows))
+              lambda windows: score(drafter, target, windows), loss_generators=[generator])
     run_dirs = [phase_dir for phase_dir, _ in phases]
-    greedy = _train_greedy_phase(drafter, streams, run_dirs[-1], cfg, args, greedy_loss(drafter, target, generator),
-                                 lambda windows: score(drafter, target, windows))
+    greedy = _train_greedy_phase(drafter, streams, run_dirs[-1], cfg, args,
+                                 loss_fn(drafter, target, generator, labels="argmax"),
+                                 lambda windows: score(drafter, target, windows), generator)
     if greedy is not None:
         run_dirs.append(greedy[0])
         records["greedy_phase"] = greedy[1]
@@ -369,10 +374,11 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     def score(windows: torch.Tensor) -> float:
         return eagle3.eagle3_acceptance(drafter, target, windows)
 
-    train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score)
+    train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score,
+          loss_generators=[generator])
     run_dirs, records = [run_dir], {}
     greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args,
-                                 eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score)
+                                 eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score, generator)
     if greedy is not None:
         run_dirs.append(greedy[0])
         records["greedy_phase"] = greedy[1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -132,10 +132,13 @@ def train(
     cfg: TrainConfig,
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     eval_fn: Callable[[torch.Tensor], float],
+    loss_generators: Sequence[torch.Generator] = (),
 ) -> torch.nn.Module:
     """Train `model` on random corpus windows with `loss_fn`, resuming from run_dir/ckpt.pt; `eval_fn`
     scores the fixed held-out windows every cfg.eval_every steps. Batches are drawn on the CPU (the same
-    ones whatever the device) and moved to cfg.device, where the model (and loss_fn's target) must live."""
+    ones whatever the device) and moved to cfg.device, where the model (and loss_fn's target) must live.
+    `loss_generators`: the generators loss_fn draws from (a drafter's anchor positions); their states are
+    checkpointed with the batches' own, so a run cut and resumed trains exactly as one never cut."""
     if cfg.precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be bf16 or fp32, not {cfg.precision!r}")
     torch.set_num_threads(cfg.threads)
@@ -151,6 +154,8 @@ def train(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
+        for g, g_state in zip(loss_generators, state.get("loss_generators", ())):  # absent in older checkpoints
+            g.set_state(g_state)
         step, elapsed_s = state["step"], state["elapsed_s"]
         print(f"resumed at step {step} ({elapsed_s / 60:.1f} min trained)", flush=True)
     log = (run_dir / "log.jsonl").open("a")
@@ -182,6 +187,7 @@ def train(
             log.flush()
         if step % cfg.save_every == 0 or step == cfg.steps:
             state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                     "loss_generators": [g.get_state() for g in loss_generators],
                      "step": step, "elapsed_s": elapsed_s, "config": asdict(cfg)}
             torch.save(state, run_dir / "ckpt.tmp")
             (run_dir / "ckpt.tmp").replace(ckpt_path)  # atomic: a cut never leaves half a checkpoint

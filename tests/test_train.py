@@ -384,18 +384,21 @@ def test_target_training_ends_with_the_unloop_phase(tmp_path, monkeypatch):
     monkeypatch.setattr(configs, "target_config",
                         lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
     monkeypatch.setattr(cli, "UNLOOP_ROWS", 8)
+    import engine.train.selfdata as selfdata
+
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)  # the unloop phase's greedy rows: 64 + 32 tokens
     for wrong in (["dflash", "--unloop-steps", "2"], ["target", "--unloop-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)
     assert cli.main(["target", "--steps", "2", "--unloop-steps", "2", "--threads", "1"]) == 0
     rows = torch.load(runs / "target/unloop/rows.pt")
-    assert rows.shape == (8, 256)
+    assert rows.shape == (8, 96)
     first, unloop = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/unloop"))
-    assert unloop["step"] == 2 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 256
+    assert unloop["step"] == 2 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 96
     assert any(not torch.equal(first["model"][k], unloop["model"][k]) for k in first["model"])
     record = json.loads((assets / "target" / "training.json").read_text())
     assert record["unloop_phase"]["steps"] == 2 and record["unloop_phase"]["rule"] == "tails"
-    assert record["train_tokens"] == 2 * 8 * 512 + 2 * 16 * 256
+    assert record["train_tokens"] == 2 * 8 * 512 + 2 * 16 * 96
     exported = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
                for k, v in unloop["model"].items() if k in exported)
@@ -622,9 +625,13 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     from conftest import tiny_qwen3
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
-    monkeypatch.setattr(configs, "target_config",
-                        lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config)
+    tiny = lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config  # noqa: E731
+    monkeypatch.setattr(configs, "target_config", tiny)
+    monkeypatch.setattr(configs, "ar_drafter_config", tiny)
     monkeypatch.setattr(cli, "UNLOOP_ROWS", 8)
+    import engine.train.selfdata as selfdata
+
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)  # the unloop phase's greedy rows: 64 + 32 tokens
     for wrong in (["ar-drafter", "--from-shipped"], ["target", "--from-shipped", "--restart-steps", "2"],
                   ["target", "--from-shipped", "--grow-layers", "2"]):
         with pytest.raises(SystemExit):
@@ -644,7 +651,7 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     assert record["more"]["phase"]["lr"] == first["train_config"]["lr"] / 2
     assert record["more"]["phase"]["seed"] != first["train_config"]["seed"]
     assert record["more"]["unloop_phase"]["steps"] == 2
-    assert record["train_tokens"] == first["train_tokens"] + 2 * 8 * 512 + 2 * 16 * 256
+    assert record["train_tokens"] == first["train_tokens"] + 2 * 8 * 512 + 2 * 16 * 96
     assert record["heldout_ce_fp32_before"] == pytest.approx(first["heldout_ce_fp32"], abs=0.05)
     after = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # trained on from the shipped weights
@@ -676,6 +683,9 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
     monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
+    import engine.train.selfdata as selfdata
+
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)  # short greedy rows: 96 tokens, longer than any block
     # the "shipped" drafters: built as their stages build them, exported untrained with a record of their own
     drafters = {"dflash": DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id)),
                 "dspark": DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id)),

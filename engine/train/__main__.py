@@ -433,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"steps (default {MORE_STEPS}) in runs/target-more, then --unloop-steps; dflash, dspark, "
                              f"eagle3: only a greedy phase (--greedy-steps, default "
                              + ", ".join(f"{steps} ({stage})" for stage, steps in MORE_GREEDY_STEPS.items())
-                             + f") from the shipped drafter's weights, in runs/<stage>-more. The record in training.json keeps the earlier one")
+                             + ") from the shipped drafter's weights, in runs/<stage>-more. The record in "
+                               "training.json keeps the earlier one")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],

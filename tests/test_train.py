@@ -617,8 +617,9 @@ def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     """`target --from-shipped`: a further cycle from the weights in assets/target (runs/target-more), then its
-    unloop phase; the export keeps the earlier record beside the new one, and a second time is refused. The AR
-    drafter distilled from each target lives in a folder of that target's own: a new target never resumes it."""
+    unloop phase; the export keeps the earlier record beside the new one, and a second round trains in
+    runs/target-more2 with a seed of its own. The AR drafter distilled from each target lives in a folder of that
+    target's own: a new target never resumes it."""
     import engine.train.configs as configs
     from engine.models import load_causal_lm
 
@@ -656,8 +657,11 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     after = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # trained on from the shipped weights
     assert all(torch.allclose(after[k].float(), v.float(), atol=1e-2) for k, v in unloop["model"].items() if k in after)
-    with pytest.raises(SystemExit, match="already trained on"):
-        cli.main(["target", "--from-shipped", "--steps", "2", *on])
+    assert cli.main(["target", "--from-shipped", "--steps", "2", *on]) == 0  # a second round: a folder of its own
+    assert torch.load(runs / "target-more2" / "ckpt.pt", weights_only=False)["step"] == 2
+    second = json.loads((assets / "target" / "training.json").read_text())
+    assert second["earlier"] == record and second["earlier"]["earlier"] == first
+    assert second["more"]["phase"]["seed"] not in (first["train_config"]["seed"], record["more"]["phase"]["seed"])
 
     assert cli.main(["ar-drafter", "--steps", "2", *on]) == 0  # a fresh run, not the first one resumed
     ar_runs = sorted((runs / "ar-drafter").iterdir())
@@ -668,7 +672,8 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
 def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, monkeypatch, tokenizer):
     """`dflash|dspark|eagle3 --from-shipped`: one more greedy phase from the shipped drafter's weights
     (runs/<stage>-more), on greedy rows of the target now shipped — rows another target wrote are refused; DSpark
-    calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record."""
+    calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record. A second
+    round trains in runs/<stage>-more2 with seeds of its own."""
     from engine.drafters.dflash_model import DFlashDraftModel
     from engine.drafters.dspark_model import DSparkDraftModel
     from engine.drafters.eagle3 import Eagle3DraftModel
@@ -716,5 +721,9 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
         if stage == "eagle3":  # its frozen copies of the target's embeddings and head stay as they were
             assert torch.equal(weights["embed_tokens.weight"], trained["embed_tokens.weight"])
             assert torch.equal(weights["lm_head.weight"], trained["lm_head.weight"])
-    with pytest.raises(SystemExit, match="already trained on"):
-        cli.main(["dflash", "--from-shipped", *on])
+    first_round = json.loads((assets / "dflash-drafter" / "training.json").read_text())
+    assert cli.main(["dflash", "--from-shipped", *on]) == 0  # a second round: a folder and seed of its own
+    assert torch.load(runs / "dflash-more2" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+    second = json.loads((assets / "dflash-drafter" / "training.json").read_text())
+    assert second["earlier"] == first_round and "more" in first_round  # the chain: this round, the one before, ...
+    assert second["more"]["greedy_phase"]["seed"] != first_round["more"]["greedy_phase"]["seed"]

@@ -197,14 +197,16 @@ def _train_grow_phase(model, streams, after: Path, cfg, args) -> tuple[Path, obj
                                    "old_layer_at": mapping}
 
 
-def _shipped_record(name: str) -> dict:
-    """The training.json of a shipped model; refuses one already trained on with --from-shipped, whose record
-    would otherwise nest its own earlier self (train that family from its earlier stages instead)."""
-    record = json.loads((ASSETS / name / "training.json").read_text())
-    if "more" in record:
-        raise SystemExit(f"error: assets/{name} was already trained on with --from-shipped "
-                         f"(runs/{name}-more); a second time is not supported")
-    return record
+def _shipped_record(stage: str) -> tuple[dict, int, Path]:
+    """The training.json of a shipped model (the target, or a stage's drafter), how many --from-shipped rounds it
+    already had, and the folder of the next round's checkpoints: runs/<stage>-more for the first, then
+    runs/<stage>-more2, and so on. A round's record keeps the one before it under "earlier", so the chain back to
+    the first stage stays readable."""
+    record = json.loads((ASSETS / (stage if stage == "target" else f"{stage}-drafter") / "training.json").read_text())
+    rounds, earlier = 0, record
+    while "more" in earlier:
+        rounds, earlier = rounds + 1, earlier["earlier"]
+    return record, rounds, RUNS / (f"{stage}-more" if rounds == 0 else f"{stage}-more{rounds + 1}")
 
 
 def _train_target_more(args, tokenizer, streams) -> int:
@@ -215,11 +217,10 @@ def _train_target_more(args, tokenizer, streams) -> int:
 
     from .lm import heldout_loss, heldout_windows, lm_loss, train
 
-    earlier = _shipped_record("target")
+    earlier, rounds, run_dir = _shipped_record("target")
     model = Qwen3ForCausalLM.from_pretrained(ASSETS / "target", dtype=torch.float32)
     cfg = _config(args, MORE_STEPS, lr=earlier["train_config"]["lr"] / 2, warmup_steps=50)
-    cfg = replace(cfg, seed=cfg.seed + 5)  # other windows than every earlier phase
-    run_dir = RUNS / "target-more"
+    cfg = replace(cfg, seed=cfg.seed + 5 + rounds)  # other windows than every earlier phase and round
     windows = heldout_windows(streams["heldout"], cfg.seq_len)
     start_ce = heldout_loss(model, windows)
     train(model, streams, run_dir, cfg, lm_loss(model), lambda w: heldout_loss(model, w))
@@ -251,16 +252,17 @@ def _block_drafter_parts(kind: str) -> tuple[type, Callable, Callable, Callable]
 def _train_drafter_more(kind: str, args, streams) -> int:
     """A shipped drafter trained on (--from-shipped): from its weights in assets/, one more greedy phase
     (--greedy-steps, default MORE_GREEDY_STEPS) on the greedy rows of the target now in assets/target, its own seed;
-    DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier"."""
+    DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier". A drafter that had
+    rounds already trains another (seeds and folder of that round: _shipped_record)."""
     from ..drafters import eagle3 as eagle3_drafter
     from ..drafters.dflash_model import load_block_model
     from . import dspark, eagle3
     from .lm import TrainConfig, heldout_windows
 
-    earlier = _shipped_record(f"{kind}-drafter")
+    earlier, rounds, run_dir = _shipped_record(kind)
     target = _shipped_target(args.device)
     path = str(ASSETS / f"{kind}-drafter")
-    generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
+    generator = torch.Generator().manual_seed(args.seed + 1 + rounds)  # anchor positions
     if kind == "eagle3":
         drafter = eagle3_drafter.load(path, torch.device(args.device), torch.float32).requires_grad_(True)
         drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's, as its first phase left them
@@ -272,9 +274,9 @@ def _train_drafter_more(kind: str, args, streams) -> int:
         drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
         loss = loss_of(drafter, target, generator, labels="argmax")
         score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
-    cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5, threads=args.threads,
+    cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5 + rounds, threads=args.threads,
                   device=args.device, precision=args.precision)
-    greedy = _train_greedy_phase(drafter, streams, RUNS / f"{kind}-more", cfg, args, loss, score, generator,
+    greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args, loss, score, generator,
                                  MORE_GREEDY_STEPS)
     if greedy is None:
         print("error: --from-shipped trains a greedy phase; --greedy-steps 0 leaves nothing to do", file=sys.stderr)
@@ -434,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"eagle3: only a greedy phase (--greedy-steps, default "
                              + ", ".join(f"{steps} ({stage})" for stage, steps in MORE_GREEDY_STEPS.items())
                              + ") from the shipped drafter's weights, in runs/<stage>-more. The record in "
-                               "training.json keeps the earlier one")
+                               "training.json keeps the earlier one; a second round trains in runs/<stage>-more2, "
+                               "with seeds of its own")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],

@@ -15,6 +15,7 @@
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-ar-drafter, more-greedy-data   the AR drafter distilled anew, greedy continuations anew, from that target
 #   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had
+#   dflash-more2 dspark-more2   the block drafters a second such round (their own seeds, runs/<stage>-more2)
 #   card           measures the shipped models
 # (The tokenizer and held-out prompts are kept: `python -m engine.train tokenizer` remakes them, and then
 # everything after must be retrained too.)
@@ -42,7 +43,7 @@ done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
 MORE="--from-shipped --steps 2000 --unloop-steps 100"
 stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy)
-[ $more = 1 ] && stages+=(more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more)
+[ $more = 1 ] && stages+=(more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more dflash-more2 dspark-more2)
 stages+=(card)
 command_of() {  # the `python -m engine.train` arguments of a stage
   case "$1" in
@@ -51,7 +52,7 @@ command_of() {  # the `python -m engine.train` arguments of a stage
     *-greedy) echo "${1%-greedy}" ;;
     more) echo "target $MORE" ;;
     more-*) echo "${1#more-}" ;;
-    *-more) echo "${1%-more} --from-shipped" ;;
+    *-more|*-more2) echo "${1%-more*} --from-shipped" ;;
     *) echo "$1" ;;
   esac
 }
@@ -62,7 +63,7 @@ checkpoints_of() {  # what --fresh deletes before a stage runs
     dflash-greedy|dspark-greedy) echo "runs/${1%-greedy}/cycle2/self/greedy" ;;
     eagle3-greedy) echo "runs/eagle3/greedy" ;;
     more) echo "runs/target-more" ;;
-    *-more) echo "runs/$1" ;;
+    *-more|*-more2) echo "runs/$1" ;;
   esac
 }
 started=0

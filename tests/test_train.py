@@ -150,6 +150,23 @@ def test_loop_detector_sees_periodic_tails_only():
     assert not is_loop([1, 2, 3] * 3)  # too short to judge
 
 
+def test_the_card_reads_a_models_history_through_its_earlier_records():
+    """A model trained on with --from-shipped keeps each earlier record under "earlier": the card names its
+    rounds, oldest first, and finds the growth of the target in whichever record it happened."""
+    from engine.train.card import grown_from, record_chain, rounds_text
+
+    first = {"train_config": {"steps": 3000}, "grow_phase": {"from_layers": 16}}
+    one = {"more": {"phase": {"steps": 2000}, "unloop_phase": {"steps": 100}}, "earlier": first}
+    two = {"more": {"phase": {"steps": 500}}, "earlier": one}
+    assert record_chain(two) == [first, one, two]
+    assert rounds_text(first) is None and rounds_text(one) == "1 round (2000 steps + 100 of unlikelihood)"
+    assert rounds_text(two) == "2 rounds (2000 steps + 100 of unlikelihood, then 500 steps)"
+    assert grown_from(two) == grown_from(first) == 16 and grown_from({"train_config": {}}) is None
+    drafter = {"more": {"greedy_phase": {"steps": 6000}}, "earlier": {"more": {"greedy_phase": {"steps": 2000}},
+                                                                       "earlier": {"train_config": {}}}}
+    assert rounds_text(drafter) == "2 rounds (2000 greedy steps, then 6000 greedy steps)"
+
+
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
                                    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])
 

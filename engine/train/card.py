@@ -34,6 +34,35 @@ def is_loop(ids: list[int]) -> bool:
     return any(all(tail[i] == tail[i - p] for i in range(p, len(tail))) for p in range(1, LOOP_MAX_PERIOD + 1))
 
 
+def record_chain(record: dict) -> list[dict]:
+    """A training.json and the records it keeps under "earlier", oldest first: a model trained on with
+    `--from-shipped` keeps the record it had before each round."""
+    chain = [record]
+    while "more" in chain[0] and "earlier" in chain[0]:
+        chain.insert(0, chain[0]["earlier"])
+    return chain
+
+
+def rounds_text(record: dict) -> str | None:
+    """What the `--from-shipped` rounds a model had did (steps per round), or None if it had none."""
+    rounds = []
+    for later in record_chain(record)[1:]:
+        more = later["more"]
+        if "phase" in more:  # the target: a further cycle, then perhaps unlikelihood
+            unloop = more.get("unloop_phase", {}).get("steps")
+            rounds.append(f"{more['phase']['steps']} steps" + (f" + {unloop} of unlikelihood" if unloop else ""))
+        elif "greedy_phase" in more:
+            rounds.append(f"{more['greedy_phase']['steps']} greedy steps")
+    if not rounds:
+        return None
+    return f"{len(rounds)} round{'s' if len(rounds) > 1 else ''} ({', then '.join(rounds)})"
+
+
+def grown_from(record: dict) -> int | None:
+    """How many layers the target had before it grew (`--grow-layers`), in whichever round it grew; or None."""
+    return next((r["grow_phase"]["from_layers"] for r in record_chain(record) if "grow_phase" in r), None)
+
+
 def _folder_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*.safetensors")) / 1e6
 
@@ -50,14 +79,14 @@ def measure(runs_dir: Path) -> dict:
             continue
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
         entry = {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2),
-                 "train_minutes": record.get("train_minutes")}
+                 "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
         if name in ("target", "ar-drafter"):
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
         card["models"][name] = entry
         if name == "target":
             card["target_shape"] = {"layers": model.config.num_hidden_layers, "width": model.config.hidden_size,
-                                    "grown_from": record.get("grow_phase", {}).get("from_layers")}
+                                    "grown_from": grown_from(record)}
     prompts = load_prompts()
     lanes = {}
     loops = 0
@@ -132,6 +161,10 @@ def render_markdown(card: dict) -> str:
     for name, m in card["models"].items():
         loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (reads target features; see τ)"
         lines.append(f"| {name} | {m['parameters'] / 1e6:.2f} M | {m['disk_mb']:.1f} MB | {m['train_minutes']} min | {loss} |")
+    further = [f"{name} {m['rounds']}" for name, m in card["models"].items() if m.get("rounds")]
+    if further:  # the models `--from-shipped` trained on, from the weights an earlier family shipped
+        lines += ["", "Trained on from the weights shipped before (`python -m engine.train STAGE --from-shipped`, "
+                  "`scripts/train_family.sh --more`): " + "; ".join(further) + "."]
     lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
               f"On the {card['heldout_prompts']} held-out prompts (`assets/prompts/heldout.jsonl`), "
               f"{NEW_TOKENS} new tokens, temperature 0:", "",

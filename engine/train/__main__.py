@@ -72,7 +72,7 @@ GROW_STEPS = 800
 # grow phase's peak rate (then --unloop-steps again), for a target with a lower held-out loss; the drafters then
 # take one more greedy phase on it from their shipped weights (`dflash|dspark|eagle3 --from-shipped`).
 MORE_STEPS = 2000
-MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # a round from weights that had GREEDY_STEPS already
+MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # per round, after GREEDY_STEPS
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 

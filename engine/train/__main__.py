@@ -201,11 +201,11 @@ def _shipped_record(stage: str) -> tuple[dict, int, Path]:
     """The training.json of a shipped model (the target, or a stage's drafter), how many --from-shipped rounds it
     already had, and the folder of the next round's checkpoints: runs/<stage>-more for the first, then
     runs/<stage>-more2, and so on. A round's record keeps the one before it under "earlier", so the chain back to
-    the first stage stays readable."""
+    the first stage stays readable (card.record_chain reads it back)."""
+    from .card import record_chain
+
     record = json.loads((ASSETS / (stage if stage == "target" else f"{stage}-drafter") / "training.json").read_text())
-    rounds, earlier = 0, record
-    while "more" in earlier:
-        rounds, earlier = rounds + 1, earlier["earlier"]
+    rounds = len(record_chain(record)) - 1
     return record, rounds, RUNS / (f"{stage}-more" if rounds == 0 else f"{stage}-more{rounds + 1}")
 
 

@@ -33,18 +33,28 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")]
 
 
-def open_page(p):
-    """Chromium with one wide page whose console errors (and uncaught page errors) are collected."""
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+@pytest.fixture(scope="module")
+def chromium():
+    """One chromium for the module's tests (a launch costs seconds); each test opens a context of its own, so no
+    cookie, storage or permission carries over from one test to the next."""
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+def open_page(browser, **context_options):
+    """A fresh context with one wide page whose console errors (and uncaught page errors) are collected."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1300}, **context_options)
+    page = context.new_page()
     console_errors = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: console_errors.append(str(exc)))
-    return browser, page, console_errors
+    return context, page, console_errors
 
 
 # Step through's Play ticks this often in these tests (0.6 s in the app): the test watches whole walks to the end
-TICK_S = 0.25
+TICK_S = 0.12
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +66,10 @@ def app_url(embedded_engine):
     demo.close()
 
 
-def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_engine, tmp_path):
+def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, chromium, embedded_engine, tmp_path):
     max_new_tokens = 64
-    with playwright_api.sync_playwright() as p:
-        browser, page, console_errors = open_page(p)
+    context, page, console_errors = open_page(chromium)
+    try:
         page.goto(app_url, wait_until="networkidle")
         prompt = page.locator("#prompt textarea").input_value()
         page.click("#run")
@@ -78,20 +88,17 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, embedded_eng
         page.get_by_role("tab", name="About").click()
         page.wait_for_selector("text=Model card: the embedded SpecLab models", timeout=10_000)
         assert page.locator("text=held-out loss").count() > 0
-        browser.close()
+    finally:
+        context.close()
     assert not console_errors, console_errors
 
 
-def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, embedded_engine):
+def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromium, embedded_engine):
     query = ("prompt=def%20f(x)%3A&methods=baseline,dflash&max_new_tokens=12&temperature=0&seed=9007199254740993"
              "&colour=red")  # one parameter the app does not know: a message on the page, the rest still used
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1500, "height": 1300})
+    context, page, console_errors = open_page(chromium)
+    try:
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
-        page = context.new_page()
-        console_errors = []
-        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
         page.goto(f"{app_url}?{query}", wait_until="load")
         page.wait_for_selector("#status :text('done')", timeout=60_000)  # nobody clicked Run
         assert page.locator("#prompt textarea").input_value() == "def f(x):"
@@ -124,11 +131,12 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, embedde
         assert params["max_new_tokens"] == "12" and params["temperature"] == "0"
         assert params["seed"] == "9007199254740993"  # a seed past 2**53 survives the page and the link exactly
         assert page.evaluate("navigator.clipboard.readText()") == link
-        browser.close()
+    finally:
+        context.close()
     assert not console_errors, console_errors
 
 
-def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine, tmp_path):
+def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embedded_engine, tmp_path):
     """Run on Compare (a link: temperature 1, a fixed seed, the rejection rule), then step through it: a
     rejected token's numbers read exactly as the engine's trace, Pause holds, and Play walks to the last step."""
     from urllib.parse import parse_qsl
@@ -138,7 +146,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine
     from app.tabs.step import fmt
 
     # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run
-    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=16&verify_rule=rejection"
+    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=10&verify_rule=rejection"
              "&scheduler=static")
     methods = embedded_engine.methods()
     settings, messages = parse_query(parse_qsl(query), default_settings(methods), available=methods)
@@ -149,8 +157,8 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine
                   for p, t in enumerate(s.drafted, start=1) if t.verdict == "rejected" and t.draw is not None]
     i, method, position, token = min(rejections, key=lambda rejection: rejection[0])  # the earliest such step
     key = f"{method}:{position}"
-    with playwright_api.sync_playwright() as p:
-        browser, page, console_errors = open_page(p)
+    context, page, console_errors = open_page(chromium)
+    try:
         page.goto(f"{app_url}?{query}", wait_until="load")
         page.wait_for_selector("#status :text('done')", timeout=60_000)
         page.get_by_role("tab", name="Step through").click()
@@ -197,5 +205,6 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, embedded_engine
         page.wait_for_timeout(2_000 * TICK_S + 300)  # two more ticks' time: it stays at the end
         assert step_shown.input_value() == str(last)
         assert page.locator(f'#step-blocks .st-lanes[data-step="{last}"]').count() == 1
-        browser.close()
+    finally:
+        context.close()
     assert not console_errors, console_errors

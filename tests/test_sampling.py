@@ -26,17 +26,18 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 
 def emitted_token_counts(rule) -> tuple[torch.Tensor, torch.Tensor]:
-    """Counts of the first emitted token, and of the second one in the steps that emit it."""
+    """Counts of the first emitted token, and of the second one in the steps that emit it. Every trial's drafts
+    are drawn up front in one call (the same distribution as a draw per trial); the rule runs once per trial."""
     generator = torch.Generator().manual_seed(1234)
-    first, second = torch.zeros(6), torch.zeros(6)
-    for _ in range(TRIALS):
-        draft_ids = sample(DRAFT, generator)
+    drafts = sample(DRAFT.expand(TRIALS, *DRAFT.shape), generator)
+    first, second = [], []
+    for draft_ids in drafts:
         verdict = rule(draft_ids, generator)
-        emitted = draft_ids[: verdict.num_accepted].tolist() + [verdict.bonus_id]
-        first[emitted[0]] += 1
-        if len(emitted) > 1:
-            second[emitted[1]] += 1
-    return first, second
+        first.append(int(draft_ids[0]) if verdict.num_accepted else verdict.bonus_id)
+        if verdict.num_accepted:  # a second token is emitted: the second draft or the bonus after the first
+            second.append(int(draft_ids[1]) if verdict.num_accepted > 1 else verdict.bonus_id)
+    return (torch.bincount(torch.tensor(first), minlength=6).float(),
+            torch.bincount(torch.tensor(second), minlength=6).float())
 
 
 def test_rejection_rule_output_follows_the_target():

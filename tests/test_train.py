@@ -183,7 +183,7 @@ def _cli_in(tmp_path, monkeypatch):
     shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
     g = torch.Generator().manual_seed(0)
     streams = {"train": torch.randint(2, 4000, (6000,), generator=g),
-               "heldout": torch.randint(2, 4000, (3000,), generator=g)}
+               "heldout": torch.randint(2, 4000, (1100,), generator=g)}
     monkeypatch.setattr(cli, "ASSETS", assets)
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)

@@ -43,9 +43,9 @@ def chromium():
         browser.close()
 
 
-def open_page(browser, **context_options):
+def open_page(browser):
     """A fresh context with one wide page whose console errors (and uncaught page errors) are collected."""
-    context = browser.new_context(viewport={"width": 1500, "height": 1300}, **context_options)
+    context = browser.new_context(viewport={"width": 1500, "height": 1300})
     page = context.new_page()
     console_errors = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)

@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 # background while pip installs the Python packages (a fresh machine spends its first minute on these two).
 chromium_install=""
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 &
+  # Without its recommended packages (printing, avahi, perl web libraries, udev): 37 packages instead of 107.
+  (apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 &
   chromium_install=$!
 fi
 bash scripts/setup.sh

@@ -33,11 +33,13 @@ def emitted_token_counts(rule) -> tuple[torch.Tensor, torch.Tensor]:
     first, second = [], []
     for draft_ids in drafts:
         verdict = rule(draft_ids, generator)
-        first.append(int(draft_ids[0]) if verdict.num_accepted else verdict.bonus_id)
-        if verdict.num_accepted:  # a second token is emitted: the second draft or the bonus after the first
-            second.append(int(draft_ids[1]) if verdict.num_accepted > 1 else verdict.bonus_id)
-    return (torch.bincount(torch.tensor(first), minlength=6).float(),
-            torch.bincount(torch.tensor(second), minlength=6).float())
+        emitted = draft_ids[: verdict.num_accepted].tolist() + [verdict.bonus_id]
+        first.append(emitted[0])
+        if len(emitted) > 1:
+            second.append(emitted[1])
+    vocab = DRAFT.size(-1)
+    return (torch.bincount(torch.tensor(first), minlength=vocab).float(),
+            torch.bincount(torch.tensor(second), minlength=vocab).float())
 
 
 def test_rejection_rule_output_follows_the_target():

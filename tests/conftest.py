@@ -7,6 +7,8 @@ which exercises every branch of verification and cache rollback.
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,19 @@ def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, h
         prefix + "input_layernorm.weight": torch.ones(hidden),
         prefix + "post_attention_layernorm.weight": torch.ones(hidden),
     }
+
+
+# The browser tests drive Debian's chromium through playwright, with the flags DEVELOPERS.md gives
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
+
+
+def launch_chromium(playwright):
+    """Chromium from a running `sync_playwright()` (mark the test `needs_chromium`)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
 
 
 def launch_locally(demo):

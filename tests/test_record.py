@@ -15,7 +15,7 @@ from app.links import default_settings  # noqa: E402
 from app.record import settings_dict  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
-from conftest import launch_locally  # noqa: E402
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 
@@ -103,15 +103,10 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
 
 @pytest.mark.browser
 @pytest.mark.slow
+@needs_chromium
 def test_a_share_link_opened_again_shows_the_recorded_run(random_engine, monkeypatch):
     """Thirty students opening one link: the first visit runs the models, later ones get that run."""
-    import os
-    import shutil
-
     playwright_api = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(chromium):
-        pytest.skip("Debian chromium is not installed")
     from app.main import build_app
 
     url = launch_locally(build_app(random_engine)) + "?prompt=def%20g(y)%3A&methods=baseline,ar&max_new_tokens=10"
@@ -120,9 +115,7 @@ def test_a_share_link_opened_again_shows_the_recorded_run(random_engine, monkeyp
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: runs.append(a) or real_stream(*a, **k))
     statuses = []
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
-                                                                    "--disable-background-networking",
-                                                                    "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p)
         for _ in range(2):
             page = browser.new_page()
             page.goto(url)

@@ -10,6 +10,8 @@ from engine.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+
 PROMPT = "def parse(self, text):\n"
 
 
@@ -103,26 +105,17 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
 
 @pytest.mark.browser
 @pytest.mark.slow
+@needs_chromium
 def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k(random_engine, monkeypatch):
-    import os
-    import shutil
-
     playwright_api = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(chromium):
-        pytest.skip("Debian chromium is not installed")
     from app.main import build_app
-
-    from conftest import launch_locally
 
     import app.tabs.why as why
 
     monkeypatch.setattr(why, "SWEEP_TOKENS", 16)  # the sweep's 22 runs, shorter: this test reads the page, not speeds
     url = launch_locally(build_app(random_engine))
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
-                                                                    "--disable-background-networking",
-                                                                    "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
         page.goto(url + "?methods=baseline,ar,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
         page.wait_for_function("(s => s && /done/.test(s.innerText))(document.querySelector('#status'))", timeout=60000)

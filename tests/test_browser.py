@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -23,14 +22,9 @@ from app.main import build_app  # noqa: E402
 from app.render import display_text  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
-from conftest import launch_locally  # noqa: E402
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def chromium():
     """One chromium for the module's tests (a launch costs seconds); each test opens a context of its own, so no
     cookie, storage or permission carries over from one test to the next."""
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        browser = launch_chromium(p)
         yield browser
         browser.close()
 
@@ -159,7 +153,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
     from app.tabs.step import fmt
 
     # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run
-    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=10&verify_rule=rejection"
+    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=16&verify_rule=rejection"
              "&scheduler=static")
     methods = embedded_engine.methods()
     settings, messages = parse_query(parse_qsl(query), default_settings(methods), available=methods)
@@ -213,7 +207,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
         # Pause holds when the step then stays put for three ticks' time short of the end (a Pause that did nothing
         # would walk on to the last step)
         paused = held_still(page, step_shown, quiet_ms=3_000 * TICK_S, timeout_ms=15_000)
-        assert int(paused) < last, "Pause did not stop Play before the last step"
+        assert int(paused) < last, f"Pause did not stop Play before the last step ({last}; Play started at {i})"
         page.click("#step-play")
         page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{last}"]', timeout=10_000 + 1_000 * last)
         page.wait_for_timeout(2_000 * TICK_S + 300)  # two more ticks' time: it stays at the end

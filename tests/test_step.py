@@ -178,17 +178,40 @@ def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(ran
     assert shown[1]["maximum"] == last_step(comparison) and shown[1]["value"] == 0
     assert shown[2] == blocks_html(comparison, 0, step_view(comparison, 0).selected)
 
-    value, ticks = 0, 0
-    while True:
-        value, clock = fns["on_tick"](value, request)
+    def tick(value):
+        """on_tick's new value (the raw one where it skips) and whether it switched the clock off."""
+        following, clock = fns["on_tick"](value, request)
+        return (value if isinstance(following, dict) else following), clock.get("active") is False
+
+    started = fns["on_play"](0, request)
+    assert isinstance(started[0], dict) and started[1]["active"] is True  # Play from step 0 keeps the step
+    value, ticks, stopped = 0, 0, False
+    while not stopped:
+        value, stopped = tick(value)
         ticks += 1
-        if isinstance(clock, dict) and clock.get("active") is False:
-            break
     assert value == last_step(comparison) and ticks == last_step(comparison)
+    assert tick(value) == (value, True)  # a late tick at the end moves nothing
     again = fns["on_play"](value, request)  # Play at the end starts over from step 0
     assert again[0] == 0 and again[1]["active"] is True
-    assert fns["<lambda>"]()["active"] is False  # Pause
+    assert tick(0) == (1, False)
+    assert fns["on_pause"](request)["active"] is False
+    assert tick(1) == (1, True)  # ticks that reach the server after Pause leave the step where Pause found it
     assert slider.maximum >= 1  # a fresh page's slider before anything is shown
+
+
+def test_play_is_remembered_for_a_bounded_number_of_sessions():
+    from app.tabs.step import PlayingSessions
+
+    playing = PlayingSessions(limit=2)
+    for session in ("a", "b", "c"):
+        playing.start(session)
+    assert "a" not in playing and "b" in playing and "c" in playing  # the oldest dropped
+    playing.start("b")  # playing again makes it the newest
+    playing.start("d")
+    assert "b" in playing and "c" not in playing
+    playing.stop("b")
+    playing.stop("never-played")  # nothing to stop: no error
+    assert "b" not in playing and "d" in playing
 
 
 def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, comparison, tmp_path):

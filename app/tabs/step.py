@@ -7,14 +7,16 @@ distributions as bar charts, and the shared timeline with step i marked. Step 0 
 different numbers of steps, so a lane past its end says where it finished.
 
 Pure helpers (HTML, figures, the play clock) come first; render() lays out the tab and wires its events.
-What each browser session is stepping through is kept server-side (a bounded LastComparisons), never in
-gr.State, which would hold a heartbeat connection open for every visitor.
+What each browser session is stepping through, and whether it is playing, is kept server-side (bounded per
+session), never in gr.State, which would hold a heartbeat connection open for every visitor.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import gradio as gr
@@ -23,7 +25,7 @@ import plotly.graph_objects as go
 from engine.types import DraftedToken, Step, TopToken
 
 from ..charts import timeline_figure
-from ..record import LAST, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison
+from ..record import LAST, MAX_FILE_BYTES, MAX_SESSIONS, Comparison, LastComparisons, RecordError, read_comparison
 from ..render import LEGEND_HTML, METHOD_LABELS, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 
@@ -36,6 +38,37 @@ NO_RUN = "No run yet in this session: run a comparison on the Compare tab first.
 EMPTY = '<div class="note">Press “Show my last run” or open a saved comparison.</div>'
 
 SHOWN = LastComparisons()  # what each browser session is stepping through
+
+
+class PlayingSessions:
+    """The sessions whose Play is on, as the server last heard it (at most `limit`, the oldest dropped).
+
+    Play's clock ticks in the browser, and Pause reaches the clock only when the server's answer comes back; on
+    a loaded machine ticks sent meanwhile arrive after the server has heard Pause. Kept here, Pause wins: those
+    ticks find the session paused and leave the step where Pause found it."""
+
+    def __init__(self, limit: int = MAX_SESSIONS):
+        self._sessions: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def start(self, session: str) -> None:
+        with self._lock:
+            self._sessions[session] = None
+            self._sessions.move_to_end(session)
+            while len(self._sessions) > self._limit:
+                self._sessions.popitem(last=False)
+
+    def stop(self, session: str) -> None:
+        with self._lock:
+            self._sessions.pop(session, None)
+
+    def __contains__(self, session: str) -> bool:
+        with self._lock:
+            return session in self._sessions
+
+
+PLAYING = PlayingSessions()
 
 
 # --- the comparison's shape ------------------------------------------------------------------------------
@@ -433,14 +466,22 @@ def render(engine=None) -> None:
             return gr.skip(), gr.update(active=False)
         last = last_step(comparison)
         i = step_number(raw, last)
+        if last > 0:
+            PLAYING.start(request.session_hash)
         return (0 if i >= last else gr.skip()), gr.update(active=last > 0)
+
+    def on_pause(request: gr.Request):
+        PLAYING.stop(request.session_hash)
+        return gr.update(active=False)
 
     def on_tick(raw, request: gr.Request):
         comparison = SHOWN.last(request.session_hash)
-        if comparison is None:
+        if comparison is None or request.session_hash not in PLAYING:  # a tick that arrived after Pause
             return gr.skip(), gr.update(active=False)
         last = last_step(comparison)
         following, playing = advance(step_number(raw, last), last)
+        if not playing:
+            PLAYING.stop(request.session_hash)
         # Only ever switch the clock off here: switching it on again could undo a Pause pressed mid-tick.
         return following, gr.skip() if playing else gr.update(active=False)
 
@@ -453,5 +494,5 @@ def render(engine=None) -> None:
     previous_button.click(move(-1), [slider], [slider], preprocess=False, queue=False, **quiet)
     next_button.click(move(+1), [slider], [slider], preprocess=False, queue=False, **quiet)
     play_button.click(on_play, [slider], [slider, timer], preprocess=False, queue=False, **quiet)
-    pause_button.click(lambda: gr.update(active=False), None, [timer], queue=False, **quiet)
+    pause_button.click(on_pause, None, [timer], queue=False, **quiet)
     timer.tick(on_tick, [slider], [slider, timer], preprocess=False, queue=False, **quiet)

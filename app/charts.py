@@ -65,7 +65,7 @@ def _add(data: dict, row: str, start_ms: float, end_ms: float, text: str) -> Non
 def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=300, margin=dict(l=10, r=10, t=40, b=40),
                       xaxis_title=x_title, yaxis_title=y_title, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="bottom", y=-0.45, x=0))
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     return fig

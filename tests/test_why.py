@@ -88,6 +88,11 @@ def test_comparison_charts_of_a_run(random_engine):
     shares = bubble_share_figure(lanes, 16, random_engine.eos_id)
     totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
     assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time
+    for figure in (histogram, formula, shares):
+        # with five lanes a legend wraps to a second row: hung by its top below the axis title, it grows away
+        # from the title instead of over it
+        legend = figure.layout.legend
+        assert legend.orientation == "h" and legend.yanchor == "top" and legend.y <= -0.25, figure.layout.title.text
 
 
 def test_run_points_place_each_lane_at_its_draft_length(random_engine):

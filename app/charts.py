@@ -201,6 +201,22 @@ def bubble_share_figure(lanes: dict[str, list[Step]], max_new_tokens: int, eos_i
 PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (UX: label predictions)
 
 
+def label_positions(points: dict[str, tuple[int, float]]) -> list[str]:
+    """Where each point's label goes, in the order of `points` ({name: (K, speedup)}): to the right of a point
+    alone at its K; where lanes share a K (DFlash and DSpark at one block length), above the highest and below the
+    lowest (ties broken by order), so their labels do not print over each other."""
+    items = list(points.values())
+    positions = []
+    for i, (k, y) in enumerate(items):
+        group = sorted((v, -j) for j, (kk, v) in enumerate(items) if kk == k)  # lowest first
+        rank = group.index((y, -i))
+        if len(group) == 1 or 0 < rank < len(group) - 1:
+            positions.append("middle right")
+        else:
+            positions.append("top right" if rank == len(group) - 1 else "bottom right")
+    return positions
+
+
 def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int, float] | None = None,
                   measured_prediction: list[float] | None = None,
                   run_points: dict[str, tuple[int, float]] | None = None) -> go.Figure:
@@ -233,7 +249,7 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     if run_points:  # the last Compare run: each lane at its draft length, its measured speedup
         names = list(run_points)
         fig.add_trace(go.Scatter(x=[run_points[n][0] for n in names], y=[run_points[n][1] for n in names],
-                                 mode="markers+text", text=names, textposition="middle right",
+                                 mode="markers+text", text=names, textposition=label_positions(run_points),
                                  name="your last run (measured)", marker=dict(color="#000", size=9, symbol="x")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",

@@ -95,6 +95,19 @@ def test_comparison_charts_of_a_run(random_engine):
         assert legend.orientation == "h" and legend.yanchor == "top" and legend.y <= -0.25, figure.layout.title.text
 
 
+def test_lanes_at_one_draft_length_get_labels_that_do_not_overlap():
+    from app.charts import label_positions, theory_figure
+
+    assert label_positions({"AR": (4, 2.5), "DFlash": (7, 2.5), "DSpark": (7, 2.6)}) == \
+        ["middle right", "bottom right", "top right"]  # alone at K = 4; the two at K = 7 above and below
+    three = label_positions({"AR": (7, 2.5), "DFlash": (7, 2.5), "DSpark": (7, 2.6)})
+    assert sorted(three) == ["bottom right", "middle right", "top right"]  # a tie still gets three places
+    points = {"AR": (4, 2.5), "DFlash": (7, 2.55), "DSpark": (7, 2.6)}
+    figure = theory_figure([1.5, 1.8], [1.2, 1.6], run_points=points)
+    run = next(t for t in figure.data if t.name == "your last run (measured)")
+    assert list(run.textposition) == label_positions(points)
+
+
 def test_run_points_place_each_lane_at_its_draft_length(random_engine):
     from app.record import Comparison
     from app.tabs.why import run_points

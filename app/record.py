@@ -99,6 +99,10 @@ class LastComparisons:
         with self._lock:
             return self._items.get(session)
 
+    def forget(self, session: str) -> None:
+        with self._lock:
+            self._items.pop(session, None)
+
 
 LAST = LastComparisons()
 

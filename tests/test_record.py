@@ -61,7 +61,13 @@ def test_last_comparisons_are_bounded_oldest_first(comparison):
     store = LastComparisons(limit=2)
     for session in ("a", "b", "c"):
         store.remember(session, comparison)
-    assert store.last("a") is None and store.last("c") is comparison
+    assert store.last("a") is None and store.last("b") is comparison and store.last("c") is comparison
+    store.remember("b", comparison)  # remembered again: the newest
+    store.remember("d", comparison)
+    assert store.last("b") is comparison and store.last("c") is None
+    store.forget("b")
+    store.forget("never-seen")  # nothing to forget: no error
+    assert store.last("b") is None and store.last("d") is comparison
 
 
 def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(random_engine, comparison, tmp_path,

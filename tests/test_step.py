@@ -199,21 +199,6 @@ def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(ran
     assert slider.maximum >= 1  # a fresh page's slider before anything is shown
 
 
-def test_play_is_remembered_for_a_bounded_number_of_sessions():
-    from app.tabs.step import PlayingSessions
-
-    playing = PlayingSessions(limit=2)
-    for session in ("a", "b", "c"):
-        playing.start(session)
-    assert "a" not in playing and "b" in playing and "c" in playing  # the oldest dropped
-    playing.start("b")  # playing again makes it the newest
-    playing.start("d")
-    assert "b" in playing and "c" not in playing
-    playing.stop("b")
-    playing.stop("never-played")  # nothing to stop: no error
-    assert "b" not in playing and "d" in playing
-
-
 def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, comparison, tmp_path):
     from app.main import build_app
 

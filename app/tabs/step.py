@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import html
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import gradio as gr
@@ -25,7 +23,7 @@ import plotly.graph_objects as go
 from engine.types import DraftedToken, Step, TopToken
 
 from ..charts import timeline_figure
-from ..record import LAST, MAX_FILE_BYTES, MAX_SESSIONS, Comparison, LastComparisons, RecordError, read_comparison
+from ..record import LAST, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison
 from ..render import LEGEND_HTML, METHOD_LABELS, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 
@@ -40,35 +38,11 @@ EMPTY = '<div class="note">Press “Show my last run” or open a saved comparis
 SHOWN = LastComparisons()  # what each browser session is stepping through
 
 
-class PlayingSessions:
-    """The sessions whose Play is on, as the server last heard it (at most `limit`, the oldest dropped).
-
-    Play's clock ticks in the browser, and Pause reaches the clock only when the server's answer comes back; on
-    a loaded machine ticks sent meanwhile arrive after the server has heard Pause. Kept here, Pause wins: those
-    ticks find the session paused and leave the step where Pause found it."""
-
-    def __init__(self, limit: int = MAX_SESSIONS):
-        self._sessions: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-        self._limit = limit
-
-    def start(self, session: str) -> None:
-        with self._lock:
-            self._sessions[session] = None
-            self._sessions.move_to_end(session)
-            while len(self._sessions) > self._limit:
-                self._sessions.popitem(last=False)
-
-    def stop(self, session: str) -> None:
-        with self._lock:
-            self._sessions.pop(session, None)
-
-    def __contains__(self, session: str) -> bool:
-        with self._lock:
-            return session in self._sessions
-
-
-PLAYING = PlayingSessions()
+# What each session is playing, while its Play is on, as the server last heard it. Play's clock ticks in the browser,
+# and Pause reaches the clock only when the server's answer comes back; on a loaded machine ticks sent meanwhile
+# arrive after the server has heard Pause. Kept here, Pause wins: those ticks find the session not playing and
+# leave the step where Pause found it.
+PLAYING = LastComparisons()
 
 
 # --- the comparison's shape ------------------------------------------------------------------------------
@@ -467,21 +441,21 @@ def render(engine=None) -> None:
         last = last_step(comparison)
         i = step_number(raw, last)
         if last > 0:
-            PLAYING.start(request.session_hash)
+            PLAYING.remember(request.session_hash, comparison)
         return (0 if i >= last else gr.skip()), gr.update(active=last > 0)
 
     def on_pause(request: gr.Request):
-        PLAYING.stop(request.session_hash)
+        PLAYING.forget(request.session_hash)
         return gr.update(active=False)
 
     def on_tick(raw, request: gr.Request):
         comparison = SHOWN.last(request.session_hash)
-        if comparison is None or request.session_hash not in PLAYING:  # a tick that arrived after Pause
+        if comparison is None or PLAYING.last(request.session_hash) is None:  # a tick that arrived after Pause
             return gr.skip(), gr.update(active=False)
         last = last_step(comparison)
         following, playing = advance(step_number(raw, last), last)
         if not playing:
-            PLAYING.stop(request.session_hash)
+            PLAYING.forget(request.session_hash)
         # Only ever switch the clock off here: switching it on again could undo a Pause pressed mid-tick.
         return following, gr.skip() if playing else gr.update(active=False)
 

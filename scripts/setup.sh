@@ -11,13 +11,13 @@ stamp=.venv/.requirements.sha256
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  # pip would compile every installed file to bytecode, on one core; compileall does it on all cores, and only for
-  # the files the app and the tests can import. Without bytecode, each test process would compile torch and
-  # transformers anew where PYTHONDONTWRITEBYTECODE is set. Left out, about half of the files and 14 s on these 2
-  # cores: trees nothing here imports (transformers' other model families, packages' own test suites, plotly's other
-  # trace types, torch's compiler back ends, sympy's physics); Python still compiles any of them on
-  # import if one is ever needed (tests/test_setup.py checks that none is). Its status is ignored: a few files of
-  # torch's own are not Python 3.11.
+  # pip would compile every installed file to bytecode, on one core; compileall does it on all cores, and only for the
+  # files the app and the tests can import. Without bytecode, each test process would compile torch and transformers
+  # anew where PYTHONDONTWRITEBYTECODE is set. Left out, about half of the files and 13 to 21 s on these 2 cores
+  # (README): trees nothing here imports (transformers' other model families, packages' own test suites, plotly's
+  # other trace types, torch's compiler back ends, sympy's physics); Python still compiles any of them on import if
+  # one is ever needed (tests/test_setup.py checks that none is). Its status is ignored: a few files of torch's own
+  # are not Python 3.11.
   .venv/bin/python -m pip install --quiet --no-compile -r requirements.txt
   unused='/site-packages/(pip|setuptools|networkx)/|/tests/|/transformers/models/(?!(auto|qwen3|encoder_decoder)/|__init__)'
   unused+='|/plotly/graph_objs/(?!_?(bar|scatter|layout|figure|deprecations)\b|__init__)'

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine.types import GenerationConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 
 
 def unused_trees() -> re.Pattern:

@@ -23,7 +23,7 @@ from app.runner import LaneRun, run_lanes
 from engine.presets import PRESETS
 from engine.types import EngineError, GenerationConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
 PROMPT = "def parse(self, text):\n"
 
 

@@ -23,7 +23,7 @@ import torch
 from .loop import Engine
 from .methods import method as method_entry
 from .summary import per_position_acceptance
-from .presets import ASSETS_DIR, DEFAULT_PRESET
+from .presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, weights_digests
 from .types import EngineError, GenerationConfig
 
 DEFAULT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"
@@ -171,7 +171,10 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
     record = ASSETS_DIR / "dspark-drafter" / "training.json"
     if "dspark" in configs and engine.preset == "tiny" and record.exists():
         calibration = json.loads(record.read_text()).get("calibration")
+    preset = PRESETS.get(engine.preset)
     return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
+            # which weights were measured (the model card takes a report of its own weights only)
+            "weights": weights_digests(preset) if preset is not None else None,
             "dspark_calibration": calibration,
             "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len, "lanes": rows,
             "ratios": ratios,

@@ -7,6 +7,7 @@ repo id, never remote code).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -71,6 +72,19 @@ DEFAULT_PRESET = "tiny"
 
 for _preset in PRESETS.values():  # a typo in a preset would otherwise surface only when it is loaded
     assert set(_preset.drafters) <= set(METHODS), _preset.name
+
+
+def file_digest(path: Path) -> str:
+    """A short hash of a file's bytes (12 hex digits): enough to tell one set of weights from another."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def weights_digests(preset: Preset) -> dict[str, str] | None:
+    """The digest of every checkpoint's weights of a preset that ships in assets/, by folder; None for one
+    that loads from the hub. A measurement that records them says which weights it measured."""
+    if not preset.local:
+        return None
+    return {name: file_digest(ASSETS_DIR / name / "model.safetensors") for name in preset.checkpoints()}
 
 
 def resolve_model_path(name: str) -> str:

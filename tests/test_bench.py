@@ -67,3 +67,21 @@ def test_busy_machine_runs_a_second_process_only_meanwhile():
     with BusyMachine() as busy:
         assert busy.process.poll() is None  # spinning
     assert busy.process.poll() is not None  # gone afterwards
+
+
+def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
+    """The embedded preset's report carries a digest of every checkpoint's weights (the model card takes only a
+    report of its own weights); a model that is no preset's has none."""
+    import hashlib
+
+    from engine.presets import ASSETS_DIR, PRESETS, weights_digests
+
+    tiny = PRESETS["tiny"]
+    digests = weights_digests(tiny)
+    assert set(digests) == {"target", "eagle3-drafter", "ar-drafter", "dflash-drafter", "dspark-drafter"}
+    for name, digest in digests.items():
+        assert digest == hashlib.sha256((ASSETS_DIR / name / "model.safetensors").read_bytes()).hexdigest()[:12]
+    assert weights_digests(PRESETS["qwen3-4b"]) is None  # hub checkpoints: nothing here to hash
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, draft_len=2, with_hf=False)["weights"] is None
+    monkeypatch.setattr(random_engine, "preset", "tiny")
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, draft_len=2, with_hf=False)["weights"] == digests

@@ -167,6 +167,60 @@ def test_the_card_reads_a_models_history_through_its_earlier_records():
     assert rounds_text(drafter) == "2 rounds (2000 greedy steps, then 6000 greedy steps)"
 
 
+def _bench_report(weights: dict, busy: bool = False, **changes) -> dict:
+    """A report shaped as `python -m engine.bench --json` writes it (only the fields the card reads)."""
+    def lane(speedup):
+        return {"speedup": speedup, "decode_speedup": speedup + 0.1, "tau": 3.0, "per_position_acceptance": [0.8, None]}
+
+    report = {"preset": "tiny", "weights": weights, "identical_outputs": True, "busy_machine": busy, "num_prompts": 65,
+              "max_new_tokens": 64, "draft_len": 4, "block_len": 7, "device": "cpu", "threads": 1,
+              "lanes": {"baseline": {"tokens_per_s": 60.0 if busy else 70.0}, "ar": lane(1.9),
+                        "dflash": lane(2.05 if busy else 2.1), "hf_generate": {"speedup": 0.9}}}
+    return {**report, **changes}
+
+
+def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
+    from engine.train.card import bench_lines, bench_pair, kept_bench
+
+    weights = {"target": "a" * 12, "dflash-drafter": "b" * 12}
+    pair = bench_pair([_bench_report(weights, busy=True), _bench_report(weights)], weights)
+    assert (pair["quiet"]["busy"], pair["busy"]["busy"]) == (False, True)
+    assert set(pair["quiet"]["lanes"]) == {"ar", "dflash"}  # transformers' peers are not the card's
+    table = "\n".join(bench_lines(pair))
+    assert "| dflash | 3.00 | 0.80, — | 2.10× | 2.20× | 2.05× | 2.15× |" in table
+    assert "| baseline | 1.00 | — | 1.00× (70.0 tokens/s) | 1.00× | 1.00× (60.0 tokens/s) | 1.00× |" in table
+    assert "busy: speedup" not in "\n".join(bench_lines({**pair, "busy": None}))
+    refused = [([_bench_report({**weights, "target": "c" * 12})], "other weights"),
+               ([_bench_report(weights, identical_outputs=False)], "baseline's output"),
+               ([_bench_report(weights, preset="qwen3-4b")], "preset"),
+               ([_bench_report(weights, busy=True)], "not 0 and 1"),
+               ([_bench_report(weights), _bench_report(weights)], "not 2 and 0"),
+               ([_bench_report(weights), _bench_report(weights, busy=True, block_len=5)], "different settings"),
+               ([{"preset": "tiny", "weights": weights, "identical_outputs": True}], "not a report")]
+    for reports, message in refused:
+        with pytest.raises(ValueError, match=message):
+            bench_pair(reports, weights)
+    # a card written again on the same weights keeps the table; once they change, it is dropped
+    assert kept_bench({"weights": weights, "bench": pair}, weights) == pair
+    assert kept_bench({"weights": {**weights, "target": "c" * 12}, "bench": pair}, weights) is None
+    assert kept_bench(None, weights) is None
+
+
+def test_the_card_stage_refuses_a_bench_report_before_measuring(tmp_path, capsys):
+    """A wrong --bench fails in one line at once, not after the card's minutes of measuring."""
+    import engine.train.__main__ as cli
+    from engine.presets import PRESETS, weights_digests
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_bench_report({**weights_digests(PRESETS["tiny"]), "target": "0" * 12})))
+    assert cli.main(["card", "--bench", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert cli.main(["card", "--bench", str(other)]) == 2
+    assert "other weights" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["target", "--bench", str(other)])
+
+
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu,
                                    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")])
 

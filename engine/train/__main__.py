@@ -13,7 +13,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   dspark      the DSpark drafter likewise (~2 h), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
-  card        measure the shipped models                        -> assets/MODEL_CARD.md, model_card.json
+  card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
 `--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
 drafter one more greedy phase on the target now shipped (`scripts/train_family.sh --more`; an experiment toward a
 target with a lower held-out loss, not the shipped family: docs/benchmarks.md, stop 21).
@@ -108,9 +108,9 @@ def _train_minutes(*run_dirs: Path) -> float:
 def _target_digest() -> str:
     """A short hash of the shipped target's weights: the AR drafter's checkpoints live under it, so a run
     distilled from another target never resumes."""
-    import hashlib
+    from ..presets import file_digest
 
-    return hashlib.sha256((ASSETS / "target" / "model.safetensors").read_bytes()).hexdigest()[:12]
+    return file_digest(ASSETS / "target" / "model.safetensors")
 
 
 def _greedy_rows_problem() -> str | None:
@@ -438,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
                              + ") from the shipped drafter's weights, in runs/<stage>-more. The record in "
                                "training.json keeps the earlier one; a second round trains in runs/<stage>-more2, "
                                "with seeds of its own")
+    parser.add_argument("--bench", type=Path, action="append",
+                        help="card: a report of `python -m engine.bench --json PATH` on the shipped weights, for the "
+                             "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
+                             "table of the card written before, while its weights are those in assets/")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -455,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
             args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
         parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0; "
                      "for the target stage only")
+    if args.bench and args.stage != "card":
+        parser.error("--bench is for the card stage only")
     if args.from_shipped and (args.stage not in ("target", "dflash", "dspark", "eagle3") or args.restart_steps
                               or args.grow_layers is not None):
         parser.error("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
@@ -489,7 +495,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "card":
         from .card import write_card
 
-        print(json.dumps(write_card(RUNS), indent=1))
+        try:
+            card = write_card(RUNS, args.bench or ())
+        except ValueError as exc:  # a bench report unreadable, not one, or not of these weights
+            print(f"error: --bench: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(card, indent=1))
         return 0
 
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")

@@ -3,6 +3,8 @@
 Everything in the card is measured on the shipped weights (float16 on disk, float32 on the CPU): sizes,
 held-out loss on modules no model trained on, each lane's τ and per-position acceptance on the held-out
 prompts at temperature 0, and how often the target's greedy output falls into a loop within 64 tokens.
+Its speed table is the bench's (`--bench REPORT`, a quiet run and a busy one of `python -m engine.bench`):
+the card takes a report only of the weights it describes, and keeps it while they stay the same.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import torch
 from ..bench import load_prompts
 from ..loop import Engine
 from ..methods import method as method_entry
-from ..presets import ASSETS_DIR, PRESETS
+from ..presets import ASSETS_DIR, PRESETS, weights_digests
 from ..summary import per_position_acceptance
 from ..types import GenerationConfig
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
+# The bench's lanes the card's speed table shows (the others, DFlash with overlap forced on or off and DSpark's
+# static cut, are in docs/benchmarks.md), and the settings a quiet and a busy report must share.
+BENCH_LANES = ("ar", "classic", "dflash", "dspark", "dspark_verify_all")
+BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "draft_len", "block_len")
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
@@ -119,6 +125,79 @@ def measure(runs_dir: Path) -> dict:
     return card
 
 
+def bench_entry(report: dict, weights: dict[str, str]) -> dict:
+    """What the card keeps of one `python -m engine.bench` report. Refuses, in one line, a report of another
+    preset or of other weights than `weights` (the digests of assets/), or one whose lanes did not all write
+    the baseline's output."""
+    try:
+        if report["preset"] != "tiny":
+            raise ValueError(f"a bench report of the {report['preset']!r} preset, not of the embedded models")
+        if report.get("weights") != weights:
+            raise ValueError("a bench report of other weights than those now in assets/: run the bench again")
+        if not report["identical_outputs"]:
+            raise ValueError("a bench report in which some lane did not write the baseline's output")
+        lanes = report["lanes"]
+        return {"busy": bool(report.get("busy_machine")), **{key: report[key] for key in BENCH_SETTINGS},
+                "device": report["device"], "threads": report["threads"],
+                "baseline_tokens_per_s": lanes["baseline"]["tokens_per_s"],
+                "lanes": {m: {key: lanes[m][key] for key in ("speedup", "decode_speedup", "tau",
+                                                             "per_position_acceptance")}
+                          for m in BENCH_LANES if m in lanes}}
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a report of python -m engine.bench (no {exc})") from None
+
+
+def bench_pair(reports: list[dict], weights: dict[str, str]) -> dict:
+    """The card's speed figures: one report of a quiet machine and at most one of a busy one (`--busy`), run with
+    the same settings, as {"quiet": entry, "busy": entry or None}."""
+    entries = [bench_entry(report, weights) for report in reports]
+    quiet = [e for e in entries if not e["busy"]]
+    busy = [e for e in entries if e["busy"]]
+    if len(quiet) != 1 or len(busy) > 1:
+        raise ValueError(f"the card takes one bench report of a quiet machine and at most one of a busy one "
+                         f"(--busy), not {len(quiet)} and {len(busy)}")
+    if busy and any(busy[0][key] != quiet[0][key] for key in BENCH_SETTINGS):
+        raise ValueError("the quiet and the busy bench reports ran different settings (prompts, tokens, K or block)")
+    return {"quiet": quiet[0], "busy": busy[0] if busy else None}
+
+
+def kept_bench(previous: dict | None, weights: dict[str, str]) -> dict | None:
+    """The speed figures of the card written before, while the weights it described are still those in assets/."""
+    if previous and previous.get("weights") == weights:
+        return previous.get("bench")
+    return None
+
+
+def bench_lines(bench: dict) -> list[str]:
+    """The card's speed table: each lane's τ, per-position acceptance and speedups, quiet and busy."""
+    quiet, busy = bench["quiet"], bench["busy"]
+    runs = ("one run" + (" of a quiet machine and one with `--busy` (a second process spinning on one of the two "
+                         "cores)" if busy else ""))
+    lines = ["", f"Speed, from {runs} of `python -m engine.bench` on these weights ({quiet['num_prompts']} held-out "
+             f"prompts, {quiet['max_new_tokens']} new tokens, temperature 0, K = {quiet['draft_len']}, "
+             f"{quiet['block_len']} per block, {quiet['device']}, {quiet['threads']} torch thread{'' if quiet['threads'] == 1 else 's'}; every lane's output "
+             f"identical to the baseline's). Speedup: the baseline's wall time over the lane's; decode: the same "
+             f"without the prefill. τ and per-position acceptance as the quiet run measured them (DSpark's "
+             f"scheduler verifies part of each block; `dspark_verify_all` all of it).", ""]
+    header = "| lane | τ | per-position acceptance | quiet: speedup | decode |"
+    rule = "|---|---|---|---|---|"
+    if busy:
+        header, rule = header + " busy: speedup | decode |", rule + "---|---|"
+    lines += [header, rule]
+    base = f"| baseline | 1.00 | — | 1.00× ({quiet['baseline_tokens_per_s']:.1f} tokens/s) | 1.00× |"
+    if busy:
+        base += f" 1.00× ({busy['baseline_tokens_per_s']:.1f} tokens/s) | 1.00× |"
+    lines.append(base)
+    for method, lane in quiet["lanes"].items():
+        ppa = ", ".join("—" if r is None else f"{r:.2f}" for r in lane["per_position_acceptance"])
+        row = f"| {method} | {lane['tau']:.2f} | {ppa} | {lane['speedup']:.2f}× | {lane['decode_speedup']:.2f}× |"
+        if busy:
+            other = busy["lanes"].get(method)
+            row += (f" {other['speedup']:.2f}× | {other['decode_speedup']:.2f}× |" if other else " — | — |")
+        lines.append(row)
+    return lines
+
+
 def shapes_text(card: dict) -> str:
     """Why the models have the depths they have, with this card's own measured costs."""
     lanes = card["lanes"]
@@ -156,7 +235,8 @@ def render_markdown(card: dict) -> str:
              "Tiny models trained by this project's own scripts (`python -m engine.train ...`, see README) on the",
              "Python standard library's source (PSF licence), file list in `corpus_manifest.json`. They exist to",
              "make speculative decoding visible offline on a laptop CPU; they are not useful language models.",
-             "Every figure below was measured by `python -m engine.train card` on the shipped float16 weights.", "",
+             "Every figure below was measured by `python -m engine.train card` on the shipped float16 weights, but the",
+             "speed table, which is the bench's on the same weights (`--bench`).", "",
              "| model | parameters | on disk | trained | held-out loss (nats/token) |", "|---|---|---|---|---|"]
     for name, m in card["models"].items():
         loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (reads target features; see τ)"
@@ -180,6 +260,8 @@ def render_markdown(card: dict) -> str:
         lines += ["", f"One target forward (the baseline's step) took {card['target_forward_ms']:.2f} ms here; the last "
                   "column gives each lane's drafting and verification per step in those units (single runs on a "
                   "shared machine: read them to ±10%)."]
+    if card.get("bench"):
+        lines += bench_lines(card["bench"])
     lines += ["", shapes_text(card)]
     lines += ["", f"Greedy loops: the target's greedy output falls into a loop (its last {LOOP_WINDOW} tokens repeat "
               f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "
@@ -188,8 +270,24 @@ def render_markdown(card: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_card(runs_dir: Path) -> dict:
+def read_report(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+
+
+def write_card(runs_dir: Path, bench_reports: list[Path] = ()) -> dict:
+    """Measure the shipped models and write the card, with the speed figures of `bench_reports` (checked before
+    the measurement starts) or, without them, those of the card written before while its weights are the same."""
+    weights = weights_digests(PRESETS["tiny"])
+    card_path = ASSETS_DIR / "model_card.json"
+    if bench_reports:
+        bench = bench_pair([read_report(path) for path in bench_reports], weights)
+    else:
+        bench = kept_bench(json.loads(card_path.read_text()) if card_path.exists() else None, weights)
     card = measure(runs_dir)
-    (ASSETS_DIR / "model_card.json").write_text(json.dumps(card, indent=1) + "\n")
+    card["weights"], card["bench"] = weights, bench
+    card_path.write_text(json.dumps(card, indent=1) + "\n")
     (ASSETS_DIR / "MODEL_CARD.md").write_text(render_markdown(card))
     return card

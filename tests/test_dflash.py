@@ -137,3 +137,12 @@ def test_drafter_norm_gives_qwen3s_numbers_fused_and_under_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x.bfloat16()
         assert ours(y).dtype == theirs(y).dtype and torch.equal(ours(y), theirs(y))
+
+
+def test_the_lane_header_says_how_many_tokens_a_block_drafts(random_engine):
+    """z-lab's block size counts the anchor, DeepSpec's (DSpark's lane) does not: the DFlash header says both,
+    so "block 8" beside DSpark's "block 7" does not read as one more drafted token."""
+    model = random_engine.drafter_models["dflash"]
+    label = random_engine.drafter_label("dflash")
+    assert label.endswith(f"block {model.block_size} = anchor + {model.block_size - 1} drafts"), label
+    assert DFlashDrafter(model, random_engine.target).max_draft_len == model.block_size - 1

@@ -49,7 +49,9 @@ class DFlashDrafter(BaseDrafter):
         self.target_layer_ids = model.target_layer_ids
         self.mask_token_id = model.mask_token_id
         self.max_draft_len = model.block_size - 1  # the anchor takes one place in the block
-        self.label = f"DFlash, {model.config.num_hidden_layers} layers, block {model.block_size}"
+        # z-lab's block counts the anchor (the last committed token), DeepSpec's does not: say what is drafted
+        self.label = (f"DFlash, {model.config.num_hidden_layers} layers, block {model.block_size} = anchor + "
+                      f"{self.max_draft_len} drafts")
         self.cache = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 

@@ -16,7 +16,7 @@
 #   more-ar-drafter, more-greedy-data   the AR drafter distilled anew, greedy continuations anew, from that target
 #   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had
 #   dflash-more2 dspark-more2   the block drafters a second such round (their own seeds, runs/<stage>-more2)
-#   card           measures the shipped models
+#   card           measures the shipped models, and runs the bench for its speed table (quiet, then --busy)
 # (The tokenizer and held-out prompts are kept: `python -m engine.train tokenizer` remakes them, and then
 # everything after must be retrained too.)
 # Each stage resumes from its checkpoints in runs/ when cut off (a drafter's greedy stage resumes its finished
@@ -73,7 +73,13 @@ for stage in "${stages[@]}"; do
   if [ $fresh = 1 ] && [ -n "$(checkpoints_of "$stage")" ]; then rm -rf "$(checkpoints_of "$stage")"; fi
   echo "$(date +%H:%M:%S) $stage on $device (log: runs/$stage.log)"
   if [ "$stage" = card ]; then
-    "$PYTHON" -m engine.train card > "runs/$stage.log" 2>&1
+    # The card's speed table: the bench on the CPU (where the card measures), quiet and with a busy core.
+    : > "runs/$stage.log"
+    for busy in "" --busy; do
+      "$PYTHON" -m engine.bench --device cpu --max-new-tokens 64 --draft-len 4 --block-len 7 --no-hf $busy \
+        --json "runs/card-bench${busy:+-busy}.json" >> "runs/$stage.log" 2>&1
+    done
+    "$PYTHON" -m engine.train card --bench runs/card-bench.json --bench runs/card-bench-busy.json >> "runs/$stage.log" 2>&1
   else
     # shellcheck disable=SC2046  # the stage's arguments are words
     "$PYTHON" -m engine.train $(command_of "$stage") --device "$device" > "runs/$stage.log" 2>&1

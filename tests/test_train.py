@@ -206,6 +206,18 @@ def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
     assert kept_bench(None, weights) is None
 
 
+def test_the_shipped_card_describes_the_shipped_weights():
+    """assets/MODEL_CARD.md is what its measurements (model_card.json) render, and they were taken on the weights
+    in assets/: new weights shipped without `python -m engine.train card` fail here."""
+    from engine.presets import ASSETS_DIR, PRESETS, weights_digests
+    from engine.train.card import render_markdown
+
+    card = json.loads((ASSETS_DIR / "model_card.json").read_text())
+    assert card["weights"] == weights_digests(PRESETS["tiny"])
+    assert card["bench"]["quiet"] and card["bench"]["busy"]  # the speed table, quiet and busy
+    assert (ASSETS_DIR / "MODEL_CARD.md").read_text() == render_markdown(card)
+
+
 def test_the_card_stage_refuses_a_bench_report_before_measuring(tmp_path, capsys):
     """A wrong --bench fails in one line at once, not after the card's minutes of measuring."""
     import engine.train.__main__ as cli

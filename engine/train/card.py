@@ -175,10 +175,11 @@ def bench_lines(bench: dict) -> list[str]:
                          "cores)" if busy else ""))
     lines = ["", f"Speed, from {runs} of `python -m engine.bench` on these weights ({quiet['num_prompts']} held-out "
              f"prompts, {quiet['max_new_tokens']} new tokens, temperature 0, K = {quiet['draft_len']}, "
-             f"{quiet['block_len']} per block, {quiet['device']}, {quiet['threads']} torch thread{'' if quiet['threads'] == 1 else 's'}; every lane's output "
+             f"{quiet['block_len']} per block, on {quiet['device']}; every lane's output "
              f"identical to the baseline's). Speedup: the baseline's wall time over the lane's; decode: the same "
              f"without the prefill. τ and per-position acceptance as the quiet run measured them (DSpark's "
-             f"scheduler verifies part of each block; `dspark_verify_all` all of it).", ""]
+             f"scheduler verifies part of each block; `dspark_verify_all` all of it). Only ratios within one run "
+             f"compare: a machine's speed can move more between two runs than a busy core moves it.", ""]
     header = "| lane | τ | per-position acceptance | quiet: speedup | decode |"
     rule = "|---|---|---|---|---|"
     if busy:

@@ -193,8 +193,8 @@ def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
     refused = [([_bench_report({**weights, "target": "c" * 12})], "other weights"),
                ([_bench_report(weights, identical_outputs=False)], "baseline's output"),
                ([_bench_report(weights, preset="qwen3-4b")], "preset"),
-               ([_bench_report(weights, busy=True)], "not 0 and 1"),
-               ([_bench_report(weights), _bench_report(weights)], "not 2 and 0"),
+               ([_bench_report(weights, busy=True)], "got 0 quiet and 1 busy"),
+               ([_bench_report(weights), _bench_report(weights)], "got 2 quiet and 0 busy"),
                ([_bench_report(weights), _bench_report(weights, busy=True, block_len=5)], "different settings"),
                ([{"preset": "tiny", "weights": weights, "identical_outputs": True}], "not a report")]
     for reports, message in refused:

@@ -155,7 +155,7 @@ def bench_pair(reports: list[dict], weights: dict[str, str]) -> dict:
     busy = [e for e in entries if e["busy"]]
     if len(quiet) != 1 or len(busy) > 1:
         raise ValueError(f"the card takes one bench report of a quiet machine and at most one of a busy one "
-                         f"(--busy), not {len(quiet)} and {len(busy)}")
+                         f"(--busy), got {len(quiet)} quiet and {len(busy)} busy")
     if busy and any(busy[0][key] != quiet[0][key] for key in BENCH_SETTINGS):
         raise ValueError("the quiet and the busy bench reports ran different settings (prompts, tokens, K or block)")
     return {"quiet": quiet[0], "busy": busy[0] if busy else None}
@@ -272,6 +272,7 @@ def render_markdown(card: dict) -> str:
 
 
 def read_report(path: Path) -> dict:
+    """A bench report's JSON; a missing or malformed file is a ValueError naming it."""
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:

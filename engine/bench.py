@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 from .loop import Engine
-from .methods import method as method_entry
+from .methods import BASELINE, method as method_entry
+from .presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, resolve_model_path, weights_digests
 from .summary import per_position_acceptance
-from .presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, weights_digests
+from .sweep import k_sweep
 from .types import EngineError, GenerationConfig
 
 DEFAULT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"
@@ -100,12 +101,24 @@ class _Tally:
         return row
 
 
-# Lanes measured besides the methods' defaults, so each switch's effect is measured in the same run: DFlash
-# with overlap forced on and off, DSpark verifying every drafted token or cutting statically.
-VARIANTS = {"dflash_overlap_on": ("dflash", {"overlap": True}),
-            "dflash_overlap_off": ("dflash", {"overlap": False}),
-            "dspark_verify_all": ("dspark", {"scheduler": "none"}),
-            "dspark_static_cut": ("dspark", {"scheduler": "static"})}
+def variant_configs(configs: dict[str, GenerationConfig]) -> dict[str, GenerationConfig]:
+    """Lanes measured besides the methods' defaults (the registry's variants: DFlash with overlap forced on
+    and off, DSpark verifying every drafted token or cutting statically), so each switch's effect is measured
+    in the same run; named method_suffix."""
+    return {f"{m}_{v.suffix}": replace(config, **dict(v.overrides))
+            for m, config in configs.items() for v in method_entry(m).variants}
+
+
+def _calibration(engine: Engine) -> dict | None:
+    """The calibration record of the scheduled (cutting) drafter that ships with this preset, if any."""
+    preset = PRESETS.get(engine.preset)
+    if preset is None or not preset.local:
+        return None
+    for m, checkpoint in preset.drafters.items():
+        record = Path(resolve_model_path(checkpoint)) / "training.json"
+        if method_entry(m).cuts and m in engine.methods() and record.exists():
+            return json.loads(record.read_text()).get("calibration")
+    return None
 
 
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, block_len: int | None = None,
@@ -116,9 +129,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens,
                                    draft_len=block_len if method_entry(m).one_pass else draft_len)
                for m in engine.methods()}
-    for name, (method, overrides) in VARIANTS.items():
-        if method in configs:
-            configs[name] = replace(configs[method], **overrides)
+    configs.update(variant_configs(configs))
     methods = list(configs)
     lanes = {m: _Tally() for m in methods}
     # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
@@ -138,17 +149,17 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
             if tally:
                 lanes[method].add_run(results[method])
                 per_position[method].extend(results[method].steps)
-            if with_hf and method in ("baseline", small_lm):
-                peer = "hf_generate" if method == "baseline" else "hf_assisted"
+            if with_hf and method in (BASELINE, small_lm):
+                peer = "hf_generate" if method == BASELINE else "hf_assisted"
                 assistant = engine.drafter_models[small_lm] if method == small_lm else None
                 hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
                                                   assistant, draft_len)
                 if tally:
                     lanes[peer].add_timed(len(hf_ids), hf_s)
-                if hf_ids != list(results["baseline"].output_ids):
+                if hf_ids != list(results[BASELINE].output_ids):
                     mismatches.append((peer, prompt[:40]))
         for method in methods:
-            if results[method].output_ids != results["baseline"].output_ids:
+            if results[method].output_ids != results[BASELINE].output_ids:
                 mismatches.append((method, prompt[:40]))
 
     one_prompt(prompts[0], tally=False)  # warm-up: first-call allocations and lazy init, not measured
@@ -157,8 +168,8 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
         print(f"\r{i + 1}/{len(prompts)} prompts", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
 
-    baseline_wall = lanes["baseline"].wall_s
-    rows = {name: t.row(lanes["baseline"]) for name, t in lanes.items()}
+    baseline_wall = lanes[BASELINE].wall_s
+    rows = {name: t.row(lanes[BASELINE]) for name, t in lanes.items()}
     for method in methods:
         rows[method]["per_position_acceptance"] = [None if r is None else round(r, 3)
                                                    for r in per_position_acceptance(per_position[method])]
@@ -167,43 +178,22 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
         ratios["baseline_vs_hf_generate"] = round(lanes["hf_generate"].wall_s / baseline_wall, 3)
         if small_lm:
             ratios[f"{small_lm}_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes[small_lm].wall_s, 3)
-    calibration = None
-    record = ASSETS_DIR / "dspark-drafter" / "training.json"
-    if "dspark" in configs and engine.preset == "tiny" and record.exists():
-        calibration = json.loads(record.read_text()).get("calibration")
+    calibration = _calibration(engine)
     preset = PRESETS.get(engine.preset)
     return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
             # which weights were measured (the model card takes a report of its own weights only)
             "weights": weights_digests(preset) if preset is not None else None,
-            "dspark_calibration": calibration,
+            "calibration": calibration,
             "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len, "lanes": rows,
             "ratios": ratios,
             "identical_outputs": not mismatches, "mismatches": mismatches[:20],
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def run_k_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, ks=range(1, 9), method: str = "ar") -> dict:
-    """The serial drafter's ceiling: speedup of `method` for K = 1..8 against the baseline, every K run on
-    every prompt in turn so machine noise hits all alike. Speedup rises while acceptance pays for the extra
-    draft forwards, peaks, then falls."""
-    walls = {k: 0.0 for k in ks}
-    taus = {k: [0, 0] for k in ks}  # committed tokens, steps
-    baseline_wall = 0.0
-    configs = {k: GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=k) for k in ks}
-    engine.generate(prompts[0], configs[ks[0]])  # warm-up
-    for prompt in prompts:
-        baseline = engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
-        baseline_wall += baseline.summary.wall_s
-        for k, config in configs.items():
-            result = engine.generate(prompt, config)
-            if result.output_ids != baseline.output_ids:
-                raise EngineError(f"K sweep: {method} with K={k} differs from the baseline")
-            walls[k] += result.summary.wall_s
-            taus[k][0] += sum(len(step.committed) for step in result.steps)
-            taus[k][1] += result.summary.num_steps
-    rows = {k: {"speedup": round(baseline_wall / walls[k], 3), "tau": round(taus[k][0] / taus[k][1], 3)} for k in ks}
-    best = max(rows, key=lambda k: rows[k]["speedup"])
-    return {"method": method, "drafter": engine.drafter_label(method), "rows": rows, "best_k": best}
+def run_k_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, ks=range(1, 9), method: str | None = None) -> dict:
+    """The serial drafter's ceiling: speedup for K = 1..8 against the baseline (engine/sweep.py). Speedup
+    rises while acceptance pays for the extra draft forwards, peaks, then falls."""
+    return k_sweep(engine, prompts, max_new_tokens, ks, method)
 
 
 class BusyMachine:
@@ -244,8 +234,8 @@ def format_table(report: dict) -> str:
     lines.append("")
     for name, value in report["ratios"].items():
         lines.append(f"{name}: {value:.2f}× (wall-time ratio, > 1 means ours is faster)")
-    if report.get("dspark_calibration"):
-        c = report["dspark_calibration"]
+    if report.get("calibration"):
+        c = report["calibration"]
         lines.append(f"DSpark survival calibration error (ECE, held-out): {c['survival_ece_before']:.3f} before, "
                      f"{c['survival_ece_after']:.3f} after temperature scaling")
     lines.append(f"outputs identical across all lanes: {report['identical_outputs']}")

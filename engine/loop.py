@@ -24,7 +24,7 @@ from .presets import DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
 from .summary import per_position_acceptance, summarize
-from .text import IncrementalDecoder, TokenTexts
+from .text import IncrementalDecoder, TokenTexts, repair_text
 from .timing import SpanClock
 from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, Span,
                     Step, TopToken)
@@ -58,7 +58,7 @@ class _DeviceStep:
     num_verified: int
     confidences: list[float] | None
     kept_ids: list[int]  # tokens committed by this step, cut at a stop
-    finished: bool
+    finish_reason: str | None  # set on the run's last step: why it ended
     spans: tuple  # the device clock's spans, resolved by the host work (SpanClock.resolve)
 
 
@@ -132,13 +132,7 @@ class Engine:
             raise EngineError("the prompt is empty")
         if len(prompt) > MAX_PROMPT_CHARS:
             raise EngineError(f"the prompt is {len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,} are accepted")
-        # Bytes that are not UTF-8 (a command line cut mid-character) arrive as lone surrogates: show them
-        # as U+FFFD instead of failing; so does any other lone surrogate.
-        try:
-            raw = prompt.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raw = prompt.encode("utf-8", "replace")
-        text = raw.decode("utf-8", "replace")
+        text = repair_text(prompt)
         if self.chat:  # chat models answer a user turn; thinking off, where acceptance collapses
             ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                                      enable_thinking=False, tokenize=True, return_dict=False)
@@ -209,7 +203,7 @@ class Engine:
             first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
         drafter.start(ids, features, clock)
         kept = self._append(state, [first_id])
-        yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason is not None, clock.take())
+        yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
 
         index = 1
         while state.finish_reason is None:
@@ -234,14 +228,14 @@ class Engine:
                 drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
                 kept = self._append(state, block.ids[:a].tolist() + [verdict.bonus_id])
             yield _DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
-                              state.finish_reason is not None, clock.take())
+                              state.finish_reason, clock.take())
             index += 1
 
     def _host_step(self, record: "_DeviceStep", decoder: IncrementalDecoder, clock: SpanClock) -> Step:
         """Host work: the step's trace as plain values and its text."""
         with clock.span("host", "trace and text"):
             pieces = [decoder.push(t) for t in record.kept_ids]
-            if record.finished:
+            if record.finish_reason is not None:
                 pieces[-1] += decoder.finish()
             a = record.verdict.num_accepted if record.verdict is not None else 0
             committed = tuple(CommittedToken(t, piece, "accepted" if i < a else "bonus")
@@ -250,7 +244,7 @@ class Engine:
                 record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
             bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
         return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
-                    clock.resolve(record.spans) + clock.take())
+                    clock.resolve(record.spans) + clock.take(), record.finish_reason)
 
     def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
@@ -325,7 +319,7 @@ def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig
         text="".join(s.text for s in steps),
         prefill=steps[0],
         steps=tuple(steps[1:]),
-        summary=summarize(steps, config.max_new_tokens, engine.eos_id),
+        summary=summarize(steps),
         per_position_acceptance=per_position_acceptance(steps),
         drafter=drafter,
     )

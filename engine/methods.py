@@ -9,7 +9,8 @@ implements it; that module provides
     build(model, engine) -> Drafter          the object the speculative loop talks to (drafters/base.py)
 
 so the engine, CLI, app, bench, model card and training read this file and never name a method
-themselves. Adding a drafter is one module under `drafters/` plus one entry here.
+themselves. Adding a drafter is one module under `drafters/` plus one entry here; a method registered at run time
+(an entry added to METHOD_REGISTRY) appears in the lanes, the bench and the About text alike.
 
 Torch-free on purpose: the app (which imports no torch) reads names, labels and defaults from here; the
 drafter modules are imported only when a model is loaded.
@@ -32,6 +33,15 @@ class DrafterKind:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A method run with one switch changed, measured beside it by the bench (its name: method_suffix)."""
+
+    suffix: str
+    overrides: tuple[tuple[str, object], ...]  # GenerationConfig fields and their values
+    on_card: bool = False  # the model card's speed table shows it too
+
+
+@dataclass(frozen=True)
 class Method:
     name: str  # used in the CLI, the JSON trace, URLs and element ids
     label: str
@@ -40,6 +50,19 @@ class Method:
     one_pass: bool  # True: the whole block in one forward (the app's "tokens per block" setting)
     kinds: tuple[str, ...]  # drafter kinds that can serve this method, tried in order; () = no drafter
     paper: str = ""
+    about: str = ""  # a paragraph on what the method is (the About tab, the Space's README)
+    cuts: bool = False  # a scheduler may verify fewer tokens than were drafted (its confidences say how many)
+    variants: tuple[Variant, ...] = ()
+
+    @property
+    def drafts(self) -> bool:
+        """False for the baseline: the target alone."""
+        return bool(self.kinds)
+
+    @property
+    def setting(self) -> str:
+        """The app's control (and link parameter) that sets this method's draft length."""
+        return "block_len" if self.one_pass else "draft_len"
 
 
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).
@@ -47,28 +70,64 @@ DRAFTER_KINDS: dict[str, DrafterKind] = {k.name: k for k in (
     DrafterKind("eagle3", "EAGLE-3", "drafters.eagle3"),
     DrafterKind("dspark", "DSpark", "drafters.dspark"),  # also DeepSpec's DFlash (markov_rank 0)
     DrafterKind("dflash", "DFlash", "drafters.dflash"),
-    DrafterKind("small-lm", "small LM", "drafters.ar"),
+    DrafterKind("small-lm", "small LM", "drafters.small_lm"),
 )}
 
 METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
-    Method("baseline", "Baseline", "target only: one target forward per token", 0, False, ()),
+    Method("baseline", "Baseline", "target only: one target forward per token", 0, False, (),
+           about="the target alone, one forward per token. Every other lane must write exactly its text at "
+                 "temperature 0."),
     Method("ar", "AR", "drafts K tokens one forward at a time, then one verify", 4, False,
            ("eagle3", "small-lm"),
-           "EAGLE-3, arXiv 2503.01840 (a small LM when the preset has no EAGLE-3)"),
+           "EAGLE-3, arXiv 2503.01840 (a small LM when the preset has no EAGLE-3)",
+           about="a one-layer EAGLE-3 drafter reads the target's hidden states (three or five of its layers, "
+                 "fused by a linear layer) with the last token's embedding and drafts K tokens, one forward each, "
+                 "feeding its own hidden state back (Li et al., EAGLE-3, arXiv 2503.01840; DeepSpec's checkpoint "
+                 "format). The target then verifies all K in one forward. Drafting cost grows with K: the serial "
+                 "ceiling."),
     Method("classic", "Classic", "a small LM drafts K tokens, one forward each, then one verify", 4, False,
-           ("small-lm",), "Leviathan et al. 2023, arXiv 2211.17192"),
+           ("small-lm",), "Leviathan et al. 2023, arXiv 2211.17192",
+           about="classic speculative decoding: a small language model with the target's tokenizer drafts K "
+                 "tokens, one forward each, from the tokens alone (Leviathan et al. 2023, Fast Inference from "
+                 "Transformers via Speculative Decoding)."),
     Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("dspark", "dflash"),
-           "DFlash, arXiv 2602.06036"),
+           "DFlash, arXiv 2602.06036",
+           about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
+                 "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036).",
+           variants=(Variant("overlap_on", (("overlap", True),)), Variant("overlap_off", (("overlap", False),)))),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
-           ("dspark",), "DSpark, deepseek-ai/DeepSpec"),
+           ("dspark",), "DSpark, deepseek-ai/DeepSpec",
+           about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "
+                 "and a calibrated confidence head whose scheduler decides how much of the block to verify "
+                 "(Cheng et al., PKU × DeepSeek-AI, code in deepseek-ai/DeepSpec).",
+           cuts=True,
+           variants=(Variant("verify_all", (("scheduler", "none"),), on_card=True),
+                     Variant("static_cut", (("scheduler", "static"),)))),
 )}
 
-METHODS = tuple(METHOD_REGISTRY)  # every method, in display order
+BASELINE = "baseline"  # the method every other lane is compared with (and must equal at temperature 0)
+DEFAULT_METHOD = "ar"  # the CLI's method when none is named
 DEFAULT_LANES = ("baseline", "ar", "dflash", "dspark")  # the app's lanes unless a visitor picks others
+assert BASELINE in METHOD_REGISTRY and not METHOD_REGISTRY[BASELINE].drafts
+assert DEFAULT_METHOD in METHOD_REGISTRY and set(DEFAULT_LANES) <= set(METHOD_REGISTRY)
+
+
+def method_names() -> tuple[str, ...]:
+    """Every registered method, in display order (read at call time, so a method registered later counts)."""
+    return tuple(METHOD_REGISTRY)
+
+
+METHODS = method_names()  # the methods known at import; code that must see later registrations calls method_names
 
 
 def method(name: str) -> Method:
     return METHOD_REGISTRY[name]
+
+
+def label(name: str) -> str:
+    """A method's label, or the name itself for one this registry does not know (a file from elsewhere)."""
+    entry = METHOD_REGISTRY.get(name)
+    return entry.label if entry else name
 
 
 def kind_label(kind: str) -> str:

@@ -50,7 +50,7 @@ TINY = Preset(
     name="tiny",
     target="target",
     tokenizer="tokenizer",
-    drafters={"ar": "eagle3-drafter", "classic": "ar-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+    drafters={"ar": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,
 )

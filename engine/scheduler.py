@@ -22,13 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-
-def survival(confidences: Sequence[float]) -> list[float]:
-    out, alive = [], 1.0
-    for c in confidences:
-        alive *= c
-        out.append(alive)
-    return out
+from .survival import survival
 
 
 def static_cut(confidences: Sequence[float], threshold: float) -> int:

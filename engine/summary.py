@@ -1,13 +1,14 @@
 """Run statistics from the per-step trace: plain Python, no torch, so the app can call it on a run in
-progress (the lanes' live chips) as well as the engine on a finished one."""
+progress (the status line) as well as the engine on a finished one. The trace is all they need: why a run
+ended travels on its last step."""
 
 from __future__ import annotations
 
-from .types import RunSummary, Step
+from .types import STOPPED, RunSummary, Step
 
 
-def _lane_total(steps: list[Step], lane: str) -> float:
-    return sum(span.end_s - span.start_s for step in steps for span in step.spans if span.lane == lane)
+def _work_total(steps: list[Step], work: str) -> float:
+    return sum(span.end_s - span.start_s for step in steps for span in step.spans if span.work == work)
 
 
 def busy_time(steps: list[Step]) -> float:
@@ -37,18 +38,20 @@ def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
     return tuple(rates)
 
 
-def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> RunSummary:
-    """Summary of the steps seen so far (the app calls it on a run in progress)."""
+def acceptance_rate(steps: list[Step]) -> float | None:
+    """Accepted drafted tokens over drafted tokens sent to the target (None when none was sent)."""
+    verified = sum(s.num_verified for s in steps)
+    return sum(s.num_accepted for s in steps) / verified if verified else None
+
+
+def summarize(steps: list[Step]) -> RunSummary:
+    """Summary of the steps seen so far (the prefill first). A trace whose last step says no finish reason
+    was stopped (or is still running)."""
     decode = [s for s in steps if s.kind == "decode"]
     output_ids = [t.id for s in steps for t in s.committed]
     wall_s = max((span.end_s for s in steps for span in s.spans), default=0.0)
     num_steps = len(decode)
-    if output_ids and output_ids[-1] == eos_id:
-        finish = "eos"
-    elif len(output_ids) >= max_new_tokens:
-        finish = "length"
-    else:
-        finish = "context"
+    finish = (steps[-1].finish_reason if steps else None) or STOPPED
     return RunSummary(
         num_new_tokens=len(output_ids),
         num_steps=num_steps,
@@ -57,9 +60,9 @@ def summarize(steps: list[Step], max_new_tokens: int, eos_id: int | None) -> Run
         wall_s=wall_s,
         tokens_per_s=len(output_ids) / wall_s if wall_s > 0 else 0.0,
         prefill_s=sum(span.end_s - span.start_s for s in steps if s.kind == "prefill" for span in s.spans),
-        draft_s=_lane_total(decode, "draft"),
-        verify_s=_lane_total(decode, "verify"),
-        host_s=_lane_total(decode, "host"),
+        draft_s=_work_total(decode, "draft"),
+        verify_s=_work_total(decode, "verify"),
+        host_s=_work_total(decode, "host"),
         bubble_s=max(0.0, wall_s - busy_time(steps)),
         finish_reason=finish,
     )

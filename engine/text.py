@@ -10,21 +10,27 @@ pieces always join to exactly the decoded output. Special tokens add nothing to 
 from __future__ import annotations
 
 import codecs
+import re
 from functools import lru_cache
 
 
 @lru_cache(maxsize=1)
 def _unicode_to_byte() -> dict[str, int]:
-    """Inverse of the byte-to-printable-character table of byte-level BPE (GPT-2 and its successors):
-    printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to code points from 256."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping = {chr(b): b for b in printable}
-    shifted = 0
-    for b in range(256):
-        if b not in printable:
-            mapping[chr(256 + shifted)] = b
-            shifted += 1
-    return mapping
+    """Inverse of byte-level BPE's byte-to-printable-character table (GPT-2 and its successors), which
+    transformers defines; imported here, when a tokenizer's table is first built, not with this module."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+_NOT_A_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates that do not stand for a raw byte
+
+
+def repair_text(text: str) -> str:
+    """Text any encoder accepts: a lone surrogate becomes U+FFFD, and one that stands for an undecodable byte
+    (surrogateescape: a command line cut mid-character) becomes that byte again, read as UTF-8. The engine
+    encodes, and the app draws and sends, only repaired text, so all of them see the same characters."""
+    return _NOT_A_BYTE.sub("\ufffd", text).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class TokenTexts:

@@ -21,7 +21,7 @@ from .types import Span
 class SpanClock:
     def __init__(self, device: torch.device):
         self._events = device.type == "cuda"
-        self._spans: list = []  # Span, or (lane, start event, end event, label) awaiting resolve
+        self._spans: list = []  # Span, or (work, start event, end event, label) awaiting resolve
         if self._events:
             torch.cuda.synchronize(device)
             self._origin = torch.cuda.Event(enable_timing=True)
@@ -33,7 +33,7 @@ class SpanClock:
         return time.perf_counter() - self._t0
 
     @contextmanager
-    def span(self, lane: str, label: str = ""):
+    def span(self, work: str, label: str = ""):
         if self._events:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -42,13 +42,13 @@ class SpanClock:
             finally:
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
-                self._spans.append((lane, start, end, label))
+                self._spans.append((work, start, end, label))
             return
         start_s = self.now()
         try:
             yield
         finally:
-            self._spans.append(Span(lane, start_s, self.now(), label))
+            self._spans.append(Span(work, start_s, self.now(), label))
 
     def fork(self, sync: bool = True) -> "SpanClock":
         """A clock on the same time origin with its own span list, for work done in another thread;

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from .methods import METHODS
+from .methods import DEFAULT_METHOD, METHOD_REGISTRY
 from .presets import SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
@@ -17,6 +17,22 @@ MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
 MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
 MAX_TEMPERATURE = 5.0
+
+# The numeric settings' ranges, inclusive, and how a message names them: GenerationConfig.validate and the
+# app's controls (app/links.py) both check against this one table.
+RANGES: dict[str, tuple[str, float, float]] = {
+    "temperature": ("temperature", 0.0, MAX_TEMPERATURE),
+    "seed": ("seed", 0, MAX_SEED),
+    "max_new_tokens": ("max new tokens", 1, MAX_NEW_TOKENS),
+    "draft_len": ("draft length K", 1, MAX_DRAFT_LEN),
+    "confidence_threshold": ("confidence threshold", 0.0, 1.0),
+}
+INTEGER_SETTINGS = ("seed", "max_new_tokens", "draft_len")
+
+# Why a run ended, on its last Step: end-of-text, max_new_tokens reached, the model's context full. A trace
+# whose last step carries no reason was stopped before it finished (or is still running).
+FINISH_REASONS = ("eos", "length", "context")
+STOPPED = "stopped"
 
 
 class EngineError(ValueError):
@@ -33,9 +49,20 @@ def check_device_name(requested: str) -> None:
     raise EngineError(f"unknown device {requested!r}: choose auto, cpu or cuda (cuda:N for GPU N)")
 
 
+def check_range(name: str, value) -> None:
+    """Raise EngineError (one line) unless `value` is a number in RANGES[name] (a whole one where it must be)."""
+    words, low, high = RANGES[name]
+    whole = name in INTEGER_SETTINGS
+    kind = (int,) if whole else (int, float)
+    finite = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    if isinstance(value, bool) or not isinstance(value, kind) or not finite or not low <= value <= high:
+        expect = f"an integer from {low} to {high}" if whole else f"a number from {low:g} to {high:g}"
+        raise EngineError(f"{words} must be {expect}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
-    method: str = "ar"  # one of methods.METHODS
+    method: str = DEFAULT_METHOD  # a name in methods.METHOD_REGISTRY
     max_new_tokens: int = 64  # stop after this many new tokens (or at end-of-text, or the context limit)
     temperature: float = 0.0  # 0 = greedy; > 0 samples from softmax(logits / temperature)
     seed: int = 0  # seeds the one generator every random draw of a run comes from
@@ -49,25 +76,16 @@ class GenerationConfig:
 
     def validate(self) -> None:
         """Raise EngineError with one clear line for any value out of range."""
-        if self.method not in METHODS:
-            raise EngineError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise EngineError(f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
-        if not isinstance(self.draft_len, int) or not 1 <= self.draft_len <= MAX_DRAFT_LEN:
-            raise EngineError(f"draft length K must be an integer from 1 to {MAX_DRAFT_LEN}, got {self.draft_len}")
-        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) \
-                or not 0.0 <= self.temperature <= MAX_TEMPERATURE:
-            raise EngineError(f"temperature must be a number from 0 to {MAX_TEMPERATURE}, got {self.temperature}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
-            raise EngineError(f"seed must be an integer from 0 to {MAX_SEED} (2**63 - 1), got {self.seed}")
+        if self.method not in METHOD_REGISTRY:
+            raise EngineError(f"unknown method {self.method!r}; choose one of {', '.join(METHOD_REGISTRY)}")
+        for name in RANGES:
+            check_range(name, getattr(self, name))
         if self.verify_rule not in VERIFY_RULES:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:
             raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
         if self.overlap not in (None, True, False):
             raise EngineError(f"overlap must be on, off or automatic, got {self.overlap!r}")
-        if not isinstance(self.confidence_threshold, (int, float)) or not 0.0 <= self.confidence_threshold <= 1.0:
-            raise EngineError(f"confidence threshold must be from 0 to 1, got {self.confidence_threshold}")
 
     @property
     def greedy(self) -> bool:
@@ -76,9 +94,9 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class Span:
-    """One timed piece of work. lane is "draft", "verify" or "host"; times are seconds from run start."""
+    """One timed piece of work. work is "draft", "verify" or "host"; times are seconds from run start."""
 
-    lane: str
+    work: str
     start_s: float
     end_s: float
     label: str = ""
@@ -140,6 +158,7 @@ class Step:
     bonus_id: int
     committed: tuple[CommittedToken, ...]  # the accepted drafts then the bonus, cut at a stop
     spans: tuple[Span, ...]
+    finish_reason: str | None = None  # on the run's last step: one of FINISH_REASONS; None on every other
 
     @property
     def drafted_ids(self) -> list[int]:
@@ -153,6 +172,8 @@ class Step:
         d = asdict(self)
         d["drafted_ids"] = self.drafted_ids
         d["text"] = self.text
+        for span in d["spans"]:  # "lane": the trace format's first name for the kind of work, kept for its readers
+            span["lane"] = span["work"]
         return d
 
     @classmethod
@@ -174,8 +195,9 @@ class Step:
                    num_accepted=int(d["num_accepted"]), bonus_id=int(d["bonus_id"]),
                    committed=tuple(CommittedToken(int(t["id"]), str(t["text"]), str(t["source"]))
                                    for t in d["committed"]),
-                   spans=tuple(Span(str(x["lane"]), float(x["start_s"]), float(x["end_s"]), str(x.get("label", "")))
-                               for x in d["spans"]))
+                   spans=tuple(Span(str(x["work"] if "work" in x else x["lane"]), float(x["start_s"]),
+                                    float(x["end_s"]), str(x.get("label", ""))) for x in d["spans"]),
+                   finish_reason=None if d.get("finish_reason") is None else str(d["finish_reason"]))
 
 
 @dataclass(frozen=True)
@@ -191,7 +213,7 @@ class RunSummary:
     verify_s: float
     host_s: float
     bubble_s: float  # wall time in no span at all: idle gaps between pieces of work
-    finish_reason: str  # "length", "eos" or "context"
+    finish_reason: str  # one of FINISH_REASONS, or STOPPED
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,18 @@
 # Retrain the embedded family, every stage in order, on one device:
 #   bash scripts/train_family.sh [--device cuda] [--fresh] [--from STAGE] [--more]
 # The family is trained around a target that grows: the drafters' first phases learn the 16-layer target, which
-# then grows to 24 layers and trains on; every drafter's last phase (and the AR drafter, and the greedy data)
+# then grows to 24 layers and trains on; every drafter's last phase (and the small LM drafter, and the greedy data)
 # learns the grown target, the one shipped. Stages:
 #   target         the 16-layer target, one cosine cycle
 #   self-data      text that target writes (the drafters' first phases learn from it)
 #   dflash dspark eagle3   their first phases on it (--greedy-steps 0)
 #   grow           the target grown to 24 layers (same function), trained on, then unlikelihood against its loops
-#   ar-drafter     distilled from the grown target
+#   small-lm-drafter     distilled from the grown target
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
 # With --more (not the shipped family: an experiment toward a target with a lower loss, docs/benchmarks.md stop 21):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
-#   more-ar-drafter, more-greedy-data   the AR drafter distilled anew, greedy continuations anew, from that target
+#   more-small-lm-drafter, more-greedy-data   the small LM drafter distilled anew, greedy continuations anew, from that target
 #   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had
 #   dflash-more2 dspark-more2   the block drafters a second such round (their own seeds, runs/<stage>-more2)
 #   card           measures the shipped models, and runs the bench for its speed table (quiet, then --busy)
@@ -42,8 +42,8 @@ while [ $# -gt 0 ]; do
 done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
 MORE="--from-shipped --steps 2000 --unloop-steps 100"
-stages=(target self-data dflash dspark eagle3 grow ar-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy)
-[ $more = 1 ] && stages+=(more more-ar-drafter more-greedy-data dflash-more dspark-more eagle3-more dflash-more2 dspark-more2)
+stages=(target self-data dflash dspark eagle3 grow small-lm-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy)
+[ $more = 1 ] && stages+=(more more-small-lm-drafter more-greedy-data dflash-more dspark-more eagle3-more dflash-more2 dspark-more2)
 stages+=(card)
 command_of() {  # the `python -m engine.train` arguments of a stage
   case "$1" in
@@ -58,7 +58,7 @@ command_of() {  # the `python -m engine.train` arguments of a stage
 }
 checkpoints_of() {  # what --fresh deletes before a stage runs
   case "$1" in
-    target|ar-drafter|dflash|dspark|eagle3) echo "runs/$1" ;;
+    target|small-lm-drafter|dflash|dspark|eagle3) echo "runs/$1" ;;
     grow) echo "runs/target/grow" ;;
     dflash-greedy|dspark-greedy) echo "runs/${1%-greedy}/cycle2/self/greedy" ;;
     eagle3-greedy) echo "runs/eagle3/greedy" ;;

@@ -57,7 +57,7 @@ def test_block_is_drafted_in_one_forward(random_engine):
 
     result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=20, draft_len=6))
     for step in result.steps:
-        assert len([s for s in step.spans if s.lane == "draft"]) == (1 if step.num_verified else 0)
+        assert len([s for s in step.spans if s.work == "draft"]) == (1 if step.num_verified else 0)
 
 
 def test_draft_len_is_capped_by_the_trained_block(random_engine):

@@ -129,7 +129,7 @@ def test_drafts_equal_uncached_reference_across_rounds(target, layers):
         # (draft length, accepted): rejections, partial accepts, a full accept, and K = 1.
         for k, num_accepted in [(4, 0), (3, 2), (5, 5), (1, 0), (6, 3), (2, 1)]:
             block = drafter.propose(committed, k, 0.0, torch.Generator(), clock)
-            assert len([s for s in clock.take() if s.lane == "draft"]) == k  # K serial forwards
+            assert len([s for s in clock.take() if s.work == "draft"]) == k  # K serial forwards
             expected_ids, expected_logits = reference_drafts(w, config, committed[0], features_of(target, committed)[0, :-1], k)
             assert torch.equal(block.ids, expected_ids)
             assert torch.allclose(block.probs.log(), F.log_softmax(expected_logits, -1), atol=1e-4)

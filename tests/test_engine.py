@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import engine.loop
-from engine.drafters.ar import SmallLMDrafter
+from engine.drafters.small_lm import SmallLMDrafter
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
 from engine.timing import SpanClock
 from engine.types import EngineError, GenerationConfig
@@ -109,9 +109,9 @@ def test_trace_is_consistent(random_engine, overlap):
             if token.verdict != "unverified":
                 assert token.accept_prob == (1.0 if token.verdict == "accepted" else 0.0)
                 assert len(token.target_top) == 5
-        draft_spans = [s for s in step.spans if s.lane == "draft"]
+        draft_spans = [s for s in step.spans if s.work == "draft"]
         assert len(draft_spans) == step.num_verified  # K serial draft forwards
-        assert all(s.lane in ("draft", "verify", "host") and s.end_s >= s.start_s for s in step.spans)
+        assert all(s.work in ("draft", "verify", "host") and s.end_s >= s.start_s for s in step.spans)
         out += [t.id for t in step.committed]
     assert tuple(out) == result.output_ids
     spans = [s for step in (result.prefill, *result.steps) for s in step.spans]
@@ -167,7 +167,7 @@ def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
     """A prompt cut mid-character arrives (from argv) with a lone surrogate; it reads as U+FFFD."""
     ids = random_engine.encode_prompt("caf" + b"\xc3".decode("utf-8", "surrogateescape"))
     assert tokenizer.decode(ids) == "caf\ufffd"
-    assert tokenizer.decode(random_engine.encode_prompt("x\ud800y")) == "x?y"  # any other lone surrogate
+    assert tokenizer.decode(random_engine.encode_prompt("x\ud800y")) == "x\ufffdy"  # any other lone surrogate, as the app repairs it
 
 
 # --- bad input -------------------------------------------------------------------------------------------

@@ -43,6 +43,6 @@ def test_overlap_is_on_by_default_and_changes_nothing_but_time(cuda_engine):
     off = cuda_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=32, draft_len=7, overlap=False))
     assert auto.output_ids == off.output_ids
     host = [s for step in auto.steps for s in step.spans if s.label == "trace and text"]
-    device = [s for step in auto.steps for s in step.spans if s.lane in ("draft", "verify")]
+    device = [s for step in auto.steps for s in step.spans if s.work in ("draft", "verify")]
     # Overlapped: some host work ran while device work of a later step was in flight.
     assert any(h.start_s < d.end_s and d.start_s < h.end_s for h in host for d in device)

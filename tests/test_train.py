@@ -701,7 +701,7 @@ def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
 def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     """`target --from-shipped`: a further cycle from the weights in assets/target (runs/target-more), then its
     unloop phase; the export keeps the earlier record beside the new one, and a second round trains in
-    runs/target-more2 with a seed of its own. The AR drafter distilled from each target lives in a folder of that
+    runs/target-more2 with a seed of its own. The small LM drafter distilled from each target lives in a folder of that
     target's own: a new target never resumes it."""
     import engine.train.configs as configs
     from engine.models import load_causal_lm
@@ -711,18 +711,18 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     tiny = lambda vocab_size: tiny_qwen3(vocab_size, layers=1, context=512).config  # noqa: E731
     monkeypatch.setattr(configs, "target_config", tiny)
-    monkeypatch.setattr(configs, "ar_drafter_config", tiny)
+    monkeypatch.setattr(configs, "small_lm_config", tiny)
     monkeypatch.setattr(cli, "UNLOOP_ROWS", 8)
     import engine.train.selfdata as selfdata
 
     monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)  # the unloop phase's greedy rows: 64 + 32 tokens
-    for wrong in (["ar-drafter", "--from-shipped"], ["target", "--from-shipped", "--restart-steps", "2"],
+    for wrong in (["small-lm-drafter", "--from-shipped"], ["target", "--from-shipped", "--restart-steps", "2"],
                   ["target", "--from-shipped", "--grow-layers", "2"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)
     on = ["--threads", "1"]
     assert cli.main(["target", "--steps", "2", *on]) == 0
-    assert cli.main(["ar-drafter", "--steps", "2", *on]) == 0
+    assert cli.main(["small-lm-drafter", "--steps", "2", *on]) == 0
     first = json.loads((assets / "target" / "training.json").read_text())
     before = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
 
@@ -746,8 +746,8 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     assert second["earlier"] == record and second["earlier"]["earlier"] == first
     assert second["more"]["phase"]["seed"] not in (first["train_config"]["seed"], record["more"]["phase"]["seed"])
 
-    assert cli.main(["ar-drafter", "--steps", "2", *on]) == 0  # a fresh run, not the first one resumed
-    ar_runs = sorted((runs / "ar-drafter").iterdir())
+    assert cli.main(["small-lm-drafter", "--steps", "2", *on]) == 0  # a fresh run, not the first one resumed
+    ar_runs = sorted((runs / "small-lm-drafter").iterdir())
     assert len(ar_runs) == 2 and all(torch.load(d / "ckpt.pt", weights_only=False)["step"] == 2 for d in ar_runs)
 
 

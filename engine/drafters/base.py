@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from ..timing import SpanClock
+from ..types import GenerationConfig
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Drafter(Protocol):
     target_layer_ids: list[int] | None  # target layers whose hidden states this drafter reads, or None
     max_draft_len: int | None  # the longest block it can draft (a block drafter's trained block), None = any
 
-    def prepare(self, settings) -> None:
+    def prepare(self, config: GenerationConfig) -> None:
         """One-time work before a run's clock starts (e.g. profiling what a scheduler needs)."""
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
@@ -44,8 +45,8 @@ class Drafter(Protocol):
                 clock: SpanClock) -> DraftBlock:
         """Draft k tokens that follow `committed_ids` (1, n), recording draft spans on `clock`."""
 
-    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
-        """How many leading drafted tokens to send to the target (settings: the run's GenerationConfig).
+    def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
+        """How many leading drafted tokens to send to the target (config: the run's settings).
         Any rule that looks only at what was drafted keeps the output lossless."""
 
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
@@ -61,10 +62,10 @@ class BaseDrafter:
     target_layer_ids: list[int] | None = None
     max_draft_len: int | None = None
 
-    def prepare(self, settings) -> None:
+    def prepare(self, config: GenerationConfig) -> None:
         pass
 
-    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
+    def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         return int(block.ids.numel())  # verify everything drafted
 
 

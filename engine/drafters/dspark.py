@@ -16,6 +16,7 @@ import torch
 from ..sampling import logits_to_probs, pick
 from ..scheduler import verify_len
 from ..timing import SpanClock
+from ..types import GenerationConfig
 from .base import DraftBlock
 from .dflash import DFlashDrafter
 from .dflash_model import load_block_model
@@ -52,8 +53,8 @@ class DSparkDrafter(DFlashDrafter):
             head = model.markov_head.head_type if model.markov_head is not None else "no"
             self.label = f"DSpark, {layers} layers, block {block}, {head} Markov head"
 
-    def prepare(self, settings) -> None:
-        if settings.scheduler == "throughput" and self.model.confidence_head is not None and self.verify_steps_per_s:
+    def prepare(self, config: GenerationConfig) -> None:
+        if config.scheduler == "throughput" and self.model.confidence_head is not None and self.verify_steps_per_s:
             self.verify_steps_per_s()  # profiled once, before any run's clock starts
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
@@ -77,12 +78,12 @@ class DSparkDrafter(DFlashDrafter):
             return None
         return lambda prev, k, state: head.step(prev, hidden[k], state)
 
-    def verify_len(self, block: DraftBlock, settings, clock: SpanClock) -> int:
+    def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         if block.confidences is None:
             return int(block.ids.numel())
         with clock.span("host", "scheduler picks ℓ"):
-            sps = self.verify_steps_per_s() if settings.scheduler == "throughput" else None
-            return verify_len(settings.scheduler, block.confidences.tolist(), settings.confidence_threshold, sps)
+            sps = self.verify_steps_per_s() if config.scheduler == "throughput" else None
+            return verify_len(config.scheduler, block.confidences.tolist(), config.confidence_threshold, sps)
 
 
 def markov_sample(base_logits: torch.Tensor, anchor_id: torch.Tensor, bias_step, temperature: float,

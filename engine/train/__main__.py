@@ -5,7 +5,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   prompts     the prompt sets alone: held-out (every figure) and validation (no choice made on it) -> assets/prompts/
   target      the tiny Qwen3 target, next-token loss (~52 min)   -> assets/target/
               (the shipped one then grows: `target --grow-layers 24 --grow-steps 800 --unloop-steps 100`, ~26 min)
-  ar-drafter  the AR drafter, distilled from the shipped target  -> assets/ar-drafter/
+  small-lm-drafter  the small LM drafter, distilled from the shipped target  -> assets/small-lm-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   greedy-data the target's greedy continuations, 3/4 after function openings (~14 min) -> runs/greedy.pt
   dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
@@ -20,7 +20,7 @@ target with a lower held-out loss, not the shipped family: docs/benchmarks.md, s
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
 `scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the
-16-layer target, its growth, then the AR drafter, the greedy data and every drafter's greedy phase on the grown one.
+16-layer target, its growth, then the small LM drafter, the greedy data and every drafter's greedy phase on the grown one.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _train_minutes(*run_dirs: Path) -> float:
 
 
 def _target_digest() -> str:
-    """A short hash of the shipped target's weights: the AR drafter's checkpoints live under it, so a run
+    """A short hash of the shipped target's weights: the small LM drafter's checkpoints live under it, so a run
     distilled from another target never resumes."""
     from ..presets import file_digest
 
@@ -404,7 +404,7 @@ def _write_prompt_sets() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "ar-drafter", "self-data", "greedy-data",
+    parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "small-lm-drafter", "self-data", "greedy-data",
                                           "dflash", "dspark", "eagle3", "card"])
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-    from .configs import ar_drafter_config, target_config
+    from .configs import small_lm_config, target_config
     from .corpus import corpus_files, write_manifest
     from .lm import distill_loss, heldout_loss, heldout_windows, lm_loss, tokenize_corpus, train
 
@@ -557,9 +557,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         loss_fn = lm_loss(model)
     else:
-        run_dir = RUNS / "ar-drafter" / _target_digest()
+        run_dir = RUNS / "small-lm-drafter" / _target_digest()
         cfg = _config(args, 600, lr=3e-3, batch_size=8, warmup_steps=50)
-        model = Qwen3ForCausalLM(ar_drafter_config(len(tokenizer)))
+        model = Qwen3ForCausalLM(small_lm_config(len(tokenizer)))
         loss_fn = distill_loss(model, _shipped_target(args.device))
     phases, extra = [(run_dir, cfg)], {}
     if args.stage == "target" and args.restart_steps:  # None (the default) or 0: one cycle

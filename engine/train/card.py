@@ -86,7 +86,7 @@ def measure(runs_dir: Path) -> dict:
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
         entry = {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2),
                  "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
-        if name in ("target", "ar-drafter"):
+        if name in ("target", "small-lm-drafter"):
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
         card["models"][name] = entry

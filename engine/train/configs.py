@@ -39,6 +39,6 @@ def target_config(vocab_size: int) -> Qwen3Config:
     return _qwen3(vocab_size, layers=16, hidden=192, intermediate=576, heads=3, kv_heads=1)
 
 
-def ar_drafter_config(vocab_size: int) -> Qwen3Config:
+def small_lm_config(vocab_size: int) -> Qwen3Config:
     """A 2-layer model of the same family; about 1.6M parameters, a quarter of a target forward."""
     return _qwen3(vocab_size, layers=2, hidden=192, intermediate=512, heads=3, kv_heads=1)

@@ -1,6 +1,6 @@
-"""Resumable training loops for the embedded language models (target and AR drafter).
+"""Resumable training loops for the embedded language models (target and the small LM drafter).
 
-The target learns next-token prediction on the corpus. The AR drafter is distilled from the shipped
+The target learns next-token prediction on the corpus. The small LM drafter is distilled from the shipped
 target: it learns to match the target's full next-token distribution (KL at temperature 1) on the same
 text, so that it agrees with the target rather than with the corpus.
 

@@ -1,31 +1,36 @@
-"""Run results -> plotly figures. Pure functions: steps in, figure out."""
+"""Run results -> plotly figures. Pure functions: a comparison (or its steps) in, figure out.
+
+`comparison_figures` draws the Compare tab's charts from one Comparison, reading each lane's summary as
+it was computed when the lane ended.
+"""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine.summary import per_position_acceptance
+from engine.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.survival import survival
 from engine.types import Step
 
-from .render import METHOD_LABELS
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
 from .theme import LANE_COLOURS
 from .theme import REJECTED as REJECTED_COLOUR
 from .theme import VERIFY_WORK as VERIFY_COLOUR
 
+PREDICTION_COLOUR = "#CC79A7"  # predictions beside measurements (reddish purple)
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
-LANE_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
+WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
 
 
 def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     """One row per method on a shared time axis (each lane's own run starts at 0 ms): draft, verify and
     host spans as bars, gaps between them as empty, hoverable bubbles."""
-    rows = [METHOD_LABELS.get(m, m) for m in lanes]
-    bars = {lane: {"y": [], "base": [], "x": [], "text": []} for lane in LANE_COLOURS}
+    rows = [method_label(m) for m in lanes]
+    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in LANE_COLOURS}
     bubbles = {"y": [], "base": [], "x": [], "text": []}
     for method, steps in lanes.items():
-        row = METHOD_LABELS.get(method, method)
+        row = method_label(method)
         last_end_ms = 0.0
         for step in steps:
             for span in step.spans:
@@ -33,14 +38,14 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
                 if start_ms - last_end_ms > BUBBLE_MIN_MS:
                     _add(bubbles, row, last_end_ms, start_ms,
                          f"{row} · bubble: nothing running<br>{start_ms - last_end_ms:.2f} ms before step {step.index}")
-                label = span.label or span.lane
-                _add(bars[span.lane], row, start_ms, end_ms,
+                label = span.label or span.work
+                _add(bars[span.work], row, start_ms, end_ms,
                      f"{row} · step {step.index} · {label}<br>{end_ms - start_ms:.2f} ms")
                 last_end_ms = max(last_end_ms, end_ms)
     fig = go.Figure()
-    for lane, data in bars.items():
-        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"], name=LANE_NAMES[lane],
-                             marker_color=LANE_COLOURS[lane], marker_line_width=0, hovertext=data["text"],
+    for work, data in bars.items():
+        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"], name=WORK_NAMES[work],
+                             marker_color=LANE_COLOURS[work], marker_line_width=0, hovertext=data["text"],
                              hoverinfo="text"))
     fig.add_trace(go.Bar(orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
                          name="bubble (gap)", marker_color="rgba(0,0,0,0)", marker_line_color="rgba(0,0,0,0.25)",
@@ -71,15 +76,15 @@ def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
     return fig
 
 
-def acceptance_figure(lanes: dict[str, list[Step]]) -> go.Figure:
-    """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane."""
+def acceptance_figure(lanes: dict[str, tuple[float | None, ...]]) -> go.Figure:
+    """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane
+    ({method: its per-position acceptance})."""
     fig = go.Figure()
-    for method, steps in lanes.items():
-        rates = per_position_acceptance(steps)
+    for method, rates in lanes.items():
         if not rates:
             continue
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=list(rates), mode="lines+markers",
-                                 name=METHOD_LABELS.get(method, method), connectgaps=False))
+                                 name=method_label(method), connectgaps=False))
     fig.update_yaxes(range=[0, 1.05])
     return _small_layout(fig, "Per-position acceptance", "position k in the block", "P(accept k | 1..k−1 accepted)")
 
@@ -94,18 +99,13 @@ def survival_figure(steps: list[Step]) -> go.Figure:
         verified = [s for s in decode if s.num_verified >= k]
         if not verified:
             continue
-        survival = []
-        for s in verified:
-            alive = 1.0
-            for token in s.drafted[:k]:
-                alive *= token.confidence
-            survival.append(alive)
+        alive = [survival([token.confidence for token in s.drafted[:k]])[-1] for s in verified]
         positions.append(k)
-        predicted.append(sum(survival) / len(survival))
+        predicted.append(sum(alive) / len(alive))
         realised.append(sum(s.num_accepted >= k for s in verified) / len(verified))
     fig = go.Figure()
     fig.add_trace(go.Bar(x=positions, y=predicted, name="predicted survival ∏ c (a prediction)",
-                         marker_color="#CC79A7"))
+                         marker_color=PREDICTION_COLOUR))
     fig.add_trace(go.Bar(x=positions, y=realised, name="realised: tokens 1..k all accepted (measured)",
                          marker_color="#009E73"))
     fig.update_layout(barmode="group")
@@ -122,7 +122,7 @@ def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
             total += len(step.committed)
             times.append(step.spans[-1].end_s * 1e3 if step.spans else times[-1])
             counts.append(total)
-        fig.add_trace(go.Scatter(x=times, y=counts, mode="lines", name=METHOD_LABELS.get(method, method),
+        fig.add_trace(go.Scatter(x=times, y=counts, mode="lines", name=method_label(method),
                                  line_shape="hv"))
     return _small_layout(fig, "Tokens vs wall time", "time since the lane's start (ms)", "tokens committed")
 
@@ -137,63 +137,69 @@ def accepted_length_figure(lanes: dict[str, list[Step]]) -> go.Figure:
             continue
         longest = max(accepted)
         shares = [accepted.count(a) / len(accepted) for a in range(longest + 1)]
-        fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=METHOD_LABELS.get(method, method)))
+        fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=method_label(method)))
     fig.update_layout(barmode="group")
     return _small_layout(fig, "Accepted drafts per step", "drafted tokens accepted in a step", "share of steps")
 
 
-def predicted_vs_measured_figure(lanes: dict[str, list[Step]], max_new_tokens: int, eos_id: int | None) -> go.Figure:
+def predicted_vs_measured_figure(comparison) -> go.Figure:
     """Each lane's measured speedup beside the seed's formula τ / (1 + cost_draft / cost_target), fed with the
     same run's measured τ and draft and verify time per step: where they differ, the formula leaves something
-    out (bubbles, host work, a verify that costs more for more tokens)."""
-    from engine.summary import summarize
-
+    out (a verify of several tokens costs more than the baseline's one-token forward, host work, bubbles)."""
     from .theory import speedup
 
-    baseline = lanes.get("baseline")
-    base = summarize(baseline, max_new_tokens, eos_id) if baseline else None
     names, measured, predicted = [], [], []
-    for method, steps in lanes.items():
-        if method == "baseline" or not steps or base is None:
+    for method, lane in comparison.lanes.items():
+        s, ratio = lane.summary, comparison.speedup(method)
+        if method == BASELINE or s is None or ratio is None or not s.num_steps or not s.verify_s:
             continue
-        s = summarize(steps, max_new_tokens, eos_id)
-        if not s.num_steps or not s.verify_s or not s.tokens_per_s:
-            continue
-        names.append(METHOD_LABELS.get(method, method))
-        measured.append(s.tokens_per_s / base.tokens_per_s)
+        names.append(method_label(method))
+        measured.append(ratio)
         predicted.append(speedup(s.tau, s.draft_s / s.verify_s))
     fig = go.Figure()
     fig.add_trace(go.Bar(x=names, y=predicted, name="formula from this run's τ and costs (a prediction)",
-                         marker_color="#CC79A7"))
+                         marker_color=PREDICTION_COLOUR))
     fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=ACCEPTED_COLOUR))
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     return _small_layout(fig, "Speedup: measured vs the formula", "lane", "× the baseline's tokens/s")
 
 
-def bubble_share_figure(lanes: dict[str, list[Step]], max_new_tokens: int, eos_id: int | None) -> go.Figure:
+def bubble_share_figure(comparison) -> go.Figure:
     """Share of each lane's wall time spent drafting, verifying, on host work and in bubbles (no span)."""
-    from engine.summary import summarize
-
     fig = go.Figure()
     parts = {"draft": [], "verify": [], "host": [], "bubble": []}
     names = []
-    for method, steps in lanes.items():
-        if not steps:
+    for method, lane in comparison.lanes.items():
+        s = lane.summary
+        if s is None or s.wall_s <= 0:
             continue
-        s = summarize(steps, max_new_tokens, eos_id)
-        if s.wall_s <= 0:
-            continue
-        names.append(METHOD_LABELS.get(method, method))
+        names.append(method_label(method))
         for part, value in (("draft", s.draft_s), ("verify", s.verify_s + s.prefill_s), ("host", s.host_s),
                             ("bubble", s.bubble_s)):
             parts[part].append(value / s.wall_s)
     colours = {**LANE_COLOURS, "bubble": "rgba(0,0,0,0.08)"}
     for part, values in parts.items():
-        fig.add_trace(go.Bar(y=names, x=values, orientation="h", name=LANE_NAMES.get(part, "bubble (nothing ran)"),
+        fig.add_trace(go.Bar(y=names, x=values, orientation="h", name=WORK_NAMES.get(part, "bubble (nothing ran)"),
                              marker_color=colours[part]))
     fig.update_layout(barmode="stack")
     return _small_layout(fig, "Where the time went", "share of wall time", "lane")
+
+
+NUM_CHARTS = 7  # comparison_figures draws this many
+
+
+def comparison_figures(comparison) -> tuple[go.Figure, ...]:
+    """The Compare tab's charts of one comparison, in the page's order: the timeline, tokens against time,
+    per-position acceptance, a scheduled drafter's survival, accepted drafts per step, measured speedup
+    against the formula, and where the time went."""
+    steps = {m: list(lane.steps) for m, lane in comparison.lanes.items()}
+    drafting = {m: s for m, s in steps.items() if METHOD_REGISTRY.get(m) is None or METHOD_REGISTRY[m].drafts}
+    cutting = next((s for m, s in steps.items() if m in METHOD_REGISTRY and METHOD_REGISTRY[m].cuts), [])
+    acceptance = {m: comparison.lanes[m].per_position_acceptance for m in drafting}
+    return (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance), survival_figure(cutting),
+            accepted_length_figure(drafting), predicted_vs_measured_figure(comparison),
+            bubble_share_figure(comparison))
 
 
 # --- the Why tab: the seed's formula against measurements -----------------------------------------------

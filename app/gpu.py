@@ -26,12 +26,10 @@ from .runner import LaneRun, stream_steps
 
 # The GPU time a run asks for: a fixed part (ZeroGPU moving the weights to its GPU, a first warm-up in a new
 # worker, DSpark's verify-speed profile) plus a budget per token to write; capped, since a shorter request
-# gets a visitor a GPU sooner and must fit their daily quota (see SPEC §7).
+# gets a visitor a GPU sooner (ZeroGPU queues long requests behind short ones) and must fit their daily quota.
 GPU_BASE_S = 15.0
 GPU_PER_TOKEN_S = 0.05
 GPU_CAP_S = 120
-
-_warmed: dict[int, int] = {}  # id(engine) -> the process that warmed it (a new ZeroGPU worker warms again)
 
 
 def zero_gpu() -> bool:
@@ -63,10 +61,11 @@ def gpu_decorator() -> Callable:
 
 def warm_up_once(engine) -> None:
     """Run the engine's warm-up once per process: on ZeroGPU the app's process has no GPU to warm up on,
-    so each new GPU worker does it at the start of its first run, before any lane's clock starts."""
-    if _warmed.get(id(engine)) != os.getpid():
+    so each new GPU worker (a fork, with a copy of the engine) does it at the start of its first run, before
+    any lane's clock starts. The process that warmed it is marked on the engine itself."""
+    if getattr(engine, "warmed_in_process", None) != os.getpid():
         engine.warm_up()
-        _warmed[id(engine)] = os.getpid()
+        engine.warmed_in_process = os.getpid()
 
 
 def lane_runner(engine, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]:

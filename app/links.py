@@ -22,9 +22,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, METHODS
+from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
 from engine.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
-from engine.types import MAX_DRAFT_LEN, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE, GenerationConfig
+from engine.text import repair_text
+from engine.types import INTEGER_SETTINGS, MAX_PROMPT_CHARS, RANGES, GenerationConfig
 
 from .examples import example_prompts
 
@@ -63,16 +64,16 @@ class Settings:
 
     def config(self, method: str) -> GenerationConfig:
         """The engine's configuration for one lane."""
-        one_pass = METHOD_REGISTRY[method].one_pass
         return GenerationConfig(method=method, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                seed=self.seed, draft_len=self.block_len if one_pass else self.draft_len,
+                                seed=self.seed, draft_len=getattr(self, METHOD_REGISTRY[method].setting),
                                 verify_rule=self.verify_rule, scheduler=self.scheduler,
                                 confidence_threshold=self.confidence_threshold,
                                 overlap=OVERLAP_CHOICES[self.overlap])
 
 
-def default_settings(available: Sequence[str] = METHODS) -> Settings:
-    """The page's defaults on a server that can run `available`."""
+def default_settings(available: Sequence[str] | None = None) -> Settings:
+    """The page's defaults on a server that can run `available` (default: every registered method)."""
+    available = method_names() if available is None else available
     return Settings(methods=tuple(m for m in DEFAULT_LANES if m in available) or tuple(available[:1]))
 
 
@@ -82,16 +83,6 @@ def _shown(value: Any) -> str:
     """A value as a message quotes it: repr (so control characters and lone surrogates stay visible), cut short."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "…"
-
-
-_NOT_A_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates that do not stand for a raw byte
-
-
-def repair_text(text: str) -> str:
-    """Text any encoder accepts: a lone surrogate becomes U+FFFD, and one that stands for an undecodable byte
-    (surrogateescape) becomes that byte again, read as UTF-8. The app runs, draws and sends to the browser
-    only the repaired text, so the engine, the HTML and the JSON all see the same characters."""
-    return _NOT_A_BYTE.sub("\ufffd", text).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def parse_prompt(value: Any) -> str:
@@ -165,8 +156,9 @@ def choice_parser(name: str, options: Sequence[str]) -> Callable[[Any], str]:
     return parse
 
 
-def parse_methods(value: Any, available: Sequence[str] = METHODS) -> tuple[str, ...]:
+def parse_methods(value: Any, available: Sequence[str] | None = None) -> tuple[str, ...]:
     """A comma list (a link) or a list (the checkboxes) of method names; returned in registry order."""
+    available = method_names() if available is None else available
     if isinstance(value, str):
         names = [name.strip() for name in value.split(",") if name.strip()]
     elif isinstance(value, (list, tuple)):
@@ -183,20 +175,27 @@ def parse_methods(value: Any, available: Sequence[str] = METHODS) -> tuple[str, 
     repeated = [name for name, count in Counter(names).items() if count > 1]
     if repeated:
         raise SettingError(f"method {repeated[0]!r} is listed more than once")
-    return tuple(m for m in METHODS if m in names)
+    return tuple(m for m in METHOD_REGISTRY if m in names)
+
+
+def _ranged(name: str, high=None, words: str | None = None) -> Callable[[Any], Any]:
+    """A control's parser over the engine's own range for `name` (engine/types.py RANGES); `high` narrows it."""
+    engine_words, low, engine_high = RANGES[name]
+    make = integer_parser if name in INTEGER_SETTINGS else float_parser
+    return make(words or engine_words, low, engine_high if high is None else high)
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "prompt": parse_prompt,
     "methods": parse_methods,
-    "temperature": float_parser("temperature", 0.0, MAX_TEMPERATURE),
-    "seed": integer_parser("seed", 0, MAX_SEED),
-    "max_new_tokens": integer_parser("max new tokens", 1, MAX_NEW_TOKENS_UI),
-    "draft_len": integer_parser("draft length K", 1, MAX_DRAFT_LEN),
-    "block_len": integer_parser("tokens per block", 1, MAX_DRAFT_LEN),
+    "temperature": _ranged("temperature"),
+    "seed": _ranged("seed"),
+    "max_new_tokens": _ranged("max_new_tokens", high=MAX_NEW_TOKENS_UI),
+    "draft_len": _ranged("draft_len"),
+    "block_len": _ranged("draft_len", words="tokens per block"),
     "verify_rule": choice_parser("verification rule", VERIFY_RULES),
     "scheduler": choice_parser("scheduler", SCHEDULERS),
-    "confidence_threshold": float_parser("confidence threshold", 0.0, 1.0),
+    "confidence_threshold": _ranged("confidence_threshold"),
     "overlap": choice_parser("overlap", tuple(OVERLAP_CHOICES)),
 }
 assert set(PARSERS) == {f.name for f in fields(Settings)}
@@ -206,7 +205,7 @@ def _parse(name: str, value: Any, available: Sequence[str]) -> Any:
     return parse_methods(value, available) if name == "methods" else PARSERS[name](value)
 
 
-def parse_controls(values: Mapping[str, Any], available: Sequence[str] = METHODS) -> Settings:
+def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = None) -> Settings:
     """The run handler's check: every control's raw value, or SettingError naming the first bad one."""
     return Settings(**{name: _parse(name, values[name], available) for name in PARSERS})
 
@@ -222,7 +221,7 @@ def _ignored(name: str) -> bool:
 
 
 def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Settings | None = None,
-                available: Sequence[str] = METHODS, preset: str | None = None) -> tuple[Settings, list[str]]:
+                available: Sequence[str] | None = None, preset: str | None = None) -> tuple[Settings, list[str]]:
     """A link's settings: each bad, repeated or unknown parameter gives one message, and a bad value its
     control's default. `preset` is the server's; a link made on another one gets a message and runs here."""
     defaults = defaults or default_settings(available)

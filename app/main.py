@@ -9,11 +9,13 @@ import gradio as gr
 from engine.presets import PRESETS
 
 from . import runner
+from .sessions import SessionStore
 from .tabs import about, compare, step, why
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
-         "them all in one forward pass, and the output is exactly what the big model alone would write. "
+         "them all in one forward pass, and the output is distributed exactly as the big model's own: at "
+         "temperature 0 the very same text, above it the same odds (each lane draws its own sample). "
          "Every number below is measured in this run, on this machine.")
 
 
@@ -26,7 +28,9 @@ SESSION_CAPACITY = 256
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
-    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space)."""
+    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space). The app's server-side state is one
+    bounded SessionStore, shared by its tabs."""
+    sessions = SessionStore()
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
     with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
@@ -36,11 +40,11 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         if notice:
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         with gr.Tab("Compare"):
-            compare.render(engine, engine.methods(), demo, run_lanes=run_lanes, max_run_s=max_run_s)
+            compare.render(engine, demo, sessions, run_lanes=run_lanes, max_run_s=max_run_s)
         with gr.Tab("Step through"):
-            step.render(engine)
+            step.render(sessions)
         with gr.Tab("Why"):
-            why.render(engine)
+            why.render(engine, sessions)
         with gr.Tab("About"):
             about.render(engine)
     demo.queue(max_size=queue_size)

@@ -1,8 +1,9 @@
 """A comparison as one JSON document: every lane's trace, the settings, the device and the versions.
 
-Written by the Compare tab after a run ("Download this comparison"), read back to show a run without
-running any model (the Compare tab's "Open a saved comparison", the Step-through tab). Each session's last
-comparison is also kept here, bounded, so other tabs can show it. Torch-free.
+`Comparison` and `LaneResult` are the one value every view of the app draws from: the lanes' HTML, every
+chart, the step-through, the Why tab's overlay, the download. Written by the Compare tab after a run
+("Download this comparison"), read back to show a run without running any model (the Compare tab's "Open
+a saved comparison", the Step-through tab). Torch-free.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from functools import cached_property
 
-from engine.methods import METHOD_REGISTRY
-from engine.types import Step
+from engine.methods import BASELINE, METHOD_REGISTRY
+from engine.summary import per_position_acceptance, summarize
+from engine.types import RunSummary, Step
 
 from .links import SettingError, parse_controls
 
@@ -28,20 +31,79 @@ class RecordError(ValueError):
 
 
 @dataclass(frozen=True)
+class LaneResult:
+    """One lane of a comparison: which method ran, with which drafter, its steps (the prefill first) and its
+    summary, computed once, when the lane ended (or when a saved file was read)."""
+
+    method: str
+    steps: tuple[Step, ...]
+    drafter: str = ""  # which drafter served the method, in words
+    state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
+    summary: RunSummary | None = None
+
+    @classmethod
+    def ended(cls, method: str, steps, drafter: str = "", state: str = "done") -> "LaneResult":
+        steps = tuple(steps)
+        return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None)
+
+    @cached_property
+    def per_position_acceptance(self) -> tuple[float | None, ...]:
+        return per_position_acceptance(list(self.steps))
+
+
+@dataclass(frozen=True)
 class Comparison:
+    """One comparison: its settings and every lane, with where and with what it was measured."""
+
     settings: dict  # app.links.Settings as a dict (settings_dict), checked when read from a file
-    lanes: dict[str, list[Step]]  # method -> its steps (the prefill first), in display order
-    drafters: dict[str, str] = field(default_factory=dict)  # method -> which drafter ran it
+    lanes: dict[str, LaneResult]  # method -> its lane, in display order
     device: str = ""
     preset: str = ""
     versions: dict = field(default_factory=dict)
     recorded_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
+    @classmethod
+    def of_steps(cls, settings: dict, steps: dict[str, list[Step]], drafters: dict[str, str] | None = None,
+                 **where) -> "Comparison":
+        """A comparison of finished lanes given as {method: steps}."""
+        drafters = drafters or {}
+        return cls(settings, {m: LaneResult.ended(m, s, drafters.get(m, "")) for m, s in steps.items()}, **where)
+
+    @property
+    def steps(self) -> dict[str, tuple[Step, ...]]:
+        return {m: lane.steps for m, lane in self.lanes.items()}
+
+    @property
+    def greedy(self) -> bool:
+        return self.settings.get("temperature") == 0
+
+    @property
+    def baseline(self) -> LaneResult | None:
+        lane = self.lanes.get(BASELINE)
+        return lane if lane is not None and lane.summary is not None else None
+
+    def speedup(self, method: str) -> float | None:
+        """The lane's tokens/s over the baseline lane's, both measured in this comparison."""
+        lane, base = self.lanes.get(method), self.baseline
+        if lane is None or lane.summary is None or base is None or not base.summary.tokens_per_s:
+            return None
+        return lane.summary.tokens_per_s / base.summary.tokens_per_s
+
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, "settings": self.settings, "device": self.device, "preset": self.preset,
-                           "versions": self.versions, "recorded_at": self.recorded_at, "drafters": self.drafters,
-                           "lanes": {m: [s.to_dict() for s in steps] for m, steps in self.lanes.items()}},
+                           "versions": self.versions, "recorded_at": self.recorded_at,
+                           "drafters": {m: lane.drafter for m, lane in self.lanes.items()},
+                           "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()}},
                           ensure_ascii=False)
+
+
+def _with_finish_reason(steps: list[Step], max_new_tokens: int) -> list[Step]:
+    """A lane saved before steps carried why a run ended: one that wrote max_new_tokens ended on length;
+    any other reads as stopped (the file cannot say whether it met end-of-text or the context's end)."""
+    if not steps or steps[-1].finish_reason is not None:
+        return steps
+    written = sum(len(s.committed) for s in steps)
+    return steps[:-1] + [replace(steps[-1], finish_reason="length")] if written >= max_new_tokens else steps
 
 
 def read_comparison(data: bytes | str) -> Comparison:
@@ -75,13 +137,16 @@ def read_comparison(data: bytes | str) -> Comparison:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
-    return Comparison(settings=settings, lanes=steps, drafters={str(k): str(v) for k, v in (doc.get("drafters") or {}).items()},
-                      device=str(doc.get("device", "")), preset=str(doc.get("preset", "")),
-                      versions=dict(doc.get("versions") or {}), recorded_at=str(doc.get("recorded_at", "")))
+    drafters = {str(k): str(v) for k, v in (doc.get("drafters") or {}).items()}
+    lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
+                                 "recorded") for m, trace in steps.items()}
+    return Comparison(settings=settings, lanes=lanes, device=str(doc.get("device", "")),
+                      preset=str(doc.get("preset", "")), versions=dict(doc.get("versions") or {}),
+                      recorded_at=str(doc.get("recorded_at", "")))
 
 
 class LastComparisons:
-    """Each browser session's last comparison, at most MAX_SESSIONS of them (oldest evicted)."""
+    """Comparisons by key (a configuration, a browser session), at most `limit` of them (oldest evicted)."""
 
     def __init__(self, limit: int = MAX_SESSIONS):
         self._items: OrderedDict[str, Comparison] = OrderedDict()
@@ -102,9 +167,6 @@ class LastComparisons:
     def forget(self, session: str) -> None:
         with self._lock:
             self._items.pop(session, None)
-
-
-LAST = LastComparisons()
 
 
 def settings_dict(settings) -> dict:

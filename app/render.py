@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import html
 
-from engine.methods import METHOD_REGISTRY
-from engine.summary import summarize
+from engine.methods import METHOD_REGISTRY, method_label
+from engine.summary import acceptance_rate
 from engine.types import DraftedToken, RunSummary, Step
 
-METHOD_LABELS = {name: m.label for name, m in METHOD_REGISTRY.items()}
+from .record import Comparison
+
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
 
 # C0 control characters other than tab and newline would be invisible or dropped by the browser; the text
@@ -70,6 +71,22 @@ def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool)
     return "\n".join(lines)
 
 
+def status_html(text: str, error: bool = False) -> str:
+    """A tab's status line: a note, or an error in the error colour."""
+    return f'<div class="{"status-error" if error else "note"}">{html.escape(text)}</div>'
+
+
+def bonus_reason(step: Step) -> str:
+    """Why the target wrote this step's bonus token, in words."""
+    if step.kind == "prefill" or not step.drafted:
+        return "the target's own token"
+    if step.num_accepted < step.num_verified:
+        return "the target's token after the rejection"
+    if step.num_verified < len(step.drafted):
+        return "the target's token after the cut"
+    return "the target's token after the block"
+
+
 def _span(text: str, classes: str, title: str | None, in_output: bool) -> str:
     mark = " data-out" if in_output else ""
     shown = visible(text) if in_output else visible_ghost(text)
@@ -95,9 +112,8 @@ def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True, titles:
                 if i == step.num_verified:
                     parts.append('<span class="cutmark" title="the scheduler cut the block here">✂</span>')
                 parts.append(_span(ghost.text, f"{ghost.verdict} ghost", title(ghost, i + 1), False))
-        how = "the target's own token" if step.kind == "prefill" or not step.drafted else (
-            "the target's token after the rejection" if a < len(step.drafted) else "the target's token after the block")
-        parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {how}" if titles else None, True))
+        parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {bonus_reason(step)}" if titles else None,
+                           True))
     return "".join(parts)
 
 
@@ -117,17 +133,10 @@ def _chip(label: str, value: str, hint: str) -> str:
     return f'<span class="chip" title="{html.escape(hint)}">{label} <b>{value}</b></span>'
 
 
-def verified_acceptance(steps: list[Step]) -> float | None:
-    """Accepted drafted tokens over drafted tokens sent to the target."""
-    verified = sum(s.num_verified for s in steps)
-    return sum(s.num_accepted for s in steps) / verified if verified else None
-
-
-def chips_html(summary: RunSummary, baseline: RunSummary | None, steps: list[Step]) -> str:
-    speedup = "—"
-    if baseline is not None and baseline.tokens_per_s > 0 and summary.tokens_per_s > 0:
-        speedup = f"{summary.tokens_per_s / baseline.tokens_per_s:.2f}×"
-    rate = verified_acceptance(steps)
+def chips_html(summary: RunSummary, speedup: float | None, steps: list[Step]) -> str:
+    """A lane's numbers: its summary, its speedup over the same comparison's baseline (None: no baseline)."""
+    speedup = "—" if not speedup else f"{speedup:.2f}×"
+    rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
                                            "accepted drafted tokens / drafted tokens sent to the target")]
     return '<div class="chips">' + "".join([
@@ -157,30 +166,43 @@ def _step_row(step: Step) -> str:
             f'<td class="num" title="accepted / verified (of drafted)">{verdict}</td><td class="num">{duration_ms:.1f} ms</td></tr>')
 
 
-def lane_html(method: str, steps: list[Step], prompt: str, state: str, max_new_tokens: int, eos_id: int | None,
-              greedy: bool, baseline: RunSummary | None = None, show_drafts: bool = True, drafter: str = "",
-              live: bool = False) -> str:
-    """One lane. state is shown as it is ("waiting", "running", "done", "stopped" or an error); drafter says
-    which drafter served the method. live: the light view (no hover text, no list of steps), redrawn often
-    while the engine is measured; the full view is drawn once, at the end. A live lane that is running
-    leaves its tags open and shows no chips, so each redraw only appends to the last one (Gradio then sends
-    just the new tokens; the browser closes the tags); the status line carries its numbers meanwhile."""
+def _lane_head(method: str, state: str, drafter: str) -> str:
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
-    head = (f'<div class="lane-head"><span class="lane-name">{METHOD_LABELS.get(method, method)}</span>'
+    head = (f'<div class="lane-head"><span class="lane-name">{html.escape(method_label(method))}</span>'
             + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
-    card = f'<div class="lane-card" data-method="{method}" data-state="{html.escape(state)}">{head}'
+    return f'<div class="lane-card" data-method="{html.escape(method)}" data-state="{html.escape(state)}">{head}'
+
+
+def empty_lane_html(method: str, state: str, drafter: str = "") -> str:
+    """A lane with no steps yet: its header and an empty box ("waiting", "not selected")."""
+    return f'{_lane_head(method, state, drafter)}<div class="tokens"></div></div>'
+
+
+def lane_html(comparison: Comparison, method: str, show_drafts: bool = True, live: bool = False) -> str:
+    """One lane of a comparison, its chips against the same comparison's baseline. The lane's state is shown as
+    it is ("waiting", "running", "done", "stopped", "recorded" or an error). live: the light view (no hover text,
+    no list of steps), redrawn often while the engine is measured; the full view is drawn once, at the end. A
+    live lane that is running leaves its tags open and shows no chips, so each redraw only appends to the last
+    one (Gradio then sends just the new tokens; the browser closes the tags); the status line carries its
+    numbers meanwhile."""
+    lane = comparison.lanes[method]
+    steps, state = lane.steps, lane.state
     if not steps and not (live and state == "running"):
-        return f'{card}<div class="tokens"></div></div>'
+        return empty_lane_html(method, state, lane.drafter)
+    prompt = str(comparison.settings.get("prompt", ""))
     tokens = (f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
-              + "".join(step_tokens_html(step, greedy, show_drafts, titles=not live) for step in steps))
+              + "".join(step_tokens_html(step, comparison.greedy, show_drafts, titles=not live) for step in steps))
+    card = _lane_head(method, state, lane.drafter)
     if live and state == "running":
         return card + tokens  # left open: the next redraw appends to it
-    summary = summarize(steps, max_new_tokens, eos_id)
     decode = [s for s in steps if s.kind == "decode"]
     rows = "" if live else "".join(_step_row(s) for s in decode[-MAX_STEP_ROWS:])
-    steps_html = "" if live else (f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
-                  f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td><td>time</td></tr>{rows}</table></details>')
-    return f'{card}{chips_html(summary, baseline, decode)}{tokens}</div>{steps_html}</div>'
+    steps_html = "" if live else (
+        f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
+        f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td>'
+        f'<td>time</td></tr>{rows}</table></details>')
+    chips = chips_html(lane.summary, comparison.speedup(method), decode) if lane.summary is not None else ""
+    return f'{card}{chips}{tokens}</div>{steps_html}</div>'

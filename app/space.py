@@ -20,6 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from engine.methods import METHOD_REGISTRY
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 from .gpu import gpu_decorator, lane_runner, no_gpu, warm_up_once, zero_gpu
@@ -56,12 +57,9 @@ README_BODY = """
 # SpecLab — see speculative decoding work
 
 SpecLab runs **real** speculative decoding and shows it step by step, side by side: a cheap drafter
-proposes tokens, the target model checks them all in one forward pass, and the output is exactly what the
-target alone would write. Up to five lanes on one prompt: the target alone (**baseline**), **AR** (an EAGLE-3
-drafter, K serial draft forwards per step), **Classic** (a small language model as the drafter),
-**DFlash** (the whole block drafted in one parallel pass) and **DSpark** (DFlash's pass plus a Markov head
-and a confidence head whose scheduler decides how much of the block to verify), with every drafted token,
-every accept/reject decision, α, τ and a measured timeline of draft, verify and host work.
+proposes tokens, the target model checks them all in one forward pass, and the output is distributed exactly
+as the target's own (at temperature 0, the very same text). Up to {count} lanes on one prompt: {lanes}; with every drafted token, every
+accept/reject decision, α, τ and a measured timeline of draft, verify and host work.
 
 Models: {description}.
 
@@ -125,13 +123,19 @@ def front_matter(sdk_version: str) -> dict:
     }
 
 
+def lanes_text() -> str:
+    """Every registered method in one sentence, from the registry (engine/methods.py)."""
+    return "; ".join(f"**{m.label}** ({m.description})" for m in METHOD_REGISTRY.values())
+
+
 def readme_text(sdk_version: str) -> str:
     import yaml
 
     from .gpu import GPU_BASE_S, GPU_CAP_S, GPU_PER_TOKEN_S
 
     header = yaml.safe_dump(front_matter(sdk_version), sort_keys=False, allow_unicode=True, width=1000)
-    body = README_BODY.format(description=PRESETS[SPACE_DEFAULT_PRESET].description, cap=GPU_CAP_S,
+    body = README_BODY.format(count=len(METHOD_REGISTRY), lanes=lanes_text(),
+                              description=PRESETS[SPACE_DEFAULT_PRESET].description, cap=GPU_CAP_S,
                               base=GPU_BASE_S, per_token=GPU_PER_TOKEN_S, presets="`, `".join(PRESETS),
                               default=SPACE_DEFAULT_PRESET, entry=ENTRY)
     return f"---\n{header}---\n{body}"

@@ -1,4 +1,4 @@
-"""Colours and their meanings, defined once (Okabe–Ito, safe for colour-blind viewers; see docs/UX)."""
+"""Colours and their meanings, defined once (Okabe–Ito, safe for colour-blind viewers)."""
 
 ACCEPTED = "#009E73"  # accepted draft token
 REJECTED = "#D55E00"  # rejected draft token (also struck through)

@@ -4,7 +4,7 @@ Pure Python (no torch, no plotly), so the Why tab, its tests and anyone reading 
 
 - τ(K) = 1 + Σ_{k=1..K} Π_{i≤k} p_i: the bonus plus the expected accepted drafts, with p_i the
   per-position acceptance (P(position i accepted | 1..i−1 accepted)).
-- speedup ≈ τ / (1 + cost_draft / cost_target) (SPEC §1); a serial drafter pays K forwards, so its
+- speedup ≈ τ / (1 + cost_draft / cost_target) ; a serial drafter pays K forwards, so its
   cost_draft = K · c with c one draft forward's cost over a verify forward's; a one-pass drafter pays one
   forward whatever K, so cost_draft = c_block.
 """
@@ -14,16 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.survival import expected_tokens
+
 MAX_K = 16
 
 
 def expected_tau(acceptance: Sequence[float], k: int) -> float:
     """τ(K) for per-position acceptances (the last one repeats past the list's end)."""
-    tau, alive = 1.0, 1.0
-    for position in range(k):
-        alive *= acceptance[min(position, len(acceptance) - 1)]
-        tau += alive
-    return tau
+    return expected_tokens(acceptance, k)
 
 
 def speedup(tau: float, draft_cost: float) -> float:
@@ -62,7 +60,7 @@ class Published:
         return self.tau / self.speedup - 1.0
 
 
-# Datacenter-GPU figures, copied from the papers as SPEC §4 quotes them (T = 0, transformers backend, H200).
+# Datacenter-GPU figures, copied from the papers and READMEs named in each entry (T = 0, transformers backend).
 PUBLISHED = (
     Published("EAGLE-3 (16)", "Qwen3-8B, H200, average of 7 benchmarks", 1.76, 2.96, "DFlash paper, Table 1"),
     Published("EAGLE-3 (60)", "Qwen3-8B, H200, average of 7 benchmarks", 2.02, 3.40, "DFlash paper, Table 1"),

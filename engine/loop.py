@@ -17,7 +17,7 @@ from .attention import use_lean_attention
 from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .layout import use_column_major_weights, use_packed_vocab_products
-from .methods import METHODS, method as method_entry
+from .methods import method as method_entry, method_names
 from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
                      load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
 from .presets import DEFAULT_PRESET, PRESETS, Preset
@@ -26,7 +26,7 @@ from .scheduler import profile_verify_speed
 from .summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts, repair_text
 from .timing import SpanClock
-from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult, Span,
+from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult,
                     Step, TopToken)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
@@ -102,7 +102,7 @@ class Engine:
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""
-        return [m for m in METHODS if not method_entry(m).kinds or m in self.drafter_models]
+        return [m for m in method_names() if not method_entry(m).kinds or m in self.drafter_models]
 
     def drafter_label(self, method: str) -> str:
         """Which drafter serves `method` here, in words (the app shows it in the lane header)."""

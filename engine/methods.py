@@ -124,7 +124,7 @@ def method(name: str) -> Method:
     return METHOD_REGISTRY[name]
 
 
-def label(name: str) -> str:
+def method_label(name: str) -> str:
     """A method's label, or the name itself for one this registry does not know (a file from elsewhere)."""
     entry = METHOD_REGISTRY.get(name)
     return entry.label if entry else name

@@ -30,6 +30,18 @@ RUN = dict(prompt=PROMPT, methods=["baseline", "ar", "dflash", "dspark"], temper
            confidence_threshold=0.5, overlap="auto")
 
 
+def lane_of(method: str, steps, state: str = "done", temperature: float = 0.0):
+    """A comparison of one lane, as the Compare tab holds it: ended lanes carry their summary."""
+    from dataclasses import replace
+
+    from app.record import Comparison, LaneResult, settings_dict
+
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, temperature=temperature, methods=(method,)))
+    lane = LaneResult.ended(method, steps, state=state) if state != "running" else LaneResult(method, tuple(steps),
+                                                                                                 state=state)
+    return Comparison(settings, {method: lane})
+
+
 def run(client, **changes):
     return client.predict(**{**RUN, **changes}, api_name="/run")
 
@@ -86,7 +98,7 @@ def test_lane_html_marks_exactly_the_output_tokens(random_engine):
     config = GenerationConfig(method="ar", max_new_tokens=30, draft_len=4)
     result = random_engine.generate(PROMPT, config)
     steps = [result.prefill, *result.steps]
-    lane = lane_html("ar", steps, PROMPT, "done", 30, random_engine.eos_id, greedy=True)
+    lane = lane_html(lane_of("ar", steps), "ar")
     assert output_text_of(lane) == display_text(result.text)
     assert lane.count('class="tok rejected ghost"') == sum(
         1 for s in result.steps for t in s.drafted if t.verdict == "rejected")
@@ -388,7 +400,7 @@ def test_small_charts_show_measured_values(random_engine):
     steps = [result.prefill, *result.steps]
     progress = progress_figure({"dspark": steps})
     assert progress.data[0].y[-1] == len(result.output_ids)
-    acceptance = acceptance_figure({"dspark": steps})
+    acceptance = acceptance_figure({"dspark": per_position_acceptance(steps)})
     assert list(acceptance.data[0].y) == list(per_position_acceptance(steps))
     survival = survival_figure(steps)
     predicted, realised = survival.data
@@ -475,8 +487,8 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(random_engine):
 
 def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
     steps = list(random_engine.stream(PROMPT, GenerationConfig(method="dspark", max_new_tokens=24)))
-    full = lane_html("dspark", steps, PROMPT, "done", 24, random_engine.eos_id, True)
-    live = lane_html("dspark", steps, PROMPT, "running", 24, random_engine.eos_id, True, live=True)
+    full = lane_html(lane_of("dspark", steps), "dspark")
+    live = lane_html(lane_of("dspark", steps, "running"), "dspark", live=True)
     tokens = r'<span class="tok ([^"]*)"( data-out)?( title="[^"]*")?>(.*?)</span>'
     output = full.split("<details")[0]  # the output, not the list of steps below it
     full_tokens, live_tokens = re.findall(tokens, output, flags=re.S), re.findall(tokens, live, flags=re.S)
@@ -485,7 +497,7 @@ def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
     assert "<details" in full and "<details" not in live  # the list of steps comes with the full view only
     assert len(live) < len(full) / 2
     # While it runs, each redraw only appends to the last one (so only the new tokens travel).
-    earlier = lane_html("dspark", steps[:3], PROMPT, "running", 24, random_engine.eos_id, True, live=True)
+    earlier = lane_html(lane_of("dspark", steps[:3], "running"), "dspark", live=True)
     assert live.startswith(earlier) and len(live) > len(earlier)
 
 
@@ -511,3 +523,36 @@ def test_live_updates_send_values_never_gradio_updates(random_engine):
     assert len(outputs) > 1 and "done" in outputs[-1][0]
     for values in outputs:
         assert not any(isinstance(v, dict) and v.get("__type__") == "update" for v in values)
+
+
+def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_about_text(tokenizer, monkeypatch):
+    """Adding a method is one registry entry: no other file names it, yet it runs as a lane, in the bench and
+    in the About text."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from app.tabs.about import methods_text
+    from conftest import noisy_copy, tiny_qwen3
+    from engine.bench import run_bench
+    from engine.loop import Engine
+    from engine.methods import METHOD_REGISTRY, Method
+
+    echo = Method("echo", "Echo", "a test-only small LM drafting 2 tokens a step", 2, False, ("small-lm",),
+                  about="a method that exists only in this test.")
+    monkeypatch.setitem(METHOD_REGISTRY, "echo", echo)
+    target = tiny_qwen3(len(tokenizer))
+    engine = Engine(target, tokenizer, {"echo": noisy_copy(target, noise=0.05)}, torch.device("cpu"), preset="random")
+    assert engine.methods() == ["baseline", "echo"]
+
+    on_run = _handler(build_app(engine), "on_run")
+    args = run_args()
+    args[1], args[5] = ["baseline", "echo"], 8  # the lanes, max new tokens
+    status, *lanes = list(on_run(*args, request=SimpleNamespace(session_hash="echo-visitor")))[-1][:-NUM_CHARTS]
+    assert "done" in status
+    (echo_lane,) = [lane for lane in lanes if 'data-method="echo"' in lane]
+    assert "Echo" in echo_lane and echo.description in echo_lane and "speedup" in echo_lane
+
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, draft_len=2, with_hf=False)
+    assert set(report["lanes"]) == {"baseline", "echo"} and report["identical_outputs"]
+    assert "**Echo**: a method that exists only in this test." in methods_text()

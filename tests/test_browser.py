@@ -149,7 +149,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
     from urllib.parse import parse_qsl
 
     from app.links import parse_query
-    from app.render import METHOD_LABELS
+    from engine.methods import method_label
     from app.tabs.step import fmt
 
     # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run
@@ -176,7 +176,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
             page.click("#step-next")
         page.wait_for_selector(f'#step-blocks .st-lanes[data-step="{i}"]', timeout=10_000)
         assert page.locator("#step-slider input[type=number]").input_value() == str(i)
-        label = f"{METHOD_LABELS[method]} · {position} · {token.text!r} (rejected)"
+        label = f"{method_label(method)} · {position} · {token.text!r} (rejected)"
         options = page.locator("#step-token [role=option]")
         for pick in ("another", label):  # the step opens on its first rejection: select another token, then it
             page.click("#step-token input")

@@ -29,13 +29,29 @@ def comparison(random_engine):
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, temperature=0.8, seed=4,
                                      draft_len=3, methods=("baseline", "ar", "dspark")))
-    return Comparison(settings=settings, lanes=lanes,
-                      drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)", preset="random")
+    return Comparison.of_steps(settings, lanes, drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)",
+                               preset="random")
 
 
 def test_a_comparison_round_trips_exactly(comparison):
     again = read_comparison(comparison.to_json().encode())
-    assert again == comparison  # every step, token, probability, draw and span, and every field around them
+    # every step, token, probability, draw and span, and every field around them; a lane read back says so
+    assert again == replace(comparison, lanes={m: replace(lane, state="recorded") for m, lane in comparison.lanes.items()})
+    # each lane's summary is the one computed when it ended: why it ended travels in the file, with no preset
+    assert [lane.summary for lane in again.lanes.values()] == [lane.summary for lane in comparison.lanes.values()]
+    assert {lane.summary.finish_reason for lane in again.lanes.values()} == {"length"}
+
+
+def test_a_file_saved_before_steps_carried_why_a_run_ended_still_opens(comparison):
+    doc = json.loads(comparison.to_json())
+    for steps in doc["lanes"].values():
+        for step in steps:
+            step.pop("finish_reason")
+            for span in step["spans"]:
+                span.pop("work")  # the trace's first name for the kind of work was "lane"
+    old = read_comparison(json.dumps(doc))
+    assert old.steps == comparison.steps  # a lane that wrote max_new_tokens ended on length
+    assert all(lane.summary == comparison.lanes[m].summary for m, lane in old.lanes.items())
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -96,7 +112,7 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
     # Lanes come back as updates: shown ones with their HTML, the others hidden.
     shown = {m: lane["value"] for m, lane in zip(random_engine.methods(), lanes) if lane.get("visible")}
     assert set(shown) == set(comparison.lanes)
-    for method, steps in comparison.lanes.items():
+    for method, steps in comparison.steps.items():
         spans = re.findall(r'<span class="tok [^"]*" data-out title="[^"]*">(.*?)</span>', shown[method], flags=re.S)
         text = "".join(t.text for step in steps for t in step.committed)
         assert "".join(html.unescape(x) for x in spans) == display_text(text), method

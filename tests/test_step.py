@@ -12,7 +12,7 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.record import Comparison, read_comparison  # noqa: E402
-from app.render import METHOD_LABELS  # noqa: E402
+from engine.methods import method_label  # noqa: E402
 from app.tabs.step import (NO_RUN, PLAY_EVERY_S, advance, blocks_html, find_token, fmt, last_step,  # noqa: E402
                            lane_block_html, rule_of, step_number, step_view, timeline_with_step, token_choices)
 from engine.types import GenerationConfig  # noqa: E402
@@ -32,12 +32,12 @@ def comparison(random_engine) -> Comparison:
                                   draft_len=7 if method in ("dflash", "dspark") else 3, verify_rule="rejection")
         result = random_engine.generate(PROMPT, config)
         lanes[method] = [result.prefill, *result.steps]
-    return Comparison(settings=SETTINGS, lanes=lanes, drafters={"ar": "noisy copy"}, device="CPU", preset="random")
+    return Comparison.of_steps(SETTINGS, lanes, drafters={"ar": "noisy copy"}, device="CPU", preset="random")
 
 
 def first_rejection(comparison: Comparison):
     """(method, step index, 1-based position, token) of the first rejected draft that has a draw."""
-    for method, steps in comparison.lanes.items():
+    for method, steps in comparison.steps.items():
         for step in steps:
             for position, token in enumerate(step.drafted, start=1):
                 if token.verdict == "rejected" and token.draw is not None:
@@ -78,7 +78,7 @@ def test_a_rejected_token_shows_exactly_the_trace_numbers(comparison):
 def test_every_drafted_token_of_a_step_has_its_card_and_the_bonus_follows(comparison):
     rule = rule_of(comparison)
     assert not rule.greedy and rule.accept_label == "ratio"
-    steps = comparison.lanes["dflash"]
+    steps = comparison.steps["dflash"]
     step = steps[1]
     lane = lane_block_html("dflash", steps, 1, rule)
     assert re.findall(r'data-verdict="(\w+)"', lane) == [t.verdict for t in step.drafted]
@@ -90,8 +90,8 @@ def test_every_drafted_token_of_a_step_has_its_card_and_the_bonus_follows(compar
 
 
 def test_a_finished_lane_says_where_it_finished(comparison):
-    shortest = min(comparison.lanes, key=lambda m: len(comparison.lanes[m]))
-    steps = comparison.lanes[shortest]
+    shortest = min(comparison.lanes, key=lambda m: len(comparison.steps[m]))
+    steps = comparison.steps[shortest]
     assert len(steps) - 1 < last_step(comparison)  # the baseline takes one step per token, the longest
     lane = lane_block_html(shortest, steps, last_step(comparison), rule_of(comparison))
     assert f"done at step {steps[-1].index}" in lane and "st-tok" not in lane
@@ -99,7 +99,7 @@ def test_a_finished_lane_says_where_it_finished(comparison):
 
 def test_the_token_selector_charts_carry_the_draft_and_target_top_tokens(comparison):
     method, i, position, token = first_rejection(comparison)
-    assert (f"{METHOD_LABELS[method]} · {position} · {token.text!r} (rejected)", f"{method}:{position}") \
+    assert (f"{method_label(method)} · {position} · {token.text!r} (rejected)", f"{method}:{position}") \
         in token_choices(comparison, i)
     view = step_view(comparison, i, selected=f"{method}:{position}")
     draft, target = view.draft_figure.data[0], view.target_figure.data[0]
@@ -119,10 +119,10 @@ def test_the_token_selector_charts_carry_the_draft_and_target_top_tokens(compari
 
 def test_the_timeline_marks_each_lanes_step_spans(comparison):
     i = 2
-    fig = timeline_with_step(comparison.lanes, i)
+    fig = timeline_with_step(comparison.steps, i)
     rows = list(fig.layout.yaxis.categoryarray)
     marked = {shape.name: shape for shape in fig.layout.shapes}
-    for method, steps in comparison.lanes.items():
+    for method, steps in comparison.steps.items():
         if i >= len(steps):
             assert f"step {i} · {method}" not in marked
             continue
@@ -130,9 +130,9 @@ def test_the_timeline_marks_each_lanes_step_spans(comparison):
         for span in steps[i].spans:  # covers every span of step i, and nothing of the steps around it
             assert shape.x0 <= span.start_s * 1e3 and span.end_s * 1e3 <= shape.x1
         assert shape.x0 >= max(s.end_s for s in steps[i - 1].spans) * 1e3 - 1e-9
-        y = rows.index(METHOD_LABELS[method])
+        y = rows.index(method_label(method))
         assert shape.y0 < y < shape.y1 and shape.y1 - shape.y0 < 1  # on the lane's own row only
-    assert len(fig.data) == len(timeline_with_step(comparison.lanes, 0).data)  # the Compare timeline underneath
+    assert len(fig.data) == len(timeline_with_step(comparison.steps, 0).data)  # the Compare timeline underneath
 
 
 def test_a_saved_comparison_renders_exactly_as_the_live_one(comparison):
@@ -146,7 +146,7 @@ def test_a_saved_comparison_renders_exactly_as_the_live_one(comparison):
 
 
 def test_the_slider_ends_at_the_longest_lane_and_play_walks_to_it_and_stops(comparison):
-    last = max(len(steps) - 1 for steps in comparison.lanes.values())
+    last = max(len(steps) - 1 for steps in comparison.steps.values())
     assert last_step(comparison) == last == comparison.settings["max_new_tokens"] - 1  # the baseline: the prefill
     # writes the first token, then one token a step
     i, playing, seen = 0, True, [0]
@@ -162,7 +162,6 @@ def test_the_slider_ends_at_the_longest_lane_and_play_walks_to_it_and_stops(comp
 def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(random_engine, comparison):
     """Through the built app's own handlers, as the browser would call them."""
     from app.main import build_app
-    from app.tabs import step as step_tab
 
     demo = build_app(random_engine)
     assert "Step through" in [getattr(b, "label", None) for b in demo.blocks.values()]
@@ -173,7 +172,7 @@ def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(ran
     request = type("Request", (), {"session_hash": "test-step"})()
 
     assert NO_RUN in html.unescape(fns["on_show_last"](request)[0])  # nothing run in this session yet
-    step_tab.LAST.remember("test-step", comparison)
+    fns["on_show_last"].__self__.sessions.get("test-step").last = comparison  # as a Compare run leaves it
     shown = fns["on_show_last"](request)
     assert shown[1]["maximum"] == last_step(comparison) and shown[1]["value"] == 0
     assert shown[2] == blocks_html(comparison, 0, step_view(comparison, 0).selected)
@@ -219,7 +218,7 @@ def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, compariso
 def test_greedy_runs_have_no_draw_and_say_argmax(random_engine):
     config = GenerationConfig(method="ar", max_new_tokens=6, draft_len=3)
     result = random_engine.generate(PROMPT, config)
-    greedy = Comparison(settings={**SETTINGS, "temperature": 0.0}, lanes={"ar": [result.prefill, *result.steps]})
+    greedy = Comparison.of_steps({**SETTINGS, "temperature": 0.0}, {"ar": [result.prefill, *result.steps]})
     step = next(s for s in result.steps if s.num_verified)
     view = step_view(greedy, step.index)
     token = find_token(greedy, step.index, view.selected)

@@ -56,11 +56,25 @@ def test_k_sweep_measures_every_k_against_the_baseline(random_engine):
     assert len(bars.data[0].y) == len(sweep["here"]) + len(PUBLISHED)
 
 
-def test_why_tab_builds(random_engine):
+def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engine):
+    from types import SimpleNamespace
+
+    from app.record import Comparison
+    from app.sessions import SessionStore
     from app.tabs import why
 
+    sessions = SessionStore()
     with gr.Blocks() as demo:
-        why.render(random_engine)
+        handlers = why.render(random_engine, sessions)
+    visitor = SimpleNamespace(session_hash="why-visitor")
+    assert handlers.overlay(0.7, 0.1, 0.3, visitor)[1] == why.NO_RUN  # nothing run in this session yet
+    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, draft_len=3))
+               for m in ("baseline", "ar")}
+    sessions.get("why-visitor").last = Comparison.of_steps({"draft_len": 3}, {m: [r.prefill, *r.steps]
+                                                                              for m, r in results.items()})
+    figure, note = handlers.overlay(0.7, 0.1, 0.3, visitor)
+    crosses = [trace for trace in figure.data if trace.mode and "markers" in trace.mode and trace.x == (3,)]
+    assert crosses and "Crosses" in note
     ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
     assert {"why-prediction", "why-sweep", "why-machine", "sweep"} <= ids
     # The sweep's prompt list: each prompt on one line with its breaks marked (not "import osdef ..."), and the
@@ -77,15 +91,19 @@ def test_comparison_charts_of_a_run(random_engine):
     from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure
     from engine.types import GenerationConfig
 
-    lanes = {m: list(random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, draft_len=3)).steps)
-             for m in ("baseline", "ar", "dflash")}
-    histogram = accepted_length_figure({m: s for m, s in lanes.items() if m != "baseline"})
+    from app.record import Comparison
+
+    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, draft_len=3))
+               for m in ("baseline", "ar", "dflash")}
+    comparison = Comparison.of_steps({"max_new_tokens": 16}, {m: [r.prefill, *r.steps] for m, r in results.items()})
+    histogram = accepted_length_figure({m: s for m, s in comparison.steps.items() if m != "baseline"})
     for trace, method in zip(histogram.data, ("ar", "dflash")):
         assert sum(trace.y) == pytest.approx(1.0)  # shares of steps
-        assert max(trace.x) == max(s.num_accepted for s in lanes[method])
-    formula = predicted_vs_measured_figure(lanes, 16, random_engine.eos_id)
+        assert max(trace.x) == max(s.num_accepted for s in results[method].steps)
+    formula = predicted_vs_measured_figure(comparison)
     assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[1].y)
-    shares = bubble_share_figure(lanes, 16, random_engine.eos_id)
+    assert list(formula.data[1].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    shares = bubble_share_figure(comparison)
     totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
     assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time
     for figure in (histogram, formula, shares):
@@ -116,8 +134,7 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
     for method, k in (("baseline", 1), ("ar", 3), ("dflash", 5)):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, draft_len=k))
         lanes[method] = [result.prefill, *result.steps]
-    points = run_points(Comparison(settings={"max_new_tokens": 12, "draft_len": 3, "block_len": 5}, lanes=lanes),
-                        random_engine.eos_id)
+    points = run_points(Comparison.of_steps({"max_new_tokens": 12, "draft_len": 3, "block_len": 5}, lanes))
     assert sorted(k for k, _ in points.values()) == [3, 5] and all(v > 0 for _, v in points.values())
 
 

@@ -6,9 +6,10 @@ that decided it (p_draft, p_target, the acceptance probability, the draw r), the
 distributions as bar charts, and the shared timeline with step i marked. Step 0 is the prefill; lanes take
 different numbers of steps, so a lane past its end says where it finished.
 
-Pure helpers (HTML, figures, the play clock) come first; render() lays out the tab and wires its events.
-What each browser session is stepping through, and whether it is playing, is kept server-side (bounded per
-session), never in gr.State, which would hold a heartbeat connection open for every visitor.
+Pure helpers (HTML, figures, the play clock) come first; then `layout` builds the components, `StepHandlers`
+holds the handlers as plain methods, and `wire` connects the two. What each browser session is stepping
+through, and whether it is playing, is kept server-side in the one session store (app/sessions.py), never in
+gr.State, which would hold a heartbeat connection open for every visitor.
 """
 
 from __future__ import annotations
@@ -20,36 +21,28 @@ from dataclasses import dataclass
 import gradio as gr
 import plotly.graph_objects as go
 
+from engine.methods import method_label
 from engine.types import DraftedToken, Step, TopToken
 
 from ..charts import timeline_figure
-from ..record import LAST, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison
-from ..render import LEGEND_HTML, METHOD_LABELS, visible_ghost
+from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
+from ..sessions import SessionStore
+from ..render import LEGEND_HTML, bonus_reason, status_html, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
 CONTEXT_CHARS = 48  # text before the step (prompt, then output) shown above each lane's block
 MARKER_HALF_HEIGHT = 0.45  # the timeline's step marker, in rows (a row is 1 apart on the category axis)
-CAPTION = ("*Point 2 of the argument:* each drafted token passes with probability min(1, p_target / p_draft); "
-           "r is the coin flip that decided it.")
+CAPTION = ("Above temperature 0 a drafted token passes with probability min(1, p_target / p_draft), and r is the "
+           "random draw that decided it; at temperature 0 it passes exactly when it is the target's own top token.")
 NO_RUN = "No run yet in this session: run a comparison on the Compare tab first."
 EMPTY = '<div class="note">Press “Show my last run” or open a saved comparison.</div>'
-
-SHOWN = LastComparisons()  # what each browser session is stepping through
-
-
-# What each session is playing, while its Play is on, as the server last heard it. Play's clock ticks in the browser,
-# and Pause reaches the clock only when the server's answer comes back; on a loaded machine ticks sent meanwhile
-# arrive after the server has heard Pause. Kept here, Pause wins: those ticks find the session not playing and
-# leave the step where Pause found it.
-PLAYING = LastComparisons()
-
 
 # --- the comparison's shape ------------------------------------------------------------------------------
 
 def last_step(comparison: Comparison) -> int:
     """The slider's end: the longest lane's number of decode steps (step 0 is the prefill)."""
-    return max([0, *(len(steps) - 1 for steps in comparison.lanes.values())])
+    return max([0, *(len(lane.steps) - 1 for lane in comparison.lanes.values())])
 
 
 def step_at(steps: list[Step], i: int) -> Step | None:
@@ -115,17 +108,17 @@ def token_key(method: str, position: int) -> str:
 def token_choices(comparison: Comparison, i: int) -> list[tuple[str, str]]:
     """The token selector's choices at step i: "lane · position · 'text' (verdict)"."""
     choices = []
-    for method, steps in comparison.lanes.items():
+    for method, steps in comparison.steps.items():
         step = step_at(steps, i)
         for position, token in enumerate(step.drafted if step else (), start=1):
-            label = f"{METHOD_LABELS.get(method, method)} · {position} · {token.text!r} ({token.verdict})"
+            label = f"{method_label(method)} · {position} · {token.text!r} ({token.verdict})"
             choices.append((label, token_key(method, position)))
     return choices
 
 
 def find_token(comparison: Comparison, i: int, key) -> DraftedToken | None:
     method, _, position = str(key).partition(":")
-    step = step_at(comparison.lanes.get(method, []), i)
+    step = step_at(comparison.steps.get(method, ()), i)
     if step is None or not position.isdigit() or not 1 <= int(position) <= len(step.drafted):
         return None
     return step.drafted[int(position) - 1]
@@ -169,14 +162,7 @@ def token_card(method: str, position: int, token: DraftedToken, rule: Rule, sele
 
 
 def _bonus_cards(step: Step) -> str:
-    if not step.drafted:
-        why = "the target's own token"
-    elif step.num_accepted < step.num_verified:
-        why = "the target's token after the rejection"
-    elif step.num_verified < len(step.drafted):
-        why = "the target's token after the cut"
-    else:
-        why = "the target's token after the block"
+    why = bonus_reason(step)
     return "".join(f'<div class="st-tok st-bonus" data-key="bonus"><div class="st-pos">+</div>'
                    f'<div class="st-text"><span class="tok bonus">{visible_ghost(t.text)}</span></div>'
                    f'<div class="st-verdict">bonus: {why}</div></div>'
@@ -194,7 +180,7 @@ def _context_html(prompt: str, steps: list[Step], i: int) -> str:
 def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected: str | None = None,
                     drafter: str = "", prompt: str = "") -> str:
     """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
-    name = METHOD_LABELS.get(method, method)
+    name = method_label(method)
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
             + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "") + "</div>")
     step = step_at(steps, i)
@@ -227,8 +213,8 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
 def blocks_html(comparison: Comparison, i: int, selected: str | None = None) -> str:
     """Every lane's step i, side by side."""
     rule, prompt = rule_of(comparison), str(comparison.settings.get("prompt", ""))
-    lanes = "".join(lane_block_html(m, steps, i, rule, selected, comparison.drafters.get(m, ""), prompt)
-                    for m, steps in comparison.lanes.items())
+    lanes = "".join(lane_block_html(m, list(lane.steps), i, rule, selected, lane.drafter, prompt)
+                    for m, lane in comparison.lanes.items())
     return f'<div class="st-lanes" data-step="{i}">{lanes}</div>'
 
 
@@ -243,7 +229,7 @@ def timeline_with_step(lanes: dict[str, list[Step]], i: int) -> go.Figure:
         step = step_at(steps, i)
         if step is None or not step.spans:
             continue
-        y = rows.index(METHOD_LABELS.get(method, method))
+        y = rows.index(method_label(method))
         fig.add_shape(type="rect", xref="x", yref="y", name=f"step {i} · {method}",
                       x0=min(s.start_s for s in step.spans) * 1e3, x1=max(s.end_s for s in step.spans) * 1e3,
                       y0=y - MARKER_HALF_HEIGHT, y1=y + MARKER_HALF_HEIGHT,
@@ -318,7 +304,7 @@ def step_view(comparison: Comparison, i: int, selected=None) -> StepView:
     key = pick_token(comparison, i, selected)
     draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison),
                                          "select a drafted token above" if choices else "no lane drafted at this step")
-    return StepView(blocks_html(comparison, i, key), timeline_with_step(comparison.lanes, i), choices, key, draft,
+    return StepView(blocks_html(comparison, i, key), timeline_with_step(comparison.steps, i), choices, key, draft,
                     target)
 
 
@@ -336,7 +322,7 @@ def step_number(raw, last: int) -> int:
 
 def describe(comparison: Comparison, source: str) -> str:
     s = comparison.settings
-    lanes = ", ".join(METHOD_LABELS.get(m, m) for m in comparison.lanes)
+    lanes = ", ".join(method_label(m) for m in comparison.lanes)
     rule = rule_of(comparison)
     how = "temperature 0 (greedy)" if rule.greedy else \
         f"temperature {s.get('temperature')}, {rule.name} rule, seed {s.get('seed')}"
@@ -345,28 +331,48 @@ def describe(comparison: Comparison, source: str) -> str:
             "Nothing is rerun: these are the run's own numbers.")
 
 
-def _status(text: str, error: bool = False) -> str:
-    return f'<div class="{"status-error" if error else "note"}">{html.escape(text)}</div>'
+# --- the layout ------------------------------------------------------------------------------------------
+
+@dataclass
+class StepTabView:
+    """The tab's components, as `layout` built them."""
+
+    show_button: gr.Button
+    upload: gr.UploadButton
+    status: gr.HTML
+    slider: gr.Slider
+    previous_button: gr.Button
+    next_button: gr.Button
+    play_button: gr.Button
+    pause_button: gr.Button
+    timer: gr.Timer
+    blocks: gr.HTML
+    token: gr.Dropdown
+    draft_plot: gr.Plot
+    target_plot: gr.Plot
+    timeline: gr.Plot
+
+    @property
+    def step_outputs(self) -> list:
+        """What changes with the step: the blocks, the timeline, the token selector and its two charts."""
+        return [self.blocks, self.timeline, self.token, self.draft_plot, self.target_plot]
 
 
-# --- the tab ---------------------------------------------------------------------------------------------
-
-def render(engine=None) -> None:
-    """engine is unused (nothing here runs a model); the argument keeps every tab's render alike."""
+def layout() -> StepTabView:
+    """Build the tab's components (inside a gr.Blocks); no behaviour."""
     gr.Markdown("Replay a finished comparison one verify step at a time: step *i* of every lane side by side, "
                 "each drafted token with the numbers that decided it. Step 0 is the prefill.", elem_classes="note")
     with gr.Row():
         show_button = gr.Button("Show my last run", variant="primary", elem_id="step-show-last", scale=1)
         upload = gr.UploadButton("Open a saved comparison (.json)", file_types=[".json"], type="filepath",
                                  elem_id="step-upload", scale=1)
-    status = gr.HTML(_status("Run a comparison on the Compare tab, then press “Show my last run”."),
+    status = gr.HTML(status_html("Run a comparison on the Compare tab, then press “Show my last run”."),
                      elem_id="step-status")
     with gr.Row(equal_height=False):
         slider = gr.Slider(0, 1, value=0, step=1, label="Step (0 = the prefill)", elem_id="step-slider", scale=5)
-        previous_button = gr.Button("◀ Previous", elem_id="step-previous", size="sm", scale=1, min_width=90)
-        next_button = gr.Button("Next ▶", elem_id="step-next", size="sm", scale=1, min_width=90)
-        play_button = gr.Button("Play", elem_id="step-play", size="sm", scale=1, min_width=80)
-        pause_button = gr.Button("Pause", elem_id="step-pause", size="sm", scale=1, min_width=80)
+        buttons = [gr.Button(text, elem_id=f"step-{name}", size="sm", scale=1, min_width=width)
+                   for text, name, width in (("◀ Previous", "previous", 90), ("Next ▶", "next", 90),
+                                             ("Play", "play", 80), ("Pause", "pause", 80))]
     timer = gr.Timer(PLAY_EVERY_S, active=False)
     gr.Markdown(CAPTION, elem_classes="note", elem_id="step-caption")
     gr.HTML(LEGEND_HTML)
@@ -377,49 +383,63 @@ def render(engine=None) -> None:
         draft_plot = gr.Plot(elem_id="step-draft-dist", show_label=False)
         target_plot = gr.Plot(elem_id="step-target-dist", show_label=False)
     timeline = gr.Plot(elem_id="step-timeline", show_label=False)
+    return StepTabView(show_button, upload, status, slider, *buttons, timer, blocks, token, draft_plot, target_plot,
+                       timeline)
 
-    view_outputs = [blocks, timeline, token, draft_plot, target_plot]
 
-    def outputs_of(view: StepView) -> tuple:
-        return (view.blocks, view.timeline, gr.update(choices=view.choices, value=view.selected), view.draft_figure,
-                view.target_figure)
+# --- the behaviour ---------------------------------------------------------------------------------------
 
-    def nothing_shown() -> tuple:
-        return EMPTY, None, gr.update(choices=[], value=None), None, None
+def _outputs_of(view: StepView) -> tuple:
+    return (view.blocks, view.timeline, gr.update(choices=view.choices, value=view.selected), view.draft_figure,
+            view.target_figure)
 
-    def show(comparison: Comparison, session: str, source: str) -> tuple:
-        SHOWN.remember(session, comparison)
-        return (_status(describe(comparison, source)), gr.update(minimum=0, maximum=last_step(comparison), value=0),
-                *outputs_of(step_view(comparison, 0)))
 
-    def refuse(message: str) -> tuple:
-        return _status(f"⚠ {message}", error=True), *[gr.skip()] * (1 + len(view_outputs))
+def _refused(message: str) -> tuple:
+    """The status in the error colour; the slider and everything shown stay as they were."""
+    return status_html(f"⚠ {message}", error=True), *[gr.skip()] * 6
 
-    def on_show_last(request: gr.Request):
-        comparison = LAST.last(request.session_hash)
-        return refuse(NO_RUN) if comparison is None else show(comparison, request.session_hash, "Your last run")
 
-    def on_upload(path, request: gr.Request):
+class StepHandlers:
+    """The tab's handlers: plain methods over explicit values. What each session is stepping through, and
+    whether it plays, lives in `sessions` (app/sessions.py)."""
+
+    def __init__(self, sessions: SessionStore):
+        self.sessions = sessions
+
+    def _shown(self, session: str) -> Comparison | None:
+        return self.sessions.get(session).shown
+
+    def show(self, comparison: Comparison, session: str, source: str) -> tuple:
+        """Start stepping through `comparison` at step 0: the status, the slider, and the step's outputs."""
+        self.sessions.get(session).shown = comparison
+        return (status_html(describe(comparison, source)),
+                gr.update(minimum=0, maximum=last_step(comparison), value=0), *_outputs_of(step_view(comparison, 0)))
+
+    def on_show_last(self, request: gr.Request):
+        comparison = self.sessions.get(request.session_hash).last
+        return _refused(NO_RUN) if comparison is None else self.show(comparison, request.session_hash, "Your last run")
+
+    def on_upload(self, path, request: gr.Request):
         try:
             if not isinstance(path, str) or not path:
                 raise RecordError("no file arrived")
             with open(path, "rb") as f:
                 comparison = read_comparison(f.read(MAX_FILE_BYTES + 1))
         except RecordError as exc:
-            return refuse(f"Could not open that file: {exc}")
+            return _refused(f"Could not open that file: {exc}")
         except OSError as exc:
-            return refuse(f"Could not read that file: {exc.strerror or exc}")
-        return show(comparison, request.session_hash, os.path.basename(path))
+            return _refused(f"Could not read that file: {exc.strerror or exc}")
+        return self.show(comparison, request.session_hash, os.path.basename(path))
 
-    def on_step(raw, request: gr.Request):
+    def on_step(self, raw, request: gr.Request):
         """A new step: its first rejected token (else its first draft) is selected."""
-        comparison = SHOWN.last(request.session_hash)
+        comparison = self._shown(request.session_hash)
         if comparison is None:
-            return nothing_shown()
-        return outputs_of(step_view(comparison, step_number(raw, last_step(comparison))))
+            return EMPTY, None, gr.update(choices=[], value=None), None, None
+        return _outputs_of(step_view(comparison, step_number(raw, last_step(comparison))))
 
-    def on_token(raw, selected, request: gr.Request):
-        comparison = SHOWN.last(request.session_hash)
+    def on_token(self, raw, selected, request: gr.Request):
+        comparison = self._shown(request.session_hash)
         if comparison is None:
             return gr.skip(), gr.skip(), gr.skip()
         i = step_number(raw, last_step(comparison))
@@ -427,46 +447,61 @@ def render(engine=None) -> None:
         draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison))
         return blocks_html(comparison, i, key), draft, target
 
-    def move(by: int):
-        def handler(raw, request: gr.Request):
-            comparison = SHOWN.last(request.session_hash)
-            last = last_step(comparison) if comparison else 0
-            return step_number(step_number(raw, last) + by, last)
-        return handler
+    def _moved(self, raw, by: int, session: str) -> int:
+        comparison = self._shown(session)
+        last = last_step(comparison) if comparison else 0
+        return step_number(step_number(raw, last) + by, last)
 
-    def on_play(raw, request: gr.Request):
-        comparison = SHOWN.last(request.session_hash)
-        if comparison is None:
+    def on_previous(self, raw, request: gr.Request):
+        return self._moved(raw, -1, request.session_hash)
+
+    def on_next(self, raw, request: gr.Request):
+        return self._moved(raw, +1, request.session_hash)
+
+    def on_play(self, raw, request: gr.Request):
+        """Play from the step shown (from step 0 when the last one is shown); the clock starts."""
+        state = self.sessions.get(request.session_hash)
+        if state.shown is None:
             return gr.skip(), gr.update(active=False)
-        last = last_step(comparison)
-        i = step_number(raw, last)
-        if last > 0:
-            PLAYING.remember(request.session_hash, comparison)
-        return (0 if i >= last else gr.skip()), gr.update(active=last > 0)
+        last = last_step(state.shown)
+        state.playing = last > 0
+        return (0 if step_number(raw, last) >= last else gr.skip()), gr.update(active=last > 0)
 
-    def on_pause(request: gr.Request):
-        PLAYING.forget(request.session_hash)
+    def on_pause(self, request: gr.Request):
+        self.sessions.get(request.session_hash).playing = False
         return gr.update(active=False)
 
-    def on_tick(raw, request: gr.Request):
-        comparison = SHOWN.last(request.session_hash)
-        if comparison is None or PLAYING.last(request.session_hash) is None:  # a tick that arrived after Pause
+    def on_tick(self, raw, request: gr.Request):
+        state = self.sessions.get(request.session_hash)
+        if state.shown is None or not state.playing:  # a tick that reached the server after Pause
             return gr.skip(), gr.update(active=False)
-        last = last_step(comparison)
-        following, playing = advance(step_number(raw, last), last)
-        if not playing:
-            PLAYING.forget(request.session_hash)
+        last = last_step(state.shown)
+        following, state.playing = advance(step_number(raw, last), last)
         # Only ever switch the clock off here: switching it on again could undo a Pause pressed mid-tick.
-        return following, gr.skip() if playing else gr.update(active=False)
+        return following, gr.skip() if state.playing else gr.update(active=False)
 
+
+def wire(view: StepTabView, handlers: StepHandlers) -> None:
+    """Connect the components to the handlers. Nothing here runs a model, so no event waits in the engine's
+    queue; the buttons that only move the slider skip the queue altogether."""
     quiet = dict(api_visibility="private", show_progress="hidden")
-    show_button.click(on_show_last, None, [status, slider, *view_outputs], concurrency_limit=None, **quiet)
-    upload.upload(on_upload, [upload], [status, slider, *view_outputs], concurrency_limit=None, **quiet)
-    slider.change(on_step, [slider], view_outputs, preprocess=False, concurrency_limit=None, **quiet)
-    token.input(on_token, [slider, token], [blocks, draft_plot, target_plot], preprocess=False,
-                concurrency_limit=None, **quiet)
-    previous_button.click(move(-1), [slider], [slider], preprocess=False, queue=False, **quiet)
-    next_button.click(move(+1), [slider], [slider], preprocess=False, queue=False, **quiet)
-    play_button.click(on_play, [slider], [slider, timer], preprocess=False, queue=False, **quiet)
-    pause_button.click(on_pause, None, [timer], queue=False, **quiet)
-    timer.tick(on_tick, [slider], [slider, timer], preprocess=False, queue=False, **quiet)
+    shown = [view.status, view.slider, *view.step_outputs]
+    view.show_button.click(handlers.on_show_last, None, shown, concurrency_limit=None, **quiet)
+    view.upload.upload(handlers.on_upload, [view.upload], shown, concurrency_limit=None, **quiet)
+    view.slider.change(handlers.on_step, [view.slider], view.step_outputs, preprocess=False, concurrency_limit=None,
+                       **quiet)
+    view.token.input(handlers.on_token, [view.slider, view.token], [view.blocks, view.draft_plot, view.target_plot],
+                     preprocess=False, concurrency_limit=None, **quiet)
+    at_once = dict(preprocess=False, queue=False, **quiet)
+    view.previous_button.click(handlers.on_previous, [view.slider], [view.slider], **at_once)
+    view.next_button.click(handlers.on_next, [view.slider], [view.slider], **at_once)
+    view.play_button.click(handlers.on_play, [view.slider], [view.slider, view.timer], **at_once)
+    view.pause_button.click(handlers.on_pause, None, [view.timer], queue=False, **quiet)
+    view.timer.tick(handlers.on_tick, [view.slider], [view.slider, view.timer], **at_once)
+
+
+def render(sessions: SessionStore) -> StepHandlers:
+    """The tab: its layout and its handlers, wired."""
+    handlers = StepHandlers(sessions)
+    wire(layout(), handlers)
+    return handlers

@@ -11,30 +11,35 @@ figures, each labelled with its source.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.methods import METHOD_REGISTRY
-from engine.summary import per_position_acceptance, summarize
-from engine.types import GenerationConfig
+from engine.methods import METHOD_REGISTRY, method_label
+from engine.sweep import SWEEP_KS, k_sweep
+from engine.types import EngineError
 
 from ..charts import machine_vs_gpu_figure, theory_figure
 from ..examples import example_choices, example_prompts
-from ..record import LAST
+from ..sessions import SessionStore
 from ..theory import PUBLISHED, best_k, one_pass_curve, serial_curve
 
-SWEEP_KS = tuple(range(1, 9))
 SWEEP_TOKENS = 64
 
-INTRO = """### Why parallel drafting wins, and why by how much depends on the machine
+def _labels(one_pass: bool) -> str:
+    """The registered drafting methods' labels, serial or one-pass, for the text."""
+    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass == one_pass)
+
+
+INTRO = f"""### Why parallel drafting wins, and why by how much depends on the machine
 Every verify step commits **τ** tokens on average: the accepted drafts plus the one the target writes itself.
 Drafting costs time too, so the speedup over the target alone is about
 
 **speedup ≈ τ / (1 + cost_draft / cost_target)**
 
-A serial drafter (AR, EAGLE-3) pays one forward per drafted token, so its cost grows with K, while τ grows
+A serial drafter ({_labels(one_pass=False)}) pays one forward per drafted token, so its cost grows with K, while τ grows
 ever more slowly (each position must survive all the ones before it): past some K, drafting more loses.
-A one-pass drafter (DFlash, DSpark) pays one forward for the whole block, so a longer block costs nothing
+A one-pass drafter ({_labels(one_pass=True)}) pays one forward for the whole block, so a longer block costs nothing
 more. The curves below are **predictions** from that formula (dashed); move the sliders to see how
 acceptance and cost move the best K."""
 
@@ -44,63 +49,36 @@ def _settings_prediction(acceptance: float, serial_cost: float, block_cost: floa
                          run_points=points)
 
 
-def run_points(comparison, eos_id: int | None) -> dict[str, tuple[int, float]]:
+def run_points(comparison) -> dict[str, tuple[int, float]]:
     """A Compare run's lanes as points on the K axis: each drafting lane at its draft length, with its
     measured speedup over the same run's baseline (tokens/s over tokens/s)."""
-    settings = comparison.settings
-    baseline = comparison.lanes.get("baseline")
-    if not baseline:
-        return {}
-    max_new = int(settings.get("max_new_tokens", 64))
-    base = summarize(baseline, max_new, eos_id).tokens_per_s
     points = {}
-    for method, steps in comparison.lanes.items():
-        if method == "baseline" or not base:
+    for method, lane in comparison.lanes.items():
+        entry, ratio = METHOD_REGISTRY.get(method), comparison.speedup(method)
+        if entry is None or not entry.drafts or ratio is None:
             continue
-        k = int(settings.get("block_len" if METHOD_REGISTRY[method].one_pass else "draft_len", 1))
-        s = summarize(steps, max_new, eos_id)
-        points[f"{METHOD_REGISTRY[method].label} (τ {s.tau:.2f})"] = (k, s.tokens_per_s / base)
+        k = int(comparison.settings.get(entry.setting, 1))
+        points[f"{entry.label} (τ {lane.summary.tau:.2f})"] = (k, ratio)
     return points
 
 
-def _lane_costs(result) -> dict:
-    s = result.summary
-    return {"tau": s.tau, "draft_cost": s.draft_s / s.verify_s if s.verify_s else 0.0, "wall_s": s.wall_s,
-            "steps": s.num_steps, "draft_s": s.draft_s, "verify_s": s.verify_s}
-
-
 def measure_sweep(engine, prompt: str, ks=SWEEP_KS, max_new_tokens: int = SWEEP_TOKENS, rounds: int = 2) -> dict:
-    """The AR lane at every K and the block drafters at their defaults against the baseline, on one prompt:
-    measured speedup, τ and draft cost. Every configuration runs `rounds` times, interleaved, and keeps its
-    fastest run (the least disturbed by whatever else the machine does)."""
-    configs = {("baseline", 1): None, **{("ar", k): None for k in ks},
-               **{(m, METHOD_REGISTRY[m].default_draft_len): None for m in ("dflash", "dspark") if m in engine.methods()}}
-    for _ in range(rounds):
-        for method, k in configs:
-            result = engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=k))
-            best = configs[(method, k)]
-            if best is None or result.summary.wall_s < best.summary.wall_s:
-                configs[(method, k)] = result
-    first = configs.pop(("baseline", 1))
-    baseline_wall = first.summary.wall_s
-    sweep = {k: configs[("ar", k)] for k in ks}
-    lanes = {method: r for (method, _), r in configs.items() if method != "ar"}
-    for result in [*sweep.values(), *lanes.values()]:
-        if result.output_ids != first.output_ids:
-            raise gr.Error(f"{result.method} differs from the baseline: this would be a bug")
-    longest = sweep[max(ks)]
-    costs = _lane_costs(longest)
-    per_forward = costs["draft_cost"] / max(ks)  # one draft forward over one verify forward
-    acceptance = [p for p in per_position_acceptance(list(longest.steps)) if p is not None] or [0.0]
-    points = {k: baseline_wall / r.summary.wall_s for k, r in sweep.items()}
-    here = {f"AR (K={best}) · {engine.drafter_label('ar')}": {**_lane_costs(sweep[best]), "speedup": points[best]}
-            for best in [max(points, key=points.get)]}
-    for method, r in lanes.items():
-        here[f"{METHOD_REGISTRY[method].label} · {engine.drafter_label(method)}"] = {
-            **_lane_costs(r), "speedup": baseline_wall / r.summary.wall_s}
-    return {"points": points, "taus": {k: r.summary.tau for k, r in sweep.items()}, "acceptance": acceptance,
-            "per_forward_cost": per_forward, "prediction": serial_curve(acceptance, per_forward, max(ks)),
-            "here": here, "device": engine.device_name, "max_new_tokens": max_new_tokens}
+    """The serial drafter at every K and the block drafters at their defaults against the baseline, on one
+    prompt (engine/sweep.py), with the formula fed with the sweep's own measured acceptance and cost."""
+    try:
+        sweep = k_sweep(engine, [prompt], max_new_tokens, ks, rounds=rounds, one_pass=True)
+    except EngineError as exc:
+        raise gr.Error(str(exc)) from None
+    rows, label = sweep["rows"], method_label(sweep["method"])
+    points = {k: row["speedup"] for k, row in rows.items()}
+    best = sweep["best_k"]
+    here = {f"{label} (K={best}) · {sweep['drafter']}": {**rows[best], "tau": rows[best]["tau"]}}
+    for method, row in sweep["others"].items():
+        here[f"{method_label(method)} · {row['drafter']}"] = row
+    return {"points": points, "taus": {k: row["tau"] for k, row in rows.items()}, "acceptance": sweep["acceptance"],
+            "per_forward_cost": sweep["per_forward_cost"], "method": sweep["method"],
+            "prediction": serial_curve(sweep["acceptance"], sweep["per_forward_cost"], max(ks)),
+            "here": here, "device": sweep["device"], "max_new_tokens": max_new_tokens}
 
 
 def sweep_table(sweep: dict) -> str:
@@ -119,7 +97,43 @@ def sweep_table(sweep: dict) -> str:
             + "\n".join(rows))
 
 
-def render(engine) -> None:
+SWEEP_CAPTION = ("**Measure it here.** The K sweep runs the serial drafter for K = 1..8 on one prompt (and the "
+                 "block drafters once, at their default block), every output checked against the baseline's, and "
+                 "draws the measured speedup (solid) beside the formula fed with the sweep's own measured "
+                 "acceptance and cost (dotted).")
+MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting cost over verify cost; right: speedup. "
+                   "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
+                   "figures (sources on hover and below), their cost implied by their τ and speedup through the "
+                   "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
+                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block.")
+NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
+
+
+# --- the layout ------------------------------------------------------------------------------------------
+
+@dataclass
+class WhyView:
+    """The tab's components, as `layout` built them."""
+
+    acceptance: gr.Slider
+    serial_cost: gr.Slider
+    block_cost: gr.Slider
+    overlay_button: gr.Button
+    overlay_note: gr.Markdown
+    prediction: gr.Plot
+    prompt: gr.Dropdown
+    sweep_button: gr.Button
+    sweep_plot: gr.Plot
+    sweep_text: gr.Markdown
+    machine_plot: gr.Plot
+
+    @property
+    def sliders(self) -> list:
+        return [self.acceptance, self.serial_cost, self.block_cost]
+
+
+def layout() -> WhyView:
+    """Build the tab's components (inside a gr.Blocks); no behaviour."""
     gr.Markdown(INTRO)
     with gr.Row():
         acceptance = gr.Slider(0.3, 0.98, value=0.75, step=0.01, label="per-position acceptance p (prediction)")
@@ -131,49 +145,66 @@ def render(engine) -> None:
         overlay_button = gr.Button("Overlay my last Compare run", elem_id="overlay-last-run", size="sm", scale=0)
         overlay_note = gr.Markdown(elem_id="overlay-note")
     prediction = gr.Plot(_settings_prediction(0.75, 0.15, 0.4), elem_id="why-prediction", show_label=False)
-    gr.Markdown("**Measure it here.** The K sweep runs the AR lane for K = 1..8 on one prompt (and DFlash and "
-                "DSpark once), every output checked against the baseline's, and draws the measured speedup "
-                "(solid) beside the formula fed with the sweep's own measured acceptance and cost (dotted).",
-                elem_classes="note")
+    gr.Markdown(SWEEP_CAPTION, elem_classes="note")
     with gr.Row():
         prompt = gr.Dropdown(example_choices(), value=example_prompts()[0], label="Prompt for the sweep", scale=4)
         sweep_button = gr.Button("Run the K sweep", variant="primary", elem_id="sweep", scale=1)
     sweep_plot = gr.Plot(elem_id="why-sweep", show_label=False)
     sweep_text = gr.Markdown(elem_id="why-sweep-table")
-    gr.Markdown("**This machine against a datacenter GPU.** Left: drafting cost over verify cost; right: speedup. "
-                "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
-                "figures (sources on hover and below), their cost implied by their τ and speedup through the "
-                "formula. On a small CPU model every forward costs about the same whatever it computes, so "
-                "drafting is expensive relative to verifying; on a large model on a GPU a verify forward is "
-                "expensive and a few-layer drafter is nearly free — hence the small speedups measured here and "
-                "the large ones published there.",
-                elem_classes="note")
+    gr.Markdown(MACHINE_CAPTION, elem_classes="note")
     machine_plot = gr.Plot(elem_id="why-machine", show_label=False)
     gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
                                        for p in PUBLISHED) + ".", elem_classes="note")
+    return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
+                   sweep_button, sweep_plot, sweep_text, machine_plot)
 
-    def predict(p, c, b, request: gr.Request):
-        comparison = LAST.last(request.session_hash)
-        return _settings_prediction(p, c, b, run_points(comparison, engine.eos_id) if comparison else None)
 
-    def overlay(p, c, b, request: gr.Request):
-        comparison = LAST.last(request.session_hash)
-        if comparison is None or "baseline" not in comparison.lanes:
-            return gr.skip(), "Run a comparison with the Baseline lane on the Compare tab first."
-        return predict(p, c, b, request), (f"Crosses: your last run's lanes at their draft lengths, measured on "
-                                           f"{html.escape(comparison.device)} (speedup = tokens/s over the baseline's).")
+# --- the behaviour ---------------------------------------------------------------------------------------
 
-    for slider in (acceptance, serial_cost, block_cost):
-        slider.change(predict, [acceptance, serial_cost, block_cost], prediction, show_progress="hidden",
-                      queue=False)
-    overlay_button.click(overlay, [acceptance, serial_cost, block_cost], [prediction, overlay_note], queue=False,
-                         show_progress="hidden")
+class WhyHandlers:
+    """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
+    `sessions` (app/sessions.py)."""
 
-    def on_sweep(prompt_text, p, c, b):
-        sweep = measure_sweep(engine, prompt_text, max_new_tokens=SWEEP_TOKENS)
+    def __init__(self, engine, sessions: SessionStore):
+        self.engine = engine
+        self.sessions = sessions
+
+    def _last(self, session: str):
+        return self.sessions.get(session).last
+
+    def predict(self, p, c, b, request: gr.Request):
+        """The prediction at the sliders' values, with the session's last run's lanes as crosses."""
+        comparison = self._last(request.session_hash)
+        return _settings_prediction(p, c, b, run_points(comparison) if comparison else None)
+
+    def overlay(self, p, c, b, request: gr.Request):
+        comparison = self._last(request.session_hash)
+        if comparison is None or comparison.baseline is None:
+            return gr.skip(), NO_RUN
+        return self.predict(p, c, b, request), (f"Crosses: your last run's lanes at their draft lengths, measured on "
+                                                f"{html.escape(comparison.device)} (speedup = tokens/s over the "
+                                                f"baseline's).")
+
+    def on_sweep(self, prompt_text, p, c, b):
+        sweep = measure_sweep(self.engine, prompt_text, max_new_tokens=SWEEP_TOKENS)
         figure = theory_figure(serial_curve([p], c, len(SWEEP_KS)), one_pass_curve([p], b, len(SWEEP_KS)),
                                sweep["points"], sweep["prediction"])
         return figure, sweep_table(sweep), machine_vs_gpu_figure(sweep["here"], PUBLISHED)
 
-    sweep_button.click(on_sweep, [prompt, acceptance, serial_cost, block_cost], [sweep_plot, sweep_text, machine_plot],
-                       concurrency_limit=1, concurrency_id="engine", api_name="k_sweep")
+
+def wire(view: WhyView, handlers: WhyHandlers) -> None:
+    """Connect the components to the handlers; the sweep waits in the engine's queue like a comparison."""
+    for slider in view.sliders:
+        slider.change(handlers.predict, view.sliders, view.prediction, show_progress="hidden", queue=False)
+    view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], queue=False,
+                              show_progress="hidden")
+    view.sweep_button.click(handlers.on_sweep, [view.prompt, *view.sliders],
+                            [view.sweep_plot, view.sweep_text, view.machine_plot],
+                            concurrency_limit=1, concurrency_id="engine", api_name="k_sweep")
+
+
+def render(engine, sessions: SessionStore) -> WhyHandlers:
+    """The tab: its layout and its handlers, wired."""
+    handlers = WhyHandlers(engine, sessions)
+    wire(layout(), handlers)
+    return handlers

@@ -1,0 +1,67 @@
+"""The app's one store of server-side state, bounded: what each browser session has (its last comparison,
+what it steps through, whether it plays, its running comparison's Stop, its queued Run and Stop presses),
+and the complete comparisons the server recorded by configuration, which share links replay. The app makes
+one (app/main.py build_app) and hands it to every tab.
+
+Gradio's own per-session state (gr.State) would keep a heartbeat connection open for every visitor and
+copy values into every event; one bounded store here keeps memory flat however many visitors come.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .record import Comparison, LastComparisons
+
+MAX_BROWSER_SESSIONS = 64  # sessions whose state is kept, least recently used evicted
+MAX_RECORDED = 32  # complete comparisons kept by configuration for share links
+
+
+@dataclass
+class Session:
+    """One browser session's state."""
+
+    last: Comparison | None = None  # its last comparison: run on the Compare tab or opened from a file
+    shown: Comparison | None = None  # what its Step-through tab shows
+    playing: bool = False  # Step-through's Play is on, as the server last heard it
+    stop: threading.Event | None = None  # set to stop its running comparison
+    run_pressed_s: float | None = None  # monotonic time of its last Run press not yet started
+    stop_pressed_s: float | None = None  # ... and of a Stop pressed while nothing of its own ran
+
+    def withdrawn(self) -> bool:
+        """Whether Stop was pressed after Run, before the run started; forgets both presses."""
+        run, stop = self.run_pressed_s, self.stop_pressed_s
+        self.run_pressed_s = self.stop_pressed_s = None
+        return run is not None and stop is not None and stop > run
+
+
+class SessionStore:
+    def __init__(self, limit: int = MAX_BROWSER_SESSIONS, recorded: int = MAX_RECORDED):
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self._limit = limit
+        self.recorded = LastComparisons(limit=recorded)  # complete runs by configuration (app/tabs/compare.py)
+
+    def get(self, session: str) -> Session:
+        """The session's state, made on first use; the least recently used beyond the limit is dropped."""
+        with self._lock:
+            state = self._sessions.pop(session, None) or Session()
+            self._sessions[session] = state
+            while len(self._sessions) > self._limit:
+                self._sessions.popitem(last=False)
+            return state
+
+    def peek(self, session: str) -> Session | None:
+        """The session's state if the store has it (never makes one)."""
+        with self._lock:
+            return self._sessions.get(session)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+def now_s() -> float:
+    return time.monotonic()

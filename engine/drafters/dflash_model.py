@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel, Qwen3Config
-from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
 
 def dflash_setting(config: Qwen3Config, name: str, default=None):
@@ -120,14 +120,11 @@ class RMSNorm(Qwen3RMSNorm):
         return super().forward(hidden_states)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (batch, heads, length, head_dim); cos, sin: (batch, length, head_dim)."""
-    return x * cos[:, None] + _rotate_half(x) * sin[:, None]
+    """x: (batch, heads, length, head_dim); cos, sin: (batch, length, head_dim). transformers' Qwen3
+    `rotate_half`; not its `apply_rotary_pos_emb`, which rotates queries and keys at the same positions, while
+    here the keys also cover the context positions that give no queries."""
+    return x * cos[:, None] + rotate_half(x) * sin[:, None]
 
 
 class DraftAttention(nn.Module):

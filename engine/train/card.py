@@ -17,19 +17,25 @@ import torch
 
 from ..bench import load_prompts
 from ..loop import Engine
+from ..methods import BASELINE, METHOD_REGISTRY, kind_label
 from ..methods import method as method_entry
 from ..presets import ASSETS_DIR, PRESETS, weights_digests
 from ..summary import per_position_acceptance
 from ..types import GenerationConfig
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
-# The bench's lanes the card's speed table shows (the others, DFlash with overlap forced on or off and DSpark's
-# static cut, are in docs/benchmarks.md), and the settings a quiet and a busy report must share.
-BENCH_LANES = ("ar", "classic", "dflash", "dspark", "dspark_verify_all")
+# The settings a quiet and a busy bench report must share.
 BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "draft_len", "block_len")
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
+
+
+def bench_lanes() -> tuple[str, ...]:
+    """The bench's lanes the card's speed table shows: every drafting method, and the variants the registry
+    marks for the card (the others are in docs/benchmarks.md)."""
+    return tuple(name for m in METHOD_REGISTRY.values() if m.drafts
+                 for name in (m.name, *(f"{m.name}_{v.suffix}" for v in m.variants if v.on_card)))
 
 
 def is_loop(ids: list[int]) -> bool:
@@ -107,9 +113,9 @@ def measure(runs_dir: Path) -> dict:
             result = engine.generate(prompt, config)
             steps.extend(result.steps)
             draft_s, verify_s = draft_s + result.summary.draft_s, verify_s + result.summary.verify_s
-            if method == "baseline":
+            if method == BASELINE:
                 loops += is_loop(list(result.output_ids))
-        if method == "baseline":
+        if method == BASELINE:
             target_forward_s = verify_s / len(steps)
             continue
         committed = sum(len(s.committed) for s in steps)
@@ -139,10 +145,10 @@ def bench_entry(report: dict, weights: dict[str, str]) -> dict:
         lanes = report["lanes"]
         return {"busy": bool(report.get("busy_machine")), **{key: report[key] for key in BENCH_SETTINGS},
                 "device": report["device"], "threads": report["threads"],
-                "baseline_tokens_per_s": lanes["baseline"]["tokens_per_s"],
+                "baseline_tokens_per_s": lanes[BASELINE]["tokens_per_s"],
                 "lanes": {m: {key: lanes[m][key] for key in ("speedup", "decode_speedup", "tau",
                                                              "per_position_acceptance")}
-                          for m in BENCH_LANES if m in lanes}}
+                          for m in bench_lanes() if m in lanes}}
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a report of python -m engine.bench (no {exc})") from None
 
@@ -202,14 +208,16 @@ def bench_lines(bench: dict) -> list[str]:
 def shapes_text(card: dict) -> str:
     """Why the models have the depths they have, with this card's own measured costs."""
     lanes = card["lanes"]
-    block = lanes.get("dflash", {})
-    ar = lanes.get("ar", {})
+    # the first one-pass method and the first serial one of the registry (DFlash, and AR served by EAGLE-3)
+    one_pass = next(m for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass)
+    serial = next(m for m in METHOD_REGISTRY.values() if m.drafts and not m.one_pass)
+    block, ar = lanes.get(one_pass.name, {}), lanes.get(serial.name, {})
     verify = block.get("verify_over_target_forward")
     costs = ""
     if verify is not None and "draft_over_target_forward" in ar:
-        costs = (f" Measured above: verifying a block of 8 costs {verify:.2f} target forwards, DFlash's one pass over "
-                 f"it {block['draft_over_target_forward']:.2f}, EAGLE-3's {ar['draft_len']} serial steps "
-                 f"{ar['draft_over_target_forward']:.2f}.")
+        costs = (f" Measured above: verifying a block of 8 costs {verify:.2f} target forwards, {one_pass.label}'s one "
+                 f"pass over it {block['draft_over_target_forward']:.2f}, {kind_label(serial.kinds[0])}'s "
+                 f"{ar['draft_len']} serial steps {ar['draft_over_target_forward']:.2f}.")
     shape = card["target_shape"]
     layers, width, grown_from = shape["layers"], shape["width"], shape["grown_from"]
     replaced = ("the same parameter count as the 8 layers of width 256 it replaced (held-out loss 2.47 then), which "

@@ -1,6 +1,6 @@
 """How much of a DSpark block to verify: the verified length ℓ from the drafter's confidences.
 
-Any rule that looks only at what was drafted keeps the output lossless (SPEC §2); these two differ in how
+Any rule that looks only at what was drafted keeps the output lossless (the verification rule alone decides what is kept); these two differ in how
 many tokens they send to the target.
 - static cut (DeepSpec's open evaluator): verify up to the first position whose confidence is below a
   threshold.

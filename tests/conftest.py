@@ -61,7 +61,7 @@ def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, h
     }
 
 
-# The browser tests drive Debian's chromium through playwright, with the flags DEVELOPERS.md gives
+# The browser tests drive Debian's chromium through playwright, headless, sandbox and background traffic off
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -1,6 +1,6 @@
 """An independent oracle for the block drafters: plain functional torch over a checkpoint's state dict,
-uncached, written from the reference implementations' documented behaviour (SPEC §3, §4 "How the
-reference implementations draft"), sharing no code with engine/drafters.
+uncached, written from the reference implementations' documented behaviour (z-lab's DFlash and
+DeepSpec's DFlash / DSpark), sharing no code with engine/drafters.
 
 It always runs the checkpoint's whole block [anchor, MASK × (B − 1)] over the full context, attention
 non-causal, and reads out the drafts the way each format does:

@@ -2,7 +2,7 @@
 DeepSpec's checkpoint layout loads, and the training-time test trains (and matches inference).
 
 The reference below is plain functional torch over a state dict, written from the described behaviour
-of DeepSpec's `Qwen3Eagle3Model` (SPEC §3), sharing no code with engine/drafters/eagle3.py: every draft
+of DeepSpec's `Qwen3Eagle3Model`, sharing no code with engine/drafters/eagle3.py: every draft
 is recomputed from scratch over the whole sequence of (hidden, token, position) inputs, causally.
 """
 

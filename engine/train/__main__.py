@@ -16,7 +16,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
 `--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
 drafter one more greedy phase on the target now shipped (`scripts/train_family.sh --more`; an experiment toward a
-target with a lower held-out loss, not the shipped family: docs/benchmarks.md, stop 21).
+target with a lower held-out loss, not the shipped family: docs/benchmarks.md).
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
 `scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the

@@ -1,4 +1,4 @@
-"""Training the DFlash drafter on our frozen target (SPEC §3 "DFlash", after the DFlash paper's recipe).
+"""Training the DFlash drafter on our frozen target (after the DFlash paper's recipe).
 
 Each window of corpus text goes through the frozen target once, which gives the context features (the
 hidden states of the drafter's 5 target layers) and the target's own next-token distributions. Then many

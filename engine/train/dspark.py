@@ -1,4 +1,4 @@
-"""Training the DSpark drafter on our frozen target (SPEC §3 "DSpark"), and calibrating its confidences.
+"""Training the DSpark drafter on our frozen target, and calibrating its confidences.
 
 Blocks come from corpus windows exactly as for DFlash (train/dflash.py), except the anchor's own state
 predicts the first token. Per predicted token k, with p the target's distribution and q the drafter's

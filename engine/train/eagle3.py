@@ -1,4 +1,4 @@
-"""Training the EAGLE-3 drafter on our frozen target with "training-time test" (SPEC §3 AR lane; DeepSpec's
+"""Training the EAGLE-3 drafter on our frozen target with "training-time test" (DeepSpec's
 recipe, ttt_length 7).
 
 Each window goes through the frozen target once, which gives the features (hidden states of the drafter's

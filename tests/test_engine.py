@@ -270,3 +270,18 @@ def test_ids_past_the_tokenizer_vocabulary_write_nothing_and_show_their_id(rando
     assert texts.token_text(past) == f"[id {past}]"
     decoder = texts.decoder()
     assert decoder.push(past) == "" and decoder.push(random_engine.tokenizer.encode("x")[0]) == "x"
+
+
+@pytest.mark.parametrize("method", ["baseline", "dspark"])
+def test_the_last_step_says_why_a_run_ended(random_engine, monkeypatch, method):
+    """eos, length or stopped: the trace alone tells, so a summary needs no eos_id or max_new_tokens."""
+    from engine.summary import summarize
+
+    steps = list(random_engine.stream(PROMPT, GenerationConfig(method=method, max_new_tokens=12)))
+    assert [s.finish_reason for s in steps[:-1]] == [None] * (len(steps) - 1)
+    assert steps[-1].finish_reason == summarize(steps).finish_reason == "length"
+    assert summarize(steps[:2]).finish_reason == "stopped"  # a trace cut short: the run was stopped
+    written = [t.id for s in steps for t in s.committed]
+    monkeypatch.setattr(random_engine, "eos_id", written[5])  # the sixth token ends the text now
+    ended = list(random_engine.stream(PROMPT, GenerationConfig(method=method, max_new_tokens=12)))
+    assert summarize(ended).finish_reason == "eos" and [t.id for s in ended for t in s.committed][-1] == written[5]

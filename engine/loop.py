@@ -290,6 +290,8 @@ class Engine:
         accept_p = verdict.accept_probs.tolist()
         draws = verdict.draws.tolist() if verdict.draws is not None else [None] * num_verified
         draft_top, target_top = self._top(block.probs), self._top(target_probs[:num_verified])
+        # ½ Σ|p − q| per verified position: the rejection rule's acceptance ceiling (one small op, host side)
+        tv = (0.5 * (target_probs[:num_verified] - block.probs[:num_verified]).abs().sum(dim=-1)).tolist()
         tokens = []
         for i in range(k):
             judged = i <= a and i < num_verified  # the first rejected token is judged, later ones never are
@@ -301,7 +303,7 @@ class Engine:
                 id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
                 target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
                 draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else (),
-                confidence=confidences[i] if confidences is not None else None))
+                confidence=confidences[i] if confidences is not None else None, tv=tv[i] if judged else None))
         return tuple(tokens)
 
 

@@ -102,7 +102,9 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                  "(Cheng et al., PKU × DeepSeek-AI, code in deepseek-ai/DeepSpec).",
            cuts=True,
            variants=(Variant("verify_all", (("scheduler", "none"),), on_card=True),
-                     Variant("static_cut", (("scheduler", "static"),)))),
+                     Variant("static_cut", (("scheduler", "static"),)),
+                     # the backbone drafting alone, every token verified: beside verify_all, what the head buys
+                     Variant("no_markov", (("markov_head", False), ("scheduler", "none"))))),
 )}
 
 BASELINE = "baseline"  # the method every other lane is compared with (and must equal at temperature 0)

@@ -70,6 +70,7 @@ class GenerationConfig:
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
+    markov_head: bool = True  # DSpark: False drafts with the same checkpoint's backbone alone (an ablation)
     # Host work of a step (trace, text) runs while the next step drafts and verifies. None = automatic: on
     # for CUDA; off on the CPU, where both would share the same cores and interpreter lock (docs/benchmarks.md).
     overlap: bool | None = None
@@ -84,6 +85,8 @@ class GenerationConfig:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:
             raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        if not isinstance(self.markov_head, bool):
+            raise EngineError(f"markov_head must be true or false, got {self.markov_head!r}")
         if self.overlap not in (None, True, False):
             raise EngineError(f"overlap must be on, off or automatic, got {self.overlap!r}")
 
@@ -120,6 +123,9 @@ class DraftedToken:
     accept_prob is the chance the rule in force accepts this token given its prefix: min(1, p_target /
     p_draft) for the rejection rule, p_target for the match rule, 1 or 0 for greedy. draw is the uniform
     number the rejection rule compared with accept_prob (None for the other rules).
+    tv is the total-variation distance between the target's and the drafter's whole distributions at this
+    position, ½ Σ_x |p(x) − q(x)|: under the rejection rule a token drawn from q passes with probability
+    exactly 1 − tv, the ceiling on acceptance that the drafter's distance from the target sets.
     Tokens after the first rejection carry None: their target probabilities sit on a rejected prefix.
     """
 
@@ -133,6 +139,7 @@ class DraftedToken:
     draft_top: tuple[TopToken, ...]
     target_top: tuple[TopToken, ...]
     confidence: float | None = None
+    tv: float | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +196,8 @@ class Step:
         drafted = tuple(DraftedToken(
             id=int(t["id"]), text=str(t["text"]), verdict=str(t["verdict"]), draft_prob=float(t["draft_prob"]),
             target_prob=optional(t["target_prob"]), accept_prob=optional(t["accept_prob"]), draw=optional(t["draw"]),
-            draft_top=top(t["draft_top"]), target_top=top(t["target_top"]), confidence=optional(t.get("confidence")))
+            draft_top=top(t["draft_top"]), target_top=top(t["target_top"]), confidence=optional(t.get("confidence")),
+            tv=optional(t.get("tv")))
             for t in d["drafted"])
         return cls(index=int(d["index"]), kind=str(d["kind"]), drafted=drafted, num_verified=int(d["num_verified"]),
                    num_accepted=int(d["num_accepted"]), bonus_id=int(d["bonus_id"]),

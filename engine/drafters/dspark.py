@@ -46,6 +46,7 @@ class DSparkDrafter(DFlashDrafter):
         super().__init__(model, target)
         self.max_draft_len = model.block_size  # the anchor's own state predicts the first token
         self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
+        self.use_markov_head = True  # GenerationConfig.markov_head: False drafts from the backbone's logits alone
         layers, block = model.config.num_hidden_layers, model.block_size
         if model.markov_head is None and model.confidence_head is None:
             self.label = f"DFlash (DeepSpec format), {layers} layers, block {block}"
@@ -54,6 +55,9 @@ class DSparkDrafter(DFlashDrafter):
             self.label = f"DSpark, {layers} layers, block {block}, {head} Markov head"
 
     def prepare(self, config: GenerationConfig) -> None:
+        if self.model.markov_head is not None and not config.markov_head:  # the ablation: the backbone alone
+            self.use_markov_head = False
+            self.label += " (off in this run)"
         if config.scheduler == "throughput" and self.model.confidence_head is not None and self.verify_steps_per_s:
             self.verify_steps_per_s()  # profiled once, before any run's clock starts
 
@@ -62,8 +66,8 @@ class DSparkDrafter(DFlashDrafter):
         with clock.span("draft", f"one parallel backbone pass over the block, keep {k}"):
             hidden = self.block_hidden(committed_ids)[:k]  # the anchor's state predicts token 1
             base_logits = self.lm_head(hidden)
-        head = self.model.markov_head
-        with clock.span("draft", f"Markov head: {k} cheap serial steps" if head is not None else "sample"):
+        markov = self.model.markov_head is not None and self.use_markov_head
+        with clock.span("draft", f"Markov head: {k} cheap serial steps" if markov else "sample"):
             ids, probs = markov_sample(base_logits, committed_ids[0, -1], self._bias_step(hidden), temperature,
                                        generator)
             confidences = None
@@ -74,7 +78,7 @@ class DSparkDrafter(DFlashDrafter):
 
     def _bias_step(self, hidden: torch.Tensor):
         head = self.model.markov_head
-        if head is None:
+        if head is None or not self.use_markov_head:
             return None
         return lambda prev, k, state: head.step(prev, hidden[k], state)
 

@@ -19,6 +19,7 @@ from .theme import REJECTED as REJECTED_COLOUR
 from .theme import VERIFY_WORK as VERIFY_COLOUR
 
 PREDICTION_COLOUR = "#CC79A7"  # predictions beside measurements (reddish purple)
+PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (predictions are labelled)
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
 WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
 
@@ -76,15 +77,29 @@ def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
     return fig
 
 
-def acceptance_figure(lanes: dict[str, tuple[float | None, ...]]) -> go.Figure:
+def acceptance_figure(lanes: dict[str, tuple[float | None, ...]],
+                      ceilings: dict[str, tuple[float | None, ...]] | None = None) -> go.Figure:
     """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane
-    ({method: its per-position acceptance})."""
+    ({method: its per-position acceptance}); with `ceilings` (a run above temperature 0 under the rejection
+    rule), each lane's predicted 1 − TV beside it, dashed in the same colour."""
     fig = go.Figure()
-    for method, rates in lanes.items():
+    palette = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3")
+    for i, (method, rates) in enumerate(lanes.items()):
         if not rates:
             continue
+        colour = palette[i % len(palette)]
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=list(rates), mode="lines+markers",
-                                 name=method_label(method), connectgaps=False))
+                                 name=method_label(method), connectgaps=False, line=dict(color=colour),
+                                 legendgroup=method))
+        ceiling = (ceilings or {}).get(method)
+        if ceiling and any(c is not None for c in ceiling):  # in the lane's legend entry, not one of its own
+            fig.add_trace(go.Scatter(x=list(range(1, len(ceiling) + 1)), y=list(ceiling), mode="lines",
+                                     name=f"{method_label(method)}: 1 − TV (predicted)", connectgaps=False,
+                                     line=dict(color=colour, dash=PREDICTION_DASH), legendgroup=method,
+                                     showlegend=False, hovertemplate="1 − TV: %{y:.2f}<extra>%{fullData.name}</extra>"))
+    if ceilings:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="dashed: 1 − TV (predicted)",
+                                 line=dict(color="#777", dash=PREDICTION_DASH)))
     fig.update_yaxes(range=[0, 1.05])
     return _small_layout(fig, "Per-position acceptance", "position k in the block", "P(accept k | 1..k−1 accepted)")
 
@@ -197,14 +212,16 @@ def comparison_figures(comparison) -> tuple[go.Figure, ...]:
     drafting = {m: s for m, s in steps.items() if METHOD_REGISTRY.get(m) is None or METHOD_REGISTRY[m].drafts}
     cutting = next((s for m, s in steps.items() if m in METHOD_REGISTRY and METHOD_REGISTRY[m].cuts), [])
     acceptance = {m: comparison.lanes[m].per_position_acceptance for m in drafting}
-    return (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance), survival_figure(cutting),
+    sampled = not comparison.greedy and comparison.settings.get("verify_rule") == "rejection"
+    ceilings = {m: comparison.lanes[m].per_position_ceiling for m in drafting} if sampled else None
+    return (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance, ceilings),
+            survival_figure(cutting),
             accepted_length_figure(drafting), predicted_vs_measured_figure(comparison),
             bubble_share_figure(comparison))
 
 
 # --- the Why tab: the seed's formula against measurements -----------------------------------------------
 
-PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (UX: label predictions)
 
 
 def label_positions(points: dict[str, tuple[int, float]]) -> list[str]:
@@ -286,3 +303,77 @@ def machine_vs_gpu_figure(here: dict[str, dict], published) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(showticklabels=False, row=1, col=2)  # the left panel names the bars for both
     return fig
+
+
+def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
+    """K sweeps of several serial lanes ({method: engine.sweep.k_sweep's result}): each lane's measured speedup
+    against K (solid, its best K starred) beside the formula fed with that sweep's own acceptance and cost
+    (dotted)."""
+    from .theory import serial_curve
+
+    fig = go.Figure()
+    colours = (REJECTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, ACCEPTED_COLOUR)
+    for i, (method, sweep) in enumerate(sweeps.items()):
+        colour, name = colours[i % len(colours)], f"{method_label(method)} ({sweep['drafter']})"
+        ks = sorted(int(k) for k in sweep["rows"])
+        speedups = [sweep["rows"][str(k)]["speedup"] if str(k) in sweep["rows"] else sweep["rows"][k]["speedup"]
+                    for k in ks]
+        best = ks[speedups.index(max(speedups))]
+        fig.add_trace(go.Scatter(x=ks, y=speedups, mode="lines+markers", name=f"{name}, measured",
+                                 line=dict(color=colour)))
+        fig.add_trace(go.Scatter(x=[best], y=[max(speedups)], mode="markers+text", showlegend=False,
+                                 text=[f"{method_label(method)}: best K = {best}"],
+                                 textposition="top center" if i % 2 == 0 else "bottom center",
+                                 marker=dict(color=colour, size=13, symbol="star")))
+        curve = serial_curve(sweep["acceptance"], sweep["per_forward_cost"], max(ks))
+        fig.add_trace(go.Scatter(x=list(range(1, max(ks) + 1)), y=curve, mode="lines",
+                                 name=f"{method_label(method)}: formula from its measured acceptance and cost",
+                                 line=dict(color=colour, dash="dot")))
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    fig.update_layout(height=400, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
+                      yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    return fig
+
+
+def lossless_figure(check: dict) -> go.Figure:
+    """The distribution check (engine.lossless): for the likeliest first-two-token pairs, the target's exact
+    probability (a prediction) beside each lane's share of its samples (measured)."""
+    labels = [f"{visible_label(a)} {visible_label(b)}" for a, b in check["pairs"]]
+    fig = go.Figure(go.Bar(x=labels, y=check["target_probs"], name="the target's exact probability",
+                           marker_color=PREDICTION_COLOUR))
+    for method, lane in check["lanes"].items():
+        fig.add_trace(go.Bar(x=labels, y=[c / check["samples"] for c in lane["counts"]],
+                             name=f"{method_label(method)}: share of {check['samples']} seeds (p = {lane['p_value']:.2f})"))
+    fig.update_layout(barmode="group")
+    return _small_layout(fig, "First two tokens: counted against the target's probabilities", "the pair of tokens",
+                         "probability / share of seeds")
+
+
+def visible_label(text: str) -> str:
+    """A token as a chart label: quoted, its whitespace drawn (plotly reads labels as HTML: escaped)."""
+    import html
+
+    return "'" + html.escape(text.replace("\n", "↵").replace(" ", "·"), quote=False) + "'"
+
+
+def parts_figure(parts: dict) -> go.Figure:
+    """A method beside its variants (engine.sweep.variant_sweep): per-position acceptance of each."""
+    fig = go.Figure()
+    for name, row in parts["rows"].items():
+        rates = row["per_position_acceptance"]
+        fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", connectgaps=False,
+                                 name=f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"))
+    fig.update_yaxes(range=[0, 1.05])
+    return _small_layout(fig, "Per-position acceptance of each variant", "position k in the block",
+                         "P(accept k | 1..k−1 accepted)")
+
+
+def variant_label(method: str, name: str) -> str:
+    """'DSpark, without its Markov head, ...' for dspark_no_markov (the registry's words for the variant);
+    'DSpark as shipped' for the method itself."""
+    entry = METHOD_REGISTRY[method]
+    words = {f"{method}_{v.suffix}": v.words or v.suffix for v in entry.variants}
+    return entry.label + (f", {words[name]}" if name in words else " as shipped")

@@ -215,9 +215,13 @@ def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = 
 LINK_PARAMETERS = (*PARSERS, "preset")
 
 
+PAGE_PARAMETERS = ("tab", "lesson")  # which tab opens and which lesson point it shows (app/tabs/lesson.py reads them)
+
+
 def _ignored(name: str) -> bool:
-    """Gradio's and Hugging Face Spaces' own parameters (`__theme`, `__sign`, ...; `view=api`)."""
-    return name.startswith("__") or name == "view"
+    """Gradio's and Hugging Face Spaces' own parameters (`__theme`, `__sign`, ...; `view=api`), and the page's
+    own, which are not a comparison's."""
+    return name.startswith("__") or name == "view" or name in PAGE_PARAMETERS
 
 
 def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Settings | None = None,

@@ -10,13 +10,15 @@ from engine.presets import PRESETS
 
 from . import runner
 from .sessions import SessionStore
-from .tabs import about, compare, step, why
+from . import lesson as lesson_data
+from .tabs import about, compare, lesson, step, why
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
          "them all in one forward pass, and the output is distributed exactly as the big model's own: at "
          "temperature 0 the very same text, above it the same odds (each lane draws its own sample). "
-         "Every number below is measured in this run, on this machine.")
+         "Every number below is measured in this run, on this machine. New to it? The **Lesson** tab walks "
+         "through the argument in seven points, each one click from the data that shows it.")
 
 
 QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
@@ -39,14 +41,22 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
                 f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
         if notice:
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
-        with gr.Tab("Compare"):
-            compare.render(engine, demo, sessions, run_lanes=run_lanes, max_run_s=max_run_s)
-        with gr.Tab("Step through"):
-            step.render(sessions)
-        with gr.Tab("Why"):
-            why.render(engine, sessions)
-        with gr.Tab("About"):
-            about.render(engine)
+        recordings = lesson_data.recorded()
+        with gr.Tabs() as tabs:
+            with gr.Tab("Compare", id="compare"):
+                compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
+                                                                max_run_s=max_run_s)
+            with gr.Tab("Lesson", id="lesson"):
+                lesson_view = lesson.layout(recordings)
+            with gr.Tab("Step through", id="step"):
+                step_view, step_handlers = step.render(sessions)
+            with gr.Tab("Why", id="why"):
+                why_view, why_handlers = why.render(engine, sessions, recordings)
+            with gr.Tab("About", id="about"):
+                about.render(engine)
+        # The lesson writes into the other tabs, so it is wired once they all exist.
+        lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view),
+                    lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings), demo)
     demo.queue(max_size=queue_size)
     return demo
 

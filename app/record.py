@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 
 from engine.methods import BASELINE, METHOD_REGISTRY
-from engine.summary import per_position_acceptance, summarize
+from engine.summary import per_position_acceptance, per_position_ceiling, summarize
 from engine.types import RunSummary, Step
 
 from .links import SettingError, parse_controls
@@ -49,6 +49,11 @@ class LaneResult:
     @cached_property
     def per_position_acceptance(self) -> tuple[float | None, ...]:
         return per_position_acceptance(list(self.steps))
+
+    @cached_property
+    def per_position_ceiling(self) -> tuple[float | None, ...]:
+        """Mean 1 − TV per position: the rejection rule's acceptance, predicted (engine/summary.py)."""
+        return per_position_ceiling(list(self.steps))
 
 
 @dataclass(frozen=True)

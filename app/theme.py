@@ -70,3 +70,9 @@ CSS += f"""
 .st-cut {{ color: {UNVERIFIED}; align-self: center; font-size: 1.3em; }}
 .st-done {{ color: #666; font-style: italic; padding: 1em 0; }}
 """
+
+# The Lesson tab (app/tabs/lesson.py) and the note a lesson point leaves on the tab it opens.
+CSS += f"""
+.lesson-point {{ padding: .6em .9em; margin-bottom: .6em; }}
+.focus-note {{ border-left: 4px solid {BONUS}; background: #f3f8fc; padding: .5em .8em; font-size: .95em; }}
+"""

@@ -22,16 +22,12 @@ import torch
 
 from .loop import Engine
 from .methods import BASELINE, method as method_entry
-from .presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, resolve_model_path, weights_digests
+from .presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from .summary import per_position_acceptance
 from .sweep import k_sweep
 from .types import EngineError, GenerationConfig
 
-DEFAULT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"
-
-
-def load_prompts(path: Path = DEFAULT_PROMPTS) -> list[str]:
-    return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
 
 def _timed_hf_generate(engine: Engine, prompt_ids: list[int], max_new_tokens: int, assistant=None,

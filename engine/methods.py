@@ -39,6 +39,7 @@ class Variant:
     suffix: str
     overrides: tuple[tuple[str, object], ...]  # GenerationConfig fields and their values
     on_card: bool = False  # the model card's speed table shows it too
+    words: str = ""  # what is changed, in words ("without its Markov head")
 
 
 @dataclass(frozen=True)
@@ -94,17 +95,19 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
            "DFlash, arXiv 2602.06036",
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
                  "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036).",
-           variants=(Variant("overlap_on", (("overlap", True),)), Variant("overlap_off", (("overlap", False),)))),
+           variants=(Variant("overlap_on", (("overlap", True),), words="overlap on"),
+                     Variant("overlap_off", (("overlap", False),), words="overlap off"))),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
            ("dspark",), "DSpark, deepseek-ai/DeepSpec",
            about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "
                  "and a calibrated confidence head whose scheduler decides how much of the block to verify "
                  "(Cheng et al., PKU × DeepSeek-AI, code in deepseek-ai/DeepSpec).",
            cuts=True,
-           variants=(Variant("verify_all", (("scheduler", "none"),), on_card=True),
-                     Variant("static_cut", (("scheduler", "static"),)),
+           variants=(Variant("verify_all", (("scheduler", "none"),), on_card=True, words="verifying the whole block"),
+                     Variant("static_cut", (("scheduler", "static"),), words="with the static cut"),
                      # the backbone drafting alone, every token verified: beside verify_all, what the head buys
-                     Variant("no_markov", (("markov_head", False), ("scheduler", "none"))))),
+                     Variant("no_markov", (("markov_head", False), ("scheduler", "none")),
+                             words="without its Markov head, verifying the whole block"))),
 )}
 
 BASELINE = "baseline"  # the method every other lane is compared with (and must equal at temperature 0)

@@ -8,12 +8,19 @@ repo id, never remote code).
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .methods import METHODS
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+HELDOUT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"  # prompts no model trained or was tuned on
+
+
+def load_prompts(path: Path = HELDOUT_PROMPTS) -> list[str]:
+    """The prompts of a JSON-lines file with a "prompt" field (default: the held-out prompts)."""
+    return [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 # How drafted tokens are checked when temperature > 0 (at temperature 0 verification is greedy).
 VERIFY_RULES = ("rejection", "match")

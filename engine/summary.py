@@ -66,3 +66,17 @@ def summarize(steps: list[Step]) -> RunSummary:
         bubble_s=max(0.0, wall_s - busy_time(steps)),
         finish_reason=finish,
     )
+
+
+def per_position_ceiling(steps: list[Step]) -> tuple[float | None, ...]:
+    """Mean 1 − TV(p, q) at each position k over the tokens judged there (those that reached it): under the
+    rejection rule each passes with probability exactly 1 − TV, so this is what per_position_acceptance
+    measures, predicted from the two distributions alone. None where no judged token carries a distance."""
+    decode = [s for s in steps if s.kind == "decode"]
+    longest = max((s.num_verified for s in decode), default=0)
+    ceilings = []
+    for k in range(1, longest + 1):
+        tvs = [s.drafted[k - 1].tv for s in decode if s.num_verified >= k and s.num_accepted >= k - 1
+               and s.drafted[k - 1].tv is not None]
+        ceilings.append(1.0 - sum(tvs) / len(tvs) if tvs else None)
+    return tuple(ceilings)

@@ -36,24 +36,20 @@ def test_published_figures_imply_the_cost_the_formula_needs():
     assert all(p.source for p in PUBLISHED)
 
 
-def test_k_sweep_measures_every_k_against_the_baseline(random_engine):
-    from app.charts import machine_vs_gpu_figure, theory_figure
-    from app.tabs.why import measure_sweep, sweep_table
+def test_k_sweeps_measure_every_serial_lane_at_every_k_against_the_baseline(random_engine):
+    from app.lesson import measure_sweeps
+    from app.tabs.why import sweeps_table
 
-    sweep = measure_sweep(random_engine, PROMPT, ks=(1, 2, 3), max_new_tokens=12)
-    assert sorted(sweep["points"]) == [1, 2, 3] and all(v > 0 for v in sweep["points"].values())
-    assert len(sweep["prediction"]) == 3 and 0 < sweep["per_forward_cost"]
-    assert any(name.startswith("AR (K=") for name in sweep["here"]) and len(sweep["here"]) == 3
-    table = sweep_table(sweep)
-    assert "| K | 1 | 2 | 3 |" in table and "best K" in table
-    assert "one prompt, 12 new tokens" in table and "acceptance at K = 3" in table  # what this sweep ran
-    figure = theory_figure(serial_curve([0.7], 0.2, 3), one_pass_curve([0.7], 0.4, 3), sweep["points"],
-                           sweep["prediction"])
-    assert [t.name for t in figure.data if t.name] == [
-        "serial drafter (K forwards), predicted", "one-pass drafter (1 forward), predicted",
-        "AR lane, measured here", "formula from the measured acceptance and cost"]
-    bars = machine_vs_gpu_figure(sweep["here"], PUBLISHED)
-    assert len(bars.data[0].y) == len(sweep["here"]) + len(PUBLISHED)
+    recorded = measure_sweeps(random_engine, [PROMPT], ks=(1, 2, 3), max_new_tokens=12, rounds=1)
+    sweeps = recorded["data"]["sweeps"]
+    assert list(sweeps) == ["ar"]  # the random engine's one serial lane
+    sweep = sweeps["ar"]
+    assert sorted(sweep["rows"]) == ["1", "2", "3"]  # as it reads back from a recording: JSON's own keys
+    assert all(row["speedup"] > 0 and row["tau"] >= 1 for row in sweep["rows"].values())
+    assert str(sweep["best_k"]) == max(sweep["rows"], key=lambda k: sweep["rows"][k]["speedup"])
+    assert set(sweep["others"]) == {"dflash", "dspark"}  # the block drafters once, beside the first lane
+    table = sweeps_table(recorded)
+    assert "| AR speedup |" in table and f"**{sweep['best_k']}**" in table and "1 prompt(s), 12 new tokens" in table
 
 
 def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engine):
@@ -65,7 +61,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
 
     sessions = SessionStore()
     with gr.Blocks() as demo:
-        handlers = why.render(random_engine, sessions)
+        _, handlers = why.render(random_engine, sessions)
     visitor = SimpleNamespace(session_hash="why-visitor")
     assert handlers.overlay(0.7, 0.1, 0.3, visitor)[1] == why.NO_RUN  # nothing run in this session yet
     results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, draft_len=3))
@@ -81,8 +77,8 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
     # value the prompt as written
     from app.examples import example_prompts
 
-    (dropdown,) = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Prompt for the sweep"]
-    assert [value for _, value in dropdown.choices] == example_prompts()
+    (dropdown,) = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Prompts for the sweep"]
+    assert [value for _, value in dropdown.choices] == ["heldout", *example_prompts()] and dropdown.value == "heldout"
     assert all("\n" not in label for label, _ in dropdown.choices)
     assert ("import os ⏎ def list_files(path):", "import os\n\n\ndef list_files(path):") in dropdown.choices
 
@@ -145,9 +141,11 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
     playwright_api = pytest.importorskip("playwright.sync_api")
     from app.main import build_app
 
-    import app.tabs.why as why
+    from app import lesson
 
-    monkeypatch.setattr(why, "SWEEP_TOKENS", 16)  # the sweep's 22 runs, shorter: this test reads the page, not speeds
+    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 12)  # this test reads the page, not speeds
+    monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2, 3))
+    monkeypatch.setattr(lesson, "sweep_prompts", lambda: [PROMPT])  # the held-out prompts outgrow the random model
     url = launch_locally(build_app(random_engine))
     with playwright_api.sync_playwright() as p:
         browser = launch_chromium(p)
@@ -158,10 +156,12 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
         page.click("#overlay-last-run")
         page.wait_for_selector("#why-prediction :text('your last run (measured)')", timeout=20000)
         assert page.locator("#why-prediction :text('best K = ')").count() >= 2  # both predicted optima marked
+        assert "K=16" in page.locator("#why-sweep-table").inner_text()  # the lesson's recording, before any sweep
         page.click("#sweep")
-        page.wait_for_selector("#why-sweep-table table", timeout=60000)
-        assert page.locator("#why-sweep :text('measured best K = ')").count() == 1
+        page.wait_for_function("(t => t && /12 new tokens/.test(t.innerText))(document.querySelector('#why-sweep-table'))",
+                               timeout=60000)
+        assert page.locator("#why-sweep :text('AR: best K = ')").count() == 1
         table = page.locator("#why-sweep-table").inner_text()
-        assert "best K = " in table and "one prompt, 16 new tokens" in table and "acceptance at K = 8" in table
+        assert "1 prompt(s), 12 new tokens" in table and "K=3" in table and "K=16" not in table
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
         browser.close()

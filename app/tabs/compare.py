@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -95,6 +95,12 @@ def download_path(session: str) -> Path:
     return folder / f"speclab-comparison-{safe}.json"
 
 
+def control_values(settings: Settings) -> list:
+    """Every control's value for `settings`, in PARSERS order (the seed as text, the lanes as a list)."""
+    return [str(v) if name == "seed" else list(v) if name == "methods" else v
+            for name, v in ((name, getattr(settings, name)) for name in PARSERS)]
+
+
 def notes_update(messages: list[str], heading: str):
     """The link notes' update: the messages under a heading, or hidden when there are none."""
     if not messages:
@@ -150,6 +156,7 @@ class CompareView:
     lane_boxes: list
     charts: list  # NUM_CHARTS plots, in comparison_figures' order
     link_query: gr.Textbox
+    focus: gr.HTML  # a lesson point's "look at" note
 
     @property
     def run_outputs(self) -> list:
@@ -244,6 +251,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str]) -> 
     controls, show_drafts = _settings(methods, defaults)
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
+    focus = gr.HTML("", elem_id="compare-focus", visible=False)  # what a lesson point asks to look at
     share_link = gr.Textbox(label="Link to this comparison (opening it restores these settings and runs them)",
                             elem_id="share-link", visible=False, interactive=False, buttons=["copy"], max_lines=1)
     page_address = gr.Textbox(visible=False)
@@ -256,7 +264,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str]) -> 
     controls = {name: controls[name] for name in PARSERS}
     assert len(charts) == NUM_CHARTS
     return CompareView(prompt, run_button, stop_button, copy_button, download_button, upload, controls, show_drafts,
-                       link_notes, share_link, page_address, status, boxes, charts, link_query)
+                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus)
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -297,6 +305,14 @@ class CompareHandlers:
         status = status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
                              f"{comparison.preset} ({how}): nothing was rerun{note}.")
         return self.page_outputs(comparison, show, status)
+
+    def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
+        """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
+        its lanes and charts; it becomes the session's last comparison (Step through and Why read it)."""
+        self.sessions.get(session).last = comparison
+        settings = parse_controls(comparison.settings)
+        settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.methods))
+        return *control_values(settings), *self.show_recorded(comparison, True, how)
 
     def recorded_outputs(self, key: str, session: str, show: bool) -> tuple | None:
         """The page's outputs for the run this server recorded under `key` (it becomes the session's last
@@ -433,8 +449,7 @@ class CompareHandlers:
         outputs = 1 + len(self.methods) + NUM_CHARTS
         if not messages and not is_link(items):
             return (gr.skip(),) * (len(PARSERS) + 2 + outputs)
-        values = [str(v) if name == "seed" else list(v) if name == "methods" else v
-                  for name, v in ((name, getattr(settings, name)) for name in PARSERS)]
+        values = control_values(settings)
         notes = notes_update(messages, "This link had problems; the rest of it was used:")
         replay = (self.recorded_outputs(self.result_key(settings), request.session_hash, True)
                   if is_link(items) else None)
@@ -523,10 +538,12 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 
 
 def render(engine, demo: gr.Blocks, sessions: SessionStore,
-           run_lanes: Callable[..., Iterator[None]] = run_lanes_here, max_run_s: float = MAX_RUN_S) -> CompareHandlers:
+           run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
+           max_run_s: float = MAX_RUN_S) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
     app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept)."""
     handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
-    wire(layout(handlers.methods, handlers.defaults, handlers.drafters), handlers, demo)
-    return handlers
+    view = layout(handlers.methods, handlers.defaults, handlers.drafters)
+    wire(view, handlers, demo)
+    return view, handlers

@@ -31,6 +31,7 @@ from ..render import LEGEND_HTML, bonus_reason, status_html, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
+NUM_STEP_OUTPUTS = 5  # StepTabView.step_outputs
 CONTEXT_CHARS = 48  # text before the step (prompt, then output) shown above each lane's block
 MARKER_HALF_HEIGHT = 0.45  # the timeline's step marker, in rows (a row is 1 apart on the category axis)
 CAPTION = ("Above temperature 0 a drafted token passes with probability min(1, p_target / p_draft), and r is the "
@@ -351,10 +352,12 @@ class StepTabView:
     draft_plot: gr.Plot
     target_plot: gr.Plot
     timeline: gr.Plot
+    focus: gr.HTML  # a lesson point's "look at" note
 
     @property
     def step_outputs(self) -> list:
-        """What changes with the step: the blocks, the timeline, the token selector and its two charts."""
+        """What changes with the step (NUM_STEP_OUTPUTS): the blocks, the timeline, the token selector and its
+        two charts."""
         return [self.blocks, self.timeline, self.token, self.draft_plot, self.target_plot]
 
 
@@ -368,6 +371,7 @@ def layout() -> StepTabView:
                                  elem_id="step-upload", scale=1)
     status = gr.HTML(status_html("Run a comparison on the Compare tab, then press “Show my last run”."),
                      elem_id="step-status")
+    focus = gr.HTML("", elem_id="step-focus", visible=False)
     with gr.Row(equal_height=False):
         slider = gr.Slider(0, 1, value=0, step=1, label="Step (0 = the prefill)", elem_id="step-slider", scale=5)
         buttons = [gr.Button(text, elem_id=f"step-{name}", size="sm", scale=1, min_width=width)
@@ -384,7 +388,7 @@ def layout() -> StepTabView:
         target_plot = gr.Plot(elem_id="step-target-dist", show_label=False)
     timeline = gr.Plot(elem_id="step-timeline", show_label=False)
     return StepTabView(show_button, upload, status, slider, *buttons, timer, blocks, token, draft_plot, target_plot,
-                       timeline)
+                       timeline, focus)
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -409,11 +413,13 @@ class StepHandlers:
     def _shown(self, session: str) -> Comparison | None:
         return self.sessions.get(session).shown
 
-    def show(self, comparison: Comparison, session: str, source: str) -> tuple:
-        """Start stepping through `comparison` at step 0: the status, the slider, and the step's outputs."""
+    def show(self, comparison: Comparison, session: str, source: str, start: int = 0) -> tuple:
+        """Start stepping through `comparison` at step `start`: the status, the slider, and the step's outputs."""
         self.sessions.get(session).shown = comparison
+        start = max(0, min(start, last_step(comparison)))
         return (status_html(describe(comparison, source)),
-                gr.update(minimum=0, maximum=last_step(comparison), value=0), *_outputs_of(step_view(comparison, 0)))
+                gr.update(minimum=0, maximum=last_step(comparison), value=start),
+                *_outputs_of(step_view(comparison, start)))
 
     def on_show_last(self, request: gr.Request):
         comparison = self.sessions.get(request.session_hash).last
@@ -500,8 +506,8 @@ def wire(view: StepTabView, handlers: StepHandlers) -> None:
     view.timer.tick(handlers.on_tick, [view.slider], [view.slider, view.timer], **at_once)
 
 
-def render(sessions: SessionStore) -> StepHandlers:
+def render(sessions: SessionStore) -> tuple[StepTabView, StepHandlers]:
     """The tab: its layout and its handlers, wired."""
-    handlers = StepHandlers(sessions)
-    wire(layout(), handlers)
-    return handlers
+    view, handlers = layout(), StepHandlers(sessions)
+    wire(view, handlers)
+    return view, handlers

@@ -1,11 +1,12 @@
-"""The Why tab: the seed's argument, with curves from the formula and points measured on this machine.
+"""The Why tab: the formula, with curves from it and points measured on this machine.
 
-Points 1, 3, 4 and 5 of the argument (see app/theory.py): speedup ≈ τ / (1 + cost_draft / cost_target);
-a serial drafter pays K forwards, so its cost grows with K; acceptance does not grow linearly with K, so
-there is a best K; a one-pass drafter pays one forward whatever K. Sliders move the prediction; a K sweep
-measures the AR lane on this machine and draws it beside the formula fed with that sweep's own measured
-acceptance and cost; the last view sets this machine's measured costs beside published datacenter-GPU
-figures, each labelled with its source.
+speedup ≈ τ / (1 + cost_draft / cost_target); a serial drafter pays K forwards, so its cost grows with K while
+acceptance saturates, so it has a best K; a one-pass drafter pays one forward whatever K. Sliders move the
+prediction; the K sweep measures every serial lane on this machine beside the formula fed with its own
+measured acceptance and cost; a view sets this machine's costs beside published datacenter-GPU figures, each
+with its source. Two more measurements: the distribution check (lossless above temperature 0, counted) and
+the scheduled drafter beside its variants. Each panel opens with the lesson's recording (app/lesson.py) and
+can be measured again live.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.methods import METHOD_REGISTRY, method_label
-from engine.sweep import SWEEP_KS, k_sweep
 from engine.types import EngineError
 
-from ..charts import machine_vs_gpu_figure, theory_figure
-from ..examples import example_choices, example_prompts
+from .. import lesson
+from ..charts import lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure, variant_label
+from ..examples import example_choices
 from ..sessions import SessionStore
-from ..theory import PUBLISHED, best_k, one_pass_curve, serial_curve
+from ..theory import PUBLISHED, one_pass_curve, serial_curve
 
-SWEEP_TOKENS = 64
 
 def _labels(one_pass: bool) -> str:
     """The registered drafting methods' labels, serial or one-pass, for the text."""
@@ -62,51 +62,104 @@ def run_points(comparison) -> dict[str, tuple[int, float]]:
     return points
 
 
-def measure_sweep(engine, prompt: str, ks=SWEEP_KS, max_new_tokens: int = SWEEP_TOKENS, rounds: int = 2) -> dict:
-    """The serial drafter at every K and the block drafters at their defaults against the baseline, on one
-    prompt (engine/sweep.py), with the formula fed with the sweep's own measured acceptance and cost."""
-    try:
-        sweep = k_sweep(engine, [prompt], max_new_tokens, ks, rounds=rounds, one_pass=True)
-    except EngineError as exc:
-        raise gr.Error(str(exc)) from None
-    rows, label = sweep["rows"], method_label(sweep["method"])
-    points = {k: row["speedup"] for k, row in rows.items()}
-    best = sweep["best_k"]
-    here = {f"{label} (K={best}) · {sweep['drafter']}": {**rows[best], "tau": rows[best]["tau"]}}
-    for method, row in sweep["others"].items():
-        here[f"{method_label(method)} · {row['drafter']}"] = row
-    return {"points": points, "taus": {k: row["tau"] for k, row in rows.items()}, "acceptance": sweep["acceptance"],
-            "per_forward_cost": sweep["per_forward_cost"], "method": sweep["method"],
-            "prediction": serial_curve(sweep["acceptance"], sweep["per_forward_cost"], max(ks)),
-            "here": here, "device": sweep["device"], "max_new_tokens": max_new_tokens}
+HELDOUT = "heldout"  # the sweep's prompt choice: the lesson's held-out prompts
 
 
-def sweep_table(sweep: dict) -> str:
-    ks = sorted(sweep["points"])
-    best = max(ks, key=sweep["points"].get)
-    rows = ["| K | " + " | ".join(str(k) for k in ks) + " |", "|---|" + "---|" * len(ks),
-            "| measured speedup | " + " | ".join(f"{sweep['points'][k]:.2f}×" for k in ks) + " |",
-            "| measured τ | " + " | ".join(f"{sweep['taus'][k]:.2f}" for k in ks) + " |",
-            "| formula from the measured acceptance and cost | "
-            + " | ".join(f"{v:.2f}×" for v in sweep["prediction"]) + " |"]
-    acceptance = ", ".join(f"{p:.2f}" for p in sweep["acceptance"])
-    return (f"Measured on **{html.escape(sweep['device'])}**, one prompt, {sweep['max_new_tokens']} new tokens, "
-            f"temperature 0: best K = **{best}** (formula: {best_k(sweep['prediction'])}). One draft forward costs "
-            f"{sweep['per_forward_cost']:.2f} of a verify forward; per-position acceptance at K = {ks[-1]}: "
-            f"{acceptance}.\n\n"
-            + "\n".join(rows))
+def sweep_prompt_choices() -> list[tuple[str, str]]:
+    return [(f"{lesson.SWEEP_PROMPTS} held-out prompts (the lesson's)", HELDOUT), *example_choices()]
 
 
-SWEEP_CAPTION = ("**Measure it here.** The K sweep runs the serial drafter for K = 1..8 on one prompt (and the "
-                 "block drafters once, at their default block), every output checked against the baseline's, and "
-                 "draws the measured speedup (solid) beside the formula fed with the sweep's own measured "
-                 "acceptance and cost (dotted).")
+def sweeps_table(recorded: dict) -> str:
+    """Each serial lane's measured speedup and τ at every K, its best K, and where the numbers come from."""
+    sweeps = recorded["data"]["sweeps"]
+    first = next(iter(sweeps.values()))
+    ks = sorted(first["rows"], key=int)
+    lines = ["| lane | " + " | ".join(f"K={k}" for k in ks) + " | best K |", "|---|" + "---|" * (len(ks) + 1)]
+    for m, sweep in sweeps.items():
+        rows = sweep["rows"]
+        lines.append(f"| {method_label(m)} speedup | " + " | ".join(f"{rows[k]['speedup']:.2f}×" for k in ks)
+                     + f" | **{sweep['best_k']}** |")
+        lines.append(f"| {method_label(m)} τ | " + " | ".join(f"{rows[k]['tau']:.2f}" for k in ks) + " | |")
+    costs = "; ".join(f"{method_label(m)} ({s['drafter']}): one draft forward costs {s['per_forward_cost']:.2f} of a "
+                      f"verify, acceptance along the draft {', '.join(f'{p:.2f}' for p in s['acceptance'])}"
+                      for m, s in sweeps.items())
+    return (f"{lesson.recorded_words(recorded).capitalize()}, {first['num_prompts']} prompt(s), {first['max_new_tokens']} "
+            f"new tokens, temperature 0, every output equal to the baseline's. {costs}.\n\n" + "\n".join(lines))
+
+
+def sweeps_machine_figure(recorded: dict):
+    """Each lane's draft cost and speedup here (serial lanes at their best K) beside the published GPU figures."""
+    here = {}
+    for m, sweep in recorded["data"]["sweeps"].items():
+        best = str(sweep["best_k"])
+        here[f"{method_label(m)} (K={best}) · {sweep['drafter']}"] = sweep["rows"][best]
+        for other, row in sweep["others"].items():
+            here[f"{method_label(other)} · {row['drafter']}"] = row
+    return machine_vs_gpu_figure(here, PUBLISHED)
+
+
+def sweep_outputs(recorded: dict) -> tuple:
+    return sweeps_figure(recorded["data"]["sweeps"]), sweeps_table(recorded), sweeps_machine_figure(recorded)
+
+
+def check_table(recorded: dict) -> str:
+    check = recorded["data"]
+    rows = "\n".join(f"| {method_label(m)} | {lane['statistic']:.1f} | {lane['dof']} | {lane['p_value']:.2f} |"
+                      for m, lane in check["lanes"].items())
+    return (f"{lesson.recorded_words(recorded).capitalize()}: {check['samples']} seeds per lane at temperature "
+            f"{check['temperature']:g}, {check['verify_rule']} rule. Each run writes three tokens, the second "
+            "from a speculative step that drafts it and verifies it. A p-value is the chance of counts at least "
+            "this far from the target's probabilities if the lane samples exactly as the target does: only a "
+            "very small one (below 0.001, say) would say it does not.\n\n"
+            "| lane | χ² | degrees of freedom | p-value |\n|---|---|---|---|\n" + rows)
+
+
+def check_outputs(recorded: dict) -> tuple:
+    return lossless_figure(recorded["data"]), check_table(recorded)
+
+
+def parts_table(recorded: dict) -> str:
+    parts = recorded["data"]
+    rows = "\n".join(
+        f"| {variant_label(parts['method'], name)} | {row['speedup']:.2f}× | {row['tau']:.2f} | "
+        f"{row['verified_per_step']:.1f} | {row['verify_ms_per_step']:.1f} | {row['draft_ms_per_step']:.1f} |"
+        for name, row in parts["rows"].items())
+    return (f"{lesson.recorded_words(recorded).capitalize()}, {parts['num_prompts']} held-out prompts, "
+            f"{parts['max_new_tokens']} new tokens, temperature 0, every output equal to the baseline's.\n\n"
+            "| variant | speedup | τ | tokens verified per step | verify ms per step | draft ms per step |\n"
+            "|---|---|---|---|---|---|\n" + rows)
+
+
+def parts_outputs(recorded: dict) -> tuple:
+    return parts_figure(recorded["data"]), parts_table(recorded)
+
+
+SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial lane at K = "
+                 f"{', '.join(map(str, lesson.SWEEP_KS))} (and the block drafters once, at their default block), every "
+                 "output checked against the baseline's, and draws each lane's measured speedup (solid, its best K "
+                 "starred) beside the formula fed with that lane's own measured acceptance and cost (dotted). One "
+                 "prompt can move the optimum: on a repetitive text (the example prompts) acceptance stays high at "
+                 "every position, so longer drafts keep paying; over several held-out prompts acceptance decays "
+                 "along the draft, and the optimum settles where one more draft forward costs more than the next "
+                 "position's acceptance adds.")
 MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting cost over verify cost; right: speedup. "
                    "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
                    "figures (sources on hover and below), their cost implied by their τ and speedup through the "
                    "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
                    "forward's cost stands to a verify's here, and how fast acceptance decays along the block.")
+CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "
+                 "from the baseline, since each run draws its own sample; what speculative decoding keeps is the "
+                 "odds. The check runs each lane over many seeds and counts its first two tokens: x1 from the "
+                 "target's prefill, x2 from a speculative step that drafts one token and accepts it with probability "
+                 "min(1, p_target / p_draft), else draws from what is left. The counts are set beside the target's "
+                 "own exact probabilities p(x1) · p(x2 | x1), with a chi-square test.")
+PARTS_CAPTION = ("**What each part of the scheduled drafter buys.** The same checkpoint run as shipped, verifying "
+                 "the whole block (its scheduler off), with the static cut, and without its Markov head (the "
+                 "parallel backbone drafting every position alone), against the baseline on the same held-out "
+                 "prompts.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
+NUM_PANELS = 7  # WhyView.panels
+NOT_RECORDED = "Not recorded here: press the button to measure it on this machine."
 
 
 # --- the layout ------------------------------------------------------------------------------------------
@@ -126,14 +179,38 @@ class WhyView:
     sweep_plot: gr.Plot
     sweep_text: gr.Markdown
     machine_plot: gr.Plot
+    check_button: gr.Button
+    check_plot: gr.Plot
+    check_text: gr.Markdown
+    parts_button: gr.Button
+    parts_plot: gr.Plot
+    parts_text: gr.Markdown
+    focus: gr.HTML  # a lesson point's "look at" note
 
     @property
     def sliders(self) -> list:
         return [self.acceptance, self.serial_cost, self.block_cost]
 
+    @property
+    def panels(self) -> list:
+        """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts."""
+        return [self.sweep_plot, self.sweep_text, self.machine_plot, self.check_plot, self.check_text,
+                self.parts_plot, self.parts_text]
 
-def layout() -> WhyView:
-    """Build the tab's components (inside a gr.Blocks); no behaviour."""
+
+def _measured_panel(caption: str, button: str, elem: str, figure, text: str) -> tuple:
+    gr.Markdown(caption, elem_classes="note")
+    run = gr.Button(button, elem_id=elem, size="sm")
+    return (run, gr.Plot(figure, elem_id=f"why-{elem}-plot", show_label=False),
+            gr.Markdown(text, elem_id=f"why-{elem}-table"))
+
+
+def layout(recordings: dict) -> WhyView:
+    """Build the tab's components (inside a gr.Blocks), the measured panels showing `recordings` (the
+    lesson's); no behaviour."""
+    (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words) = \
+        panel_outputs(recordings)
+    focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
         acceptance = gr.Slider(0.3, 0.98, value=0.75, step=0.01, label="per-position acceptance p (prediction)")
@@ -147,16 +224,29 @@ def layout() -> WhyView:
     prediction = gr.Plot(_settings_prediction(0.75, 0.15, 0.4), elem_id="why-prediction", show_label=False)
     gr.Markdown(SWEEP_CAPTION, elem_classes="note")
     with gr.Row():
-        prompt = gr.Dropdown(example_choices(), value=example_prompts()[0], label="Prompt for the sweep", scale=4)
+        prompt = gr.Dropdown(sweep_prompt_choices(), value=HELDOUT, label="Prompts for the sweep", scale=4)
         sweep_button = gr.Button("Run the K sweep", variant="primary", elem_id="sweep", scale=1)
-    sweep_plot = gr.Plot(elem_id="why-sweep", show_label=False)
-    sweep_text = gr.Markdown(elem_id="why-sweep-table")
+    sweep_plot = gr.Plot(sweep_figure, elem_id="why-sweep", show_label=False)
+    sweep_text = gr.Markdown(sweep_words, elem_id="why-sweep-table")
     gr.Markdown(MACHINE_CAPTION, elem_classes="note")
-    machine_plot = gr.Plot(elem_id="why-machine", show_label=False)
+    machine_plot = gr.Plot(machine_figure, elem_id="why-machine", show_label=False)
     gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
                                        for p in PUBLISHED) + ".", elem_classes="note")
+    check_button, check_plot, check_text = _measured_panel(CHECK_CAPTION, "Run the distribution check", "check",
+                                                           check_figure, check_words)
+    parts_button, parts_plot, parts_text = _measured_panel(PARTS_CAPTION, "Measure the parts", "parts",
+                                                           parts_figure_, parts_words)
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
-                   sweep_button, sweep_plot, sweep_text, machine_plot)
+                   sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
+                   parts_button, parts_plot, parts_text, focus)
+
+
+def panel_outputs(recordings: dict) -> tuple:
+    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...})."""
+    sweep = sweep_outputs(recordings["sweeps"]) if "sweeps" in recordings else (None, NOT_RECORDED, None)
+    check = check_outputs(recordings["lossless"]) if "lossless" in recordings else (None, NOT_RECORDED)
+    parts = parts_outputs(recordings["parts"]) if "parts" in recordings else (None, NOT_RECORDED)
+    return *sweep, *check, *parts
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -185,26 +275,43 @@ class WhyHandlers:
                                                 f"{html.escape(comparison.device)} (speedup = tokens/s over the "
                                                 f"baseline's).")
 
-    def on_sweep(self, prompt_text, p, c, b):
-        sweep = measure_sweep(self.engine, prompt_text, max_new_tokens=SWEEP_TOKENS)
-        figure = theory_figure(serial_curve([p], c, len(SWEEP_KS)), one_pass_curve([p], b, len(SWEEP_KS)),
-                               sweep["points"], sweep["prediction"])
-        return figure, sweep_table(sweep), machine_vs_gpu_figure(sweep["here"], PUBLISHED)
+    def _measured(self, measure, *args):
+        try:
+            return measure(self.engine, *args)
+        except (EngineError, ValueError) as exc:
+            raise gr.Error(str(exc)) from None
+
+    def on_sweep(self, choice):
+        """The K sweep, live, on the lesson's held-out prompts or one example prompt."""
+        prompts = lesson.sweep_prompts() if choice == HELDOUT or not isinstance(choice, str) or not choice.strip() \
+            else [choice]
+        return sweep_outputs(self._measured(lesson.measure_sweeps, prompts))
+
+    def on_check(self):
+        return check_outputs(self._measured(lesson.measure_check))
+
+    def on_parts(self):
+        return parts_outputs(self._measured(lesson.measure_parts))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
-    """Connect the components to the handlers; the sweep waits in the engine's queue like a comparison."""
+    """Connect the components to the handlers; every measurement waits in the engine's queue like a
+    comparison."""
     for slider in view.sliders:
         slider.change(handlers.predict, view.sliders, view.prediction, show_progress="hidden", queue=False)
     view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], queue=False,
                               show_progress="hidden")
-    view.sweep_button.click(handlers.on_sweep, [view.prompt, *view.sliders],
-                            [view.sweep_plot, view.sweep_text, view.machine_plot],
-                            concurrency_limit=1, concurrency_id="engine", api_name="k_sweep")
+    engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
+    view.sweep_button.click(handlers.on_sweep, [view.prompt], [view.sweep_plot, view.sweep_text, view.machine_plot],
+                            api_name="k_sweep", **engine_queue)
+    view.check_button.click(handlers.on_check, None, [view.check_plot, view.check_text], api_name="lossless_check",
+                            **engine_queue)
+    view.parts_button.click(handlers.on_parts, None, [view.parts_plot, view.parts_text], api_name="parts",
+                            **engine_queue)
 
 
-def render(engine, sessions: SessionStore) -> WhyHandlers:
-    """The tab: its layout and its handlers, wired."""
-    handlers = WhyHandlers(engine, sessions)
-    wire(layout(), handlers)
-    return handlers
+def render(engine, sessions: SessionStore, recordings: dict | None = None) -> tuple[WhyView, WhyHandlers]:
+    """The tab: its layout (its panels showing `recordings`, default the lesson's) and its handlers, wired."""
+    view, handlers = layout(lesson.recorded() if recordings is None else recordings), WhyHandlers(engine, sessions)
+    wire(view, handlers)
+    return view, handlers

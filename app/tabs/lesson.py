@@ -1,0 +1,219 @@
+"""The Lesson tab: the argument in seven points (app/lesson.py), each with the data that shows it, one click away.
+
+"Show me" opens the tab that shows the point with the lesson's recording (the same numbers in every class),
+sets that tab's controls to the recording's settings and says what to look at; "Run it live" measures the
+same thing again on this machine. A link opens a point (`?lesson=N`) or a tab (`?tab=why`).
+
+Layout and behaviour apart, like every tab: `layout` builds the components, `LessonHandlers` holds the
+handlers as plain methods, `wire` connects them. Its handlers write into the other tabs' components, so the
+app wires this tab last, with every other tab's view (`Targets`).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from engine.methods import method_label
+
+from .. import lesson
+from ..charts import NUM_CHARTS
+from ..lesson import POINTS, TABS, Point
+from ..links import PARSERS
+from ..render import status_html
+from ..sessions import SessionStore
+from .compare import CompareHandlers, CompareView
+from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
+from .why import NUM_PANELS, WhyHandlers, WhyView, panel_outputs
+
+INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass beats drafting token by token, "
+         "in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
+         "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
+         "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab.")
+STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab
+
+
+@dataclass
+class LessonView:
+    status: gr.HTML
+    show_buttons: list  # one per point, in POINTS order
+    live_buttons: list
+    step_button: gr.Button  # point STEP_THROUGH, token by token
+
+
+@dataclass
+class Targets:
+    """Every component a lesson point may write, across the tabs."""
+
+    tabs: gr.Tabs
+    lesson: LessonView
+    compare: CompareView
+    step: StepTabView
+    why: WhyView
+
+    @property
+    def outputs(self) -> list:
+        """In the order `LessonHandlers.outputs` returns their values."""
+        c, s, w = self.compare, self.step, self.why
+        return [self.tabs, self.lesson.status, *c.controls.values(), c.focus, *c.run_outputs, s.focus, s.status,
+                s.slider, *s.step_outputs, w.focus, *w.panels]
+
+
+def point_html(point: Point, recordings: dict) -> str:
+    item = recordings.get(point.recording)
+    where = lesson.recorded_words(item) if item is not None else "not recorded yet"
+    return (f"### {point.number}. {html.escape(point.title)}\n{point.text}\n\n"
+            f"**Here:** {html.escape(lesson.takeaway(point, recordings))} *({where}; look at "
+            f"{html.escape(point.look_at)})*")
+
+
+def layout(recordings: dict) -> LessonView:
+    """Build the tab's components (inside a gr.Blocks); no behaviour."""
+    gr.Markdown(INTRO)
+    status = gr.HTML("", elem_id="lesson-status", visible=False)
+    shows, lives, step_button = [], [], None
+    for point in POINTS:
+        with gr.Group(elem_id=f"lesson-{point.number}", elem_classes="lesson-point"):
+            gr.Markdown(point_html(point, recordings), elem_classes="lesson-text")
+            with gr.Row():
+                shows.append(gr.Button("Show me", variant="primary", size="sm", elem_id=f"lesson-show-{point.number}"))
+                lives.append(gr.Button("Run it live", size="sm", elem_id=f"lesson-live-{point.number}"))
+                if point.number == STEP_THROUGH:
+                    step_button = gr.Button("Step through a rejection", size="sm", elem_id="lesson-step")
+    return LessonView(status, shows, lives, step_button)
+
+
+def focus_update(point: Point, live: bool = False) -> dict:
+    how = "measured live on this machine" if live else "the lesson's recording"
+    return gr.update(value=f'<div class="focus-note">Lesson point {point.number}, {html.escape(point.title)} '
+                           f'({how}). Look at {html.escape(point.look_at)}.</div>', visible=True)
+
+
+class LessonHandlers:
+    """Each handler returns a value for every component in `Targets.outputs` (gr.skip() where it changes
+    nothing), so one output list serves every point, the buttons and a link alike."""
+
+    def __init__(self, compare: CompareHandlers, step: StepHandlers, why: WhyHandlers, sessions: SessionStore,
+                 recordings: dict):
+        self.compare, self.step, self.why = compare, step, why
+        self.sessions, self.recordings = sessions, recordings
+
+    def outputs(self, tab: str | None = None, status: str | None = None, compare: tuple | None = None,
+                compare_focus=None, step: tuple | None = None, step_focus=None, why_focus=None,
+                why: tuple | None = None) -> tuple:
+        """A value for each of Targets.outputs: the parts given, gr.skip() for the rest. compare: the controls'
+        values then the run's outputs; step: status, slider and the step's outputs; why: its panels."""
+        skip = gr.skip()
+        n_controls, n_run = len(PARSERS), 1 + len(self.compare.methods) + NUM_CHARTS
+        n_step, n_why = NUM_STEP_OUTPUTS, NUM_PANELS
+        return (gr.update(selected=tab) if tab else skip,
+                gr.update(value=status_html(status, error=True), visible=True) if status else skip,
+                *(compare or [skip] * (n_controls + n_run))[:n_controls], compare_focus or skip,
+                *(compare or [skip] * (n_controls + n_run))[n_controls:],
+                step_focus or skip, *(step or [skip] * (2 + n_step)), why_focus or skip, *(why or [skip] * n_why))
+
+    def show_point(self, point: Point, session: str) -> tuple:
+        """The point's recording on its tab, that tab's controls set, and what to look at."""
+        item = self.recordings.get(point.recording)
+        if item is None:
+            return self.outputs(tab="lesson", status=f"point {point.number} is not recorded on this server yet: "
+                                                     "press “Run it live”")
+        if point.tab == "compare":
+            shown = self.compare.show_comparison(item, session, f"lesson point {point.number}")
+            return self.outputs(tab="compare", compare=shown, compare_focus=focus_update(point))
+        return self.outputs(tab="why", why_focus=focus_update(point), why=panel_outputs(self.recordings))
+
+    def on_show(self, number: int, request: gr.Request):
+        return self.show_point(POINTS[number - 1], request.session_hash)
+
+    def on_step(self, request: gr.Request):
+        """Point STEP_THROUGH token by token: the sampled recording at its first rejection."""
+        comparison = self.recordings.get("sampled")
+        if comparison is None:
+            return self.outputs(tab="lesson", status="the sampled comparison is not recorded on this server yet")
+        self.sessions.get(request.session_hash).last = comparison
+        method, step, _, _ = lesson.first_rejection(comparison) or (None, 0, 0, None)
+        point = POINTS[STEP_THROUGH - 1]
+        note = gr.update(value=f'<div class="focus-note">Lesson point {point.number}: step {step}, where '
+                               f'{html.escape(method_label(method or ""))} had a draft rejected. Look at its card: '
+                               'p_target, p_draft, their ratio and the draw r that decided it.</div>', visible=True)
+        return self.outputs(tab="step", step_focus=note,
+                            step=self.step.show(comparison, request.session_hash, "Lesson recording", start=step))
+
+    def prepare_live(self, number: int, request: gr.Request):
+        """Before a live run: open the point's tab, say it runs live (the run itself follows, queued)."""
+        point = POINTS[number - 1]
+        if point.tab == "compare":
+            return self.outputs(tab="compare", compare_focus=focus_update(point, live=True))
+        return self.outputs(tab="why", why_focus=focus_update(point, live=True))
+
+    def run_live(self, number: int, request: gr.Request):
+        """The point's measurement, live: a comparison streams into the Compare tab; a Why panel is measured."""
+        point = POINTS[number - 1]
+        if point.tab == "compare":
+            temperature = 0.0 if point.recording == "greedy" else lesson.LOSSLESS_TEMPERATURE
+            settings = lesson.comparison_settings(self.compare.methods, temperature)
+            yield from self.compare.run_comparison(settings, True, request.session_hash)
+        elif point.recording == "sweeps":
+            yield self.why.on_sweep(None)
+        elif point.recording == "lossless":
+            yield self.why.on_check()
+        else:
+            yield self.why.on_parts()
+
+    def on_load(self, request: gr.Request):
+        """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab. A bad value: one line on
+        the Lesson tab, and the page as it opens by default."""
+        params = dict(getattr(request, "query_params", None) or {})
+        number, tab = params.get("lesson"), params.get("tab")
+        if number is None and tab is None:
+            return self.outputs()
+        if number is not None:
+            if number.isdigit() and 1 <= int(number) <= len(POINTS):
+                return self.show_point(POINTS[int(number) - 1], request.session_hash)
+            return self.outputs(tab="lesson", status=f"this link asks for lesson point {number[:20]!r}; there are "
+                                                     f"points 1 to {len(POINTS)}")
+        if tab in TABS:
+            return self.outputs(tab=tab)
+        return self.outputs(tab="lesson", status=f"this link asks for a tab {tab[:20]!r}; there are "
+                                                 f"{', '.join(TABS)}")
+
+
+@dataclass(frozen=True)
+class PointEvents:
+    """One point's handlers, bound to its number. (Gradio reads a handler's own signature to pass it the
+    request; a functools.partial would hide it.)"""
+
+    handlers: LessonHandlers
+    number: int
+
+    def on_show(self, request: gr.Request):
+        return self.handlers.on_show(self.number, request)
+
+    def prepare_live(self, request: gr.Request):
+        return self.handlers.prepare_live(self.number, request)
+
+    def run_live(self, request: gr.Request):
+        yield from self.handlers.run_live(self.number, request)
+
+
+def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
+    quiet = dict(api_visibility="private", show_progress="hidden")
+    everything = targets.outputs
+    for point, show, live in zip(POINTS, targets.lesson.show_buttons, targets.lesson.live_buttons):
+        events = PointEvents(handlers, point.number)
+        show.click(events.on_show, None, everything, concurrency_limit=None, **quiet)
+        if point.tab == "compare":
+            measured = targets.compare.run_outputs
+        elif point.recording == "sweeps":
+            measured = [targets.why.sweep_plot, targets.why.sweep_text, targets.why.machine_plot]
+        elif point.recording == "lossless":
+            measured = [targets.why.check_plot, targets.why.check_text]
+        else:
+            measured = [targets.why.parts_plot, targets.why.parts_text]
+        live.click(events.prepare_live, None, everything, queue=False, **quiet) \
+            .then(events.run_live, None, measured, concurrency_limit=1, concurrency_id="engine", **quiet)
+    targets.lesson.step_button.click(handlers.on_step, None, everything, concurrency_limit=None, **quiet)
+    demo.load(handlers.on_load, None, everything, concurrency_limit=None, **quiet)

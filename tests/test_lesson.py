@@ -1,0 +1,140 @@
+"""The Lesson tab: seven points, each with a takeaway computed from the shipped recordings; "Show me" opens the
+right tab with the recording and what to look at; links open a point or a tab, and a bad one gets one line;
+the recordings are small, current with the code's settings, and read like any saved comparison."""
+
+from __future__ import annotations
+
+import html
+from types import SimpleNamespace
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app import lesson  # noqa: E402
+from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
+from app.links import parse_query  # noqa: E402
+from app.record import settings_dict  # noqa: E402
+
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+
+
+def test_the_recordings_are_shipped_small_and_made_with_the_lessons_settings():
+    sizes = [(lesson.LESSONS_DIR / name).stat().st_size for name in RECORDINGS.values()]
+    assert sum(sizes) <= 5_000_000
+    found = recorded()
+    assert set(found) == set(RECORDINGS)
+    for key, temperature in (("greedy", 0.0), ("sampled", 1.0)):
+        comparison = found[key]
+        expected = settings_dict(lesson.comparison_settings(list(comparison.lanes), temperature))
+        assert comparison.settings == expected, key  # recorded with what "Run it live" runs
+        assert len({lane.summary.num_new_tokens for lane in comparison.lanes.values()}) == 1
+    greedy = found["greedy"]  # temperature 0: every lane wrote the baseline's text
+    assert len({tuple(t.id for s in lane.steps for t in s.committed) for lane in greedy.lanes.values()}) == 1
+    sweeps = found["sweeps"]["data"]["sweeps"]
+    assert list(sweeps) == lesson.serial_methods(list(greedy.lanes))
+    for sweep in sweeps.values():
+        assert sorted(map(int, sweep["rows"])) == list(lesson.SWEEP_KS)
+        assert sweep["num_prompts"] == lesson.SWEEP_PROMPTS
+    assert found["lossless"]["data"]["samples"] == lesson.LOSSLESS_SAMPLES
+
+
+def test_every_point_has_a_takeaway_computed_from_what_it_shows():
+    data = recorded()
+    for point in POINTS:
+        text = lesson.takeaway(point, data)
+        assert text and "not recorded" not in text, point.number
+    sweeps = data["sweeps"]["data"]["sweeps"]
+    for method, sweep in sweeps.items():  # the numbers are the recording's own
+        best = str(sweep["best_k"])
+        assert f"best K is {best} at {sweep['rows'][best]['speedup']:.2f}×" in lesson.takeaway(POINTS[3], data)
+    assert "1 − TV predicts" in lesson.takeaway(POINTS[2], data)
+    missing = lesson.takeaway(POINTS[3], {k: v for k, v in data.items() if k != "sweeps"})
+    assert "not recorded yet" in missing and "sweeps" in missing
+
+
+def test_a_sampled_comparison_draws_each_lanes_ceiling_beside_its_acceptance():
+    from app.charts import comparison_figures
+
+    data = recorded()
+    sampled = comparison_figures(data["sampled"])[2]
+    ceilings = [trace for trace in sampled.data if "1 − TV" in trace.name and trace.x != (None,)]
+    drafting = [m for m in data["sampled"].lanes if m != "baseline"]
+    assert len(ceilings) == len(drafting)  # every drafting lane
+    assert all(trace.line.dash == "dash" for trace in ceilings)
+    assert not any("1 − TV" in trace.name for trace in comparison_figures(data["greedy"])[2].data)
+
+
+@pytest.fixture(scope="module")
+def built(random_engine):
+    from app.main import build_app
+
+    demo = build_app(random_engine)
+    load = next(d for d in demo.fns.values() if d.name == "on_load")
+    return demo, load.fn.__self__, [getattr(o, "elem_id", None) for o in load.outputs], load.outputs
+
+
+def _value(outputs, components, elem_id):
+    return outputs[[getattr(c, "elem_id", None) for c in components].index(elem_id)]
+
+
+def test_show_me_opens_each_points_tab_with_its_recording_and_what_to_look_at(built):
+    demo, handlers, ids, components = built
+    visitor = SimpleNamespace(session_hash="lesson-visitor")
+    for point in POINTS:
+        outputs = handlers.on_show(point.number, visitor)
+        assert len(outputs) == len(components)
+        assert outputs[0]["selected"] == point.tab
+        focus = _value(outputs, components, f"{point.tab}-focus")
+        assert focus["visible"] and f"Lesson point {point.number}" in focus["value"]
+        if point.tab == "compare":
+            status = _value(outputs, components, "status")
+            assert "nothing was rerun" in status and f"lesson point {point.number}" in status
+            assert _value(outputs, components, "prompt") == lesson.lesson_prompt()
+            assert _value(outputs, components, "temperature") == recorded()[point.recording].settings["temperature"]
+            # the recording becomes the session's last run: Step through and Why read it
+            assert handlers.sessions.get("lesson-visitor").last is recorded()[point.recording]
+        else:
+            assert "Not recorded" not in _value(outputs, components, "why-sweep-table")
+    step = handlers.on_step(visitor)
+    assert step[0]["selected"] == "step" and "rejected" in _value(step, components, "step-focus")["value"]
+
+
+@pytest.mark.parametrize("query, tab, message", [
+    ({"lesson": "4"}, "why", None), ({"lesson": "1"}, "compare", None), ({"tab": "step"}, "step", None),
+    ({"lesson": "99"}, "lesson", "points 1 to 7"), ({"lesson": "<b>x"}, "lesson", "lesson point '<b>x'"),
+    ({"tab": "nowhere"}, "lesson", "there are lesson, compare"),
+])
+def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query, tab, message):
+    _, handlers, _, components = built
+    outputs = handlers.on_load(SimpleNamespace(session_hash="link-visitor", query_params=query))
+    assert outputs[0]["selected"] == tab
+    status = outputs[1]
+    if message:
+        assert status["visible"] and message in html.unescape(status["value"]) and "<b>" not in status["value"]
+    else:
+        assert status == gr.skip()
+    assert parse_query(list(query.items()))[1] == []  # not a comparison's parameter: no "unknown parameter" note
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@needs_chromium
+def test_every_lesson_link_opens_its_point_in_chromium(random_engine):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from app.main import build_app
+
+    url = launch_locally(build_app(random_engine))
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1024, "height": 768})
+        for point in POINTS:
+            page.goto(f"{url}?lesson={point.number}")
+            page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
+            if point.tab == "compare":
+                page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
+        page.goto(f"{url}?tab=lesson")
+        page.click("#lesson-show-4")
+        page.wait_for_selector("#why-focus :text('Lesson point 4')", timeout=30000)
+        assert page.locator("#why-sweep :text('best K = ')").count() >= 2  # each serial lane's optimum starred
+        browser.close()

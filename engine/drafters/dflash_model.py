@@ -13,6 +13,10 @@ level); weights `fc`, `hidden_norm`, `norm`, `layers.N.self_attn.{q,k,v,o}_proj`
 `layers.N.mlp.*`, `layers.N.input_layernorm`, `layers.N.post_attention_layernorm`, and, where a checkpoint
 stores them (DeepSpec does), `embed_tokens` and `lm_head`. Without `target_layer_ids` the layers follow
 z-lab's default for `num_target_layers`. Written for this project from the paper.
+
+Saved, a drafter is z-lab's checkpoint as their loaders read it (`DFlashDraftModel.save_pretrained`): besides
+`dflash_config`, their PyTorch `DFlashDraftModel` reads `block_size` and `num_target_layers` at the top level,
+and their MLX loader `rope_theta`, `block_size` and `num_target_layers` there too.
 """
 
 from __future__ import annotations
@@ -96,6 +100,18 @@ def load_block_model(cls, path: str, device: torch.device, dtype: torch.dtype, *
     if problems:
         raise ValueError(f"weights do not match the {cls.__name__} layout ({'; '.join(problems)})")
     return model.to(device).eval().requires_grad_(False)
+
+
+def rewrite_saved_config(directory, fields: dict, drop: tuple[str, ...] = ()) -> None:
+    """Set `fields` in (and remove `drop` from) the config.json transformers just wrote into `directory`: what a
+    checkpoint format needs that transformers does not write by itself (it writes the class name as the
+    architecture, and the config as it holds it)."""
+    path = Path(directory) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for name in drop:
+        config.pop(name, None)
+    config.update(fields)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def share_target_embeddings(model, target) -> None:
@@ -204,6 +220,27 @@ class DFlashDraftModel(PreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size) if own else None
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False) if own else None
         self.post_init()
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Save as transformers does, then complete config.json with `checkpoint_fields` and drop what only
+        this process needs (`has_own_embeddings`, which the loader reads from the stored weights instead)."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        rewrite_saved_config(save_directory, self.checkpoint_fields(), drop=("has_own_embeddings",))
+
+    def checkpoint_fields(self) -> dict:
+        """Top-level fields z-lab's loaders read: `block_size` and `num_target_layers` (their PyTorch class reads
+        both even when `dflash_config` names the layers), and `rope_theta` (their MLX loader), which transformers
+        keeps only inside `rope_parameters` once it has read a config, so it is written back here at every save.
+        `num_target_layers` is the target's depth, known to the config that trained the drafter (train/dflash.py)."""
+        fields = {"block_size": self.block_size}
+        rope = getattr(self.config, "rope_parameters", None) or {}
+        rope_theta = rope.get("rope_theta", getattr(self.config, "rope_theta", None))
+        if rope_theta is not None:
+            fields["rope_theta"] = float(rope_theta)
+        num_target_layers = getattr(self.config, "num_target_layers", None)
+        if num_target_layers is not None:
+            fields["num_target_layers"] = int(num_target_layers)
+        return fields
 
     def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, position_ids: torch.Tensor,
                 cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:

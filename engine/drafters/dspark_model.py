@@ -15,6 +15,13 @@ Config fields and weight names follow DeepSpec's DSpark checkpoints: top-level `
 the target's `embed_tokens` and `lm_head` DeepSpec stores (dflash_model.load_block_model). DeepSpec's
 DFlash checkpoints are this model with `markov_rank` 0 and no confidence head. Written for this project
 from the paper.
+
+Saved, a drafter is a DeepSpec checkpoint: architecture `Qwen3DSparkModel` (the name DeepSpec's evaluator
+looks up), `tie_word_embeddings` false, and, once it holds them (`copy_target_embeddings`, as our training
+does), the copies of the target's embedding table and LM head that DeepSpec's class drafts with. Our own
+`confidence_temperatures` rides along in the config; DeepSpec ignores it. Older saves of ours (architecture
+`DSparkDraftModel`, no copies, tie flag true) still load: drafters/dspark.py recognises both names and the
+copies are optional here.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from transformers import Qwen3Config
 from .dflash_model import DFlashDraftModel
 
 
+ARCHITECTURE = "Qwen3DSparkModel"  # DeepSpec's name, used for our checkpoints too
 MARKOV_HEAD_TYPES = ("vanilla", "gated", "rnn")  # DeepSpec's three Markov heads
 
 
@@ -105,6 +113,25 @@ class DSparkDraftModel(DFlashDraftModel):
         self.confidence_temperatures = list(getattr(config, "confidence_temperatures", None) or [1.0] * self.block_size)
         self.post_init()
 
+    def checkpoint_fields(self) -> dict:
+        """DeepSpec's layout rather than z-lab's (DFlashDraftModel): its architecture name, which transformers
+        would write as our class name, and its tie flag, false, the LM head being a tensor of its own."""
+        return {"architectures": [ARCHITECTURE], "tie_word_embeddings": False}
+
+    def copy_target_embeddings(self, target) -> None:
+        """Hold frozen copies of the target's embedding table and LM head, as DeepSpec's drafter does from the
+        start of its training, so that a save stores them where DeepSpec's class reads its own. SpecLab drafts
+        with the target's all the same (dflash_model.share_target_embeddings drops copies equal to them)."""
+        embed, head = target.get_input_embeddings().weight, target.get_output_embeddings().weight
+        like = {"device": self.fc.weight.device, "dtype": self.fc.weight.dtype}
+        self.embed_tokens = nn.Embedding(embed.shape[0], embed.shape[1], **like)
+        self.lm_head = nn.Linear(head.shape[1], head.shape[0], bias=False, **like)
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(embed)
+            self.lm_head.weight.copy_(head)
+        self.embed_tokens.requires_grad_(False)
+        self.lm_head.requires_grad_(False)
+        self.config.has_own_embeddings = True
 
     def confidence_logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor:
         """Uncalibrated confidence logits for hidden states (..., H) and the tokens before them (...)."""

@@ -14,6 +14,9 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
+  reexport    the shipped DFlash and DSpark drafters saved again in z-lab's and DeepSpec's formats, same weights,
+              no training (reexport.py; seconds), and the card's sizes and digests -> assets/dflash-drafter/,
+              assets/dspark-drafter/, the model card
 `--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
 drafter one more greedy phase on the target now shipped (`scripts/train_family.sh --more`; an experiment toward a
 target with a lower held-out loss, not the shipped family: docs/benchmarks.md).
@@ -272,6 +275,8 @@ def _train_drafter_more(kind: str, args, streams) -> int:
     else:
         cls, _, loss_of, score_of = _block_drafter_parts(kind)
         drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
+        if kind == "dspark":  # its stored copies are those of the target it trains for now (frozen)
+            drafter.copy_target_embeddings(target)
         loss = loss_of(drafter, target, generator, labels="argmax")
         score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
     cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5 + rounds, threads=args.threads,
@@ -319,6 +324,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     drafter = cls(config_of(target.config, tokenizer.mask_token_id))
     if kind == "dspark":
         dspark.init_markov_head(drafter)
+        drafter.copy_target_embeddings(target)  # frozen, stored in its checkpoint as DeepSpec's are
     dflash.init_from_target(drafter, target)
     cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
                   self_data_fraction=0.5)
@@ -405,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "small-lm-drafter", "self-data", "greedy-data",
-                                          "dflash", "dspark", "eagle3", "card"])
+                                          "dflash", "dspark", "eagle3", "card", "reexport"])
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
@@ -490,6 +496,19 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.stage == "prompts":
         _write_prompt_sets()
+        return 0
+
+    if args.stage == "reexport":
+        from .card import refresh_file_facts
+        from .reexport import reexport
+
+        target = _shipped_target()
+        for kind in ("dflash", "dspark"):
+            names = reexport(ASSETS / f"{kind}-drafter", kind, target)
+            print(f"saved {kind}-drafter again, {len(names)} weights, the same numbers")
+        if (ASSETS / "model_card.json").exists():  # the same functions: the card's sizes and digests only
+            refresh_file_facts()
+            print("model card: sizes and weight digests of the files now in assets/")
         return 0
 
     if args.stage == "card":

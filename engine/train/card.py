@@ -29,6 +29,18 @@ BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "draft_len", "block_len")
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
+# The public code that loads each shipped folder as it is, by the architecture its config.json names (the fields
+# and weight names those loaders read are checked in tests/test_shipped_formats.py).
+REFERENCE_LOADERS = {
+    "target": ("Qwen3ForCausalLM", "transformers' `Qwen3ForCausalLM`"),
+    "small-lm-drafter": ("Qwen3ForCausalLM", "transformers' `Qwen3ForCausalLM`"),
+    "eagle3-drafter": ("Qwen3Eagle3Model", "DeepSpec's `Qwen3Eagle3Model` (deepseek-ai/DeepSpec), which its "
+                       "`Qwen3Eagle3Evaluator` runs; stores frozen copies of the target's embedding table and LM head"),
+    "dflash-drafter": ("DFlashDraftModel", "z-lab's `DFlashDraftModel` (z-lab/dflash, PyTorch; their MLX `load_draft` "
+                       "reads the same config.json); drafts with the target's embedding table and LM head"),
+    "dspark-drafter": ("Qwen3DSparkModel", "DeepSpec's `Qwen3DSparkModel`, which its `Qwen3DSparkEvaluator` runs; "
+                       "stores frozen copies of the target's embedding table and LM head, as DeepSpec's checkpoints do"),
+}
 
 
 def bench_lanes() -> tuple[str, ...]:
@@ -79,19 +91,27 @@ def _folder_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*.safetensors")) / 1e6
 
 
+def _shipped_models(engine: Engine) -> dict:
+    """The target and every drafter of the engine, by their folder in assets/."""
+    return {"target": engine.target,
+            **{PRESETS["tiny"].drafters[m]: engine.drafter_models[m] for m in engine.drafter_models}}
+
+
+def _file_facts(name: str, model) -> dict:
+    """A folder's parameters (as loaded, before any lane runs) and size on disk."""
+    return {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2)}
+
+
 def measure(runs_dir: Path) -> dict:
     engine = Engine.load("tiny", "cpu")
     streams = tokenize_corpus(engine.tokenizer, runs_dir / "tokens.pt")
     windows = heldout_windows(streams["heldout"], 512)
     card: dict = {"python_version": platform.python_version(), "torch_version": torch.__version__, "models": {}}
-    models = {"target": engine.target,
-              **{PRESETS["tiny"].drafters[m]: engine.drafter_models[m] for m in engine.drafter_models}}
-    for name, model in models.items():
+    for name, model in _shipped_models(engine).items():
         if model is None:
             continue
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
-        entry = {"parameters": sum(p.numel() for p in model.parameters()), "disk_mb": round(_folder_mb(ASSETS_DIR / name), 2),
-                 "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
+        entry = {**_file_facts(name, model), "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
         if name in ("target", "small-lm-drafter"):
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
@@ -255,6 +275,12 @@ def render_markdown(card: dict) -> str:
         lines += ["", "Trained on from the weights shipped before (`python -m engine.train STAGE --from-shipped`, "
                   "`scripts/train_family.sh --more`): " + "; ".join(further) + "."]
     lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
+              "Each folder loads as it is, no weight missing or left over, in the public code its `architectures` "
+              "names (config fields and weight names as that code reads them: tests/test_shipped_formats.py):", "",
+              "| folder | architectures | loads in |", "|---|---|---|"]
+    lines += [f"| {name} | {REFERENCE_LOADERS[name][0]} | {REFERENCE_LOADERS[name][1]} |"
+              for name in card["models"] if name in REFERENCE_LOADERS]
+    lines += ["",
               f"On the {card['heldout_prompts']} held-out prompts (`assets/prompts/heldout.jsonl`), "
               f"{NEW_TOKENS} new tokens, temperature 0:", "",
               "| lane | K | τ (tokens per step, bonus included) | per-position acceptance | draft / verify per step, "
@@ -285,6 +311,23 @@ def read_report(path: Path) -> dict:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from None
+
+
+def refresh_file_facts() -> dict:
+    """The card written before, brought up to date with the files in assets/ after they were saved again without
+    any change to what the models compute (`python -m engine.train reexport`, which checks that): each folder's
+    parameters and size on disk, the total, the weights' digests. Its measurements stand, being of the same
+    functions; weights that compute anything else need `python -m engine.train card`."""
+    card_path = ASSETS_DIR / "model_card.json"
+    card = json.loads(card_path.read_text())
+    models = _shipped_models(Engine.load("tiny", "cpu"))
+    for name, entry in card["models"].items():
+        entry.update(_file_facts(name, models[name]))
+    card["total_disk_mb"] = round(sum(m["disk_mb"] for m in card["models"].values()), 2)
+    card["weights"] = weights_digests(PRESETS["tiny"])
+    card_path.write_text(json.dumps(card, indent=1) + "\n")
+    (ASSETS_DIR / "MODEL_CARD.md").write_text(render_markdown(card))
+    return card
 
 
 def write_card(runs_dir: Path, bench_reports: list[Path] = ()) -> dict:

@@ -30,6 +30,9 @@ DRAFT_LAYERS = 3  # one layer drafted worse than it saved here (docs/benchmarks.
 
 def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
                   layers: int = DRAFT_LAYERS) -> Qwen3Config:
+    """The target's config with z-lab's DFlash fields: `dflash_config` naming the target layers read and the
+    mask token, and at the top level `block_size` and `num_target_layers`, which z-lab's loaders read there (a
+    save adds `rope_theta` beside them: DFlashDraftModel.checkpoint_fields)."""
     inherited = {k: v for k, v in target_config.to_dict().items()
                  if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
                               "num_hidden_layers")}
@@ -37,6 +40,8 @@ def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: in
     config.architectures = ["DFlashDraftModel"]
     config.dflash_config = {"target_layer_ids": evenly_spaced_layers(target_config.num_hidden_layers),
                             "block_size": block_size, "mask_token_id": mask_token_id}
+    config.block_size = block_size
+    config.num_target_layers = target_config.num_hidden_layers
     return config
 
 

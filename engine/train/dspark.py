@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from transformers import Qwen3Config
 
 from ..drafters.dflash_model import evenly_spaced_layers
-from ..drafters.dspark_model import DSparkDraftModel
+from ..drafters.dspark_model import ARCHITECTURE, DSparkDraftModel
 from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, block_batch
 
 BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwen3 drafters use 7)
@@ -40,12 +40,14 @@ ARGMAX_LOSS_WEIGHTS = {"ce": 1.0, "tv": 0.0, "bce": 1.0}
 
 def dspark_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
                   layers: int = DRAFT_LAYERS, rank: int = MARKOV_RANK) -> Qwen3Config:
+    """The target's config with DeepSpec's DSpark fields (its build_draft_config, our values): its architecture
+    name, its tie flag (false: the drafter stores its own copy of the LM head, copy_target_embeddings)."""
     inherited = {k: v for k, v in target_config.to_dict().items()
                  if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
-                              "num_hidden_layers")}
-    config = Qwen3Config(**inherited, num_hidden_layers=layers)
+                              "num_hidden_layers", "tie_word_embeddings")}
+    config = Qwen3Config(**inherited, num_hidden_layers=layers, tie_word_embeddings=False)
     config.update(dict(
-        architectures=["DSparkDraftModel"], block_size=block_size, mask_token_id=mask_token_id,
+        architectures=[ARCHITECTURE], block_size=block_size, mask_token_id=mask_token_id,
         target_layer_ids=evenly_spaced_layers(target_config.num_hidden_layers),
         num_target_layers=target_config.num_hidden_layers, num_anchors=ANCHORS_PER_WINDOW, markov_rank=rank,
         markov_head_type="vanilla", enable_confidence_head=True, confidence_head_with_markov=True))

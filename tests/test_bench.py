@@ -13,7 +13,7 @@ def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     report = run_bench(random_engine, prompts, max_new_tokens=20, draft_len=3)
     assert report["identical_outputs"], report["mismatches"]
     assert set(report["lanes"]) == {"baseline", "ar", "dflash", "dspark", "dflash_overlap_on", "dflash_overlap_off", "dspark_verify_all",
-                                    "dspark_static_cut",
+                                    "dspark_static_cut", "dspark_no_markov",
                                     "hf_generate", "hf_assisted"}
     assert report["lanes"]["baseline"]["speedup"] == 1.0
     assert report["lanes"]["baseline"]["tokens"] == report["lanes"]["hf_generate"]["tokens"] == 60

@@ -100,6 +100,17 @@ def test_show_me_opens_each_points_tab_with_its_recording_and_what_to_look_at(bu
     assert step[0]["selected"] == "step" and "rejected" in _value(step, components, "step-focus")["value"]
 
 
+def test_run_it_live_measures_the_points_comparison_again(built):
+    _, handlers, _, components = built
+    visitor = SimpleNamespace(session_hash="live-visitor")
+    prepared = handlers.prepare_live(3, visitor)
+    assert prepared[0]["selected"] == "compare" and "measured live" in _value(prepared, components, "compare-focus")["value"]
+    *_, last = handlers.run_live(3, visitor)  # the Compare tab's own run, streamed
+    assert "done" in last[0]
+    ran = handlers.sessions.get("live-visitor").last
+    assert ran is not recorded()["sampled"] and ran.settings["temperature"] == 1.0 and ran.settings["seed"] == 0
+
+
 @pytest.mark.parametrize("query, tab, message", [
     ({"lesson": "4"}, "why", None), ({"lesson": "1"}, "compare", None), ({"tab": "step"}, "step", None),
     ({"lesson": "99"}, "lesson", "points 1 to 7"), ({"lesson": "<b>x"}, "lesson", "lesson point '<b>x'"),

@@ -4,13 +4,13 @@ Every forward the engine makes is [cached tokens ; new tokens], batch 1, no padd
 causal square), a one-token step (the token sees every key), and a verify of the anchor and K drafts (each new
 token sees the cache and the new tokens up to itself). transformers' SDPA path builds the verify's mask from a
 general mask function and, because a mask is present, copies the shared key/value heads once per query head
-(`repeat_kv`) in every layer. On a small CPU model that costs about 0.55 ms per verify forward of the embedded
-target (17.6 -> 17.0 ms, 8 tokens, 3%) and 0.25 ms per one-token forward (13.4 -> 13.2 ms, 2%).
+(`repeat_kv`) in every layer, which on a small CPU model is a measurable share of a forward.
 
 Here the mask of that one shape is built directly (two aranges and a comparison) and SDPA reads grouped key/value
 heads itself (`enable_gqa`). Logits and hidden states are bit-identical to transformers' SDPA path
 (tests/test_attention.py); any other case (a padding mask, sliding windows, a position bias, a non-CPU device)
-is handed to transformers' own functions unchanged.
+is handed to transformers' own functions unchanged. What it saves is measured in docs/benchmarks.md
+(`scripts/forward_times.py`) and docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -4,24 +4,21 @@ values), and LM heads packed for oneDNN.
 `nn.Linear` computes x @ Wᵀ with W of shape (out, in). A checkpoint stores W row by row, so the CPU's matrix
 product reads it transposed. Stored column by column instead (a view `W_t.t()` of a contiguous (in, out) copy),
 the same product reads a plain (in, out) matrix, and for the few rows the engine's forwards carry this is the
-faster kernel on these CPUs, above all when the weights come from memory rather than cache, as in a
-24-layer forward. The embedded target over a 200-token cache, with engine/attention.py, without and with this
-module's two changes, 150 interleaved repetitions (scripts/forward_times.py): one token 12.94 -> 12.12 ms,
-5 tokens 16.60 -> 14.75 ms, a verify of 8 tokens 16.53 -> 14.77 ms; the prefill (190 tokens) 69.1 -> 67.5 ms.
+faster kernel on the CPU, above all when the weights come from memory rather than cache, as in a deep forward
+(`use_column_major_weights`).
 
-Vocabulary-wide products (an LM head, DSpark's Markov head) keep the checkpoint's layout: with 4096 outputs the
-row-major kernel is the faster one at the 7-8 rows of a draft or a verify (8 rows: 211 against 252 us). So do
-weights shared with an embedding table (a tied LM head): transformers' save_pretrained needs them contiguous.
-For 4 rows or more they get a faster product still (`use_packed_vocab_products`): oneDNN's linear over a copy of
-the weight packed for it, whose results are those of `F.linear` bit for bit from 4 rows on (checked on this
-machine's CPU for each weight before it is used). 4096 outputs: 7 rows (a block draft) 257 -> 120 us, 8 rows
-(a DFlash verify) 218 -> 135 us. One to three rows (the baseline's step) keep `F.linear` and its numbers.
+Vocabulary-wide products (an LM head, DSpark's Markov head) keep the checkpoint's layout: there the row-major
+kernel is the faster one at the 7-8 rows of a draft or a verify. So do weights shared with an embedding table (a
+tied LM head): transformers' save_pretrained needs them contiguous. For 4 rows or more they get a faster product
+still (`use_packed_vocab_products`): oneDNN's linear over a copy of the weight packed for it, whose results are
+those of `F.linear` bit for bit from 4 rows on (checked on the running CPU for each weight before it is used). One
+to three rows (the baseline's step) keep `F.linear` and its numbers.
 
 Numbers: with 4 or more rows (the prefill, a verify of 3 drafts or more) the results are bit-identical to the
-row-major layout; a product of 1-3 rows (the baseline's step) takes another kernel whose rounding may differ in
-the last bit. The engine's lanes all run the same weights, so identity between them is unaffected; on the 65 held-out
-prompts the target's greedy output (64 tokens) was the same in both layouts (tests/test_layout.py checks the
-equality properties on a tiny model).
+row-major layout; a product of 1-3 rows takes another kernel whose rounding may differ in the last bit. The
+engine's lanes all run the same weights, so identity between them is unaffected (tests/test_layout.py checks the
+equality properties on a tiny model). What the layout saves is measured in docs/benchmarks.md
+(`scripts/forward_times.py`); how it was chosen, in docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # pip would compile every installed file to bytecode, on one core; compileall does it on all cores, and only for the
   # files the app and the tests can import. Without bytecode, each test process would compile torch and transformers
   # anew where PYTHONDONTWRITEBYTECODE is set. Left out, about half of the files and 13 to 21 s on these 2 cores
-  # (README): trees nothing here imports (transformers' other model families, packages' own test suites, plotly's
+  # (docs/experiments.md): trees nothing here imports (transformers' other model families, packages' own test suites, plotly's
   # other trace types, torch's compiler back ends, sympy's physics); Python still compiles any of them on import if
   # one is ever needed (tests/test_setup.py checks that none is). Its status is ignored: a few files of torch's own
   # are not Python 3.11.

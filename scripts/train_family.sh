@@ -11,7 +11,7 @@
 #   small-lm-drafter     distilled from the grown target
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
-# With --more (not the shipped family: an experiment toward a target with a lower loss, docs/benchmarks.md):
+# With --more (not the shipped family: an experiment toward a target with a lower loss, docs/experiments.md):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-small-lm-drafter, more-greedy-data   the small LM drafter distilled anew, greedy continuations anew, from that target
 #   dflash-more dspark-more eagle3-more   each drafter one more greedy phase on it, from the weights it had

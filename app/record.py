@@ -24,6 +24,7 @@ from .links import SettingError, parse_controls
 FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 20_000_000  # a 512-token comparison of five lanes is a few MB
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
+MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
 
 
 class RecordError(ValueError):
@@ -111,12 +112,30 @@ def _with_finish_reason(steps: list[Step], max_new_tokens: int) -> list[Step]:
     return steps[:-1] + [replace(steps[-1], finish_reason="length")] if written >= max_new_tokens else steps
 
 
+def _lane_steps(method: str, items) -> list[Step]:
+    """One lane's steps, each checked (engine/types.py Step.from_dict): the prefill, then decode steps
+    numbered 1, 2, ... in order."""
+    if not isinstance(items, list):
+        raise ValueError(f"lane {method} is not a list of steps")
+    trace = [Step.from_dict(item) if isinstance(item, dict) else None for item in items]
+    if any(step is None for step in trace):
+        raise ValueError(f"lane {method} holds something that is not a step")
+    if not trace or trace[0].kind != "prefill":
+        raise ValueError(f"lane {method} does not start with its prefill")
+    for i, step in enumerate(trace):
+        if step.index != i or (i > 0 and step.kind != "decode"):
+            raise ValueError(f"lane {method}: step {i} is numbered {step.index}, kind {step.kind}")
+    return trace
+
+
 def read_comparison(data: bytes | str) -> Comparison:
     """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line)."""
     if len(data) > MAX_FILE_BYTES:
         raise RecordError(f"the file is {len(data):,} bytes; a saved comparison is at most {MAX_FILE_BYTES:,}")
     try:
         doc = json.loads(data)
+    except RecursionError:
+        raise RecordError("the file nests its values too deeply to be a comparison") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -128,12 +147,9 @@ def read_comparison(data: bytes | str) -> Comparison:
     if unknown:
         raise RecordError(f"unknown method {unknown[0]!r} in the file")
     try:
-        steps = {m: [Step.from_dict(s) for s in lanes[m]] for m in METHOD_REGISTRY if m in lanes}
-        for method, trace in steps.items():
-            if not trace or trace[0].kind != "prefill":
-                raise ValueError(f"lane {method} does not start with its prefill")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise RecordError(f"a step in the file is malformed ({type(exc).__name__}: {str(exc)[:80]})") from None
+        steps = {m: _lane_steps(m, lanes[m]) for m in METHOD_REGISTRY if m in lanes}
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
+        raise RecordError(f"a step in the file is malformed ({type(exc).__name__}: {str(exc)[:100]})") from None
     if not isinstance(doc.get("settings"), dict):
         raise RecordError("the comparison has no settings")
     try:  # checked like the page's own controls, so every reader of a comparison can trust its settings
@@ -142,12 +158,23 @@ def read_comparison(data: bytes | str) -> Comparison:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
-    drafters = {str(k): str(v) for k, v in (doc.get("drafters") or {}).items()}
+    drafters = _words(doc.get("drafters"))
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
                                  "recorded") for m, trace in steps.items()}
-    return Comparison(settings=settings, lanes=lanes, device=str(doc.get("device", "")),
-                      preset=str(doc.get("preset", "")), versions=dict(doc.get("versions") or {}),
-                      recorded_at=str(doc.get("recorded_at", "")))
+    return Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")), preset=_word(doc.get("preset")),
+                      versions=_words(doc.get("versions")), recorded_at=_word(doc.get("recorded_at")))
+
+
+def _word(value) -> str:
+    """A descriptive field (device, preset, a version): text, cut short; anything else reads as empty."""
+    return value[:MAX_WORD_CHARS] if isinstance(value, str) else ""
+
+
+def _words(value) -> dict[str, str]:
+    """A small table of descriptive fields ({method: drafter}, {package: version}); anything else is empty."""
+    if not isinstance(value, dict):
+        return {}
+    return {k[:MAX_WORD_CHARS]: _word(v) for k, v in list(value.items())[:32] if isinstance(k, str)}
 
 
 class LastComparisons:

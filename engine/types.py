@@ -185,27 +185,104 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Step":
-        """The inverse of to_dict (a saved trace read back); raises KeyError/TypeError/ValueError on a
-        malformed one."""
-        def top(items) -> tuple[TopToken, ...]:
-            return tuple(TopToken(int(t["id"]), str(t["text"]), float(t["prob"])) for t in items)
+        """The inverse of to_dict (a saved trace read back), checked completely: every name from the engine's
+        own vocabulary, every number finite and in its range, accepted ≤ verified ≤ drafted. Anything else
+        raises ValueError naming the first bad field (KeyError for a missing one)."""
+        read = _Reader()
+        drafted = tuple(read.drafted(t, i) for i, t in enumerate(read.items(d["drafted"], "drafted")))
+        num_verified, num_accepted = read.count(d["num_verified"], "num_verified"), read.count(d["num_accepted"],
+                                                                                              "num_accepted")
+        if not num_accepted <= num_verified <= len(drafted):
+            raise ValueError(f"num_accepted {num_accepted} ≤ num_verified {num_verified} ≤ {len(drafted)} drafted "
+                             "does not hold")
+        committed = tuple(CommittedToken(read.id(t["id"], "committed id"), read.text(t["text"], "committed text"),
+                                         read.choice(t["source"], SOURCES, "committed source"))
+                          for t in read.items(d["committed"], "committed"))
+        spans = tuple(read.span(x) for x in read.items(d["spans"], "spans"))
+        finish = d.get("finish_reason")
+        return cls(index=read.count(d["index"], "index"), kind=read.choice(d["kind"], STEP_KINDS, "kind"),
+                   drafted=drafted, num_verified=num_verified, num_accepted=num_accepted,
+                   bonus_id=read.id(d["bonus_id"], "bonus_id"), committed=committed, spans=spans,
+                   finish_reason=None if finish is None else read.choice(finish, FINISH_REASONS, "finish_reason"))
 
-        def optional(value):
-            return None if value is None else float(value)
 
-        drafted = tuple(DraftedToken(
-            id=int(t["id"]), text=str(t["text"]), verdict=str(t["verdict"]), draft_prob=float(t["draft_prob"]),
-            target_prob=optional(t["target_prob"]), accept_prob=optional(t["accept_prob"]), draw=optional(t["draw"]),
-            draft_top=top(t["draft_top"]), target_top=top(t["target_top"]), confidence=optional(t.get("confidence")),
-            tv=optional(t.get("tv")))
-            for t in d["drafted"])
-        return cls(index=int(d["index"]), kind=str(d["kind"]), drafted=drafted, num_verified=int(d["num_verified"]),
-                   num_accepted=int(d["num_accepted"]), bonus_id=int(d["bonus_id"]),
-                   committed=tuple(CommittedToken(int(t["id"]), str(t["text"]), str(t["source"]))
-                                   for t in d["committed"]),
-                   spans=tuple(Span(str(x["work"] if "work" in x else x["lane"]), float(x["start_s"]),
-                                    float(x["end_s"]), str(x.get("label", ""))) for x in d["spans"]),
-                   finish_reason=None if d.get("finish_reason") is None else str(d["finish_reason"]))
+# The trace's vocabulary: what a saved step may say, and nothing else.
+STEP_KINDS = ("prefill", "decode")
+VERDICTS = ("accepted", "rejected", "unverified", "cut")
+SOURCES = ("accepted", "bonus")
+WORKS = ("draft", "verify", "host")
+MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; a bigger "id" is not a token
+PROBABILITY_SLACK = 1e-6  # float rounding can put a probability a hair above 1
+
+
+class _Reader:
+    """Reads the plain values of a saved step, refusing (ValueError, naming the field) anything the engine
+    could not have written."""
+
+    @staticmethod
+    def items(value, name: str) -> list:
+        if not isinstance(value, list):
+            raise ValueError(f"{name} must be a list, got {type(value).__name__}")
+        return value
+
+    @staticmethod
+    def count(value, name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_ID:
+            raise ValueError(f"{name} must be a whole number from 0, got {str(value)[:20]!r}")
+        return value
+
+    def id(self, value, name: str) -> int:
+        return self.count(value, name)
+
+    @staticmethod
+    def text(value, name: str) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be text, got {type(value).__name__}")
+        return value
+
+    @staticmethod
+    def choice(value, options: tuple[str, ...], name: str) -> str:
+        if value not in options:
+            raise ValueError(f"{name} must be one of {', '.join(options)}, got {str(value)[:20]!r}")
+        return value
+
+    @staticmethod
+    def number(value, name: str, low: float = 0.0, high: float = math.inf) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not low <= value <= high:
+            raise ValueError(f"{name} must be a finite number from {low:g}" + (f" to {high:g}" if high < math.inf else "")
+                             + f", got {str(value)[:20]!r}")
+        return float(value)
+
+    def probability(self, value, name: str, optional: bool = False) -> float | None:
+        if value is None and optional:
+            return None
+        return min(1.0, self.number(value, name, 0.0, 1.0 + PROBABILITY_SLACK))
+
+    def top(self, items, name: str) -> tuple[TopToken, ...]:
+        return tuple(TopToken(self.id(t["id"], f"{name} id"), self.text(t["text"], f"{name} text"),
+                              self.probability(t["prob"], f"{name} prob")) for t in self.items(items, name))
+
+    def drafted(self, t: dict, i: int) -> DraftedToken:
+        where = f"drafted token {i + 1}"
+        return DraftedToken(
+            id=self.id(t["id"], f"{where} id"), text=self.text(t["text"], f"{where} text"),
+            verdict=self.choice(t["verdict"], VERDICTS, f"{where} verdict"),
+            draft_prob=self.probability(t["draft_prob"], f"{where} draft_prob"),
+            target_prob=self.probability(t["target_prob"], f"{where} target_prob", optional=True),
+            accept_prob=self.probability(t["accept_prob"], f"{where} accept_prob", optional=True),
+            draw=self.probability(t["draw"], f"{where} draw", optional=True),
+            draft_top=self.top(t["draft_top"], f"{where} draft_top"),
+            target_top=self.top(t["target_top"], f"{where} target_top"),
+            confidence=self.probability(t.get("confidence"), f"{where} confidence", optional=True),
+            tv=self.probability(t.get("tv"), f"{where} tv", optional=True))
+
+    def span(self, x: dict) -> Span:
+        work = self.choice(x["work"] if "work" in x else x["lane"], WORKS, "span work")
+        start, end = self.number(x["start_s"], "span start_s"), self.number(x["end_s"], "span end_s")
+        if end < start:
+            raise ValueError(f"a span ends ({end:g} s) before it starts ({start:g} s)")
+        return Span(work, start, end, self.text(x.get("label", ""), "span label"))
 
 
 @dataclass(frozen=True)

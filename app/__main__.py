@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: the preset's; 1 for the embedded models, see README)")
+                        help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = parser.parse_args(argv)

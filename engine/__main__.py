@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run each step's host work during the next step (auto: on for CUDA, off on the CPU)")
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     gen.add_argument("--threads", type=int, default=None,
-                     help="torch CPU threads (default: the preset's; 1 for the embedded models, see README)")
+                     help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
     gen.add_argument("--warm-up", action="store_true",
                      help="first run every method briefly, as the app does when it starts, so one-time costs "

@@ -19,7 +19,7 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
               assets/dspark-drafter/, the model card
 `--from-shipped` trains a shipped model on instead: the target a further cycle (then --unloop-steps), a feature
 drafter one more greedy phase on the target now shipped (`scripts/train_family.sh --more`; an experiment toward a
-target with a lower held-out loss, not the shipped family: docs/benchmarks.md).
+target with a lower held-out loss, not the shipped family: docs/experiments.md).
 Long stages resume from runs/<stage>/ckpt.pt when cut off; `--steps` sets the schedule length. `--device cuda`
 trains on a GPU (batches are drawn on the CPU either way, so a seed gives the same batches on any device);
 `scripts/train_family.sh` runs every stage in order, the shipped family's way: the drafters' first phases on the
@@ -49,10 +49,10 @@ GREEDY_ROWS = 8192  # greedy continuations for the drafters' last phase (selfdat
 # against the target's greedy choice (argmax labels; DSpark: its CE term, and its confidence head learns whether
 # its argmax is the target's). τ on the held-out prompts: EAGLE-3 2.76 -> 3.49, DFlash 3.06 -> 3.58, DSpark 3.41 -> 3.97
 # (16-layer target, 2000 steps each). On the grown target the block drafters gained from a longer one:
-# DFlash 2000 -> 8000 steps τ 3.19 -> 3.38, DSpark (verifying all) 3.45 -> 3.88 (docs/benchmarks.md, 2026-11-30 greedy 8000).
+# DFlash 2000 -> 8000 steps τ 3.19 -> 3.38, DSpark (verifying all) 3.45 -> 3.88 (docs/experiments.md).
 GREEDY_STEPS = {"dflash": 8000, "dspark": 8000, "eagle3": 2000}
 # First-phase steps of the block drafters. DFlash gained from twice DSpark's schedule (τ 2.53 -> 2.81 on the
-# held-out prompts, docs/benchmarks.md). Each then trains a second cosine cycle as long as its first (the
+# held-out prompts, docs/experiments.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
 CALIBRATION_ROWS = 64  # held-out greedy continuations DSpark's confidence temperatures are fitted on
@@ -62,7 +62,7 @@ CALIBRATION_ROWS = 64  # held-out greedy continuations DSpark's confidence tempe
 # (held-out loss 2.05 -> 2.18), but the target's text without its repeats was far harder to draft: τ DFlash 2.15
 # below EAGLE-3's 2.26 with every drafter retrained on it. The shipped target ends with 100 steps of the "tails"
 # rule (loops only) after growing (scripts/train_family.sh): loops 3%, τ DFlash 3.19 after 2000 greedy steps,
-# 3.38 after 8000 (docs/benchmarks.md).
+# 3.38 after 8000 (docs/experiments.md).
 UNLOOP_STEPS_TRIED = 200
 UNLOOP_ROWS = 2048
 UNLOOP_LR = 2e-4
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="target, dflash, dspark: a second cosine cycle of this many steps from the first "
                              "one's weights (fresh optimizer, half the peak rate; drafters then repeat their "
                              "self-data phase); 0: none. Default: none for the target, as long as the first "
-                             "phase for the block drafters. Results: docs/benchmarks.md")
+                             "phase for the block drafters. Results: docs/experiments.md")
     parser.add_argument("--greedy-steps", type=int,
                         help=f"dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
                              f"continuations only (runs/greedy.pt); 0: none. Default: "
@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         loss_fn = distill_loss(model, _shipped_target(args.device))
     phases, extra = [(run_dir, cfg)], {}
     if args.stage == "target" and args.restart_steps:  # None (the default) or 0: one cycle
-        # Not used for the shipped target: harder to draft (README, docs/benchmarks.md).
+        # Not used for the shipped target: harder to draft (docs/experiments.md).
         cycle2 = _second_cycle(cfg, args.restart_steps)
         phases.append((run_dir / "cycle2", cycle2))
         extra = {"second_cycle": asdict(cycle2)}

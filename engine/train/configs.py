@@ -1,7 +1,7 @@
 """Architectures of the embedded models, defined once.
 
 Both are transformers Qwen3 models, so the code paths that serve them also serve real Qwen3 targets.
-Sizes were picked from measurements on a 2-core CPU (docs/benchmarks.md). A forward of models this small
+Sizes were picked from measurements on a 2-core CPU (docs/experiments.md). A forward of models this small
 costs mostly per layer, so the target is deep and narrow: its depth is what a drafter's depth is compared
 with, as a 36-layer Qwen3-4B is with its 1-layer EAGLE-3 or few-layer block drafters.
 """

@@ -25,7 +25,7 @@ from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
 GAMMA = 4.0  # position-weight decay for block size 8 (the paper: 7 for 16, 5 for 10, 4 for 8)
 ANCHORS_PER_WINDOW = 32  # blocks cut from each window: more supervision per target forward
-DRAFT_LAYERS = 3  # one layer drafted worse than it saved here (docs/benchmarks.md: τ 1.89 against 2.29)
+DRAFT_LAYERS = 3  # one layer drafted worse than it saved here (docs/experiments.md: τ 1.89 against 2.29)
 
 
 def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,

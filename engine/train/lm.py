@@ -4,7 +4,7 @@ The target learns next-token prediction on the corpus. The small LM drafter is d
 target: it learns to match the target's full next-token distribution (KL at temperature 1) on the same
 text, so that it agrees with the target rather than with the corpus.
 
-Runs are deterministic given the seed and resume from `ckpt.pt` in the run folder, so a cut session
+Runs are deterministic given the seed and resume from `ckpt.pt` in the run folder, so a cut run
 loses at most `save_every` steps.
 """
 

@@ -27,7 +27,7 @@ PREFIX_TOKENS = 64
 NEW_TOKENS = 192
 BATCH = 32
 DEF_SHARE = 0.75  # of the greedy rows, those after a function opening (1000 steps on such rows only: DFlash τ 3.55
-# on the held-out prompts; 2000 steps on half such rows, half random windows: 3.52; docs/benchmarks.md)
+# on the held-out prompts; 2000 steps on half such rows, half random windows: 3.52; docs/experiments.md)
 
 
 @torch.inference_mode()

@@ -1,7 +1,7 @@
 """An optional last phase of the target (`python -m engine.train target --unloop-steps N`): unlikelihood
 training against its own greedy loops. The shipped target ends with 100 steps of the "tails" rule after it grows
 (scripts/train_family.sh: loops 15% -> 3%); the "ngrams" rule took so much repetition away that the target's
-text was far harder to draft (docs/benchmarks.md, 2026-11-30 night and latest).
+text was far harder to draft (docs/experiments.md).
 
 A small language model decoded greedily falls into loops: the same line again and again (`self.pid = None`
 eight times after a docstring). The fix here is sequence-level unlikelihood training (Welleck et al., "Neural
@@ -11,7 +11,7 @@ next-token loss on corpus text keeps it a language model. Which tokens (`rule`):
 token that completes an n-gram the continuation already holds (n = 4); "tails", only the tokens of a loop under
 way, as the model card counts loops. On the one-cycle target, 200 steps: loops 15% -> 2% for +0.07 nats of
 held-out loss with "ngrams", 15% -> 0% for +0.02 with "tails", which keeps more of the ordinary repetition of
-code that drafters rightly draft (docs/benchmarks.md, 2026-11-30 night).
+code that drafters rightly draft (docs/experiments.md).
 
 Batches come from `lm.train`: the first rows corpus windows, the last `num_loop_rows` the target's greedy
 continuations (PREFIX_TOKENS of prompt, then its own text). Only the continuation is penalised.

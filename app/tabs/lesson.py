@@ -216,4 +216,4 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \
             .then(events.run_live, None, measured, concurrency_limit=1, concurrency_id="engine", **quiet)
     targets.lesson.step_button.click(handlers.on_step, None, everything, concurrency_limit=None, **quiet)
-    demo.load(handlers.on_load, None, everything, concurrency_limit=None, **quiet)
+    demo.load(handlers.on_load, None, everything, queue=False, **quiet)  # like the Compare tab's: never queued

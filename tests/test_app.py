@@ -556,3 +556,22 @@ def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_
     report = run_bench(engine, [PROMPT], max_new_tokens=8, draft_len=2, with_hf=False)
     assert set(report["lanes"]) == {"baseline", "echo"} and report["identical_outputs"]
     assert "**Echo**: a method that exists only in this test." in methods_text()
+
+
+def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(random_engine):
+    from app.tabs.compare import LONG_LINK_CHARS, MAX_LINK_CHARS
+
+    make_link = _handler(build_app(random_engine), "make_link")
+    values = {**RUN, "seed": "0"}
+    controls = [values[k] for k in ("prompt", "methods", "temperature", "seed", "max_new_tokens", "draft_len",
+                                    "block_len", "verify_rule", "scheduler", "confidence_threshold", "overlap")]
+
+    def link(prompt: str):
+        return make_link("http://127.0.0.1:7860/", prompt, *controls[1:])
+
+    shown, notes = link(PROMPT)
+    assert shown["visible"] and shown["value"].startswith("http://127.0.0.1:7860/?") and not notes["visible"]
+    shown, notes = link("x" * (LONG_LINK_CHARS + 100))
+    assert shown["visible"] and "Note on this link" in notes["value"]
+    shown, notes = link("x" * (MAX_LINK_CHARS + 100))
+    assert not shown["visible"] and "No link made" in notes["value"] and "Download this comparison" in notes["value"]

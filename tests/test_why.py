@@ -165,3 +165,23 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
         assert "1 prompt(s), 12 new tokens" in table and "K=3" in table and "K=16" not in table
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
         browser.close()
+
+
+@pytest.mark.parametrize("values, message", [
+    ((float("nan"), 0.1, 0.3), "acceptance p must be a number"), ((0.7, "x", 0.3), "serial draft cost must be"),
+    ((0.7, 0.1, [1]), "block draft cost must be"), ((0.7, 0.1, 9.0), "from 0.05 to 1.5"),
+])
+def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, values, message):
+    from types import SimpleNamespace
+
+    from app.sessions import SessionStore
+    from app.tabs import why
+
+    with gr.Blocks():
+        _, handlers = why.render(random_engine, SessionStore(), recordings={})
+    visitor = SimpleNamespace(session_hash="api-visitor")
+    with pytest.raises(gr.Error, match=message):
+        handlers.predict(*values, visitor)
+    with pytest.raises(gr.Error, match=message):
+        handlers.overlay(*values, visitor)
+    assert handlers.predict(0.7, 0.1, 0.3, visitor).data  # in range: drawn

@@ -57,6 +57,7 @@ WHEN_IDLE_JS = ("async (...inputs) => { await new Promise((done) => window.reque
 
 MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so the queue must keep moving
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
+MAX_LINK_CHARS = 60_000  # past this no link is made: the server itself cannot open an address over 65,536 bytes
 
 ACCEPTANCE_CAPTION = ("A drafted token is accepted with probability min(1, p_target / p_draft); at temperature 0, "
                       "exactly when it is the target's own choice. Hover any token for both probabilities, the "
@@ -465,6 +466,11 @@ class CompareHandlers:
             return gr.update(value="", visible=False), notes_update([str(exc)], "No link made:")
         base = address if isinstance(address, str) and address.startswith(("http://", "https://")) else ""
         link = f"{base}?{build_query(settings, self.engine.preset)}"
+        if len(link) > MAX_LINK_CHARS:
+            return gr.update(value="", visible=False), notes_update(
+                [f"this comparison's link would be {len(link):,} characters, more than this server can open "
+                 f"({MAX_LINK_CHARS:,}); a shorter prompt fits, or share the file from “Download this comparison”"],
+                "No link made:")
         long = (notes_update([f"it is {len(link):,} characters long; some browsers and servers cut links past "
                               f"about {LONG_LINK_CHARS:,}, so a shorter prompt travels more safely"],
                              "Note on this link:") if len(link) > LONG_LINK_CHARS else notes_update([], ""))

@@ -22,6 +22,7 @@ from engine.types import EngineError
 from .. import lesson
 from ..charts import lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure, variant_label
 from ..examples import example_choices
+from ..links import SettingError, float_parser
 from ..sessions import SessionStore
 from ..theory import PUBLISHED, one_pass_curve, serial_curve
 
@@ -159,6 +160,11 @@ PARTS_CAPTION = ("**What each part of the scheduled drafter buys.** The same che
                  "prompts.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
 NUM_PANELS = 7  # WhyView.panels
+# The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
+SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98, 0.75),
+           ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
+           ("one-pass drafter: the whole block's cost / a verify forward's", "block draft cost", 0.05, 1.5, 0.4))
+SLIDER_PARSERS = tuple(float_parser(name, low, high) for _, name, low, high, _ in SLIDERS)
 NOT_RECORDED = "Not recorded here: press the button to measure it on this machine."
 
 
@@ -213,15 +219,13 @@ def layout(recordings: dict) -> WhyView:
     focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
-        acceptance = gr.Slider(0.3, 0.98, value=0.75, step=0.01, label="per-position acceptance p (prediction)")
-        serial_cost = gr.Slider(0.02, 1.0, value=0.15, step=0.01,
-                                label="serial drafter: one draft forward's cost / a verify forward's")
-        block_cost = gr.Slider(0.05, 1.5, value=0.4, step=0.01,
-                               label="one-pass drafter: the whole block's cost / a verify forward's")
+        acceptance, serial_cost, block_cost = (gr.Slider(low, high, value=value, step=0.01, label=label)
+                                               for label, _, low, high, value in SLIDERS)
     with gr.Row():
         overlay_button = gr.Button("Overlay my last Compare run", elem_id="overlay-last-run", size="sm", scale=0)
         overlay_note = gr.Markdown(elem_id="overlay-note")
-    prediction = gr.Plot(_settings_prediction(0.75, 0.15, 0.4), elem_id="why-prediction", show_label=False)
+    prediction = gr.Plot(_settings_prediction(*(value for *_, value in SLIDERS)), elem_id="why-prediction",
+                         show_label=False)
     gr.Markdown(SWEEP_CAPTION, elem_classes="note")
     with gr.Row():
         prompt = gr.Dropdown(sweep_prompt_choices(), value=HELDOUT, label="Prompts for the sweep", scale=4)
@@ -262,12 +266,23 @@ class WhyHandlers:
     def _last(self, session: str):
         return self.sessions.get(session).last
 
+    @staticmethod
+    def _sliders(p, c, b) -> tuple[float, float, float]:
+        """The sliders' values, each checked with the page's own parsers (an API call can send anything: text,
+        NaN, a list); a bad one is one line on the page."""
+        try:
+            return tuple(parse(value) for parse, value in zip(SLIDER_PARSERS, (p, c, b)))
+        except SettingError as exc:
+            raise gr.Error(str(exc), print_exception=False) from None
+
     def predict(self, p, c, b, request: gr.Request):
         """The prediction at the sliders' values, with the session's last run's lanes as crosses."""
+        p, c, b = self._sliders(p, c, b)
         comparison = self._last(request.session_hash)
         return _settings_prediction(p, c, b, run_points(comparison) if comparison else None)
 
     def overlay(self, p, c, b, request: gr.Request):
+        self._sliders(p, c, b)
         comparison = self._last(request.session_hash)
         if comparison is None or comparison.baseline is None:
             return gr.skip(), NO_RUN
@@ -297,10 +312,10 @@ class WhyHandlers:
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
     """Connect the components to the handlers; every measurement waits in the engine's queue like a
     comparison."""
+    page_only = dict(show_progress="hidden", queue=False, preprocess=False, api_visibility="private")
     for slider in view.sliders:
-        slider.change(handlers.predict, view.sliders, view.prediction, show_progress="hidden", queue=False)
-    view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], queue=False,
-                              show_progress="hidden")
+        slider.change(handlers.predict, view.sliders, view.prediction, **page_only)
+    view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], **page_only)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     view.sweep_button.click(handlers.on_sweep, [view.prompt], [view.sweep_plot, view.sweep_text, view.machine_plot],
                             api_name="k_sweep", **engine_queue)

@@ -9,7 +9,7 @@ length minus one, and the drafter is told how many positions are still valid.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -160,9 +160,17 @@ class Engine:
         yield from self._run(prompt_ids, config, drafter)
 
     def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
-        """Run to completion and return the whole trace with its summary."""
+        """Run to completion and return the whole trace with its summary. The result's config says what ran: a
+        draft length past the drafter's trained block is recorded as that block."""
         prompt_ids, drafter = self._prepare(prompt, config)
-        return build_result(self, prompt_ids, config, list(self._run(prompt_ids, config, drafter)), drafter.label)
+        steps = list(self._run(prompt_ids, config, drafter))
+        if drafter.max_draft_len is not None and config.draft_len > drafter.max_draft_len:
+            config = replace(config, draft_len=drafter.max_draft_len)
+        return build_result(self, prompt_ids, config, steps, drafter.label)
+
+    def max_draft_len(self, method: str) -> int | None:
+        """The longest draft `method` can make here (a block drafter's trained block), None for no limit."""
+        return self._drafter(method).max_draft_len
 
     def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""

@@ -575,3 +575,16 @@ def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(ran
     assert shown["visible"] and "Note on this link" in notes["value"]
     shown, notes = link("x" * (MAX_LINK_CHARS + 100))
     assert not shown["visible"] and "No link made" in notes["value"] and "Download this comparison" in notes["value"]
+
+
+def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_what_ran(random_engine):
+    from types import SimpleNamespace
+
+    cap = random_engine.max_draft_len("dflash")
+    assert cap is not None and cap < 16
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=8, draft_len=16))
+    assert result.config.draft_len == cap  # the CLI's JSON records what ran
+    args = run_args()
+    args[1], args[4], args[5] = ["baseline", "dflash"], 16, 8  # lanes, block length, max new tokens
+    status = list(_handler(build_app(random_engine), "on_run")(*args, request=SimpleNamespace(session_hash="cap")))[-1][0]
+    assert f"DFlash drafted {cap} per step (its trained block), not 16" in status

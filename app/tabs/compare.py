@@ -279,6 +279,7 @@ class CompareHandlers:
         self.engine = engine
         self.methods = list(engine.methods())
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}  # shown in each lane's header
+        self.caps = {m: engine.max_draft_len(m) for m in self.methods}  # a block drafter's trained block
         self.defaults = default_settings(self.methods)
         self.run_lanes = run_lanes
         self.max_run_s = max_run_s
@@ -405,8 +406,16 @@ class CompareHandlers:
         if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
             self.sessions.recorded.remember(key, comparison)
         text, error = self._final_status(lane_runs, stop, out_of_time)
+        text += self._capped_note(settings)
         yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
             *comparison_figures(comparison)
+
+    def _capped_note(self, settings: Settings) -> str:
+        """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
+        capped = [f"{method_label(m)} drafted {self.caps[m]} per step (its trained block), not {asked}"
+                  for m in settings.methods
+                  if self.caps.get(m) is not None and (asked := settings.config(m).draft_len) > self.caps[m]]
+        return f" {'; '.join(capped)}." if capped else ""
 
     def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:
         errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]

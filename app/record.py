@@ -22,7 +22,7 @@ from engine.types import RunSummary, Step
 from .links import SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
-MAX_FILE_BYTES = 20_000_000  # a 512-token comparison of five lanes is a few MB
+MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 MB
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
 MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
 

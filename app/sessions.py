@@ -18,6 +18,9 @@ from .record import Comparison, LastComparisons
 
 MAX_BROWSER_SESSIONS = 64  # sessions whose state is kept, least recently used evicted
 MAX_RECORDED = 32  # complete comparisons kept by configuration for share links
+# Sessions that keep a comparison opened from a file (one read back takes about 6× its file's size in memory):
+# past this, the oldest such session forgets its file (its page still shows it; Step through and Why no longer).
+MAX_OPENED_FILES = 4
 
 
 @dataclass
@@ -39,10 +42,13 @@ class Session:
 
 
 class SessionStore:
-    def __init__(self, limit: int = MAX_BROWSER_SESSIONS, recorded: int = MAX_RECORDED):
+    def __init__(self, limit: int = MAX_BROWSER_SESSIONS, recorded: int = MAX_RECORDED,
+                 opened_files: int = MAX_OPENED_FILES):
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._opened: OrderedDict[str, Comparison] = OrderedDict()  # sessions holding a file, oldest first
         self._lock = threading.Lock()
         self._limit = limit
+        self._opened_limit = opened_files
         self.recorded = LastComparisons(limit=recorded)  # complete runs by configuration (app/tabs/compare.py)
 
     def get(self, session: str) -> Session:
@@ -53,6 +59,21 @@ class SessionStore:
             while len(self._sessions) > self._limit:
                 self._sessions.popitem(last=False)
             return state
+
+    def opened(self, session: str, comparison: Comparison) -> None:
+        """A comparison opened from a file becomes the session's last one (and the one it steps through);
+        at most MAX_OPENED_FILES sessions keep one, so a crowd of uploads cannot fill the server's memory."""
+        state = self.get(session)
+        state.last = state.shown = comparison
+        with self._lock:
+            self._opened.pop(session, None)
+            self._opened[session] = comparison
+            while len(self._opened) > self._opened_limit:
+                oldest, dropped = self._opened.popitem(last=False)
+                held = self._sessions.get(oldest)
+                if held is not None:
+                    held.last = None if held.last is dropped else held.last
+                    held.shown = None if held.shown is dropped else held.shown
 
     def peek(self, session: str) -> Session | None:
         """The session's state if the store has it (never makes one)."""

@@ -1,5 +1,6 @@
-"""A minimal client of a running SpecLab app, speaking Gradio's queue protocol as a browser page does:
-join the queue, read the event stream, count every byte received. Used by the measurement scripts
+"""A minimal client of a running SpecLab app, speaking Gradio's protocol as a browser page does: join the
+queue and read the event stream (or, for an event the app runs outside the queue, one POST), count every
+byte received. Used by the measurement scripts
 (app_timing.py, app_load.py); not part of the app."""
 
 from __future__ import annotations
@@ -69,12 +70,32 @@ class App:
                 return dep["id"]
         raise LookupError(api_name or first_input_elem)
 
+    def queued(self, fn_index: int) -> bool:
+        """Whether the page sends this event through the queue (the app runs some, page loads among them,
+        outside it)."""
+        dep = next(d for d in self.config["dependencies"] if d["id"] == fn_index)
+        return dep.get("queue") is not False
+
+    def call_direct(self, fn_index: int, data: list, session: str, timeout_s: float = 600, query: str = "") -> dict:
+        """An event outside the queue, as the page sends it: one POST, the outputs in its answer."""
+        start = time.monotonic()
+        with httpx.Client(timeout=timeout_s) as client:
+            answer = client.post(f"{self.base}/{API}/run/predict" + (f"?{query}" if query else ""),
+                                 json={"data": data, "fn_index": fn_index, "session_hash": session,
+                                       "event_data": None, "trigger_id": None})
+        body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+        return {"ok": answer.status_code == 200, "queue_full": False, "outputs": body.get("data"),
+                "error": body.get("error") if answer.status_code != 200 else None, "bytes": len(answer.content),
+                "messages": 1, "seconds": time.monotonic() - start}
+
     def call(self, fn_index: int, data: list, session: str | None = None, timeout_s: float = 600,
              query: str = "") -> dict:
         """Run one event to its end; `query`: the page's own query string (a share link's), which the page
         sends with its events. Returns {"ok", "outputs" (final values), "error", "bytes" (the event stream),
         "messages", "seconds", "queue_full"}."""
         session = session or uuid.uuid4().hex[:11]
+        if not self.queued(fn_index):
+            return self.call_direct(fn_index, data, session, timeout_s, query)
         start = time.monotonic()
         with httpx.Client(timeout=timeout_s) as client:
             joined = client.post(f"{self.base}/{API}/queue/join" + (f"?{query}" if query else ""),

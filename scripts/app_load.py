@@ -4,9 +4,10 @@
     python scripts/app_load.py soak [--runs 300]      # runs in a row; the server's memory as they go
 
 Starts the app (`python -m app`, the embedded models) on a free port and talks to it as browser pages do
-(scripts/app_client.py). crowd: N clients open the same share link at once (the engine should run that
-configuration once, the rest replay the recorded run), then N clients run distinct configurations at once
-(each finishes or is told the app is busy); prints p50/p95 of the seconds each waited. soak: runs through the
+(scripts/app_client.py). crowd: one visitor opens a share link (the engine runs it and the server records it),
+then N clients open it at once (each should get the recorded run at once: page loads run outside the queue),
+then, unless --link-only, N clients run distinct configurations at once (each finishes or is told the app is
+busy); prints p50/p95 of the seconds each waited. soak: runs through the
 Run endpoint with a new browser session every 10 runs (--runs-per-session), reading the server's resident memory every 10 runs;
 prints it after warm-up and at the end. Both report tracebacks found in the server's log.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import threading
 import time
@@ -94,10 +94,14 @@ def open_link(app: App, query: str) -> dict:
     return ran
 
 
-def crowd(app: App, clients: int, max_new_tokens: int) -> dict:
+def crowd(app: App, clients: int, max_new_tokens: int, link_only: bool = False) -> dict:
     run = app.fn_index(api_name="run")
     query = urlencode({"prompt": PROMPT, "methods": ",".join(METHODS), "max_new_tokens": max_new_tokens})
+    first = open_link(app, query)  # the lecturer, before class: the server records the run
+    print(f"first visit: {status_of(first)[:120]} ({first['seconds']:.1f} s)", flush=True)
     same = at_once([lambda: open_link(app, query) for _ in range(clients)])
+    if link_only:
+        return {"one_link": summary(f"{clients} visitors of one recorded link", same)}
     distinct = at_once([
         (lambda i=i: app.call(run, [f"{PROMPT}    # visitor {i}\n", METHODS, 0.0, 4, 7, max_new_tokens, "0",
                                     "rejection", True, "throughput", 0.5, "auto"]))
@@ -138,6 +142,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--runs-per-session", type=int, default=10,
                         help="soak: a new browser session after this many runs (1: every run a new visitor)")
+    parser.add_argument("--link-only", action="store_true", help="crowd: only the visitors of one recorded link")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
 
@@ -147,7 +152,7 @@ def main() -> int:
     try:
         app = App(f"http://127.0.0.1:{port}/")
         if args.mode == "crowd":
-            report = crowd(app, args.clients, args.max_new_tokens)
+            report = crowd(app, args.clients, args.max_new_tokens, args.link_only)
         else:
             report = soak(app, server.pid, args.runs, args.max_new_tokens, args.runs_per_session)
     finally:

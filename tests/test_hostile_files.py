@@ -6,22 +6,23 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import replace
 
 import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.charts import comparison_figures  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.record import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
-from app.render import lane_html  # noqa: E402
-from app.tabs.step import last_step, step_view  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
+from conftest import ROOT  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from reliability import draw_everything, mutate  # noqa: E402  the catalogue's own mutator and views
+
 PROMPT = "def parse(self, text):\n"
-ODD_VALUES = (None, True, False, -1, 0, 1, 2, 0.5, -0.5, 1.5, 99, 2**40, 1e308, -1e308, float("nan"), float("inf"),
-              "", "maybe", "<b>x</b>", "cut", "eos", [], {}, [1, 2], {"id": 1})
 MUTATIONS = 1000  # scripts/reliability.py runs more
 
 
@@ -35,47 +36,6 @@ def saved(random_engine) -> dict:
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.8, seed=1,
                                      draft_len=3, methods=tuple(lanes)))
     return json.loads(Comparison.of_steps(settings, lanes, device="cpu", preset="random").to_json())
-
-
-def places(doc, path=()):
-    """Every (path, value) in a JSON document, containers included."""
-    yield path, doc
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from places(value, (*path, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            yield from places(value, (*path, i))
-
-
-def mutate(doc, rng: random.Random):
-    """A copy of `doc` with one place changed: given an odd value, dropped, nested in a list, or repeated."""
-    doc = json.loads(json.dumps(doc))
-    path, value = rng.choice([p for p in places(doc) if p[0]])
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    key, how = path[-1], rng.randrange(4)
-    if how == 0:
-        parent[key] = rng.choice(ODD_VALUES)
-    elif how == 1 and isinstance(parent, dict):
-        del parent[key]
-    elif how == 2:
-        parent[key] = [value]
-    elif isinstance(parent, list):
-        parent.insert(key, value)
-    else:
-        parent[key] = rng.choice(ODD_VALUES)
-    return doc
-
-
-def draw_everything(comparison: Comparison) -> None:
-    """Every view of a comparison: each lane, every chart, the first and the last step."""
-    for method in comparison.lanes:
-        lane_html(comparison, method)
-    comparison_figures(comparison)
-    for i in (0, last_step(comparison)):
-        step_view(comparison, i)
 
 
 def test_a_mutated_file_is_shown_by_every_view_or_refused_in_one_line(saved):

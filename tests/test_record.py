@@ -148,3 +148,19 @@ def test_a_share_link_opened_again_shows_the_recorded_run(random_engine, monkeyp
         browser.close()
     assert "done" in statuses[0] and len(runs) == 2  # first visit: both lanes ran
     assert "ran before on this server" in statuses[1] and len(runs) == 2  # second visit: nothing ran again
+
+
+def test_at_most_a_few_sessions_keep_a_file_they_opened(comparison):
+    from dataclasses import replace as copy_of
+
+    from app.sessions import SessionStore
+
+    store = SessionStore(opened_files=2)
+    files = [copy_of(comparison, recorded_at=str(i)) for i in range(3)]
+    for i, opened in enumerate(files):
+        store.opened(f"s{i}", opened)
+    assert store.get("s0").last is None and store.get("s0").shown is None  # the oldest file was forgotten
+    assert store.get("s1").last is files[1] and store.get("s2").shown is files[2]
+    store.get("s1").last = comparison  # a run since: what it holds now is not the file, and stays
+    store.opened("s3", files[0])
+    assert store.get("s1").last is comparison and store.get("s1").shown is None

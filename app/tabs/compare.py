@@ -519,7 +519,7 @@ class CompareHandlers:
             comparison = read_comparison(data if isinstance(data, (bytes, str)) else b"")
         except RecordError as exc:
             return self.refused(f"cannot open that file: {exc}")
-        self.sessions.get(request.session_hash).last = comparison  # the Step-through tab shows it too
+        self.sessions.opened(request.session_hash, comparison)  # the Step-through and Why tabs read it too
         return self.show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
                                   "opened from a file")
 
@@ -534,8 +534,9 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"]]
     view.run_button.click(handlers.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)
+    # Two files read at once at most (each takes ~6× its size while it is read), queued apart from the engine.
     view.upload.upload(handlers.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
-                       concurrency_limit=None, api_name="open_saved", show_progress="hidden")
+                       concurrency_limit=2, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
     view.run_button.click(handlers.on_requested, inputs=None, outputs=None, queue=False, **quiet)
     view.stop_button.click(handlers.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     view.controls["methods"].change(handlers.show_lanes, inputs=[view.controls["methods"]],

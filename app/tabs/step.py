@@ -415,7 +415,8 @@ class StepHandlers:
 
     def show(self, comparison: Comparison, session: str, source: str, start: int = 0) -> tuple:
         """Start stepping through `comparison` at step `start`: the status, the slider, and the step's outputs."""
-        self.sessions.get(session).shown = comparison
+        if self.sessions.get(session).shown is not comparison:
+            self.sessions.get(session).shown = comparison
         start = max(0, min(start, last_step(comparison)))
         return (status_html(describe(comparison, source)),
                 gr.update(minimum=0, maximum=last_step(comparison), value=start),
@@ -435,6 +436,7 @@ class StepHandlers:
             return _refused(f"Could not open that file: {exc}")
         except OSError as exc:
             return _refused(f"Could not read that file: {exc.strerror or exc}")
+        self.sessions.opened(request.session_hash, comparison)  # bounded like every opened file
         return self.show(comparison, request.session_hash, os.path.basename(path))
 
     def on_step(self, raw, request: gr.Request):
@@ -493,7 +495,8 @@ def wire(view: StepTabView, handlers: StepHandlers) -> None:
     quiet = dict(api_visibility="private", show_progress="hidden")
     shown = [view.status, view.slider, *view.step_outputs]
     view.show_button.click(handlers.on_show_last, None, shown, concurrency_limit=None, **quiet)
-    view.upload.upload(handlers.on_upload, [view.upload], shown, concurrency_limit=None, **quiet)
+    view.upload.upload(handlers.on_upload, [view.upload], shown, concurrency_limit=2, concurrency_id="open-file",
+                       **quiet)
     view.slider.change(handlers.on_step, [view.slider], view.step_outputs, preprocess=False, concurrency_limit=None,
                        **quiet)
     view.token.input(handlers.on_token, [view.slider, view.token], [view.blocks, view.draft_plot, view.target_plot],

@@ -294,12 +294,17 @@ class WhyHandlers:
         try:
             return measure(self.engine, *args)
         except (EngineError, ValueError) as exc:
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(str(exc), print_exception=False) from None
 
     def on_sweep(self, choice):
-        """The K sweep, live, on the lesson's held-out prompts or one example prompt."""
-        prompts = lesson.sweep_prompts() if choice == HELDOUT or not isinstance(choice, str) or not choice.strip() \
-            else [choice]
+        """The K sweep, live, on the lesson's held-out prompts or one prompt (the engine checks it)."""
+        if choice == HELDOUT:
+            prompts = lesson.sweep_prompts()
+        elif isinstance(choice, str) and choice.strip():
+            prompts = [choice]
+        else:
+            raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
+                           print_exception=False)
         return sweep_outputs(self._measured(lesson.measure_sweeps, prompts))
 
     def on_check(self):
@@ -318,7 +323,7 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], **page_only)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     view.sweep_button.click(handlers.on_sweep, [view.prompt], [view.sweep_plot, view.sweep_text, view.machine_plot],
-                            api_name="k_sweep", **engine_queue)
+                            api_name="k_sweep", preprocess=False, **engine_queue)
     view.check_button.click(handlers.on_check, None, [view.check_plot, view.check_text], api_name="lossless_check",
                             **engine_queue)
     view.parts_button.click(handlers.on_parts, None, [view.parts_plot, view.parts_text], api_name="parts",

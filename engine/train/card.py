@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import platform
+import textwrap
 from pathlib import Path
 
 import torch
@@ -25,6 +26,7 @@ from ..types import GenerationConfig
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
 # The settings a quiet and a busy bench report must share.
+CARD_WIDTH = 110  # the card's prose lines wrap here
 BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "draft_len", "block_len")
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
@@ -246,7 +248,7 @@ def shapes_text(card: dict) -> str:
     if grown_from:
         history = (f"it was trained as {grown_from} layers — {replaced} — then grown to {layers} computing the same "
                    f"function and trained on (`--grow-layers`, engine/train/grow.py): {layers} target layers beside the "
-                   f"block drafters' 3 is the ratio of Qwen3-8B's 36 layers to DFlash's 5 (docs/benchmarks.md has the "
+                   f"block drafters' 3 is the ratio of Qwen3-8B's 36 layers to DFlash's 5 (docs/experiments.md has the "
                    f"costs before and after).")
     return f"""Why these shapes. On a CPU a forward of a model this small costs mostly per layer (operator dispatch and
 the Python around each operator) and little per token: verifying 8 tokens costs well under 2 target forwards,
@@ -261,7 +263,7 @@ drafter without the target's features costs and achieves."""
 
 def render_markdown(card: dict) -> str:
     lines = ["# Model card: the embedded SpecLab models", "",
-             "Tiny models trained by this project's own scripts (`python -m engine.train ...`, see README) on the",
+             "Tiny models trained by this project's own scripts (`python -m engine.train ...`, see docs/embedded-models.md) on the",
              "Python standard library's source (PSF licence), file list in `corpus_manifest.json`. They exist to",
              "make speculative decoding visible offline on a laptop CPU; they are not useful language models.",
              "Every figure below was measured by `python -m engine.train card` on the shipped float16 weights, but the",
@@ -302,7 +304,9 @@ def render_markdown(card: dict) -> str:
               f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "
               f"{card['greedy_loop_rate'] * 100:.0f}% of the held-out prompts.", "",
               f"Measured with Python {card['python_version']}, torch {card['torch_version']}."]
-    return "\n".join(lines) + "\n"
+    # prose wrapped to short lines (tables stay one row a line); markdown renders them the same
+    return "\n".join(line if line.startswith("|") or len(line) <= CARD_WIDTH
+                     else textwrap.fill(line, CARD_WIDTH, break_on_hyphens=False) for line in lines) + "\n"
 
 
 def read_report(path: Path) -> dict:

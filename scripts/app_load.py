@@ -24,10 +24,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import ROOT, App, free_port, rss_mib, start_app  # noqa: E402
 
 PROMPT = "def moving_average(values, window):\n"
-METHODS = ["baseline", "ar", "dflash", "dspark"]
+METHODS = list(DEFAULT_LANES)  # the app's default lanes
 LOG = ROOT / "runs" / "app_load_server.log"
 LINK_QUERY_OUTPUT = 12  # the load event's outputs: the 11 controls, the link notes, the link's query, the run's
 

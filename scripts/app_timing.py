@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import ROOT, App, free_port, start_app  # noqa: E402
 
-METHODS = ["baseline", "ar", "dflash", "dspark"]  # the app's default lanes
+METHODS = list(DEFAULT_LANES)  # the app's default lanes
 PROMPT = "def moving_average(values, window):\n    \"\"\"Return the moving averages of values over window.\"\"\"\n"
 TOKENS_PER_S = re.compile(r'tokens/s <b>([0-9.]+)</b>')
 

@@ -34,7 +34,7 @@ from engine.drafters.dflash_model import DFlashDraftModel  # noqa: E402
 from engine.drafters.dspark_model import DSparkDraftModel  # noqa: E402
 from engine.drafters.eagle3 import Eagle3DraftModel  # noqa: E402
 from engine.loop import Engine  # noqa: E402
-from engine.methods import METHOD_REGISTRY  # noqa: E402
+from engine.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
 from engine.scheduler import time_verify_forwards  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
@@ -81,7 +81,11 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
                                                  enable_confidence_head=True, confidence_head_with_markov=True))
         zlab = DFlashDraftModel(drafter_config(5, block_size=16,
                                                dflash_config={"mask_token_id": mask, "target_layer_ids": feature_layers}))
-    drafters = {"ar": eagle3, "classic": small_lm, "dflash": dflash, "dspark": dspark}
+    # Each drafting method gets the stand-in of the format the qwen3-4b preset serves it with: EAGLE-3 and the small
+    # LM by their kinds; a one-pass method DeepSpec's block format, with the DSpark heads where a scheduler cuts.
+    by_kind = {"eagle3": eagle3, "small-lm": small_lm}
+    drafters = {name: by_kind.get(entry.kinds[0]) or (dspark if entry.cuts else dflash)
+                for name, entry in METHOD_REGISTRY.items() if entry.drafts}
     for model in drafters.values():
         model.to(dtype).eval().requires_grad_(False)
     zlab.to(dtype).eval().requires_grad_(False)
@@ -92,9 +96,10 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
 def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block_len: int,
                   extra: dict | None = None, warm_up: bool = True) -> dict:
     """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike, after a
-    warm-up round (unless warm_up is False); `extra` names further DFlash checkpoints, each run in the DFlash
-    lane at its whole block."""
-    lanes = {}
+    warm-up round (unless warm_up is False); `extra` names further block-drafter checkpoints (z-lab's DFlash),
+    each run in the one-pass lane that verifies every draft, at its whole block."""
+    block = next(m for m in engine.methods() if METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].cuts)
+    lanes = {}  # the extra checkpoints run in `block`, the first one-pass lane that verifies every draft
     for method in engine.methods():
         k = block_len if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_draft_len or 1
         for overlap in (False, True):
@@ -107,14 +112,14 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
     def run_all(prompt: str, tally: bool) -> None:
         results = {name: engine.generate(prompt, config) for name, (method, config) in lanes.items()}
         for name, model in extra.items():
-            saved = engine.drafter_models["dflash"], engine.drafter_kinds["dflash"]
-            engine.drafter_models["dflash"], engine.drafter_kinds["dflash"] = model, drafter_kind_of(model)
+            saved = engine.drafter_models[block], engine.drafter_kinds[block]
+            engine.drafter_models[block], engine.drafter_kinds[block] = model, drafter_kind_of(model)
             try:
-                results[name] = engine.generate(prompt, replace(lanes["dflash/overlap_off"][1],
+                results[name] = engine.generate(prompt, replace(lanes[f"{block}/overlap_off"][1],
                                                                 draft_len=model.block_size - 1))
             finally:
-                engine.drafter_models["dflash"], engine.drafter_kinds["dflash"] = saved
-        baseline = results["baseline/overlap_off"].output_ids
+                engine.drafter_models[block], engine.drafter_kinds[block] = saved
+        baseline = results[f"{BASELINE}/overlap_off"].output_ids
         for name, r in results.items():
             if not tally:
                 continue
@@ -132,7 +137,7 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
         run_all(prompts[0], tally=False)
     for prompt in prompts:
         run_all(prompt, tally=True)
-    base_wall = totals["baseline/overlap_off"]["wall_s"]
+    base_wall = totals[f"{BASELINE}/overlap_off"]["wall_s"]
     report = {}
     for name, t in totals.items():
         report[name] = {

@@ -107,7 +107,8 @@ def acceptance_figure(lanes: dict[str, tuple[float | None, ...]],
 def survival_figure(steps: list[Step]) -> go.Figure:
     """DSpark: predicted survival ∏ c_i (from the confidences) against realised acceptance, per position,
     over the steps that sent position k to the target."""
-    decode = [s for s in steps if s.kind == "decode" and s.drafted and s.drafted[0].confidence is not None]
+    decode = [s for s in steps if s.kind == "decode" and s.drafted  # steps with every confidence
+              and all(token.confidence is not None for token in s.drafted)]
     longest = max((len(s.drafted) for s in decode), default=0)
     predicted, realised, positions = [], [], []
     for k in range(1, longest + 1):

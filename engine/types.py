@@ -198,6 +198,7 @@ class Step:
         committed = tuple(CommittedToken(read.id(t["id"], "committed id"), read.text(t["text"], "committed text"),
                                          read.choice(t["source"], SOURCES, "committed source"))
                           for t in read.items(d["committed"], "committed"))
+        read.consistent(drafted, num_verified, num_accepted, committed)
         spans = tuple(read.span(x) for x in read.items(d["spans"], "spans"))
         finish = d.get("finish_reason")
         return cls(index=read.count(d["index"], "index"), kind=read.choice(d["kind"], STEP_KINDS, "kind"),
@@ -276,6 +277,24 @@ class _Reader:
             target_top=self.top(t["target_top"], f"{where} target_top"),
             confidence=self.probability(t.get("confidence"), f"{where} confidence", optional=True),
             tv=self.probability(t.get("tv"), f"{where} tv", optional=True))
+
+    @staticmethod
+    def consistent(drafted: tuple[DraftedToken, ...], num_verified: int, num_accepted: int,
+                   committed: tuple[CommittedToken, ...]) -> None:
+        """The verdicts and the committed tokens agree with the counts, as the loop writes them: the first
+        num_accepted drafts accepted and committed as they were drafted, then the rejected one, the unverified
+        ones and the cut ones; the bonus last (a stop may cut the committed tokens short)."""
+        for i, token in enumerate(drafted):
+            expected = ("accepted" if i < num_accepted else "cut" if i >= num_verified
+                        else "rejected" if i == num_accepted else "unverified")
+            if token.verdict != expected:
+                raise ValueError(f"drafted token {i + 1} says {token.verdict} where the counts say {expected}")
+        if len(committed) > num_accepted + 1:
+            raise ValueError(f"{len(committed)} committed tokens after {num_accepted} accepted drafts")
+        for i, token in enumerate(committed):
+            expected = "accepted" if i < num_accepted else "bonus"
+            if token.source != expected or (expected == "accepted" and token.id != drafted[i].id):
+                raise ValueError(f"committed token {i + 1} is not the {expected} token the counts say")
 
     def span(self, x: dict) -> Span:
         work = self.choice(x["work"] if "work" in x else x["lane"], WORKS, "span work")

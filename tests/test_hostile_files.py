@@ -15,6 +15,7 @@ gr = pytest.importorskip("gradio")
 
 from app.links import default_settings  # noqa: E402
 from app.record import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
+from app.render import lane_html  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
@@ -50,8 +51,10 @@ def test_a_mutated_file_is_shown_by_every_view_or_refused_in_one_line(saved):
             refused += 1
             continue
         shown += 1
-        if shown <= 12:  # drawing is slow; the accepted changes are of few kinds, all met well within these
+        if shown <= 12:  # the charts are slow to draw; the lanes' HTML is drawn for every file shown
             draw_everything(comparison)
+        for method in comparison.lanes:
+            lane_html(comparison, method)
     assert refused > MUTATIONS / 2 and shown > 12  # both roads taken
 
 
@@ -64,6 +67,8 @@ def test_a_mutated_file_is_shown_by_every_view_or_refused_in_one_line(saved):
     (lambda d: d["lanes"]["ar"][1]["spans"][0].update(end_s=-1.0), "finite number from 0"),
     (lambda d: d["lanes"]["ar"][1]["drafted"][0].update(draft_prob=1.5), "draft_prob must be a finite number"),
     (lambda d: d["lanes"]["ar"][2].update(index=7), "step 2 is numbered 7"),
+    (lambda d: d["lanes"]["ar"][1]["committed"].insert(0, d["lanes"]["ar"][1]["committed"][0]), "committed"),
+    (lambda d: d["lanes"]["ar"][1]["drafted"][-1].update(verdict="accepted"), "where the counts say"),
     (lambda d: d.update(drafters=["not", "a", "table"]), None),  # a descriptive field: ignored, not fatal
 ])
 def test_each_impossible_value_is_named_in_one_line(saved, change, message):
@@ -81,3 +86,11 @@ def test_each_impossible_value_is_named_in_one_line(saved, change, message):
 def test_a_file_nested_far_too_deep_is_refused_in_one_line():
     with pytest.raises(RecordError, match="nests its values too deeply"):
         read_comparison("[" * 200_000 + "]" * 200_000)
+
+
+def test_a_scheduled_lane_without_confidences_draws_an_empty_survival_chart(saved):
+    from app.charts import survival_figure
+
+    steps = read_comparison(json.dumps(saved)).steps["dspark"]
+    stripped = [replace(s, drafted=tuple(replace(t, confidence=None) for t in s.drafted)) for s in steps]
+    assert not survival_figure(stripped).data[0].x  # nothing to predict from, and no error

@@ -178,7 +178,7 @@ def _words(value) -> dict[str, str]:
 
 
 class LastComparisons:
-    """Comparisons by key (a configuration, a browser session), at most `limit` of them (oldest evicted)."""
+    """Comparisons (or what is drawn of one) by key, at most `limit` of them (the least recently stored evicted)."""
 
     def __init__(self, limit: int = MAX_SESSIONS):
         self._items: OrderedDict[str, Comparison] = OrderedDict()

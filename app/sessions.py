@@ -50,6 +50,7 @@ class SessionStore:
         self._limit = limit
         self._opened_limit = opened_files
         self.recorded = LastComparisons(limit=recorded)  # complete runs by configuration (app/tabs/compare.py)
+        self.replays = LastComparisons(limit=recorded)  # each recorded run's page outputs, drawn once
 
     def get(self, session: str) -> Session:
         """The session's state, made on first use; the least recently used beyond the limit is dropped."""

@@ -20,6 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 API = "gradio_api"
 
 
+JSON = {"content-type": "application/json"}
+
+
+def _body(data: list, fn_index: int, session: str) -> str:
+    """An event's request body; NaN and infinity written as JavaScript writes them (a hostile client may)."""
+    return json.dumps({"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None,
+                       "trigger_id": None})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -81,8 +90,7 @@ class App:
         start = time.monotonic()
         with httpx.Client(timeout=timeout_s) as client:
             answer = client.post(f"{self.base}/{API}/run/predict" + (f"?{query}" if query else ""),
-                                 json={"data": data, "fn_index": fn_index, "session_hash": session,
-                                       "event_data": None, "trigger_id": None})
+                                 content=_body(data, fn_index, session), headers=JSON)
         body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
         return {"ok": answer.status_code == 200, "queue_full": False, "outputs": body.get("data"),
                 "error": body.get("error") if answer.status_code != 200 else None, "bytes": len(answer.content),
@@ -99,8 +107,7 @@ class App:
         start = time.monotonic()
         with httpx.Client(timeout=timeout_s) as client:
             joined = client.post(f"{self.base}/{API}/queue/join" + (f"?{query}" if query else ""),
-                                 json={"data": data, "fn_index": fn_index, "session_hash": session,
-                                       "event_data": None, "trigger_id": None})
+                                 content=_body(data, fn_index, session), headers=JSON)
             if joined.status_code == 503:
                 return {"ok": False, "queue_full": True, "error": joined.json().get("detail", "queue full"),
                         "outputs": None, "bytes": 0, "messages": 0, "seconds": time.monotonic() - start}

@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from engine.methods import METHOD_REGISTRY, method_label
 from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
@@ -292,21 +293,29 @@ class CompareHandlers:
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
 
-    def page_outputs(self, comparison: Comparison, show: bool, status: str) -> tuple:
-        """The run's outputs for a comparison: the status, each lane (hidden when not in it), the charts."""
-        boxes = [gr.update(value=lane_html(comparison, m, show), visible=True)
-                 if m in comparison.lanes else gr.update(visible=False) for m in self.methods]
+    def drawn(self, comparison: Comparison, show: bool) -> tuple[list, tuple]:
+        """What the page draws of a comparison: each lane's HTML (None when not in it) and the charts."""
+        boxes = [lane_html(comparison, m, show) if m in comparison.lanes else None for m in self.methods]
         shown = Comparison({**comparison.settings}, {m: l for m, l in comparison.lanes.items() if m in self.methods},
                            comparison.device, comparison.preset, comparison.versions, comparison.recorded_at)
-        return status, *boxes, *comparison_figures(shown)
+        return boxes, comparison_figures(shown)
+
+    def page_outputs(self, comparison: Comparison, show: bool, status: str, drawn: tuple | None = None) -> tuple:
+        """The run's outputs for a comparison: the status, each lane (hidden when not in it), the charts.
+        `drawn`: what `drawn` returned for it before. (The updates are made anew each time: Gradio consumes them.)"""
+        boxes, figures = drawn or self.drawn(comparison, show)
+        return status, *[gr.update(value=box, visible=True) if box is not None else gr.update(visible=False)
+                         for box in boxes], *figures
+
+    def _status_recorded(self, comparison: Comparison, how: str) -> str:
+        missing = [m for m in comparison.lanes if m not in self.methods]
+        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
+        return status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
+                           f"{comparison.preset} ({how}): nothing was rerun{note}.")
 
     def show_recorded(self, comparison: Comparison, show: bool, how: str) -> tuple:
         """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
-        missing = [m for m in comparison.lanes if m not in self.methods]
-        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
-        status = status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
-                             f"{comparison.preset} ({how}): nothing was rerun{note}.")
-        return self.page_outputs(comparison, show, status)
+        return self.page_outputs(comparison, show, self._status_recorded(comparison, how))
 
     def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
         """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
@@ -323,7 +332,14 @@ class CompareHandlers:
         if recorded is None:
             return None
         self.sessions.get(session).last = recorded
-        return self.show_recorded(recorded, show, "the same comparison ran before on this server; this is that run")
+        # drawn once per recorded run and reused: a class opening one link at once must not draw it forty times
+        drawn = self.sessions.replays.last(f"{key}|{show}")
+        if drawn is None or drawn[0] is not recorded:
+            boxes, figures = self.drawn(recorded, show)  # the charts kept as the JSON Gradio sends, made once
+            drawn = (recorded, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
+            self.sessions.replays.remember(f"{key}|{show}", drawn)
+        status = self._status_recorded(recorded, "the same comparison ran before on this server; this is that run")
+        return self.page_outputs(recorded, show, status, drawn[1])
 
     def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
         """The comparison so far: ended lanes with their summaries, the running one without."""
@@ -413,8 +429,8 @@ class CompareHandlers:
     def _capped_note(self, settings: Settings) -> str:
         """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
         capped = [f"{method_label(m)} drafted {self.caps[m]} per step (its trained block), not {asked}"
-                  for m in settings.methods
-                  if self.caps.get(m) is not None and (asked := settings.config(m).draft_len) > self.caps[m]]
+                  for m in settings.methods if METHOD_REGISTRY[m].drafts
+                  and self.caps.get(m) is not None and (asked := settings.config(m).draft_len) > self.caps[m]]
         return f" {'; '.join(capped)}." if capped else ""
 
     def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:

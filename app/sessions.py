@@ -20,7 +20,7 @@ MAX_BROWSER_SESSIONS = 64  # sessions whose state is kept, least recently used e
 MAX_RECORDED = 32  # complete comparisons kept by configuration for share links
 # Sessions that keep a comparison opened from a file (one read back takes about 6× its file's size in memory):
 # past this, the oldest such session forgets its file (its page still shows it; Step through and Why no longer).
-MAX_OPENED_FILES = 4
+MAX_OPENED_FILES = 2
 
 
 @dataclass

@@ -550,9 +550,9 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"]]
     view.run_button.click(handlers.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)
-    # Two files read at once at most (each takes ~6× its size while it is read), queued apart from the engine.
+    # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.
     view.upload.upload(handlers.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
-                       concurrency_limit=2, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
+                       concurrency_limit=1, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
     view.run_button.click(handlers.on_requested, inputs=None, outputs=None, queue=False, **quiet)
     view.stop_button.click(handlers.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     view.controls["methods"].change(handlers.show_lanes, inputs=[view.controls["methods"]],

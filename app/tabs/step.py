@@ -495,7 +495,7 @@ def wire(view: StepTabView, handlers: StepHandlers) -> None:
     quiet = dict(api_visibility="private", show_progress="hidden")
     shown = [view.status, view.slider, *view.step_outputs]
     view.show_button.click(handlers.on_show_last, None, shown, concurrency_limit=None, **quiet)
-    view.upload.upload(handlers.on_upload, [view.upload], shown, concurrency_limit=2, concurrency_id="open-file",
+    view.upload.upload(handlers.on_upload, [view.upload], shown, concurrency_limit=1, concurrency_id="open-file",
                        **quiet)
     view.slider.change(handlers.on_step, [view.slider], view.step_outputs, preprocess=False, concurrency_limit=None,
                        **quiet)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from reliability import draw_everything, mutate  # noqa: E402  the catalogue's own mutator and views
 
 PROMPT = "def parse(self, text):\n"
-MUTATIONS = 1000  # scripts/reliability.py runs more
+MUTATIONS = 500  # scripts/reliability.py runs more
 
 
 @pytest.fixture(scope="module")

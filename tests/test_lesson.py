@@ -144,8 +144,6 @@ def test_every_lesson_link_opens_its_point_in_chromium(random_engine):
             page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
             if point.tab == "compare":
                 page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
-        page.goto(f"{url}?tab=lesson")
-        page.click("#lesson-show-4")
-        page.wait_for_selector("#why-focus :text('Lesson point 4')", timeout=30000)
-        assert page.locator("#why-sweep :text('best K = ')").count() >= 2  # each serial lane's optimum starred
+            elif point.recording == "sweeps":
+                assert page.locator("#why-sweep :text('best K = ')").count() >= 2  # each serial lane's optimum
         browser.close()

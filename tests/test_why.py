@@ -143,7 +143,7 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
 
     from app import lesson
 
-    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 12)  # this test reads the page, not speeds
+    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 8)  # this test reads the page, not speeds
     monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2, 3))
     monkeypatch.setattr(lesson, "sweep_prompts", lambda: [PROMPT])  # the held-out prompts outgrow the random model
     url = launch_locally(build_app(random_engine))
@@ -158,11 +158,12 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_marks_the_measured_best_k
         assert page.locator("#why-prediction :text('best K = ')").count() >= 2  # both predicted optima marked
         assert "K=16" in page.locator("#why-sweep-table").inner_text()  # the lesson's recording, before any sweep
         page.click("#sweep")
-        page.wait_for_function("(t => t && /12 new tokens/.test(t.innerText))(document.querySelector('#why-sweep-table'))",
+        page.wait_for_function("(t => t && /1 prompt\\(s\\), 8 new tokens/.test(t.innerText))"
+                               "(document.querySelector('#why-sweep-table'))",
                                timeout=60000)
         assert page.locator("#why-sweep :text('AR: best K = ')").count() == 1
         table = page.locator("#why-sweep-table").inner_text()
-        assert "1 prompt(s), 12 new tokens" in table and "K=3" in table and "K=16" not in table
+        assert "1 prompt(s), 8 new tokens" in table and "K=3" in table and "K=16" not in table
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
         browser.close()
 

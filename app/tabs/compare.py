@@ -323,7 +323,9 @@ class CompareHandlers:
         self.sessions.get(session).last = comparison
         settings = parse_controls(comparison.settings)
         settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.methods))
-        return *control_values(settings), *self.show_recorded(comparison, True, how)
+        drawn = self.drawn_once(f"shown|{id(comparison)}", comparison, True)
+        return *control_values(settings), *self.page_outputs(comparison, True, self._status_recorded(comparison, how),
+                                                             drawn)
 
     def recorded_outputs(self, key: str, session: str, show: bool) -> tuple | None:
         """The page's outputs for the run this server recorded under `key` (it becomes the session's last
@@ -332,14 +334,19 @@ class CompareHandlers:
         if recorded is None:
             return None
         self.sessions.get(session).last = recorded
-        # drawn once per recorded run and reused: a class opening one link at once must not draw it forty times
-        drawn = self.sessions.replays.last(f"{key}|{show}")
-        if drawn is None or drawn[0] is not recorded:
-            boxes, figures = self.drawn(recorded, show)  # the charts kept as the JSON Gradio sends, made once
-            drawn = (recorded, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
-            self.sessions.replays.remember(f"{key}|{show}", drawn)
         status = self._status_recorded(recorded, "the same comparison ran before on this server; this is that run")
-        return self.page_outputs(recorded, show, status, drawn[1])
+        return self.page_outputs(recorded, show, status, self.drawn_once(key, recorded, show))
+
+    def drawn_once(self, key: str, comparison: Comparison, show: bool) -> tuple:
+        """What `drawn` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
+        made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
+        draw it forty times."""
+        kept = self.sessions.replays.last(f"{key}|{show}")
+        if kept is None or kept[0] is not comparison:
+            boxes, figures = self.drawn(comparison, show)
+            kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
+            self.sessions.replays.remember(f"{key}|{show}", kept)
+        return kept[1]
 
     def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
         """The comparison so far: ended lanes with their summaries, the running one without."""

@@ -36,7 +36,10 @@ def test_the_recordings_are_shipped_small_and_made_with_the_lessons_settings():
     for sweep in sweeps.values():
         assert sorted(map(int, sweep["rows"])) == list(lesson.SWEEP_KS)
         assert sweep["num_prompts"] == lesson.SWEEP_PROMPTS
-    assert found["lossless"]["data"]["samples"] == lesson.LOSSLESS_SAMPLES
+    check = found["lossless"]["data"]
+    assert check["samples"] == lesson.LOSSLESS_SAMPLES and check["temperature"] == 1.0
+    assert set(check["lanes"]) == set(greedy.lanes)  # every lane of the embedded models passes at T = 1
+    assert all(lane["p_value"] > 0.001 and lane["dof"] >= 3 for lane in check["lanes"].values())
 
 
 def test_every_point_has_a_takeaway_computed_from_what_it_shows():

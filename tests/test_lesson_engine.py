@@ -60,9 +60,11 @@ def test_chi_square_pools_small_bins_and_gives_a_p_value():
 
 
 def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(random_engine, monkeypatch):
-    # temperature 0.5: the random target's distributions are flat at 1, too flat for bins of five samples
-    check = distribution_check(random_engine, PROMPT, samples=160, temperature=0.5)
-    assert set(check["lanes"]) == set(random_engine.methods())
+    # temperature 0.5: the random target's distributions are flat at 1, too flat for bins of five samples. Two
+    # lanes here (a serial and a block drafter); every lane of the embedded models passes in the shipped
+    # recording (tests/test_lesson.py)
+    check = distribution_check(random_engine, PROMPT, methods=["ar", "dspark"], samples=160, temperature=0.5)
+    assert set(check["lanes"]) == {"ar", "dspark"}
     for method, lane in check["lanes"].items():
         assert lane["dof"] >= 3 and lane["p_value"] > 0.001, (method, lane)
 

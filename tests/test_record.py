@@ -136,9 +136,9 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
     fns = {dep.name: dep.fn for dep in demo.fns.values()}
     query = {"prompt": "def g(y):", "methods": "baseline,ar", "max_new_tokens": "10"}
     runs, drawn = [], []
-    real_stream, real_drawn = random_engine.stream, CompareHandlers.drawn
+    real_stream, real_draw = random_engine.stream, CompareHandlers.draw
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: runs.append(a) or real_stream(*a, **k))
-    monkeypatch.setattr(CompareHandlers, "drawn", lambda *a, **k: drawn.append(1) or real_drawn(*a, **k))
+    monkeypatch.setattr(CompareHandlers, "draw", lambda *a, **k: drawn.append(1) or real_draw(*a, **k))
 
     def visit(i: int) -> str:
         page = SimpleNamespace(session_hash=f"student{i}", query_params=query)

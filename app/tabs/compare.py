@@ -293,7 +293,7 @@ class CompareHandlers:
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
 
-    def drawn(self, comparison: Comparison, show: bool) -> tuple[list, tuple]:
+    def draw(self, comparison: Comparison, show: bool) -> tuple[list, tuple]:
         """What the page draws of a comparison: each lane's HTML (None when not in it) and the charts."""
         boxes = [lane_html(comparison, m, show) if m in comparison.lanes else None for m in self.methods]
         shown = Comparison({**comparison.settings}, {m: l for m, l in comparison.lanes.items() if m in self.methods},
@@ -302,8 +302,8 @@ class CompareHandlers:
 
     def page_outputs(self, comparison: Comparison, show: bool, status: str, drawn: tuple | None = None) -> tuple:
         """The run's outputs for a comparison: the status, each lane (hidden when not in it), the charts.
-        `drawn`: what `drawn` returned for it before. (The updates are made anew each time: Gradio consumes them.)"""
-        boxes, figures = drawn or self.drawn(comparison, show)
+        `drawn`: what `draw` returned for it before. (The updates are made anew each time: Gradio consumes them.)"""
+        boxes, figures = drawn or self.draw(comparison, show)
         return status, *[gr.update(value=box, visible=True) if box is not None else gr.update(visible=False)
                          for box in boxes], *figures
 
@@ -323,7 +323,7 @@ class CompareHandlers:
         self.sessions.get(session).last = comparison
         settings = parse_controls(comparison.settings)
         settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.methods))
-        drawn = self.drawn_once(f"shown|{id(comparison)}", comparison, True)
+        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True)
         return *control_values(settings), *self.page_outputs(comparison, True, self._status_recorded(comparison, how),
                                                              drawn)
 
@@ -335,15 +335,15 @@ class CompareHandlers:
             return None
         self.sessions.get(session).last = recorded
         status = self._status_recorded(recorded, "the same comparison ran before on this server; this is that run")
-        return self.page_outputs(recorded, show, status, self.drawn_once(key, recorded, show))
+        return self.page_outputs(recorded, show, status, self.draw_once(key, recorded, show))
 
-    def drawn_once(self, key: str, comparison: Comparison, show: bool) -> tuple:
-        """What `drawn` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
+    def draw_once(self, key: str, comparison: Comparison, show: bool) -> tuple:
+        """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
         made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
         draw it forty times."""
         kept = self.sessions.replays.last(f"{key}|{show}")
         if kept is None or kept[0] is not comparison:
-            boxes, figures = self.drawn(comparison, show)
+            boxes, figures = self.draw(comparison, show)
             kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
             self.sessions.replays.remember(f"{key}|{show}", kept)
         return kept[1]

@@ -147,6 +147,6 @@ def test_every_lesson_link_opens_its_point_in_chromium(random_engine):
             page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
             if point.tab == "compare":
                 page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
-            elif point.recording == "sweeps":
-                assert page.locator("#why-sweep :text('best K = ')").count() >= 2  # each serial lane's optimum
+            elif point.recording == "sweeps":  # each serial lane's optimum starred (plotly draws after the note)
+                page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
         browser.close()

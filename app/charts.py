@@ -12,6 +12,7 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.survival import survival
 from engine.types import Step
 
+from .render import chart_label
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
 from .theme import LANE_COLOURS
@@ -342,7 +343,7 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
 def lossless_figure(check: dict) -> go.Figure:
     """The distribution check (engine.lossless): for the likeliest first-two-token pairs, the target's exact
     probability (a prediction) beside each lane's share of its samples (measured)."""
-    labels = [f"{visible_label(a)} {visible_label(b)}" for a, b in check["pairs"]]
+    labels = [f"{chart_label(a)} {chart_label(b)}" for a, b in check["pairs"]]
     fig = go.Figure(go.Bar(x=labels, y=check["target_probs"], name="the target's exact probability",
                            marker_color=PREDICTION_COLOUR))
     for method, lane in check["lanes"].items():
@@ -351,13 +352,6 @@ def lossless_figure(check: dict) -> go.Figure:
     fig.update_layout(barmode="group")
     return _small_layout(fig, "First two tokens: counted against the target's probabilities", "the pair of tokens",
                          "probability / share of seeds")
-
-
-def visible_label(text: str) -> str:
-    """A token as a chart label: quoted, its whitespace drawn (plotly reads labels as HTML: escaped)."""
-    import html
-
-    return "'" + html.escape(text.replace("\n", "↵").replace(" ", "·"), quote=False) + "'"
 
 
 def parts_figure(parts: dict) -> go.Figure:

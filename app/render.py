@@ -40,6 +40,12 @@ def visible_ghost(text: str) -> str:
     return visible(text.translate(_GHOST_WHITESPACE))
 
 
+def chart_label(text: str) -> str:
+    """A token as a plotly label: quoted, whitespace and control characters drawn as symbols, escaped for the
+    markup plotly reads (quotes left as they are: plotly prints an entity such as &quot; literally)."""
+    return "'" + html.escape(display_text(text.translate(_GHOST_WHITESPACE)), quote=False) + "'"
+
+
 def _fmt_p(p: float | None) -> str:
     return "—" if p is None else f"{p:.3f}"
 

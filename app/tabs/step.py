@@ -27,7 +27,7 @@ from engine.types import DraftedToken, Step, TopToken
 from ..charts import timeline_figure
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
-from ..render import LEGEND_HTML, bonus_reason, status_html, visible_ghost
+from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
@@ -248,7 +248,7 @@ def _bars(top: tuple[TopToken, ...], drafted: DraftedToken, drafted_prob: float 
         tokens.append((drafted.id, drafted.text, drafted_prob))
     labels, seen = [], set()
     for token_id, text, _ in tokens:  # plotly reads labels as HTML: escaped, whitespace drawn as symbols
-        label = f"'{visible_ghost(text)}'" + (f" #{token_id}" if text in seen else "")
+        label = chart_label(text) + (f" #{token_id}" if text in seen else "")
         seen.add(text)
         labels.append(label + (" ◀ drafted" if token_id == drafted.id else ""))
     return labels, [p for *_, p in tokens], [2.5 if token_id == drafted.id else 0 for token_id, *_ in tokens]

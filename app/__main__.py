@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -23,9 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
+    parser.add_argument("--timing-runs", type=int, default=None, metavar="N",
+                        help="complete runs of each lane, taking turns, the fastest kept (default 3; 1 = the live "
+                             "pass only; docs/benchmarks.md)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = parser.parse_args(argv)
+    if args.timing_runs is not None and not 1 <= args.timing_runs <= 10:
+        parser.error("--timing-runs must be a whole number from 1 to 10")
 
     from engine.types import EngineError
 
@@ -47,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {again}", file=sys.stderr)
             return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
-    launch(build_app(engine, notice=notice), server_name=args.host, server_port=args.port)
+    from . import runner
+
+    run_lanes = runner.run_lanes if args.timing_runs is None else \
+        functools.partial(runner.run_lanes, timing_runs=args.timing_runs)
+    launch(build_app(engine, notice=notice, run_lanes=run_lanes), server_name=args.host, server_port=args.port)
     return 0
 
 

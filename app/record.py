@@ -17,7 +17,7 @@ from functools import cached_property
 
 from engine.methods import BASELINE, METHOD_REGISTRY
 from engine.summary import per_position_acceptance, per_position_ceiling, summarize
-from engine.types import RunSummary, Step
+from engine.types import STOPPED, RunSummary, Step
 
 from .links import SettingError, parse_controls
 
@@ -25,6 +25,7 @@ FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 MB
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
 MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
+MAX_TIMING_RUNS = 100  # a saved lane claiming more timing runs than this reads as one
 
 
 class RecordError(ValueError):
@@ -41,11 +42,12 @@ class LaneResult:
     drafter: str = ""  # which drafter served the method, in words
     state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
     summary: RunSummary | None = None
+    timing_runs: int = 1  # complete runs measured; steps are the fastest of them (app/runner.py)
 
     @classmethod
-    def ended(cls, method: str, steps, drafter: str = "", state: str = "done") -> "LaneResult":
+    def ended(cls, method: str, steps, drafter: str = "", state: str = "done", timing_runs: int = 1) -> "LaneResult":
         steps = tuple(steps)
-        return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None)
+        return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None, timing_runs)
 
     @cached_property
     def per_position_acceptance(self) -> tuple[float | None, ...]:
@@ -88,19 +90,54 @@ class Comparison:
         lane = self.lanes.get(BASELINE)
         return lane if lane is not None and lane.summary is not None else None
 
-    def speedup(self, method: str) -> float | None:
-        """The lane's tokens/s over the baseline lane's, both measured in this comparison."""
+    @property
+    def clock(self) -> str:
+        """Which time the speedups divide: "compute" (the decoding threads' CPU time, on the CPU: a second
+        process on the machine does not stretch it) when every lane has it, else "wall"."""
+        ended = [lane.summary for lane in self.lanes.values() if lane.summary is not None]
+        return "compute" if ended and all(s.tokens_per_cpu_s for s in ended) else "wall"
+
+    def speedup(self, method: str, clock: str | None = None) -> float | None:
+        """The lane's tokens per second over the baseline lane's, both measured in this comparison, on
+        `clock` ("compute" or "wall"; default: the comparison's own, see `clock`)."""
         lane, base = self.lanes.get(method), self.baseline
-        if lane is None or lane.summary is None or base is None or not base.summary.tokens_per_s:
+        if lane is None or lane.summary is None or base is None:
             return None
-        return lane.summary.tokens_per_s / base.summary.tokens_per_s
+        rate = "tokens_per_cpu_s" if (clock or self.clock) == "compute" else "tokens_per_s"
+        mine, theirs = getattr(lane.summary, rate), getattr(base.summary, rate)
+        return mine / theirs if mine and theirs else None
+
+    def differs_from_baseline(self, method: str) -> int | None:
+        """At temperature 0, computed from the tokens: 0 when the lane wrote exactly the baseline lane's tokens,
+        else the position (from 1) of the first token that differs. None where it cannot be said: a temperature
+        above 0 (each lane draws its own sample), no baseline lane, or a lane that did not run to its end."""
+        lane, base = self.lanes.get(method), self.baseline
+        if not self.greedy or lane is None or base is None or method == BASELINE or lane.summary is None:
+            return None
+        if STOPPED in (lane.summary.finish_reason, base.summary.finish_reason):
+            return None
+        mine, theirs = output_ids(lane.steps), output_ids(base.steps)
+        if mine == theirs:
+            return 0
+        return next((i + 1 for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)) + 1)
+
+    @property
+    def timing_runs(self) -> int:
+        """The fewest complete runs behind any lane's figures (each lane keeps its fastest)."""
+        return min((lane.timing_runs for lane in self.lanes.values()), default=1)
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, "settings": self.settings, "device": self.device, "preset": self.preset,
                            "versions": self.versions, "recorded_at": self.recorded_at,
                            "drafters": {m: lane.drafter for m, lane in self.lanes.items()},
+                           "timing_runs": {m: lane.timing_runs for m, lane in self.lanes.items()},
                            "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()}},
                           ensure_ascii=False)
+
+
+def output_ids(steps) -> list[int]:
+    """The tokens a lane wrote, in order."""
+    return [t.id for step in steps for t in step.committed]
 
 
 def _with_finish_reason(steps: list[Step], max_new_tokens: int) -> list[Step]:
@@ -158,9 +195,9 @@ def read_comparison(data: bytes | str) -> Comparison:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
-    drafters = _words(doc.get("drafters"))
+    drafters, runs = _words(doc.get("drafters")), _counts(doc.get("timing_runs"))
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
-                                 "recorded") for m, trace in steps.items()}
+                                 "recorded", runs.get(m, 1)) for m, trace in steps.items()}
     return Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")), preset=_word(doc.get("preset")),
                       versions=_words(doc.get("versions")), recorded_at=_word(doc.get("recorded_at")))
 
@@ -175,6 +212,14 @@ def _words(value) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
     return {k[:MAX_WORD_CHARS]: _word(v) for k, v in list(value.items())[:32] if isinstance(k, str)}
+
+
+def _counts(value) -> dict[str, int]:
+    """{method: timing runs}: whole numbers from 1 to MAX_TIMING_RUNS; anything else reads as one run."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in list(value.items())[:32] if isinstance(k, str) and not isinstance(v, bool)
+            and isinstance(v, int) and 1 <= v <= MAX_TIMING_RUNS}
 
 
 class LastComparisons:

@@ -52,6 +52,8 @@ def summarize(steps: list[Step]) -> RunSummary:
     wall_s = max((span.end_s for s in steps for span in s.spans), default=0.0)
     num_steps = len(decode)
     finish = (steps[-1].finish_reason if steps else None) or STOPPED
+    cpu = [span.cpu_s for s in steps for span in s.spans]
+    cpu_s = sum(cpu) if cpu and None not in cpu else None
     return RunSummary(
         num_new_tokens=len(output_ids),
         num_steps=num_steps,
@@ -65,6 +67,8 @@ def summarize(steps: list[Step]) -> RunSummary:
         host_s=_work_total(decode, "host"),
         bubble_s=max(0.0, wall_s - busy_time(steps)),
         finish_reason=finish,
+        cpu_s=cpu_s,
+        tokens_per_cpu_s=len(output_ids) / cpu_s if cpu_s else None,
     )
 
 

@@ -1,6 +1,8 @@
 """Timed spans of draft, verify and host work, measured, never estimated.
 
-On the CPU the host clock is the device clock: a span is two `perf_counter` reads. On CUDA a span of
+On the CPU the host clock is the device clock: a span is two `perf_counter` reads, and two reads of the
+thread's own CPU time (`time.thread_time`), which a second process on the same core does not inflate: the
+app's speedups on the CPU come from that compute time, steadier on a shared machine than the wall time. On CUDA a span of
 device work is two CUDA events recorded on the current stream, so it covers the kernels the work
 launched, not only their launch, without making the host wait at every span boundary: the device loop
 keeps launching ahead, and the events are resolved later (`resolve`, called with the step's host work,
@@ -44,11 +46,11 @@ class SpanClock:
                 end.record()
                 self._spans.append((work, start, end, label))
             return
-        start_s = self.now()
+        start_s, start_cpu = self.now(), time.thread_time()
         try:
             yield
         finally:
-            self._spans.append(Span(work, start_s, self.now(), label))
+            self._spans.append(Span(work, start_s, self.now(), label, time.thread_time() - start_cpu))
 
     def fork(self, sync: bool = True) -> "SpanClock":
         """A clock on the same time origin with its own span list, for work done in another thread;

@@ -97,12 +97,15 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class Span:
-    """One timed piece of work. work is "draft", "verify" or "host"; times are seconds from run start."""
+    """One timed piece of work. work is "draft", "verify" or "host"; times are seconds from run start.
+    cpu_s is the CPU time the thread doing the work spent in it (on the CPU only; None on CUDA, where the
+    work runs on the device): unlike the wall time, it does not grow while another process holds the core."""
 
     work: str
     start_s: float
     end_s: float
     label: str = ""
+    cpu_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,9 @@ class _Reader:
         start, end = self.number(x["start_s"], "span start_s"), self.number(x["end_s"], "span end_s")
         if end < start:
             raise ValueError(f"a span ends ({end:g} s) before it starts ({start:g} s)")
-        return Span(work, start, end, self.text(x.get("label", ""), "span label"))
+        cpu = x.get("cpu_s")
+        cpu = None if cpu is None else self.number(cpu, "span cpu_s")
+        return Span(work, start, end, self.text(x.get("label", ""), "span label"), cpu)
 
 
 @dataclass(frozen=True)
@@ -318,6 +323,10 @@ class RunSummary:
     host_s: float
     bubble_s: float  # wall time in no span at all: idle gaps between pieces of work
     finish_reason: str  # one of FINISH_REASONS, or STOPPED
+    # Compute time: the CPU time the decoding threads spent in the run's spans (prefill included), and new tokens
+    # per second of it. None on CUDA, or for a trace saved without CPU times.
+    cpu_s: float | None = None
+    tokens_per_cpu_s: float | None = None
 
 
 @dataclass(frozen=True)

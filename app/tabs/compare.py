@@ -137,6 +137,27 @@ def running_message(lane: LaneRun, device: str, max_new_tokens: int) -> str:
     return message
 
 
+def timing_message(lane_runs: list[LaneRun]) -> str:
+    """The status while the lanes are timed again (app/runner.py): which lane, which run."""
+    lane = next((lane for lane in lane_runs if lane.repeating), None)
+    if lane is None:
+        return "…"
+    return (f"timing: {method_label(lane.method)} again, run {lane.timing_runs + 1} (the lanes run again in turn, "
+            "each keeping its fastest run: speedups that hold still on a shared machine)…")
+
+
+def clock_note(comparison: Comparison) -> str:
+    """What the speedups divide, in the page's words."""
+    if comparison.baseline is None or len(comparison.lanes) < 2:
+        return ""
+    runs = comparison.timing_runs
+    fastest = f", each lane's fastest of {runs} runs" if runs > 1 else ""
+    if comparison.clock == "compute":
+        return (f" Speedups: compute time of the decoding thread{fastest} (CPU seconds, which another program on "
+                "the machine does not stretch); the wall-time speedup is beside each.")
+    return f" Speedups: wall time{fastest}."
+
+
 # --- the layout ------------------------------------------------------------------------------------------
 
 @dataclass
@@ -185,13 +206,19 @@ def _prompt_row(defaults: Settings):
     return prompt, buttons
 
 
-def _draft_label(one_pass: bool) -> str:
+def _draft_label(one_pass: bool, most: int = MAX_DRAFT_LEN) -> str:
     names = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass == one_pass)
-    return (f"{names}: tokens drafted per block (at most what it was trained on)" if one_pass
+    return (f"{names}: drafts per block (up to {most}, the block its drafter was trained on)" if one_pass
             else f"{names}: draft length K (serial forwards per step)")
 
 
-def _settings(methods: list[str], defaults: Settings) -> tuple[dict, gr.Checkbox]:
+def block_most(methods: list[str], caps: dict[str, int | None]) -> int:
+    """The longest block any loaded one-pass drafter can draft: the block control's top."""
+    blocks = [caps.get(m) or MAX_DRAFT_LEN for m in methods if METHOD_REGISTRY[m].one_pass and METHOD_REGISTRY[m].drafts]
+    return min(MAX_DRAFT_LEN, max(blocks, default=MAX_DRAFT_LEN))
+
+
+def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT_LEN) -> tuple[dict, gr.Checkbox]:
     """The lanes and every setting; returns the controls by Settings field, and the display-only checkbox."""
     c = {"methods": gr.CheckboxGroup([(method_label(m), m) for m in methods], value=list(defaults.methods),
                                      label="Lanes", elem_id="lanes")}
@@ -200,8 +227,8 @@ def _settings(methods: list[str], defaults: Settings) -> tuple[dict, gr.Checkbox
                                      label="Temperature (0 = greedy)", elem_id="temperature")
         c["draft_len"] = gr.Slider(1, MAX_DRAFT_LEN, value=defaults.draft_len, step=1, elem_id="draft-len",
                                    label=_draft_label(False))
-        c["block_len"] = gr.Slider(1, MAX_DRAFT_LEN, value=defaults.block_len, step=1, elem_id="block-len",
-                                   label=_draft_label(True))
+        c["block_len"] = gr.Slider(1, block_top, value=min(defaults.block_len, block_top), step=1,
+                                   elem_id="block-len", label=_draft_label(True, block_top))
         c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
                                         label="Max new tokens", elem_id="max-new-tokens")
     with gr.Accordion("More settings", open=False):
@@ -247,10 +274,10 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str]) -
     return boxes, [timeline, *small, *lower]
 
 
-def layout(methods: list[str], defaults: Settings, drafters: dict[str, str]) -> CompareView:
-    """Build the tab's components (inside a gr.Blocks); no behaviour."""
+def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFT_LEN) -> CompareView:
+    """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top."""
     prompt, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
-    controls, show_drafts = _settings(methods, defaults)
+    controls, show_drafts = _settings(methods, defaults, block_top)
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
     focus = gr.HTML("", elem_id="compare-focus", visible=False)  # what a lesson point asks to look at
@@ -353,7 +380,8 @@ class CompareHandlers:
         lanes = {}
         for run in lane_runs:
             if run.state not in ("waiting", "running") and run.method not in ended:
-                ended[run.method] = LaneResult.ended(run.method, run.steps, self.drafters[run.method], run.state)
+                ended[run.method] = LaneResult.ended(run.method, run.steps, self.drafters[run.method], run.state,
+                                                     max(1, run.timing_runs))
             lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
                                                                     self.drafters[run.method], run.state)
         return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
@@ -421,15 +449,16 @@ class CompareHandlers:
             if running is not None and now - last_draw < REDRAW_EVERY_S:
                 continue
             last_draw = now
-            message = running_message(running, self.engine.device_name, settings.max_new_tokens) if running else "…"
+            message = running_message(running, self.engine.device_name, settings.max_new_tokens) if running \
+                else timing_message(lane_runs)
             live = self._live_lanes(settings, lane_runs, ended)
             yield status_html(message), *self._lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
-        comparison = self._live_lanes(settings, lane_runs, ended)
+        comparison = self._live_lanes(settings, lane_runs, {})  # each lane's fastest run, now that all have ended
         state.last = comparison
         if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
             self.sessions.recorded.remember(key, comparison)
         text, error = self._final_status(lane_runs, stop, out_of_time)
-        text += self._capped_note(settings)
+        text += self._capped_note(settings) + clock_note(comparison)
         yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
             *comparison_figures(comparison)
 
@@ -585,6 +614,6 @@ def render(engine, demo: gr.Blocks, sessions: SessionStore,
     app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept)."""
     handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
-    view = layout(handlers.methods, handlers.defaults, handlers.drafters)
+    view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps))
     wire(view, handlers, demo)
     return view, handlers

@@ -1,0 +1,149 @@
+"""Steady speedups on a shared machine: spans carry the decoding thread's CPU time, every lane is run again
+(the lanes taking turns) and keeps its fastest run, and the page's speedups divide the compute time."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+
+import pytest
+
+from app.record import Comparison, LaneResult, read_comparison
+from app.runner import LaneRun, cost_s, run_lanes
+from engine.summary import summarize
+from engine.types import GenerationConfig
+
+PROMPT = "def add(a, b):"
+
+
+def _lanes(methods=("baseline", "ar", "dflash")) -> list[LaneRun]:
+    return [LaneRun(m, GenerationConfig(method=m, max_new_tokens=12)) for m in methods]
+
+
+def test_spans_on_the_cpu_carry_the_threads_compute_time(random_engine):
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))
+    spans = [span for step in (result.prefill, *result.steps) for span in step.spans]
+    assert spans and all(span.cpu_s is not None and span.cpu_s >= 0 for span in spans)
+    # CPU time of one thread never runs ahead of the wall clock by more than the clocks' resolution
+    assert all(span.cpu_s <= (span.end_s - span.start_s) + 2e-3 for span in spans)
+    s = result.summary
+    assert s.cpu_s == pytest.approx(sum(span.cpu_s for span in spans))
+    assert s.tokens_per_cpu_s == pytest.approx(s.num_new_tokens / s.cpu_s)
+
+
+def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engine, monkeypatch):
+    traces, order = {}, []
+    real_stream = random_engine.stream
+
+    def recording_stream(prompt, config):
+        order.append(config.method)
+        steps = []
+        for step in real_stream(prompt, config):
+            steps.append(step)
+            yield step
+        traces.setdefault(config.method, []).append(steps)
+
+    monkeypatch.setattr(random_engine, "stream", recording_stream)
+    lanes = _lanes()
+    for _ in run_lanes(random_engine, PROMPT, lanes, threading.Event(), timing_runs=3):
+        pass
+    assert order == ["baseline", "ar", "dflash"] * 3  # the live pass, then two rounds, the lanes taking turns
+    for lane in lanes:
+        runs = traces[lane.method]
+        assert lane.state == "done" and lane.timing_runs == 3 and len(runs) == 3
+        assert lane.steps == min(runs, key=cost_s)  # the fastest run, whole
+        assert all([s.committed for s in run] == [s.committed for s in runs[0]] for run in runs)
+
+
+def test_a_repeat_that_wrote_other_tokens_is_not_counted(random_engine, monkeypatch):
+    real_stream, calls = random_engine.stream, []
+
+    def other_tokens_on_repeat(prompt, config):
+        calls.append(config.method)
+        if len(calls) > 1:  # the repeat runs another prompt: other tokens, which must not stand in for the lane's
+            prompt = "class Stack:"
+        yield from real_stream(prompt, config)
+
+    monkeypatch.setattr(random_engine, "stream", other_tokens_on_repeat)
+    lane = LaneRun("ar", GenerationConfig(method="ar", max_new_tokens=12))
+    first = None
+    for _ in run_lanes(random_engine, PROMPT, [lane], threading.Event(), timing_runs=3):
+        if lane.state == "done" and first is None:
+            first = list(lane.steps)
+    assert len(calls) == 3 and lane.timing_runs == 1 and lane.steps == first
+
+
+def test_stop_during_the_timing_runs_keeps_the_live_pass(random_engine):
+    lanes, stop = _lanes(("baseline", "ar")), threading.Event()
+    for _ in run_lanes(random_engine, PROMPT, lanes, stop, timing_runs=3):
+        if all(lane.state == "done" for lane in lanes):
+            stop.set()
+    assert all(lane.state == "done" and lane.timing_runs == 1 and lane.steps for lane in lanes)
+
+
+def test_speedups_divide_the_compute_time_with_the_wall_time_beside(random_engine):
+    steps = {m: list(random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=12)))
+             for m in ("baseline", "dflash")}
+    comparison = Comparison.of_steps({"temperature": 0.0}, steps)
+    base, lane = summarize(steps["baseline"]), summarize(steps["dflash"])
+    assert comparison.clock == "compute"
+    assert comparison.speedup("dflash") == pytest.approx(lane.tokens_per_cpu_s / base.tokens_per_cpu_s)
+    assert comparison.speedup("dflash", "wall") == pytest.approx(lane.tokens_per_s / base.tokens_per_s)
+    # a trace without CPU times (a GPU's, or a file saved before they were kept) divides the wall time
+    no_cpu = {m: [replace(step, spans=tuple(replace(span, cpu_s=None) for span in step.spans)) for step in trace]
+              for m, trace in steps.items()}
+    walled = Comparison.of_steps({"temperature": 0.0}, no_cpu)
+    assert walled.clock == "wall" and walled.speedup("dflash") == pytest.approx(lane.tokens_per_s / base.tokens_per_s)
+
+
+def test_a_saved_comparison_keeps_its_compute_times_and_timing_runs(random_engine):
+    from app.links import default_settings
+    from app.record import settings_dict
+
+    methods = ("baseline", "ar")
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=12, methods=methods))
+    lanes = {m: LaneResult.ended(m, random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=12)),
+                                 timing_runs=3) for m in methods}
+    timed = Comparison(settings, lanes, "cpu", "random")
+    again = read_comparison(timed.to_json())
+    assert again.timing_runs == 3 and again.clock == timed.clock
+    for m in timed.lanes:
+        assert again.speedup(m) == pytest.approx(timed.speedup(m))
+    doc = json.loads(timed.to_json())
+    doc["timing_runs"] = {m: "many" for m in doc["lanes"]}  # nonsense reads as one run, never a crash
+    assert read_comparison(json.dumps(doc)).timing_runs == 1
+    first = doc["lanes"][next(iter(doc["lanes"]))][0]
+    first["spans"][0]["cpu_s"] = -1.0
+    with pytest.raises(Exception, match="cpu_s"):
+        read_comparison(json.dumps(doc))
+    assert isinstance(LaneResult.ended("baseline", []).timing_runs, int)
+
+
+def test_each_lane_says_whether_it_wrote_the_baselines_tokens(random_engine):
+    """At temperature 0 the mark is computed from the tokens: a lane whose tokens were changed is caught."""
+    from app.render import lane_html
+
+    steps = {m: list(random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=12)))
+             for m in ("baseline", "dflash")}
+    same = Comparison.of_steps({"temperature": 0.0, "prompt": PROMPT}, steps)
+    assert same.differs_from_baseline("dflash") == 0 and same.differs_from_baseline("baseline") is None
+    assert "identical to the baseline ✓" in lane_html(same, "dflash")
+    assert "identical to the baseline" not in lane_html(same, "baseline")
+    # the third token of the lane's output replaced by another: the mark says where
+    tampered, seen = [], 0
+    for step in steps["dflash"]:
+        committed = list(step.committed)
+        for j, token in enumerate(committed):
+            seen += 1
+            if seen == 3:
+                committed[j] = replace(token, id=token.id + 1)
+        tampered.append(replace(step, committed=tuple(committed)))
+    differs = Comparison.of_steps({"temperature": 0.0, "prompt": PROMPT}, {**steps, "dflash": tampered})
+    assert differs.differs_from_baseline("dflash") == 3
+    assert "differs from the baseline at token 3 ✗" in lane_html(differs, "dflash")
+    # above temperature 0 no mark of identity: the lane says it is a sample, and where the check is
+    sampled = Comparison.of_steps({"temperature": 0.8, "prompt": PROMPT}, steps)
+    assert sampled.differs_from_baseline("dflash") is None
+    html = lane_html(sampled, "dflash")
+    assert "identical" not in html and "a sample of the target's distribution" in html and "?lesson=2" in html

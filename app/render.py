@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from engine.methods import METHOD_REGISTRY, method_label
+from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.summary import acceptance_rate
 from engine.types import DraftedToken, RunSummary, Step
 
@@ -139,20 +139,53 @@ def _chip(label: str, value: str, hint: str) -> str:
     return f'<span class="chip" title="{html.escape(hint)}">{label} <b>{value}</b></span>'
 
 
-def chips_html(summary: RunSummary, speedup: float | None, steps: list[Step]) -> str:
-    """A lane's numbers: its summary, its speedup over the same comparison's baseline (None: no baseline)."""
-    speedup = "—" if not speedup else f"{speedup:.2f}×"
+CLOCK_WORDS = {"compute": "compute time of the decoding thread (its CPU seconds in draft, verify and host work: "
+                           "another program on the machine does not stretch it)",
+               "wall": "wall time (what a clock on the wall shows, bubbles and waiting included)"}
+
+
+def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
+    """A lane's numbers: its summary, and its speedup over the same comparison's baseline on the comparison's
+    clock, with the other clock's speedup beside it (on the CPU)."""
+    summary, clock = comparison.lanes[method].summary, comparison.clock
+    speedup, wall = comparison.speedup(method), comparison.speedup(method, "wall")
+    runs = comparison.lanes[method].timing_runs
+    timed = f"; the fastest of {runs} runs of this lane" if runs > 1 else ""
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
                                            "accepted drafted tokens / drafted tokens sent to the target")]
+    if clock == "compute" and wall:
+        extra.append(_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}"))
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
         _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
-        _chip("speedup", speedup, "this lane's tokens/s over the baseline lane's, both measured in this run"),
+        _chip("speedup", "—" if not speedup else f"{speedup:.2f}×",
+              f"this lane's tokens per second over the baseline lane's, both measured in this run, on the "
+              f"{CLOCK_WORDS[clock]}{timed}"),
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
         *extra,
     ]) + "</div>"
+
+
+SAMPLE_NOTE = ("At temperature > 0 each lane draws its own sample: its text follows the target's distribution, not "
+               "the baseline's exact text. The Lesson's point 2 shows that distribution check over many samples.")
+
+
+def sameness_html(comparison: Comparison, method: str) -> str:
+    """Whether the lane's output is the target's own, said on the lane: at temperature 0 computed by comparing its
+    tokens with the baseline lane's one by one; above it, what the guarantee is instead."""
+    differs = comparison.differs_from_baseline(method)
+    if differs == 0:
+        return ('<div class="sameness same" title="computed now: every token of this lane compared with the '
+                'baseline lane\'s (temperature 0)">identical to the baseline ✓</div>')
+    if differs is not None:
+        return (f'<div class="sameness differs" title="computed now: the tokens of this lane and the baseline lane\'s, '
+                f'one by one">differs from the baseline at token {differs} ✗</div>')
+    if not comparison.greedy and method != BASELINE and comparison.lanes[method].summary is not None:
+        return (f'<div class="sameness sample" title="{html.escape(SAMPLE_NOTE)}">a sample of the target\'s '
+                f'distribution, not its exact text (<a href="?lesson=2" target="_blank">the check</a>)</div>')
+    return ""
 
 
 def _step_row(step: Step) -> str:
@@ -210,5 +243,5 @@ def lane_html(comparison: Comparison, method: str, show_drafts: bool = True, liv
         f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
         f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td>'
         f'<td>time</td></tr>{rows}</table></details>')
-    chips = chips_html(lane.summary, comparison.speedup(method), decode) if lane.summary is not None else ""
-    return f'{card}{chips}{tokens}</div>{steps_html}</div>'
+    chips = chips_html(comparison, method, decode) if lane.summary is not None else ""
+    return f'{card}{sameness_html(comparison, method)}{chips}{tokens}</div>{steps_html}</div>'

@@ -39,6 +39,10 @@ CSS = f"""
 .steps td {{ padding: .15em .4em; border-top: 1px solid #eee; vertical-align: top; }}
 .steps td.block {{ font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }}
 .steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
+.sameness {{ font-size: .9em; font-weight: 600; margin: .1em 0; }}
+.sameness.same {{ color: {ACCEPTED}; }}
+.sameness.differs {{ color: {REJECTED}; }}
+.sameness.sample {{ color: #555; font-weight: 400; cursor: help; }}
 .status-error {{ color: {REJECTED}; font-weight: 600; }}
 .link-notes ul {{ margin: .2em 0 0 1.2em; padding: 0; }}
 .link-notes li {{ font-weight: 400; }}

@@ -39,6 +39,11 @@ def build(model, engine) -> "DFlashDrafter":
     return DFlashDrafter(model, engine.target)
 
 
+def drafts_per_block(n: int) -> str:
+    """A block drafter's block in the lane headers' one convention: the tokens it drafts, the anchor not counted."""
+    return f"{n} drafts per block"
+
+
 class DFlashDrafter(BaseDrafter):
     def __init__(self, model, target):
         self.model = model
@@ -49,9 +54,9 @@ class DFlashDrafter(BaseDrafter):
         self.target_layer_ids = model.target_layer_ids
         self.mask_token_id = model.mask_token_id
         self.max_draft_len = model.block_size - 1  # the anchor takes one place in the block
-        # z-lab's block counts the anchor (the last committed token), DeepSpec's does not: say what is drafted
-        self.label = (f"DFlash, {model.config.num_hidden_layers} layers, block {model.block_size} = anchor + "
-                      f"{self.max_draft_len} drafts")
+        # z-lab's block size counts the anchor (the last committed token), DeepSpec's does not: every lane header
+        # says how many tokens a block drafts, one convention for all (drafts_per_block)
+        self.label = f"DFlash, {model.config.num_hidden_layers} layers, {drafts_per_block(self.max_draft_len)}"
         self.cache = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 

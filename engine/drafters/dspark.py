@@ -18,7 +18,7 @@ from ..scheduler import verify_len
 from ..timing import SpanClock
 from ..types import GenerationConfig
 from .base import DraftBlock
-from .dflash import DFlashDrafter
+from .dflash import DFlashDrafter, drafts_per_block
 from .dflash_model import load_block_model
 from .dspark_model import DSparkDraftModel
 
@@ -47,12 +47,12 @@ class DSparkDrafter(DFlashDrafter):
         self.max_draft_len = model.block_size  # the anchor's own state predicts the first token
         self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
         self.use_markov_head = True  # GenerationConfig.markov_head: False drafts from the backbone's logits alone
-        layers, block = model.config.num_hidden_layers, model.block_size
+        layers, block = model.config.num_hidden_layers, drafts_per_block(model.block_size)
         if model.markov_head is None and model.confidence_head is None:
-            self.label = f"DFlash (DeepSpec format), {layers} layers, block {block}"
+            self.label = f"DFlash (DeepSpec format), {layers} layers, {block}"
         else:
             head = model.markov_head.head_type if model.markov_head is not None else "no"
-            self.label = f"DSpark, {layers} layers, block {block}, {head} Markov head"
+            self.label = f"DSpark, {layers} layers, {block}, {head} Markov head"
 
     def prepare(self, config: GenerationConfig) -> None:
         if self.model.markov_head is not None and not config.markov_head:  # the ablation: the backbone alone

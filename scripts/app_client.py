@@ -35,10 +35,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, log_path: Path | None = None) -> subprocess.Popen:
-    """`python -m app` on this port (the embedded models); returns once it serves its page."""
+def start_app(port: int, log_path: Path | None = None, args: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`python -m app` on this port (the embedded models), with `args` added; returns once it serves its page."""
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
-    server = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port)], cwd=ROOT, stdout=log,
+    server = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), *args], cwd=ROOT, stdout=log,
                               stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

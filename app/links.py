@@ -215,7 +215,8 @@ def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = 
 LINK_PARAMETERS = (*PARSERS, "preset")
 
 
-PAGE_PARAMETERS = ("tab", "lesson")  # which tab opens and which lesson point it shows (app/tabs/lesson.py reads them)
+# Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), and projector mode (app/projector.py)
+PAGE_PARAMETERS = ("tab", "lesson", "projector")
 
 
 def _ignored(name: str) -> bool:

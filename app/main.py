@@ -8,7 +8,7 @@ import gradio as gr
 
 from engine.presets import PRESETS
 
-from . import runner
+from . import projector, runner
 from .sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, step, why
@@ -39,6 +39,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         gr.Markdown(f"# SpecLab\n{INTRO}")
         gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
                 f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
+        projector_toggle = projector.layout()
         if notice:
             gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
         recordings = lesson_data.recorded()
@@ -57,10 +58,12 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         # The lesson writes into the other tabs, so it is wired once they all exist.
         lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view),
                     lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings), demo)
+        projector.wire(projector_toggle, demo)
     demo.queue(max_size=queue_size)
     return demo
 
 
 def launch(demo: gr.Blocks, **kwargs):
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
-    return demo.launch(css=CSS, theme=gr.themes.Default(), footer_links=["api"], **kwargs)
+    return demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(),
+                       footer_links=["api"], **kwargs)

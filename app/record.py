@@ -86,6 +86,11 @@ class Comparison:
         return self.settings.get("temperature") == 0
 
     @property
+    def rule(self) -> str:
+        """The verification rule that judged the drafts: "greedy" at temperature 0, else the settings' rule."""
+        return "greedy" if self.greedy else str(self.settings.get("verify_rule", "rejection"))
+
+    @property
     def baseline(self) -> LaneResult | None:
         lane = self.lanes.get(BASELINE)
         return lane if lane is not None and lane.summary is not None else None

@@ -47,7 +47,11 @@ def chart_label(text: str) -> str:
 
 
 def _fmt_p(p: float | None) -> str:
-    return "—" if p is None else f"{p:.3f}"
+    """A probability to three decimals, or to three significant digits below 0.001, where three decimals would
+    print 0.000 beside a ratio that is far from 0."""
+    if p is None:
+        return "—"
+    return f"{p:.3f}" if p >= 0.001 or p == 0 else f"{p:.2e}"
 
 
 def _top_line(top) -> str:
@@ -58,19 +62,34 @@ VERDICT_WORDS = {"accepted": "accepted draft", "rejected": "rejected draft",
                  "unverified": "drafted, never verified", "cut": "drafted, cut by the scheduler"}
 
 
-def _drafted_title(token: DraftedToken, step: Step, position: int, greedy: bool) -> str:
+def _verdict_lines(token: DraftedToken, rule: str) -> list[str]:
+    """How the rule in force judged the token: at temperature 0 whether it is the target's top token; under the
+    rejection rule the ratio, the accept probability and the draw; under the match rule the target's own draw."""
+    if token.accept_prob is None:
+        return ["not sent to the target: the scheduler verified only the tokens before it" if token.verdict == "cut"
+                else "never verified: an earlier draft in this block was rejected"]
+    if rule == "greedy":
+        return [f"temperature 0: accepted exactly when it is the target's own top token "
+                f"({'it is' if token.accept_prob >= 1 else 'it is not'})"]
+    if rule == "match":
+        return [f"match rule: the target draws its own token and keeps the draft if they are the same "
+                f"(chance {_fmt_p(token.accept_prob)}, p_target)"]
+    lines = []
+    if token.target_prob is not None and token.draft_prob > 0:
+        lines.append(f"ratio p_target / p_draft {token.target_prob / token.draft_prob:.3f}")
+    line = f"accept probability min(1, ratio) {token.accept_prob:.3f}"
+    if token.draw is not None:
+        passes = token.draw < token.accept_prob
+        line += f" · draw r {token.draw:.3f}: r {'<' if passes else '≥'} accept probability, so it {'passes' if passes else 'fails'}"
+    return lines + [line]
+
+
+def _drafted_title(token: DraftedToken, step: Step, position: int, rule: str) -> str:
     lines = [f"{VERDICT_WORDS[token.verdict]} · step {step.index}, position {position}",
              f"p_target {_fmt_p(token.target_prob)} · p_draft {_fmt_p(token.draft_prob)}"]
     if token.confidence is not None:
         lines.append(f"confidence (predicted survival given the ones before) {token.confidence:.3f}")
-    if token.accept_prob is not None:
-        rule = "greedy: 1 if it is the target's argmax" if greedy else "accept probability"
-        draw = f" · draw {token.draw:.3f}" if token.draw is not None else ""
-        lines.append(f"{rule}: {token.accept_prob:.3f}{draw}")
-    elif token.verdict == "cut":
-        lines.append("not sent to the target: the scheduler verified only the tokens before it")
-    else:
-        lines.append("never verified: an earlier draft in this block was rejected")
+    lines += _verdict_lines(token, rule)
     if token.target_top:
         lines.append(f"target top: {_top_line(token.target_top)}")
     lines.append(f"draft top: {_top_line(token.draft_top)}")
@@ -100,14 +119,14 @@ def _span(text: str, classes: str, title: str | None, in_output: bool) -> str:
     return f'<span class="tok {classes}"{mark}{hover}>{shown}</span>'
 
 
-def step_tokens_html(step: Step, greedy: bool, show_drafts: bool = True, titles: bool = True) -> str:
+def step_tokens_html(step: Step, rule: str, show_drafts: bool = True, titles: bool = True) -> str:
     """The step's tokens in output order; rejected and unverified drafts sit just before the bonus.
     titles=False leaves out the hover text (most of the bytes), for the live view of a running lane."""
     parts = []
     a = step.num_accepted
 
     def title(token: DraftedToken, position: int) -> str | None:
-        return _drafted_title(token, step, position, greedy) if titles else None
+        return _drafted_title(token, step, position, rule) if titles else None
 
     for j, token in enumerate(step.committed):
         if token.source == "accepted":
@@ -154,7 +173,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
                                            "accepted drafted tokens / drafted tokens sent to the target")]
-    if clock == "compute" and wall:
+    if clock == "compute" and wall and method != BASELINE:
         extra.append(_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}"))
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
@@ -233,7 +252,7 @@ def lane_html(comparison: Comparison, method: str, show_drafts: bool = True, liv
         return empty_lane_html(method, state, lane.drafter)
     prompt = str(comparison.settings.get("prompt", ""))
     tokens = (f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
-              + "".join(step_tokens_html(step, comparison.greedy, show_drafts, titles=not live) for step in steps))
+              + "".join(step_tokens_html(step, comparison.rule, show_drafts, titles=not live) for step in steps))
     card = _lane_head(method, state, lane.drafter)
     if live and state == "running":
         return card + tokens  # left open: the next redraw appends to it

@@ -102,7 +102,7 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, chromium, em
 
 def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromium, embedded_engine):
     query = ("prompt=def%20f(x)%3A&methods=baseline,dflash&max_new_tokens=12&temperature=0&seed=9007199254740993"
-             "&colour=red")  # one parameter the app does not know: a message on the page, the rest still used
+             "&colour=red&projector=1")  # one parameter the app does not know: a message on the page, the rest still used
     context, page, console_errors = open_page(chromium)
     try:
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
@@ -121,6 +121,25 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromiu
             else:
                 assert lane.count() == 0 or not lane.is_visible()  # not selected: hidden, never run
         assert page.locator("#link-notes li").all_text_contents() == ["unknown link parameter 'colour' ignored"]
+        assert page.locator("#lane-dflash .sameness").inner_text() == "identical to the baseline ✓"
+        # ?projector=1: the room's view; drafts that did not enter the output folded away until asked for
+        assert "projector" in page.evaluate("document.body.className")
+        assert page.locator("#projector input").is_checked()
+        ghosts = page.locator("#lane-dflash .tok.ghost")
+        if ghosts.count():
+            assert not ghosts.first.is_visible()
+            page.click("#show-drafts-toggle")
+            assert ghosts.first.is_visible()
+        # a click pins a token's details in a panel on the page: the same numbers as its hover text
+        token = page.locator("#lane-dflash .tok.accepted").first
+        token.click()
+        pin = page.locator("#token-pin")
+        pin.wait_for(state="visible", timeout=5_000)
+        details = pin.locator(".pin-text").inner_text()
+        assert details == token.get_attribute("title")
+        assert "p_target" in details and "p_draft" in details and "target's own top token" in details
+        pin.get_by_role("button", name="close").click()
+        assert not pin.is_visible()
         shot = os.environ.get("SPECLAB_SHARE_SCREENSHOT")
         if shot:
             page.screenshot(path=shot, full_page=True)

@@ -60,9 +60,9 @@ MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so 
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 MAX_LINK_CHARS = 60_000  # past this no link is made: the server itself cannot open an address over 65,536 bytes
 
-ACCEPTANCE_CAPTION = ("A drafted token is accepted with probability min(1, p_target / p_draft); at temperature 0, "
-                      "exactly when it is the target's own choice. Hover any token for both probabilities, the "
-                      "ratio and the random draw r that decided it.")
+ACCEPTANCE_CAPTION = ("At temperature 0 a drafted token is accepted exactly when it is the target's own top token; "
+                      "above 0 (the rejection rule) with probability min(1, p_target / p_draft), decided by a random "
+                      "draw r. Hover any token for its numbers, or click it to pin them in a panel on the page.")
 TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                     "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
                     "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another; "
@@ -255,7 +255,7 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str]) -
     """The lane boxes and the charts under them."""
     gr.HTML(LEGEND_HTML)
     gr.Markdown(ACCEPTANCE_CAPTION, elem_classes="note")
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_id="lane-row"):
         boxes = [gr.HTML(empty_lane_html(m, "waiting", drafters[m]), elem_id=f"lane-{m}",
                          min_width=300, visible=m in defaults.methods) for m in methods]
     gr.Markdown(TIMELINE_CAPTION, elem_classes="note")
@@ -472,7 +472,7 @@ class CompareHandlers:
     def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:
         errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
         done = "stopped" if stop.is_set() else "done"
-        text = "; ".join(errors) if errors else f"{done} on {self.engine.device_name}. Hover any token for its numbers."
+        text = "; ".join(errors) if errors else f"{done} on {self.engine.device_name}. Hover any token for its numbers, or click it to pin them."
         if out_of_time:
             errors.append("time limit")
             text = (f"stopped after {self.max_run_s:.0f} s, the most one comparison may take on this shared server; "

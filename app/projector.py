@@ -1,0 +1,111 @@
+"""Projector mode and pinned token details: the page as a room sees it.
+
+A room cannot see a tooltip, and the back row cannot read 14-pixel type. Projector mode (a toggle at the top of
+the page, or `?projector=1` in any link) sets larger type, puts at most two lanes in a row and folds away the
+drafts that did not enter the output (rejected, never verified, cut) until "Show drafts" is pressed. Clicking
+anything that carries hover text — a token, a chip, a mark — pins that text in a panel on the page, large, where
+it stays until closed or replaced: a lecturer can point at it, and a screenshot keeps it.
+
+All of this is the browser's: CSS and a small script, no server round trip, so it works on a recorded replay,
+a running comparison and a saved file alike.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .theme import BONUS
+
+PARAMETER = "projector"  # ?projector=1 opens the page in projector mode (app/links.py PAGE_PARAMETERS)
+
+CSS = f"""
+body.projector .gradio-container {{ font-size: 20px; max-width: none !important; }}
+body.projector .gradio-container .prose, body.projector .gradio-container label span,
+body.projector .note {{ font-size: 20px; }}
+body.projector #lane-row {{ display: grid !important; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 1em; }}
+body.projector .lane-name {{ font-size: 1.5em; }}
+body.projector .chip {{ font-size: 1.1em; }}
+body.projector .tokens {{ font-size: 1.05em; max-height: 22em; line-height: 1.7; }}
+body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) .cutmark {{ display: none; }}
+#show-drafts-toggle {{ display: none; }}
+body.projector #show-drafts-toggle {{ display: inline-block; }}
+.pinnable {{ cursor: pointer; }}
+#token-pin {{ position: fixed; right: 1em; bottom: 1em; z-index: 1000; max-width: min(36em, 90vw);
+             background: white; border: 2px solid {BONUS}; border-radius: .5em; padding: .6em .9em;
+             box-shadow: 0 4px 16px #0003; font-size: 16px; }}
+body.projector #token-pin {{ font-size: 22px; }}
+#token-pin[hidden] {{ display: none; }}
+#token-pin .pin-head {{ display: flex; justify-content: space-between; gap: 1em; font-weight: 700; }}
+#token-pin .pin-token {{ font-family: ui-monospace, monospace; white-space: pre; }}
+#token-pin .pin-text {{ white-space: pre-wrap; font-family: ui-monospace, monospace; margin: .3em 0 0;
+                        font-size: .9em; }}
+#token-pin button {{ border: 1px solid #ccc; border-radius: .3em; background: #f5f5f5; cursor: pointer; }}
+"""
+
+# Runs once per page (gr.Blocks' head): one listener for the whole page, so tokens drawn later (a lane that
+# ends, a replay, a file opened) are pinnable without any script of their own.
+SCRIPT = """
+<script>
+(() => {
+  const PINNABLE = ".tok[title], .chip[title], .sameness[title], .cutmark[title]";
+  function panel() {
+    let pin = document.getElementById("token-pin");
+    if (pin) return pin;
+    pin = document.createElement("div");
+    pin.id = "token-pin";
+    pin.hidden = true;
+    pin.setAttribute("role", "status");
+    pin.innerHTML = '<div class="pin-head"><span>Pinned: <span class="pin-token"></span></span>' +
+                    '<button type="button" aria-label="close">close ✕</button></div><div class="pin-text"></div>';
+    pin.querySelector("button").addEventListener("click", () => { pin.hidden = true; });
+    document.body.appendChild(pin);
+    return pin;
+  }
+  document.addEventListener("click", (event) => {
+    if (event.target.closest("#show-drafts-toggle")) {
+      document.body.classList.toggle("drafts-shown");
+      return;
+    }
+    if (event.target.closest("a")) return;
+    const item = event.target.closest(PINNABLE);
+    if (!item) return;
+    const pin = panel();
+    pin.querySelector(".pin-token").textContent = item.textContent.trim().slice(0, 60);
+    pin.querySelector(".pin-text").textContent = item.getAttribute("title");
+    pin.hidden = false;
+  });
+  document.addEventListener("mouseover", (event) => {
+    const item = event.target.closest && event.target.closest(PINNABLE);
+    if (item) item.classList.add("pinnable");
+  });
+  window.speclabProjector = (on) => {
+    document.body.classList.toggle("projector", !!on);
+    return on;
+  };
+})();
+</script>
+"""
+
+# Given to the page as it is (gr.Blocks' head), not through Gradio's css=, which copies every rule under its own
+# container's selectors: a copy of "#show-drafts-toggle { display: none }" would then outrank the projector's rule.
+HEAD = f"<style>{CSS}</style>{SCRIPT}"
+
+# The toggle's own value, and on page load the link's ?projector=1, become the page's class.
+TOGGLE_JS = "(on) => window.speclabProjector(on)"
+FROM_LINK_JS = f"() => new URLSearchParams(window.location.search).get('{PARAMETER}') === '1'"
+
+
+def layout() -> gr.Checkbox:
+    """The toggle, and in projector mode a button that unfolds the drafts; returns the toggle."""
+    with gr.Row(equal_height=True):
+        toggle = gr.Checkbox(False, label="Projector mode: large type, two lanes a row, drafts folded away; "
+                                          "click any token or number to pin its details", elem_id="projector",
+                             container=False, scale=4)
+        gr.HTML('<button type="button" id="show-drafts-toggle" class="chip">'
+                'Show / hide rejected and cut drafts</button>')
+    return toggle
+
+
+def wire(toggle: gr.Checkbox, demo: gr.Blocks) -> None:
+    toggle.change(None, inputs=[toggle], outputs=None, js=TOGGLE_JS, queue=False)
+    demo.load(None, inputs=None, outputs=[toggle], js=FROM_LINK_JS, queue=False)

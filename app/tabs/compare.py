@@ -255,7 +255,7 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str]) -
     """The lane boxes and the charts under them."""
     gr.HTML(LEGEND_HTML)
     gr.Markdown(ACCEPTANCE_CAPTION, elem_classes="note")
-    with gr.Row(equal_height=False, elem_id="lane-row"):
+    with gr.Row(equal_height=False, elem_id="compare-lanes"):
         boxes = [gr.HTML(empty_lane_html(m, "waiting", drafters[m]), elem_id=f"lane-{m}",
                          min_width=300, visible=m in defaults.methods) for m in methods]
     gr.Markdown(TIMELINE_CAPTION, elem_classes="note")

@@ -25,7 +25,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    parser.add_argument("--server", action="append", metavar="NAME=URL", default=[],
+                        help="a vLLM or SGLang server shown as a lane beside the local ones (repeatable; also "
+                             "SPECLAB_SERVERS; NAME=URL,kind=vllm|sglang,model=ID; see docs/servers.md)")
     args = parser.parse_args(argv)
+    from .servers import servers_from
+
+    try:
+        servers = servers_from(args.server)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     from engine.types import EngineError
 
@@ -47,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {again}", file=sys.stderr)
             return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
-    launch(build_app(engine, notice=notice), server_name=args.host, server_port=args.port)
+    launch(build_app(engine, notice=notice, servers=servers), server_name=args.host, server_port=args.port)
     return 0
 
 

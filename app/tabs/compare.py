@@ -591,7 +591,7 @@ def render(engine, demo: gr.Blocks, sessions: SessionStore,
     lanes kept); servers: the server lanes run beside the local ones (app/server_lanes.py), if any."""
     handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
     view = layout(handlers.methods, handlers.defaults, handlers.drafters, servers.specs if servers else ())
-    wire(view, handlers, demo)
     if servers is not None and servers.specs:
-        server_lanes.wire(view, servers)
+        server_lanes.wire(view, servers)  # first: a page sends a click's events in the order they were wired
+    wire(view, handlers, demo)
     return view, handlers

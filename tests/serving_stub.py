@@ -137,6 +137,7 @@ class StubHandler(BaseHTTPRequestHandler):
         for i, piece in enumerate(self.stub.script.pieces):
             if self.stub.mode == "slow" and i == 1:
                 time.sleep(self.stub.slow_s)
+            time.sleep(self.stub.piece_delay_s)
             yield piece
 
     def _stream_vllm(self, request: dict):
@@ -179,8 +180,9 @@ class Stub:
     """One stub server on a free loopback port, in a thread; use as a context manager."""
 
     def __init__(self, engine: str = "vllm", mode: str = "normal", detailed: bool = True, script: Script | None = None,
-                 slow_s: float = 1.0):
+                 slow_s: float = 1.0, piece_delay_s: float = 0.0):
         self.engine, self.mode, self.detailed, self.slow_s = engine, mode, detailed, slow_s
+        self.piece_delay_s = piece_delay_s  # a pause before each text piece, as a real server streams
         self.script = script or Script()
         self.requests: list[tuple] = []
         self.httpd = QuietServer(("127.0.0.1", 0), StubHandler)

@@ -10,7 +10,6 @@ here takes an address from the page. Server lanes are not part of saved comparis
 from __future__ import annotations
 
 import html
-import time
 
 import gradio as gr
 

@@ -249,7 +249,7 @@ def _headers(spec: ServerSpec, environ: Mapping[str, str] | None) -> dict:
     return headers
 
 
-def _why(exc: BaseException, spec: ServerSpec, timeouts: Timeouts) -> str:
+def _why(exc: BaseException, timeouts: Timeouts) -> str:
     """A failure in words (never the address's secrets: the URL has none, and the key is not in any error)."""
     if isinstance(exc, ServerError):
         return str(exc)
@@ -458,7 +458,7 @@ def stream_lane(spec: ServerSpec, prompt: str, settings: Mapping, stop: threadin
             yield lane
         lane.state = "stopped" if stop is not None and stop.is_set() else "done"
     except Exception as exc:  # noqa: BLE001 (every failure of a remote server is one line, never a traceback)
-        lane.state, lane.error = "error", _why(exc, spec, timeouts)
+        lane.state, lane.error = "error", _why(exc, timeouts)
     yield lane
 
 
@@ -581,5 +581,5 @@ def read_counters(spec: ServerSpec, timeouts: Timeouts = Timeouts(), environ=Non
     try:
         counters = parse_counters(get_text(spec, "/metrics", timeouts, environ))
     except Exception as exc:  # noqa: BLE001
-        return _why(exc, spec, timeouts)
+        return _why(exc, timeouts)
     return counters if counters is not None else NO_COUNTERS

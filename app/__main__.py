@@ -29,9 +29,19 @@ def main(argv: list[str] | None = None) -> int:
                              "pass only; docs/benchmarks.md)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    parser.add_argument("--server", action="append", metavar="NAME=URL", default=[],
+                        help="a vLLM or SGLang server shown as a lane beside the local ones (repeatable; also "
+                             "SPECLAB_SERVERS; NAME=URL,kind=vllm|sglang,model=ID; see docs/servers.md)")
     args = parser.parse_args(argv)
     if args.timing_runs is not None and not 1 <= args.timing_runs <= 10:
         parser.error("--timing-runs must be a whole number from 1 to 10")
+    from .servers import servers_from
+
+    try:
+        servers = servers_from(args.server)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     from engine.types import EngineError
 
@@ -57,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run_lanes = runner.run_lanes if args.timing_runs is None else \
         functools.partial(runner.run_lanes, timing_runs=args.timing_runs)
-    launch(build_app(engine, notice=notice, run_lanes=run_lanes), server_name=args.host, server_port=args.port)
+    launch(build_app(engine, notice=notice, run_lanes=run_lanes, servers=servers), server_name=args.host, server_port=args.port)
     return 0
 
 

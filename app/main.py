@@ -8,7 +8,7 @@ import gradio as gr
 
 from engine.presets import PRESETS
 
-from . import projector, runner
+from . import projector, runner, server_lanes
 from .sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, step, why
@@ -28,11 +28,14 @@ SESSION_CAPACITY = 256
 
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
-              max_run_s: float = compare.MAX_RUN_S) -> gr.Blocks:
+              max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
-    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space). The app's server-side state is one
-    bounded SessionStore, shared by its tabs."""
+    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
+    each a lane beside the local ones (app/server_lanes.py). The app's server-side state is one bounded
+    SessionStore, shared by its tabs."""
     sessions = SessionStore()
+    server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
+                       if servers else None)
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
     with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
@@ -46,7 +49,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         with gr.Tabs() as tabs:
             with gr.Tab("Compare", id="compare"):
                 compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
-                                                                max_run_s=max_run_s)
+                                                                max_run_s=max_run_s, servers=server_handlers)
             with gr.Tab("Lesson", id="lesson"):
                 lesson_view = lesson.layout(recordings)
             with gr.Tab("Step through", id="step"):
@@ -55,6 +58,8 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
                 why_view, why_handlers = why.render(engine, sessions, recordings)
             with gr.Tab("About", id="about"):
                 about.render(engine)
+                if server_handlers is not None:
+                    server_lanes.about_section(server_handlers)
         # The lesson writes into the other tabs, so it is wired once they all exist.
         lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view),
                     lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings), demo)

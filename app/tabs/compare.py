@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -38,6 +38,7 @@ from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError,
 from ..record import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
+from .. import server_lanes
 from ..sessions import SessionStore, now_s
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
@@ -180,6 +181,7 @@ class CompareView:
     charts: list  # NUM_CHARTS plots, in comparison_figures' order
     link_query: gr.Textbox
     focus: gr.HTML  # a lesson point's "look at" note
+    server_boxes: list = field(default_factory=list)  # one per server lane (app/server_lanes.py), after the local lanes
 
     @property
     def run_outputs(self) -> list:
@@ -251,13 +253,15 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
     return c, show_drafts
 
 
-def _results(methods: list[str], defaults: Settings, drafters: dict[str, str]) -> tuple[list, list]:
-    """The lane boxes and the charts under them."""
+def _results(methods: list[str], defaults: Settings, drafters: dict[str, str],
+             servers=()) -> tuple[list, list, list]:
+    """The lane boxes (then the server lanes' boxes, in the same row) and the charts under them."""
     gr.HTML(LEGEND_HTML)
     gr.Markdown(ACCEPTANCE_CAPTION, elem_classes="note")
     with gr.Row(equal_height=False, elem_id="compare-lanes"):
         boxes = [gr.HTML(empty_lane_html(m, "waiting", drafters[m]), elem_id=f"lane-{m}",
                          min_width=300, visible=m in defaults.methods) for m in methods]
+        server_boxes = server_lanes.boxes(list(servers))
     gr.Markdown(TIMELINE_CAPTION, elem_classes="note")
     timeline = gr.Plot(elem_id="timeline", show_label=False)
     gr.Markdown("**Below:** tokens against time (the steepest line is the fastest lane), how acceptance holds up "
@@ -271,11 +275,13 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str]) -
     with gr.Row():
         lower = [gr.Plot(elem_id=e, show_label=False) for e in ("accepted-histogram", "formula-vs-measured",
                                                                  "time-split")]
-    return boxes, [timeline, *small, *lower]
+    return boxes, [timeline, *small, *lower], server_boxes
 
 
-def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFT_LEN) -> CompareView:
-    """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top."""
+def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFT_LEN,
+           servers=()) -> CompareView:
+    """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top;
+    servers: the operator's server lanes."""
     prompt, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
     controls, show_drafts = _settings(methods, defaults, block_top)
     controls["prompt"] = prompt
@@ -286,14 +292,14 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
     page_address = gr.Textbox(visible=False)
     status = gr.HTML(status_html("Press Run. Lanes run one after another, so no lane slows another's timings."),
                      elem_id="status")
-    boxes, charts = _results(methods, defaults, drafters)
+    boxes, charts, server_boxes = _results(methods, defaults, drafters, servers)
     # The canonical query of the link this page was opened with: set once by the page load, it runs the
     # comparison. (A text box, not gr.State, which would hold a heartbeat connection open for every visitor.)
     link_query = gr.Textbox(visible=False, elem_id="link-query")
     controls = {name: controls[name] for name in PARSERS}
     assert len(charts) == NUM_CHARTS
     return CompareView(prompt, run_button, stop_button, copy_button, download_button, upload, controls, show_drafts,
-                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus)
+                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus, server_boxes)
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -609,11 +615,15 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 
 def render(engine, demo: gr.Blocks, sessions: SessionStore,
            run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-           max_run_s: float = MAX_RUN_S) -> tuple[CompareView, CompareHandlers]:
+           max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None
+           ) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
     app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
-    lanes kept)."""
+    lanes kept); servers: the server lanes run beside the local ones (app/server_lanes.py), if any."""
     handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
-    view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps))
+    view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps),
+                  servers.specs if servers else ())
+    if servers is not None and servers.specs:
+        server_lanes.wire(view, servers)  # first: a page sends a click's events in the order they were wired
     wire(view, handlers, demo)
     return view, handlers

@@ -6,6 +6,7 @@ import argparse
 import functools
 import os
 import sys
+from pathlib import Path
 
 from engine.presets import DEFAULT_PRESET, PRESETS
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-runs", type=int, default=None, metavar="N",
                         help="complete runs of each lane, taking turns, the fastest kept (default 3; 1 = the live "
                              "pass only; docs/benchmarks.md)")
+    parser.add_argument("--recordings", type=Path, default=None, metavar="DIR",
+                        help="where recorded runs are kept across restarts, so a share link replays the same numbers "
+                             "(default: SPECLAB_RECORDINGS, else ~/.cache/speclab/recorded)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     parser.add_argument("--server", action="append", metavar="NAME=URL", default=[],
@@ -64,10 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
     from . import runner
+    from .recorded import default_folder
 
     run_lanes = runner.run_lanes if args.timing_runs is None else \
         functools.partial(runner.run_lanes, timing_runs=args.timing_runs)
-    launch(build_app(engine, notice=notice, run_lanes=run_lanes, servers=servers), server_name=args.host, server_port=args.port)
+    launch(build_app(engine, notice=notice, run_lanes=run_lanes, servers=servers,
+                     recordings=args.recordings or default_folder()), server_name=args.host, server_port=args.port)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import gradio as gr
 
@@ -28,12 +29,14 @@ SESSION_CAPACITY = 256
 
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
-              max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None) -> gr.Blocks:
+              max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
+              recordings: Path | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
-    each a lane beside the local ones (app/server_lanes.py). The app's server-side state is one bounded
+    each a lane beside the local ones (app/server_lanes.py); recordings: the folder that keeps recorded runs
+    across restarts (app/recorded.py; None: memory only). The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
-    sessions = SessionStore()
+    sessions = SessionStore(recordings=recordings)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
                        if servers else None)
     preset = PRESETS.get(engine.preset)

@@ -10,11 +10,13 @@ copy values into every event; one bounded store here keeps memory flat however m
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from .record import Comparison, LastComparisons
+from .recorded import RecordedRuns
 
 MAX_BROWSER_SESSIONS = 64  # sessions whose state is kept, least recently used evicted
 MAX_RECORDED = 32  # complete comparisons kept by configuration for share links
@@ -43,13 +45,14 @@ class Session:
 
 class SessionStore:
     def __init__(self, limit: int = MAX_BROWSER_SESSIONS, recorded: int = MAX_RECORDED,
-                 opened_files: int = MAX_OPENED_FILES):
+                 opened_files: int = MAX_OPENED_FILES, recordings: Path | None = None):
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._opened: OrderedDict[str, Comparison] = OrderedDict()  # sessions holding a file, oldest first
         self._lock = threading.Lock()
         self._limit = limit
         self._opened_limit = opened_files
-        self.recorded = LastComparisons(limit=recorded)  # complete runs by configuration (app/tabs/compare.py)
+        # complete runs by configuration (app/tabs/compare.py), also on disk in `recordings` (app/recorded.py)
+        self.recorded = RecordedRuns(recordings, limit=recorded)
         self.replays = LastComparisons(limit=recorded)  # each recorded run's page outputs, drawn once
 
     def get(self, session: str) -> Session:

@@ -211,11 +211,12 @@ def load_space_engine(preset: str, device: str = "auto"):
 def create_demo():
     """The Space's Blocks: the engine loaded now, its lanes' device work under `spaces.GPU` on a GPU."""
     from .main import build_app
+    from .recorded import default_folder
 
     engine, notice = load_space_engine(space_preset())
     gpu = gpu_decorator() if engine.device.type == "cuda" else no_gpu
     print(f"SpecLab Space: {engine.preset} models on {engine.device_name}" + (" (ZeroGPU)" if zero_gpu() else ""))
-    return build_app(engine, notice=notice, run_lanes=lane_runner(engine, gpu))
+    return build_app(engine, notice=notice, run_lanes=lane_runner(engine, gpu), recordings=default_folder())
 
 
 def main(argv: list[str] | None = None) -> int:

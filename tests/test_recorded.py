@@ -1,0 +1,146 @@
+"""Recorded runs on disk: a link opened after a restart replays the same run; the folder stays bounded; a full
+disk, a broken file or a second writer never costs a visitor their run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.record import Comparison, LaneResult, settings_dict
+from app.recorded import SUFFIX, RecordedRuns, file_name
+from engine.types import GenerationConfig
+
+PROMPT = "def add(a, b):"
+
+
+@pytest.fixture(scope="module")
+def comparison(random_engine):
+    from app.links import default_settings
+
+    methods = ("baseline", "ar")
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=10, methods=methods))
+    lanes = {m: LaneResult.ended(m, random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=10)),
+                                 timing_runs=3) for m in methods}
+    return Comparison(settings, lanes, "cpu (1 thread)", "random")
+
+
+def same_numbers(a: Comparison, b: Comparison) -> bool:
+    return a.to_json() == b.to_json() and all(a.speedup(m) == b.speedup(m) for m in a.lanes)
+
+
+def test_a_record_survives_a_restart(comparison, tmp_path):
+    RecordedRuns(tmp_path).remember("key-1", comparison)
+    restarted = RecordedRuns(tmp_path)  # a new process: nothing in memory
+    again = restarted.last("key-1")
+    assert again is not None and same_numbers(again, comparison)
+    assert restarted.last("key-2") is None
+    assert [p.name for p in tmp_path.iterdir()] == [file_name("key-1")]  # no temporary file left behind
+
+
+def test_the_folder_is_bounded_in_files_and_bytes(comparison, tmp_path):
+    runs = RecordedRuns(tmp_path, max_files=3)
+    for i in range(5):
+        runs.remember(f"key-{i}", comparison)
+        os.utime(tmp_path / file_name(f"key-{i}"), (1_000 + i, 1_000 + i))  # distinct ages, oldest first
+    runs.remember("key-5", comparison)
+    assert sorted(p.name for p in tmp_path.glob("*" + SUFFIX)) == sorted(file_name(f"key-{i}") for i in (3, 4, 5))
+    one = (tmp_path / file_name("key-5")).stat().st_size
+    small = RecordedRuns(tmp_path / "small", max_bytes=int(2.5 * one))
+    for i in range(4):
+        small.remember(f"key-{i}", comparison)
+    assert sum(p.stat().st_size for p in (tmp_path / "small").glob("*" + SUFFIX)) <= 2.5 * one
+
+
+def test_a_run_that_cannot_be_stored_is_still_kept_in_memory(comparison, tmp_path, caplog):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the folder should be")
+    runs = RecordedRuns(blocked)
+    runs.remember("key", comparison)  # no exception reaches the visitor
+    runs.remember("key", comparison)
+    assert runs.last("key") is comparison
+    assert len([r for r in caplog.records if "memory only" in r.message]) == 1  # said once
+
+
+def test_a_broken_or_foreign_file_is_ignored(comparison, tmp_path):
+    RecordedRuns(tmp_path).remember("key", comparison)
+    path = tmp_path / file_name("key")
+    doc = json.loads(path.read_text())
+    doc["key"] = "another configuration"
+    path.write_text(json.dumps(doc))
+    assert RecordedRuns(tmp_path).last("key") is None
+    path.write_text(path.read_text()[:500])  # cut short
+    assert RecordedRuns(tmp_path).last("key") is None
+    doc["key"] = "key"
+    doc["lanes"]["ar"][1]["num_accepted"] = 99  # tampered: refused like any saved file
+    path.write_text(json.dumps(doc))
+    assert RecordedRuns(tmp_path).last("key") is None
+
+
+def test_concurrent_writers_never_leave_half_a_file(comparison, tmp_path):
+    writers = [RecordedRuns(tmp_path, max_files=4) for _ in range(4)]
+    errors = []
+
+    def write(runs: RecordedRuns, n: int):
+        try:
+            for i in range(6):
+                runs.remember(f"key-{(n + i) % 5}", comparison)
+        except Exception as exc:  # noqa: BLE001  any failure fails the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w, n)) for n, w in enumerate(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    files = list(tmp_path.glob("*" + SUFFIX))
+    assert 1 <= len(files) <= 4 and not list(tmp_path.glob(".writing-*"))
+    reader = RecordedRuns(tmp_path)
+    for path in files:
+        key = json.loads(path.read_text())["key"]
+        assert same_numbers(reader.last(key), comparison)
+
+
+def test_a_share_link_replays_its_recorded_run_after_a_restart(random_engine, tmp_path):
+    """The page's own events, as a browser calls them: a link runs once, the server restarts (a new app on the
+    same folder), the same link shows the recorded numbers without running anything."""
+    from types import SimpleNamespace
+
+    from app.links import PARSERS
+    from app.main import build_app
+
+    query = {"prompt": "def g(y):", "methods": "baseline,ar", "max_new_tokens": "8"}
+
+    def figures(outputs) -> list[str]:
+        """Every number a lane's chips show (τ, α, tokens/s, speedups, ...), lane by lane."""
+        values = [o.get("value") if isinstance(o, dict) else o for o in outputs]
+        found = [re.findall(r"<b>([^<]*)</b>", v) for v in values if isinstance(v, str) and "data-method" in v]
+        return [numbers for numbers in found if numbers]  # lanes not in the comparison show none
+
+    def visit(demo) -> tuple[str, list]:
+        fns = {dep.name: dep.fn for dep in demo.fns.values()}
+        page = SimpleNamespace(session_hash="lecturer", query_params=query)
+        outputs = fns["restore"](page)
+        link_query, status = outputs[len(PARSERS) + 1], outputs[len(PARSERS) + 2]
+        if isinstance(link_query, str) and link_query:
+            outputs = list(fns["run_link"](link_query, True, page))[-1]
+            return outputs[0], figures(outputs[1:])
+        return status, figures(outputs[len(PARSERS) + 3:])
+
+    first_status, first_lanes = visit(build_app(random_engine, recordings=tmp_path))
+    assert "done" in first_status
+    calls = []
+    real = random_engine.stream
+    random_engine.stream = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        status, lanes = visit(build_app(random_engine, recordings=tmp_path))  # after the restart
+    finally:
+        del random_engine.stream
+    assert "ran before on this server" in status and not calls
+    assert len(lanes) == 2 and lanes == first_lanes and all(lanes)

@@ -84,7 +84,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
 
 
 def test_comparison_charts_of_a_run(random_engine):
-    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure
+    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure, verify_cost
     from engine.types import GenerationConfig
 
     from app.record import Comparison
@@ -97,8 +97,18 @@ def test_comparison_charts_of_a_run(random_engine):
         assert sum(trace.y) == pytest.approx(1.0)  # shares of steps
         assert max(trace.x) == max(s.num_accepted for s in results[method].steps)
     formula = predicted_vs_measured_figure(comparison)
-    assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[1].y)
-    assert list(formula.data[1].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[2].y)
+    assert list(formula.data[2].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    # the formula divided by what a verify cost in baseline forwards, each lane labelled with that cost
+    costs = [verify_cost(comparison, m) for m in ("ar", "dflash")]
+    base = comparison.baseline.summary
+    for method, cost in zip(("ar", "dflash"), costs):
+        s = comparison.lanes[method].summary
+        assert cost == pytest.approx((s.verify_s / s.num_steps) / (base.verify_s / base.num_steps))
+    assert list(formula.data[1].y) == pytest.approx([f / c for f, c in zip(formula.data[0].y, costs)])
+    assert [f"a verify = {c:.2f} baseline forwards" in t for c, t in zip(costs, formula.layout.xaxis.ticktext)] \
+        == [True, True]
+    assert verify_cost(comparison, "baseline") == pytest.approx(1.0)
     shares = bubble_share_figure(comparison)
     totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
     assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time

@@ -68,11 +68,14 @@ TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: o
                     "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another; "
                     "the block drafters draft the whole block in one. Overlap (More settings) runs each step's "
                     "host work under the next step's device work, to close those gaps.")
-CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (the papers' τ histograms), the measured "
-                  "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own numbers "
-                  "(the formula counts a verify as one baseline forward; verifying several tokens costs more), and "
-                  "where each lane's time went. ✂ in a lane marks where a scheduler cut the block before "
-                  "verification.")
+CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (a step commits τ tokens: those, plus the "
+                  "target's own), where each lane's time went, and the measured speedup beside the formula "
+                  "τ / (1 + cost_draft / cost_target) fed with this run's own τ and times. The formula counts each "
+                  "verify as one baseline forward, but verifying K + 1 tokens at once costs more: under each lane, "
+                  "how many baseline forwards one of its verifies cost in this run, and the striped bar divides the "
+                  "formula by it; what remains between that bar and the measured one is host work, bubbles and the "
+                  "prefill. ✂ in a lane "
+                  "marks where a scheduler cut the block before verification.")
 
 
 @functools.cache

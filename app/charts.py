@@ -22,33 +22,43 @@ from .theme import VERIFY_WORK as VERIFY_COLOUR
 PREDICTION_COLOUR = "#CC79A7"  # predictions beside measurements (reddish purple)
 PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (predictions are labelled)
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
+DRAFT_ALTERNATE = "draft, every second forward"  # the timeline's key for a step's 2nd, 4th, ... draft forward
+DRAFT_ALTERNATE_COLOUR = "#9C6B00"  # a darker orange beside DRAFT_WORK, so adjacent draft forwards stay apart
 WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
 
 
 def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     """One row per method on a shared time axis (each lane's own run starts at 0 ms): draft, verify and
-    host spans as bars, gaps between them as empty, hoverable bubbles."""
+    host spans as bars, gaps between them as empty, hoverable bubbles. A step's draft forwards alternate two
+    shades of orange, so K forwards one after another stay K bars instead of one (zoom in to count them)."""
     rows = [method_label(m) for m in lanes]
-    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in LANE_COLOURS}
+    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in (*LANE_COLOURS, DRAFT_ALTERNATE)}
     bubbles = {"y": [], "base": [], "x": [], "text": []}
     for method, steps in lanes.items():
         row = method_label(method)
         last_end_ms = 0.0
         for step in steps:
+            num_drafts = 0
             for span in step.spans:
                 start_ms, end_ms = span.start_s * 1e3, span.end_s * 1e3
                 if start_ms - last_end_ms > BUBBLE_MIN_MS:
                     _add(bubbles, row, last_end_ms, start_ms,
                          f"{row} · bubble: nothing running<br>{start_ms - last_end_ms:.2f} ms before step {step.index}")
                 label = span.label or span.work
-                _add(bars[span.work], row, start_ms, end_ms,
-                     f"{row} · step {step.index} · {label}<br>{end_ms - start_ms:.2f} ms")
+                work = span.work
+                if work == "draft":
+                    work = DRAFT_ALTERNATE if num_drafts % 2 else work
+                    num_drafts += 1
+                _add(bars[work], row, start_ms, end_ms, f"{row} · step {step.index} · {label}<br>{end_ms - start_ms:.2f} ms")
                 last_end_ms = max(last_end_ms, end_ms)
     fig = go.Figure()
     for work, data in bars.items():
-        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"], name=WORK_NAMES[work],
-                             marker_color=LANE_COLOURS[work], marker_line_width=0, hovertext=data["text"],
-                             hoverinfo="text"))
+        alternate = work == DRAFT_ALTERNATE
+        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"],
+                             name=WORK_NAMES["draft" if alternate else work], showlegend=not alternate,
+                             legendgroup="draft" if alternate else work,
+                             marker_color=DRAFT_ALTERNATE_COLOUR if alternate else LANE_COLOURS[work],
+                             marker_line_width=0, hovertext=data["text"], hoverinfo="text"))
     fig.add_trace(go.Bar(orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
                          name="bubble (gap)", marker_color="rgba(0,0,0,0)", marker_line_color="rgba(0,0,0,0.25)",
                          marker_line_width=0.5, hovertext=bubbles["text"], hoverinfo="text"))

@@ -116,6 +116,21 @@ def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
     assert all(x > 0 for trace in fig.data for x in trace.x)
 
 
+def test_timeline_draws_a_steps_draft_forwards_in_alternating_shades(random_engine):
+    """K draft forwards in a row would merge into one orange bar: the 1st, 3rd, ... of a step take one shade and
+    the 2nd, 4th, ... another (one legend entry for both)."""
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12, draft_len=4))
+    fig = timeline_figure({"ar": [result.prefill, *result.steps]})
+    first, second = [t for t in fig.data if t.legendgroup == "draft"]
+    assert first.marker.color != second.marker.color and first.showlegend and not second.showlegend
+    odd, even = set(), set()  # each step's draft spans by start, 1st, 3rd, ... and 2nd, 4th, ...
+    for step in (result.prefill, *result.steps):
+        for i, span in enumerate(s for s in step.spans if s.work == "draft"):
+            (even if i % 2 else odd).add(round(span.start_s * 1e3, 9))
+    assert len(even) >= len(result.steps) - 1  # K = 4: at least two forwards in every full step
+    assert {round(b, 9) for b in first.base} == odd and {round(b, 9) for b in second.base} == even
+
+
 @pytest.fixture(scope="module")
 def launched_app(random_engine):
     demo = build_app(random_engine)

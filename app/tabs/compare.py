@@ -65,17 +65,18 @@ ACCEPTANCE_CAPTION = ("A drafted token is accepted with probability min(1, p_tar
                       "ratio and the random draw r that decided it.")
 TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                     "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
-                    "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another; "
-                    "the block drafters draft the whole block in one. Overlap (More settings) runs each step's "
+                    "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another, "
+                    "in alternating light and dark orange (at large K each is under a pixel wide here: drag across "
+                    "the chart to zoom in and count them); the block drafters draft the whole block in one. Overlap (More settings) runs each step's "
                     "host work under the next step's device work, to close those gaps.")
-CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (a step commits τ tokens: those, plus the "
-                  "target's own), where each lane's time went, and the measured speedup beside the formula "
-                  "τ / (1 + cost_draft / cost_target) fed with this run's own τ and times. The formula counts each "
-                  "verify as one baseline forward, but verifying K + 1 tokens at once costs more: under each lane, "
-                  "how many baseline forwards one of its verifies cost in this run, and the striped bar divides the "
-                  "formula by it; what remains between that bar and the measured one is host work, bubbles and the "
-                  "prefill. ✂ in a lane "
-                  "marks where a scheduler cut the block before verification.")
+CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, the tokens a step commits on average, "
+                  "is that number plus the target's own token), where each lane's time went, and the measured "
+                  "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own τ and "
+                  "times. The formula counts each verify as one baseline forward, but verifying K + 1 tokens at "
+                  "once costs more: under each lane, how many baseline forwards one of its verifies cost in this "
+                  "run, and the striped bar divides the formula by it; what remains between that bar and the "
+                  "measured one is host work, bubbles and the prefill. ✂ in a lane marks where a scheduler cut the "
+                  "block before verification.")
 
 
 @functools.cache

@@ -44,12 +44,10 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
                 if start_ms - last_end_ms > BUBBLE_MIN_MS:
                     _add(bubbles, row, last_end_ms, start_ms,
                          f"{row} · bubble: nothing running<br>{start_ms - last_end_ms:.2f} ms before step {step.index}")
-                label = span.label or span.work
-                work = span.work
-                if work == "draft":
-                    work = DRAFT_ALTERNATE if num_drafts % 2 else work
-                    num_drafts += 1
-                _add(bars[work], row, start_ms, end_ms, f"{row} · step {step.index} · {label}<br>{end_ms - start_ms:.2f} ms")
+                work = DRAFT_ALTERNATE if span.work == "draft" and num_drafts % 2 else span.work
+                num_drafts += span.work == "draft"
+                _add(bars[work], row, start_ms, end_ms,
+                     f"{row} · step {step.index} · {span.label or span.work}<br>{end_ms - start_ms:.2f} ms")
                 last_end_ms = max(last_end_ms, end_ms)
     fig = go.Figure()
     for work, data in bars.items():

@@ -67,8 +67,9 @@ TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: o
                     "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
                     "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another, "
                     "in alternating light and dark orange (at large K each is under a pixel wide here: drag across "
-                    "the chart to zoom in and count them); the block drafters draft the whole block in one. Overlap (More settings) runs each step's "
-                    "host work under the next step's device work, to close those gaps.")
+                    "the chart to zoom in and count them); the block drafters draft the whole block in one. "
+                    "Overlap (More settings) runs each step's host work under the next step's device work, to "
+                    "close those gaps.")
 CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, the tokens a step commits on average, "
                   "is that number plus the target's own token), where each lane's time went, and the measured "
                   "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own τ and "

@@ -102,8 +102,8 @@ class Rule:
         if self.greedy:
             return ("This run is at temperature 0 (greedy): a draft is accepted exactly when it is the target's "
                     "own greedy choice, its most likely token at that position (“argmax? yes”). p_draft and "
-                    "p_target do not decide it, so a token can pass with p_target below p_draft when no other token is likelier; "
-                    "nothing is drawn, so r is empty.")
+                    "p_target do not decide it, so a token can pass with p_target below p_draft when no other "
+                    "token is likelier; nothing is drawn, so r is empty.")
         if self.name == "match":
             return (f"This run is at temperature {self.temperature:g} under the match rule: the target draws its own "
                     "token at each position and a draft passes when it is that token, which happens with probability "

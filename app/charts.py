@@ -255,19 +255,21 @@ def comparison_figures(comparison) -> tuple[go.Figure, ...]:
 
 
 
-def label_positions(points: dict[str, tuple[int, float]]) -> list[str]:
+def label_positions(points: dict[str, tuple[int, float]], max_k: int | None = None) -> list[str]:
     """Where each point's label goes, in the order of `points` ({name: (K, speedup)}): to the right of a point
     alone at its K; where lanes share a K (DFlash and DSpark at one block length), above the highest and below the
-    lowest (ties broken by order), so their labels do not print over each other."""
+    lowest (ties broken by order), so their labels do not print over each other. With `max_k` (the axis' last K),
+    points in its last quarter are labelled on their left, so the label is not cut off at the chart's edge."""
     items = list(points.values())
     positions = []
     for i, (k, y) in enumerate(items):
         group = sorted((v, -j) for j, (kk, v) in enumerate(items) if kk == k)  # lowest first
         rank = group.index((y, -i))
+        side = "left" if max_k is not None and k > 0.75 * max_k else "right"
         if len(group) == 1 or 0 < rank < len(group) - 1:
-            positions.append("middle right")
+            positions.append(f"middle {side}")
         else:
-            positions.append("top right" if rank == len(group) - 1 else "bottom right")
+            positions.append(f"{'top' if rank == len(group) - 1 else 'bottom'} {side}")
     return positions
 
 
@@ -280,21 +282,24 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
 
     ks = list(range(1, len(serial) + 1))
     fig = go.Figure()
+    # Each optimum is named in its curve's legend entry and marked on the curve: labels printed at the points
+    # fell over each other (and over the crosses) wherever two optima shared a K.
     for name, curve, colour in (("serial drafter (K forwards), predicted", serial, DRAFT_WORK_COLOUR),
                                 ("one-pass drafter (1 forward), predicted", one_pass, ACCEPTED_COLOUR)):
         k = best_k(curve)
-        fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=name, line=dict(color=colour, dash=PREDICTION_DASH)))
-        fig.add_trace(go.Scatter(x=[k], y=[curve[k - 1]], mode="markers+text", text=[f"best K = {k}"],
-                                 textposition="top center", marker=dict(color=colour, size=10, symbol="diamond"),
+        fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=f"{name}, best K = {k} ◆", legendgroup=name,
+                                 line=dict(color=colour, dash=PREDICTION_DASH)))
+        fig.add_trace(go.Scatter(x=[k], y=[curve[k - 1]], mode="markers", legendgroup=name,
+                                 marker=dict(color=colour, size=10, symbol="diamond"),
                                  showlegend=False, hovertext=f"{name}: optimum K = {k}, {curve[k - 1]:.2f}×",
                                  hoverinfo="text"))
     if measured:
         mk = sorted(measured)
         best = max(mk, key=measured.get)
         fig.add_trace(go.Scatter(x=mk, y=[measured[k] for k in mk], mode="lines+markers",
-                                 name="AR lane, measured here", line=dict(color=REJECTED_COLOUR)))
-        fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers+text", text=[f"measured best K = {best}"],
-                                 textposition="bottom center", showlegend=False,
+                                 name=f"AR lane, measured here, best K = {best} ★", line=dict(color=REJECTED_COLOUR)))
+        fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers", showlegend=False,
+                                 hovertext=f"measured best K = {best}, {measured[best]:.2f}×", hoverinfo="text",
                                  marker=dict(color=REJECTED_COLOUR, size=12, symbol="star")))
     if measured_prediction:
         fig.add_trace(go.Scatter(x=ks[: len(measured_prediction)], y=measured_prediction, mode="lines",
@@ -303,7 +308,7 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     if run_points:  # the last Compare run: each lane at its draft length, its measured speedup
         names = list(run_points)
         fig.add_trace(go.Scatter(x=[run_points[n][0] for n in names], y=[run_points[n][1] for n in names],
-                                 mode="markers+text", text=names, textposition=label_positions(run_points),
+                                 mode="markers+text", text=names, textposition=label_positions(run_points, len(ks)),
                                  name="your last run (measured)", marker=dict(color="#000", size=9, symbol="x")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
@@ -350,16 +355,16 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
         speedups = [sweep["rows"][str(k)]["speedup"] if str(k) in sweep["rows"] else sweep["rows"][k]["speedup"]
                     for k in ks]
         best = ks[speedups.index(max(speedups))]
-        fig.add_trace(go.Scatter(x=ks, y=speedups, mode="lines+markers", name=f"{name}, measured",
-                                 line=dict(color=colour)))
-        fig.add_trace(go.Scatter(x=[best], y=[max(speedups)], mode="markers+text", showlegend=False,
-                                 text=[f"{method_label(method)}: best K = {best}"],
-                                 textposition="top center" if i % 2 == 0 else "bottom center",
-                                 marker=dict(color=colour, size=13, symbol="star")))
+        # the best K in the legend, not printed at the star: lanes whose optima share a K printed over each other
+        fig.add_trace(go.Scatter(x=ks, y=speedups, mode="lines+markers", name=f"{name}, measured, best K = {best} ★",
+                                 legendgroup=method, line=dict(color=colour)))
+        fig.add_trace(go.Scatter(x=[best], y=[max(speedups)], mode="markers", showlegend=False, legendgroup=method,
+                                 hovertext=f"{method_label(method)}: best K = {best}, {max(speedups):.2f}×",
+                                 hoverinfo="text", marker=dict(color=colour, size=13, symbol="star")))
         curve = serial_curve(sweep["acceptance"], sweep["per_forward_cost"], max(ks))
         fig.add_trace(go.Scatter(x=list(range(1, max(ks) + 1)), y=curve, mode="lines",
                                  name=f"{method_label(method)}: formula from its measured acceptance and cost",
-                                 line=dict(color=colour, dash="dot")))
+                                 legendgroup=method, line=dict(color=colour, dash="dot")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",

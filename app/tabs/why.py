@@ -20,11 +20,12 @@ from engine.methods import METHOD_REGISTRY, method_label
 from engine.types import EngineError
 
 from .. import lesson
-from ..charts import lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure, variant_label
+from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure,
+                      variant_label, verify_cost)
 from ..examples import example_choices
 from ..links import SettingError, float_parser
 from ..sessions import SessionStore
-from ..theory import PUBLISHED, one_pass_curve, serial_curve
+from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 
 
 def _labels(one_pass: bool) -> str:
@@ -61,6 +62,51 @@ def run_points(comparison) -> dict[str, tuple[int, float]]:
         k = int(comparison.settings.get(entry.setting, 1))
         points[f"{entry.label} (τ {lane.summary.tau:.2f})"] = (k, ratio)
     return points
+
+
+# When the overlaid run's crosses are not to be trusted (overlay_warnings): a measured speedup this many times
+# the formula's, fed with the lane's own τ and costs; one this many times below the formula divided by what a
+# verify cost; a baseline whose mean step time is this many times its median step time.
+ABOVE_FORMULA = 1.2
+BELOW_PREDICTION = 1.5
+BASELINE_SPREAD = 1.5
+
+
+def _step_times(steps) -> list[float]:
+    """Each decode step's time from its first span's start to its last span's end, in seconds."""
+    return [s.spans[-1].end_s - s.spans[0].start_s for s in steps if s.kind == "decode" and s.spans]
+
+
+def _lane_warning(comparison, method: str) -> str | None:
+    """One lane's measured speedup against what its own τ and times allow, in words (None when it fits)."""
+    lane, measured, cost = comparison.lanes[method], comparison.speedup(method), verify_cost(comparison, method)
+    s = lane.summary
+    if measured is None or cost is None or s is None:
+        return None
+    formula = speedup(s.tau, s.draft_s / s.verify_s)
+    name = method_label(method)
+    if measured > ABOVE_FORMULA * formula:
+        return (f"{name} measured {measured:.2f}×, more than {ABOVE_FORMULA:g} times the {formula:.2f}× the formula "
+                "gives from its own τ and costs. The formula is what a lane would reach if each verify cost no more "
+                "than one baseline forward, so the baseline itself must have run slow.")
+    if measured * BELOW_PREDICTION < formula / cost:
+        return (f"{name} measured {measured:.2f}×, less than 1/{BELOW_PREDICTION:g} of the {formula / cost:.2f}× its "
+                "own draft and verify times predict: its run lost time to something else.")
+    return None
+
+
+def overlay_warnings(comparison) -> list[str]:
+    """Why the overlaid run's crosses may not show this machine's real speedups, in plain words: a lane far from
+    what its own numbers predict, or a baseline whose step times spread widely (other work on the machine)."""
+    warnings = [w for m in comparison.lanes if m in METHOD_REGISTRY and METHOD_REGISTRY[m].drafts
+                for w in [_lane_warning(comparison, m)] if w]
+    times = sorted(_step_times(comparison.baseline.steps)) if comparison.baseline else []
+    if len(times) >= 4:
+        median, mean = times[len(times) // 2], sum(times) / len(times)
+        if mean > BASELINE_SPREAD * median:
+            warnings.append(f"The baseline's steps took from {times[0] * 1e3:.1f} to {times[-1] * 1e3:.1f} ms, on "
+                            f"average {mean / median:.1f} times the middle one: its timing was disturbed.")
+    return warnings
 
 
 HELDOUT = "heldout"  # the sweep's prompt choice: the lesson's held-out prompts
@@ -286,9 +332,14 @@ class WhyHandlers:
         comparison = self._last(request.session_hash)
         if comparison is None or comparison.baseline is None:
             return gr.skip(), NO_RUN
-        return self.predict(p, c, b, request), (f"Crosses: your last run's lanes at their draft lengths, measured on "
-                                                f"{html.escape(comparison.device)} (speedup = tokens/s over the "
-                                                f"baseline's).")
+        note = (f"Crosses: your last run's lanes at their draft lengths, measured on {html.escape(comparison.device)} "
+                "(speedup = tokens/s over the baseline's).")
+        warnings = overlay_warnings(comparison)
+        if warnings:
+            note += ("\n\n**⚠ These crosses may not show this machine's real speedups.** "
+                     + " ".join(html.escape(w) for w in warnings) + " Run the comparison again when nothing else is "
+                     "running, before reading the crosses.")
+        return self.predict(p, c, b, request), note
 
     def _measured(self, measure, *args):
         try:

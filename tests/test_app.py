@@ -76,6 +76,28 @@ def test_app_builds_without_launching(random_engine):
     assert selector.value == [m for m in ("baseline", "ar", "dflash", "dspark") if m in random_engine.methods()]
 
 
+# Emoji: Debian's chromium draws them from no installed font (DejaVu has none), so each shows as an empty box.
+# The symbols the page uses (✂ ⚠ τ α ≤ × ◆ ★ → ⏎) are text glyphs DejaVu has.
+BMP_EMOJI = set("⌚⌛⏩⏪⏫⏬⏰⏳◽◾☔☕♈♉♊♋♌♍♎♏♐♑♒♓♿⚓⚡⚪⚫⚽⚾⛄⛅⛎⛔⛪⛲⛳⛵⛺⛽✅✊✋✨❌❎❓❔❕❗➕➖➗➰➿⬛⬜⭐⭕")
+
+
+def emoji_in(text: str) -> list[str]:
+    """The emoji in `text`: the emoji planes, the emoji variation selector and joiner, and the text-plane
+    characters drawn as emoji by default."""
+    return [c for c in text if 0x1F000 <= ord(c) <= 0x1FAFF or c in "\ufe0f\u200d" or c in BMP_EMOJI]
+
+
+def test_the_page_and_its_example_prompts_have_no_emoji(random_engine):
+    import json
+
+    from app.examples import example_prompts
+
+    assert emoji_in("héllo 🚀 ✅ x") == ["🚀", "✅"] and emoji_in("✂ ⚠ τ α ≤ × ◆ ★ → ⏎ ◀ ▶") == []
+    page = json.dumps(build_app(random_engine).config, ensure_ascii=False)  # every label, text, chart and style
+    assert "Words used on these pages" in page  # the whole page, the About tab included
+    assert emoji_in(page) == [] and emoji_in("".join(example_prompts())) == []
+
+
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
     import app.__main__ as entry
     from engine.types import EngineError

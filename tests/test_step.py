@@ -280,3 +280,11 @@ def test_each_lanes_count_agrees_with_its_cards(comparison):
             else:
                 assert "cut" not in summary
     assert {"rejected", "unverified"} <= checked  # the random drafters get rejections with drafts after them
+
+
+def test_a_lanes_drafter_name_explains_its_words_on_hover(comparison):
+    method = "dflash"
+    lane = lane_block_html(method, list(comparison.steps[method]), 1, rule_of(comparison),
+                           drafter="DFlash, 3 layers, block 8 = anchor + 7 drafts")
+    title = html.unescape(re.search(r'<span class="lane-drafter" title="([^"]*)"', lane).group(1))
+    assert title.startswith("anchor: The newest committed token")

@@ -263,3 +263,17 @@ def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engin
     for choice in (None, 5, ["x"], "  "):
         with pytest.raises(gr.Error, match="prompts must be"):
             handlers.on_sweep(choice)
+
+
+def test_the_pages_jargon_is_explained_in_one_glossary():
+    from app.glossary import GLOSSARY, glossary_markdown, hover
+    from app.theory import PUBLISHED
+
+    words = glossary_markdown()
+    assert all(f'id="glossary-{t.key}"' in words and t.meaning in words for t in GLOSSARY)
+    for label in [p.method for p in PUBLISHED]:  # "EAGLE-3 (16)", "EAGLE-3 (60)", "DFlash (16)", "DFlash b16"
+        assert "draft tree of 16 or of 60 tokens" in hover(label), label
+    assert hover("DFlash, 3 layers, block 8 = anchor + 7 drafts").startswith("anchor: The newest committed token")
+    assert "Markov head" in hover("DSpark, 3 layers, block 7, vanilla Markov head").split(":")[0]
+    assert "match rule:" in hover("the match rule") and "τ (tokens per step):" in hover("AR (τ 3.20)")
+    assert hover("EAGLE-3, 1 layer") == ""  # nothing to explain

@@ -60,9 +60,11 @@ MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so 
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 MAX_LINK_CHARS = 60_000  # past this no link is made: the server itself cannot open an address over 65,536 bytes
 
-ACCEPTANCE_CAPTION = ("A drafted token is accepted with probability min(1, p_target / p_draft); at temperature 0, "
-                      "exactly when it is the target's own choice. Hover any token for both probabilities, the "
-                      "ratio and the random draw r that decided it.")
+ACCEPTANCE_CAPTION = ("At temperature 0 a drafted token is accepted exactly when it is the target's own choice (its "
+                      "most likely token). Above 0, the rejection rule accepts it with probability "
+                      "min(1, p_target / p_draft), decided by a random draw r; the match rule (More settings) "
+                      "accepts it when the target's own sample is the same token. Hover any token for both "
+                      "probabilities and what decided it.")
 TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                     "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
                     "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another, "

@@ -25,6 +25,7 @@ from engine.methods import method_label
 from engine.types import DraftedToken, Step, TopToken
 
 from ..charts import timeline_figure
+from ..glossary import hover
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
 from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible_ghost
@@ -234,7 +235,8 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
     name = method_label(method)
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
-            + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "") + "</div>")
+            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{html.escape(drafter)}</span>'
+               if drafter else "") + "</div>")
     step = step_at(steps, i)
     if not steps:
         return (f'<div class="st-lane" data-method="{method}">{head}'

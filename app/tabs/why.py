@@ -23,6 +23,7 @@ from .. import lesson
 from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
+from ..glossary import meaning
 from ..links import SettingError, float_parser
 from ..sessions import SessionStore
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
@@ -193,7 +194,9 @@ MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting co
                    "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
                    "figures (sources on hover and below), their cost implied by their τ and speedup through the "
                    "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
-                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block.")
+                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block. "
+                   f"{meaning('published')} The other words in the names (anchor, Markov head) are explained on "
+                   "the About tab.")
 CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "
                  "from the baseline, since each run draws its own sample; what speculative decoding keeps is the "
                  "odds. The check runs each lane over many seeds and counts its first two tokens: x1 from the "

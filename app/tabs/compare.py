@@ -76,8 +76,8 @@ CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, th
                   "is that number plus the target's own token), where each lane's time went, and the measured "
                   "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own τ and "
                   "times. The formula counts each verify as one baseline forward, but verifying K + 1 tokens at "
-                  "once costs more: under each lane, how many baseline forwards one of its verifies cost in this "
-                  "run, and the striped bar divides the formula by it; what remains between that bar and the "
+                  "once costs more: the striped bar divides the formula by how many baseline forwards one of the "
+                  "lane's verifies cost in this run (printed above it); what remains between that bar and the "
                   "measured one is host work, bubbles and the prefill. ✂ in a lane marks where a scheduler cut the "
                   "block before verification.")
 

@@ -22,33 +22,41 @@ from .theme import VERIFY_WORK as VERIFY_COLOUR
 PREDICTION_COLOUR = "#CC79A7"  # predictions beside measurements (reddish purple)
 PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (predictions are labelled)
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
+DRAFT_ALTERNATE = "draft, every second forward"  # the timeline's key for a step's 2nd, 4th, ... draft forward
+DRAFT_ALTERNATE_COLOUR = "#9C6B00"  # a darker orange beside DRAFT_WORK, so adjacent draft forwards stay apart
 WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
 
 
 def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     """One row per method on a shared time axis (each lane's own run starts at 0 ms): draft, verify and
-    host spans as bars, gaps between them as empty, hoverable bubbles."""
+    host spans as bars, gaps between them as empty, hoverable bubbles. A step's draft forwards alternate two
+    shades of orange, so K forwards one after another stay K bars instead of one (zoom in to count them)."""
     rows = [method_label(m) for m in lanes]
-    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in LANE_COLOURS}
+    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in (*LANE_COLOURS, DRAFT_ALTERNATE)}
     bubbles = {"y": [], "base": [], "x": [], "text": []}
     for method, steps in lanes.items():
         row = method_label(method)
         last_end_ms = 0.0
         for step in steps:
+            num_drafts = 0
             for span in step.spans:
                 start_ms, end_ms = span.start_s * 1e3, span.end_s * 1e3
                 if start_ms - last_end_ms > BUBBLE_MIN_MS:
                     _add(bubbles, row, last_end_ms, start_ms,
                          f"{row} · bubble: nothing running<br>{start_ms - last_end_ms:.2f} ms before step {step.index}")
-                label = span.label or span.work
-                _add(bars[span.work], row, start_ms, end_ms,
-                     f"{row} · step {step.index} · {label}<br>{end_ms - start_ms:.2f} ms")
+                work = DRAFT_ALTERNATE if span.work == "draft" and num_drafts % 2 else span.work
+                num_drafts += span.work == "draft"
+                _add(bars[work], row, start_ms, end_ms,
+                     f"{row} · step {step.index} · {span.label or span.work}<br>{end_ms - start_ms:.2f} ms")
                 last_end_ms = max(last_end_ms, end_ms)
     fig = go.Figure()
     for work, data in bars.items():
-        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"], name=WORK_NAMES[work],
-                             marker_color=LANE_COLOURS[work], marker_line_width=0, hovertext=data["text"],
-                             hoverinfo="text"))
+        alternate = work == DRAFT_ALTERNATE
+        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"],
+                             name=WORK_NAMES["draft" if alternate else work], showlegend=not alternate,
+                             legendgroup="draft" if alternate else work,
+                             marker_color=DRAFT_ALTERNATE_COLOUR if alternate else LANE_COLOURS[work],
+                             marker_line_width=0, hovertext=data["text"], hoverinfo="text"))
     fig.add_trace(go.Bar(orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
                          name="bubble (gap)", marker_color="rgba(0,0,0,0)", marker_line_color="rgba(0,0,0,0.25)",
                          marker_line_width=0.5, hovertext=bubbles["text"], hoverinfo="text"))
@@ -159,23 +167,45 @@ def accepted_length_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     return _small_layout(fig, "Accepted drafts per step", "drafted tokens accepted in a step", "share of steps")
 
 
+def verify_cost(comparison, method: str) -> float | None:
+    """How many baseline forwards one of the lane's verify forwards cost in this comparison: its mean verify time
+    per step over the baseline lane's (each baseline step is one target forward of one token). None without a
+    baseline or a step."""
+    lane, base = comparison.lanes.get(method), comparison.baseline
+    if lane is None or lane.summary is None or base is None:
+        return None
+    s, b = lane.summary, base.summary
+    if not s.num_steps or not s.verify_s or not b.num_steps or not b.verify_s:
+        return None
+    return (s.verify_s / s.num_steps) / (b.verify_s / b.num_steps)
+
+
 def predicted_vs_measured_figure(comparison) -> go.Figure:
     """Each lane's measured speedup beside the seed's formula τ / (1 + cost_draft / cost_target), fed with the
-    same run's measured τ and draft and verify time per step: where they differ, the formula leaves something
-    out (a verify of several tokens costs more than the baseline's one-token forward, host work, bubbles)."""
+    same run's measured τ and draft and verify time per step. The formula counts a verify as one baseline
+    forward; verifying K + 1 tokens costs more, so a striped bar divides the formula by what one of the lane's
+    verifies cost in baseline forwards (`verify_cost`), printed on it as "÷ 1.17". What is left between that bar
+    and the measured one is host work, bubbles and the prefill."""
     from .theory import speedup
 
-    names, measured, predicted = [], [], []
+    names, measured, predicted, costs = [], [], [], []
     for method, lane in comparison.lanes.items():
-        s, ratio = lane.summary, comparison.speedup(method)
-        if method == BASELINE or s is None or ratio is None or not s.num_steps or not s.verify_s:
+        s, ratio, cost = lane.summary, comparison.speedup(method), verify_cost(comparison, method)
+        if method == BASELINE or s is None or ratio is None or cost is None:
             continue
         names.append(method_label(method))
         measured.append(ratio)
         predicted.append(speedup(s.tau, s.draft_s / s.verify_s))
+        costs.append(cost)
     fig = go.Figure()
     fig.add_trace(go.Bar(x=names, y=predicted, name="formula from this run's τ and costs (a prediction)",
                          marker_color=PREDICTION_COLOUR))
+    fig.add_trace(go.Bar(x=names, y=[p / c for p, c in zip(predicted, costs)],
+                         name="formula ÷ a verify's cost in baseline forwards",
+                         text=[f"÷ {c:.2f}" for c in costs], textposition="outside", cliponaxis=False,
+                         hovertext=[f"{n}: one verify cost {c:.2f} baseline forwards" for n, c in zip(names, costs)],
+                         hoverinfo="text+y", marker=dict(color="white", line=dict(color=PREDICTION_COLOUR, width=1.5),
+                                                         pattern=dict(shape="/", fgcolor=PREDICTION_COLOUR))))
     fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=ACCEPTED_COLOUR))
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
@@ -226,19 +256,21 @@ def comparison_figures(comparison) -> tuple[go.Figure, ...]:
 
 
 
-def label_positions(points: dict[str, tuple[int, float]]) -> list[str]:
+def label_positions(points: dict[str, tuple[int, float]], max_k: int | None = None) -> list[str]:
     """Where each point's label goes, in the order of `points` ({name: (K, speedup)}): to the right of a point
     alone at its K; where lanes share a K (DFlash and DSpark at one block length), above the highest and below the
-    lowest (ties broken by order), so their labels do not print over each other."""
+    lowest (ties broken by order), so their labels do not print over each other. With `max_k` (the axis' last K),
+    points in its last quarter are labelled on their left, so the label is not cut off at the chart's edge."""
     items = list(points.values())
     positions = []
     for i, (k, y) in enumerate(items):
         group = sorted((v, -j) for j, (kk, v) in enumerate(items) if kk == k)  # lowest first
         rank = group.index((y, -i))
+        side = "left" if max_k is not None and k > 0.75 * max_k else "right"
         if len(group) == 1 or 0 < rank < len(group) - 1:
-            positions.append("middle right")
+            positions.append(f"middle {side}")
         else:
-            positions.append("top right" if rank == len(group) - 1 else "bottom right")
+            positions.append(f"{'top' if rank == len(group) - 1 else 'bottom'} {side}")
     return positions
 
 
@@ -251,21 +283,24 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
 
     ks = list(range(1, len(serial) + 1))
     fig = go.Figure()
+    # Each optimum is named in its curve's legend entry and marked on the curve: labels printed at the points
+    # fell over each other (and over the crosses) wherever two optima shared a K.
     for name, curve, colour in (("serial drafter (K forwards), predicted", serial, DRAFT_WORK_COLOUR),
                                 ("one-pass drafter (1 forward), predicted", one_pass, ACCEPTED_COLOUR)):
         k = best_k(curve)
-        fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=name, line=dict(color=colour, dash=PREDICTION_DASH)))
-        fig.add_trace(go.Scatter(x=[k], y=[curve[k - 1]], mode="markers+text", text=[f"best K = {k}"],
-                                 textposition="top center", marker=dict(color=colour, size=10, symbol="diamond"),
+        fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=f"{name}, best K = {k} ◆", legendgroup=name,
+                                 line=dict(color=colour, dash=PREDICTION_DASH)))
+        fig.add_trace(go.Scatter(x=[k], y=[curve[k - 1]], mode="markers", legendgroup=name,
+                                 marker=dict(color=colour, size=10, symbol="diamond"),
                                  showlegend=False, hovertext=f"{name}: optimum K = {k}, {curve[k - 1]:.2f}×",
                                  hoverinfo="text"))
     if measured:
         mk = sorted(measured)
         best = max(mk, key=measured.get)
         fig.add_trace(go.Scatter(x=mk, y=[measured[k] for k in mk], mode="lines+markers",
-                                 name="AR lane, measured here", line=dict(color=REJECTED_COLOUR)))
-        fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers+text", text=[f"measured best K = {best}"],
-                                 textposition="bottom center", showlegend=False,
+                                 name=f"AR lane, measured here, best K = {best} ★", line=dict(color=REJECTED_COLOUR)))
+        fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers", showlegend=False,
+                                 hovertext=f"measured best K = {best}, {measured[best]:.2f}×", hoverinfo="text",
                                  marker=dict(color=REJECTED_COLOUR, size=12, symbol="star")))
     if measured_prediction:
         fig.add_trace(go.Scatter(x=ks[: len(measured_prediction)], y=measured_prediction, mode="lines",
@@ -274,7 +309,7 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     if run_points:  # the last Compare run: each lane at its draft length, its measured speedup
         names = list(run_points)
         fig.add_trace(go.Scatter(x=[run_points[n][0] for n in names], y=[run_points[n][1] for n in names],
-                                 mode="markers+text", text=names, textposition=label_positions(run_points),
+                                 mode="markers+text", text=names, textposition=label_positions(run_points, len(ks)),
                                  name="your last run (measured)", marker=dict(color="#000", size=9, symbol="x")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
@@ -321,16 +356,16 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
         speedups = [sweep["rows"][str(k)]["speedup"] if str(k) in sweep["rows"] else sweep["rows"][k]["speedup"]
                     for k in ks]
         best = ks[speedups.index(max(speedups))]
-        fig.add_trace(go.Scatter(x=ks, y=speedups, mode="lines+markers", name=f"{name}, measured",
-                                 line=dict(color=colour)))
-        fig.add_trace(go.Scatter(x=[best], y=[max(speedups)], mode="markers+text", showlegend=False,
-                                 text=[f"{method_label(method)}: best K = {best}"],
-                                 textposition="top center" if i % 2 == 0 else "bottom center",
-                                 marker=dict(color=colour, size=13, symbol="star")))
+        # the best K in the legend, not printed at the star: lanes whose optima share a K printed over each other
+        fig.add_trace(go.Scatter(x=ks, y=speedups, mode="lines+markers", name=f"{name}, measured, best K = {best} ★",
+                                 legendgroup=method, line=dict(color=colour)))
+        fig.add_trace(go.Scatter(x=[best], y=[max(speedups)], mode="markers", showlegend=False, legendgroup=method,
+                                 hovertext=f"{method_label(method)}: best K = {best}, {max(speedups):.2f}×",
+                                 hoverinfo="text", marker=dict(color=colour, size=13, symbol="star")))
         curve = serial_curve(sweep["acceptance"], sweep["per_forward_cost"], max(ks))
         fig.add_trace(go.Scatter(x=list(range(1, max(ks) + 1)), y=curve, mode="lines",
                                  name=f"{method_label(method)}: formula from its measured acceptance and cost",
-                                 line=dict(color=colour, dash="dot")))
+                                 legendgroup=method, line=dict(color=colour, dash="dot")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",

@@ -76,6 +76,28 @@ def test_app_builds_without_launching(random_engine):
     assert selector.value == [m for m in ("baseline", "ar", "dflash", "dspark") if m in random_engine.methods()]
 
 
+# Emoji: Debian's chromium draws them from no installed font (DejaVu has none), so each shows as an empty box.
+# The symbols the page uses (✂ ⚠ τ α ≤ × ◆ ★ → ⏎) are text glyphs DejaVu has.
+BMP_EMOJI = set("⌚⌛⏩⏪⏫⏬⏰⏳◽◾☔☕♈♉♊♋♌♍♎♏♐♑♒♓♿⚓⚡⚪⚫⚽⚾⛄⛅⛎⛔⛪⛲⛳⛵⛺⛽✅✊✋✨❌❎❓❔❕❗➕➖➗➰➿⬛⬜⭐⭕")
+
+
+def emoji_in(text: str) -> list[str]:
+    """The emoji in `text`: the emoji planes, the emoji variation selector and joiner, and the text-plane
+    characters drawn as emoji by default."""
+    return [c for c in text if 0x1F000 <= ord(c) <= 0x1FAFF or c in "\ufe0f\u200d" or c in BMP_EMOJI]
+
+
+def test_the_page_and_its_example_prompts_have_no_emoji(random_engine):
+    import json
+
+    from app.examples import example_prompts
+
+    assert emoji_in("héllo 🚀 ✅ x") == ["🚀", "✅"] and emoji_in("✂ ⚠ τ α ≤ × ◆ ★ → ⏎ ◀ ▶") == []
+    page = json.dumps(build_app(random_engine).config, ensure_ascii=False)  # every label, text, chart and style
+    assert "Words used on these pages" in page  # the whole page, the About tab included
+    assert emoji_in(page) == [] and emoji_in("".join(example_prompts())) == []
+
+
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
     import app.__main__ as entry
     from engine.types import EngineError
@@ -114,6 +136,21 @@ def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
     draft = next(t for t in fig.data if t.name == "draft")
     assert set(draft.y) == {"AR"}
     assert all(x > 0 for trace in fig.data for x in trace.x)
+
+
+def test_timeline_draws_a_steps_draft_forwards_in_alternating_shades(random_engine):
+    """K draft forwards in a row would merge into one orange bar: the 1st, 3rd, ... of a step take one shade and
+    the 2nd, 4th, ... another (one legend entry for both)."""
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12, draft_len=4))
+    fig = timeline_figure({"ar": [result.prefill, *result.steps]})
+    first, second = [t for t in fig.data if t.legendgroup == "draft"]
+    assert first.marker.color != second.marker.color and first.showlegend and not second.showlegend
+    odd, even = set(), set()  # each step's draft spans by start, 1st, 3rd, ... and 2nd, 4th, ...
+    for step in (result.prefill, *result.steps):
+        for i, span in enumerate(s for s in step.spans if s.work == "draft"):
+            (even if i % 2 else odd).add(round(span.start_s * 1e3, 9))
+    assert len(even) >= len(result.steps) - 1  # K = 4: at least two forwards in every full step
+    assert {round(b, 9) for b in first.base} == odd and {round(b, 9) for b in second.base} == even
 
 
 @pytest.fixture(scope="module")

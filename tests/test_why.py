@@ -6,6 +6,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
+from engine.methods import method_label  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
@@ -84,7 +85,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
 
 
 def test_comparison_charts_of_a_run(random_engine):
-    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure
+    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure, verify_cost
     from engine.types import GenerationConfig
 
     from app.record import Comparison
@@ -97,8 +98,17 @@ def test_comparison_charts_of_a_run(random_engine):
         assert sum(trace.y) == pytest.approx(1.0)  # shares of steps
         assert max(trace.x) == max(s.num_accepted for s in results[method].steps)
     formula = predicted_vs_measured_figure(comparison)
-    assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[1].y)
-    assert list(formula.data[1].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[2].y)
+    assert list(formula.data[2].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    # the formula divided by what a verify cost in baseline forwards, each lane labelled with that cost
+    costs = [verify_cost(comparison, m) for m in ("ar", "dflash")]
+    base = comparison.baseline.summary
+    for method, cost in zip(("ar", "dflash"), costs):
+        s = comparison.lanes[method].summary
+        assert cost == pytest.approx((s.verify_s / s.num_steps) / (base.verify_s / base.num_steps))
+    assert list(formula.data[1].y) == pytest.approx([f / c for f, c in zip(formula.data[0].y, costs)])
+    assert list(formula.data[1].text) == [f"÷ {c:.2f}" for c in costs]
+    assert verify_cost(comparison, "baseline") == pytest.approx(1.0)
     shares = bubble_share_figure(comparison)
     totals = [sum(trace.x[i] for trace in shares.data) for i in range(3)]
     assert all(0.95 <= t <= 1.05 for t in totals)  # draft + verify + host + bubble ≈ the whole wall time
@@ -117,9 +127,83 @@ def test_lanes_at_one_draft_length_get_labels_that_do_not_overlap():
     three = label_positions({"AR": (7, 2.5), "DFlash": (7, 2.5), "DSpark": (7, 2.6)})
     assert sorted(three) == ["bottom right", "middle right", "top right"]  # a tie still gets three places
     points = {"AR": (4, 2.5), "DFlash": (7, 2.55), "DSpark": (7, 2.6)}
-    figure = theory_figure([1.5, 1.8], [1.2, 1.6], run_points=points)
+    figure = theory_figure([1.5 + k / 10 for k in range(16)], [1.2 + k / 10 for k in range(16)], run_points=points)
     run = next(t for t in figure.data if t.name == "your last run (measured)")
-    assert list(run.textposition) == label_positions(points)
+    assert list(run.textposition) == label_positions(points, 16) == label_positions(points)
+    # a point at the axis' right end is labelled on its left, not cut off at the chart's edge
+    assert label_positions({"AR": (16, 1.9), "DFlash": (7, 2.5)}, 16) == ["middle left", "middle right"]
+    # the optima are named in the legend, not printed at the points where they could land on each other
+    assert not [t for t in figure.data if t.text and t.name != "your last run (measured)"]
+    assert [t.name for t in figure.data if "best K = 16" in (t.name or "")] == [
+        "serial drafter (K forwards), predicted, best K = 16 ◆", "one-pass drafter (1 forward), predicted, best K = 16 ◆"]
+
+
+def test_the_recorded_sweep_names_each_lanes_best_k_in_its_legend():
+    from app import lesson
+    from app.charts import sweeps_figure
+
+    sweeps = lesson.recorded()["sweeps"]["data"]["sweeps"]
+    figure = sweeps_figure({**sweeps, "third": {**sweeps["ar"], "drafter": "a third lane"}})  # three optima at one K
+    assert not [t for t in figure.data if t.text]  # no label printed on the plot
+    for method, sweep in sweeps.items():
+        assert sum(f"best K = {sweep['best_k']} ★" in t.name for t in figure.data if t.name) >= 1
+        assert f"{method_label(method)}: best K = {sweep['best_k']}," in " ".join(
+            t.hovertext for t in figure.data if isinstance(t.hovertext, str))
+
+
+def steady(steps, slower=lambda index: 1.0, host: float | None = None):
+    """The same steps laid back to back with every span of one kind lasting that kind's median duration in the
+    run (times made steady, so the check below does not depend on this machine's load), step i `slower(i)` times
+    longer on both clocks, wall and compute; with `host`, each host span lasts `host` times the median verify forward."""
+    from dataclasses import replace
+    from statistics import median
+
+    def kind(span):
+        return span.work, span.label.split(" ")[0]
+
+    durations = {}
+    for step in steps:
+        for span in step.spans:
+            durations.setdefault(kind(span), []).append(span.end_s - span.start_s)
+    typical = {k: median(values) for k, values in durations.items()}
+    verify = median(typical[k] for k in typical if k[0] == "verify")
+    now, out = 0.0, []
+    for step in steps:
+        spans = []
+        for span in step.spans:
+            length = host * verify if host is not None and span.work == "host" else typical[kind(span)]
+            spans.append(replace(span, start_s=now, end_s=now + length * slower(step.index),
+                                 cpu_s=length * slower(step.index)))  # the thread computed all along (both clocks)
+            now = spans[-1].end_s
+        out.append(replace(step, spans=tuple(spans)))
+    return out
+
+
+def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
+    from app.record import Comparison
+    from app.tabs.why import ABOVE_FORMULA, overlay_warnings
+
+    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, draft_len=3))
+            for m in ("baseline", "ar")}
+    lanes = {m: steady([r.prefill, *r.steps]) for m, r in runs.items()}
+    quiet = Comparison.of_steps({"draft_len": 3}, lanes)
+    assert overlay_warnings(quiet) == []
+    from app import lesson
+
+    assert overlay_warnings(lesson.recorded()["greedy"]) == []  # the lesson's runs, recorded on a quiet machine
+    slow_baseline = Comparison.of_steps({"draft_len": 3}, {**lanes, "baseline": steady(lanes["baseline"],
+                                                                                         lambda i: 3.0)})
+    (warning,) = overlay_warnings(slow_baseline)
+    assert warning.startswith("AR measured") and f"more than {ABOVE_FORMULA:g} times" in warning
+    assert slow_baseline.speedup("ar") == pytest.approx(3 * quiet.speedup("ar"), rel=0.05)
+    bursts = Comparison.of_steps({"draft_len": 3}, {**lanes, "baseline": steady(lanes["baseline"],
+                                                                                  lambda i: 8.0 if i % 4 == 0 else 1)})
+    assert any(w.startswith("Baseline's verify forwards") and "slowed them" in w for w in overlay_warnings(bursts))
+    # the drafting lane slowed for most of its run (its median verify three times its fastest)
+    slowed = Comparison.of_steps({"draft_len": 3}, {**lanes, "ar": steady(lanes["ar"], lambda i: 1 if i < 3 else 3)})
+    assert any(w.startswith("AR's verify forwards") for w in overlay_warnings(slowed))
+    slow_lane = Comparison.of_steps({"draft_len": 3}, {**lanes, "ar": steady(lanes["ar"], host=2.0)})
+    assert any(w.startswith("AR measured") and "lost time" in w for w in overlay_warnings(slow_lane))
 
 
 def test_run_points_place_each_lane_at_its_draft_length(random_engine):
@@ -185,3 +269,17 @@ def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engin
     for choice in (None, 5, ["x"], "  "):
         with pytest.raises(gr.Error, match="prompts must be"):
             handlers.on_sweep(choice)
+
+
+def test_the_pages_jargon_is_explained_in_one_glossary():
+    from app.glossary import GLOSSARY, glossary_markdown, hover
+    from app.theory import PUBLISHED
+
+    words = glossary_markdown()
+    assert all(f'id="glossary-{t.key}"' in words and t.meaning in words for t in GLOSSARY)
+    for label in [p.method for p in PUBLISHED]:  # "EAGLE-3 (16)", "EAGLE-3 (60)", "DFlash (16)", "DFlash b16"
+        assert "draft tree of 16 or of 60 tokens" in hover(label), label
+    assert hover("DFlash, 3 layers, block 8 = anchor + 7 drafts").startswith("anchor: The newest committed token")
+    assert "Markov head" in hover("DSpark, 3 layers, block 7, vanilla Markov head").split(":")[0]
+    assert "match rule:" in hover("the match rule") and "τ (tokens per step):" in hover("AR (τ 3.20)")
+    assert hover("EAGLE-3, 1 layer") == ""  # nothing to explain

@@ -1,4 +1,5 @@
-"""The About tab: what each method is, where it comes from, the embedded models' card, the device."""
+"""The About tab: what each method is, where it comes from, the device, the words the pages use (app/glossary.py),
+the embedded models' card."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import gradio as gr
 
 from engine.methods import METHOD_REGISTRY
 from engine.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
+
+from ..glossary import glossary_markdown
 
 
 def methods_text() -> str:
@@ -28,6 +31,7 @@ def render(engine) -> None:
     drafters = "\n".join(f"- {m}: {engine.drafter_label(m)}" for m in engine.methods())
     gr.Markdown(f"### This machine\nRunning on **{engine.device_name}**, preset **{engine.preset}**"
                 + (f": {preset.description}." if preset else ".") + f"\n\nDrafters in this preset:\n{drafters}")
+    gr.Markdown(glossary_markdown(), elem_id="glossary")
     card = ASSETS_DIR / "MODEL_CARD.md"
     if engine.preset == DEFAULT_PRESET and card.exists():
         gr.Markdown(card.read_text(encoding="utf-8").replace("# Model card", "### Model card", 1))

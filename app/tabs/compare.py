@@ -61,19 +61,26 @@ MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so 
 LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
 MAX_LINK_CHARS = 60_000  # past this no link is made: the server itself cannot open an address over 65,536 bytes
 
-ACCEPTANCE_CAPTION = ("At temperature 0 a drafted token is accepted exactly when it is the target's own top token; "
-                      "above 0 (the rejection rule) with probability min(1, p_target / p_draft), decided by a random "
-                      "draw r. Hover any token for its numbers, or click it to pin them in a panel on the page.")
+ACCEPTANCE_CAPTION = ("At temperature 0 a drafted token is accepted exactly when it is the target's own choice (its "
+                      "most likely token). Above 0, the rejection rule accepts it with probability "
+                      "min(1, p_target / p_draft), decided by a random draw r; the match rule (More settings) "
+                      "accepts it when the target's own sample is the same token. Hover any token for both "
+                      "probabilities and what decided it, or click it to pin them in a panel on the page.")
 TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: orange is drafting, blue is the "
                     "target's verify forward, grey is host bookkeeping, and gaps are bubbles where nothing ran. "
-                    "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another; "
-                    "the block drafters draft the whole block in one. Overlap (More settings) runs each step's "
-                    "host work under the next step's device work, to close those gaps.")
-CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (the papers' τ histograms), the measured "
-                  "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own numbers "
-                  "(the formula counts a verify as one baseline forward; verifying several tokens costs more), and "
-                  "where each lane's time went. ✂ in a lane marks where a scheduler cut the block before "
-                  "verification.")
+                    "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another, "
+                    "in alternating light and dark orange (at large K each is under a pixel wide here: drag across "
+                    "the chart to zoom in and count them); the block drafters draft the whole block in one. "
+                    "Overlap (More settings) runs each step's host work under the next step's device work, to "
+                    "close those gaps.")
+CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, the tokens a step commits on average, "
+                  "is that number plus the target's own token), where each lane's time went, and the measured "
+                  "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own τ and "
+                  "times. The formula counts each verify as one baseline forward, but verifying K + 1 tokens at "
+                  "once costs more: the striped bar divides the formula by how many baseline forwards one of the "
+                  "lane's verifies cost in this run (printed above it); what remains between that bar and the "
+                  "measured one is host work, bubbles and the prefill. ✂ in a lane marks where a scheduler cut the "
+                  "block before verification.")
 
 
 @functools.cache

@@ -25,6 +25,7 @@ from engine.methods import method_label
 from engine.types import DraftedToken, Step, TopToken
 
 from ..charts import timeline_figure
+from ..glossary import hover
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
 from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible_ghost
@@ -34,8 +35,11 @@ PLAY_EVERY_S = 0.6  # Play advances one step this often
 NUM_STEP_OUTPUTS = 5  # StepTabView.step_outputs
 CONTEXT_CHARS = 48  # text before the step (prompt, then output) shown above each lane's block
 MARKER_HALF_HEIGHT = 0.45  # the timeline's step marker, in rows (a row is 1 apart on the category axis)
-CAPTION = ("Above temperature 0 a drafted token passes with probability min(1, p_target / p_draft), and r is the "
-           "random draw that decided it; at temperature 0 it passes exactly when it is the target's own top token.")
+CAPTION = ("Each card shows p_draft and p_target (the drafter's and the target's probability of the token) and what "
+           "decided it; the rule the run used is stated above its lanes. At temperature 0 a draft is accepted exactly "
+           "when it is the target's own greedy choice (its most likely token there), whatever p_draft is; above 0, "
+           "under the rejection rule, it passes with probability min(1, p_target / p_draft), and r is the uniform "
+           "draw that decided it (accepted when r is below that ratio).")
 NO_RUN = "No run yet in this session: run a comparison on the Compare tab first."
 EMPTY = '<div class="note">Press “Show my last run” or open a saved comparison.</div>'
 
@@ -60,14 +64,23 @@ def _float(value, default: float) -> float:
 
 @dataclass(frozen=True)
 class Rule:
-    """How the run's tokens were judged, read from its settings: what accept_prob means there."""
+    """How the run's tokens were judged, read from its settings: what accept_prob means there. At temperature 0
+    the engine verifies greedily whatever rule was chosen (engine/sampling.py, verify): a draft passes exactly when
+    it equals the target's argmax, so accept_prob is 1 or 0 and no draw is made."""
 
     greedy: bool
     name: str  # "greedy", "rejection" or "match"
+    temperature: float = 0.0
 
     @property
     def accept_label(self) -> str:
-        return {"rejection": "ratio", "match": "P(match)"}.get(self.name, "accept")
+        return {"rejection": "ratio", "match": "P(match)"}.get(self.name, "argmax?")
+
+    def accept_value(self, token: DraftedToken) -> str:
+        """The card's acceptance number: yes/no at temperature 0 (the argmax test), else the probability."""
+        if self.greedy and token.accept_prob is not None:
+            return "yes" if token.accept_prob >= 1 else "no"
+        return fmt(token.accept_prob)
 
     def decision(self, token: DraftedToken) -> str:
         """What decided the token, in one line: the acceptance probability and, for the rejection rule, r."""
@@ -77,19 +90,36 @@ class Rule:
             return f"{self.accept_formula} = {fmt(token.accept_prob)} · r = {fmt(token.draw)}"
         if self.name == "match":
             return f"{self.accept_formula} = {fmt(token.accept_prob)}"
-        return f"greedy: the target's argmax? {'yes' if token.accept_prob >= 1 else 'no'}"
+        return f"greedy: the target's argmax? {self.accept_value(token)}"
 
     @property
     def accept_formula(self) -> str:
         return {"rejection": "min(1, p_target/p_draft)", "match": "P(match) = p_target"}.get(
-            self.name, "greedy: 1 if the target's argmax")
+            self.name, "greedy: accepted exactly when it is the target's argmax, whatever p_draft and p_target are")
+
+    @property
+    def explanation(self) -> str:
+        """The rule this run used, in one sentence, shown above its lanes."""
+        if self.greedy:
+            return ("This run is at temperature 0 (greedy): a draft is accepted exactly when it is the target's "
+                    "own greedy choice, its most likely token at that position (“argmax? yes”). p_draft and "
+                    "p_target do not decide it, so a token can pass with p_target below p_draft when no other "
+                    "token is likelier; nothing is drawn, so r is empty.")
+        if self.name == "match":
+            return (f"This run is at temperature {self.temperature:g} under the match rule: the target draws its own "
+                    "token at each position and a draft passes when it is that token, which happens with probability "
+                    "p_target (“P(match)”); r is empty.")
+        return (f"This run is at temperature {self.temperature:g} under the rejection rule: a draft passes with "
+                "probability min(1, p_target / p_draft) (“ratio”), decided by a uniform draw r: accepted when r is "
+                "below the ratio.")
 
 
 def rule_of(comparison: Comparison) -> Rule:
     settings = comparison.settings
-    if _float(settings.get("temperature"), 0.0) == 0.0:
+    temperature = _float(settings.get("temperature"), 0.0)
+    if temperature == 0.0:
         return Rule(True, "greedy")
-    return Rule(False, "match" if settings.get("verify_rule") == "match" else "rejection")
+    return Rule(False, "match" if settings.get("verify_rule") == "match" else "rejection", temperature)
 
 
 def fmt(p: float | None) -> str:
@@ -137,7 +167,8 @@ def pick_token(comparison: Comparison, i: int, current=None) -> str | None:
 # --- the blocks ------------------------------------------------------------------------------------------
 
 NUMBER_HINTS = {"p_draft": "the drafter's probability of this token", "p_target": "the target's probability of it",
-                "r": "the uniform draw the rejection rule compared with the acceptance probability"}
+                "r": "the uniform draw the rejection rule compared with the acceptance probability (empty at "
+                     "temperature 0 and under the match rule, which draw nothing here)"}
 
 
 def _number(name: str, label: str, value: str, hint: str) -> str:
@@ -149,7 +180,7 @@ def token_card(method: str, position: int, token: DraftedToken, rule: Rule, sele
     """One drafted token, large, with its verdict colour and the numbers that decided it underneath."""
     numbers = [_number("p_draft", "p_draft", fmt(token.draft_prob), NUMBER_HINTS["p_draft"]),
                _number("p_target", "p_target", fmt(token.target_prob), NUMBER_HINTS["p_target"]),
-               _number("accept", rule.accept_label, fmt(token.accept_prob), rule.accept_formula),
+               _number("accept", rule.accept_label, rule.accept_value(token), rule.accept_formula),
                _number("r", "r", fmt(token.draw), NUMBER_HINTS["r"])]
     if token.confidence is not None:
         numbers.append(_number("confidence", "conf.", fmt(token.confidence),
@@ -178,12 +209,34 @@ def _context_html(prompt: str, steps: list[Step], i: int) -> str:
             f'…<span class="prompt-text">{visible_ghost(prompt)}</span>{visible_ghost(output)}</div>')
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def block_summary(step: Step) -> str:
+    """What became of a drafted block, counted as its cards are labelled: accepted, the one rejected, the
+    unverified ones after it (the target's forward scored them, but no rule judges a draft after a rejection)
+    and those a scheduler cut before the verify forward."""
+    drafted, verified, accepted = len(step.drafted), step.num_verified, step.num_accepted
+    parts = [f"{accepted} of {drafted} draft{'s' if drafted != 1 else ''} accepted"]
+    if accepted < verified:
+        parts.append(f"the {ordinal(accepted + 1)} rejected")
+        if verified - accepted - 1:
+            parts.append(f"the {verified - accepted - 1} after it unverified (never judged)")
+    if verified < drafted:
+        parts.append(f"{drafted - verified} cut by the scheduler before the verify")
+    return " · ".join(parts)
+
+
 def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected: str | None = None,
                     drafter: str = "", prompt: str = "") -> str:
     """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
     name = method_label(method)
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
-            + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "") + "</div>")
+            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{html.escape(drafter)}</span>'
+               if drafter else "") + "</div>")
     step = step_at(steps, i)
     if not steps:
         return (f'<div class="st-lane" data-method="{method}">{head}'
@@ -198,9 +251,7 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     elif not step.drafted:
         summary = f"{of}: nothing drafted, the target writes one token"
     else:
-        summary = f"{of}: {step.num_accepted} of {step.num_verified} verified drafts accepted"
-        if step.num_verified < len(step.drafted):
-            summary += f" ({len(step.drafted) - step.num_verified} of {len(step.drafted)} cut before verifying)"
+        summary = f"{of}: {block_summary(step)}"
     cards = []
     for position, token in enumerate(step.drafted, start=1):
         if position == step.num_verified + 1 and token.verdict == "cut":
@@ -212,11 +263,12 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
 
 
 def blocks_html(comparison: Comparison, i: int, selected: str | None = None) -> str:
-    """Every lane's step i, side by side."""
+    """The rule the run used, in words, then every lane's step i, side by side."""
     rule, prompt = rule_of(comparison), str(comparison.settings.get("prompt", ""))
     lanes = "".join(lane_block_html(m, list(lane.steps), i, rule, selected, lane.drafter, prompt)
                     for m, lane in comparison.lanes.items())
-    return f'<div class="st-lanes" data-step="{i}">{lanes}</div>'
+    return (f'<div class="st-rule" data-rule="{rule.name}">{html.escape(rule.explanation)}</div>'
+            f'<div class="st-lanes" data-step="{i}">{lanes}</div>')
 
 
 # --- figures ---------------------------------------------------------------------------------------------

@@ -20,11 +20,13 @@ from engine.methods import METHOD_REGISTRY, method_label
 from engine.types import EngineError
 
 from .. import lesson
-from ..charts import lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure, variant_label
+from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure,
+                      variant_label, verify_cost)
 from ..examples import example_choices
+from ..glossary import meaning
 from ..links import SettingError, float_parser
 from ..sessions import SessionStore
-from ..theory import PUBLISHED, one_pass_curve, serial_curve
+from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 
 
 def _labels(one_pass: bool) -> str:
@@ -61,6 +63,63 @@ def run_points(comparison) -> dict[str, tuple[int, float]]:
         k = int(comparison.settings.get(entry.setting, 1))
         points[f"{entry.label} (τ {lane.summary.tau:.2f})"] = (k, ratio)
     return points
+
+
+# When the overlaid run's crosses are not to be trusted (overlay_warnings): a measured speedup this many times
+# the formula's, fed with the lane's own τ and costs; one this many times below the formula divided by what a
+# verify cost; a lane whose mean verify forward took this many times its median one (bursts of other work), or
+# whose median one took twice its fastest (other work for most of the lane).
+ABOVE_FORMULA = 1.2
+BELOW_PREDICTION = 1.5
+VERIFY_SPREAD = 1.5
+MEDIAN_OVER_FASTEST = 2.0
+
+
+def _verify_times(steps) -> list[float]:
+    """Each decode step's verify forward time, in seconds, sorted."""
+    return sorted(sum(span.end_s - span.start_s for span in s.spans if span.work == "verify")
+                  for s in steps if s.kind == "decode")
+
+
+def _spread_warning(comparison, method: str) -> str | None:
+    """A lane whose verify forwards, the same work every step, took very different times: others were running."""
+    times = _verify_times(comparison.lanes[method].steps)
+    if len(times) < 4:
+        return None
+    median, mean = times[len(times) // 2], sum(times) / len(times)
+    if mean <= VERIFY_SPREAD * median and median <= MEDIAN_OVER_FASTEST * times[0]:
+        return None
+    return (f"{method_label(method)}'s verify forwards, much the same work at every step, took from "
+            f"{times[0] * 1e3:.1f} to {times[-1] * 1e3:.1f} ms (the middle one {median * 1e3:.1f} ms, the average "
+            f"{mean * 1e3:.1f} ms): other work on the machine slowed them.")
+
+
+def _lane_warning(comparison, method: str) -> str | None:
+    """One lane's measured speedup against what its own τ and times allow, in words (None when it fits)."""
+    lane, measured, cost = comparison.lanes[method], comparison.speedup(method), verify_cost(comparison, method)
+    s = lane.summary
+    if measured is None or cost is None or s is None:
+        return None
+    formula = speedup(s.tau, s.draft_s / s.verify_s)
+    name = method_label(method)
+    if measured > ABOVE_FORMULA * formula:
+        return (f"{name} measured {measured:.2f}×, more than {ABOVE_FORMULA:g} times the {formula:.2f}× the formula "
+                "gives from its own τ and costs. The formula is what a lane would reach if each verify cost no more "
+                "than one baseline forward, so the baseline itself must have run slow.")
+    if measured * BELOW_PREDICTION < formula / cost:
+        return (f"{name} measured {measured:.2f}×, less than 1/{BELOW_PREDICTION:g} of the {formula / cost:.2f}× its "
+                "own draft and verify times predict: its run lost time to something else.")
+    return None
+
+
+def overlay_warnings(comparison) -> list[str]:
+    """Why the overlaid run's crosses may not show this machine's real speedups, in plain words: a lane far from
+    what its own numbers predict, or a lane (the baseline included) whose verify forwards spread widely in time
+    (other work on the machine)."""
+    drafting = [m for m in comparison.lanes if m in METHOD_REGISTRY and METHOD_REGISTRY[m].drafts]
+    warnings = [_lane_warning(comparison, m) for m in drafting] + [_spread_warning(comparison, m)
+                                                                    for m in comparison.lanes if m in METHOD_REGISTRY]
+    return [w for w in warnings if w]
 
 
 HELDOUT = "heldout"  # the sweep's prompt choice: the lesson's held-out prompts
@@ -147,7 +206,9 @@ MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting co
                    "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
                    "figures (sources on hover and below), their cost implied by their τ and speedup through the "
                    "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
-                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block.")
+                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block. "
+                   f"{meaning('published')} The other words in the names (anchor, Markov head) are explained on "
+                   "the About tab.")
 CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "
                  "from the baseline, since each run draws its own sample; what speculative decoding keeps is the "
                  "odds. The check runs each lane over many seeds and counts its first two tokens: x1 from the "
@@ -286,9 +347,14 @@ class WhyHandlers:
         comparison = self._last(request.session_hash)
         if comparison is None or comparison.baseline is None:
             return gr.skip(), NO_RUN
-        return self.predict(p, c, b, request), (f"Crosses: your last run's lanes at their draft lengths, measured on "
-                                                f"{html.escape(comparison.device)} (speedup = tokens/s over the "
-                                                f"baseline's).")
+        note = (f"Crosses: your last run's lanes at their draft lengths, measured on {html.escape(comparison.device)} "
+                "(speedup = tokens/s over the baseline's).")
+        warnings = overlay_warnings(comparison)
+        if warnings:
+            note += ("\n\n**⚠ These crosses may not show this machine's real speedups.** "
+                     + " ".join(html.escape(w) for w in warnings) + " Run the comparison again when nothing else is "
+                     "running, before reading the crosses.")
+        return self.predict(p, c, b, request), note
 
     def _measured(self, measure, *args):
         try:

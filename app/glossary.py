@@ -23,9 +23,11 @@ class Term:
 
 
 GLOSSARY = (
-    Term("anchor", "anchor", r"\banchor\b",
+    Term("anchor", "anchor", r"\banchor\b|\bdrafts per block\b",
          "The newest committed token. Each verify forward starts from it, and a block drafter (DFlash, DSpark) puts "
-         "it in the first place of its block, so “block 8 = anchor + 7 drafts” drafts 7 tokens."),
+         "it in the first place of its block. Checkpoints count it differently (z-lab's DFlash block of 8 holds the "
+         "anchor and 7 drafts; DeepSpec's block of 7 holds 7 drafts), so every lane header here counts the drafts "
+         "only: “7 drafts per block”."),
     Term("markov-head", "Markov head (vanilla, gated, rnn)", r"\bMarkov head\b",
          "DSpark's small head that samples the block left to right, each token seeing the one drafted before it, on "
          "top of the one parallel pass. “Vanilla” is its plain kind; gated and rnn are the other two kinds a "

@@ -47,7 +47,7 @@ body.projector #token-pin {{ font-size: 22px; }}
 SCRIPT = """
 <script>
 (() => {
-  const PINNABLE = ".tok[title], .chip[title], .sameness[title], .cutmark[title]";
+  const PINNABLE = ".tok[title], .chip[title], .sameness[title], .cutmark[title], .lane-drafter[title]";
   function panel() {
     let pin = document.getElementById("token-pin");
     if (pin) return pin;

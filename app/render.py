@@ -13,6 +13,7 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.summary import acceptance_rate
 from engine.types import DraftedToken, RunSummary, Step
 
+from .glossary import hover
 from .record import Comparison
 
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
@@ -224,11 +225,16 @@ def _step_row(step: Step) -> str:
             f'<td class="num" title="accepted / verified (of drafted)">{verdict}</td><td class="num">{duration_ms:.1f} ms</td></tr>')
 
 
+def _hover(text: str) -> str:
+    """A title= attribute for a hover (and a click-to-pin), or nothing when there is nothing to say."""
+    return f' title="{html.escape(text)}"' if text else ""
+
+
 def _lane_head(method: str, state: str, drafter: str) -> str:
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(method_label(method))}</span>'
-            + (f'<span class="lane-drafter">{html.escape(drafter)}</span>' if drafter else "")
+            + (f'<span class="lane-drafter"{_hover(hover(drafter))}>{html.escape(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
     return f'<div class="lane-card" data-method="{html.escape(method)}" data-state="{html.escape(state)}">{head}'

@@ -11,7 +11,7 @@ import html
 
 from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.summary import acceptance_rate
-from engine.types import DraftedToken, RunSummary, Step
+from engine.types import DraftedToken, Step
 
 from .glossary import hover
 from .record import Comparison

@@ -13,7 +13,7 @@ from engine.drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 from engine.models import forward_with_features, load_drafter, new_cache
 from engine.timing import SpanClock
 
-from conftest import decoder_layer_weights, tiny_dflash
+from conftest import decoder_layer_weights
 
 PROMPT = "def parse(self, text):\n"
 

@@ -11,7 +11,6 @@ from engine.types import GenerationConfig
 PROMPT = "def add(a, b):"
 
 
-
 def test_each_lane_says_whether_it_wrote_the_baselines_tokens(random_engine):
     """At temperature 0 the mark is computed from the tokens: a lane whose tokens were changed is caught."""
     from app.render import lane_html

@@ -8,7 +8,6 @@ import os
 import re
 import threading
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
     parser.add_argument("--timing-runs", type=int, default=None, metavar="N",
-                        help="complete runs of each lane, taking turns, the fastest kept (default 3; 1 = the live "
+                        help="complete runs of each lane, taking turns, each step's fastest timing kept (default 3; 1 = the live "
                              "pass only; docs/benchmarks.md)")
     parser.add_argument("--recordings", type=Path, default=None, metavar="DIR",
                         help="where recorded runs are kept across restarts, so a share link replays the same numbers "

@@ -42,7 +42,7 @@ class LaneResult:
     drafter: str = ""  # which drafter served the method, in words
     state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
     summary: RunSummary | None = None
-    timing_runs: int = 1  # complete runs measured; steps are the fastest of them (app/runner.py)
+    timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/runner.py)
 
     @classmethod
     def ended(cls, method: str, steps, drafter: str = "", state: str = "done", timing_runs: int = 1) -> "LaneResult":
@@ -128,7 +128,7 @@ class Comparison:
 
     @property
     def timing_runs(self) -> int:
-        """The fewest complete runs behind any lane's figures (each lane keeps its fastest)."""
+        """The fewest complete runs behind any lane's figures (each step keeps its fastest timing)."""
         return min((lane.timing_runs for lane in self.lanes.values()), default=1)
 
     def to_json(self) -> str:

@@ -170,7 +170,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
     summary, clock = comparison.lanes[method].summary, comparison.clock
     speedup, wall = comparison.speedup(method), comparison.speedup(method, "wall")
     runs = comparison.lanes[method].timing_runs
-    timed = f"; the fastest of {runs} runs of this lane" if runs > 1 else ""
+    timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 else ""
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
                                            "accepted drafted tokens / drafted tokens sent to the target")]

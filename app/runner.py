@@ -6,9 +6,9 @@ pace, so drawing the page does not sit on the engine's clock. Stopping sets an e
 batch of steps, which closes the worker.
 
 Timing runs: after the pass shown live, every lane runs again (`timing_runs` in all), the lanes taking
-turns (baseline, AR, DFlash, …, then again), and each lane keeps its fastest run. The runs write the same
-tokens (the same settings and seed); only their times differ, and a moment in which something else held the
-core slows one run of one lane, not the lane's figure: speedups then hold still from one comparison to the
+turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the
+same tokens (the same settings and seed); only their times differ, and a moment in which something else held
+the core slows one step of one run, not the lane's figure: speedups then hold still from one comparison to the
 next on a shared machine (docs/benchmarks.md measures how much). A comparison whose live pass took longer
 than REPEAT_WITHIN_S is not repeated: a long run averages such moments out itself.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.background import BackgroundSteps
-from engine.summary import summarize
+from engine.summary import fastest_steps
 from engine.types import EngineError, GenerationConfig, Step
 
 
@@ -31,7 +31,7 @@ class LaneRun:
     config: GenerationConfig
     steps: list[Step] = field(default_factory=list)
     state: str = "waiting"  # waiting, running, done, stopped, or "error: ..."
-    timing_runs: int = 0  # complete runs measured (the live pass and the repeats); steps holds the fastest
+    timing_runs: int = 0  # complete runs measured (the live pass and the repeats); steps: each step's fastest
     repeating: bool = False  # a repeat of this lane is running now
 
 
@@ -67,14 +67,10 @@ def run_lanes(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event,
         yield from _repeats(engine, prompt, lanes, stop, timing_runs)
 
 
-def cost_s(steps: list[Step]) -> float:
-    """What a run's speed is judged by: the decoding threads' compute time on the CPU, else wall time."""
-    summary = summarize(steps)
-    return summary.cpu_s if summary.cpu_s is not None else summary.wall_s
-
-
 def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:
-    """Run every finished lane again, in turns, keeping each lane's fastest run of the same tokens."""
+    """Run every finished lane again, in turns; each lane then keeps, step by step, its fastest timing of the
+    same tokens (engine/summary.py fastest_steps)."""
+    runs = {id(lane): [list(lane.steps)] for lane in lanes}
     for _ in range(timing_runs - 1):
         for lane in lanes:
             if stop.is_set() or lane.state != "done":
@@ -82,16 +78,18 @@ def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, t
             lane.repeating = True
             yield
             try:
-                steps = [step for batch in stream_steps(engine, prompt, lane.config, stop)
-                         for step in batch]
+                steps = [step for batch in stream_steps(engine, prompt, lane.config, stop) for step in batch]
             except EngineError:  # it ran once already; a repeat that fails only loses its timing
                 steps = []
             lane.repeating = False
             if _complete(steps) and _same_run(steps, lane.steps):
+                runs[id(lane)].append(steps)
                 lane.timing_runs += 1
-                if cost_s(steps) < cost_s(lane.steps):
-                    lane.steps[:] = steps
             yield
+    for lane in lanes:
+        if lane.state == "done" and len(runs[id(lane)]) > 1:
+            lane.steps[:] = fastest_steps(runs[id(lane)])
+    yield
 
 
 def _complete(steps: list[Step]) -> bool:

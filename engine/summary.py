@@ -4,6 +4,8 @@ ended travels on its last step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .types import STOPPED, RunSummary, Step
 
 
@@ -84,3 +86,39 @@ def per_position_ceiling(steps: list[Step]) -> tuple[float | None, ...]:
                and s.drafted[k - 1].tv is not None]
         ceilings.append(1.0 - sum(tvs) / len(tvs) if tvs else None)
     return tuple(ceilings)
+
+
+def step_cost_s(step: Step, previous_end_s: float) -> float:
+    """What one step cost: its spans' CPU time where the trace has it (the CPU), else the wall time from the
+    previous step's end to its own (its bubble included)."""
+    cpu = [span.cpu_s for span in step.spans]
+    if cpu and None not in cpu:
+        return sum(cpu)
+    return max((span.end_s for span in step.spans), default=previous_end_s) - previous_end_s
+
+
+def _ends(steps: list[Step]) -> list[float]:
+    """Each step's last span end, running (a step without spans ends where the one before it did)."""
+    ends, last = [], 0.0
+    for step in steps:
+        last = max((span.end_s for span in step.spans), default=last)
+        ends.append(last)
+    return ends
+
+
+def fastest_steps(runs: list[list[Step]]) -> list[Step]:
+    """One trace from several runs of the same tokens: each step as timed in the run where it cost least
+    (`step_cost_s`), its spans moved so the steps follow one another as they did in their own runs (each keeps
+    the gap before it). Every span is a measured one; what is chosen is, step by step, the least disturbed of
+    its measurements: a moment in which something else held the core slows one step of one run, not the figure."""
+    ends = [_ends(run) for run in runs]
+    out, now = [], 0.0
+    for i, steps in enumerate(zip(*runs)):
+        previous = [run_ends[i - 1] if i else 0.0 for run_ends in ends]
+        r = min(range(len(runs)), key=lambda j: step_cost_s(steps[j], previous[j]))
+        shift = now - previous[r]
+        step = steps[r]
+        out.append(replace(step, spans=tuple(replace(span, start_s=span.start_s + shift, end_s=span.end_s + shift)
+                                             for span in step.spans)))
+        now = ends[r][i] + shift
+    return out

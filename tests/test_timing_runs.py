@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from app.record import Comparison, LaneResult, read_comparison
-from app.runner import LaneRun, cost_s, run_lanes
-from engine.summary import summarize
+from app.runner import LaneRun, run_lanes
+from engine.summary import fastest_steps, step_cost_s, summarize
 from engine.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
@@ -52,8 +52,37 @@ def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engin
     for lane in lanes:
         runs = traces[lane.method]
         assert lane.state == "done" and lane.timing_runs == 3 and len(runs) == 3
-        assert lane.steps == min(runs, key=cost_s)  # the fastest run, whole
         assert all([s.committed for s in run] == [s.committed for s in runs[0]] for run in runs)
+        assert lane.steps == fastest_steps(runs)
+
+
+def test_each_step_keeps_its_fastest_timing_laid_end_to_end(random_engine):
+    runs = [list(random_engine.stream(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))) for _ in range(3)]
+    # the second run's third step made slow on both clocks, the first run's fourth: neither may be chosen
+    def slowed(run, index):
+        """Step `index` one second longer on both clocks (its last span), every later step one second later."""
+        def moved(span, i, last):
+            if i == index and last:
+                return replace(span, end_s=span.end_s + 1.0, cpu_s=span.cpu_s + 1.0)
+            return replace(span, start_s=span.start_s + 1.0, end_s=span.end_s + 1.0) if i > index else span
+        return [replace(step, spans=tuple(moved(span, i, j == len(step.spans) - 1) for j, span in enumerate(step.spans)))
+                for i, step in enumerate(run)]
+    runs[1], runs[0] = slowed(runs[1], 2), slowed(runs[0], 3)
+    best = fastest_steps(runs)
+    assert [s.committed for s in best] == [s.committed for s in runs[0]]
+    ends = 0.0
+    for i, step in enumerate(best):
+        cpu = sum(span.cpu_s for span in step.spans)
+        assert cpu == pytest.approx(min(sum(span.cpu_s for span in run[i].spans) for run in runs))
+        assert step.spans[0].start_s >= ends - 1e-9  # the steps follow one another
+        assert all(a.end_s <= b.start_s + 1e-9 for a, b in zip(step.spans, step.spans[1:]))
+        ends = step.spans[-1].end_s
+    assert summarize(best).cpu_s < min(summarize(run).cpu_s for run in runs)  # no whole run was this fast
+    # without CPU times (a GPU's trace) the wall time from one step's end to the next decides
+    walled = [[replace(step, spans=tuple(replace(span, cpu_s=None) for span in step.spans)) for step in run]
+              for run in runs]
+    assert step_cost_s(walled[1][2], walled[1][1].spans[-1].end_s) > 1.0
+    assert summarize(fastest_steps(walled)).wall_s < min(summarize(run).wall_s for run in walled)
 
 
 def test_a_repeat_that_wrote_other_tokens_is_not_counted(random_engine, monkeypatch):

@@ -151,7 +151,7 @@ def timing_message(lane_runs: list[LaneRun]) -> str:
     if lane is None:
         return "…"
     return (f"timing: {method_label(lane.method)} again, run {lane.timing_runs + 1} (the lanes run again in turn, "
-            "each keeping its fastest run: speedups that hold still on a shared machine)…")
+            "each step keeping its fastest timing: speedups that hold still on a shared machine)…")
 
 
 def clock_note(comparison: Comparison) -> str:
@@ -159,7 +159,7 @@ def clock_note(comparison: Comparison) -> str:
     if comparison.baseline is None or len(comparison.lanes) < 2:
         return ""
     runs = comparison.timing_runs
-    fastest = f", each lane's fastest of {runs} runs" if runs > 1 else ""
+    fastest = f", each step's fastest timing over {runs} runs of its lane" if runs > 1 else ""
     if comparison.clock == "compute":
         return (f" Speedups: compute time of the decoding thread{fastest} (CPU seconds, which another program on "
                 "the machine does not stretch); the wall-time speedup is beside each.")
@@ -466,7 +466,7 @@ class CompareHandlers:
                 else timing_message(lane_runs)
             live = self._live_lanes(settings, lane_runs, ended)
             yield status_html(message), *self._lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
-        comparison = self._live_lanes(settings, lane_runs, {})  # each lane's fastest run, now that all have ended
+        comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
         state.last = comparison
         if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
             self.sessions.recorded.remember(key, comparison)

@@ -20,13 +20,13 @@ comes from the environment only and is never shown, logged or written into a com
 from __future__ import annotations
 
 import http.client
-from contextlib import closing
 import json
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 

@@ -625,3 +625,12 @@ def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_
     args[1], args[4], args[5] = ["baseline", "dflash"], 16, 8  # lanes, block length, max new tokens
     status = list(_handler(build_app(random_engine), "on_run")(*args, request=SimpleNamespace(session_hash="cap")))[-1][0]
     assert f"DFlash drafted {cap} per step (its trained block), not 16" in status and "Baseline drafted" not in status
+
+
+def test_the_block_control_stops_at_what_the_loaded_drafters_can_draft(random_engine):
+    """The block slider's top is the longest block a loaded one-pass drafter was trained on, and it says so."""
+    demo = build_app(random_engine)
+    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "block-len")
+    most = max(random_engine.max_draft_len(m) for m in ("dflash", "dspark"))
+    assert slider.maximum == most and f"up to {most}" in slider.label
+    assert slider.value <= most

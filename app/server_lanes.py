@@ -175,12 +175,15 @@ class ServerLaneHandlers:
         run = self.running[session] = ServerRun(self.specs, text, settings, self.timeouts)
         try:
             shown = None
-            while run.running():
-                run.wait(REDRAW_EVERY_S)
+            while True:
+                ended = not run.running()  # read before drawing, so the last drawing shows the lanes' end
                 drawn = [server_lane_html(lane, text) for lane in run.lanes]
                 if drawn != shown:
                     shown = drawn
                     yield drawn
+                if ended:
+                    break
+                run.wait(REDRAW_EVERY_S)
         finally:
             run.stop.set()
             self.running.pop(session, None)

@@ -209,6 +209,22 @@ def test_the_run_handler_checks_settings_and_streams_html():
     assert not handlers.running
 
 
+class EndedAtOnce(ServerRun):
+    """A run whose servers have all answered before the handler first looks (a refused connection can)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wait(5.0)
+
+
+def test_the_run_handler_draws_a_dead_servers_line_however_fast_it_fails(monkeypatch):
+    monkeypatch.setattr("app.server_lanes.ServerRun", EndedAtOnce)
+    handlers = ServerLaneHandlers([parse_server(f"dead={closed_port()}")], FAST)
+    pages = list(handlers.run("def f():", 0, 8, "0", SimpleNamespace(session_hash="abc")))
+    assert pages, "the handler drew nothing: the page would keep its empty lane"
+    assert 'data-state="error"' in pages[-1][0] and "connection refused" in pages[-1][0]
+
+
 # --- /metrics ----------------------------------------------------------------------------------------------
 
 def test_vllm_counters_are_summed_over_engines_by_position():

@@ -67,7 +67,8 @@ def positions_html(spec: SpecFigures) -> str:
     rates = spec.per_position
     if not rates:
         return '<div class="note">per-position acceptance: the answer has no acceptance histogram</div>'
-    rows = "".join(_bar(r, ACCEPTED, f"position {i}", f"steps that accepted at least {i} drafts / all steps")
+    rows = "".join(_bar(r, ACCEPTED, f"position {i}",
+                        f"steps that accepted at least {i} draft{'' if i == 1 else 's'} / all steps")
                    for i, r in enumerate(rates, 1))
     return f'<div class="srv-positions" style="font-size:.85em;margin:.4em 0"><b>Acceptance by position</b>{rows}</div>'
 

@@ -9,7 +9,10 @@ import gradio as gr
 
 from engine.presets import PRESETS
 
+from starlette.middleware import Middleware
+
 from . import projector, runner, server_lanes
+from .addresses import LongAddressGuard
 from .sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, step, why
@@ -73,5 +76,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 def launch(demo: gr.Blocks, **kwargs):
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
+    app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
     return demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(),
-                       footer_links=["api"], **kwargs)
+                       footer_links=["api"], app_kwargs=app_kwargs, **kwargs)

@@ -297,6 +297,33 @@ def test_a_lone_surrogate_in_the_prompt_does_not_break_the_stream(launched_app, 
     assert_clean_log(capfd, caplog)
 
 
+def get_raw(url: str, path: str) -> tuple[int, str]:
+    """GET with the standard library (httpx refuses to send an address over 65,536 characters)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        connection.close()
+
+
+def test_an_over_long_address_gets_the_apps_own_line(launched_app, capfd, caplog):
+    """httpx, inside Gradio's page code, refuses an address over 65,536 characters with a traceback; the app
+    answers such an address itself (HTTP 414, one line) and serves every shorter one as before."""
+    capfd.readouterr()
+    status, page = get_raw(launched_app, "/?prompt=" + "x" * 60_000)
+    assert status == 200 and "<html" in page
+    for path in ("/?prompt=" + "x" * 70_000, "/gradio_api/info?x=" + "y" * 70_000):
+        status, text = get_raw(launched_app, path)
+        assert status == 414 and text.startswith("SpecLab: this address is too long") and text.count("\n") == 1
+    assert_clean_log(capfd, caplog)
+
+
 def test_the_log_check_sees_a_real_traceback(launched_app, capfd):
     """The negative control of assert_clean_log: an input list too short for the endpoint makes Gradio itself
     fail, and that traceback does reach the captured log."""

@@ -172,3 +172,21 @@ def test_at_most_a_few_sessions_keep_a_file_they_opened(comparison):
     store.get("s1").last = comparison  # a run since: what it holds now is not the file, and stays
     store.opened("s3", files[0])
     assert store.get("s1").last is comparison and store.get("s1").shown is None
+
+
+def test_a_recorded_runs_device_text_is_escaped_once_wherever_it_shows(random_engine, comparison):
+    """A file's device text is plain text: each view escapes it exactly once (`<b>` shows as typed, never as
+    `&lt;b&gt;` on the page, never as markup)."""
+    from types import SimpleNamespace
+
+    from app.main import build_app
+    from app.render import status_html
+    from app.tabs.step import describe
+
+    odd = replace(comparison, device="<b>GPU</b> & co")
+    once = "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
+    fns = {dep.name: dep.fn for dep in build_app(random_engine).fns.values()}
+    status = fns["open_saved"](odd.to_json().encode(), True, SimpleNamespace(session_hash="s"))[0]
+    assert once in status and "<b>GPU" not in status and "&amp;lt;" not in status
+    step_status = status_html(describe(odd, "opened from a file"))
+    assert once in step_status and "&amp;lt;" not in step_status

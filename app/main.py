@@ -11,7 +11,7 @@ from engine.presets import PRESETS
 
 from starlette.middleware import Middleware
 
-from . import projector, runner, server_lanes
+from . import page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard
 from .sessions import SessionStore
 from . import lesson as lesson_data
@@ -75,8 +75,15 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 
 def launch(demo: gr.Blocks, **kwargs):
+    """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
+    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py)."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
-    return demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(),
-                       footer_links=["api"], app_kwargs=app_kwargs, **kwargs)
+    block = not kwargs.pop("prevent_thread_lock", False)
+    launched = demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(), footer_links=["api"],
+                           app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
+    page_sessions.install(demo)  # from the next new visitor on
+    if block:
+        demo.block_thread()
+    return launched

@@ -154,10 +154,16 @@ def test_timeline_draws_a_steps_draft_forwards_in_alternating_shades(random_engi
 
 
 @pytest.fixture(scope="module")
-def launched_app(random_engine):
+def launched(random_engine):
+    """The app served in this process: (its Blocks, its URL)."""
     demo = build_app(random_engine)
-    yield launch_locally(demo)
+    yield demo, launch_locally(demo)
     demo.close()
+
+
+@pytest.fixture(scope="module")
+def launched_app(launched):
+    return launched[1]
 
 
 @pytest.mark.slow
@@ -295,6 +301,25 @@ def test_a_lone_surrogate_in_the_prompt_does_not_break_the_stream(launched_app, 
     assert output_text_of(lanes[0]) == display_text(expected)
     assert "def f(x):\ufffd" in lanes[0]  # shown as the replacement character, as the engine read it
     assert_clean_log(capfd, caplog)
+
+
+def test_new_visitors_cost_no_copy_of_the_page_configuration(launched, monkeypatch):
+    """Gradio builds every block's configuration for each new session (for its deep links, which this page
+    has not); the served app's sessions skip it, and a run through them still works (the other tests here)."""
+    from gradio.blocks import BlocksConfig
+
+    from app.page_sessions import LeanSessionState
+
+    demo, url = launched
+    built = []
+    real = BlocksConfig.config_for_block
+    monkeypatch.setattr(BlocksConfig, "config_for_block",
+                        staticmethod(lambda *a, **k: built.append(a[0]) or real(*a, **k)))
+    for i in range(3):
+        state = demo.server_app.state_holder[f"visitor{i}"]
+        assert isinstance(state, LeanSessionState) and not list(state.components)
+    status = call_raw(url, raw_inputs(methods=["baseline"], max_new_tokens=4))[0]
+    assert "done" in status and built == []
 
 
 def get_raw(url: str, path: str) -> tuple[int, str]:

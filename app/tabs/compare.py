@@ -38,7 +38,7 @@ from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError,
 from ..record import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
-from .. import server_lanes
+from .. import memory, server_lanes
 from ..sessions import SessionStore, now_s
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
@@ -579,7 +579,9 @@ class CompareHandlers:
         return gr.update(value=str(path), visible=True)
 
     def open_saved(self, data, show_drafts, request: gr.Request):
-        """Show a saved comparison exactly as it was recorded, without running any model."""
+        """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
+        at a time: what the last one's reading and drawing freed goes back to the system first.)"""
+        memory.release()
         try:
             comparison = read_comparison(data if isinstance(data, (bytes, str)) else b"")
         except RecordError as exc:

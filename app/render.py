@@ -174,8 +174,8 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
                                            "accepted drafted tokens / drafted tokens sent to the target")]
-    if clock == "compute" and wall and method != BASELINE:
-        extra.append(_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}"))
+    beside = ([_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}")]
+              if clock == "compute" and wall and method != BASELINE else [])
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
@@ -183,6 +183,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
         _chip("speedup", "—" if not speedup else f"{speedup:.2f}×",
               f"this lane's tokens per second over the baseline lane's, both measured in this run, on the "
               f"{CLOCK_WORDS[clock]}{timed}"),
+        *beside,  # the other clock's speedup, next to this one
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
         *extra,
     ]) + "</div>"

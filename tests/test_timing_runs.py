@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import threading
 from dataclasses import replace
@@ -124,6 +126,14 @@ def test_speedups_divide_the_compute_time_with_the_wall_time_beside(random_engin
               for m, trace in steps.items()}
     walled = Comparison.of_steps({"temperature": 0.0}, no_cpu)
     assert walled.clock == "wall" and walled.speedup("dflash") == pytest.approx(lane.tokens_per_s / base.tokens_per_s)
+    # the lane shows both, the wall-time speedup right after the compute-time one, each named on hover
+    from app.render import chips_html
+
+    labels = re.findall(r'<span class="chip" title="([^"]*)">([^<]*) <b>', chips_html(comparison, "dflash",
+                                                                                     steps["dflash"]))
+    names = [name for _, name in labels]
+    assert names[names.index("speedup") + 1] == "wall"
+    assert "compute time" in labels[names.index("speedup")][0] and "wall" in labels[names.index("wall")][0]
 
 
 def test_a_saved_comparison_keeps_its_compute_times_and_timing_runs(random_engine):

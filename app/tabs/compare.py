@@ -294,7 +294,8 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
     focus = gr.HTML("", elem_id="compare-focus", visible=False)  # what a lesson point asks to look at
-    share_link = gr.Textbox(label="Link to this comparison (opening it restores these settings and runs them)",
+    share_link = gr.Textbox(label="Link to this comparison (opening it restores these settings, then shows the run "
+                                  "this server recorded for them, or runs them)",
                             elem_id="share-link", visible=False, interactive=False, buttons=["copy"], max_lines=1)
     page_address = gr.Textbox(visible=False)
     status = gr.HTML(status_html("Press Run. Lanes run one after another, so no lane slows another's timings."),

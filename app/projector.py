@@ -35,6 +35,7 @@ body.projector #show-drafts-toggle {{ display: inline-block; }}
              box-shadow: 0 4px 16px #0003; font-size: 16px; }}
 body.projector #token-pin {{ font-size: 22px; }}
 #token-pin[hidden] {{ display: none; }}
+body.pinned {{ padding-bottom: 14em; }}
 #token-pin .pin-head {{ display: flex; justify-content: space-between; gap: 1em; font-weight: 700; }}
 #token-pin .pin-token {{ font-family: ui-monospace, monospace; white-space: pre; }}
 #token-pin .pin-text {{ white-space: pre-wrap; font-family: ui-monospace, monospace; margin: .3em 0 0;
@@ -57,10 +58,18 @@ SCRIPT = """
     pin.setAttribute("role", "status");
     pin.innerHTML = '<div class="pin-head"><span>Pinned: <span class="pin-token"></span></span>' +
                     '<button type="button" aria-label="close">close ✕</button></div><div class="pin-text"></div>';
-    pin.querySelector("button").addEventListener("click", () => { pin.hidden = true; });
+    pin.querySelector("button").addEventListener("click", () => show(pin, false));
     document.body.appendChild(pin);
     return pin;
   }
+  function show(pin, on) {  // while a panel is pinned the page gets room below, so it covers nothing
+    pin.hidden = !on;
+    document.body.classList.toggle("pinned", on);
+  }
+  document.addEventListener("keydown", (event) => {
+    const pin = document.getElementById("token-pin");
+    if (event.key === "Escape" && pin && !pin.hidden) show(pin, false);
+  });
   document.addEventListener("click", (event) => {
     if (event.target.closest("#show-drafts-toggle")) {
       document.body.classList.toggle("drafts-shown");
@@ -72,7 +81,7 @@ SCRIPT = """
     const pin = panel();
     pin.querySelector(".pin-token").textContent = item.textContent.trim().slice(0, 60);
     pin.querySelector(".pin-text").textContent = item.getAttribute("title");
-    pin.hidden = false;
+    show(pin, true);
   });
   document.addEventListener("mouseover", (event) => {
     const item = event.target.closest && event.target.closest(PINNABLE);

@@ -138,8 +138,13 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromiu
         details = pin.locator(".pin-text").inner_text()
         assert details == token.get_attribute("title")
         assert "p_target" in details and "p_draft" in details and "target's own top token" in details
+        assert page.evaluate("document.body.classList.contains('pinned')")  # room below: the panel covers nothing
         pin.get_by_role("button", name="close").click()
         assert not pin.is_visible()
+        token.click()
+        pin.wait_for(state="visible", timeout=5_000)
+        page.keyboard.press("Escape")  # Escape closes it too
+        assert not pin.is_visible() and not page.evaluate("document.body.classList.contains('pinned')")
         shot = os.environ.get("SPECLAB_SHARE_SCREENSHOT")
         if shot:
             page.screenshot(path=shot, full_page=True)

@@ -26,6 +26,8 @@ body.projector #compare-lanes {{ display: grid !important; grid-template-columns
 body.projector .lane-name {{ font-size: 1.5em; }}
 body.projector .chip {{ font-size: 1.1em; }}
 body.projector .tokens {{ font-size: 1.05em; max-height: 22em; line-height: 1.7; }}
+body.projector .gradio-container button, body.projector .gradio-container textarea,
+body.projector .gradio-container input, body.projector .gradio-container [role="tab"] {{ font-size: 20px !important; }}
 body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) .cutmark {{ display: none; }}
 #show-drafts-toggle {{ display: none; }}
 body.projector #show-drafts-toggle {{ display: inline-block; }}

@@ -77,7 +77,15 @@ SCRIPT = """
       document.body.classList.toggle("drafts-shown");
       return;
     }
-    if (event.target.closest("a")) return;
+    const link = event.target.closest("a");
+    if (link) {  // a link to another view of this page keeps projector mode
+      if (document.body.classList.contains("projector") && (link.getAttribute("href") || "").startsWith("?")) {
+        const address = new URL(link.href);
+        address.searchParams.set("projector", "1");
+        link.href = address.toString();
+      }
+      return;
+    }
     const item = event.target.closest(PINNABLE);
     if (!item) return;
     const pin = panel();

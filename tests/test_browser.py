@@ -145,6 +145,11 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromiu
         pin.wait_for(state="visible", timeout=5_000)
         page.keyboard.press("Escape")  # Escape closes it too
         assert not pin.is_visible() and not page.evaluate("document.body.classList.contains('pinned')")
+        # a link to another view of the page (a lane's "the check") keeps projector mode
+        followed = page.evaluate("""() => { const a = document.createElement("a"); a.href = "?lesson=2";
+            a.textContent = "the check"; a.addEventListener("click", (e) => e.preventDefault());
+            document.body.appendChild(a); a.click(); const href = a.href; a.remove(); return href; }""")
+        assert "lesson=2" in followed and "projector=1" in followed
         shot = os.environ.get("SPECLAB_SHARE_SCREENSHOT")
         if shot:
             page.screenshot(path=shot, full_page=True)

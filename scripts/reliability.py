@@ -7,6 +7,8 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
 - endpoints and links, against a running app (`python -m app`, the embedded models, on a free loopback port):
   bad values sent to every named endpoint and tampered share links opened; counts the app's own one-line
   answers, Gradio's generic errors, and tracebacks in the server's log.
+- long addresses: four addresses over 65,536 characters; counts the app's own one-line answers (HTTP 414) and
+  the HTTP server's own refusals of the longest (HTTP 400).
 - memory: 20 large files (about 9 MB each) opened at once; the server's resident memory before, at its peak, and
   after.
 - crowd: N visitors opening one recorded link together (scripts/app_load.py); p50/p95 seconds.
@@ -15,6 +17,7 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
 import sys
@@ -22,6 +25,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -176,6 +180,34 @@ def endpoints(app: App) -> dict:
     return counts
 
 
+def long_addresses(app: App) -> dict:
+    """Addresses past what Gradio can parse (65,536 characters): the app's own one-line answer (HTTP 414) while
+    the HTTP server still reads the request; past that, the server's own refusal (HTTP 400)."""
+    parts = urlsplit(app.base)
+    counts = {"addresses": 0, "apps_own_line": 0, "server_refused": 0, "other": 0}
+    for length in (66_000, 100_000, 150_000, 300_000):
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        try:
+            connection.request("GET", "/?prompt=" + "x" * length)
+            answer = connection.getresponse()
+            status = answer.status
+            try:
+                text = answer.read().decode("utf-8", "replace")
+            except OSError:  # the server closed the connection after its refusal
+                text = ""
+        finally:
+            connection.close()
+        counts["addresses"] += 1
+        if status == 414 and text.startswith("SpecLab:") and text.count("\n") == 1:
+            counts["apps_own_line"] += 1
+        elif status == 400:
+            counts["server_refused"] += 1
+        else:
+            counts["other"] += 1
+            print(f"  {length:,} characters: HTTP {status} {text[:100]!r}")
+    return counts
+
+
 def upload_and_open(app: App, data: bytes) -> dict:
     """What "Open a saved comparison" does: upload the file, then the open event reads it."""
     with httpx.Client(timeout=600) as client:
@@ -226,6 +258,8 @@ def main() -> int:
         app = App(f"http://127.0.0.1:{port}")
         report["endpoints"] = endpoints(app)
         print(f"endpoints and links: {json.dumps(report['endpoints'])}", flush=True)
+        report["long_addresses"] = long_addresses(app)
+        print(f"long addresses: {json.dumps(report['long_addresses'])}", flush=True)
         report["memory"] = memory(app, server.pid, args.opens)
         print(f"memory: {json.dumps(report['memory'])}", flush=True)
         from app_load import crowd

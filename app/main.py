@@ -6,10 +6,9 @@ import html
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from engine.presets import PRESETS
-
-from starlette.middleware import Middleware
 
 from . import page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard

@@ -10,7 +10,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.record import FORMAT, MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
+from app.record import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.record import settings_dict  # noqa: E402
 from engine.types import GenerationConfig  # noqa: E402

@@ -421,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                              "self-data phase); 0: none. Default: none for the target, as long as the first "
                              "phase for the block drafters. Results: docs/experiments.md")
     parser.add_argument("--greedy-steps", type=int,
-                        help=f"dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
-                             f"continuations only (runs/greedy.pt); 0: none. Default: "
+                        help="dflash, dspark, eagle3: steps of the last phase, on the target's greedy "
+                             "continuations only (runs/greedy.pt); 0: none. Default: "
                              + ", ".join(f"{steps} ({stage})" for stage, steps in GREEDY_STEPS.items()))
     parser.add_argument("--unloop-steps", type=int,
                         help=f"target: a last phase of this many steps, unlikelihood against its own greedy "

@@ -30,7 +30,7 @@ class LeanSessionState(SessionState):
     def __init__(self, blocks):
         # Gradio fills the copy for the blocks in `blocks.blocks`: none, here.
         super().__init__(SimpleNamespace(default_config=blocks.default_config, blocks={}))
-        self.blocks_config.config_for_block = _no_config  # this session's updates refill nothing either
+        self.blocks_config.config_for_block = _no_config  # nor do the updates its events make
 
 
 class LeanStateHolder(StateHolder):

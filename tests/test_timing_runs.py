@@ -59,7 +59,8 @@ def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engin
 
 def test_each_step_keeps_its_fastest_timing_laid_end_to_end(random_engine):
     runs = [list(random_engine.stream(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))) for _ in range(3)]
-    # the second run's third step made slow on both clocks, the first run's fourth: neither may be chosen
+    # one step of each run made slow on both clocks (the third's second, the second's third, the first's fourth):
+    # none of them may be chosen, so no whole run is as fast as the steps kept
     def slowed(run, index):
         """Step `index` one second longer on both clocks (its last span), every later step one second later."""
         def moved(span, i, last):
@@ -68,7 +69,7 @@ def test_each_step_keeps_its_fastest_timing_laid_end_to_end(random_engine):
             return replace(span, start_s=span.start_s + 1.0, end_s=span.end_s + 1.0) if i > index else span
         return [replace(step, spans=tuple(moved(span, i, j == len(step.spans) - 1) for j, span in enumerate(step.spans)))
                 for i, step in enumerate(run)]
-    runs[1], runs[0] = slowed(runs[1], 2), slowed(runs[0], 3)
+    runs[2], runs[1], runs[0] = slowed(runs[2], 1), slowed(runs[1], 2), slowed(runs[0], 3)
     best = fastest_steps(runs)
     assert [s.committed for s in best] == [s.committed for s in runs[0]]
     ends = 0.0

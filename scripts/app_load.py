@@ -146,11 +146,13 @@ def main() -> int:
                         help="soak: a new browser session after this many runs (1: every run a new visitor)")
     parser.add_argument("--link-only", action="store_true", help="crowd: only the visitors of one recorded link")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--timing-runs", type=int, default=None,
+                        help="the server's --timing-runs (1: each comparison runs once, a shorter soak)")
     args = parser.parse_args()
 
     LOG.parent.mkdir(exist_ok=True)
     port = free_port()
-    server = start_app(port, LOG)
+    server = start_app(port, LOG, () if args.timing_runs is None else ("--timing-runs", str(args.timing_runs)))
     try:
         app = App(f"http://127.0.0.1:{port}/")
         if args.mode == "crowd":

@@ -87,21 +87,32 @@ class App:
         dep = next(d for d in self.config["dependencies"] if d["id"] == fn_index)
         return dep.get("queue") is not False
 
-    def call_direct(self, fn_index: int, data: list, session: str, timeout_s: float = 600, query: str = "") -> dict:
-        """An event outside the queue, as the page sends it: one POST on its own connection, the outputs in its
-        answer. (The standard library's client: an httpx client costs ~40 ms of CPU to make, which in a crowd of
-        a hundred on this machine's two cores measured the load generator more than the server.)"""
-        start = time.monotonic()
+    def request(self, method: str, path: str, body: bytes | None = None, timeout_s: float = 60
+                ) -> tuple[int, str, bytes]:
+        """One request on its own connection with the standard library's client (httpx refuses addresses over
+        65,536 characters, and making an httpx client costs ~40 ms of CPU: in a crowd of a hundred on two cores
+        that measured the load generator more than the server). Returns the status, the content type and the
+        body (empty when the server closed the connection after its answer's head, as it does refusing a request
+        it cannot read)."""
         parts = urlsplit(self.base)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
         try:
-            connection.request("POST", f"{parts.path}/{API}/run/predict" + (f"?{query}" if query else ""),
-                               body=_body(data, fn_index, session).encode(), headers=JSON)
+            connection.request(method, parts.path.rstrip("/") + path, body=body, headers=JSON if body else {})
             answer = connection.getresponse()
-            content = answer.read()
-            status, kind = answer.status, answer.getheader("content-type", "")
+            try:
+                content = answer.read()
+            except OSError:
+                content = b""
+            return answer.status, answer.getheader("content-type", ""), content
         finally:
             connection.close()
+
+    def call_direct(self, fn_index: int, data: list, session: str, timeout_s: float = 600, query: str = "") -> dict:
+        """An event outside the queue, as the page sends it: one POST on its own connection, the outputs in its
+        answer."""
+        start = time.monotonic()
+        status, kind, content = self.request("POST", f"/{API}/run/predict" + (f"?{query}" if query else ""),
+                                             _body(data, fn_index, session).encode(), timeout_s)
         body = json.loads(content) if kind.startswith("application/json") else {}
         return {"ok": status == 200, "queue_full": False, "outputs": body.get("data"),
                 "error": body.get("error") if status != 200 else None, "bytes": len(content),

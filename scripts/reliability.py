@@ -17,7 +17,6 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import random
 import sys
@@ -25,7 +24,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -183,20 +181,10 @@ def endpoints(app: App) -> dict:
 def long_addresses(app: App) -> dict:
     """Addresses past what Gradio can parse (65,536 characters): the app's own one-line answer (HTTP 414) while
     the HTTP server still reads the request; past that, the server's own refusal (HTTP 400)."""
-    parts = urlsplit(app.base)
     counts = {"addresses": 0, "apps_own_line": 0, "server_refused": 0, "other": 0}
     for length in (66_000, 100_000, 150_000, 300_000):
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-        try:
-            connection.request("GET", "/?prompt=" + "x" * length)
-            answer = connection.getresponse()
-            status = answer.status
-            try:
-                text = answer.read().decode("utf-8", "replace")
-            except OSError:  # the server closed the connection after its refusal
-                text = ""
-        finally:
-            connection.close()
+        status, _, content = app.request("GET", "/?prompt=" + "x" * length)
+        text = content.decode("utf-8", "replace")
         counts["addresses"] += 1
         if status == 414 and text.startswith("SpecLab:") and text.count("\n") == 1:
             counts["apps_own_line"] += 1

@@ -9,7 +9,7 @@ with HTTP 414 and one line a visitor can act on. The app's "Copy link" never mak
 from __future__ import annotations
 
 MAX_ADDRESS_CHARS = 65_536  # httpx's own limit on a URL (its parser refuses anything longer)
-MESSAGE = (b"SpecLab: this address is too long for the server to open (more than 65,536 characters). "
+MESSAGE = (b"SpecLab: this address is too long for the server to open (it has room for about 64,000 characters). "
            b"A share link this long cannot carry its comparison: open the page without it, and share the file "
            b"from \"Download this comparison\" instead.\n")
 

@@ -11,6 +11,9 @@
 #   small-lm-drafter     distilled from the grown target
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
+#   sampled-data   the grown target's continuations sampled at temperature 1
+#   dflash-sampled dspark-sampled eagle3-sampled   each drafter's checkpoint for temperatures above 0: its shipped
+#                  weights trained on in a distribution phase (assets/<drafter>-drafter-sampled/)
 # With --more (not the shipped family: an experiment toward a target with a lower loss, docs/experiments.md):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-small-lm-drafter, more-greedy-data   the small LM drafter distilled anew, greedy continuations anew, from that target
@@ -42,7 +45,8 @@ while [ $# -gt 0 ]; do
 done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
 MORE="--from-shipped --steps 2000 --unloop-steps 100"
-stages=(target self-data dflash dspark eagle3 grow small-lm-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy)
+stages=(target self-data dflash dspark eagle3 grow small-lm-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy
+        sampled-data dflash-sampled dspark-sampled eagle3-sampled)
 [ $more = 1 ] && stages+=(more more-small-lm-drafter more-greedy-data dflash-more dspark-more eagle3-more dflash-more2 dspark-more2)
 stages+=(card)
 command_of() {  # the `python -m engine.train` arguments of a stage
@@ -50,6 +54,7 @@ command_of() {  # the `python -m engine.train` arguments of a stage
     dflash|dspark|eagle3) echo "$1 --greedy-steps 0" ;;
     grow) echo "target $GROW" ;;
     *-greedy) echo "${1%-greedy}" ;;
+    *-sampled) echo "${1%-sampled} --sampled" ;;
     more) echo "target $MORE" ;;
     more-*) echo "${1#more-}" ;;
     *-more|*-more2) echo "${1%-more*} --from-shipped" ;;
@@ -62,6 +67,7 @@ checkpoints_of() {  # what --fresh deletes before a stage runs
     grow) echo "runs/target/grow" ;;
     dflash-greedy|dspark-greedy) echo "runs/${1%-greedy}/cycle2/self/greedy" ;;
     eagle3-greedy) echo "runs/eagle3/greedy" ;;
+    *-sampled) echo "runs/$1" ;;
     more) echo "runs/target-more" ;;
     *-more|*-more2) echo "runs/$1" ;;
   esac

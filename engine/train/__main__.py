@@ -8,11 +8,14 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   small-lm-drafter  the small LM drafter, distilled from the shipped target  -> assets/small-lm-drafter/
   self-data   text the shipped target writes itself (~3 min)      -> runs/selfdata.pt
   greedy-data the target's greedy continuations, 3/4 after function openings (~14 min) -> runs/greedy.pt
+  sampled-data the same prefixes continued by sampling at temperature 1 -> runs/sampled.pt (for --sampled)
   dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
               of 8000 steps (~2 h on one core)                    -> assets/dflash-drafter/
   dspark      the DSpark drafter likewise (~2 h), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
+  dflash|dspark|eagle3 --sampled   the checkpoint drafted with above temperature 0: the shipped drafter trained
+              on in a distribution phase on runs/sampled.pt     -> assets/<stage>-drafter-sampled/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
   reexport    the shipped DFlash and DSpark drafters saved again in z-lab's and DeepSpec's formats, same weights,
               no training (reexport.py; seconds), and the card's sizes and digests -> assets/dflash-drafter/,
@@ -76,6 +79,13 @@ GROW_STEPS = 800
 # take one more greedy phase on it from their shipped weights (`dflash|dspark|eagle3 --from-shipped`).
 MORE_STEPS = 2000
 MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # per round, after GREEDY_STEPS
+# `--sampled` (dflash, dspark, eagle3): the checkpoint the engine drafts with above temperature 0, from the shipped
+# (temperature-0) drafter's weights, one distribution phase on the target's sampled continuations (runs/sampled.pt,
+# `sampled-data`): every drafted position scored against the target's whole distribution at temperature 1 (KL + TV;
+# DSpark: its paper's loss, the confidence head learning 1 − TV), DSpark's confidences calibrated on the rejection
+# rule's outcomes at temperature 1. Exported beside the shipped drafter as assets/<stage>-drafter-sampled/.
+SAMPLED_ROWS = 2048
+SAMPLED_STEPS = {"dflash": 1500, "dspark": 1500, "eagle3": 800}
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
@@ -305,6 +315,81 @@ def _train_drafter_more(kind: str, args, streams) -> int:
     return 0
 
 
+def _sampled_rows_problem() -> str | None:
+    """Why runs/sampled.pt cannot serve a distribution phase now (missing, or another target's), or None."""
+    meta = RUNS / "sampled.json"
+    if not (RUNS / "sampled.pt").exists() or not meta.exists():
+        return "no sampled rows (runs/sampled.pt)"
+    if json.loads(meta.read_text()).get("target") != _target_digest():
+        return "runs/sampled.pt holds another target's sampled continuations"
+    return None
+
+
+def _train_drafter_sampled(kind: str, args, streams) -> int:
+    """The checkpoint used above temperature 0 (--sampled): from the shipped drafter's weights, SAMPLED_STEPS steps
+    of a distribution phase on the target's sampled continuations (three quarters of each batch; corpus windows the
+    rest) at a third of the first phase's peak rate, its own seed, in runs/<stage>-sampled; DSpark's confidences
+    calibrated on the rejection rule's outcomes at temperature 1. Exported as assets/<stage>-drafter-sampled/."""
+    from ..drafters import eagle3 as eagle3_drafter
+    from ..drafters.dflash_model import load_block_model
+    from . import dspark, eagle3
+    from .lm import TrainConfig, heldout_windows, train
+
+    shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
+    target = _shipped_target(args.device)
+    path = str(ASSETS / f"{kind}-drafter")
+    generator = torch.Generator().manual_seed(args.seed + 7)  # anchor positions
+    if kind == "eagle3":
+        drafter = eagle3_drafter.load(path, torch.device(args.device), torch.float32).requires_grad_(True)
+        drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's
+        drafter.lm_head.requires_grad_(False)
+        loss = eagle3.eagle3_loss(drafter, target, generator, labels="distribution")
+        score = lambda windows: eagle3.eagle3_acceptance(drafter, target, windows)  # noqa: E731
+    else:
+        cls, _, loss_of, score_of = _block_drafter_parts(kind)
+        drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
+        if kind == "dspark":
+            drafter.copy_target_embeddings(target)
+        loss = loss_of(drafter, target, generator, labels="paper" if kind == "dspark" else "distribution")
+        score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
+    first = TrainConfig(**shipped["train_config"])
+    cfg = replace(first, steps=args.steps or SAMPLED_STEPS[kind], self_data_fraction=0.75, lr=first.lr / 3,
+                  warmup_steps=20, seed=args.seed + 7, threads=args.threads, device=args.device,
+                  precision=args.precision)
+    run_dir = RUNS / f"{kind}-sampled"
+    train(drafter, {**streams, "self": torch.load(RUNS / "sampled.pt")}, run_dir, cfg, loss, score,
+          loss_generators=[generator])
+    drafter.eval()
+    windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
+    extra = {}
+    if kind == "dspark":
+        extra["calibration"] = dspark.calibrate(
+            drafter, target, _heldout_sampled_rows(target, streams).to(args.device),
+            "the target's sampled continuations (temperature 1) of held-out windows", outcome="sampled")
+    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
+        "heldout_expected_accepted_teacher_forced"
+    _export(drafter, f"{kind}-drafter-sampled", cfg, {
+        "used": "above temperature 0 (the engine picks it by temperature; assets/" + f"{kind}-drafter at 0)",
+        "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else "KL + TV at temperature 1",
+        "rows": "runs/sampled.pt: the target's continuations sampled at temperature 1", **extra,
+        f"{score_key}_greedy": round(score(windows), 3),
+        "train_minutes": round(shipped["train_minutes"] + _train_minutes(run_dir), 1),
+        "distribution_phase_minutes": _train_minutes(run_dir),
+        "num_parameters": sum(p.numel() for p in drafter.parameters()),
+        "from": f"assets/{kind}-drafter as shipped", "earlier": shipped})
+    return 0
+
+
+def _heldout_sampled_rows(target, streams) -> torch.Tensor:
+    """(CALIBRATION_ROWS, 64 + 192): the first CALIBRATION_ROWS 64-token held-out windows continued by sampling
+    at temperature 1 (seed 0)."""
+    from .lm import heldout_windows
+    from .selfdata import PREFIX_TOKENS, continue_rows
+
+    prefixes = heldout_windows(streams["heldout"], PREFIX_TOKENS, CALIBRATION_ROWS)
+    return continue_rows(target, prefixes, False, torch.Generator().manual_seed(0))
+
+
 def _heldout_greedy_rows(target, streams) -> torch.Tensor:
     """(CALIBRATION_ROWS, 64 + 192): the target's greedy continuations of the first CALIBRATION_ROWS 64-token
     held-out windows."""
@@ -411,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "small-lm-drafter", "self-data", "greedy-data",
-                                          "dflash", "dspark", "eagle3", "card", "reexport"])
+                                          "sampled-data", "dflash", "dspark", "eagle3", "card", "reexport"])
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
@@ -444,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
                              + ") from the shipped drafter's weights, in runs/<stage>-more. The record in "
                                "training.json keeps the earlier one; a second round trains in runs/<stage>-more2, "
                                "with seeds of its own")
+    parser.add_argument("--sampled", action="store_true",
+                        help="dflash, dspark, eagle3: the checkpoint used above temperature 0, from the shipped "
+                             "drafter's weights, a distribution phase on runs/sampled.pt (`sampled-data`) of --steps "
+                             "steps (default " + ", ".join(f"{steps} ({stage})" for stage, steps in SAMPLED_STEPS.items())
+                             + ") -> assets/<stage>-drafter-sampled/")
     parser.add_argument("--bench", type=Path, action="append",
                         help="card: a report of `python -m engine.bench --json PATH` on the shipped weights, for the "
                              "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
@@ -471,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
                               or args.grow_layers is not None):
         parser.error("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
                      "or --grow-layers")
+    if args.sampled and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped
+                         or args.greedy_steps is not None or args.restart_steps):
+        parser.error("--sampled is for the dflash, dspark and eagle3 stages, without --from-shipped, "
+                     "--greedy-steps or --restart-steps")
     from ..models import pick_device
     from ..types import EngineError
 
@@ -546,6 +640,22 @@ def main(argv: list[str] | None = None) -> int:
         torch.save(rows.to(torch.int16), RUNS / "greedy.pt")
         (RUNS / "greedy.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
         return 0
+    if args.stage == "sampled-data":
+        from .selfdata import generate_sampled_rows
+
+        torch.set_num_threads(args.threads)
+        rows = generate_sampled_rows(_shipped_target(args.device), tokenizer, streams["train"],
+                                     num_rows=args.steps or SAMPLED_ROWS, seed=args.seed + 11,
+                                     log=lambda line: print(line, flush=True))
+        RUNS.mkdir(parents=True, exist_ok=True)
+        torch.save(rows.to(torch.int16), RUNS / "sampled.pt")
+        (RUNS / "sampled.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
+        return 0
+    if args.stage in ("dflash", "dspark", "eagle3") and args.sampled:
+        if problem := _sampled_rows_problem():
+            print(f"error: {problem}: run `python -m engine.train sampled-data` first", file=sys.stderr)
+            return 2
+        return _train_drafter_sampled(args.stage, args, streams)
     if args.stage in ("dflash", "dspark", "eagle3"):
         self_path = RUNS / "selfdata.pt"
         if args.greedy_steps != 0 and (problem := _greedy_rows_problem()):

@@ -82,6 +82,20 @@ def argmax_cross_entropy(teacher_logits: torch.Tensor, student_logits: torch.Ten
     return -F.log_softmax(student_logits, dim=-1).gather(-1, teacher_logits.argmax(-1, keepdim=True)).squeeze(-1)
 
 
+def distribution_divergence(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p_teacher ‖ p_student) + TV(p_teacher, p_student) at every position. Above temperature 0 a draft
+    x ~ q passes with probability min(1, p(x)/q(x)), whose mean is 1 − TV: TV is what acceptance pays for, and
+    the KL term gives every token of the distribution a gradient (TV's is zero wherever q already exceeds p)."""
+    log_p = F.log_softmax(teacher_logits, dim=-1)
+    log_q = F.log_softmax(student_logits, dim=-1)
+    p = log_p.exp()
+    kl = (p * (log_p - log_q)).sum(-1)
+    return kl + 0.5 * (p - log_q.exp()).abs().sum(-1)
+
+
+LABELS = {"soft": soft_cross_entropy, "argmax": argmax_cross_entropy, "distribution": distribution_divergence}
+
+
 def position_weights(block_size: int, gamma: float = GAMMA) -> torch.Tensor:
     """w_k = exp(−(k−1)/γ) for drafted positions k = 1..B−1."""
     return torch.tensor([math.exp(-(k - 1) / gamma) for k in range(1, block_size)])
@@ -132,17 +146,18 @@ def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: 
 
 def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
                 labels: str = "soft") -> Callable[[torch.Tensor], torch.Tensor]:
-    """Position-weighted cross-entropy of the drafted positions against the target: "soft", its whole
-    distribution (distillation); "argmax", its greedy choice, which on text the target wrote greedily is
-    the next token itself (the DFlash paper's loss on target-generated responses)."""
-    if labels not in ("soft", "argmax"):
-        raise ValueError(f"labels must be soft or argmax, not {labels!r}")
+    """Position-weighted loss of the drafted positions against the target: "soft", cross-entropy against its
+    whole distribution (distillation); "argmax", against its greedy choice, which on text the target wrote
+    greedily is the next token itself (the DFlash paper's loss on target-generated responses); "distribution",
+    KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0)."""
+    if labels not in LABELS:
+        raise ValueError(f"labels must be one of {', '.join(LABELS)}, not {labels!r}")
     weights = position_weights(drafter.block_size)
+    divergence = LABELS[labels]
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator)
-        ce = (soft_cross_entropy(teacher_logits, draft_logits) if labels == "soft"
-              else argmax_cross_entropy(teacher_logits, draft_logits))  # (b, M, B−1)
+        ce = divergence(teacher_logits, draft_logits)  # (b, M, B−1)
         w = weights.to(ce.device)
         return (ce * w).sum(-1).mean() / w.sum()
 

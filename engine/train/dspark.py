@@ -102,6 +102,25 @@ def greedy_outcomes(drafter: DSparkDraftModel, target, windows: torch.Tensor, se
     return conf_logits.reshape(-1, drafter.block_size).cpu(), correct.reshape(-1, drafter.block_size).cpu()
 
 
+@torch.no_grad()
+def sampled_outcomes(drafter: DSparkDraftModel, target, windows: torch.Tensor, seed: int = 0):
+    """Confidence logits (N, γ) and whether each drafted token survived the rejection rule at temperature 1
+    (N, γ): a token drafted from q passes with probability 1 − TV(q, p) given its context, so each outcome is a
+    draw of that chance (seeded), on teacher-forced held-out blocks; on the CPU."""
+    hidden, logits, teacher, prev = _outputs(drafter, target, windows, torch.Generator().manual_seed(seed))
+    conf_logits = drafter.confidence_logits(hidden, prev)
+    accept = 1 - 0.5 * (logits.softmax(-1) - teacher.softmax(-1)).abs().sum(-1)
+    draws = torch.rand(accept.shape, generator=torch.Generator().manual_seed(seed + 1000)).to(accept.device)
+    survived = draws < accept
+    return conf_logits.reshape(-1, drafter.block_size).cpu(), survived.reshape(-1, drafter.block_size).cpu()
+
+
+OUTCOMES = {"greedy": (greedy_outcomes, "token k equals the target's argmax, tokens 1..k−1 having matched "
+                                         "(temperature 0)"),
+            "sampled": (sampled_outcomes, "token k passes the rejection rule at temperature 1 (a draw of "
+                                          "1 − TV), tokens 1..k−1 having passed")}
+
+
 def dspark_acceptance(drafter: DSparkDraftModel, target, windows: torch.Tensor) -> float:
     """Held-out proxy for τ − 1 at temperature 0: expected leading run of correct drafted tokens."""
     _, correct = greedy_outcomes(drafter, target, windows[:16])
@@ -139,13 +158,16 @@ def survival_ece(conf_logits: torch.Tensor, correct: torch.Tensor, temperatures:
     return error
 
 
-def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor, what: str = "held-out windows") -> dict:
+def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor, what: str = "held-out windows",
+              outcome: str = "greedy") -> dict:
     """Fit the per-position temperatures on half of `windows` (`what` they are, for the record), measure the
     survival ECE on the other half before and after, and store the temperatures in the drafter (and its config,
-    for export) if they lower that error; otherwise temperatures of 1 (a head already calibrated stays as is)."""
+    for export) if they lower that error; otherwise temperatures of 1 (a head already calibrated stays as is).
+    `outcome`: what survival means, "greedy" (temperature 0) or "sampled" (the rejection rule at temperature 1)."""
+    outcomes, meaning = OUTCOMES[outcome]
     half = len(windows) // 2
-    fit_logits, fit_correct = greedy_outcomes(drafter, target, windows[:half], seed=1)
-    test_logits, test_correct = greedy_outcomes(drafter, target, windows[half:], seed=2)
+    fit_logits, fit_correct = outcomes(drafter, target, windows[:half], seed=1)
+    test_logits, test_correct = outcomes(drafter, target, windows[half:], seed=2)
     fitted = fit_temperatures(fit_logits, fit_correct)
     identity = [1.0] * len(fitted)
     before = survival_ece(test_logits, test_correct, identity)
@@ -154,7 +176,7 @@ def calibrate(drafter: DSparkDraftModel, target, windows: torch.Tensor, what: st
     drafter.config.confidence_temperatures = temperatures
     drafter.confidence_temperatures = list(temperatures)
     return {"fitted_on": f"{half} of {len(windows)} rows: {what}", "measured_on": f"the other {len(windows) - half}",
-            "outcome": "token k equals the target's argmax, tokens 1..k−1 having matched (temperature 0)",
+            "outcome": meaning,
             "fitted_temperatures": fitted, "temperatures": temperatures,
             "survival_ece_before": round(before, 4), "survival_ece_with_fitted": round(after, 4),
             "survival_ece_after": round(min(before, after), 4)}

@@ -21,7 +21,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import spaced_layers
 from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
-from .dflash import argmax_cross_entropy, soft_cross_entropy
+from .dflash import LABELS
 
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
 STEP_DECAY = 0.8  # weight of step k is STEP_DECAY ** k
@@ -133,10 +133,10 @@ def eagle3_loss(drafter: Eagle3DraftModel, target, generator: torch.Generator, s
                 decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW, labels: str = "soft"
                 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """Σ_k 0.8^k · (mean cross-entropy of step k) / Σ_k 0.8^k, against the target's whole distribution
-    ("soft") or its greedy choice ("argmax"), as for DFlash (train/dflash.py)."""
-    if labels not in ("soft", "argmax"):
-        raise ValueError(f"labels must be soft or argmax, not {labels!r}")
-    cross_entropy = soft_cross_entropy if labels == "soft" else argmax_cross_entropy
+    ("soft"), its greedy choice ("argmax") or KL + TV against it ("distribution"), as for DFlash (train/dflash.py)."""
+    if labels not in LABELS:
+        raise ValueError(f"labels must be one of {', '.join(LABELS)}, not {labels!r}")
+    cross_entropy = LABELS[labels]
     weights = torch.tensor([decay ** k for k in range(steps)])
 
     def loss(x: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,9 @@ text (at temperature 0 a small target repeats itself a lot). Two sets, both dete
   opens a function (the shape of the app's prompts and of the held-out set, cut from training files), a quarter
   after random corpus windows. At temperature 0 every drafted token is judged against exactly these choices; the
   drafters' last phase learns from them alone.
+- `generate_sampled_rows` (runs/sampled.pt): the same kinds of prefixes, continued by sampling at temperature 1:
+  the text a sampled run drafts for, which the drafters' distribution phase (the checkpoints used above
+  temperature 0) learns from.
 """
 
 from __future__ import annotations
@@ -90,12 +93,30 @@ def greedy_continuations(target, prefixes: torch.Tensor, log=lambda line: None) 
     return torch.cat(rows)
 
 
+def _prompt_like_prefixes(tokenizer, stream: torch.Tensor, num_rows: int, generator: torch.Generator,
+                          seed: int) -> torch.Tensor:
+    """(num_rows, PREFIX_TOKENS): the first DEF_SHARE after function openings, the rest random windows."""
+    num_defs = round(num_rows * DEF_SHARE)
+    return torch.cat([def_line_prefixes(tokenizer, num_defs, seed),
+                      sample_windows(stream, num_rows - num_defs, PREFIX_TOKENS, generator)])
+
+
 def generate_greedy_rows(target, tokenizer, stream: torch.Tensor, num_rows: int, seed: int = 0,
                          log=print) -> torch.Tensor:
     """(num_rows, PREFIX_TOKENS + NEW_TOKENS): greedy continuations, the first DEF_SHARE of them after function
     openings, the rest after random windows of `stream`."""
     generator = torch.Generator().manual_seed(seed)
-    num_defs = round(num_rows * DEF_SHARE)
-    prefixes = torch.cat([def_line_prefixes(tokenizer, num_defs, seed),
-                          sample_windows(stream, num_rows - num_defs, PREFIX_TOKENS, generator)])
-    return greedy_continuations(target, prefixes, log)
+    return greedy_continuations(target, _prompt_like_prefixes(tokenizer, stream, num_rows, generator, seed), log)
+
+
+def generate_sampled_rows(target, tokenizer, stream: torch.Tensor, num_rows: int, seed: int = 0,
+                          log=print) -> torch.Tensor:
+    """(num_rows, PREFIX_TOKENS + NEW_TOKENS): the prefixes of generate_greedy_rows, continued by sampling at
+    temperature 1 (every draw from one seeded generator on the CPU: the same rows on any device)."""
+    generator = torch.Generator().manual_seed(seed)
+    prefixes = _prompt_like_prefixes(tokenizer, stream, num_rows, generator, seed)
+    rows, start = [], time.perf_counter()
+    for first in range(0, len(prefixes), BATCH):
+        rows.append(continue_rows(target, prefixes[first: first + BATCH], False, generator))
+        log(f"sampled-data: {first + len(rows[-1])}/{len(prefixes)} rows, {time.perf_counter() - start:.0f} s")
+    return torch.cat(rows)

@@ -6,6 +6,12 @@ Hugging Face transformers' own decoding on the same models in the same run as th
 For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, HF assisted generation),
 so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
 script exits non-zero when they are not. Speeds are totals over all prompts: tokens / wall seconds.
+
+    python -m engine.bench --temperature 1 --no-hf --json runs/bench-t1.json
+
+samples instead (every lane seeded alike, the rule --verify-rule): outputs are samples, not compared; each
+drafter that has weights trained for sampling runs with them and, as `<lane>_greedy_weights`, with its
+temperature-0 weights beside them; every lane reports its mean 1 − TV and expected acceptance.
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class _Tally:
     def __init__(self):
         self.tokens = self.step_tokens = self.steps = self.accepted = self.verified = 0
         self.wall_s = self.prefill_s = self.draft_s = self.verify_s = self.host_s = self.bubble_s = 0.0
+        self.judged = 0  # drafted tokens the rule judged, and over them the sums of 1 − TV and of accept_prob
+        self.overlap = self.expected = 0.0
 
     def add_run(self, result) -> None:
         s = result.summary
@@ -74,6 +82,10 @@ class _Tally:
         self.verify_s += s.verify_s
         self.host_s += s.host_s
         self.bubble_s += s.bubble_s
+        for token in (t for step in result.steps for t in step.drafted if t.accept_prob is not None):
+            self.judged += 1
+            self.expected += token.accept_prob
+            self.overlap += 1 - token.tv if token.tv is not None else 1.0
 
     def add_timed(self, num_tokens: int, wall_s: float) -> None:
         self.tokens += num_tokens
@@ -94,6 +106,9 @@ class _Tally:
                        verified_acceptance=round(self.accepted / self.verified, 3) if self.verified else None,
                        # drafting time per step over verify time per step: the seed's cost_draft / cost_target
                        draft_cost=round(self.draft_s / self.verify_s, 3))
+        if self.judged:  # the mean chance the rule accepts a judged token, and the overlap 1 − TV it averages to
+            row.update(judged=self.judged, expected_acceptance=round(self.expected / self.judged, 3),
+                       one_minus_tv=round(self.overlap / self.judged, 3))
         return row
 
 
@@ -118,14 +133,21 @@ def _calibration(engine: Engine) -> dict | None:
 
 
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, block_len: int | None = None,
-              with_hf: bool = True) -> dict:
+              with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0) -> dict:
     """draft_len is K for the AR lane (and its transformers peer); block_len the tokens drafted per block by
-    DFlash and DSpark (default: the same K)."""
+    DFlash and DSpark (default: the same K). Above temperature 0 the lanes sample (no transformers peers, no
+    identity check) and each drafter with sampled weights also runs with its greedy ones."""
     block_len = block_len or draft_len
-    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens,
+    greedy = temperature == 0
+    with_hf = with_hf and greedy
+    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                   verify_rule=verify_rule,
                                    draft_len=block_len if method_entry(m).one_pass else draft_len)
                for m in engine.methods()}
     configs.update(variant_configs(configs))
+    if not greedy:
+        configs.update({f"{m}_greedy_weights": replace(configs[m], drafter_weights="greedy")
+                        for m in engine.sampled_drafter_models if m in configs})
     methods = list(configs)
     lanes = {m: _Tally() for m in methods}
     # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
@@ -154,7 +176,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
                     lanes[peer].add_timed(len(hf_ids), hf_s)
                 if hf_ids != list(results[BASELINE].output_ids):
                     mismatches.append((peer, prompt[:40]))
-        for method in methods:
+        for method in methods if greedy else ():
             if results[method].output_ids != results[BASELINE].output_ids:
                 mismatches.append((method, prompt[:40]))
 
@@ -180,7 +202,8 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
             # which weights were measured (the model card takes a report of its own weights only)
             "weights": weights_digests(preset) if preset is not None else None,
             "calibration": calibration,
-            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len, "lanes": rows,
+            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len,
+            "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
             "ratios": ratios,
             "identical_outputs": not mismatches, "mismatches": mismatches[:20],
             "torch": torch.__version__, "threads": torch.get_num_threads()}
@@ -210,7 +233,9 @@ class BusyMachine:
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
              f"{report['max_new_tokens']} new tokens, AR K = {report['draft_len']}, "
-             f"DFlash / DSpark {report['block_len']} per block, greedy", "",
+             f"DFlash / DSpark {report['block_len']} per block, " + (
+                 "greedy" if not report.get("temperature") else
+                 f"temperature {report['temperature']:g} ({report['verify_rule']} rule, samples: not compared)"), "",
              "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | "
              "draft / verify / host / bubble s | per-position acceptance |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -234,7 +259,13 @@ def format_table(report: dict) -> str:
         c = report["calibration"]
         lines.append(f"DSpark survival calibration error (ECE, held-out): {c['survival_ece_before']:.3f} before, "
                      f"{c['survival_ece_after']:.3f} after temperature scaling")
-    lines.append(f"outputs identical across all lanes: {report['identical_outputs']}")
+    overlaps = [(name, r) for name, r in report["lanes"].items() if "one_minus_tv" in r]
+    if report.get("temperature") and overlaps:
+        lines += ["", "| lane | judged drafts | expected acceptance (mean min(1, p/q)) | 1 − TV |", "|---|---|---|---|"]
+        lines += [f"| {name} | {r['judged']} | {r['expected_acceptance']:.3f} | {r['one_minus_tv']:.3f} |"
+                  for name, r in overlaps]
+    lines.append(f"outputs identical across all lanes: {report['identical_outputs']}"
+                 + ("" if not report.get("temperature") else " (not compared: samples)"))
     if report.get("k_sweep"):
         sweep = report["k_sweep"]
         lines += ["", f"K sweep of the {sweep['method']} lane ({sweep['drafter']}): best K = {sweep['best_k']}", "",
@@ -260,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
     parser.add_argument("--k-sweep", action="store_true", help="also run the AR lane at K = 1..8 (its ceiling)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")
+    parser.add_argument("--verify-rule", default="rejection", choices=["rejection", "match"],
+                        help="the rule above temperature 0")
+    parser.add_argument("--seed", type=int, default=0, help="every lane's seed above temperature 0")
     parser.add_argument("--json", type=Path, default=Path("runs/bench.json"))
     args = parser.parse_args(argv)
     try:
@@ -272,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         engine = Engine.load(args.preset, args.device, threads=args.threads)
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, args.block_len,
-                               with_hf=not args.no_hf)
+                               with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
+                               seed=args.seed)
             if args.k_sweep:
                 report["k_sweep"] = run_k_sweep(engine, prompts, args.max_new_tokens)
         report["busy_machine"] = args.busy

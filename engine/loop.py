@@ -66,15 +66,18 @@ class Engine:
     """The models of one preset on one device, and the runs over them."""
 
     def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
-                 preset: str = "custom", chat: bool = False):
+                 preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None):
         self.target = target
         self.tokenizer = tokenizer
         self.drafter_models = drafter_models  # method -> loaded drafter network
-        for model in (target, *drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
+        # method -> the network drafted with above temperature 0 (trained for sampling), where the preset has one
+        self.sampled_drafter_models = sampled_drafter_models or {}
+        for model in (target, *drafter_models.values(), *self.sampled_drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
             use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped KV heads as is
             use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
             use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
+        self.sampled_drafter_kinds = {m: drafter_kind_of(model) for m, model in self.sampled_drafter_models.items()}
         self.device = device
         self.preset = preset
         self.chat = chat  # prompts go through the chat template (thinking off)
@@ -97,24 +100,28 @@ class Engine:
         hub = require_runnable(spec, device, torch_device, cache_dir, offline)
         drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
                     for m, name in spec.drafters.items()}
+        sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
+                   for m, name in spec.sampled_drafters.items()}
         return cls(load_causal_lm(spec.target, torch_device, **hub), load_tokenizer(spec.tokenizer, **hub), drafters,
-                   torch_device, preset, chat=spec.chat)
+                   torch_device, preset, chat=spec.chat, sampled_drafter_models=sampled)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""
         return [m for m in method_names() if not method_entry(m).kinds or m in self.drafter_models]
 
-    def drafter_label(self, method: str) -> str:
-        """Which drafter serves `method` here, in words (the app shows it in the lane header)."""
+    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
+        """Which drafter serves `method` here at `temperature`, in words (the app shows it in the lane header)."""
         if not method_entry(method).kinds:
             return NoDrafter.label
-        return self._drafter(method).label
+        return self._drafter(method, GenerationConfig(method=method, temperature=temperature)).label
 
     def warm_up(self, prompt: str = "def f(x):\n    return x\n") -> None:
         """Run every method once briefly, so first-call costs (allocations, lazy init) stay out of the
         first measured run."""
         for method in self.methods():  # a DSpark run also profiles the verify speeds its scheduler uses
             self.generate(prompt, GenerationConfig(method=method, max_new_tokens=8))
+            if method in self.sampled_drafter_models:  # the weights it drafts with above temperature 0
+                self.generate(prompt, GenerationConfig(method=method, max_new_tokens=8, temperature=1.0))
 
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
@@ -144,13 +151,25 @@ class Engine:
                               f"so the prompt must be at most {self.context_length - 1} tokens")
         return ids
 
-    def _drafter(self, method: str) -> Drafter:
+    def _drafter(self, method: str, config: GenerationConfig | None = None) -> Drafter:
+        """A new drafter object for one run of `method`, over the weights `config` calls for: above temperature 0
+        the checkpoint trained for sampling where this engine has one (unless config.drafter_weights is
+        "greedy"), else the temperature-0 one; its label says which."""
         if not method_entry(method).kinds:
             return NoDrafter()
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
-        kind = self.drafter_kinds[method]
-        return kind.implementation().build(self.drafter_models[method], self)
+        if config is not None and self.uses_sampled_weights(method, config):
+            drafter = self.sampled_drafter_kinds[method].implementation().build(
+                self.sampled_drafter_models[method], self)
+            drafter.label += ", trained for T > 0"
+            return drafter
+        return self.drafter_kinds[method].implementation().build(self.drafter_models[method], self)
+
+    def uses_sampled_weights(self, method: str, config: GenerationConfig) -> bool:
+        """Whether a run of `method` with `config` drafts with the checkpoint trained for sampling."""
+        return (not config.greedy and config.drafter_weights == "auto" and method == config.method
+                and method in self.sampled_drafter_models)
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -175,7 +194,7 @@ class Engine:
     def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
-        prompt_ids, drafter = self.encode_prompt(prompt), self._drafter(config.method)
+        prompt_ids, drafter = self.encode_prompt(prompt), self._drafter(config.method, config)
         drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
         return prompt_ids, drafter
 

@@ -38,6 +38,9 @@ class Preset:
     target: str  # local folder (relative to assets/) or a hub id
     tokenizer: str  # local folder or hub id; every drafter shares it
     drafters: dict[str, str] = field(default_factory=dict)  # method -> checkpoint (folder or hub id)
+    # method -> the checkpoint drafted with above temperature 0, where the preset has one trained for it (the
+    # engine picks by the run's temperature: GenerationConfig.drafter_weights; temperature 0 uses `drafters`)
+    sampled_drafters: dict[str, str] = field(default_factory=dict)
     description: str = ""
     chat: bool = False  # wrap the prompt in the tokenizer's chat template, thinking off
     needs_gpu: bool = False  # refuse to load it without CUDA (a 4B target on a CPU is not a demo)
@@ -50,7 +53,7 @@ class Preset:
     cpu_threads: int | None = None
 
     def checkpoints(self) -> list[str]:
-        return [self.target, *self.drafters.values()]
+        return [self.target, *self.drafters.values(), *self.sampled_drafters.values()]
 
 
 TINY = Preset(
@@ -79,6 +82,11 @@ DEFAULT_PRESET = "tiny"
 
 for _preset in PRESETS.values():  # a typo in a preset would otherwise surface only when it is loaded
     assert set(_preset.drafters) <= set(METHODS), _preset.name
+    assert set(_preset.sampled_drafters) <= set(_preset.drafters), _preset.name
+
+# Which weights a drafter drafts with (GenerationConfig.drafter_weights): "auto" those the preset trained for the
+# run's temperature (its sampled checkpoint above 0, where it has one); "greedy" the temperature-0 ones always.
+DRAFTER_WEIGHTS = ("auto", "greedy")
 
 
 def file_digest(path: Path) -> str:

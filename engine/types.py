@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .methods import DEFAULT_METHOD, METHOD_REGISTRY
-from .presets import SCHEDULERS, VERIFY_RULES
+from .presets import DRAFTER_WEIGHTS, SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
 MAX_NEW_TOKENS = 4096
@@ -71,6 +71,9 @@ class GenerationConfig:
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
     markov_head: bool = True  # DSpark: False drafts with the same checkpoint's backbone alone (an ablation)
+    # Above temperature 0: "auto" drafts with the checkpoint trained for sampling where the preset has one,
+    # "greedy" with the temperature-0 checkpoint (presets.DRAFTER_WEIGHTS); at temperature 0 both are the same.
+    drafter_weights: str = "auto"
     # Host work of a step (trace, text) runs while the next step drafts and verifies. None = automatic: on
     # for CUDA; off on the CPU, where both would share the same cores and interpreter lock (docs/benchmarks.md).
     overlap: bool | None = None
@@ -85,6 +88,9 @@ class GenerationConfig:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:
             raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        if self.drafter_weights not in DRAFTER_WEIGHTS:
+            raise EngineError(f"unknown drafter weights {self.drafter_weights!r}; choose one of "
+                              f"{', '.join(DRAFTER_WEIGHTS)}")
         if not isinstance(self.markov_head, bool):
             raise EngineError(f"markov_head must be true or false, got {self.markov_head!r}")
         if self.overlap not in (None, True, False):

@@ -320,7 +320,9 @@ class CompareHandlers:
                  max_run_s: float = MAX_RUN_S):
         self.engine = engine
         self.methods = list(engine.methods())
-        self.drafters = {m: engine.drafter_label(m) for m in self.methods}  # shown in each lane's header
+        # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
+        self.drafters = {m: engine.drafter_label(m) for m in self.methods}
+        self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
         self.caps = {m: engine.max_draft_len(m) for m in self.methods}  # a block drafter's trained block
         self.defaults = default_settings(self.methods)
         self.run_lanes = run_lanes
@@ -389,15 +391,20 @@ class CompareHandlers:
             self.sessions.replays.remember(f"{key}|{show}", kept)
         return kept[1]
 
+    def drafter_of(self, method: str, temperature: float) -> str:
+        """The lane header's drafter for a run at `temperature`."""
+        return (self.sampled_drafters if temperature > 0 else self.drafters)[method]
+
     def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
         """The comparison so far: ended lanes with their summaries, the running one without."""
         lanes = {}
+        drafters = self.sampled_drafters if settings.temperature > 0 else self.drafters
         for run in lane_runs:
             if run.state not in ("waiting", "running") and run.method not in ended:
-                ended[run.method] = LaneResult.ended(run.method, run.steps, self.drafters[run.method], run.state,
+                ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
                                                      max(1, run.timing_runs))
             lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
-                                                                    self.drafters[run.method], run.state)
+                                                                    drafters[run.method], run.state)
         return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
                           dict(versions()))
 

@@ -130,6 +130,18 @@ class Engine:
             self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
         return self._verify_steps_per_s
 
+    @torch.inference_mode()
+    def target_entropy(self, prompt_ids: list[int], output_ids: list[int], temperature: float) -> list[float]:
+        """The entropy (nats) of the target's distribution at `temperature` before each token of `output_ids`,
+        read in one forward over the prompt and output: how sure of itself the target is where it was decoded
+        (0 at temperature 0, where it is its argmax)."""
+        if temperature == 0 or not output_ids:
+            return [0.0] * len(output_ids)
+        ids = torch.tensor([list(prompt_ids) + list(output_ids)], device=self.device)
+        logits = self.target(ids).logits[0, len(prompt_ids) - 1: -1].float()
+        log_p = torch.log_softmax(logits / temperature, dim=-1)
+        return (-(log_p.exp() * log_p).sum(-1)).tolist()
+
     @property
     def device_name(self) -> str:
         return describe_device(self.device)

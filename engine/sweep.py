@@ -10,6 +10,7 @@ K alike. Every output is checked against the baseline's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, replace
 
 from .methods import BASELINE, DEFAULT_METHOD, METHOD_REGISTRY
@@ -122,3 +123,93 @@ def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, 
                                                   for p in per_position_acceptance(steps)]}
     return {"method": method, "drafter": engine.drafter_label(method), "rows": rows, "device": engine.device_name,
             "max_new_tokens": max_new_tokens, "num_prompts": len(prompts)}
+
+
+SWEEP_TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def ratio_interval(numerators: list[float], denominators: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """Σ numerators / Σ denominators over clusters (one per prompt: the tokens of one run are not independent),
+    with its 95 % interval by the delta method over the clusters; (nan, nan, nan) when the denominators sum to 0."""
+    n, total = len(numerators), sum(denominators)
+    if not total:
+        return float("nan"), float("nan"), float("nan")
+    ratio = sum(numerators) / total
+    if n < 2:
+        return ratio, ratio, ratio
+    mean_den = total / n
+    residual = sum((a - ratio * b) ** 2 for a, b in zip(numerators, denominators)) / (n - 1)
+    half = z * (residual / n) ** 0.5 / mean_den
+    return ratio, ratio - half, ratio + half
+
+
+def _interval(numerators: list[float], denominators: list[float]) -> dict:
+    mean, low, high = ratio_interval(numerators, denominators)
+    return {"mean": round(mean, 4), "low": round(low, 4), "high": round(high, 4)}
+
+
+def acceptance_row(results: list) -> dict:
+    """Over the judged drafted tokens of `results` (one run per prompt): how many, the expected acceptance (the
+    mean of the rule's accept probability, min(1, p/q) under the rejection rule), the verdict rate (accepted
+    among judged) and the mean overlap 1 − TV, each with its 95 % interval over prompts; τ likewise."""
+    judged = [[t for s in r.steps for t in s.drafted if t.accept_prob is not None] for r in results]
+    counts = [len(tokens) for tokens in judged]
+    return {"judged": sum(counts),
+            "expected_acceptance": _interval([sum(t.accept_prob for t in ts) for ts in judged], counts),
+            "verdict_rate": _interval([sum(t.verdict == "accepted" for t in ts) for ts in judged], counts),
+            "one_minus_tv": _interval([sum(1 - (t.tv or 0.0) for t in ts) for ts in judged], counts),
+            "tau": _interval([sum(len(s.committed) for s in r.steps) for r in results],
+                             [r.summary.num_steps for r in results])}
+
+
+def survival_rows(results: list) -> dict:
+    """A scheduled drafter's predicted survival (the product of its confidences up to position k) against the
+    realised one (positions 1..k all accepted), per block position, over the steps of `results` that drafted a
+    whole block (the longest drafted) and verified all of it: the same blocks at every position."""
+    blocks = [s for r in results for s in r.steps
+              if s.drafted and s.drafted[0].confidence is not None and s.num_verified == len(s.drafted)]
+    longest = max((len(s.drafted) for s in blocks), default=0)
+    blocks = [s for s in blocks if len(s.drafted) == longest]
+    rows = {}
+    for k in range(1, longest + 1):
+        predicted = [math.prod(t.confidence for t in s.drafted[:k]) for s in blocks]
+        realised = [float(s.num_accepted >= k) for s in blocks]
+        rows[k] = {"predicted": round(sum(predicted) / len(blocks), 4), "realised": round(sum(realised) / len(blocks), 4),
+                   "blocks": len(blocks)}
+    return rows
+
+
+def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatures=SWEEP_TEMPERATURES,
+                      methods: list[str] | None = None, seed: int = 0, verify_rule: str = "rejection") -> dict:
+    """Every drafting method (default: all this engine runs) at every temperature, each against the baseline at
+    the same temperature on the same prompts, one run per prompt: τ, speedup, the acceptance figures of
+    acceptance_row; for a method that cuts (DSpark), also verifying every drafted token, with its predicted
+    survival against the realised one. Above 0 outputs are samples (the same seed per prompt for every lane);
+    at 0 every output must equal the baseline's."""
+    methods = [m for m in (methods or engine.methods()) if METHOD_REGISTRY[m].drafts]
+    report = {"temperatures": {}, "max_new_tokens": max_new_tokens, "num_prompts": len(prompts),
+              "verify_rule": verify_rule, "device": engine.device_name}
+    for temperature in temperatures:
+        def config(m: str, **changes) -> GenerationConfig:
+            return GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                    verify_rule=verify_rule, draft_len=METHOD_REGISTRY[m].default_draft_len, **changes)
+        configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens,
+                                              temperature=temperature, seed=seed),
+                   **{m: config(m) for m in methods},
+                   **{f"{m}_verify_all": config(m, scheduler="none") for m in methods if METHOD_REGISTRY[m].cuts}}
+        results = {key: [engine.generate(prompt, c) for prompt in prompts] for key, c in configs.items()}
+        if temperature == 0:
+            for key, runs in results.items():
+                if any(r.output_ids != b.output_ids for r, b in zip(runs, results[BASELINE])):
+                    raise EngineError(f"temperature sweep: {key} differs from the baseline at temperature 0")
+        baseline = results.pop(BASELINE)
+        rows = {}
+        for key, runs in results.items():
+            rows[key] = {**row(runs, baseline), **acceptance_row(runs),
+                         "drafter": runs[0].drafter}
+            if key.endswith("_verify_all"):
+                rows[key]["survival"] = survival_rows(runs)
+        entropies = [engine.target_entropy(r.prompt_ids, r.output_ids, temperature) for r in baseline]
+        report["temperatures"][str(temperature)] = {
+            "lanes": rows, "target_entropy": _interval([sum(e) for e in entropies], [len(e) for e in entropies])}
+    return report

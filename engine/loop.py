@@ -245,11 +245,14 @@ class Engine:
         yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
 
         index = 1
+        proposal_temperature = 0.0 if config.proposal == "argmax" else config.temperature
         while state.finish_reason is None:
             num_committed = state.committed_ids.shape[1]
             k = self._draft_len(config, state, drafter)
             if k:
-                block = drafter.propose(state.committed_ids, k, config.temperature, generator, clock)
+                block = drafter.propose(state.committed_ids, k, proposal_temperature, generator, clock)
+                if proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
+                    block = block.as_point_masses()
             else:  # the baseline, or a last step with room for one token only
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
             num_verified = drafter.verify_len(block, config, clock) if k else 0

@@ -55,7 +55,7 @@ def chi_square(counts: dict, expected_probs: dict, samples: int) -> dict:
 
 def distribution_check(engine, prompt: str, methods: list[str] | None = None, samples: int = 200,
                        temperature: float = 1.0, verify_rule: str = "rejection", seed: int = 0,
-                       shown: int = 8) -> dict:
+                       shown: int = 8, proposal: str = "sample") -> dict:
     """Every method's first two new tokens over `samples` seeds (seed, seed + 1, ...) against the target's
     exact probabilities. Returns, per method, the chi-square test and the `shown` likeliest pairs with their
     counts; with the pairs' texts and the target's probabilities, for the page."""
@@ -71,11 +71,12 @@ def distribution_check(engine, prompt: str, methods: list[str] | None = None, sa
             # three new tokens, one drafted: x1 from the prefill, then a step that drafts x2 and verifies it (a
             # run never drafts for its last token, which only the target's bonus can fill)
             config = GenerationConfig(method=method, max_new_tokens=3, temperature=temperature, seed=seed + i,
-                                      draft_len=1, verify_rule=verify_rule)
+                                      draft_len=1, verify_rule=verify_rule, proposal=proposal)
             pair = tuple(engine.generate(prompt, config).output_ids[:2])
             counts[pair] = counts.get(pair, 0) + 1
         lanes[method] = {**chi_square(counts, exact, samples), "counts": [counts.get(p, 0) for p in likeliest]}
     text = engine.texts.token_text
     return {"prompt": prompt, "samples": samples, "temperature": temperature, "verify_rule": verify_rule,
+            "proposal": proposal,
             "pairs": [[text(a), text(b)] for a, b in likeliest], "target_probs": [round(exact[p], 5) for p in likeliest],
             "lanes": lanes, "device": engine.device_name}

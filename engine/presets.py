@@ -84,6 +84,11 @@ for _preset in PRESETS.values():  # a typo in a preset would otherwise surface o
     assert set(_preset.drafters) <= set(METHODS), _preset.name
     assert set(_preset.sampled_drafters) <= set(_preset.drafters), _preset.name
 
+# What a drafter proposes above temperature 0 (GenerationConfig.proposal): "sample" draws each token from its
+# distribution q (the rejection rule then accepts with min(1, p/q)); "argmax" proposes q's likeliest token, a
+# point mass, which either rule then accepts with probability p(token). Both keep the output the target's.
+PROPOSALS = ("sample", "argmax")
+
 # Which weights a drafter drafts with (GenerationConfig.drafter_weights): "auto" those the preset trained for the
 # run's temperature (its sampled checkpoint above 0, where it has one); "greedy" the temperature-0 ones always.
 DRAFTER_WEIGHTS = ("auto", "greedy")

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .methods import DEFAULT_METHOD, METHOD_REGISTRY
-from .presets import DRAFTER_WEIGHTS, SCHEDULERS, VERIFY_RULES
+from .presets import DRAFTER_WEIGHTS, PROPOSALS, SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFT_LEN = 16
 MAX_NEW_TOKENS = 4096
@@ -74,6 +74,9 @@ class GenerationConfig:
     # Above temperature 0: "auto" drafts with the checkpoint trained for sampling where the preset has one,
     # "greedy" with the temperature-0 checkpoint (presets.DRAFTER_WEIGHTS); at temperature 0 both are the same.
     drafter_weights: str = "auto"
+    # Above temperature 0: "sample" proposes draws from the drafter's distribution, "argmax" its likeliest tokens
+    # (presets.PROPOSALS); at temperature 0 every drafter proposes its argmax.
+    proposal: str = "sample"
     # Host work of a step (trace, text) runs while the next step drafts and verifies. None = automatic: on
     # for CUDA; off on the CPU, where both would share the same cores and interpreter lock (docs/benchmarks.md).
     overlap: bool | None = None
@@ -88,6 +91,8 @@ class GenerationConfig:
             raise EngineError(f"unknown verification rule {self.verify_rule!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.scheduler not in SCHEDULERS:
             raise EngineError(f"unknown scheduler {self.scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        if self.proposal not in PROPOSALS:
+            raise EngineError(f"unknown proposal {self.proposal!r}; choose one of {', '.join(PROPOSALS)}")
         if self.drafter_weights not in DRAFTER_WEIGHTS:
             raise EngineError(f"unknown drafter weights {self.drafter_weights!r}; choose one of "
                               f"{', '.join(DRAFTER_WEIGHTS)}")

@@ -76,3 +76,30 @@ def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(r
     monkeypatch.setattr(engine.sampling, "verify_rejection", accept_everything)
     broken = distribution_check(random_engine, PROMPT, methods=["dflash"], samples=160, temperature=0.5)
     assert broken["lanes"]["dflash"]["p_value"] < 0.001
+
+
+@pytest.mark.parametrize("rule", ["rejection", "match"])
+def test_argmax_proposals_pass_the_distribution_check_under_either_rule(random_engine, rule):
+    check = distribution_check(random_engine, PROMPT, methods=["ar", "dflash"], samples=160, temperature=0.5,
+                               verify_rule=rule, proposal="argmax")
+    for lane in check["lanes"].values():
+        assert lane["dof"] >= 3 and lane["p_value"] > 0.001, lane
+
+
+def test_argmax_proposals_judged_against_the_drafters_soft_distribution_fail_the_check(random_engine, monkeypatch):
+    # the rule must divide by the point mass the proposal was; dividing by the drafter's softmax instead is the
+    # bug this catches (on the drafter close to the target, whose argmax the target often takes)
+    monkeypatch.setattr(engine.drafters.base.DraftBlock, "as_point_masses", lambda block: block)
+    broken = distribution_check(random_engine, PROMPT, methods=["ar"], samples=160, temperature=0.5,
+                                proposal="argmax")
+    assert broken["lanes"]["ar"]["p_value"] < 0.001
+
+
+def test_argmax_proposals_draft_each_token_with_certainty(random_engine):
+    from engine.types import GenerationConfig
+
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dspark", max_new_tokens=16, temperature=1.0,
+                                                             proposal="argmax"))
+    drafted = [t for s in result.steps for t in s.drafted]
+    assert drafted and all(t.draft_prob == 1.0 for t in drafted)
+    assert all(t.accept_prob == pytest.approx(t.target_prob) for t in drafted if t.accept_prob is not None)

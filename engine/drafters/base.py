@@ -25,6 +25,12 @@ class DraftBlock:
     probs: torch.Tensor  # (k, V) the distribution each token was drawn from (p_draft of the papers)
     confidences: torch.Tensor | None = None  # (k,) P(token survives | earlier ones did), DSpark only
 
+    def as_point_masses(self) -> "DraftBlock":
+        """The same tokens proposed with certainty: q is 1 on each drafted token (an argmax proposal), which is
+        what the rule must divide by for the output to stay the target's."""
+        return DraftBlock(self.ids, torch.nn.functional.one_hot(self.ids, self.probs.shape[-1]).to(self.probs.dtype),
+                          self.confidences)
+
     def head(self, length: int) -> "DraftBlock":
         """The first `length` tokens: what is sent to the target when a scheduler cuts the block."""
         return DraftBlock(self.ids[:length], self.probs[:length], None)

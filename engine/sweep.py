@@ -180,12 +180,14 @@ def survival_rows(results: list) -> dict:
 
 
 def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatures=SWEEP_TEMPERATURES,
-                      methods: list[str] | None = None, seed: int = 0, verify_rule: str = "rejection") -> dict:
+                      methods: list[str] | None = None, seed: int = 0, verify_rule: str = "rejection",
+                      argmax_at=()) -> dict:
     """Every drafting method (default: all this engine runs) at every temperature, each against the baseline at
     the same temperature on the same prompts, one run per prompt: τ, speedup, the acceptance figures of
     acceptance_row; for a method that cuts (DSpark), also verifying every drafted token, with its predicted
-    survival against the realised one. Above 0 outputs are samples (the same seed per prompt for every lane);
-    at 0 every output must equal the baseline's."""
+    survival against the realised one; at each temperature in `argmax_at`, also every method proposing its
+    argmax (`<method>_argmax`). Above 0 outputs are samples (the same seed per prompt for every lane); at 0
+    every output must equal the baseline's."""
     methods = [m for m in (methods or engine.methods()) if METHOD_REGISTRY[m].drafts]
     report = {"temperatures": {}, "max_new_tokens": max_new_tokens, "num_prompts": len(prompts),
               "verify_rule": verify_rule, "device": engine.device_name}
@@ -197,6 +199,8 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
                                               temperature=temperature, seed=seed),
                    **{m: config(m) for m in methods},
                    **{f"{m}_verify_all": config(m, scheduler="none") for m in methods if METHOD_REGISTRY[m].cuts}}
+        if temperature in argmax_at and temperature > 0:
+            configs.update({f"{m}_argmax": config(m, proposal="argmax") for m in methods})
         results = {key: [engine.generate(prompt, c) for prompt in prompts] for key, c in configs.items()}
         if temperature == 0:
             for key, runs in results.items():

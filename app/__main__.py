@@ -11,7 +11,13 @@ from pathlib import Path
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 
-def load_engine(preset: str, device: str, threads: int | None = None):
+def load_engine(preset: str, device: str, threads: int | None = None, own_process: bool = True):
+    """The engine, warmed up: in a process of its own (engine/process.py), so that visitors' page loads and
+    requests never take the cores or the interpreter lock its runs are timed on; or in this one."""
+    if own_process:
+        from engine.process import EngineProcess
+
+        return EngineProcess(preset, device, threads=threads)
     from engine.loop import Engine
 
     engine = Engine.load(preset, device, threads=threads)
@@ -31,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recordings", type=Path, default=None, metavar="DIR",
                         help="where recorded runs are kept across restarts, so a share link replays the same numbers "
                              "(default: SPECLAB_RECORDINGS, else ~/.cache/speclab/recorded)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the models in the web server's own process (default: a process of their own, so that "
+                             "page loads and other visitors' requests cannot slow the runs being timed)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     parser.add_argument("--server", action="append", metavar="NAME=URL", default=[],
@@ -53,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     notice = ""
     try:
-        engine = load_engine(args.preset, args.device, args.threads)
+        engine = load_engine(args.preset, args.device, args.threads, not args.in_process)
     except EngineError as exc:
         if args.preset == DEFAULT_PRESET:
             print(f"error: {exc}", file=sys.stderr)
@@ -62,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         notice = f"{exc}; showing the embedded models ({DEFAULT_PRESET}) instead"
         print(f"warning: {notice}", file=sys.stderr)
         try:
-            engine = load_engine(DEFAULT_PRESET, args.device, args.threads)
+            engine = load_engine(DEFAULT_PRESET, args.device, args.threads, not args.in_process)
         except EngineError as again:
             print(f"error: {again}", file=sys.stderr)
             return 2

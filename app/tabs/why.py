@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.methods import METHOD_REGISTRY, method_label
+from engine.process import run_on
 from engine.types import EngineError
 
 from .. import lesson
@@ -357,8 +358,9 @@ class WhyHandlers:
         return self.predict(p, c, b, request), note
 
     def _measured(self, measure, *args):
+        """measure(engine, *args) where the models are (the engine's own process, when it has one)."""
         try:
-            return measure(self.engine, *args)
+            return run_on(self.engine, measure, *args)
         except (EngineError, ValueError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
 

@@ -1,0 +1,227 @@
+"""An Engine in a process of its own, driven from another over a pipe: `EngineProcess`.
+
+A web server shares its process with the engine otherwise: every page load, file open and API call of every
+visitor takes the interpreter lock and the cores the decoding thread is timed on, so one visitor reloading a
+page in a loop changes another's measured speedups. Here the models live in a child process that does nothing
+else; the server process only reads plain values (steps, results) off the pipe.
+
+The proxy offers what the app asks of an engine: its facts (preset, device name, methods, drafter labels,
+draft caps, read once when the child is ready), `stream` (steps as they finish; closing the generator stops
+the run in the child between two steps), `generate`, `encode_prompt`, `target_entropy`, and `call(fn, ...)`,
+which runs a module-level function `fn(engine, ...)` in the child (a sweep, the distribution check) and returns
+its plain result. One job runs at a time, in the order asked; `encode_prompt`, which checks a prompt before a
+run, goes over a second pipe and never waits behind a job.
+
+Torch-free on import: the child imports the engine (and torch); this module needs only the standard library and
+the engine's plain types.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Callable, Iterator
+
+from .types import EngineError, GenerationConfig, RunResult, Step
+
+_QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
+_JOBS = frozenset({"generate", "target_entropy", "warm_up"})  # Engine methods the proxy forwards as jobs
+
+
+def _facts(engine) -> dict:
+    """What the proxy keeps of the engine, read once: nothing of it changes while the engine runs."""
+    methods = engine.methods()
+    return {"preset": engine.preset, "device_name": engine.device_name, "device_type": engine.device.type,
+            "methods": methods, "eos_id": engine.eos_id,
+            "labels": {(m, hot): engine.drafter_label(m, 1.0 if hot else 0.0) for m in methods for hot in (False, True)},
+            "caps": {m: engine.max_draft_len(m) for m in methods}}
+
+
+def _reply(conn, work: Callable[[], object]) -> None:
+    """Run `work` and send its result, or the one line of an EngineError, or any other failure's repr."""
+    try:
+        conn.send(("ok", work()))
+    except EngineError as exc:
+        conn.send(("error", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the server shows it as one line; the child goes on serving
+        conn.send(("failure", f"{type(exc).__name__}: {exc}"))
+
+
+def _serve_quick(conn, engine) -> None:
+    while True:
+        try:
+            name, args = conn.recv()
+        except EOFError:
+            return
+        _reply(conn, lambda: getattr(engine, name)(*args))
+
+
+def _stream(conn, engine, prompt: str, config: GenerationConfig) -> None:
+    """Send each step as it finishes; a "stop" from the proxy ends the run between two steps."""
+    steps = engine.stream(prompt, config)
+    try:
+        for step in steps:
+            conn.send(("step", step))
+            if conn.poll() and conn.recv()[0] == "stop":
+                break
+    except EngineError as exc:
+        conn.send(("error", str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001
+        conn.send(("failure", f"{type(exc).__name__}: {exc}"))
+        return
+    finally:
+        steps.close()
+    conn.send(("end", None))
+
+
+def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: bool) -> None:
+    """The child's life: load the engine, say it is ready (with its facts), then serve jobs until the pipe
+    closes."""
+    from .loop import Engine
+
+    try:
+        engine = Engine.load(preset, device, threads=threads)
+        if warm_up:
+            engine.warm_up()
+    except EngineError as exc:
+        jobs.send(("error", str(exc)))
+        return
+    jobs.send(("ready", _facts(engine)))
+    threading.Thread(target=_serve_quick, args=(quick, engine), name="speclab-engine-quick", daemon=True).start()
+    while True:
+        try:
+            kind, payload = jobs.recv()
+        except EOFError:
+            return
+        if kind == "stream":
+            _stream(jobs, engine, *payload)
+        elif kind == "call":
+            fn, args, kwargs = payload
+            _reply(jobs, lambda: fn(engine, *args, **kwargs))
+        elif kind == "method":
+            name, args, kwargs = payload
+            _reply(jobs, lambda: getattr(engine, name)(*args, **kwargs))
+        elif kind == "stop":  # a stop that arrived after its run had ended: nothing to stop
+            continue
+
+
+class EngineProcess:
+    """The engine of one preset, loaded and run in a child process (module docstring)."""
+
+    def __init__(self, preset: str, device: str = "auto", threads: int | None = None, warm_up: bool = True):
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
+        self._jobs, child_jobs = context.Pipe()
+        self._quick, child_quick = context.Pipe()
+        self._process = context.Process(target=serve, args=(child_jobs, child_quick, preset, device, threads, warm_up),
+                                        name="speclab-engine", daemon=True)
+        self._process.start()
+        child_jobs.close()
+        child_quick.close()
+        self._job_lock, self._quick_lock = threading.Lock(), threading.Lock()
+        kind, facts = self._receive(self._jobs)
+        if kind != "ready":
+            self.close()
+            raise EngineError(facts)
+        self.preset, self.device_name, self.device_type = facts["preset"], facts["device_name"], facts["device_type"]
+        self.eos_id = facts["eos_id"]
+        self._methods, self._labels, self._caps = facts["methods"], facts["labels"], facts["caps"]
+
+    # --- the facts ------------------------------------------------------------------------------------
+
+    def methods(self) -> list[str]:
+        return list(self._methods)
+
+    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
+        return self._labels[(method, temperature > 0)]
+
+    def max_draft_len(self, method: str) -> int | None:
+        return self._caps[method]
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (where the models run)."""
+        return self._process.pid
+
+    # --- the work -------------------------------------------------------------------------------------
+
+    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
+        """The run's steps as the child finishes them; closing this generator early stops the run there."""
+        with self._job_lock:
+            self._jobs.send(("stream", (prompt, config)))
+            ended = False
+            try:
+                while True:
+                    kind, value = self._receive(self._jobs)
+                    if kind == "step":
+                        yield value
+                    elif kind == "end":
+                        ended = True
+                        return
+                    else:
+                        ended = True
+                        self._raise(kind, value)
+            finally:
+                if not ended:  # closed early: stop the child's run and read what it sent until it did
+                    self._jobs.send(("stop", None))
+                    while self._receive(self._jobs)[0] == "step":
+                        pass
+
+    def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
+        return self._job("method", ("generate", (prompt, config), {}))
+
+    def target_entropy(self, prompt_ids, output_ids, temperature: float) -> list[float]:
+        return self._job("method", ("target_entropy", (prompt_ids, output_ids, temperature), {}))
+
+    def warm_up(self) -> None:
+        self._job("method", ("warm_up", (), {}))
+
+    def call(self, fn: Callable, *args, **kwargs):
+        """fn(engine, *args, **kwargs) run in the child, where the models are; fn must be a module-level function
+        (it travels by name) and its arguments and result plain values."""
+        return self._job("call", (fn, args, kwargs))
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        with self._quick_lock:
+            self._quick.send(("encode_prompt", (prompt,)))
+            return self._result(*self._receive(self._quick))
+
+    def close(self) -> None:
+        """End the child (also when the server exits: it is a daemon)."""
+        for conn in (self._jobs, self._quick):
+            conn.close()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.terminate()
+
+    # --- the pipe -------------------------------------------------------------------------------------
+
+    def _job(self, kind: str, payload):
+        with self._job_lock:
+            self._jobs.send((kind, payload))
+            return self._result(*self._receive(self._jobs))
+
+    def _receive(self, conn):
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            raise EngineError("the engine's process has ended; restart the server") from None
+
+    def _result(self, kind: str, value):
+        if kind == "ok":
+            return value
+        self._raise(kind, value)
+
+    @staticmethod
+    def _raise(kind: str, value: str):
+        if kind == "error":
+            raise EngineError(value)
+        raise RuntimeError(f"the engine's process failed: {value}")
+
+
+def run_on(engine, fn: Callable, *args, **kwargs):
+    """fn(engine, *args, **kwargs) where the engine's models are: in its child process for an EngineProcess,
+    here for an Engine. Whole measurements (sweeps, checks) go this way, so only their plain results travel."""
+    if isinstance(engine, EngineProcess):
+        return engine.call(fn, *args, **kwargs)
+    return fn(engine, *args, **kwargs)

@@ -1,0 +1,103 @@
+"""The engine in a process of its own (engine/process.py): the same facts, steps and results as in the server's
+process, a run stopped between two steps by closing its stream, errors as one line, and a prompt checked while
+a run goes on."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from engine.process import EngineProcess, run_on
+from engine.types import EngineError, GenerationConfig
+
+PROMPT = "def parse(self, text):"
+
+
+@pytest.fixture(scope="module")
+def remote():
+    engine = EngineProcess("tiny", "cpu", warm_up=False)
+    yield engine
+    engine.close()
+
+
+def first_token_ids(engine, prompt: str) -> list[int]:  # a module-level function: it travels by name
+    return engine.encode_prompt(prompt)[:3]
+
+
+def test_the_child_holds_the_models_and_says_what_they_are(remote, embedded_engine):
+    assert remote.pid != os.getpid()
+    assert remote.preset == embedded_engine.preset and remote.device_name == embedded_engine.device_name
+    assert remote.methods() == embedded_engine.methods()
+    for m in remote.methods():
+        assert remote.drafter_label(m) == embedded_engine.drafter_label(m)
+        assert remote.drafter_label(m, 1.0) == embedded_engine.drafter_label(m, 1.0)
+        assert remote.max_draft_len(m) == embedded_engine.max_draft_len(m)
+
+
+def test_its_steps_and_results_are_the_engines_own(remote, embedded_engine):
+    config = GenerationConfig(method="dspark", max_new_tokens=24)
+    here = embedded_engine.generate(PROMPT, config)
+    steps = list(remote.stream(PROMPT, config))
+    assert [t.id for s in steps for t in s.committed] == [t.id for s in (here.prefill, *here.steps) for t in s.committed]
+    assert remote.generate(PROMPT, config).output_ids == here.output_ids
+
+
+def test_closing_a_stream_stops_the_run_in_the_child_and_it_serves_the_next(remote):
+    steps = remote.stream(PROMPT, GenerationConfig(method="baseline", max_new_tokens=200))
+    first = [next(steps) for _ in range(3)]
+    steps.close()
+    assert len(first) == 3
+    after = remote.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=8))
+    assert len(after.output_ids) == 8
+
+
+def test_a_bad_setting_is_the_engines_one_line(remote):
+    with pytest.raises(EngineError, match="unknown method"):
+        list(remote.stream(PROMPT, GenerationConfig(method="nonsense")))
+    with pytest.raises(EngineError, match="the prompt is empty"):
+        remote.generate("  ", GenerationConfig(method="baseline"))
+
+
+def test_a_function_runs_where_the_models_are(remote, embedded_engine):
+    assert run_on(remote, first_token_ids, PROMPT) == run_on(embedded_engine, first_token_ids, PROMPT)
+
+
+def test_a_prompt_is_checked_while_a_run_goes_on(remote):
+    started = threading.Event()
+
+    def long_run():
+        for _ in remote.stream(PROMPT, GenerationConfig(method="baseline", max_new_tokens=200)):
+            started.set()
+
+    worker = threading.Thread(target=long_run)
+    worker.start()
+    started.wait(30)
+    began = time.monotonic()
+    ids = remote.encode_prompt(PROMPT)
+    answered_while_running = worker.is_alive()
+    worker.join()
+    assert ids and answered_while_running, f"answered after {time.monotonic() - began:.2f} s, once the run ended"
+
+
+@pytest.mark.slow
+def test_the_app_runs_a_comparison_on_an_engine_in_its_own_process(remote, embedded_engine):
+    from gradio_client import Client
+
+    from app.main import build_app
+    from app.render import display_text
+    from conftest import launch_locally
+    from test_app import output_text_of
+
+    demo = build_app(remote)
+    try:
+        client = Client(launch_locally(demo), verbose=False)
+        outputs = client.predict(prompt=PROMPT, methods=["baseline", "dflash"], temperature=0.0, draft_len=4,
+                                 block_len=7, max_new_tokens=16, seed=0, verify_rule="rejection", show_drafts=True,
+                                 scheduler="throughput", confidence_threshold=0.5, overlap="auto", api_name="/run")
+    finally:
+        demo.close()
+    status, lanes = outputs[0], [o for o in outputs[1:] if isinstance(o, str) and 'data-state="done"' in o]
+    assert "done" in status and len(lanes) == 2
+    expected = embedded_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=16)).text
+    assert all(output_text_of(lane) == display_text(expected) for lane in lanes)

@@ -245,7 +245,7 @@ class Engine:
         yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
 
         index = 1
-        proposal_temperature = 0.0 if config.proposal == "argmax" else config.temperature
+        proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
         while state.finish_reason is None:
             num_committed = state.committed_ids.shape[1]
             k = self._draft_len(config, state, drafter)

@@ -55,7 +55,7 @@ def chi_square(counts: dict, expected_probs: dict, samples: int) -> dict:
 
 def distribution_check(engine, prompt: str, methods: list[str] | None = None, samples: int = 200,
                        temperature: float = 1.0, verify_rule: str = "rejection", seed: int = 0,
-                       shown: int = 8, proposal: str = "sample") -> dict:
+                       shown: int = 8, proposal: str = "auto") -> dict:
     """Every method's first two new tokens over `samples` seeds (seed, seed + 1, ...) against the target's
     exact probabilities. Returns, per method, the chi-square test and the `shown` likeliest pairs with their
     counts; with the pairs' texts and the target's probabilities, for the page."""

@@ -53,6 +53,9 @@ class Method:
     paper: str = ""
     about: str = ""  # a paragraph on what the method is (the About tab, the Space's README)
     cuts: bool = False  # a scheduler may verify fewer tokens than were drafted (its confidences say how many)
+    # what its drafter proposes above temperature 0 by default: "sample" (draws from q) or "argmax" (q's likeliest
+    # token as a point mass); both lossless (presets.PROPOSALS)
+    proposal: str = "sample"
     variants: tuple[Variant, ...] = ()
 
     @property

@@ -87,7 +87,8 @@ for _preset in PRESETS.values():  # a typo in a preset would otherwise surface o
 # What a drafter proposes above temperature 0 (GenerationConfig.proposal): "sample" draws each token from its
 # distribution q (the rejection rule then accepts with min(1, p/q)); "argmax" proposes q's likeliest token, a
 # point mass, which either rule then accepts with probability p(token). Both keep the output the target's.
-PROPOSALS = ("sample", "argmax")
+# "auto": the method's own choice (methods.Method.proposal, the better of the two as measured).
+PROPOSALS = ("auto", "sample", "argmax")
 
 # Which weights a drafter drafts with (GenerationConfig.drafter_weights): "auto" those the preset trained for the
 # run's temperature (its sampled checkpoint above 0, where it has one); "greedy" the temperature-0 ones always.

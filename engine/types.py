@@ -74,9 +74,14 @@ class GenerationConfig:
     # Above temperature 0: "auto" drafts with the checkpoint trained for sampling where the preset has one,
     # "greedy" with the temperature-0 checkpoint (presets.DRAFTER_WEIGHTS); at temperature 0 both are the same.
     drafter_weights: str = "auto"
-    # Above temperature 0: "sample" proposes draws from the drafter's distribution, "argmax" its likeliest tokens
-    # (presets.PROPOSALS); at temperature 0 every drafter proposes its argmax.
-    proposal: str = "sample"
+    # Above temperature 0: "sample" proposes draws from the drafter's distribution, "argmax" its likeliest tokens,
+    # "auto" the method's own choice (presets.PROPOSALS); at temperature 0 every drafter proposes its argmax.
+    proposal: str = "auto"
+
+    @property
+    def proposes(self) -> str:
+        """What the drafter proposes in this run: "sample" or "argmax" ("auto" resolved by the method)."""
+        return METHOD_REGISTRY[self.method].proposal if self.proposal == "auto" else self.proposal
     # Host work of a step (trace, text) runs while the next step drafts and verifies. None = automatic: on
     # for CUDA; off on the CPU, where both would share the same cores and interpreter lock (docs/benchmarks.md).
     overlap: bool | None = None

@@ -59,3 +59,16 @@ def test_the_embedded_preset_names_sampled_weights_only_for_methods_it_drafts():
     tiny = PRESETS["tiny"]
     assert set(tiny.sampled_drafters) <= set(tiny.drafters)
     assert set(tiny.sampled_drafters.values()) <= set(tiny.checkpoints())
+
+
+def test_auto_proposals_follow_the_methods_own_choice(random_engine, monkeypatch):
+    from dataclasses import replace
+
+    from engine.methods import METHOD_REGISTRY
+
+    config = GenerationConfig(method="dflash", max_new_tokens=16, temperature=1.0)
+    sampled = [t.draft_prob for s in random_engine.generate(PROMPT, config).steps for t in s.drafted]
+    assert any(p < 1.0 for p in sampled)
+    monkeypatch.setitem(METHOD_REGISTRY, "dflash", replace(METHOD_REGISTRY["dflash"], proposal="argmax"))
+    argmax = [t.draft_prob for s in random_engine.generate(PROMPT, config).steps for t in s.drafted]
+    assert argmax and all(p == 1.0 for p in argmax)

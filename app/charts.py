@@ -407,3 +407,63 @@ def variant_label(method: str, name: str) -> str:
     entry = METHOD_REGISTRY[method]
     words = {f"{method}_{v.suffix}": v.words or v.suffix for v in entry.variants}
     return entry.label + (f", {words[name]}" if name in words else " as shipped")
+
+
+def _temperature_axis(sweep: dict) -> tuple[list[float], list[str]]:
+    """The sweep's temperatures, each labelled with the target's mean entropy there (how sure it is)."""
+    temperatures = sorted(sweep["temperatures"], key=float)
+    labels = [f"T = {float(t):g}<br>H {sweep['temperatures'][t]['target_entropy']['mean']:.2f}" for t in temperatures]
+    return [float(t) for t in temperatures], labels
+
+
+def _method_colour(method: str) -> str:
+    palette = ("#000000", "#D55E00", "#0072B2", "#009E73", "#E69F00", "#56B4E9", "#CC79A7")
+    return palette[list(METHOD_REGISTRY).index(method) % len(palette)] if method in METHOD_REGISTRY else "#999999"
+
+
+def _sweep_lanes(sweep: dict) -> list[str]:
+    """The lanes as shipped (no variant rows), in the sweep's order."""
+    first = next(iter(sweep["temperatures"].values()))["lanes"]
+    return [m for m in first if m in METHOD_REGISTRY]
+
+
+def _error_bars(cells: list[dict]) -> dict:
+    return dict(type="data", symmetric=False, array=[c["high"] - c["mean"] for c in cells],
+                arrayminus=[c["mean"] - c["low"] for c in cells], thickness=1.2, width=4)
+
+
+def temperature_tau_figure(sweep: dict) -> go.Figure:
+    """τ of every lane against the temperature (engine.sweep.temperature_sweep), with its 95 % interval over the
+    prompts; under each temperature the target's mean entropy per token (nats)."""
+    xs, labels = _temperature_axis(sweep)
+    fig = go.Figure()
+    for method in _sweep_lanes(sweep):
+        cells = [sweep["temperatures"][str(t)]["lanes"][method]["tau"] for t in xs]
+        fig.add_trace(go.Scatter(x=xs, y=[c["mean"] for c in cells], error_y=_error_bars(cells), mode="lines+markers",
+                                 name=method_label(method), line=dict(color=_method_colour(method))))
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    _small_layout(fig, "τ against temperature (95 % intervals over the prompts)",
+                  "temperature (and the target's mean entropy H, nats)", "τ, tokens per step")
+    fig.update_xaxes(tickvals=xs, ticktext=labels)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def temperature_acceptance_figure(sweep: dict) -> go.Figure:
+    """Every lane's expected acceptance (the mean of min(1, p/q) over judged drafts, solid) beside its mean overlap
+    1 − TV (dashed) against the temperature, each with its 95 % interval."""
+    xs, labels = _temperature_axis(sweep)
+    fig = go.Figure()
+    for method in _sweep_lanes(sweep):
+        rows = [sweep["temperatures"][str(t)]["lanes"][method] for t in xs]
+        colour = _method_colour(method)
+        fig.add_trace(go.Scatter(x=xs, y=[r["expected_acceptance"]["mean"] for r in rows], mode="lines+markers",
+                                 error_y=_error_bars([r["expected_acceptance"] for r in rows]), legendgroup=method,
+                                 name=f"{method_label(method)}: expected acceptance", line=dict(color=colour)))
+        fig.add_trace(go.Scatter(x=xs, y=[r["one_minus_tv"]["mean"] for r in rows], mode="lines", legendgroup=method,
+                                 name=f"{method_label(method)}: 1 − TV", line=dict(color=colour, dash=PREDICTION_DASH)))
+    _small_layout(fig, "Acceptance is the overlap 1 − TV of the two distributions", "temperature (and the target's "
+                  "mean entropy H, nats)", "mean over judged drafts")
+    fig.update_xaxes(tickvals=xs, ticktext=labels)
+    fig.update_yaxes(range=[0, 1.05])
+    return fig

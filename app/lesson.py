@@ -33,6 +33,15 @@ SWEEP_PROMPTS = 6  # the first held-out prompts: one prompt's text can hide the 
 LOSSLESS_SAMPLES = 200
 LOSSLESS_TEMPERATURE = 1.0
 PARTS_PROMPTS = 3
+# The temperature sweep: every lane at these temperatures over every held-out prompt (recorded; ≥ 2,000 judged
+# drafts per lane at T = 1), argmax proposals beside sampled ones at the two highest; "Run it live" measures a
+# small version of it (LIVE_TEMPERATURE_*).
+TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0)
+TEMPERATURE_TOKENS = 64
+ARGMAX_AT = (0.5, 1.0)
+LIVE_TEMPERATURES = (0.0, 0.5, 1.0)
+LIVE_TEMPERATURE_PROMPTS = 2
+LIVE_TEMPERATURE_TOKENS = 32
 
 
 def lesson_prompt() -> str:
@@ -91,10 +100,26 @@ def measure_parts(engine, rounds: int = 2) -> dict:
                        engine.device_name)
 
 
+def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
+                         max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT) -> dict:
+    """Every lane at every temperature against the baseline at the same temperature (engine/sweep.py
+    temperature_sweep), on `prompts` (default every held-out prompt)."""
+    from engine.sweep import temperature_sweep
+
+    return measurement(temperature_sweep(engine, prompts or load_prompts(), max_new_tokens, temperatures,
+                                         argmax_at=argmax_at), engine.device_name)
+
+
+def measure_temperatures_live(engine) -> dict:
+    """The temperature sweep small enough to run in front of a class (LIVE_TEMPERATURE_*)."""
+    return measure_temperatures(engine, load_prompts()[:LIVE_TEMPERATURE_PROMPTS], LIVE_TEMPERATURES,
+                                LIVE_TEMPERATURE_TOKENS, argmax_at=())
+
+
 # --- what is recorded ------------------------------------------------------------------------------------
 
 RECORDINGS = {"greedy": "greedy.json", "sampled": "sampled.json", "sweeps": "k_sweeps.json",
-              "lossless": "lossless.json", "parts": "parts.json"}
+              "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json"}
 COMPARISONS = ("greedy", "sampled")  # saved comparisons; the rest are plain measurements with FORMAT
 
 
@@ -341,3 +366,47 @@ def takeaway(point: Point, data: dict | None = None) -> str:
 
 
 assert all(p.tab in TABS and p.recording in RECORDINGS for p in POINTS) and BASELINE in METHOD_REGISTRY
+
+
+# --- temperature: what the sweep over temperatures shows ----------------------------------------------------
+
+# DSpark's Table 1 (Qwen3-4B target, T = 1, block 7, GSM8K): τ of EAGLE-3, DFlash, DSpark.
+PUBLISHED_T1_TAU = {"ar": 5.14, "dflash": 5.40, "dspark": 6.11}
+
+
+def change_words(start: dict, end: dict) -> str:
+    """"rises" or "falls" when two interval-carrying figures ({"mean", "low", "high"}) are apart by more than
+    their intervals allow, else "holds": words chosen from the numbers, never from what is expected."""
+    if end["low"] > start["high"]:
+        return "rises"
+    if end["high"] < start["low"]:
+        return "falls"
+    return "holds"
+
+
+def order_words(values: dict[str, float]) -> str:
+    """"DSpark 3.1 > DFlash 2.9 > AR 2.5": lanes from the highest value down."""
+    ranked = sorted(values, key=values.get, reverse=True)
+    return " > ".join(f"{method_label(m)} {values[m]:.2f}" for m in ranked)
+
+
+def temperature_takeaway(data: dict) -> str:
+    sweep = data["temperatures"]["data"]
+    temperatures = sorted(sweep["temperatures"], key=float)
+    low, high = sweep["temperatures"][temperatures[0]], sweep["temperatures"][temperatures[-1]]
+    lanes = [m for m in low["lanes"] if m in METHOD_REGISTRY]
+    t0, t1 = float(temperatures[0]), float(temperatures[-1])
+    entropy = (f"From T = {t0:g} to {t1:g} the target's mean entropy per token goes "
+               f"{low['target_entropy']['mean']:.2f} → {high['target_entropy']['mean']:.2f} nats")
+    taus = "; ".join(f"{method_label(m)}'s τ {change_words(low['lanes'][m]['tau'], high['lanes'][m]['tau'])} "
+                     f"({low['lanes'][m]['tau']['mean']:.2f} → {high['lanes'][m]['tau']['mean']:.2f})" for m in lanes)
+    overlap = "; ".join(
+        f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} expected against 1 − TV "
+        f"{high['lanes'][m]['one_minus_tv']['mean']:.0%} over {high['lanes'][m]['judged']:,} judged drafts"
+        for m in lanes)
+    published = {m: v for m, v in PUBLISHED_T1_TAU.items() if m in lanes}
+    ours = {m: high["lanes"][m]["tau"]["mean"] for m in published}
+    paper = (f" At T = {t1:g} the order of τ here is {order_words(ours)}; DSpark's paper (Qwen3-4B on GSM8K, T = 1) "
+             f"has {order_words(published)}, with a target far surer of itself than this tiny one."
+             if published and t1 == 1.0 else "")
+    return f"{entropy}. {taus}. At T = {t1:g}: {overlap}.{paper}"

@@ -1,8 +1,9 @@
 """Record the lesson's measurements on the embedded models: `python scripts/record_lessons.py`.
 
 Writes assets/lessons/: two saved comparisons (every lane at temperature 0, and at temperature 1 under the
-rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, and the
-scheduled drafter beside its variants. The settings are app/lesson.py's, the same "Run it live" uses. Takes a
+rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, the
+scheduled drafter beside its variants, and every lane at five temperatures over the held-out prompts. The
+settings are app/lesson.py's, the same "Run it live" uses. Takes a
 few minutes on 2 CPU cores; run it on a quiet machine, since the timings are what a class will see.
 """
 
@@ -42,6 +43,7 @@ def main() -> int:
         "sweeps": lambda: json.dumps(lesson.measure_sweeps(engine, lesson.sweep_prompts())),
         "lossless": lambda: json.dumps(lesson.measure_check(engine)),
         "parts": lambda: json.dumps(lesson.measure_parts(engine)),
+        "temperatures": lambda: json.dumps(lesson.measure_temperatures(engine)),
     }
     only = sys.argv[1:] or list(jobs)
     for key in only:

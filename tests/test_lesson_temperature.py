@@ -1,0 +1,50 @@
+"""The lesson's temperature point: its words chosen from the numbers (rising data gets rising words, falling
+data falling ones), and its live measurement on a tiny engine."""
+
+import pytest
+
+from app import lesson
+
+
+def cell(mean: float, half: float = 0.05) -> dict:
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def sweep_of(taus: dict[str, tuple[float, float]], entropy=(0.0, 2.5)) -> dict:
+    """A two-temperature sweep with the given τ per lane at T = 0 and T = 1."""
+    def at(i: int) -> dict:
+        lanes = {m: {"tau": cell(pair[i]), "expected_acceptance": cell(0.5), "one_minus_tv": cell(0.52),
+                     "judged": 2400} for m, pair in taus.items()}
+        return {"lanes": lanes, "target_entropy": cell(entropy[i])}
+    return {"temperatures": {"0.0": at(0), "1.0": at(1)}}
+
+
+@pytest.mark.parametrize("taus, words", [((2.0, 3.0), "rises (2.00 → 3.00)"), ((3.0, 2.0), "falls (3.00 → 2.00)"),
+                                         ((2.50, 2.52), "holds (2.50 → 2.52)")])
+def test_each_lanes_tau_is_worded_from_its_own_direction(taus, words):
+    text = lesson.temperature_takeaway({"temperatures": {"data": sweep_of({"dflash": taus})}})
+    assert f"DFlash's τ {words}" in text
+
+
+def test_the_order_beside_the_papers_is_the_measured_one():
+    data = {"temperatures": {"data": sweep_of({"ar": (3.0, 2.9), "dflash": (3.0, 2.4), "dspark": (3.0, 2.0)})}}
+    text = lesson.temperature_takeaway(data)
+    assert "the order of τ here is AR 2.90 > DFlash 2.40 > DSpark 2.00" in text
+    assert "DSpark 6.11 > DFlash 5.40 > AR 5.14" in text
+    flipped = {"temperatures": {"data": sweep_of({"ar": (3.0, 2.0), "dflash": (3.0, 2.4), "dspark": (3.0, 2.9)})}}
+    assert "the order of τ here is DSpark 2.90 > DFlash 2.40 > AR 2.00" in lesson.temperature_takeaway(flipped)
+
+
+def test_the_entropy_and_the_overlap_are_the_recordings_numbers():
+    text = lesson.temperature_takeaway({"temperatures": {"data": sweep_of({"dflash": (3.0, 2.0)}, entropy=(0.0, 1.75))}})
+    assert "goes 0.00 → 1.75 nats" in text and "50% expected against 1 − TV 52% over 2,400 judged drafts" in text
+
+
+@pytest.mark.slow
+def test_the_live_measurement_runs_every_lane_at_each_live_temperature(random_engine, monkeypatch):
+    monkeypatch.setattr(lesson, "load_prompts", lambda: ["def f(x):", "class Point:", "import os"])  # a tiny context
+    measured = lesson.measure_temperatures_live(random_engine)
+    sweep = measured["data"]
+    assert sorted(map(float, sweep["temperatures"])) == list(lesson.LIVE_TEMPERATURES)
+    assert sweep["num_prompts"] == lesson.LIVE_TEMPERATURE_PROMPTS
+    assert lesson.temperature_takeaway({"temperatures": measured}).startswith("From T = 0 to 1")

@@ -206,6 +206,26 @@ def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
     assert kept_bench(None, weights) is None
 
 
+def test_the_card_keeps_one_bench_above_temperature_zero_with_each_lanes_greedy_weights_beside():
+    from engine.train.card import bench_pair, sampled_lines
+
+    weights = {"target": "a" * 12, "dflash-drafter": "b" * 12}
+
+    def hot(name_speedups):
+        lanes = {"baseline": {"tokens_per_s": 70.0}}
+        lanes.update({name: {"speedup": s, "tau": 2.5, "expected_acceptance": 0.41, "one_minus_tv": 0.42,
+                             "judged": 3100} for name, s in name_speedups.items()})
+        return _bench_report(weights, temperature=1.0, verify_rule="rejection", lanes=lanes)
+
+    pair = bench_pair([_bench_report(weights), hot({"dflash": 1.6, "dflash_greedy_weights": 1.1})], weights)
+    assert pair["quiet"] is not None and set(pair["sampled"]["lanes"]) == {"dflash", "dflash_greedy_weights"}
+    table = "\n".join(sampled_lines(pair["sampled"]))
+    assert "| dflash | 2.50 | 0.410 | 0.420 | 3100 | 1.60× |" in table and "--temperature 1" in table
+    with pytest.raises(ValueError, match="at most one bench report above temperature 0"):
+        bench_pair([_bench_report(weights), hot({"dflash": 1.6}), hot({"dflash": 1.5})], weights)
+    assert bench_pair([_bench_report(weights)], weights)["sampled"] is None
+
+
 def test_the_shipped_card_describes_the_shipped_weights():
     """assets/MODEL_CARD.md is what its measurements (model_card.json) render, and they were taken on the weights
     in assets/: new weights shipped without `python -m engine.train card` fail here."""

@@ -43,6 +43,9 @@ REFERENCE_LOADERS = {
     "dspark-drafter": ("Qwen3DSparkModel", "DeepSpec's `Qwen3DSparkModel`, which its `Qwen3DSparkEvaluator` runs; "
                        "stores frozen copies of the target's embedding table and LM head, as DeepSpec's checkpoints do"),
 }
+# the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format
+REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name]
+                          for name in ("eagle3-drafter", "dflash-drafter", "dspark-drafter")})
 
 
 def bench_lanes() -> tuple[str, ...]:
@@ -94,9 +97,12 @@ def _folder_mb(path: Path) -> float:
 
 
 def _shipped_models(engine: Engine) -> dict:
-    """The target and every drafter of the engine, by their folder in assets/."""
+    """The target and every drafter of the engine (those drafted with above temperature 0 too), by their folder in
+    assets/."""
+    tiny = PRESETS["tiny"]
     return {"target": engine.target,
-            **{PRESETS["tiny"].drafters[m]: engine.drafter_models[m] for m in engine.drafter_models}}
+            **{tiny.drafters[m]: engine.drafter_models[m] for m in engine.drafter_models},
+            **{tiny.sampled_drafters[m]: engine.sampled_drafter_models[m] for m in engine.sampled_drafter_models}}
 
 
 def _file_facts(name: str, model) -> dict:
@@ -153,6 +159,45 @@ def measure(runs_dir: Path) -> dict:
     return card
 
 
+SAMPLED_FIGURES = ("speedup", "tau", "expected_acceptance", "one_minus_tv", "judged")
+
+
+def sampled_entry(report: dict, weights: dict[str, str]) -> dict:
+    """What the card keeps of a bench report above temperature 0 (`--temperature T`): each lane's speedup, τ,
+    expected acceptance and 1 − TV, its temperature-0 weights beside it where it has weights for sampling."""
+    try:
+        if report["preset"] != "tiny":
+            raise ValueError(f"a bench report of the {report['preset']!r} preset, not of the embedded models")
+        if report.get("weights") != weights:
+            raise ValueError("a bench report of other weights than those now in assets/: run the bench again")
+        lanes = report["lanes"]
+        shown = [name for m in bench_lanes() for name in (m, f"{m}_greedy_weights") if name in lanes]
+        return {**{key: report[key] for key in (*BENCH_SETTINGS, "temperature", "verify_rule")},
+                "device": report["device"], "busy": bool(report.get("busy_machine")),
+                "baseline_tokens_per_s": lanes[BASELINE]["tokens_per_s"],
+                "lanes": {name: {key: lanes[name].get(key) for key in SAMPLED_FIGURES} for name in shown}}
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a report of python -m engine.bench (no {exc})") from None
+
+
+def sampled_lines(sampled: dict) -> list[str]:
+    """The card's table above temperature 0."""
+    lines = ["", f"Above temperature 0, from one run of `python -m engine.bench --temperature {sampled['temperature']:g}` "
+             f"on these weights ({sampled['num_prompts']} held-out prompts, {sampled['max_new_tokens']} new tokens, the "
+             f"{sampled['verify_rule']} rule, K = {sampled['draft_len']}, {sampled['block_len']} per block, on "
+             f"{sampled['device']}; outputs are samples). Each feature drafter drafts with its weights trained for "
+             f"sampling (`*-drafter-sampled`); `_greedy_weights` rows draft with its temperature-0 weights instead. "
+             f"Expected acceptance: the mean of min(1, p/q) over judged drafts; 1 − TV: the mean overlap of the two "
+             f"distributions, which it equals in expectation.", "",
+             "| lane | τ | expected acceptance | 1 − TV | judged drafts | speedup |", "|---|---|---|---|---|---|"]
+    for name, lane in sampled["lanes"].items():
+        figures = [f"{lane[key]:.3f}" if lane.get(key) is not None else "—" for key in ("expected_acceptance",
+                                                                                        "one_minus_tv")]
+        lines.append(f"| {name} | {lane['tau']:.2f} | {figures[0]} | {figures[1]} | {lane.get('judged') or '—'} | "
+                     f"{lane['speedup']:.2f}× |")
+    return lines
+
+
 def bench_entry(report: dict, weights: dict[str, str]) -> dict:
     """What the card keeps of one `python -m engine.bench` report. Refuses, in one line, a report of another
     preset or of other weights than `weights` (the digests of assets/), or one whose lanes did not all write
@@ -177,8 +222,12 @@ def bench_entry(report: dict, weights: dict[str, str]) -> dict:
 
 def bench_pair(reports: list[dict], weights: dict[str, str]) -> dict:
     """The card's speed figures: one report of a quiet machine and at most one of a busy one (`--busy`), run with
-    the same settings, as {"quiet": entry, "busy": entry or None}."""
-    entries = [bench_entry(report, weights) for report in reports]
+    the same settings, and at most one above temperature 0, as {"quiet": entry, "busy": entry or None,
+    "sampled": entry or None}."""
+    hot = [report for report in reports if report.get("temperature")]
+    if len(hot) > 1:
+        raise ValueError(f"the card takes at most one bench report above temperature 0, got {len(hot)}")
+    entries = [bench_entry(report, weights) for report in reports if not report.get("temperature")]
     quiet = [e for e in entries if not e["busy"]]
     busy = [e for e in entries if e["busy"]]
     if len(quiet) != 1 or len(busy) > 1:
@@ -186,7 +235,8 @@ def bench_pair(reports: list[dict], weights: dict[str, str]) -> dict:
                          f"(--busy), got {len(quiet)} quiet and {len(busy)} busy")
     if busy and any(busy[0][key] != quiet[0][key] for key in BENCH_SETTINGS):
         raise ValueError("the quiet and the busy bench reports ran different settings (prompts, tokens, K or block)")
-    return {"quiet": quiet[0], "busy": busy[0] if busy else None}
+    return {"quiet": quiet[0], "busy": busy[0] if busy else None,
+            "sampled": sampled_entry(hot[0], weights) if hot else None}
 
 
 def kept_bench(previous: dict | None, weights: dict[str, str]) -> dict | None:
@@ -299,6 +349,8 @@ def render_markdown(card: dict) -> str:
                   "shared machine: read them to ±10%)."]
     if card.get("bench"):
         lines += bench_lines(card["bench"])
+        if card["bench"].get("sampled"):
+            lines += sampled_lines(card["bench"]["sampled"])
     lines += ["", shapes_text(card)]
     lines += ["", f"Greedy loops: the target's greedy output falls into a loop (its last {LOOP_WINDOW} tokens repeat "
               f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "

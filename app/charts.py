@@ -12,6 +12,7 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.survival import survival
 from engine.types import Step
 
+from .record import verify_cost
 from .render import chart_label
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
@@ -165,19 +166,6 @@ def accepted_length_figure(lanes: dict[str, list[Step]]) -> go.Figure:
         fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=method_label(method)))
     fig.update_layout(barmode="group")
     return _small_layout(fig, "Accepted drafts per step", "drafted tokens accepted in a step", "share of steps")
-
-
-def verify_cost(comparison, method: str) -> float | None:
-    """How many baseline forwards one of the lane's verify forwards cost in this comparison: its mean verify time
-    per step over the baseline lane's (each baseline step is one target forward of one token). None without a
-    baseline or a step."""
-    lane, base = comparison.lanes.get(method), comparison.baseline
-    if lane is None or lane.summary is None or base is None:
-        return None
-    s, b = lane.summary, base.summary
-    if not s.num_steps or not s.verify_s or not b.num_steps or not b.verify_s:
-        return None
-    return (s.verify_s / s.num_steps) / (b.verify_s / b.num_steps)
 
 
 def predicted_vs_measured_figure(comparison) -> go.Figure:

@@ -140,6 +140,19 @@ class Comparison:
                           ensure_ascii=False)
 
 
+def verify_cost(comparison, method: str) -> float | None:
+    """How many baseline forwards one of the lane's verify forwards cost in this comparison: its mean verify time
+    per step over the baseline lane's (each baseline step is one target forward of one token). None without a
+    baseline or a step."""
+    lane, base = comparison.lanes.get(method), comparison.baseline
+    if lane is None or lane.summary is None or base is None:
+        return None
+    s, b = lane.summary, base.summary
+    if not s.num_steps or not s.verify_s or not b.num_steps or not b.verify_s:
+        return None
+    return (s.verify_s / s.num_steps) / (b.verify_s / b.num_steps)
+
+
 def output_ids(steps) -> list[int]:
     """The tokens a lane wrote, in order."""
     return [t.id for step in steps for t in step.committed]

@@ -15,6 +15,7 @@ from engine.types import DraftedToken, Step
 
 from .glossary import hover
 from .record import Comparison
+from .theme import MARKER_GLYPHS, lane_style
 
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
 
@@ -234,11 +235,15 @@ def _hover(text: str) -> str:
 def _lane_head(method: str, state: str, drafter: str) -> str:
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
-    head = (f'<div class="lane-head"><span class="lane-name">{html.escape(method_label(method))}</span>'
+    colour, marker = lane_style(method)
+    head = (f'<div class="lane-head"><span class="lane-swatch" style="color:{colour}" title="this lane\'s colour and '
+            f'marker in every chart">{MARKER_GLYPHS[marker]}</span>'
+            f'<span class="lane-name">{html.escape(method_label(method))}</span>'
             + (f'<span class="lane-drafter"{_hover(hover(drafter))}>{html.escape(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
-    return f'<div class="lane-card" data-method="{html.escape(method)}" data-state="{html.escape(state)}">{head}'
+    return (f'<div class="lane-card" style="--lane-colour:{colour}" data-method="{html.escape(method)}" '
+            f'data-state="{html.escape(state)}">{head}')
 
 
 def empty_lane_html(method: str, state: str, drafter: str = "") -> str:

@@ -26,7 +26,7 @@ from ..render import status_html
 from ..sessions import SessionStore
 from .compare import CompareHandlers, CompareView
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
-from .why import NUM_PANELS, WhyHandlers, WhyView, panel_outputs
+from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
 INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass beats drafting token by token, "
          "in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
@@ -123,7 +123,10 @@ class LessonHandlers:
         if point.tab == "compare":
             shown = self.compare.show_comparison(item, session, f"lesson point {point.number}")
             return self.outputs(tab="compare", compare=shown, compare_focus=focus_update(point))
-        return self.outputs(tab="why", why_focus=focus_update(point), why=panel_outputs(self.recordings))
+        state = self.sessions.get(session)
+        state.panels.clear()  # the recordings, not what this session measured live before
+        return self.outputs(tab="why", why_focus=focus_update(point),
+                            why=panel_outputs(self.recordings, state.projector))
 
     def on_show(self, number: int, request: gr.Request):
         return self.show_point(POINTS[number - 1], request.session_hash)
@@ -157,11 +160,11 @@ class LessonHandlers:
             settings = lesson.comparison_settings(self.compare.methods, temperature)
             yield from self.compare.run_comparison(settings, True, request.session_hash)
         elif point.recording == "sweeps":
-            yield self.why.on_sweep(None)
+            yield self.why.on_sweep(HELDOUT, request)
         elif point.recording == "lossless":
-            yield self.why.on_check()
+            yield self.why.on_check(request)
         else:
-            yield self.why.on_parts()
+            yield self.why.on_parts(request)
 
     def on_load(self, request: gr.Request):
         """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab. A bad value: one line on

@@ -20,7 +20,7 @@ from engine.methods import METHOD_REGISTRY, method_label
 from engine.types import EngineError
 
 from .. import lesson
-from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure,
+from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure, theory_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
@@ -158,8 +158,9 @@ def sweeps_machine_figure(recorded: dict):
     return machine_vs_gpu_figure(here, PUBLISHED)
 
 
-def sweep_outputs(recorded: dict) -> tuple:
-    return sweeps_figure(recorded["data"]["sweeps"]), sweeps_table(recorded), sweeps_machine_figure(recorded)
+def sweep_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return (styled(sweeps_figure(recorded["data"]["sweeps"]), projector), sweeps_table(recorded),
+            styled(sweeps_machine_figure(recorded), projector))
 
 
 def check_table(recorded: dict) -> str:
@@ -174,8 +175,8 @@ def check_table(recorded: dict) -> str:
             "| lane | χ² | degrees of freedom | p-value |\n|---|---|---|---|\n" + rows)
 
 
-def check_outputs(recorded: dict) -> tuple:
-    return lossless_figure(recorded["data"]), check_table(recorded)
+def check_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return styled(lossless_figure(recorded["data"]), projector), check_table(recorded)
 
 
 def parts_table(recorded: dict) -> str:
@@ -190,8 +191,8 @@ def parts_table(recorded: dict) -> str:
             "|---|---|---|---|---|---|\n" + rows)
 
 
-def parts_outputs(recorded: dict) -> tuple:
-    return parts_figure(recorded["data"]), parts_table(recorded)
+def parts_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return styled(parts_figure(recorded["data"]), projector), parts_table(recorded)
 
 
 SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial lane at K = "
@@ -306,11 +307,13 @@ def layout(recordings: dict) -> WhyView:
                    parts_button, parts_plot, parts_text, focus)
 
 
-def panel_outputs(recordings: dict) -> tuple:
-    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...})."""
-    sweep = sweep_outputs(recordings["sweeps"]) if "sweeps" in recordings else (None, NOT_RECORDED, None)
-    check = check_outputs(recordings["lossless"]) if "lossless" in recordings else (None, NOT_RECORDED)
-    parts = parts_outputs(recordings["parts"]) if "parts" in recordings else (None, NOT_RECORDED)
+def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
+    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...});
+    projector: their charts laid out for a room."""
+    sweep = (sweep_outputs(recordings["sweeps"], projector) if "sweeps" in recordings
+             else (None, NOT_RECORDED, None))
+    check = check_outputs(recordings["lossless"], projector) if "lossless" in recordings else (None, NOT_RECORDED)
+    parts = parts_outputs(recordings["parts"], projector) if "parts" in recordings else (None, NOT_RECORDED)
     return *sweep, *check, *parts
 
 
@@ -362,7 +365,22 @@ class WhyHandlers:
         except (EngineError, ValueError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
 
-    def on_sweep(self, choice):
+    def _shown(self, request, key: str, measured: dict) -> tuple[dict, bool]:
+        """A live measurement, kept as the session's shown panel (projector mode redraws it), and whether the
+        session's page is in projector mode."""
+        if request is None:
+            return measured, False
+        state = self.sessions.get(request.session_hash)
+        state.panels[key] = measured
+        return measured, state.projector
+
+    def redraw_panels(self, session: str, recordings: dict) -> tuple:
+        """The measured panels as the session last saw them (its live measurements, else the recordings), drawn
+        again for projector mode on or off."""
+        state = self.sessions.get(session)
+        return panel_outputs({**recordings, **state.panels}, state.projector)
+
+    def on_sweep(self, choice, request: gr.Request = None):
         """The K sweep, live, on the lesson's held-out prompts or one prompt (the engine checks it)."""
         if choice == HELDOUT:
             prompts = lesson.sweep_prompts()
@@ -371,13 +389,13 @@ class WhyHandlers:
         else:
             raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
                            print_exception=False)
-        return sweep_outputs(self._measured(lesson.measure_sweeps, prompts))
+        return sweep_outputs(*self._shown(request, "sweeps", self._measured(lesson.measure_sweeps, prompts)))
 
-    def on_check(self):
-        return check_outputs(self._measured(lesson.measure_check))
+    def on_check(self, request: gr.Request = None):
+        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check)))
 
-    def on_parts(self):
-        return parts_outputs(self._measured(lesson.measure_parts))
+    def on_parts(self, request: gr.Request = None):
+        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts)))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:

@@ -19,7 +19,7 @@ from engine.presets import ASSETS_DIR, load_prompts
 
 from .examples import example_prompts
 from .links import Settings, default_settings
-from .record import Comparison, RecordError, read_comparison, verify_cost
+from .record import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import speedup
 from .words import above_or_below, more_or_less, span, survival, trend, versus
 
@@ -109,10 +109,20 @@ def measurement(data: dict, device: str) -> dict:
 
 
 def read_measurement(text: str) -> dict:
+    """A recorded measurement, every drafter's label in the lane headers' one block convention (drafter_words)."""
     doc = json.loads(text)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("data"), dict):
         raise RecordError(f"not a SpecLab lesson measurement (expected \"format\": \"{FORMAT}\")")
-    return doc
+    return _with_drafter_words(doc)
+
+
+def _with_drafter_words(node):
+    if isinstance(node, dict):
+        return {k: drafter_words(v) if k == "drafter" and isinstance(v, str) else _with_drafter_words(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_drafter_words(v) for v in node]
+    return node
 
 
 @cache
@@ -129,10 +139,19 @@ def recorded() -> dict:
 
 
 def recorded_words(item) -> str:
-    """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured."""
+    """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured; a measurement made live
+    (`live_measurement`) says so instead, with its time: "measured live 2026-12-03 14:05 UTC on cpu"."""
     if isinstance(item, Comparison):
         return f"recorded {item.recorded_at[:10]} on {item.device}"
-    return f"recorded {item.get('recorded_at', '')[:10]} on {item.get('device', '')}"
+    when = item.get("recorded_at", "")
+    if item.get("live"):
+        return f"measured live {when[:10]} {when[11:16]} UTC on {item.get('device', '')}"
+    return f"recorded {when[:10]} on {item.get('device', '')}"
+
+
+def live_measurement(doc: dict) -> dict:
+    """A measurement just made on this server (the Why tab, "Run it live"), marked so no page calls it recorded."""
+    return {**doc, "live": True}
 
 
 # --- the takeaways: one line each, computed from what the point shows -------------------------------------

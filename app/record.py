@@ -9,6 +9,7 @@ a saved comparison", the Step-through tab). Torch-free.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
@@ -214,10 +215,24 @@ def read_comparison(data: bytes | str) -> Comparison:
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
     drafters, runs = _words(doc.get("drafters")), _counts(doc.get("timing_runs"))
+    drafters = {m: drafter_words(label) for m, label in drafters.items()}
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
                                  "recorded", runs.get(m, 1)) for m, trace in steps.items()}
     return Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")), preset=_word(doc.get("preset")),
                       versions=_words(doc.get("versions")), recorded_at=_word(doc.get("recorded_at")))
+
+
+_ANCHORED_BLOCK = re.compile(r"\bblock (\d+) = anchor \+ (\d+) drafts\b")
+_BARE_BLOCK = re.compile(r"\bblock (\d+)\b(?! =)")
+
+
+def drafter_words(label: str) -> str:
+    """A drafter's label in the lane headers' one block convention, "N drafts per block" (engine/drafters/dflash.py
+    drafts_per_block), whatever the recording says: an older file's "block 8 = anchor + 7 drafts" reads "7 drafts
+    per block", and its "block 7" of a drafter whose block holds no anchor (DSpark, DeepSpec's format) "7 drafts per
+    block"."""
+    label = _ANCHORED_BLOCK.sub(lambda m: f"{m.group(2)} drafts per block", label)
+    return _BARE_BLOCK.sub(lambda m: f"{m.group(1)} drafts per block", label)
 
 
 def _word(value) -> str:

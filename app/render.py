@@ -13,7 +13,7 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.summary import acceptance_rate
 from engine.types import DraftedToken, Step
 
-from .glossary import hover
+from .glossary import hover, meaning
 from .record import Comparison
 from .theme import MARKER_GLYPHS, lane_style
 
@@ -173,8 +173,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
     runs = comparison.lanes[method].timing_runs
     timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 else ""
     rate = acceptance_rate(steps)
-    extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
-                                           "accepted drafted tokens / drafted tokens sent to the target")]
+    extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]
     beside = ([_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}")]
               if clock == "compute" and wall and method != BASELINE else [])
     return '<div class="chips">' + "".join([

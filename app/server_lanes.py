@@ -48,8 +48,9 @@ def _spec_chips(spec: SpecFigures, kind: str) -> list[str]:
     rate = spec.acceptance_rate
     return [_chip("τ", "—" if spec.tau is None else f"{spec.tau:.2f}",
                   f"mean tokens committed per verify step: 1 + accepted drafts / steps, from {source}{reported}"),
-            _chip("acc. rate", "—" if rate is None else f"{rate * 100:.0f}%",
-                  f"accepted drafted tokens / drafted tokens sent to the target, from {source}"),
+            _chip("accepted / drafted", "—" if rate is None else f"{rate * 100:.0f}%",
+                  f"accepted drafted tokens / every drafted token sent to the target, from {source} (not the local "
+                  "lanes' acceptance rate, which counts only the drafts the rule judged)"),
             _chip("steps", str(spec.num_steps), f"verify steps the server counted, from {source}")]
 
 

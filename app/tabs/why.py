@@ -361,7 +361,7 @@ class WhyHandlers:
 
     def _measured(self, measure, *args):
         try:
-            return measure(self.engine, *args)
+            return lesson.live_measurement(measure(self.engine, *args))
         except (EngineError, ValueError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
 

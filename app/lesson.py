@@ -386,6 +386,7 @@ class Point:
     look_at: str  # what to look at there
     takeaway: Callable[[dict], str]
     needs: tuple[str, ...] = ()  # the recordings its takeaway reads
+    chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
 
 
 def _serial_names() -> str:
@@ -398,7 +399,7 @@ POINTS = (
           "A step costs one target forward plus the drafting, so the speedup over the target alone is about "
           "τ / (1 + cost_draft / cost_target). Everything else in this lesson moves one of those two numbers.",
           "compare", "greedy", "the chart “Speedup: measured vs the formula” under the lanes, and each lane's τ chip",
-          formula_takeaway, ("greedy",)),
+          formula_takeaway, ("greedy",), "formula-vs-measured"),
     Point(2, "A draft passes with probability min(1, p_target / p_draft), and the output stays the target's",
           "Above temperature 0 a drafted token d passes with probability min(1, p_target(d) / p_draft(d)); at the "
           "first rejection the target draws its own token from what is left, max(p_target − p_draft, 0). Together "
@@ -406,41 +407,42 @@ POINTS = (
           "proposed. So each lane writes a different text from the baseline, yet with the same odds: counting the "
           "first tokens over many seeds shows it.",
           "why", "lossless", "the bars of each lane beside the target's exact probabilities, and each lane's p-value",
-          rule_takeaway, ("lossless", "sampled")),
+          rule_takeaway, ("lossless", "sampled"), "why-check-plot"),
     Point(3, "Acceptance is capped by how far the drafter is from the target",
           "A token drawn from the drafter's distribution q passes with probability Σ_x min(p(x), q(x)) = 1 − TV(p, q), "
           "where TV is the total-variation distance between the two whole distributions. No rule can accept more "
           "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
           "by position.",
-          "compare", "sampled", "the chart “Per-position acceptance”: each lane's measured line beside its dashed "
-          "1 − TV", ceiling_takeaway, ("sampled",)),
+          "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
+          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance"),
     Point(4, "A serial drafter has a best K, and near it the speedup stalls",
           f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "
           "τ grows ever more slowly: each position must survive all the ones before it. Past some K another draft "
           "costs more than it adds. Where that K lies depends on how a draft forward's cost stands to a verify's, "
           "and on how fast survival (every draft up to position k passing) shrinks along the draft.",
           "why", "sweeps", "each lane's measured line and its starred best K, beside its dotted formula",
-          sweep_takeaway, ("sweeps",)),
+          sweep_takeaway, ("sweeps",), "why-sweep"),
     Point(5, "Three bottlenecks: serial drafting, the acceptance ceiling, no order inside a block",
           "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; survival (every draft up "
           "to position k passing) can only shrink along the draft, each position's acceptance capped by the ceiling "
           "of point 3; and a drafter that writes a whole block at once, to avoid the "
           "first limit, guesses each position without seeing what it put before it.",
           "compare", "greedy", "the timeline (a serial lane's run of orange draft bars before each blue verify) and "
-          "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts")),
+          "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts"),
+          "timeline"),
     Point(6, "DFlash: one parallel pass, conditioned on the target",
           "DFlash drafts the whole block in one forward of a small block-diffusion model that reads the target's "
           "own hidden states, so drafting costs about the same for 2 tokens or 16. What is left between steps is "
           "bubbles and host work, which overlap is meant to hide under the next step's device work where the "
           "device computes apart from the host (a GPU).",
           "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
-          "and the chart “Where the time went”", dflash_takeaway, ("greedy",)),
+          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline"),
     Point(7, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
           "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
           "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
           "block as is likely to pass. Switching each part off shows what it buys.",
           "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
-          ("parts",)),
+          ("parts",), "why-parts-plot"),
 )
 TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
 
@@ -454,4 +456,4 @@ def takeaway(point: Point, data: dict | None = None) -> str:
     return point.takeaway(data)
 
 
-assert all(p.tab in TABS and p.recording in RECORDINGS for p in POINTS) and BASELINE in METHOD_REGISTRY
+assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart for p in POINTS) and BASELINE in METHOD_REGISTRY

@@ -37,6 +37,7 @@ body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) 
 body.projector .chart-row {{ flex-direction: column !important; flex-wrap: nowrap !important; }}
 body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
+.lesson-target {{ outline: 4px solid {BONUS}; outline-offset: 4px; border-radius: .4em; }}
 #show-drafts-toggle {{ display: none; }}
 body.projector #show-drafts-toggle {{ display: inline-block; }}
 .pinnable {{ cursor: pointer; }}
@@ -105,6 +106,30 @@ SCRIPT = """
     const item = event.target.closest && event.target.closest(PINNABLE);
     if (item) item.classList.add("pinnable");
   });
+  // A lesson point's Show me (or ?lesson=N): once its tab has drawn the chart, scroll it into view and outline it;
+  // again a little later, since charts above it may still be growing as plotly draws them.
+  window.speclabFocus = (id) => {
+    clearFocus();
+    const started = Date.now();
+    const tick = () => {
+      const chart = document.getElementById(id);
+      const drawn = chart && chart.offsetParent !== null && chart.querySelector(".main-svg");
+      if (!drawn) {
+        if (Date.now() - started < 20000) setTimeout(tick, 150);
+        return;
+      }
+      chart.classList.add("lesson-target");
+      chart.scrollIntoView({block: "center"});
+      for (const wait of [400, 1200]) setTimeout(() => {
+        if (chart.classList.contains("lesson-target")) chart.scrollIntoView({block: "center"});
+      }, wait);
+    };
+    tick();
+  };
+  function clearFocus() {
+    document.querySelectorAll(".lesson-target").forEach((e) => e.classList.remove("lesson-target"));
+  }
+  window.speclabClearFocus = clearFocus;
   window.speclabProjector = (on) => {
     document.body.classList.toggle("projector", !!on);
     return on;

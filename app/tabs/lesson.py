@@ -12,6 +12,7 @@ app wires this tab last, with every other tab's view (`Targets`).
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 
 import gradio as gr
@@ -67,6 +68,17 @@ def point_html(point: Point, recordings: dict) -> str:
     return (f"### {point.number}. {html.escape(point.title)}\n{point.text}\n\n"
             f"**Here:** {html.escape(lesson.takeaway(point, recordings))} *({where}; look at "
             f"{html.escape(point.look_at)})*")
+
+
+def focus_js(chart: str) -> str:
+    """The page's script that scrolls a point's chart into view and outlines it (app/projector.py speclabFocus)."""
+    return f"() => window.speclabFocus({json.dumps(chart)})"
+
+
+# ?lesson=N: the same scroll and outline, once the load has opened the point
+LINK_FOCUS_JS = ("() => { const charts = " + json.dumps({str(p.number): p.chart for p in POINTS}) + "; "
+                 "const n = new URLSearchParams(window.location.search).get('lesson'); "
+                 "if (n && charts[n]) window.speclabFocus(charts[n]); }")
 
 
 def layout(recordings: dict) -> LessonView:
@@ -207,7 +219,8 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
     everything = targets.outputs
     for point, show, live in zip(POINTS, targets.lesson.show_buttons, targets.lesson.live_buttons):
         events = PointEvents(handlers, point.number)
-        show.click(events.on_show, None, everything, concurrency_limit=None, **quiet)
+        show.click(events.on_show, None, everything, concurrency_limit=None, **quiet) \
+            .then(None, None, None, js=focus_js(point.chart))
         if point.tab == "compare":
             measured = targets.compare.run_outputs
         elif point.recording == "sweeps":
@@ -219,4 +232,5 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \
             .then(events.run_live, None, measured, concurrency_limit=1, concurrency_id="engine", **quiet)
     targets.lesson.step_button.click(handlers.on_step, None, everything, concurrency_limit=None, **quiet)
-    demo.load(handlers.on_load, None, everything, queue=False, **quiet)  # like the Compare tab's: never queued
+    demo.load(handlers.on_load, None, everything, queue=False, **quiet) \
+        .then(None, None, None, js=LINK_FOCUS_JS)  # like the Compare tab's: never queued

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .theme import BONUS
+from .theme import ACCEPTED, BONUS
 
 PARAMETER = "projector"  # ?projector=1 opens the page in projector mode (app/links.py PAGE_PARAMETERS)
 
@@ -37,6 +37,8 @@ body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) 
 body.projector .chart-row {{ flex-direction: column !important; flex-wrap: nowrap !important; }}
 body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
+#copy-confirm {{ color: {ACCEPTED}; font-weight: 600; font-size: .9em; text-align: center; }}
+#copy-confirm[hidden] {{ display: none; }}
 .lesson-target {{ outline: 4px solid {BONUS}; outline-offset: 4px; border-radius: .4em; }}
 #show-drafts-toggle {{ display: none; }}
 body.projector #show-drafts-toggle {{ display: inline-block; }}
@@ -77,6 +79,10 @@ SCRIPT = """
     pin.hidden = !on;
     document.body.classList.toggle("pinned", on);
   }
+  window.speclabClearPins = () => {  // a new run, setting or tab: what was pinned belongs to the old one
+    const pin = document.getElementById("token-pin");
+    if (pin && !pin.hidden) show(pin, false);
+  };
   document.addEventListener("keydown", (event) => {
     const pin = document.getElementById("token-pin");
     if (event.key === "Escape" && pin && !pin.hidden) show(pin, false);

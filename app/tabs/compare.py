@@ -51,7 +51,32 @@ NOT_SELECTED = "not selected"
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
 # link made on a Space points at the Space); afterwards it copies the link where the browser allows.
 PAGE_ADDRESS_JS = "(address, ...controls) => [window.location.origin + window.location.pathname, ...controls]"
-COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {}); }"
+# ... then puts the link in the address bar (so the page's own address is the comparison's) and says so, beside
+# the button, for a few seconds: "Copied" once the clipboard took it, else where to copy it from.
+COPY_JS = """(link) => {
+  if (!link) return;
+  try {
+    const url = new URL(link, window.location.href);
+    if (new URLSearchParams(window.location.search).get("projector") === "1") url.searchParams.set("projector", "1");
+    if (url.origin === window.location.origin) window.history.replaceState(null, "", url.pathname + url.search);
+  } catch (error) {}
+  const say = (text) => {
+    let note = document.getElementById("copy-confirm");
+    if (!note) {
+      note = document.createElement("span");
+      note.id = "copy-confirm";
+      note.setAttribute("role", "status");
+      document.getElementById("copy-link").after(note);
+    }
+    note.textContent = text;
+    note.hidden = false;
+    clearTimeout(note.timer);
+    note.timer = setTimeout(() => { note.hidden = true; }, 5000);
+  };
+  const manual = () => say("Link in the address bar: copy it from there");
+  if (navigator.clipboard) navigator.clipboard.writeText(link).then(() => say("Copied ✓ (also in the address bar)"), manual);
+  else manual();
+}"""
 # A share link runs as soon as the page has finished drawing itself (the browser is idle, or 3 s passed):
 # on a small machine, a page still laying itself out would slow the first lane being measured.
 WHEN_IDLE_JS = ("async (...inputs) => { await new Promise((done) => window.requestIdleCallback ? "

@@ -40,6 +40,8 @@ CSS = f"""
 .chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
 .chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: .9em; white-space: nowrap; }}
 .chip b {{ font-variant-numeric: tabular-nums; }}
+.chip.provisional {{ opacity: .55; border-style: dashed; }}
+.chip .tag {{ font-size: .75em; text-transform: uppercase; letter-spacing: .04em; color: #666; }}
 .tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; white-space: pre-wrap;
           word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
           padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}

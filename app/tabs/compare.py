@@ -427,7 +427,7 @@ class CompareHandlers:
         for run in lane_runs:
             if run.state not in ("waiting", "running") and run.method not in ended:
                 ended[run.method] = LaneResult.ended(run.method, run.steps, self.drafters[run.method], run.state,
-                                                     max(1, run.timing_runs))
+                                                     max(1, run.timing_runs), run.rates)
             lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
                                                                     self.drafters[run.method], run.state)
         return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,

@@ -468,15 +468,23 @@ def lossless_figure(check: dict) -> go.Figure:
 
 
 def parts_figure(parts: dict) -> go.Figure:
-    """A method beside its variants (engine.sweep.variant_sweep): per-position acceptance of each."""
+    """A method beside its variants (engine.sweep.variant_sweep): per position, each one's conditional acceptance
+    (solid) and survival (dotted, in the same colour)."""
     fig = go.Figure()
-    for name, row in parts["rows"].items():
-        rates = row["per_position_acceptance"]
+    palette = (ACCEPTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, PREDICTION_COLOUR, "#444444")
+    for i, (name, row) in enumerate(parts["rows"].items()):
+        rates, colour = row["per_position_acceptance"], palette[i % len(palette)]
+        label = f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", connectgaps=False,
-                                 name=f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"))
+                                 name=label, legendgroup=name, line=dict(color=colour)))
+        alive = survival_along(rates)
+        fig.add_trace(go.Scatter(x=list(range(1, len(alive) + 1)), y=alive, mode="lines", name=f"{label}: survival",
+                                 legendgroup=name, showlegend=False, line=dict(color=colour, dash=SURVIVAL_DASH)))
+    for name, dash in (("solid: conditional acceptance", "solid"), ("dotted: survival", SURVIVAL_DASH)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, line=dict(color="#777", dash=dash)))
     fig.update_yaxes(range=[0, 1.05])
-    return _small_layout(fig, "Per-position acceptance of each variant", "position k in the block",
-                         "P(accept k | 1..k−1 accepted)")
+    return _small_layout(fig, "Each variant per position: conditional acceptance and survival",
+                         "position k in the block", "share of steps")
 
 
 def variant_label(method: str, name: str) -> str:

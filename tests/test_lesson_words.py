@@ -126,3 +126,24 @@ def test_point_2_says_whether_a_lane_fails_the_distribution_check(p_value, words
     data = copy.deepcopy(lesson.recorded())
     data["lossless"]["data"]["lanes"]["ar"]["p_value"] = p_value
     assert words in lesson.rule_takeaway(data)
+
+
+def test_the_sweep_table_says_which_way_conditional_acceptance_and_survival_go():
+    from app.tabs.why import sweeps_table
+
+    data = copy.deepcopy(lesson.recorded()["sweeps"])
+    sweep = next(iter(data["data"]["sweeps"].values()))
+    sweep["acceptance"] = [0.6, 0.7, 0.9]
+    assert "its conditional acceptance (position k passing, given 1..k−1 passed) rises, 0.60" in sweeps_table(data)
+    sweep["acceptance"] = [0.9, 0.7, 0.6]
+    assert "its conditional acceptance (position k passing, given 1..k−1 passed) falls, 0.90" in sweeps_table(data)
+    assert "survival (1..k all passing) falls, 0.90 → 0.38" in sweeps_table(data)
+
+
+def test_no_caption_or_point_says_acceptance_decays():
+    from app.tabs import compare, why
+
+    texts = [p.text for p in POINTS] + [why.SWEEP_CAPTION, why.MACHINE_CAPTION, compare.CHARTS_CAPTION,
+                                         compare.TIMELINE_CAPTION]
+    assert not any("acceptance decays" in t for t in texts)
+    assert "costs more" not in compare.CHARTS_CAPTION  # what a verify cost is the chart's subtitle, from its numbers

@@ -141,7 +141,8 @@ def sweeps_table(recorded: dict) -> str:
                      + f" | **{sweep['best_k']}** |")
         lines.append(f"| {method_label(m)} τ | " + " | ".join(f"{rows[k]['tau']:.2f}" for k in ks) + " | |")
     costs = "; ".join(f"{method_label(m)} ({s['drafter']}): one draft forward costs {s['per_forward_cost']:.2f} of a "
-                      f"verify, acceptance along the draft {', '.join(f'{p:.2f}' for p in s['acceptance'])}"
+                      f"verify; along the draft {lesson.along_block(s['acceptance'])} (conditional acceptance by "
+                      f"position: {', '.join(f'{p:.2f}' for p in s['acceptance'])})"
                       for m, s in sweeps.items())
     return (f"{lesson.recorded_words(recorded).capitalize()}, {first['num_prompts']} prompt(s), {first['max_new_tokens']} "
             f"new tokens, temperature 0, every output equal to the baseline's. {costs}.\n\n" + "\n".join(lines))
@@ -199,15 +200,16 @@ SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial
                  f"{', '.join(map(str, lesson.SWEEP_KS))} (and the block drafters once, at their default block), every "
                  "output checked against the baseline's, and draws each lane's measured speedup (solid, its best K "
                  "starred) beside the formula fed with that lane's own measured acceptance and cost (dotted). One "
-                 "prompt can move the optimum: on a repetitive text (the example prompts) acceptance stays high at "
-                 "every position, so longer drafts keep paying; over several held-out prompts acceptance decays "
-                 "along the draft, and the optimum settles where one more draft forward costs more than the next "
-                 "position's acceptance adds.")
+                 "prompt can move the optimum: on a repetitive text (the example prompts) acceptance can stay high at "
+                 "every position, so longer drafts keep paying; where survival (every draft up to k passing) falls "
+                 "faster along the draft, the optimum settles where one more draft forward costs more than the next "
+                 "position's survival adds. The table says, from the sweep's own numbers, which way each lane's "
+                 "conditional acceptance and survival go.")
 MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting cost over verify cost; right: speedup. "
                    "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
                    "figures (sources on hover and below), their cost implied by their τ and speedup through the "
                    "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
-                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block. "
+                   "forward's cost stands to a verify's here, and how fast survival falls along the block. "
                    f"{meaning('published')} The other words in the names (anchor, Markov head) are explained on "
                    "the About tab.")
 CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "

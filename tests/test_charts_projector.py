@@ -116,3 +116,21 @@ def test_the_projector_toggle_redraws_the_sessions_charts_for_a_room(random_engi
     assert handler.sessions.get("projector-visitor").projector
     off = handler.on_toggle(False, visitor)
     assert (off[2].layout.font.size or 12) < PROJECTOR_FONT
+
+
+def test_step_through_and_the_prediction_draw_for_a_room_in_projector_mode():
+    from app.sessions import SessionStore
+    from app.tabs.step import StepHandlers
+    from app.tabs.why import WhyHandlers
+
+    sessions = SessionStore()
+    visitor = SimpleNamespace(session_hash="room")
+    sessions.get("room").projector = True
+    step = StepHandlers(sessions)
+    outputs = step.show(lesson.recorded()["sampled"], "room", "the lesson", start=1)
+    assert all(fig.layout.font.size == PROJECTOR_FONT for fig in (outputs[3], outputs[5], outputs[6]))
+    _, draft, target = step.on_token(1, None, visitor)
+    assert draft.layout.font.size == target.layout.font.size == PROJECTOR_FONT
+    assert WhyHandlers(None, sessions).predict(0.7, 0.1, 0.3, visitor).layout.font.size == PROJECTOR_FONT
+    sessions.get("room").projector = False
+    assert (WhyHandlers(None, sessions).predict(0.7, 0.1, 0.3, visitor).layout.font.size or 12) < PROJECTOR_FONT

@@ -345,7 +345,8 @@ class WhyHandlers:
         """The prediction at the sliders' values, with the session's last run's lanes as crosses."""
         p, c, b = self._sliders(p, c, b)
         comparison = self._last(request.session_hash)
-        return _settings_prediction(p, c, b, run_points(comparison) if comparison else None)
+        return styled(_settings_prediction(p, c, b, run_points(comparison) if comparison else None),
+                      self.sessions.get(request.session_hash).projector)
 
     def overlay(self, p, c, b, request: gr.Request):
         self._sliders(p, c, b)

@@ -393,7 +393,8 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    top = max([len(ks), *(k for k, _ in (run_points or {}).values()), *(measured or {})])
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1, range=[0.5, top + 0.5])  # no K = 0 at the origin
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
     return fig
 
@@ -444,10 +445,11 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
                                  name=f"{method_label(method)}: formula from its measured acceptance and cost",
                                  legendgroup=method, line=dict(color=colour, dash="dot")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    max_k = max((int(k) for sweep in sweeps.values() for k in sweep["rows"]), default=1)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
-    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1, range=[0.5, max_k + 0.5])  # no K = 0 at the origin
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
     return fig
 

@@ -192,7 +192,7 @@ def formula_takeaway(data: dict) -> str:
         race = (f" On this one prompt {method_label(serial)} (serial, {measured[serial]:.2f}×) is "
                 f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
                 f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
-                "One prompt moves these: the K sweep (point 4) and docs/benchmarks.md average many.")
+                "One prompt moves these: the K sweep (point 4) averages several.")
     return "; ".join(parts) + f". Here {where}." + why + race
 
 

@@ -30,8 +30,8 @@ from .compare import CompareHandlers, CompareView, control_values
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
 from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
-INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass beats drafting token by token, "
-         "in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
+INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass can beat drafting token by "
+         "token, and what decides whether it does here, in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
          "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
          "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab.")
 STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab

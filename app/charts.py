@@ -12,10 +12,13 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.survival import survival
 from engine.types import Step
 
+from .record import verify_cost
 from .render import chart_label
+from .words import more_or_less, span
+from .words import survival as survival_along
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
-from .theme import LANE_COLOURS
+from .theme import LANE_COLOURS, lane_style
 from .theme import REJECTED as REJECTED_COLOUR
 from .theme import VERIFY_WORK as VERIFY_COLOUR
 
@@ -24,7 +27,70 @@ PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with mark
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
 DRAFT_ALTERNATE = "draft, every second forward"  # the timeline's key for a step's 2nd, 4th, ... draft forward
 DRAFT_ALTERNATE_COLOUR = "#9C6B00"  # a darker orange beside DRAFT_WORK, so adjacent draft forwards stay apart
+AR_COLOUR = lane_style("ar")[0]  # the prediction tab's measured sweep is the AR lane's
 WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
+SURVIVAL_DASH = "dot"  # survival (positions 1..k all passing) beside a lane's solid conditional acceptance
+
+
+def lane_line(method: str, **extra) -> dict:
+    """A lane's line and markers in its one colour and marker (app/theme.py lane_style)."""
+    colour, marker = lane_style(method)
+    return dict(line=dict(color=colour, **extra.pop("line", {})), marker=dict(color=colour, symbol=marker, size=8),
+                **extra)
+
+
+# --- projector mode: every chart's text through its own layout, for the back row -----------------------------
+
+PROJECTOR_FONT = 18  # the smallest text of any chart in projector mode
+PROJECTOR_TITLE_FONT = 24
+
+
+def for_projector(fig: go.Figure) -> go.Figure:
+    """The figure as a room reads it: all its text at least PROJECTOR_FONT pixels (axes, ticks, legend, bar labels,
+    annotations, hover), the legend below the plot in wrapped horizontal rows, margins grown to fit every label
+    (automargin), the title above the plot area with room of its own, and a taller plot. Set through the
+    figure's layout, so plotly lays the larger text out itself."""
+    height = fig.layout.height or 300
+    fig.update_layout(
+        font=dict(size=PROJECTOR_FONT), height=int(max(460, height * 1.6)),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left",
+                    font=dict(size=PROJECTOR_FONT), entrywidthmode="pixels"),
+        margin=dict(l=10, r=20, t=90 if fig.layout.title.text else 30, b=10, autoexpand=True),
+        hoverlabel=dict(font=dict(size=PROJECTOR_FONT)))
+    if fig.layout.title.text:
+        fig.update_layout(title=dict(font=dict(size=PROJECTOR_TITLE_FONT), automargin=True, yref="container",
+                                     y=0.98, yanchor="top", x=0, xanchor="left", xref="container",
+                                     subtitle=dict(font=dict(size=PROJECTOR_FONT))))
+    fig.update_xaxes(automargin=True, tickfont=dict(size=PROJECTOR_FONT), title=dict(font=dict(size=PROJECTOR_FONT),
+                                                                                        standoff=12))
+    fig.update_yaxes(automargin=True, tickfont=dict(size=PROJECTOR_FONT), title=dict(font=dict(size=PROJECTOR_FONT),
+                                                                                        standoff=12))
+    fig.update_traces(textfont=dict(size=PROJECTOR_FONT), selector=dict(type="bar"))
+    fig.update_traces(textfont=dict(size=PROJECTOR_FONT), selector=dict(type="scatter"))
+    for annotation in fig.layout.annotations or ():
+        annotation.font.size = max(annotation.font.size or 0, PROJECTOR_FONT)
+    # the legend's rows below the plot: plotly wraps them; the bottom margin leaves room for the x-axis title
+    legend_rows = _legend_rows(fig)
+    fig.update_layout(margin=dict(b=40 + 34 * legend_rows))
+    return fig
+
+
+def _legend_rows(fig: go.Figure) -> int:
+    """About how many rows a wrapped horizontal legend takes in a chart one projector row wide."""
+    names = [t.name or "" for t in fig.data if t.showlegend is not False and t.name]
+    if not names:
+        return 0
+    per_row, rows, used = 90, 1, 0  # characters of legend text one row holds at PROJECTOR_FONT
+    for name in names:
+        width = len(name) + 6
+        if used and used + width > per_row:
+            rows, used = rows + 1, 0
+        used += width
+    return rows
+
+
+def styled(fig: go.Figure, projector: bool) -> go.Figure:
+    return for_projector(fig) if projector else fig
 
 
 def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
@@ -88,29 +154,40 @@ def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
 
 def acceptance_figure(lanes: dict[str, tuple[float | None, ...]],
                       ceilings: dict[str, tuple[float | None, ...]] | None = None) -> go.Figure:
-    """Per-position acceptance: P(position k accepted | 1..k−1 accepted), one line per drafting lane
-    ({method: its per-position acceptance}); with `ceilings` (a run above temperature 0 under the rejection
-    rule), each lane's predicted 1 − TV beside it, dashed in the same colour."""
+    """Per position k of the block, two measured figures per drafting lane ({method: its per-position
+    acceptance}): the conditional acceptance P(k passes | 1..k−1 passed), solid, and the survival P(1..k all
+    pass), their running product, dotted in the same colour: the first may rise along the block while the
+    second can only fall. With `ceilings` (a run above temperature 0 under the rejection rule), each lane's
+    predicted 1 − TV beside its conditional acceptance, dashed."""
     fig = go.Figure()
-    palette = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3")
-    for i, (method, rates) in enumerate(lanes.items()):
+    for method, rates in lanes.items():
         if not rates:
             continue
-        colour = palette[i % len(palette)]
+        label = method_label(method)
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=list(rates), mode="lines+markers",
-                                 name=method_label(method), connectgaps=False, line=dict(color=colour),
-                                 legendgroup=method))
+                                 name=label, connectgaps=False, legendgroup=method,
+                                 hovertemplate="conditional acceptance at %{x}: %{y:.2f}<extra>" + label + "</extra>",
+                                 **lane_line(method)))
+        alive = survival_along(rates)
+        if alive:
+            fig.add_trace(go.Scatter(x=list(range(1, len(alive) + 1)), y=alive, mode="lines",
+                                     name=f"{label}: survival", connectgaps=False, legendgroup=method,
+                                     showlegend=False, hovertemplate="survival to %{x}: %{y:.2f}<extra>" + label +
+                                     "</extra>", **lane_line(method, line=dict(dash=SURVIVAL_DASH))))
         ceiling = (ceilings or {}).get(method)
         if ceiling and any(c is not None for c in ceiling):  # in the lane's legend entry, not one of its own
             fig.add_trace(go.Scatter(x=list(range(1, len(ceiling) + 1)), y=list(ceiling), mode="lines",
-                                     name=f"{method_label(method)}: 1 − TV (predicted)", connectgaps=False,
-                                     line=dict(color=colour, dash=PREDICTION_DASH), legendgroup=method,
-                                     showlegend=False, hovertemplate="1 − TV: %{y:.2f}<extra>%{fullData.name}</extra>"))
+                                     name=f"{label}: 1 − TV (predicted)", connectgaps=False, legendgroup=method,
+                                     showlegend=False, hovertemplate="1 − TV: %{y:.2f}<extra>%{fullData.name}</extra>",
+                                     **lane_line(method, line=dict(dash=PREDICTION_DASH))))
+    keys = [("solid: conditional acceptance", "solid"), ("dotted: survival", SURVIVAL_DASH)]
     if ceilings:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="dashed: 1 − TV (predicted)",
-                                 line=dict(color="#777", dash=PREDICTION_DASH)))
+        keys.append(("dashed: 1 − TV (predicted)", PREDICTION_DASH))
+    for name, dash in keys:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, line=dict(color="#777", dash=dash)))
     fig.update_yaxes(range=[0, 1.05])
-    return _small_layout(fig, "Per-position acceptance", "position k in the block", "P(accept k | 1..k−1 accepted)")
+    return _small_layout(fig, "Per position: conditional acceptance and survival", "position k in the block",
+                         "share of steps")
 
 
 def survival_figure(steps: list[Step]) -> go.Figure:
@@ -135,7 +212,7 @@ def survival_figure(steps: list[Step]) -> go.Figure:
                          marker_color="#009E73"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 1.05])
-    return _small_layout(fig, "DSpark: predicted vs realised survival", "position k", "share of verified steps")
+    return _small_layout(fig, "DSpark: predicted vs realised survival", "position k", "share of steps")
 
 
 def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
@@ -148,7 +225,7 @@ def progress_figure(lanes: dict[str, list[Step]]) -> go.Figure:
             times.append(step.spans[-1].end_s * 1e3 if step.spans else times[-1])
             counts.append(total)
         fig.add_trace(go.Scatter(x=times, y=counts, mode="lines", name=method_label(method),
-                                 line_shape="hv"))
+                                 line_shape="hv", **lane_line(method)))
     return _small_layout(fig, "Tokens vs wall time", "time since the lane's start (ms)", "tokens committed")
 
 
@@ -162,30 +239,19 @@ def accepted_length_figure(lanes: dict[str, list[Step]]) -> go.Figure:
             continue
         longest = max(accepted)
         shares = [accepted.count(a) / len(accepted) for a in range(longest + 1)]
-        fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=method_label(method)))
+        colour, marker = lane_style(method)
+        fig.add_trace(go.Bar(x=list(range(longest + 1)), y=shares, name=method_label(method), marker_color=colour))
     fig.update_layout(barmode="group")
     return _small_layout(fig, "Accepted drafts per step", "drafted tokens accepted in a step", "share of steps")
-
-
-def verify_cost(comparison, method: str) -> float | None:
-    """How many baseline forwards one of the lane's verify forwards cost in this comparison: its mean verify time
-    per step over the baseline lane's (each baseline step is one target forward of one token). None without a
-    baseline or a step."""
-    lane, base = comparison.lanes.get(method), comparison.baseline
-    if lane is None or lane.summary is None or base is None:
-        return None
-    s, b = lane.summary, base.summary
-    if not s.num_steps or not s.verify_s or not b.num_steps or not b.verify_s:
-        return None
-    return (s.verify_s / s.num_steps) / (b.verify_s / b.num_steps)
 
 
 def predicted_vs_measured_figure(comparison) -> go.Figure:
     """Each lane's measured speedup beside the seed's formula τ / (1 + cost_draft / cost_target), fed with the
     same run's measured τ and draft and verify time per step. The formula counts a verify as one baseline
-    forward; verifying K + 1 tokens costs more, so a striped bar divides the formula by what one of the lane's
-    verifies cost in baseline forwards (`verify_cost`), printed on it as "÷ 1.17". What is left between that bar
-    and the measured one is host work, bubbles and the prefill."""
+    forward; a striped bar divides the formula by what one of the lane's verifies cost in baseline forwards
+    (`verify_cost`), printed on it as "÷ 1.17", and the subtitle says, from those costs, whether a verify cost
+    more or less than one forward here. What is left between that bar and the measured one is host work,
+    bubbles and the prefill."""
     from .theory import speedup
 
     names, measured, predicted, costs = [], [], [], []
@@ -209,7 +275,19 @@ def predicted_vs_measured_figure(comparison) -> go.Figure:
     fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=ACCEPTED_COLOUR))
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
-    return _small_layout(fig, "Speedup: measured vs the formula", "lane", "× the baseline's tokens/s")
+    _small_layout(fig, "Speedup: measured vs the formula", "lane", "× the baseline's tokens/s")
+    if costs:
+        fig.update_layout(title_subtitle_text=verify_cost_words(costs), margin_t=64)
+    return fig
+
+
+def verify_cost_words(costs: list[float]) -> str:
+    """The formula chart's subtitle: what one verify cost against one baseline forward, from the costs drawn."""
+    mean = sum(costs) / len(costs)
+    how = more_or_less(mean, 1.0, 0.05)
+    shift = {"more than": "below", "less than": "above", "about as much as": "level with"}[how]
+    return (f"one verify cost {span(costs)} baseline forwards ({how} one), so the striped bar sits {shift} "
+            "the formula's")
 
 
 def bubble_share_figure(comparison) -> go.Figure:
@@ -236,20 +314,20 @@ def bubble_share_figure(comparison) -> go.Figure:
 NUM_CHARTS = 7  # comparison_figures draws this many
 
 
-def comparison_figures(comparison) -> tuple[go.Figure, ...]:
+def comparison_figures(comparison, projector: bool = False) -> tuple[go.Figure, ...]:
     """The Compare tab's charts of one comparison, in the page's order: the timeline, tokens against time,
-    per-position acceptance, a scheduled drafter's survival, accepted drafts per step, measured speedup
-    against the formula, and where the time went."""
+    per-position acceptance and survival, a scheduled drafter's survival, accepted drafts per step, measured
+    speedup against the formula, and where the time went; projector: each laid out for a room (for_projector)."""
     steps = {m: list(lane.steps) for m, lane in comparison.lanes.items()}
     drafting = {m: s for m, s in steps.items() if METHOD_REGISTRY.get(m) is None or METHOD_REGISTRY[m].drafts}
     cutting = next((s for m, s in steps.items() if m in METHOD_REGISTRY and METHOD_REGISTRY[m].cuts), [])
     acceptance = {m: comparison.lanes[m].per_position_acceptance for m in drafting}
     sampled = not comparison.greedy and comparison.settings.get("verify_rule") == "rejection"
     ceilings = {m: comparison.lanes[m].per_position_ceiling for m in drafting} if sampled else None
-    return (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance, ceilings),
-            survival_figure(cutting),
-            accepted_length_figure(drafting), predicted_vs_measured_figure(comparison),
-            bubble_share_figure(comparison))
+    figures = (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance, ceilings),
+               survival_figure(cutting), accepted_length_figure(drafting), predicted_vs_measured_figure(comparison),
+               bubble_share_figure(comparison))
+    return tuple(styled(f, projector) for f in figures)
 
 
 # --- the Why tab: the seed's formula against measurements -----------------------------------------------
@@ -298,14 +376,14 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
         mk = sorted(measured)
         best = max(mk, key=measured.get)
         fig.add_trace(go.Scatter(x=mk, y=[measured[k] for k in mk], mode="lines+markers",
-                                 name=f"AR lane, measured here, best K = {best} ★", line=dict(color=REJECTED_COLOUR)))
+                                 name=f"AR lane, measured here, best K = {best} ★", line=dict(color=AR_COLOUR)))
         fig.add_trace(go.Scatter(x=[best], y=[measured[best]], mode="markers", showlegend=False,
                                  hovertext=f"measured best K = {best}, {measured[best]:.2f}×", hoverinfo="text",
-                                 marker=dict(color=REJECTED_COLOUR, size=12, symbol="star")))
+                                 marker=dict(color=AR_COLOUR, size=12, symbol="star")))
     if measured_prediction:
         fig.add_trace(go.Scatter(x=ks[: len(measured_prediction)], y=measured_prediction, mode="lines",
                                  name="formula from the measured acceptance and cost",
-                                 line=dict(color=REJECTED_COLOUR, dash="dot")))
+                                 line=dict(color=AR_COLOUR, dash="dot")))
     if run_points:  # the last Compare run: each lane at its draft length, its measured speedup
         names = list(run_points)
         fig.add_trace(go.Scatter(x=[run_points[n][0] for n in names], y=[run_points[n][1] for n in names],
@@ -315,7 +393,8 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    top = max([len(ks), *(k for k, _ in (run_points or {}).values()), *(measured or {})])
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1, range=[0.5, top + 0.5])  # no K = 0 at the origin
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
     return fig
 
@@ -349,9 +428,8 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
     from .theory import serial_curve
 
     fig = go.Figure()
-    colours = (REJECTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, ACCEPTED_COLOUR)
-    for i, (method, sweep) in enumerate(sweeps.items()):
-        colour, name = colours[i % len(colours)], f"{method_label(method)} ({sweep['drafter']})"
+    for method, sweep in sweeps.items():
+        (colour, _), name = lane_style(method), f"{method_label(method)} ({sweep['drafter']})"
         ks = sorted(int(k) for k in sweep["rows"])
         speedups = [sweep["rows"][str(k)]["speedup"] if str(k) in sweep["rows"] else sweep["rows"][k]["speedup"]
                     for k in ks]
@@ -367,10 +445,11 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
                                  name=f"{method_label(method)}: formula from its measured acceptance and cost",
                                  legendgroup=method, line=dict(color=colour, dash="dot")))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
+    max_k = max((int(k) for sweep in sweeps.values() for k in sweep["rows"]), default=1)
     fig.update_layout(height=400, margin=dict(l=10, r=10, t=30, b=40), xaxis_title="draft length K",
                       yaxis_title="speedup over the target alone (×)", plot_bgcolor="white",
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
-    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", dtick=1, range=[0.5, max_k + 0.5])  # no K = 0 at the origin
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
     return fig
 
@@ -383,22 +462,31 @@ def lossless_figure(check: dict) -> go.Figure:
                            marker_color=PREDICTION_COLOUR))
     for method, lane in check["lanes"].items():
         fig.add_trace(go.Bar(x=labels, y=[c / check["samples"] for c in lane["counts"]],
-                             name=f"{method_label(method)}: share of {check['samples']} seeds (p = {lane['p_value']:.2f})"))
+                             name=f"{method_label(method)}: share of {check['samples']} seeds (p = {lane['p_value']:.2f})",
+                             marker_color=lane_style(method)[0]))
     fig.update_layout(barmode="group")
     return _small_layout(fig, "First two tokens: counted against the target's probabilities", "the pair of tokens",
                          "probability / share of seeds")
 
 
 def parts_figure(parts: dict) -> go.Figure:
-    """A method beside its variants (engine.sweep.variant_sweep): per-position acceptance of each."""
+    """A method beside its variants (engine.sweep.variant_sweep): per position, each one's conditional acceptance
+    (solid) and survival (dotted, in the same colour)."""
     fig = go.Figure()
-    for name, row in parts["rows"].items():
-        rates = row["per_position_acceptance"]
+    palette = (ACCEPTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, PREDICTION_COLOUR, "#444444")
+    for i, (name, row) in enumerate(parts["rows"].items()):
+        rates, colour = row["per_position_acceptance"], palette[i % len(palette)]
+        label = f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", connectgaps=False,
-                                 name=f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"))
+                                 name=label, legendgroup=name, line=dict(color=colour)))
+        alive = survival_along(rates)
+        fig.add_trace(go.Scatter(x=list(range(1, len(alive) + 1)), y=alive, mode="lines", name=f"{label}: survival",
+                                 legendgroup=name, showlegend=False, line=dict(color=colour, dash=SURVIVAL_DASH)))
+    for name, dash in (("solid: conditional acceptance", "solid"), ("dotted: survival", SURVIVAL_DASH)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, line=dict(color="#777", dash=dash)))
     fig.update_yaxes(range=[0, 1.05])
-    return _small_layout(fig, "Per-position acceptance of each variant", "position k in the block",
-                         "P(accept k | 1..k−1 accepted)")
+    return _small_layout(fig, "Each variant per position: conditional acceptance and survival",
+                         "position k in the block", "share of steps")
 
 
 def variant_label(method: str, name: str) -> str:

@@ -43,6 +43,17 @@ GLOSSARY = (
          "Above temperature 0, the other choice (More settings): the target draws its own token at every position "
          "and a draft passes while it equals that draw (probability p_target). Also keeps the target's odds, but "
          "accepts less often than the rejection rule."),
+    Term("acceptance-rate", "acceptance rate (acc. rate)", r"\bacc(eptance|\.) rate\b",
+         "Accepted drafts over the drafts the rule judged: those sent to the target, up to and including each step's "
+         "first rejection (the drafts after it are sent but never judged, and a draft the scheduler cut is not sent). "
+         "The lane chip “acc. rate”, the Lesson's point 3 and the per-position charts use this one definition. A "
+         "server lane reports its own counters instead, accepted over every drafted token sent, and its chip says "
+         "so: “accepted / drafted”."),
+    Term("conditional-acceptance", "conditional acceptance, survival", r"\bconditional acceptance\b|\bsurvival\b",
+         "Per position k of a block. Conditional acceptance: among the steps whose drafts 1..k−1 all passed and that "
+         "sent draft k, the share in which draft k passed too; it can rise or fall along the block. Survival: the "
+         "share of steps whose drafts 1..k all passed, the running product of the conditional rates; it can only "
+         "fall. τ grows by each position's survival."),
     Term("tau", "τ (tokens per step)", r"τ",
          "The tokens a verify step commits on average: the drafts accepted in it plus the one the target writes "
          "itself. The chart of accepted drafts per step shows how it spreads."),

@@ -19,8 +19,9 @@ from engine.presets import ASSETS_DIR, load_prompts
 
 from .examples import example_prompts
 from .links import Settings, default_settings
-from .record import Comparison, RecordError, read_comparison
+from .record import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import speedup
+from .words import above_or_below, more_or_less, span, survival, trend, versus
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 FORMAT = "speclab-lesson/1"  # the sweeps, the distribution check and the variant sweep as recorded
@@ -133,10 +134,20 @@ def measurement(data: dict, device: str) -> dict:
 
 
 def read_measurement(text: str) -> dict:
+    """A recorded measurement, every drafter's label in the lane headers' one block convention (drafter_words)."""
     doc = json.loads(text)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("data"), dict):
         raise RecordError(f"not a SpecLab lesson measurement (expected \"format\": \"{FORMAT}\")")
-    return doc
+    return _with_drafter_words(doc)
+
+
+def _with_drafter_words(node):
+    if isinstance(node, dict):
+        return {k: drafter_words(v) if k == "drafter" and isinstance(v, str) else _with_drafter_words(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_drafter_words(v) for v in node]
+    return node
 
 
 @cache
@@ -153,10 +164,19 @@ def recorded() -> dict:
 
 
 def recorded_words(item) -> str:
-    """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured."""
+    """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured; a measurement made live
+    (`live_measurement`) says so instead, with its time: "measured live 2026-12-03 14:05 UTC on cpu"."""
     if isinstance(item, Comparison):
         return f"recorded {item.recorded_at[:10]} on {item.device}"
-    return f"recorded {item.get('recorded_at', '')[:10]} on {item.get('device', '')}"
+    when = item.get("recorded_at", "")
+    if item.get("live"):
+        return f"measured live {when[:10]} {when[11:16]} UTC on {item.get('device', '')}"
+    return f"recorded {when[:10]} on {item.get('device', '')}"
+
+
+def live_measurement(doc: dict) -> dict:
+    """A measurement just made on this server (the Why tab, "Run it live"), marked so no page calls it recorded."""
+    return {**doc, "live": True}
 
 
 # --- the takeaways: one line each, computed from what the point shows -------------------------------------
@@ -167,15 +187,41 @@ def _drafting(comparison: Comparison) -> list[str]:
 
 def formula_takeaway(data: dict) -> str:
     c: Comparison = data["greedy"]
-    parts = []
+    parts, measured, formula, costs = [], {}, {}, []
     for m in _drafting(c):
-        s, measured = c.lanes[m].summary, c.speedup(m)
-        if measured is None or not s.verify_s:
+        s, ratio = c.lanes[m].summary, c.speedup(m)
+        if ratio is None or not s.verify_s:
             continue
+        measured[m], formula[m] = ratio, speedup(s.tau, s.draft_s / s.verify_s)
         parts.append(f"{method_label(m)} τ {s.tau:.2f}, draft/verify {s.draft_s / s.verify_s:.2f} → formula "
-                     f"{speedup(s.tau, s.draft_s / s.verify_s):.2f}×, measured {measured:.2f}×")
-    return ("; ".join(parts) + ". The formula counts a verify as one baseline forward; verifying a block costs "
-            "a little more, so measured sits below it.")
+                     f"{formula[m]:.2f}×, measured {ratio:.2f}×")
+        cost = verify_cost(c, m)
+        if cost is not None:
+            costs.append(cost)
+    if not parts:
+        return "No drafting lane has a speedup in this recording."
+    below = [m for m in measured if measured[m] < formula[m]]
+    where = ("every lane's measured speedup sits below its formula" if len(below) == len(measured) else
+             "no lane's measured speedup sits below its formula" if not below else
+             f"{', '.join(method_label(m) for m in below)} sit below the formula, the others at or above it")
+    why = ""
+    if costs:
+        cost = (sum(costs) / len(costs))
+        how = {"more than": "more than", "less than": "less than", "about as much as": "about as much as"}[
+            more_or_less(cost, 1.0, 0.05)]
+        why = (f" The formula counts a verify as one baseline forward; here one verify cost {span(costs)} baseline "
+               f"forwards ({how} one), and host work, bubbles and the prefill are not in the formula at all.")
+    serial, one_pass = _first_serial_and_one_pass(c)
+    race = ""
+    if serial in measured and one_pass in measured:
+        race = (f" On this one prompt {method_label(serial)} (serial, {measured[serial]:.2f}×) is "
+                f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
+                f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
+                "One prompt moves these: the K sweep (point 4) averages several.")
+    return "; ".join(parts) + f". Here {where}." + why + race
+
+
+REJECT_BELOW_P = 0.01  # a lane's distribution check fails below this p-value
 
 
 def rule_takeaway(data: dict) -> str:
@@ -190,9 +236,15 @@ def rule_takeaway(data: dict) -> str:
                  f"draft {token.text!r} at step {step} had p_target {token.target_prob:.3f} against p_draft "
                  f"{token.draft_prob:.3f}: it passed with probability {token.accept_prob:.2f}, the draw was "
                  f"{token.draw:.2f}, so it was rejected and the target wrote its own token.")
-    return (f"Over {check['samples']} seeds at temperature {check['temperature']:g}, every lane ({lanes}) writes its "
-            f"first tokens with the target's own odds: no chi-square test rejects it (smallest p = {worst:.2f})."
-            + shown)
+    rejected = [m for m, lane in check["lanes"].items() if lane["p_value"] < REJECT_BELOW_P]
+    if rejected:
+        verdict = (f"the chi-square test rejects the target's odds for {', '.join(map(method_label, rejected))} "
+                   f"(p below {REJECT_BELOW_P:g}; smallest p = {worst:.2g}): a lane that writes other odds than the "
+                   "target's is a bug, or a 1-in-100 chance: run the check again")
+    else:
+        verdict = (f"every lane ({lanes}) writes its first tokens with the target's own odds: no chi-square test "
+                   f"rejects it at p below {REJECT_BELOW_P:g} (smallest p = {worst:.2f})")
+    return f"Over {check['samples']} seeds at temperature {check['temperature']:g}, {verdict}." + shown
 
 
 def first_rejection(comparison: Comparison):
@@ -205,18 +257,29 @@ def first_rejection(comparison: Comparison):
     return None
 
 
+def judged_drafts(lane) -> list:
+    """The drafts the rule decided on, each with its 1 − TV: sent to the target, up to the first rejection."""
+    return [t for s in lane.steps for t in s.drafted[:s.num_judged] if t.tv is not None]
+
+
 def ceiling_takeaway(data: dict) -> str:
     c: Comparison = data["sampled"]
-    parts = []
+    parts, agree = [], 0
     for m in _drafting(c):
-        judged = [t for s in c.lanes[m].steps for t in s.drafted if t.tv is not None]
+        judged = judged_drafts(c.lanes[m])
         if judged:
-            accepted = sum(t.verdict == "accepted" for t in judged) / len(judged)
+            passed = sum(t.verdict == "accepted" for t in judged) / len(judged)
             ceiling = 1 - sum(t.tv for t in judged) / len(judged)
             noise = 2 * (ceiling * (1 - ceiling) / len(judged)) ** 0.5  # two standard errors of a count of n
-            parts.append(f"{method_label(m)} accepted {accepted:.0%} of {len(judged)} judged drafts, 1 − TV "
-                         f"predicts {ceiling:.0%} (± {noise:.0%} by chance)")
-    return "; ".join(parts) + ". A drafter can pass no more often than its distribution overlaps the target's."
+            within = abs(passed - ceiling) <= noise
+            agree += within
+            where = "within chance of it" if within else f"{above_or_below(passed, ceiling, 0)} it by more than chance"
+            parts.append(f"{method_label(m)}'s acceptance rate is {passed:.0%} of {len(judged)} judged drafts, 1 − TV "
+                         f"predicts {ceiling:.0%} (± {noise:.0%} by chance): {where}")
+    if not parts:
+        return "No drafting lane judged a draft in this recording."
+    return ("; ".join(parts) + f". Under the rejection rule a draft passes with probability 1 − TV on average, so "
+            f"the two should agree up to chance: {agree} of {len(parts)} lanes do here.")
 
 
 def sweep_takeaway(data: dict) -> str:
@@ -225,8 +288,13 @@ def sweep_takeaway(data: dict) -> str:
     for m, sweep in sweeps.items():
         best = str(sweep["best_k"])
         longest = str(max(int(k) for k in sweep["rows"]))
-        parts.append(f"{method_label(m)}'s best K is {best} at {sweep['rows'][best]['speedup']:.2f}× "
-                     f"({sweep['rows'][longest]['speedup']:.2f}× at K = {longest}; one draft forward costs "
+        at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
+        if best == longest:
+            after = f"the longest measured, so the sweep did not reach a K past which it falls"
+        else:
+            moves = {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[trend(at_best, at_longest)]
+            after = f"past it the speedup {moves} {at_longest:.2f}× at K = {longest}"
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}× ({after}; one draft forward costs "
                      f"{sweep['per_forward_cost']:.2f} of a verify)")
     return "; ".join(parts) + "."
 
@@ -238,6 +306,22 @@ def _first_serial_and_one_pass(c: Comparison) -> tuple[str | None, str | None]:
             next((m for m in drafting if METHOD_REGISTRY[m].one_pass), None))
 
 
+def along_block(rates) -> str:
+    """Conditional acceptance and survival along a block, each with its direction, in words."""
+    rates = [r for r in rates]
+    known = [(k, r) for k, r in enumerate(rates, start=1) if r is not None]
+    alive = survival(rates)
+    if not known:
+        return ""
+    (k0, first), (k1, last) = known[0], known[-1]
+    words = (f"its conditional acceptance (position k passing, given 1..k−1 passed) {trend(first, last)}, "
+             f"{first:.2f} at position {k0} → {last:.2f} at {k1}")
+    if len(alive) > 1:
+        words += (f", while its survival (1..k all passing) {trend(alive[0], alive[-1])}, {alive[0]:.2f} → "
+                  f"{alive[-1]:.2f} at position {len(alive)}")
+    return words
+
+
 def bottlenecks_takeaway(data: dict) -> str:
     c: Comparison = data["greedy"]
     serial, one_pass = _first_serial_and_one_pass(c)
@@ -247,17 +331,27 @@ def bottlenecks_takeaway(data: dict) -> str:
         parts.append(f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards "
                      f"in a row")
     if one_pass:
-        rates = [r for r in c.lanes[one_pass].per_position_acceptance if r is not None]
-        if rates:
-            parts.append(f"{method_label(one_pass)}'s acceptance goes {rates[0]:.2f} → {min(rates):.2f} along its "
-                         f"block")
+        words = along_block(c.lanes[one_pass].per_position_acceptance)
+        if words:
+            parts.append(f"along {method_label(one_pass)}'s block {words}")
     ablation = data["parts"]["data"]
     m = ablation["method"]
     full, alone = ablation["rows"].get(f"{m}_verify_all"), ablation["rows"].get(f"{m}_no_markov")
     if full and alone:
+        than = {"above": "higher than", "below": "lower than", "level with": "level with"}[
+            above_or_below(alone["tau"], full["tau"])]
         parts.append(f"drafting a block with no order inside it ({method_label(m)}'s backbone alone) gives τ "
-                     f"{alone['tau']:.2f} against {full['tau']:.2f} with its Markov head")
+                     f"{alone['tau']:.2f}, {than} {full['tau']:.2f} with its Markov head")
     return "; ".join(parts) + "."
+
+
+def overlap_on(comparison: Comparison) -> bool:
+    """Whether the comparison ran with overlap: "on", or "auto" on a CUDA device."""
+    overlap = comparison.settings.get("overlap", "auto")
+    return overlap == "on" or (overlap == "auto" and "cuda" in comparison.device.lower())
+
+
+BUBBLES_WORTH_HIDING = 0.05  # a lane whose bubbles are under this share of its time has little for overlap to hide
 
 
 def dflash_takeaway(data: dict) -> str:
@@ -267,10 +361,18 @@ def dflash_takeaway(data: dict) -> str:
         return ""
     a, b = c.lanes[one_pass].summary, c.lanes[serial].summary
     k_one, k_serial = c.settings.get("block_len"), c.settings.get("draft_len")
-    return (f"{method_label(one_pass)} drafts {k_one} tokens in one pass costing {a.draft_s / a.verify_s:.2f} of a "
-            f"verify per step; {method_label(serial)}'s {k_serial} serial forwards cost {b.draft_s / b.verify_s:.2f}. "
-            f"Bubbles (nothing running) are {a.bubble_s / a.wall_s:.0%} of {method_label(one_pass)}'s time here; "
-            f"overlap (More settings) runs each step's host work under the next step's device work.")
+    cost_one, cost_serial = a.draft_s / a.verify_s, b.draft_s / b.verify_s
+    bubbles = a.bubble_s / a.wall_s
+    state = "on" if overlap_on(c) else "off"
+    hide = ("little for overlap to hide" if bubbles < BUBBLES_WORTH_HIDING else
+            "time overlap is meant to hide")
+    return (f"{method_label(one_pass)} drafts {k_one} tokens in one pass costing {cost_one:.2f} of a verify per "
+            f"step, {more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {k_serial} serial forwards "
+            f"({cost_serial:.2f}). Bubbles (nothing running) are {bubbles:.0%} of {method_label(one_pass)}'s time "
+            f"here, overlap {state}: {hide}. This recording does not show what overlap does: that takes the same "
+            "comparison with overlap on and off (More settings), read on the timeline's gaps and “Where the time "
+            "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
+            "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books.")
 
 
 def parts_takeaway(data: dict) -> str:
@@ -279,12 +381,22 @@ def parts_takeaway(data: dict) -> str:
     shipped, full, alone = rows.get(m), rows.get(f"{m}_verify_all"), rows.get(f"{m}_no_markov")
     if not (shipped and full and alone):
         return ""
-    verdict = ("here the scheduler pays" if shipped["speedup"] > full["speedup"] else
-               "on this machine the scheduler does not pay, since verifying the whole block costs hardly more than "
-               "verifying part of it, so cutting saves little and loses accepted tokens")
-    return (f"The Markov head lifts τ from {alone['tau']:.2f} to {full['tau']:.2f}. The scheduler verifies "
-            f"{shipped['verified_per_step']:.2f} tokens a step instead of {full['verified_per_step']:.2f}, at "
-            f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: {verdict}.")
+    head = {"rises": f"lifts τ from {alone['tau']:.2f} to {full['tau']:.2f}",
+            "falls": f"lowers τ from {alone['tau']:.2f} to {full['tau']:.2f}",
+            "holds": f"leaves τ where it was ({alone['tau']:.2f} alone, {full['tau']:.2f} with it)"}[
+        trend(alone["tau"], full["tau"])]
+    pays = trend(full["speedup"], shipped["speedup"])
+    verdict = {"rises": "here the scheduler pays", "falls": "here the scheduler does not pay",
+               "holds": "here the scheduler makes no measurable difference"}[pays]
+    saved = full["verify_ms_per_step"] - shipped["verify_ms_per_step"]
+    verify = (f"verifying {shipped['verified_per_step']:.2f} tokens a step instead of "
+              f"{full['verified_per_step']:.2f} {'saved' if saved >= 0 else 'took'} {abs(saved):.1f} ms "
+              f"{'' if saved >= 0 else 'more '}of verify a step ({full['verify_ms_per_step']:.1f} ms verifying "
+              "everything)")
+    tau = {"rises": "raised", "falls": "lowered", "holds": "kept"}[trend(full["tau"], shipped["tau"])]
+    return (f"The Markov head {head}. The scheduler runs at {shipped['speedup']:.2f}× against "
+            f"{full['speedup']:.2f}× verifying everything: {verdict}. Its cut {tau} τ ({full['tau']:.2f} → "
+            f"{shipped['tau']:.2f}), and {verify}.")
 
 
 # --- the seven points ------------------------------------------------------------------------------------
@@ -299,6 +411,7 @@ class Point:
     look_at: str  # what to look at there
     takeaway: Callable[[dict], str]
     needs: tuple[str, ...] = ()  # the recordings its takeaway reads
+    chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
 
 
 def _serial_names() -> str:
@@ -311,7 +424,7 @@ POINTS = (
           "A step costs one target forward plus the drafting, so the speedup over the target alone is about "
           "τ / (1 + cost_draft / cost_target). Everything else in this lesson moves one of those two numbers.",
           "compare", "greedy", "the chart “Speedup: measured vs the formula” under the lanes, and each lane's τ chip",
-          formula_takeaway, ("greedy",)),
+          formula_takeaway, ("greedy",), "formula-vs-measured"),
     Point(2, "A draft passes with probability min(1, p_target / p_draft), and the output stays the target's",
           "Above temperature 0 a drafted token d passes with probability min(1, p_target(d) / p_draft(d)); at the "
           "first rejection the target draws its own token from what is left, max(p_target − p_draft, 0). Together "
@@ -319,39 +432,42 @@ POINTS = (
           "proposed. So each lane writes a different text from the baseline, yet with the same odds: counting the "
           "first tokens over many seeds shows it.",
           "why", "lossless", "the bars of each lane beside the target's exact probabilities, and each lane's p-value",
-          rule_takeaway, ("lossless", "sampled")),
+          rule_takeaway, ("lossless", "sampled"), "why-check-plot"),
     Point(3, "Acceptance is capped by how far the drafter is from the target",
           "A token drawn from the drafter's distribution q passes with probability Σ_x min(p(x), q(x)) = 1 − TV(p, q), "
           "where TV is the total-variation distance between the two whole distributions. No rule can accept more "
           "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
           "by position.",
-          "compare", "sampled", "the chart “Per-position acceptance”: each lane's measured line beside its dashed "
-          "1 − TV", ceiling_takeaway, ("sampled",)),
+          "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
+          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance"),
     Point(4, "A serial drafter has a best K, and near it the speedup stalls",
           f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "
           "τ grows ever more slowly: each position must survive all the ones before it. Past some K another draft "
           "costs more than it adds. Where that K lies depends on how a draft forward's cost stands to a verify's, "
-          "and on how fast acceptance decays along the draft.",
+          "and on how fast survival (every draft up to position k passing) shrinks along the draft.",
           "why", "sweeps", "each lane's measured line and its starred best K, beside its dotted formula",
-          sweep_takeaway, ("sweeps",)),
+          sweep_takeaway, ("sweeps",), "why-sweep"),
     Point(5, "Three bottlenecks: serial drafting, the acceptance ceiling, no order inside a block",
-          "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; acceptance decays along "
-          "the draft toward the ceiling of point 3; and a drafter that writes a whole block at once, to avoid the "
+          "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; survival (every draft up "
+          "to position k passing) can only shrink along the draft, each position's acceptance capped by the ceiling "
+          "of point 3; and a drafter that writes a whole block at once, to avoid the "
           "first limit, guesses each position without seeing what it put before it.",
           "compare", "greedy", "the timeline (a serial lane's run of orange draft bars before each blue verify) and "
-          "the per-position acceptance chart", bottlenecks_takeaway, ("greedy", "parts")),
+          "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts"),
+          "timeline"),
     Point(6, "DFlash: one parallel pass, conditioned on the target",
           "DFlash drafts the whole block in one forward of a small block-diffusion model that reads the target's "
           "own hidden states, so drafting costs about the same for 2 tokens or 16. What is left between steps is "
-          "bubbles and host work, which overlap can hide under the next step's device work.",
+          "bubbles and host work, which overlap is meant to hide under the next step's device work where the "
+          "device computes apart from the host (a GPU).",
           "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
-          "and the chart “Where the time went”", dflash_takeaway, ("greedy",)),
+          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline"),
     Point(7, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
           "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
           "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
           "block as is likely to pass. Switching each part off shows what it buys.",
           "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
-          ("parts",)),
+          ("parts",), "why-parts-plot"),
 )
 TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
 
@@ -365,7 +481,7 @@ def takeaway(point: Point, data: dict | None = None) -> str:
     return point.takeaway(data)
 
 
-assert all(p.tab in TABS and p.recording in RECORDINGS for p in POINTS) and BASELINE in METHOD_REGISTRY
+assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart for p in POINTS) and BASELINE in METHOD_REGISTRY
 
 
 # --- temperature: what the sweep over temperatures shows ----------------------------------------------------

@@ -6,15 +6,20 @@ drafts that did not enter the output (rejected, never verified, cut) until "Show
 anything that carries hover text — a token, a chip, a mark — pins that text in a panel on the page, large, where
 it stays until closed or replaced: a lecturer can point at it, and a screenshot keeps it.
 
-All of this is the browser's: CSS and a small script, no server round trip, so it works on a recorded replay,
-a running comparison and a saved file alike.
+The type, the lanes and the pins are the browser's: CSS and a small script, no server round trip, so they work
+on a recorded replay, a running comparison and a saved file alike. The charts are not: plotly lays out their
+text itself, so the toggle also tells the server, which keeps the mode in the session (app/sessions.py) and
+draws every chart through its own layout for a room (app/charts.py for_projector), the ones shown now at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import gradio as gr
 
-from .theme import BONUS
+from .theme import ACCEPTED, BONUS
 
 PARAMETER = "projector"  # ?projector=1 opens the page in projector mode (app/links.py PAGE_PARAMETERS)
 
@@ -29,6 +34,12 @@ body.projector .tokens {{ font-size: 1.05em; max-height: 22em; line-height: 1.7;
 body.projector .gradio-container button, body.projector .gradio-container textarea,
 body.projector .gradio-container input, body.projector .gradio-container [role="tab"] {{ font-size: 20px !important; }}
 body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) .cutmark {{ display: none; }}
+body.projector .chart-row {{ flex-direction: column !important; flex-wrap: nowrap !important; }}
+body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
+.steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
+#copy-confirm {{ color: {ACCEPTED}; font-weight: 600; font-size: .9em; text-align: center; }}
+#copy-confirm[hidden] {{ display: none; }}
+.lesson-target {{ outline: 4px solid {BONUS}; outline-offset: 4px; border-radius: .4em; }}
 #show-drafts-toggle {{ display: none; }}
 body.projector #show-drafts-toggle {{ display: inline-block; }}
 .pinnable {{ cursor: pointer; }}
@@ -68,6 +79,10 @@ SCRIPT = """
     pin.hidden = !on;
     document.body.classList.toggle("pinned", on);
   }
+  window.speclabClearPins = () => {  // a new run, setting or tab: what was pinned belongs to the old one
+    const pin = document.getElementById("token-pin");
+    if (pin && !pin.hidden) show(pin, false);
+  };
   document.addEventListener("keydown", (event) => {
     const pin = document.getElementById("token-pin");
     if (event.key === "Escape" && pin && !pin.hidden) show(pin, false);
@@ -97,6 +112,30 @@ SCRIPT = """
     const item = event.target.closest && event.target.closest(PINNABLE);
     if (item) item.classList.add("pinnable");
   });
+  // A lesson point's Show me (or ?lesson=N): once its tab has drawn the chart, scroll it into view and outline it;
+  // again a little later, since charts above it may still be growing as plotly draws them.
+  window.speclabFocus = (id) => {
+    clearFocus();
+    const started = Date.now();
+    const tick = () => {
+      const chart = document.getElementById(id);
+      const drawn = chart && chart.offsetParent !== null && chart.querySelector(".main-svg");
+      if (!drawn) {
+        if (Date.now() - started < 20000) setTimeout(tick, 150);
+        return;
+      }
+      chart.classList.add("lesson-target");
+      chart.scrollIntoView({block: "center"});
+      for (const wait of [400, 1200]) setTimeout(() => {
+        if (chart.classList.contains("lesson-target")) chart.scrollIntoView({block: "center"});
+      }, wait);
+    };
+    tick();
+  };
+  function clearFocus() {
+    document.querySelectorAll(".lesson-target").forEach((e) => e.classList.remove("lesson-target"));
+  }
+  window.speclabClearFocus = clearFocus;
   window.speclabProjector = (on) => {
     document.body.classList.toggle("projector", !!on);
     return on;
@@ -125,6 +164,23 @@ def layout() -> gr.Checkbox:
     return toggle
 
 
-def wire(toggle: gr.Checkbox, demo: gr.Blocks) -> None:
-    toggle.change(None, inputs=[toggle], outputs=None, js=TOGGLE_JS, queue=False)
+@dataclass(frozen=True)
+class ChartRedraw:
+    """The server's half of the toggle: the session's mode, and its charts drawn again. `sessions`: the app's
+    SessionStore; `redraw(session)`: the new value of every chart in `outputs`."""
+
+    sessions: object
+    redraw: Callable[[str], tuple]
+
+    def on_toggle(self, on, request: gr.Request):
+        self.sessions.get(request.session_hash).projector = on is True
+        return self.redraw(request.session_hash)
+
+
+def wire(toggle: gr.Checkbox, demo: gr.Blocks, charts: ChartRedraw | None = None, outputs=()) -> None:
+    if charts is None:
+        toggle.change(None, inputs=[toggle], outputs=None, js=TOGGLE_JS, queue=False)
+    else:
+        toggle.change(charts.on_toggle, inputs=[toggle], outputs=list(outputs), js=TOGGLE_JS, queue=False,
+                      preprocess=False, api_visibility="private", show_progress="hidden")
     demo.load(None, inputs=None, outputs=[toggle], js=FROM_LINK_JS, queue=False)

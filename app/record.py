@@ -9,6 +9,7 @@ a saved comparison", the Step-through tab). Torch-free.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
@@ -43,11 +44,15 @@ class LaneResult:
     state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
     summary: RunSummary | None = None
     timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/runner.py)
+    # each timing run's own (tokens per compute second or None, tokens per wall second), in the order they ran
+    run_rates: tuple = ()
 
     @classmethod
-    def ended(cls, method: str, steps, drafter: str = "", state: str = "done", timing_runs: int = 1) -> "LaneResult":
+    def ended(cls, method: str, steps, drafter: str = "", state: str = "done", timing_runs: int = 1,
+              run_rates=()) -> "LaneResult":
         steps = tuple(steps)
-        return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None, timing_runs)
+        return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None, timing_runs,
+                   tuple(tuple(r) for r in run_rates))
 
     @cached_property
     def per_position_acceptance(self) -> tuple[float | None, ...]:
@@ -112,6 +117,18 @@ class Comparison:
         mine, theirs = getattr(lane.summary, rate), getattr(base.summary, rate)
         return mine / theirs if mine and theirs else None
 
+    def speedup_spread(self, method: str, clock: str | None = None) -> tuple[float, float] | None:
+        """The lowest and highest speedup over the timing runs: each run of the lane over the baseline's run of the
+        same round (the lanes take turns, so a round's runs ran close in time), on `clock`. None with fewer than two
+        rounds that both lanes have (a recording without them, a lane timed once)."""
+        lane, base = self.lanes.get(method), self.baseline
+        if lane is None or base is None or method == BASELINE:
+            return None
+        column = 0 if (clock or self.clock) == "compute" else 1
+        ratios = [mine[column] / theirs[column] for mine, theirs in zip(lane.run_rates, base.run_rates)
+                  if mine[column] and theirs[column]]
+        return (min(ratios), max(ratios)) if len(ratios) > 1 else None
+
     def differs_from_baseline(self, method: str) -> int | None:
         """At temperature 0, computed from the tokens: 0 when the lane wrote exactly the baseline lane's tokens,
         else the position (from 1) of the first token that differs. None where it cannot be said: a temperature
@@ -136,8 +153,22 @@ class Comparison:
                            "versions": self.versions, "recorded_at": self.recorded_at,
                            "drafters": {m: lane.drafter for m, lane in self.lanes.items()},
                            "timing_runs": {m: lane.timing_runs for m, lane in self.lanes.items()},
+                           "run_rates": {m: [list(r) for r in lane.run_rates] for m, lane in self.lanes.items()},
                            "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()}},
                           ensure_ascii=False)
+
+
+def verify_cost(comparison, method: str) -> float | None:
+    """How many baseline forwards one of the lane's verify forwards cost in this comparison: its mean verify time
+    per step over the baseline lane's (each baseline step is one target forward of one token). None without a
+    baseline or a step."""
+    lane, base = comparison.lanes.get(method), comparison.baseline
+    if lane is None or lane.summary is None or base is None:
+        return None
+    s, b = lane.summary, base.summary
+    if not s.num_steps or not s.verify_s or not b.num_steps or not b.verify_s:
+        return None
+    return (s.verify_s / s.num_steps) / (b.verify_s / b.num_steps)
 
 
 def output_ids(steps) -> list[int]:
@@ -200,11 +231,25 @@ def read_comparison(data: bytes | str) -> Comparison:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
-    drafters, runs = _words(doc.get("drafters")), _counts(doc.get("timing_runs"))
+    drafters, runs, rates = _words(doc.get("drafters")), _counts(doc.get("timing_runs")), _rates(doc.get("run_rates"))
+    drafters = {m: drafter_words(label) for m, label in drafters.items()}
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
-                                 "recorded", runs.get(m, 1)) for m, trace in steps.items()}
+                                 "recorded", runs.get(m, 1), rates.get(m, ())) for m, trace in steps.items()}
     return Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")), preset=_word(doc.get("preset")),
                       versions=_words(doc.get("versions")), recorded_at=_word(doc.get("recorded_at")))
+
+
+_ANCHORED_BLOCK = re.compile(r"\bblock (\d+) = anchor \+ (\d+) drafts\b")
+_BARE_BLOCK = re.compile(r"\bblock (\d+)\b(?! =)")
+
+
+def drafter_words(label: str) -> str:
+    """A drafter's label in the lane headers' one block convention, "N drafts per block" (engine/drafters/dflash.py
+    drafts_per_block), whatever the recording says: an older file's "block 8 = anchor + 7 drafts" reads "7 drafts
+    per block", and its "block 7" of a drafter whose block holds no anchor (DSpark, DeepSpec's format) "7 drafts per
+    block"."""
+    label = _ANCHORED_BLOCK.sub(lambda m: f"{m.group(2)} drafts per block", label)
+    return _BARE_BLOCK.sub(lambda m: f"{m.group(1)} drafts per block", label)
 
 
 def _word(value) -> str:
@@ -217,6 +262,25 @@ def _words(value) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
     return {k[:MAX_WORD_CHARS]: _word(v) for k, v in list(value.items())[:32] if isinstance(k, str)}
+
+
+def _rate(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e9 else None
+
+
+def _rates(value) -> dict[str, tuple]:
+    """{method: each timing run's (tokens per compute second or None, per wall second)}; a malformed entry reads
+    as none (the speedup is then shown without its spread)."""
+    if not isinstance(value, dict):
+        return {}
+    found = {}
+    for method, runs in list(value.items())[:32]:
+        if not isinstance(method, str) or not isinstance(runs, list) or len(runs) > MAX_TIMING_RUNS:
+            continue
+        pairs = [(_rate(r[0]), _rate(r[1])) for r in runs if isinstance(r, list) and len(r) == 2]
+        if len(pairs) == len(runs) and all(wall is not None for _, wall in pairs):
+            found[method] = tuple(pairs)
+    return found
 
 
 def _counts(value) -> dict[str, int]:

@@ -13,8 +13,9 @@ from engine.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.summary import acceptance_rate
 from engine.types import DraftedToken, Step
 
-from .glossary import hover
+from .glossary import hover, meaning
 from .record import Comparison
+from .theme import MARKER_GLYPHS, lane_style
 
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
 
@@ -164,25 +165,46 @@ CLOCK_WORDS = {"compute": "compute time of the decoding thread (its CPU seconds 
                "wall": "wall time (what a clock on the wall shows, bubbles and waiting included)"}
 
 
-def chips_html(comparison: Comparison, method: str, steps: list[Step]) -> str:
+PROVISIONAL = ("provisional: the lanes are still being timed again (or the comparison not yet complete), so this "
+               "number will still change")
+
+
+def _speedup_value(comparison: Comparison, method: str, clock: str | None = None) -> tuple[str, str]:
+    """A speedup as its chip shows it, "2.10×", with its spread over the timing runs where the comparison has
+    them, "2.10× (1.90–2.30)", and the words for its hover."""
+    speedup = comparison.speedup(method, clock)
+    if not speedup:
+        return "—", ""
+    spread = comparison.speedup_spread(method, clock)
+    if spread is None:
+        return f"{speedup:.2f}×", ""
+    runs = len(comparison.lanes[method].run_rates)
+    return (f"{speedup:.2f}× ({spread[0]:.2f}–{spread[1]:.2f})",
+            f"; in brackets the lowest and highest of its {runs} timing runs' own speedups (each run over the "
+            "baseline's run of the same round)")
+
+
+def chips_html(comparison: Comparison, method: str, steps: list[Step], provisional: bool = False) -> str:
     """A lane's numbers: its summary, and its speedup over the same comparison's baseline on the comparison's
-    clock, with the other clock's speedup beside it (on the CPU)."""
+    clock (with its spread over the timing runs), the other clock's speedup beside it (on the CPU). provisional:
+    the speedups will still change (the lanes are still being timed): each says so on itself, dimmed."""
     summary, clock = comparison.lanes[method].summary, comparison.clock
-    speedup, wall = comparison.speedup(method), comparison.speedup(method, "wall")
+    (speedup, spread_words), (wall, _) = _speedup_value(comparison, method), _speedup_value(comparison, method, "wall")
     runs = comparison.lanes[method].timing_runs
     timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 else ""
+    mark = (lambda chip: chip.replace('class="chip"', 'class="chip provisional"', 1).replace(
+        "</b></span>", '</b> <span class="tag">provisional</span></span>', 1)) if provisional else (lambda chip: chip)
+    later = f"{PROVISIONAL}. " if provisional else ""
     rate = acceptance_rate(steps)
-    extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%",
-                                           "accepted drafted tokens / drafted tokens sent to the target")]
-    beside = ([_chip("wall", f"{wall:.2f}×", f"the same speedup on {CLOCK_WORDS['wall']}")]
-              if clock == "compute" and wall and method != BASELINE else [])
+    extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]
+    beside = ([mark(_chip("wall", wall, f"{later}the same speedup on {CLOCK_WORDS['wall']}"))]
+              if clock == "compute" and wall != "—" and method != BASELINE else [])
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
         _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
-        _chip("speedup", "—" if not speedup else f"{speedup:.2f}×",
-              f"this lane's tokens per second over the baseline lane's, both measured in this run, on the "
-              f"{CLOCK_WORDS[clock]}{timed}"),
+        mark(_chip("speedup", speedup, f"{later}this lane's tokens per second over the baseline lane's, both "
+                                       f"measured in this run, on the {CLOCK_WORDS[clock]}{timed}{spread_words}")),
         *beside,  # the other clock's speedup, next to this one
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
         *extra,
@@ -234,11 +256,15 @@ def _hover(text: str) -> str:
 def _lane_head(method: str, state: str, drafter: str) -> str:
     entry = METHOD_REGISTRY.get(method)
     description = entry.description if entry else ""
-    head = (f'<div class="lane-head"><span class="lane-name">{html.escape(method_label(method))}</span>'
+    colour, marker = lane_style(method)
+    head = (f'<div class="lane-head"><span class="lane-swatch" style="color:{colour}" title="this lane\'s colour and '
+            f'marker in every chart">{MARKER_GLYPHS[marker]}</span>'
+            f'<span class="lane-name">{html.escape(method_label(method))}</span>'
             + (f'<span class="lane-drafter"{_hover(hover(drafter))}>{html.escape(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
-    return f'<div class="lane-card" data-method="{html.escape(method)}" data-state="{html.escape(state)}">{head}'
+    return (f'<div class="lane-card" style="--lane-colour:{colour}" data-method="{html.escape(method)}" '
+            f'data-state="{html.escape(state)}">{head}')
 
 
 def empty_lane_html(method: str, state: str, drafter: str = "") -> str:
@@ -269,5 +295,5 @@ def lane_html(comparison: Comparison, method: str, show_drafts: bool = True, liv
         f'<details class="steps"><summary>{len(decode)} steps: what was drafted, where it broke</summary>'
         f'<table><tr><td>#</td><td>drafted → bonus</td><td title="accepted / verified (of drafted)">acc.</td>'
         f'<td>time</td></tr>{rows}</table></details>')
-    chips = chips_html(comparison, method, decode) if lane.summary is not None else ""
+    chips = chips_html(comparison, method, decode, provisional=live) if lane.summary is not None else ""
     return f'{card}{sameness_html(comparison, method)}{chips}{tokens}</div>{steps_html}</div>'

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.background import BackgroundSteps
-from engine.summary import fastest_steps
+from engine.summary import fastest_steps, summarize
 from engine.types import EngineError, GenerationConfig, Step
 
 
@@ -33,6 +33,14 @@ class LaneRun:
     state: str = "waiting"  # waiting, running, done, stopped, or "error: ..."
     timing_runs: int = 0  # complete runs measured (the live pass and the repeats); steps: each step's fastest
     repeating: bool = False  # a repeat of this lane is running now
+    rates: list = field(default_factory=list)  # each complete run's (tokens per compute second, per wall second)
+
+
+def run_rates(steps: list[Step]) -> tuple[float | None, float]:
+    """One complete run's tokens per second of the decoding thread's compute time (None without it) and of wall
+    time: what its speedup would have been had it been the only run."""
+    s = summarize(steps)
+    return s.tokens_per_cpu_s, s.tokens_per_s
 
 
 TIMING_RUNS = 3  # complete runs of each lane, the fastest kept (1 = the live pass only)
@@ -84,6 +92,7 @@ def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, t
             lane.repeating = False
             if _complete(steps) and _same_run(steps, lane.steps):
                 runs[id(lane)].append(steps)
+                lane.rates.append(run_rates(steps))
                 lane.timing_runs += 1
             yield
     for lane in lanes:
@@ -119,4 +128,5 @@ def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event)
             continue
         lane.state = "stopped" if stop.is_set() else "done"
         lane.timing_runs = 1 if lane.state == "done" else 0
+        lane.rates = [run_rates(lane.steps)] if lane.state == "done" else []
         yield

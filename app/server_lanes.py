@@ -48,8 +48,9 @@ def _spec_chips(spec: SpecFigures, kind: str) -> list[str]:
     rate = spec.acceptance_rate
     return [_chip("τ", "—" if spec.tau is None else f"{spec.tau:.2f}",
                   f"mean tokens committed per verify step: 1 + accepted drafts / steps, from {source}{reported}"),
-            _chip("acc. rate", "—" if rate is None else f"{rate * 100:.0f}%",
-                  f"accepted drafted tokens / drafted tokens sent to the target, from {source}"),
+            _chip("accepted / drafted", "—" if rate is None else f"{rate * 100:.0f}%",
+                  f"accepted drafted tokens / every drafted token sent to the target, from {source} (not the local "
+                  "lanes' acceptance rate, which counts only the drafts the rule judged)"),
             _chip("steps", str(spec.num_steps), f"verify steps the server counted, from {source}")]
 
 
@@ -63,14 +64,16 @@ def _bar(share: float, colour: str, label: str, title: str) -> str:
 
 
 def positions_html(spec: SpecFigures) -> str:
-    """Per-position acceptance from the histogram: the share of steps that accepted at least i drafts."""
+    """Survival by position from the histogram: the share of steps that accepted at least i drafts (the product of
+    the conditional acceptances up to i, app/glossary.py)."""
     rates = spec.per_position
     if not rates:
-        return '<div class="note">per-position acceptance: the answer has no acceptance histogram</div>'
+        return '<div class="note">survival by position: the answer has no acceptance histogram</div>'
     rows = "".join(_bar(r, ACCEPTED, f"position {i}",
                         f"steps that accepted at least {i} draft{'' if i == 1 else 's'} / all steps")
                    for i, r in enumerate(rates, 1))
-    return f'<div class="srv-positions" style="font-size:.85em;margin:.4em 0"><b>Acceptance by position</b>{rows}</div>'
+    return (f'<div class="srv-positions" style="font-size:.85em;margin:.4em 0"><b>Survival by position</b> (steps '
+            f'whose first k drafts all passed){rows}</div>')
 
 
 def steps_html(spec: SpecFigures, kind: str) -> str:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .record import Comparison, LastComparisons
 from .recorded import RecordedRuns
@@ -35,6 +35,8 @@ class Session:
     stop: threading.Event | None = None  # set to stop its running comparison
     run_pressed_s: float | None = None  # monotonic time of its last Run press not yet started
     stop_pressed_s: float | None = None  # ... and of a Stop pressed while nothing of its own ran
+    projector: bool = False  # projector mode is on in its page: charts are drawn for a room (app/charts.py)
+    panels: dict = field(default_factory=dict)  # the Why tab's measurements it measured live, by recording key
 
     def withdrawn(self) -> bool:
         """Whether Stop was pressed after Run, before the run started; forgets both presses."""

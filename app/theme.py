@@ -8,18 +8,40 @@ DRAFT_WORK = "#E69F00"  # draft spans on the timeline
 VERIFY_WORK = "#0072B2"  # verify spans
 HOST_WORK = "#999999"  # host spans
 
-LANE_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}
+LANE_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}  # kinds of work on the timeline
+
+# Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
+# cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.
+METHOD_STYLES = {"baseline": ("#444444", "circle"), "ar": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
+                 "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star")}
+OTHER_STYLES = (("#882255", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"), ("#117733", "hexagon"))
+
+
+def lane_style(method: str) -> tuple[str, str]:
+    """(colour, plotly marker symbol) of a lane, the same in every chart and in its header; a lane the table does
+    not name (a server's) gets one of OTHER_STYLES, always the same for the same name."""
+    if method in METHOD_STYLES:
+        return METHOD_STYLES[method]
+    return OTHER_STYLES[sum(map(ord, method)) % len(OTHER_STYLES)]
+
+
+MARKER_GLYPHS = {"circle": "●", "square": "■", "diamond": "◆", "triangle-up": "▲", "star": "★", "x": "✕",
+                 "cross": "✚", "pentagon": "⬟", "hexagon": "⬢"}  # a lane's marker as its header shows it
 
 CSS = f"""
 .lane-card {{ font-family: ui-sans-serif, system-ui, sans-serif; }}
 .lane-head {{ display: flex; flex-wrap: wrap; align-items: baseline; gap: .5em; margin-bottom: .3em; }}
 .lane-name {{ font-size: 1.15em; font-weight: 700; }}
+.lane-swatch {{ font-size: 1.1em; }}
+.lane-card {{ border-left: 5px solid var(--lane-colour, transparent); padding-left: .5em; }}
 .lane-desc {{ color: #666; font-size: .9em; }}
 .lane-drafter {{ font-size: .8em; padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
 .lane-state {{ margin-left: auto; font-size: .8em; color: #666; }}
 .chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
 .chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: .9em; white-space: nowrap; }}
 .chip b {{ font-variant-numeric: tabular-nums; }}
+.chip.provisional {{ opacity: .55; border-style: dashed; }}
+.chip .tag {{ font-size: .75em; text-transform: uppercase; letter-spacing: .04em; color: #666; }}
 .tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; white-space: pre-wrap;
           word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
           padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}

@@ -41,9 +41,11 @@ def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
 
 
 def acceptance_rate(steps: list[Step]) -> float | None:
-    """Accepted drafted tokens over drafted tokens sent to the target (None when none was sent)."""
-    verified = sum(s.num_verified for s in steps)
-    return sum(s.num_accepted for s in steps) / verified if verified else None
+    """The acceptance rate: accepted drafted tokens over the drafted tokens the rule judged (sent to the target,
+    up to and including each step's first rejection; None when none was judged). The lesson's point 3, the lane
+    chip and the per-position chart use this one definition (app/glossary.py)."""
+    judged = sum(s.num_judged for s in steps)
+    return sum(s.num_accepted for s in steps) / judged if judged else None
 
 
 def summarize(steps: list[Step]) -> RunSummary:

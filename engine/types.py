@@ -191,6 +191,12 @@ class Step:
         return [t.id for t in self.drafted]
 
     @property
+    def num_judged(self) -> int:
+        """Drafted tokens the rule decided on: those sent to the target up to and including the first rejection
+        (the ones after it are sent but never judged)."""
+        return min(self.num_verified, self.num_accepted + 1)
+
+    @property
     def text(self) -> str:
         return "".join(t.text for t in self.committed)
 

@@ -150,3 +150,33 @@ def test_every_lesson_link_opens_its_point_in_chromium(random_engine):
             elif point.recording == "sweeps":  # each serial lane's optimum starred (plotly draws after the note)
                 page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
         browser.close()
+
+
+IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
+                          return r.height > 0 && r.top < window.innerHeight && r.bottom > 0; }"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@needs_chromium
+def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_it(random_engine):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from app.main import build_app
+
+    url = launch_locally(build_app(random_engine))
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1024, "height": 768})
+        page.goto(f"{url}?lesson=3")
+        chart = page.locator("#acceptance")
+        page.wait_for_selector("#acceptance.lesson-target", timeout=30000)
+        page.wait_for_timeout(1500)  # after the late re-scrolls
+        assert chart.evaluate(IN_VIEW_JS)  # the chart, not the top of the tab
+        assert chart.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
+        page.get_by_role("tab", name="Lesson").click()
+        page.click("#lesson-show-7")
+        page.wait_for_selector("#why-parts-plot.lesson-target", timeout=30000)
+        page.wait_for_timeout(1500)
+        assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
+        assert page.locator(".lesson-target").count() == 1  # the last point's chart only
+        browser.close()

@@ -87,7 +87,7 @@ def test_vllm_detailed_answer_gives_every_figure():
     assert spec.per_step_accepted == tuple(script.per_step_accepted)
     assert lane.timing_from == "client" and lane.ttft_s >= 0 and lane.tokens_per_s > 0
     page = server_lane_html(lane, "def add(a, b):")
-    assert f"τ <b>{float(want['tau']):.2f}</b>" in page and f"acc. rate <b>{float(want['rate']) * 100:.0f}%</b>" in page
+    assert f"τ <b>{float(want['tau']):.2f}</b>" in page and f"accepted / drafted <b>{float(want['rate']) * 100:.0f}%</b>" in page
     assert page.count('class="srv-step"') == len(script.per_step_accepted)
     assert [int(x) for x in page.split('data-accepted="')[1:] for x in [x.split('"')[0]]] == script.per_step_accepted
     for i, p in enumerate(want["per_position"], 1):

@@ -51,7 +51,32 @@ NOT_SELECTED = "not selected"
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
 # link made on a Space points at the Space); afterwards it copies the link where the browser allows.
 PAGE_ADDRESS_JS = "(address, ...controls) => [window.location.origin + window.location.pathname, ...controls]"
-COPY_JS = "(link) => { if (link && navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {}); }"
+# ... then puts the link in the address bar (so the page's own address is the comparison's) and says so, beside
+# the button, for a few seconds: "Copied" once the clipboard took it, else where to copy it from.
+COPY_JS = """(link) => {
+  if (!link) return;
+  try {
+    const url = new URL(link, window.location.href);
+    if (new URLSearchParams(window.location.search).get("projector") === "1") url.searchParams.set("projector", "1");
+    if (url.origin === window.location.origin) window.history.replaceState(null, "", url.pathname + url.search);
+  } catch (error) {}
+  const say = (text) => {
+    let note = document.getElementById("copy-confirm");
+    if (!note) {
+      note = document.createElement("span");
+      note.id = "copy-confirm";
+      note.setAttribute("role", "status");
+      document.getElementById("copy-link").after(note);
+    }
+    note.textContent = text;
+    note.hidden = false;
+    clearTimeout(note.timer);
+    note.timer = setTimeout(() => { note.hidden = true; }, 5000);
+  };
+  const manual = () => say("Link in the address bar: copy it from there");
+  if (navigator.clipboard) navigator.clipboard.writeText(link).then(() => say("Copied ✓ (also in the address bar)"), manual);
+  else manual();
+}"""
 # A share link runs as soon as the page has finished drawing itself (the browser is idle, or 3 s passed):
 # on a small machine, a page still laying itself out would slow the first lane being measured.
 WHEN_IDLE_JS = ("async (...inputs) => { await new Promise((done) => window.requestIdleCallback ? "
@@ -71,14 +96,16 @@ TIMELINE_CAPTION = ("**Timeline.** Each lane's measured work on one time axis: o
                     "A serial drafter (AR, Classic) starts every step with K draft forwards, one after another, "
                     "in alternating light and dark orange (at large K each is under a pixel wide here: drag across "
                     "the chart to zoom in and count them); the block drafters draft the whole block in one. "
-                    "Overlap (More settings) runs each step's host work under the next step's device work, to "
-                    "close those gaps.")
+                    "Overlap (More settings) is meant to close those gaps by running each step's host work under "
+                    "the next step's device work; whether it does on this machine shows here, on the same comparison "
+                    "run with it on and with it off.")
 CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, the tokens a step commits on average, "
                   "is that number plus the target's own token), where each lane's time went, and the measured "
                   "speedup beside the formula τ / (1 + cost_draft / cost_target) fed with this run's own τ and "
-                  "times. The formula counts each verify as one baseline forward, but verifying K + 1 tokens at "
-                  "once costs more: the striped bar divides the formula by how many baseline forwards one of the "
-                  "lane's verifies cost in this run (printed above it); what remains between that bar and the "
+                  "times. The formula counts each verify as one baseline forward; the striped bar divides the formula "
+                  "by how many baseline forwards one of the lane's verifies cost in this run (printed above it: "
+                  "above 1 a verify cost more than a forward, below 1 less; the chart's subtitle says which); "
+                  "what remains between that bar and the "
                   "measured one is host work, bubbles and the prefill. ✂ in a lane marks where a scheduler cut the "
                   "block before verification.")
 
@@ -271,15 +298,15 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str],
         server_boxes = server_lanes.boxes(list(servers))
     gr.Markdown(TIMELINE_CAPTION, elem_classes="note")
     timeline = gr.Plot(elem_id="timeline", show_label=False)
-    gr.Markdown("**Below:** tokens against time (the steepest line is the fastest lane), how acceptance holds up "
-                "along the block, and for a scheduled drafter whether its confidences predicted what the target "
+    gr.Markdown("**Below:** tokens against time (the steepest line is the fastest lane), each position's conditional "
+                "acceptance (solid) and survival (dotted) along the block, and for a scheduled drafter whether its confidences predicted what the target "
                 "accepted.", elem_classes="note")
     cutting = any(METHOD_REGISTRY[m].cuts for m in defaults.methods)
-    with gr.Row():
+    with gr.Row(elem_classes="chart-row"):
         small = [gr.Plot(elem_id="progress", show_label=False), gr.Plot(elem_id="acceptance", show_label=False),
                  gr.Plot(elem_id="survival", show_label=False, visible=cutting)]
     gr.Markdown(CHARTS_CAPTION, elem_classes="note")
-    with gr.Row():
+    with gr.Row(elem_classes="chart-row"):
         lower = [gr.Plot(elem_id=e, show_label=False) for e in ("accepted-histogram", "formula-vs-measured",
                                                                  "time-split")]
     return boxes, [timeline, *small, *lower], server_boxes
@@ -336,17 +363,22 @@ class CompareHandlers:
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
 
-    def draw(self, comparison: Comparison, show: bool) -> tuple[list, tuple]:
+    def projector(self, session: str) -> bool:
+        """Whether the session's page is in projector mode (its charts then drawn for a room)."""
+        return self.sessions.get(session).projector
+
+    def draw(self, comparison: Comparison, show: bool, projector: bool = False) -> tuple[list, tuple]:
         """What the page draws of a comparison: each lane's HTML (None when not in it) and the charts."""
         boxes = [lane_html(comparison, m, show) if m in comparison.lanes else None for m in self.methods]
         shown = Comparison({**comparison.settings}, {m: l for m, l in comparison.lanes.items() if m in self.methods},
                            comparison.device, comparison.preset, comparison.versions, comparison.recorded_at)
-        return boxes, comparison_figures(shown)
+        return boxes, comparison_figures(shown, projector)
 
-    def page_outputs(self, comparison: Comparison, show: bool, status: str, drawn: tuple | None = None) -> tuple:
+    def page_outputs(self, comparison: Comparison, show: bool, status: str, drawn: tuple | None = None,
+                     projector: bool = False) -> tuple:
         """The run's outputs for a comparison: the status, each lane (hidden when not in it), the charts.
         `drawn`: what `draw` returned for it before. (The updates are made anew each time: Gradio consumes them.)"""
-        boxes, figures = drawn or self.draw(comparison, show)
+        boxes, figures = drawn or self.draw(comparison, show, projector)
         return status, *[gr.update(value=box, visible=True) if box is not None else gr.update(visible=False)
                          for box in boxes], *figures
 
@@ -356,9 +388,9 @@ class CompareHandlers:
         return status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
                            f"{comparison.preset} ({how}): nothing was rerun{note}.")
 
-    def show_recorded(self, comparison: Comparison, show: bool, how: str) -> tuple:
+    def show_recorded(self, comparison: Comparison, show: bool, how: str, projector: bool = False) -> tuple:
         """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
-        return self.page_outputs(comparison, show, self._status_recorded(comparison, how))
+        return self.page_outputs(comparison, show, self._status_recorded(comparison, how), projector=projector)
 
     def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
         """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
@@ -366,7 +398,7 @@ class CompareHandlers:
         self.sessions.get(session).last = comparison
         settings = parse_controls(comparison.settings)
         settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.methods))
-        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True)
+        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True, self.projector(session))
         return *control_values(settings), *self.page_outputs(comparison, True, self._status_recorded(comparison, how),
                                                              drawn)
 
@@ -378,17 +410,17 @@ class CompareHandlers:
             return None
         self.sessions.get(session).last = recorded
         status = self._status_recorded(recorded, "the same comparison ran before on this server; this is that run")
-        return self.page_outputs(recorded, show, status, self.draw_once(key, recorded, show))
+        return self.page_outputs(recorded, show, status, self.draw_once(key, recorded, show, self.projector(session)))
 
-    def draw_once(self, key: str, comparison: Comparison, show: bool) -> tuple:
+    def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
         """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
         made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
         draw it forty times."""
-        kept = self.sessions.replays.last(f"{key}|{show}")
+        kept = self.sessions.replays.last(f"{key}|{show}|{projector}")
         if kept is None or kept[0] is not comparison:
-            boxes, figures = self.draw(comparison, show)
+            boxes, figures = self.draw(comparison, show, projector)
             kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
-            self.sessions.replays.remember(f"{key}|{show}", kept)
+            self.sessions.replays.remember(f"{key}|{show}|{projector}", kept)
         return kept[1]
 
     def drafter_of(self, method: str, temperature: float) -> str:
@@ -402,7 +434,7 @@ class CompareHandlers:
         for run in lane_runs:
             if run.state not in ("waiting", "running") and run.method not in ended:
                 ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
-                                                     max(1, run.timing_runs))
+                                                     max(1, run.timing_runs), run.rates)
             lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
                                                                     drafters[run.method], run.state)
         return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
@@ -481,7 +513,7 @@ class CompareHandlers:
         text, error = self._final_status(lane_runs, stop, out_of_time)
         text += self._capped_note(settings) + clock_note(comparison)
         yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
-            *comparison_figures(comparison)
+            *comparison_figures(comparison, state.projector)
 
     def _capped_note(self, settings: Settings) -> str:
         """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
@@ -596,7 +628,15 @@ class CompareHandlers:
             return self.refused(f"cannot open that file: {exc}")
         self.sessions.opened(request.session_hash, comparison)  # the Step-through and Why tabs read it too
         return self.show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
-                                  "opened from a file")
+                                  "opened from a file", self.projector(request.session_hash))
+
+    def redraw_charts(self, session: str) -> tuple:
+        """The charts of the session's last comparison drawn again (projector mode turned on or off); skips
+        when it has none."""
+        last = self.sessions.get(session).last
+        if last is None:
+            return (gr.skip(),) * NUM_CHARTS
+        return self.draw(last, True, self.projector(session))[1]
 
 
 def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:

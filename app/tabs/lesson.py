@@ -12,7 +12,8 @@ app wires this tab last, with every other tab's view (`Targets`).
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -21,15 +22,16 @@ from engine.methods import method_label
 from .. import lesson
 from ..charts import NUM_CHARTS
 from ..lesson import POINTS, TABS, Point
-from ..links import PARSERS
+from ..links import PARSERS, Settings, parse_controls
+from ..record import Comparison
 from ..render import status_html
 from ..sessions import SessionStore
-from .compare import CompareHandlers, CompareView
+from .compare import CompareHandlers, CompareView, control_values
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
-from .why import NUM_PANELS, WhyHandlers, WhyView, panel_outputs
+from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
-INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass beats drafting token by token, "
-         "in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
+INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass can beat drafting token by "
+         "token, and what decides whether it does here, in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
          "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
          "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab.")
 STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab
@@ -54,6 +56,17 @@ class Targets:
     why: WhyView
 
     @property
+    def notes(self) -> list:
+        """The notes a lesson point leaves on the tab it opens."""
+        return [self.compare.focus, self.step.focus, self.why.focus]
+
+    @property
+    def run_buttons(self) -> list:
+        """Every button that runs or shows something new."""
+        w = self.why
+        return [self.compare.run_button, w.sweep_button, w.check_button, w.parts_button, w.overlay_button]
+
+    @property
     def outputs(self) -> list:
         """In the order `LessonHandlers.outputs` returns their values."""
         c, s, w = self.compare, self.step, self.why
@@ -67,6 +80,18 @@ def point_html(point: Point, recordings: dict) -> str:
     return (f"### {point.number}. {html.escape(point.title)}\n{point.text}\n\n"
             f"**Here:** {html.escape(lesson.takeaway(point, recordings))} *({where}; look at "
             f"{html.escape(point.look_at)})*")
+
+
+def focus_js(chart: str) -> str:
+    """The page's script that scrolls a point's chart into view and outlines it (app/projector.py speclabFocus)."""
+    return f"() => window.speclabFocus({json.dumps(chart)})"
+
+
+CLEAR_JS = "() => { window.speclabClearPins(); window.speclabClearFocus(); }"
+# ?lesson=N: the same scroll and outline, once the load has opened the point
+LINK_FOCUS_JS = ("() => { const charts = " + json.dumps({str(p.number): p.chart for p in POINTS}) + "; "
+                 "const n = new URLSearchParams(window.location.search).get('lesson'); "
+                 "if (n && charts[n]) window.speclabFocus(charts[n]); }")
 
 
 def layout(recordings: dict) -> LessonView:
@@ -123,7 +148,10 @@ class LessonHandlers:
         if point.tab == "compare":
             shown = self.compare.show_comparison(item, session, f"lesson point {point.number}")
             return self.outputs(tab="compare", compare=shown, compare_focus=focus_update(point))
-        return self.outputs(tab="why", why_focus=focus_update(point), why=panel_outputs(self.recordings))
+        state = self.sessions.get(session)
+        state.panels.clear()  # the recordings, not what this session measured live before
+        return self.outputs(tab="why", why_focus=focus_update(point),
+                            why=panel_outputs(self.recordings, state.projector))
 
     def on_show(self, number: int, request: gr.Request):
         return self.show_point(POINTS[number - 1], request.session_hash)
@@ -142,26 +170,43 @@ class LessonHandlers:
         return self.outputs(tab="step", step_focus=note,
                             step=self.step.show(comparison, request.session_hash, "Lesson recording", start=step))
 
+    def live_settings(self, point: Point) -> Settings:
+        """What "Run it live" runs for a Compare point: its recording's every setting (the lanes this server has),
+        or, with no recording here, the settings the recordings are made with."""
+        item = self.recordings.get(point.recording)
+        if isinstance(item, Comparison):
+            settings = parse_controls(item.settings)
+            return replace(settings, methods=tuple(m for m in settings.methods if m in self.compare.methods))
+        temperature = 0.0 if point.recording == "greedy" else lesson.LOSSLESS_TEMPERATURE
+        return lesson.comparison_settings(self.compare.methods, temperature)
+
     def prepare_live(self, number: int, request: gr.Request):
-        """Before a live run: open the point's tab, say it runs live (the run itself follows, queued)."""
+        """Before a live run: open the point's tab with every control set to what will run, and say it runs live
+        (the run itself follows, queued)."""
         point = POINTS[number - 1]
         if point.tab == "compare":
-            return self.outputs(tab="compare", compare_focus=focus_update(point, live=True))
+            n_run = 1 + len(self.compare.methods) + NUM_CHARTS
+            controls = (*control_values(self.live_settings(point)), *[gr.skip()] * n_run)
+            return self.outputs(tab="compare", compare=controls, compare_focus=focus_update(point, live=True))
         return self.outputs(tab="why", why_focus=focus_update(point, live=True))
 
     def run_live(self, number: int, request: gr.Request):
         """The point's measurement, live: a comparison streams into the Compare tab; a Why panel is measured."""
         point = POINTS[number - 1]
         if point.tab == "compare":
-            temperature = 0.0 if point.recording == "greedy" else lesson.LOSSLESS_TEMPERATURE
-            settings = lesson.comparison_settings(self.compare.methods, temperature)
-            yield from self.compare.run_comparison(settings, True, request.session_hash)
+            yield from self.compare.run_comparison(self.live_settings(point), True, request.session_hash)
         elif point.recording == "sweeps":
-            yield self.why.on_sweep(None)
+            yield self.why.on_sweep(HELDOUT, request)
         elif point.recording == "lossless":
-            yield self.why.on_check()
+            yield self.why.on_check(request)
         else:
-            yield self.why.on_parts()
+            yield self.why.on_parts(request)
+
+    @staticmethod
+    def clear_notes():
+        """A run, a changed setting or another tab: every lesson note hidden (the page's script also drops the pinned
+        panel and the outline), so nothing said about the last view stays on the next one."""
+        return (gr.update(value="", visible=False),) * 3
 
     def on_load(self, request: gr.Request):
         """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab. A bad value: one line on
@@ -204,7 +249,8 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
     everything = targets.outputs
     for point, show, live in zip(POINTS, targets.lesson.show_buttons, targets.lesson.live_buttons):
         events = PointEvents(handlers, point.number)
-        show.click(events.on_show, None, everything, concurrency_limit=None, **quiet)
+        show.click(events.on_show, None, everything, concurrency_limit=None, **quiet) \
+            .then(None, None, None, js=focus_js(point.chart))
         if point.tab == "compare":
             measured = targets.compare.run_outputs
         elif point.recording == "sweeps":
@@ -216,4 +262,11 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \
             .then(events.run_live, None, measured, concurrency_limit=1, concurrency_id="engine", **quiet)
     targets.lesson.step_button.click(handlers.on_step, None, everything, concurrency_limit=None, **quiet)
-    demo.load(handlers.on_load, None, everything, queue=False, **quiet)  # like the Compare tab's: never queued
+    clear = dict(fn=handlers.clear_notes, inputs=None, outputs=targets.notes, js=CLEAR_JS, queue=False, **quiet)
+    for button in targets.run_buttons:
+        button.click(**clear)
+    for control in targets.compare.controls.values():
+        control.input(**clear)  # a lecturer's change, not a lesson point setting the controls
+    targets.tabs.select(**clear)  # the lecturer opening a tab, not a point opening its own
+    demo.load(handlers.on_load, None, everything, queue=False, **quiet) \
+        .then(None, None, None, js=LINK_FOCUS_JS)  # like the Compare tab's: never queued

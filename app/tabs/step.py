@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from engine.methods import method_label
 from engine.types import DraftedToken, Step, TopToken
 
-from ..charts import timeline_figure
+from ..charts import styled, timeline_figure
 from ..glossary import hover
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
@@ -350,15 +350,16 @@ class StepView:
     target_figure: go.Figure
 
 
-def step_view(comparison: Comparison, i: int, selected=None) -> StepView:
-    """Step i (clamped to the comparison's steps); selected: the token key to keep selected if step i has it."""
+def step_view(comparison: Comparison, i: int, selected=None, projector: bool = False) -> StepView:
+    """Step i (clamped to the comparison's steps); selected: the token key to keep selected if step i has it;
+    projector: its charts laid out for a room (app/charts.py for_projector)."""
     i = max(0, min(int(i), last_step(comparison)))
     choices = token_choices(comparison, i)
     key = pick_token(comparison, i, selected)
     draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison),
                                          "select a drafted token above" if choices else "no lane drafted at this step")
-    return StepView(blocks_html(comparison, i, key), timeline_with_step(comparison.steps, i), choices, key, draft,
-                    target)
+    return StepView(blocks_html(comparison, i, key), styled(timeline_with_step(comparison.steps, i), projector), choices,
+                    key, styled(draft, projector), styled(target, projector))
 
 
 def advance(i: int, last: int) -> tuple[int, bool]:
@@ -472,7 +473,7 @@ class StepHandlers:
         start = max(0, min(start, last_step(comparison)))
         return (status_html(describe(comparison, source)),
                 gr.update(minimum=0, maximum=last_step(comparison), value=start),
-                *_outputs_of(step_view(comparison, start)))
+                *_outputs_of(step_view(comparison, start, projector=self.sessions.get(session).projector)))
 
     def on_show_last(self, request: gr.Request):
         comparison = self.sessions.get(request.session_hash).last
@@ -496,7 +497,8 @@ class StepHandlers:
         comparison = self._shown(request.session_hash)
         if comparison is None:
             return EMPTY, None, gr.update(choices=[], value=None), None, None
-        return _outputs_of(step_view(comparison, step_number(raw, last_step(comparison))))
+        return _outputs_of(step_view(comparison, step_number(raw, last_step(comparison)),
+                                     projector=self.sessions.get(request.session_hash).projector))
 
     def on_token(self, raw, selected, request: gr.Request):
         comparison = self._shown(request.session_hash)
@@ -505,7 +507,8 @@ class StepHandlers:
         i = step_number(raw, last_step(comparison))
         key = selected if find_token(comparison, i, selected) else None
         draft, target = distribution_figures(find_token(comparison, i, key), rule_of(comparison))
-        return blocks_html(comparison, i, key), draft, target
+        projector = self.sessions.get(request.session_hash).projector
+        return blocks_html(comparison, i, key), styled(draft, projector), styled(target, projector)
 
     def _moved(self, raw, by: int, session: str) -> int:
         comparison = self._shown(session)

@@ -21,7 +21,7 @@ from engine.process import run_on
 from engine.types import EngineError
 
 from .. import lesson
-from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, sweeps_figure, theory_figure,
+from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure, theory_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
@@ -142,7 +142,8 @@ def sweeps_table(recorded: dict) -> str:
                      + f" | **{sweep['best_k']}** |")
         lines.append(f"| {method_label(m)} τ | " + " | ".join(f"{rows[k]['tau']:.2f}" for k in ks) + " | |")
     costs = "; ".join(f"{method_label(m)} ({s['drafter']}): one draft forward costs {s['per_forward_cost']:.2f} of a "
-                      f"verify, acceptance along the draft {', '.join(f'{p:.2f}' for p in s['acceptance'])}"
+                      f"verify; along the draft {lesson.along_block(s['acceptance'])} (conditional acceptance by "
+                      f"position: {', '.join(f'{p:.2f}' for p in s['acceptance'])})"
                       for m, s in sweeps.items())
     return (f"{lesson.recorded_words(recorded).capitalize()}, {first['num_prompts']} prompt(s), {first['max_new_tokens']} "
             f"new tokens, temperature 0, every output equal to the baseline's. {costs}.\n\n" + "\n".join(lines))
@@ -159,8 +160,9 @@ def sweeps_machine_figure(recorded: dict):
     return machine_vs_gpu_figure(here, PUBLISHED)
 
 
-def sweep_outputs(recorded: dict) -> tuple:
-    return sweeps_figure(recorded["data"]["sweeps"]), sweeps_table(recorded), sweeps_machine_figure(recorded)
+def sweep_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return (styled(sweeps_figure(recorded["data"]["sweeps"]), projector), sweeps_table(recorded),
+            styled(sweeps_machine_figure(recorded), projector))
 
 
 def check_table(recorded: dict) -> str:
@@ -175,8 +177,8 @@ def check_table(recorded: dict) -> str:
             "| lane | χ² | degrees of freedom | p-value |\n|---|---|---|---|\n" + rows)
 
 
-def check_outputs(recorded: dict) -> tuple:
-    return lossless_figure(recorded["data"]), check_table(recorded)
+def check_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return styled(lossless_figure(recorded["data"]), projector), check_table(recorded)
 
 
 def parts_table(recorded: dict) -> str:
@@ -191,23 +193,24 @@ def parts_table(recorded: dict) -> str:
             "|---|---|---|---|---|---|\n" + rows)
 
 
-def parts_outputs(recorded: dict) -> tuple:
-    return parts_figure(recorded["data"]), parts_table(recorded)
+def parts_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return styled(parts_figure(recorded["data"]), projector), parts_table(recorded)
 
 
 SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial lane at K = "
                  f"{', '.join(map(str, lesson.SWEEP_KS))} (and the block drafters once, at their default block), every "
                  "output checked against the baseline's, and draws each lane's measured speedup (solid, its best K "
                  "starred) beside the formula fed with that lane's own measured acceptance and cost (dotted). One "
-                 "prompt can move the optimum: on a repetitive text (the example prompts) acceptance stays high at "
-                 "every position, so longer drafts keep paying; over several held-out prompts acceptance decays "
-                 "along the draft, and the optimum settles where one more draft forward costs more than the next "
-                 "position's acceptance adds.")
+                 "prompt can move the optimum: on a repetitive text (the example prompts) acceptance can stay high at "
+                 "every position, so longer drafts keep paying; where survival (every draft up to k passing) falls "
+                 "faster along the draft, the optimum settles where one more draft forward costs more than the next "
+                 "position's survival adds. The table says, from the sweep's own numbers, which way each lane's "
+                 "conditional acceptance and survival go.")
 MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting cost over verify cost; right: speedup. "
                    "Orange-red bars are measured by the sweep on this machine; blue bars are published H200/B200 "
                    "figures (sources on hover and below), their cost implied by their τ and speedup through the "
                    "formula. Compare the bars, not a rule of thumb: what decides the best K is how a draft "
-                   "forward's cost stands to a verify's here, and how fast acceptance decays along the block. "
+                   "forward's cost stands to a verify's here, and how fast survival falls along the block. "
                    f"{meaning('published')} The other words in the names (anchor, Markov head) are explained on "
                    "the About tab.")
 CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "
@@ -307,11 +310,13 @@ def layout(recordings: dict) -> WhyView:
                    parts_button, parts_plot, parts_text, focus)
 
 
-def panel_outputs(recordings: dict) -> tuple:
-    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...})."""
-    sweep = sweep_outputs(recordings["sweeps"]) if "sweeps" in recordings else (None, NOT_RECORDED, None)
-    check = check_outputs(recordings["lossless"]) if "lossless" in recordings else (None, NOT_RECORDED)
-    parts = parts_outputs(recordings["parts"]) if "parts" in recordings else (None, NOT_RECORDED)
+def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
+    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...});
+    projector: their charts laid out for a room."""
+    sweep = (sweep_outputs(recordings["sweeps"], projector) if "sweeps" in recordings
+             else (None, NOT_RECORDED, None))
+    check = check_outputs(recordings["lossless"], projector) if "lossless" in recordings else (None, NOT_RECORDED)
+    parts = parts_outputs(recordings["parts"], projector) if "parts" in recordings else (None, NOT_RECORDED)
     return *sweep, *check, *parts
 
 
@@ -341,7 +346,8 @@ class WhyHandlers:
         """The prediction at the sliders' values, with the session's last run's lanes as crosses."""
         p, c, b = self._sliders(p, c, b)
         comparison = self._last(request.session_hash)
-        return _settings_prediction(p, c, b, run_points(comparison) if comparison else None)
+        return styled(_settings_prediction(p, c, b, run_points(comparison) if comparison else None),
+                      self.sessions.get(request.session_hash).projector)
 
     def overlay(self, p, c, b, request: gr.Request):
         self._sliders(p, c, b)
@@ -360,11 +366,26 @@ class WhyHandlers:
     def _measured(self, measure, *args):
         """measure(engine, *args) where the models are (the engine's own process, when it has one)."""
         try:
-            return run_on(self.engine, measure, *args)
+            return lesson.live_measurement(run_on(self.engine, measure, *args))
         except (EngineError, ValueError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
 
-    def on_sweep(self, choice):
+    def _shown(self, request, key: str, measured: dict) -> tuple[dict, bool]:
+        """A live measurement, kept as the session's shown panel (projector mode redraws it), and whether the
+        session's page is in projector mode."""
+        if request is None:
+            return measured, False
+        state = self.sessions.get(request.session_hash)
+        state.panels[key] = measured
+        return measured, state.projector
+
+    def redraw_panels(self, session: str, recordings: dict) -> tuple:
+        """The measured panels as the session last saw them (its live measurements, else the recordings), drawn
+        again for projector mode on or off."""
+        state = self.sessions.get(session)
+        return panel_outputs({**recordings, **state.panels}, state.projector)
+
+    def on_sweep(self, choice, request: gr.Request = None):
         """The K sweep, live, on the lesson's held-out prompts or one prompt (the engine checks it)."""
         if choice == HELDOUT:
             prompts = lesson.sweep_prompts()
@@ -373,13 +394,13 @@ class WhyHandlers:
         else:
             raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
                            print_exception=False)
-        return sweep_outputs(self._measured(lesson.measure_sweeps, prompts))
+        return sweep_outputs(*self._shown(request, "sweeps", self._measured(lesson.measure_sweeps, prompts)))
 
-    def on_check(self):
-        return check_outputs(self._measured(lesson.measure_check))
+    def on_check(self, request: gr.Request = None):
+        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check)))
 
-    def on_parts(self):
-        return parts_outputs(self._measured(lesson.measure_parts))
+    def on_parts(self, request: gr.Request = None):
+        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts)))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:

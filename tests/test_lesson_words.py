@@ -1,0 +1,149 @@
+"""Every direction or comparison a lesson takeaway states is chosen from the numbers it describes: fed rising
+numbers it says they rise, fed falling ones that they fall (made-up recordings, tests/lesson_data.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from app import lesson, words
+from app.lesson import POINTS
+
+from lesson_data import baseline, comparison, lane
+
+
+def test_the_words_follow_the_numbers():
+    assert words.trend(0.6, 0.8) == "rises" and words.trend(0.8, 0.6) == "falls" and words.trend(0.8, 0.801) == "holds"
+    assert words.versus(2.0, 1.5) == "ahead of" and words.versus(1.5, 2.0) == "behind"
+    assert words.more_or_less(1.2, 1.0) == "more than" and words.more_or_less(0.9, 1.0) == "less than"
+    assert words.survival([0.5, 1.0, 0.5, None, 1.0]) == [0.5, 0.5, 0.25]
+
+
+def _race(ar_verify_ms: float, dflash_verify_ms: float, base_verify_ms: float = 10.0):
+    """AR and DFlash against a baseline: AR keeps 3 drafts of 4 a step, DFlash 3 of 7, each with its verify time."""
+    return {"greedy": comparison({"baseline": baseline(verify_ms=base_verify_ms),
+                                  "ar": lane([(4, 3)] * 10, 2.0, ar_verify_ms),
+                                  "dflash": lane([(7, 3)] * 10, 1.0, dflash_verify_ms)})}
+
+
+def test_point_1_says_which_lane_is_ahead_and_what_a_verify_cost_from_the_numbers():
+    ar_ahead = lesson.formula_takeaway(_race(ar_verify_ms=11.0, dflash_verify_ms=20.0))
+    assert "AR (serial, " in ar_ahead and "is ahead of DFlash" in ar_ahead and "fastest lane is AR" in ar_ahead
+    dflash_ahead = lesson.formula_takeaway(_race(ar_verify_ms=20.0, dflash_verify_ms=11.0))
+    assert "is behind DFlash" in dflash_ahead and "fastest lane is DFlash" in dflash_ahead
+    dearer = lesson.formula_takeaway(_race(ar_verify_ms=12.0, dflash_verify_ms=13.0))
+    assert "(more than one)" in dearer and "1.20–1.30 baseline forwards" in dearer
+    cheaper = lesson.formula_takeaway(_race(ar_verify_ms=8.0, dflash_verify_ms=8.5))
+    assert "(less than one)" in cheaper and "more than one" not in cheaper
+
+
+def _block(pattern, verify_ms: float = 10.0, gap_ms: float = 0.0):
+    data = copy.deepcopy(lesson.recorded())
+    data["greedy"] = comparison({"baseline": baseline(), "ar": lane([(4, 3)] * 10, 4.0, 10.0),
+                                 "dflash": lane(pattern, 1.0, verify_ms, gap_ms)})
+    return data
+
+
+def test_point_5_names_conditional_acceptance_and_survival_and_their_directions():
+    rising = lesson.bottlenecks_takeaway(_block([(3, 0), (3, 3)] * 5))  # 0.5, then 1.0 and 1.0 given that
+    assert "conditional acceptance (position k passing, given 1..k−1 passed) rises, 0.50 at position 1 → 1.00" in rising
+    assert "survival (1..k all passing) holds, 0.50 → 0.50" in rising
+    falling = lesson.bottlenecks_takeaway(_block([(3, 3), (3, 2), (3, 1), (3, 0)] * 3))  # 3/4, 2/3, 1/2
+    assert "conditional acceptance (position k passing, given 1..k−1 passed) falls, 0.75 at position 1 → 0.50" in falling
+    assert "survival (1..k all passing) falls, 0.75 → 0.25" in falling
+    assert "decays" not in rising + falling
+
+
+def test_point_5_says_whether_the_markov_head_raises_tau_from_the_numbers():
+    data = _block([(3, 3)] * 4)
+    rows = data["parts"]["data"]["rows"]
+    rows["dspark_no_markov"]["tau"], rows["dspark_verify_all"]["tau"] = 1.5, 4.0
+    assert "gives τ 1.50, lower than 4.00 with its Markov head" in lesson.bottlenecks_takeaway(data)
+    rows["dspark_no_markov"]["tau"] = 5.0
+    assert "gives τ 5.00, higher than 4.00 with its Markov head" in lesson.bottlenecks_takeaway(data)
+
+
+def test_point_6_compares_draft_costs_and_says_what_the_bubbles_leave_to_hide():
+    cheap = lesson.dflash_takeaway(_block([(7, 3)] * 10))  # DFlash drafts for 1 ms against AR's 4
+    assert "costing 0.10 of a verify per step, less than AR's 4 serial forwards (0.40)" in cheap
+    assert "little for overlap to hide" in cheap and "overlap off" in cheap
+    gappy = lesson.dflash_takeaway(_block([(7, 3)] * 10, verify_ms=1.0, gap_ms=5.0))
+    assert "costing 1.00 of a verify per step, more than AR's" in gappy
+    assert "time overlap is meant to hide" in gappy
+    for text in (cheap, gappy):  # the claim is not made, the measurement that would show it is named
+        assert "overlap on and off" in text and "GPU" in text and "hides" not in text
+
+
+def test_point_3_says_whether_acceptance_is_within_chance_of_its_ceiling():
+    within = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
+                                    temperature=1.0)}
+    assert "acceptance rate is 50% of 100 judged drafts, 1 − TV predicts 50%" in lesson.ceiling_takeaway(within)
+    assert "within chance of it" in lesson.ceiling_takeaway(within) and "1 of 1 lanes do" in lesson.ceiling_takeaway(within)
+    above = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
+                                   temperature=1.0)}
+    assert "above it by more than chance" in lesson.ceiling_takeaway(above) and "0 of 1 lanes do" in lesson.ceiling_takeaway(above)
+
+
+def test_point_3_counts_the_judged_drafts_the_lane_chip_counts():
+    from engine.summary import acceptance_rate
+
+    sampled = lesson.recorded()["sampled"]
+    text = lesson.takeaway(POINTS[2])
+    for method, result in sampled.lanes.items():
+        if method != "baseline":  # one definition: the chip's acceptance rate is the lesson's
+            assert f"acceptance rate is {acceptance_rate(result.steps):.0%}" in text.split(";")[
+                [m for m in sampled.lanes if m != "baseline"].index(method)]
+
+
+def test_point_7_says_whether_the_scheduler_pays_from_the_numbers():
+    data = copy.deepcopy(lesson.recorded())
+    rows = data["parts"]["data"]["rows"]
+    rows["dspark"]["speedup"], rows["dspark_verify_all"]["speedup"] = 2.0, 2.5
+    assert "here the scheduler does not pay" in lesson.parts_takeaway(data)
+    rows["dspark"]["speedup"] = 3.0
+    text = lesson.parts_takeaway(data)
+    assert "here the scheduler pays" in text and "does not pay" not in text
+    rows["dspark"]["verify_ms_per_step"], rows["dspark_verify_all"]["verify_ms_per_step"] = 20.0, 25.0
+    assert "saved 5.0 ms of verify a step" in lesson.parts_takeaway(data)
+    rows["dspark"]["verify_ms_per_step"] = 26.0
+    assert "took 1.0 ms more of verify a step" in lesson.parts_takeaway(data)
+    rows["dspark_no_markov"]["tau"], rows["dspark_verify_all"]["tau"] = 4.5, 4.0
+    assert "The Markov head lowers τ from 4.50 to 4.00" in lesson.parts_takeaway(data)
+
+
+def test_point_4_says_where_the_speedup_goes_past_the_best_k():
+    data = copy.deepcopy(lesson.recorded())
+    sweep = next(iter(data["sweeps"]["data"]["sweeps"].values()))
+    sweep["rows"]["16"]["speedup"], sweep["rows"][str(sweep["best_k"])]["speedup"] = 1.0, 2.0
+    assert "past it the speedup falls to 1.00× at K = 16" in lesson.sweep_takeaway(data)
+    sweep["best_k"] = 16
+    assert "the longest measured" in lesson.sweep_takeaway(data)
+
+
+@pytest.mark.parametrize("p_value, words", [(0.5, "no chi-square test rejects it"), (0.001, "test rejects the target's odds for AR")])
+def test_point_2_says_whether_a_lane_fails_the_distribution_check(p_value, words):
+    data = copy.deepcopy(lesson.recorded())
+    data["lossless"]["data"]["lanes"]["ar"]["p_value"] = p_value
+    assert words in lesson.rule_takeaway(data)
+
+
+def test_the_sweep_table_says_which_way_conditional_acceptance_and_survival_go():
+    from app.tabs.why import sweeps_table
+
+    data = copy.deepcopy(lesson.recorded()["sweeps"])
+    sweep = next(iter(data["data"]["sweeps"].values()))
+    sweep["acceptance"] = [0.6, 0.7, 0.9]
+    assert "its conditional acceptance (position k passing, given 1..k−1 passed) rises, 0.60" in sweeps_table(data)
+    sweep["acceptance"] = [0.9, 0.7, 0.6]
+    assert "its conditional acceptance (position k passing, given 1..k−1 passed) falls, 0.90" in sweeps_table(data)
+    assert "survival (1..k all passing) falls, 0.90 → 0.38" in sweeps_table(data)
+
+
+def test_no_caption_or_point_says_acceptance_decays():
+    from app.tabs import compare, why
+
+    texts = [p.text for p in POINTS] + [why.SWEEP_CAPTION, why.MACHINE_CAPTION, compare.CHARTS_CAPTION,
+                                         compare.TIMELINE_CAPTION]
+    assert not any("acceptance decays" in t for t in texts)
+    assert "costs more" not in compare.CHARTS_CAPTION  # what a verify cost is the chart's subtitle, from its numbers

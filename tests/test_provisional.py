@@ -1,0 +1,79 @@
+"""Honest live numbers: a speedup shown while the lanes are still being timed says it is provisional, on itself and
+dimmed; once the timing runs end each speedup carries its spread over them, "2.10× (1.90–2.30)"; a saved or
+recorded comparison replays with its spread when its file has the runs' figures, and without one when not."""
+
+from __future__ import annotations
+
+import re
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from app.record import Comparison, LaneResult, read_comparison
+from app.render import chips_html
+from app.runner import LaneRun, run_lanes
+
+from lesson_data import SETTINGS, baseline, lane
+
+SPREAD = re.compile(r"speedup <b>(\d+\.\d\d)× \((\d+\.\d\d)–(\d+\.\d\d)\)</b>")
+
+
+def _timed(rates_ar, rates_base) -> Comparison:
+    base = LaneResult.ended("baseline", baseline(), timing_runs=len(rates_base), run_rates=rates_base)
+    ar = LaneResult.ended("ar", lane([(4, 3)] * 10, 2.0, 10.0), timing_runs=len(rates_ar), run_rates=rates_ar)
+    return Comparison({**SETTINGS, "methods": ["baseline", "ar"]}, {"baseline": base, "ar": ar})
+
+
+def test_a_speedups_spread_is_each_timing_rounds_own_speedup():
+    timed = _timed([(30.0, 20.0), (33.0, 22.0), (27.0, 19.0)], [(10.0, 10.0), (10.0, 10.0), (10.0, 10.0)])
+    assert timed.speedup_spread("ar") == pytest.approx((2.7, 3.3))  # compute time: the lane's rounds over the baseline's
+    assert timed.speedup_spread("ar", "wall") == pytest.approx((1.9, 2.2))
+    chips = chips_html(timed, "ar", [])
+    low, high = SPREAD.search(chips).group(2, 3)
+    assert (low, high) == ("2.70", "3.30") and "provisional" not in chips
+    once = _timed([(30.0, 20.0)], [(10.0, 10.0)])
+    assert once.speedup_spread("ar") is None and not SPREAD.search(chips_html(once, "ar", []))
+
+
+def test_a_saved_comparison_replays_with_its_spread_and_an_old_file_without():
+    timed = _timed([(30.0, 20.0), (33.0, 22.0)], [(10.0, 10.0), (11.0, 10.0)])
+    back = read_comparison(timed.to_json())
+    assert back.speedup_spread("ar") == pytest.approx(timed.speedup_spread("ar"))
+    assert SPREAD.search(chips_html(back, "ar", []))
+    from app import lesson
+
+    greedy = lesson.recorded()["greedy"]  # recorded before the runs' figures were kept: no spread, no invention
+    assert all(not lane.run_rates for lane in greedy.lanes.values())
+    assert not SPREAD.search(chips_html(greedy, "ar", []))
+
+
+def test_the_runner_keeps_each_timing_runs_own_figures(random_engine):
+    from engine.types import GenerationConfig
+
+    lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=8)) for m in ("baseline", "ar")]
+    for _ in run_lanes(random_engine, "def f(x):", lanes, threading.Event(), timing_runs=3):
+        pass
+    for run in lanes:
+        assert len(run.rates) == run.timing_runs == 3 and all(wall > 0 for _, wall in run.rates)
+
+
+def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):
+    from app.main import build_app
+
+    demo = build_app(random_engine)
+    run = next(d for d in demo.fns.values() if d.name == "on_run")
+    handlers = run.fn.__self__
+    from app.links import default_settings
+    from dataclasses import replace
+
+    settings = replace(default_settings(handlers.methods), methods=("baseline", "ar", "dflash"), max_new_tokens=8)
+    outputs = list(handlers.run_comparison(settings, True, "provisional-visitor"))
+    lanes_of = lambda out: " ".join(str(x) for x in out[1:1 + len(handlers.methods)])  # noqa: E731
+    during = [lanes_of(out) for out in outputs[:-1] if "speedup <b>" in lanes_of(out)]
+    assert during and all('class="chip provisional"' in html and ">provisional</span>" in html for html in during)
+    final = lanes_of(outputs[-1])
+    assert "provisional" not in final
+    assert len(SPREAD.findall(final)) == 2  # AR's and DFlash's, each with its spread over three timing runs
+    last = handlers.sessions.get("provisional-visitor").last
+    assert all(len(l.run_rates) == 3 for l in last.lanes.values())

@@ -1,0 +1,89 @@
+"""No stale state: a lesson note, a pinned panel and an outlined chart clear when the lecturer runs, changes a
+setting or opens another tab; "Run it live" first sets every setting of its recording in the controls; Copy link
+says it copied and puts the link in the address bar."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app import lesson  # noqa: E402
+from app.links import PARSERS  # noqa: E402
+
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(random_engine):
+    from app.main import build_app
+
+    demo = build_app(random_engine)
+    load = next(d for d in demo.fns.values() if d.name == "on_load")
+    return demo, load.fn.__self__, load.outputs
+
+
+def test_run_it_live_first_sets_every_setting_of_its_recording(built):
+    _, handlers, components = built
+    ids = [getattr(c, "elem_id", None) for c in components]
+    for number in (1, 3):
+        point = lesson.POINTS[number - 1]
+        recording = lesson.recorded()[point.recording]
+        outputs = handlers.prepare_live(number, SimpleNamespace(session_hash="live-settings"))
+        values = dict(zip(PARSERS, outputs[2:2 + len(PARSERS)]))
+        for name in PARSERS:
+            expected = recording.settings[name]
+            if name == "methods":  # the recording's lanes this server has
+                expected = [m for m in expected if m in handlers.compare.methods]
+            expected = str(expected) if name == "seed" else expected
+            assert values[name] == expected, (number, name)
+        assert outputs[ids.index("compare-focus")]["visible"]
+
+
+def test_a_run_a_setting_or_a_tab_clears_the_lesson_notes(built):
+    demo, handlers, _ = built
+    clears = [d for d in demo.fns.values() if d.name == "clear_notes"]
+    assert clears and all(d.js and "speclabClearPins" in d.js and "speclabClearFocus" in d.js for d in clears)
+    triggers = {(getattr(demo.blocks[block], "elem_id", None) or type(demo.blocks[block]).__name__, event)
+                for d in clears for block, event in d.targets}
+    assert ("run", "click") in triggers and ("Tabs", "select") in triggers
+    assert {("temperature", "input"), ("prompt", "input"), ("lanes", "input")} <= triggers
+    assert all(event != "change" for _, event in triggers)  # a point setting the controls keeps its own note
+    assert all(update == {"__type__": "update", "value": "", "visible": False} for update in handlers.clear_notes())
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@needs_chromium
+def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random_engine):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from app.main import build_app
+
+    url = launch_locally(build_app(random_engine))
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        context = browser.new_context(viewport={"width": 1024, "height": 768})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
+        page = context.new_page()
+        page.goto(f"{url}?lesson=3")
+        page.wait_for_selector("#acceptance.lesson-target", timeout=30000)
+        page.locator("#lane-ar .tok[title]").first.click()  # pin a token's numbers
+        page.wait_for_selector("#token-pin:not([hidden])", timeout=5000)
+        page.get_by_role("tab", name="Why").click()  # another tab: note, pin and outline go
+        page.wait_for_selector("#token-pin[hidden]", state="attached", timeout=5000)
+        assert page.locator(".lesson-target").count() == 0
+        page.get_by_role("tab", name="Compare").click()
+        page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
+        page.get_by_role("tab", name="Lesson").click()
+        page.click("#lesson-show-1")  # a point's note again, then the lecturer changes a setting
+        page.wait_for_selector("#compare-focus :text('Lesson point 1')", timeout=30000)
+        page.locator("#prompt textarea").fill("")
+        page.locator("#prompt textarea").press_sequentially("def g(y):")  # typed, as a lecturer does
+        page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
+        page.click("#copy-link")
+        page.wait_for_selector("#copy-confirm:text('Copied')", timeout=10000)
+        assert "prompt=def+g" in page.url or "prompt=def%20g" in page.url  # the link is the page's address now
+        assert page.evaluate("navigator.clipboard.readText()").startswith(url.rstrip("/"))
+        browser.close()

@@ -1,0 +1,58 @@
+"""One vocabulary: one acceptance rate in the chips, the lesson, the charts and the glossary; one block convention
+("N drafts per block") in every lane header, recorded or live; a live measurement never called recorded."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from app import lesson  # noqa: E402
+from app.glossary import GLOSSARY, meaning  # noqa: E402
+from app.record import drafter_words  # noqa: E402
+from app.render import lane_html  # noqa: E402
+
+
+@pytest.mark.parametrize("label, words", [
+    ("DFlash, 3 layers, block 8 = anchor + 7 drafts", "DFlash, 3 layers, 7 drafts per block"),
+    ("DSpark, 3 layers, block 7, vanilla Markov head", "DSpark, 3 layers, 7 drafts per block, vanilla Markov head"),
+    ("DFlash, 5 layers, 15 drafts per block", "DFlash, 5 layers, 15 drafts per block"),
+    ("EAGLE-3, 1 layer", "EAGLE-3, 1 layer"),
+])
+def test_a_drafters_block_reads_in_one_convention(label, words):
+    assert drafter_words(label) == words
+
+
+def test_every_recorded_lane_header_counts_drafts_per_block():
+    data = lesson.recorded()
+    for key in ("greedy", "sampled"):
+        for method, result in data[key].lanes.items():
+            head = lane_html(data[key], method)
+            assert "anchor +" not in head and not re.search(r"\bblock \d", head), head[:300]
+            if method in ("dflash", "dspark"):
+                assert "7 drafts per block" in result.drafter
+    for sweep in data["sweeps"]["data"]["sweeps"].values():
+        for row in sweep["others"].values():
+            assert "anchor +" not in row["drafter"] and not re.search(r"\bblock \d", row["drafter"])
+
+
+def test_the_chip_names_the_one_acceptance_rate_the_glossary_defines():
+    sampled = lesson.recorded()["sampled"]
+    head = lane_html(sampled, "ar")
+    import html
+
+    assert f'title="{html.escape(meaning("acceptance-rate"))}">acc. rate' in head
+    assert any(t.key == "acceptance-rate" for t in GLOSSARY) and "judged" in meaning("acceptance-rate")
+    assert "survival" in meaning("conditional-acceptance") and "can only" in meaning("conditional-acceptance")
+
+
+def test_a_live_measurement_says_measured_live_never_recorded():
+    from app.tabs.why import WhyHandlers, check_table
+
+    doc = lesson.recorded()["lossless"]
+    live = WhyHandlers(None, None)._measured(lambda engine: lesson.measurement(doc["data"], "cpu (test)"))
+    words = check_table(live)
+    assert words.startswith("Measured live ") and "ecorded" not in words.split(":")[0]
+    assert check_table(doc).startswith("Recorded ")

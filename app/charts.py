@@ -504,11 +504,6 @@ def _temperature_axis(sweep: dict) -> tuple[list[float], list[str]]:
     return [float(t) for t in temperatures], labels
 
 
-def _method_colour(method: str) -> str:
-    palette = ("#000000", "#D55E00", "#0072B2", "#009E73", "#E69F00", "#56B4E9", "#CC79A7")
-    return palette[list(METHOD_REGISTRY).index(method) % len(palette)] if method in METHOD_REGISTRY else "#999999"
-
-
 def _sweep_lanes(sweep: dict) -> list[str]:
     """The lanes as shipped (no variant rows), in the sweep's order."""
     first = next(iter(sweep["temperatures"].values()))["lanes"]
@@ -528,7 +523,8 @@ def temperature_tau_figure(sweep: dict) -> go.Figure:
     for method in _sweep_lanes(sweep):
         cells = [sweep["temperatures"][str(t)]["lanes"][method]["tau"] for t in xs]
         fig.add_trace(go.Scatter(x=xs, y=[c["mean"] for c in cells], error_y=_error_bars(cells), mode="lines+markers",
-                                 name=method_label(method), line=dict(color=_method_colour(method))))
+                                 name=method_label(method), line=dict(color=lane_style(method)[0]),
+                                 marker=dict(symbol=lane_style(method)[1], size=8)))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
     _small_layout(fig, "τ against temperature (95 % intervals over the prompts)",
                   "temperature (and the target's mean entropy H, nats)", "τ, tokens per step")
@@ -544,10 +540,11 @@ def temperature_acceptance_figure(sweep: dict) -> go.Figure:
     fig = go.Figure()
     for method in _sweep_lanes(sweep):
         rows = [sweep["temperatures"][str(t)]["lanes"][method] for t in xs]
-        colour = _method_colour(method)
+        colour, marker = lane_style(method)
         fig.add_trace(go.Scatter(x=xs, y=[r["expected_acceptance"]["mean"] for r in rows], mode="lines+markers",
                                  error_y=_error_bars([r["expected_acceptance"] for r in rows]), legendgroup=method,
-                                 name=f"{method_label(method)}: expected acceptance", line=dict(color=colour)))
+                                 name=f"{method_label(method)}: expected acceptance", line=dict(color=colour),
+                                 marker=dict(symbol=marker, size=8)))
         fig.add_trace(go.Scatter(x=xs, y=[r["one_minus_tv"]["mean"] for r in rows], mode="lines", legendgroup=method,
                                  name=f"{method_label(method)}: 1 − TV", line=dict(color=colour, dash=PREDICTION_DASH)))
     _small_layout(fig, "Acceptance is the overlap 1 − TV of the two distributions", "temperature (and the target's "

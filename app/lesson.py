@@ -1,4 +1,4 @@
-"""The lesson: the argument for parallel drafting in seven points, each shown with measured data.
+"""The lesson: the argument for parallel drafting in eight points, each shown with measured data.
 
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
@@ -217,7 +217,7 @@ def formula_takeaway(data: dict) -> str:
         race = (f" On this one prompt {method_label(serial)} (serial, {measured[serial]:.2f}×) is "
                 f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
                 f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
-                "One prompt moves these: the K sweep (point 4) averages several.")
+                "One prompt moves these: the K sweep (point 5) averages several.")
     return "; ".join(parts) + f". Here {where}." + why + race
 
 
@@ -399,91 +399,6 @@ def parts_takeaway(data: dict) -> str:
             f"{shipped['tau']:.2f}), and {verify}.")
 
 
-# --- the seven points ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Point:
-    number: int
-    title: str
-    text: str
-    tab: str  # the tab that shows it: "compare", "step" or "why"
-    recording: str  # which recording it shows (RECORDINGS)
-    look_at: str  # what to look at there
-    takeaway: Callable[[dict], str]
-    needs: tuple[str, ...] = ()  # the recordings its takeaway reads
-    chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
-
-
-def _serial_names() -> str:
-    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and not m.one_pass)
-
-
-POINTS = (
-    Point(1, "Speedup is τ over what a step costs",
-          "Each verify step commits τ tokens on average: the accepted drafts plus the one the target writes itself. "
-          "A step costs one target forward plus the drafting, so the speedup over the target alone is about "
-          "τ / (1 + cost_draft / cost_target). Everything else in this lesson moves one of those two numbers.",
-          "compare", "greedy", "the chart “Speedup: measured vs the formula” under the lanes, and each lane's τ chip",
-          formula_takeaway, ("greedy",), "formula-vs-measured"),
-    Point(2, "A draft passes with probability min(1, p_target / p_draft), and the output stays the target's",
-          "Above temperature 0 a drafted token d passes with probability min(1, p_target(d) / p_draft(d)); at the "
-          "first rejection the target draws its own token from what is left, max(p_target − p_draft, 0). Together "
-          "these make every token distributed exactly as the target alone would write it, whatever the drafter "
-          "proposed. So each lane writes a different text from the baseline, yet with the same odds: counting the "
-          "first tokens over many seeds shows it.",
-          "why", "lossless", "the bars of each lane beside the target's exact probabilities, and each lane's p-value",
-          rule_takeaway, ("lossless", "sampled"), "why-check-plot"),
-    Point(3, "Acceptance is capped by how far the drafter is from the target",
-          "A token drawn from the drafter's distribution q passes with probability Σ_x min(p(x), q(x)) = 1 − TV(p, q), "
-          "where TV is the total-variation distance between the two whole distributions. No rule can accept more "
-          "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
-          "by position.",
-          "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
-          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance"),
-    Point(4, "A serial drafter has a best K, and near it the speedup stalls",
-          f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "
-          "τ grows ever more slowly: each position must survive all the ones before it. Past some K another draft "
-          "costs more than it adds. Where that K lies depends on how a draft forward's cost stands to a verify's, "
-          "and on how fast survival (every draft up to position k passing) shrinks along the draft.",
-          "why", "sweeps", "each lane's measured line and its starred best K, beside its dotted formula",
-          sweep_takeaway, ("sweeps",), "why-sweep"),
-    Point(5, "Three bottlenecks: serial drafting, the acceptance ceiling, no order inside a block",
-          "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; survival (every draft up "
-          "to position k passing) can only shrink along the draft, each position's acceptance capped by the ceiling "
-          "of point 3; and a drafter that writes a whole block at once, to avoid the "
-          "first limit, guesses each position without seeing what it put before it.",
-          "compare", "greedy", "the timeline (a serial lane's run of orange draft bars before each blue verify) and "
-          "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts"),
-          "timeline"),
-    Point(6, "DFlash: one parallel pass, conditioned on the target",
-          "DFlash drafts the whole block in one forward of a small block-diffusion model that reads the target's "
-          "own hidden states, so drafting costs about the same for 2 tokens or 16. What is left between steps is "
-          "bubbles and host work, which overlap is meant to hide under the next step's device work where the "
-          "device computes apart from the host (a GPU).",
-          "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
-          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline"),
-    Point(7, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
-          "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
-          "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
-          "block as is likely to pass. Switching each part off shows what it buys.",
-          "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
-          ("parts",), "why-parts-plot"),
-)
-TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
-
-
-def takeaway(point: Point, data: dict | None = None) -> str:
-    """The point's takeaway from the recordings (or `data`), or why there is none."""
-    data = recorded() if data is None else data
-    missing = [key for key in point.needs if key not in data]
-    if missing:
-        return f"(not recorded yet: run scripts/record_lessons.py for {', '.join(missing)})"
-    return point.takeaway(data)
-
-
-assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart for p in POINTS) and BASELINE in METHOD_REGISTRY
-
-
 # --- temperature: what the sweep over temperatures shows ----------------------------------------------------
 
 # DSpark's Table 1 (Qwen3-4B target, T = 1, block 7, GSM8K): τ of EAGLE-3, DFlash, DSpark.
@@ -526,3 +441,97 @@ def temperature_takeaway(data: dict) -> str:
              f"has {order_words(published)}, with a target far surer of itself than this tiny one."
              if published and t1 == 1.0 else "")
     return f"{entropy}. {taus}. At T = {t1:g}: {overlap}.{paper}"
+
+
+# --- the points ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Point:
+    number: int
+    title: str
+    text: str
+    tab: str  # the tab that shows it: "compare", "step" or "why"
+    recording: str  # which recording it shows (RECORDINGS)
+    look_at: str  # what to look at there
+    takeaway: Callable[[dict], str]
+    needs: tuple[str, ...] = ()  # the recordings its takeaway reads
+    chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
+
+
+def _serial_names() -> str:
+    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and not m.one_pass)
+
+
+POINTS = (
+    Point(1, "Speedup is τ over what a step costs",
+          "Each verify step commits τ tokens on average: the accepted drafts plus the one the target writes itself. "
+          "A step costs one target forward plus the drafting, so the speedup over the target alone is about "
+          "τ / (1 + cost_draft / cost_target). Everything else in this lesson moves one of those two numbers.",
+          "compare", "greedy", "the chart “Speedup: measured vs the formula” under the lanes, and each lane's τ chip",
+          formula_takeaway, ("greedy",), "formula-vs-measured"),
+    Point(2, "A draft passes with probability min(1, p_target / p_draft), and the output stays the target's",
+          "Above temperature 0 a drafted token d passes with probability min(1, p_target(d) / p_draft(d)); at the "
+          "first rejection the target draws its own token from what is left, max(p_target − p_draft, 0). Together "
+          "these make every token distributed exactly as the target alone would write it, whatever the drafter "
+          "proposed. So each lane writes a different text from the baseline, yet with the same odds: counting the "
+          "first tokens over many seeds shows it.",
+          "why", "lossless", "the bars of each lane beside the target's exact probabilities, and each lane's p-value",
+          rule_takeaway, ("lossless", "sampled"), "why-check-plot"),
+    Point(3, "Acceptance is capped by how far the drafter is from the target",
+          "A token drawn from the drafter's distribution q passes with probability Σ_x min(p(x), q(x)) = 1 − TV(p, q), "
+          "where TV is the total-variation distance between the two whole distributions. No rule can accept more "
+          "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
+          "by position.",
+          "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
+          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance"),
+    Point(4, "Above temperature 0, acceptance is the overlap of two distributions, and temperature moves both",
+          "At temperature T the target samples from softmax(logits / T): the higher T, the flatter its distribution. "
+          "A draft x drawn from the drafter's q passes with probability min(1, p(x) / q(x)), whose mean is the "
+          "overlap 1 − TV(p, q) of the two whole distributions, so above 0 a drafter pays for all of its "
+          "distribution, not only its likeliest token. Each feature drafter here has a second checkpoint, trained "
+          "against the target's whole distribution at T = 1, which the engine drafts with above 0 (its lane header "
+          "says so).",
+          "why", "temperatures", "the charts “τ against temperature” and “Acceptance is the overlap 1 − TV”, and the "
+          "target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot"),
+    Point(5, "A serial drafter has a best K, and near it the speedup stalls",
+          f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "
+          "τ grows ever more slowly: each position must survive all the ones before it. Past some K another draft "
+          "costs more than it adds. Where that K lies depends on how a draft forward's cost stands to a verify's, "
+          "and on how fast survival (every draft up to position k passing) shrinks along the draft.",
+          "why", "sweeps", "each lane's measured line and its starred best K, beside its dotted formula",
+          sweep_takeaway, ("sweeps",), "why-sweep"),
+    Point(6, "Three bottlenecks: serial drafting, the acceptance ceiling, no order inside a block",
+          "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; survival (every draft up "
+          "to position k passing) can only shrink along the draft, each position's acceptance capped by the ceiling "
+          "of point 3; and a drafter that writes a whole block at once, to avoid the "
+          "first limit, guesses each position without seeing what it put before it.",
+          "compare", "greedy", "the timeline (a serial lane's run of orange draft bars before each blue verify) and "
+          "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts"),
+          "timeline"),
+    Point(7, "DFlash: one parallel pass, conditioned on the target",
+          "DFlash drafts the whole block in one forward of a small block-diffusion model that reads the target's "
+          "own hidden states, so drafting costs about the same for 2 tokens or 16. What is left between steps is "
+          "bubbles and host work, which overlap is meant to hide under the next step's device work where the "
+          "device computes apart from the host (a GPU).",
+          "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
+          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline"),
+    Point(8, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
+          "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
+          "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
+          "block as is likely to pass. Switching each part off shows what it buys.",
+          "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
+          ("parts",), "why-parts-plot"),
+)
+TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
+
+
+def takeaway(point: Point, data: dict | None = None) -> str:
+    """The point's takeaway from the recordings (or `data`), or why there is none."""
+    data = recorded() if data is None else data
+    missing = [key for key in point.needs if key not in data]
+    if missing:
+        return f"(not recorded yet: run scripts/record_lessons.py for {', '.join(missing)})"
+    return point.takeaway(data)
+
+
+assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart for p in POINTS) and BASELINE in METHOD_REGISTRY

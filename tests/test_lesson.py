@@ -1,4 +1,4 @@
-"""The Lesson tab: seven points, each with a takeaway computed from the shipped recordings; "Show me" opens the
+"""The Lesson tab: eight points, each with a takeaway computed from the shipped recordings; "Show me" opens the
 right tab with the recording and what to look at; links open a point or a tab, and a bad one gets one line;
 the recordings are small, current with the code's settings, and read like any saved comparison."""
 
@@ -42,6 +42,10 @@ def test_the_recordings_are_shipped_small_and_made_with_the_lessons_settings():
     assert all(lane["p_value"] > 0.001 and lane["dof"] >= 3 for lane in check["lanes"].values())
 
 
+def point_of(recording: str):
+    return next(p for p in POINTS if p.recording == recording)
+
+
 def test_every_point_has_a_takeaway_computed_from_what_it_shows():
     data = recorded()
     for point in POINTS:
@@ -50,9 +54,9 @@ def test_every_point_has_a_takeaway_computed_from_what_it_shows():
     sweeps = data["sweeps"]["data"]["sweeps"]
     for method, sweep in sweeps.items():  # the numbers are the recording's own
         best = str(sweep["best_k"])
-        assert f"best K is {best} at {sweep['rows'][best]['speedup']:.2f}×" in lesson.takeaway(POINTS[3], data)
+        assert f"best K is {best} at {sweep['rows'][best]['speedup']:.2f}×" in lesson.takeaway(point_of("sweeps"), data)
     assert "1 − TV predicts" in lesson.takeaway(POINTS[2], data)
-    missing = lesson.takeaway(POINTS[3], {k: v for k, v in data.items() if k != "sweeps"})
+    missing = lesson.takeaway(point_of("sweeps"), {k: v for k, v in data.items() if k != "sweeps"})
     assert "not recorded yet" in missing and "sweeps" in missing
 
 
@@ -116,7 +120,7 @@ def test_run_it_live_measures_the_points_comparison_again(built):
 
 @pytest.mark.parametrize("query, tab, message", [
     ({"lesson": "4"}, "why", None), ({"lesson": "1"}, "compare", None), ({"tab": "step"}, "step", None),
-    ({"lesson": "99"}, "lesson", "points 1 to 7"), ({"lesson": "<b>x"}, "lesson", "lesson point '<b>x'"),
+    ({"lesson": "99"}, "lesson", f"points 1 to {len(POINTS)}"), ({"lesson": "<b>x"}, "lesson", "lesson point '<b>x'"),
     ({"tab": "nowhere"}, "lesson", "there are lesson, compare"),
 ])
 def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query, tab, message):

@@ -1,4 +1,4 @@
-"""The Lesson tab: the argument in seven points (app/lesson.py), each with the data that shows it, one click away.
+"""The Lesson tab: the argument in eight points (app/lesson.py), each with the data that shows it, one click away.
 
 "Show me" opens the tab that shows the point with the lesson's recording (the same numbers in every class),
 sets that tab's controls to the recording's settings and says what to look at; "Run it live" measures the
@@ -31,7 +31,7 @@ from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
 from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
 INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass can beat drafting token by "
-         "token, and what decides whether it does here, in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
+         "token, and what decides whether it does here, in eight steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
          "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
          "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab.")
 STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab
@@ -199,6 +199,8 @@ class LessonHandlers:
             yield self.why.on_sweep(HELDOUT, request)
         elif point.recording == "lossless":
             yield self.why.on_check(request)
+        elif point.recording == "temperatures":
+            yield self.why.on_temperatures(request)
         else:
             yield self.why.on_parts(request)
 
@@ -257,6 +259,8 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
             measured = [targets.why.sweep_plot, targets.why.sweep_text, targets.why.machine_plot]
         elif point.recording == "lossless":
             measured = [targets.why.check_plot, targets.why.check_text]
+        elif point.recording == "temperatures":
+            measured = [targets.why.temperature_tau, targets.why.temperature_acceptance, targets.why.temperature_text]
         else:
             measured = [targets.why.parts_plot, targets.why.parts_text]
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \

@@ -21,7 +21,8 @@ from engine.process import run_on
 from engine.types import EngineError
 
 from .. import lesson
-from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure, theory_figure,
+from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,
+                      temperature_acceptance_figure, temperature_tau_figure, theory_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
@@ -197,6 +198,38 @@ def parts_outputs(recorded: dict, projector: bool = False) -> tuple:
     return styled(parts_figure(recorded["data"]), projector), parts_table(recorded)
 
 
+def temperature_table(recorded: dict) -> str:
+    """Each temperature's row: the target's entropy, and every lane's τ and expected acceptance against its
+    1 − TV, each with its 95 % interval over the prompts."""
+    sweep = recorded["data"]
+    temperatures = sorted(sweep["temperatures"], key=float)
+    lanes = [m for m in sweep["temperatures"][temperatures[0]]["lanes"] if m in METHOD_REGISTRY]
+
+    def interval(cell: dict, percent: bool = False) -> str:
+        f = (lambda x: f"{x:.0%}") if percent else (lambda x: f"{x:.2f}")
+        return f"{f(cell['mean'])} ({f(cell['low'])}–{f(cell['high'])})"
+
+    header = "| T | target entropy (nats) | " + " | ".join(f"{method_label(m)} τ | {method_label(m)} expected / 1 − TV"
+                                                        for m in lanes) + " |"
+    rows = [header, "|---|---|" + "---|---|" * len(lanes)]
+    for t in temperatures:
+        at = sweep["temperatures"][t]
+        cells = [f"{interval(at['lanes'][m]['tau'])} | {interval(at['lanes'][m]['expected_acceptance'], True)} / "
+                 f"{interval(at['lanes'][m]['one_minus_tv'], True)}" for m in lanes]
+        rows.append(f"| {float(t):g} | {at['target_entropy']['mean']:.2f} | " + " | ".join(cells) + " |")
+    judged = min(sweep["temperatures"][temperatures[-1]]["lanes"][m]["judged"] for m in lanes)
+    return (f"{lesson.recorded_words(recorded).capitalize()}, {sweep['num_prompts']} held-out prompt(s), "
+            f"{sweep['max_new_tokens']} new tokens, the {sweep['verify_rule']} rule, each lane against the baseline at "
+            f"the same temperature; at least {judged:,} judged drafts per lane at T = {float(temperatures[-1]):g}. "
+            f"95 % intervals over the prompts.\n\n" + "\n".join(rows))
+
+
+def temperature_outputs(recorded: dict, projector: bool = False) -> tuple:
+    data = recorded["data"]
+    return (styled(temperature_tau_figure(data), projector), styled(temperature_acceptance_figure(data), projector),
+            temperature_table(recorded))
+
+
 SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial lane at K = "
                  f"{', '.join(map(str, lesson.SWEEP_KS))} (and the block drafters once, at their default block), every "
                  "output checked against the baseline's, and draws each lane's measured speedup (solid, its best K "
@@ -219,12 +252,18 @@ CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 
                  "target's prefill, x2 from a speculative step that drafts one token and accepts it with probability "
                  "min(1, p_target / p_draft), else draws from what is left. The counts are set beside the target's "
                  "own exact probabilities p(x1) · p(x2 | x1), with a chi-square test.")
+TEMPERATURE_CAPTION = ("**Temperature: acceptance is the overlap of two distributions.** Every lane at temperatures "
+                       f"{', '.join(f'{t:g}' for t in lesson.TEMPERATURES)} over the held-out prompts, each against "
+                       "the baseline at the same temperature. A draft x drawn from the drafter's q passes with "
+                       "probability min(1, p(x)/q(x)), whose mean is the overlap 1 − TV(p, q): above 0 what matters "
+                       "is the drafters' whole distribution, not only its likeliest token. Under each temperature, "
+                       "the target's mean entropy per token: how unsure of itself it is.")
 PARTS_CAPTION = ("**What each part of the scheduled drafter buys.** The same checkpoint run as shipped, verifying "
                  "the whole block (its scheduler off), with the static cut, and without its Markov head (the "
                  "parallel backbone drafting every position alone), against the baseline on the same held-out "
                  "prompts.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
-NUM_PANELS = 7  # WhyView.panels
+NUM_PANELS = 10  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
 SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98, 0.75),
            ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
@@ -256,6 +295,10 @@ class WhyView:
     parts_button: gr.Button
     parts_plot: gr.Plot
     parts_text: gr.Markdown
+    temperature_button: gr.Button
+    temperature_tau: gr.Plot
+    temperature_acceptance: gr.Plot
+    temperature_text: gr.Markdown
     focus: gr.HTML  # a lesson point's "look at" note
 
     @property
@@ -264,9 +307,11 @@ class WhyView:
 
     @property
     def panels(self) -> list:
-        """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts."""
+        """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts, the
+        temperatures."""
         return [self.sweep_plot, self.sweep_text, self.machine_plot, self.check_plot, self.check_text,
-                self.parts_plot, self.parts_text]
+                self.parts_plot, self.parts_text, self.temperature_tau, self.temperature_acceptance,
+                self.temperature_text]
 
 
 def _measured_panel(caption: str, button: str, elem: str, figure, text: str) -> tuple:
@@ -279,8 +324,8 @@ def _measured_panel(caption: str, button: str, elem: str, figure, text: str) -> 
 def layout(recordings: dict) -> WhyView:
     """Build the tab's components (inside a gr.Blocks), the measured panels showing `recordings` (the
     lesson's); no behaviour."""
-    (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words) = \
-        panel_outputs(recordings)
+    (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words,
+     temperature_tau, temperature_acceptance, temperature_words) = panel_outputs(recordings)
     focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -305,9 +350,15 @@ def layout(recordings: dict) -> WhyView:
                                                            check_figure, check_words)
     parts_button, parts_plot, parts_text = _measured_panel(PARTS_CAPTION, "Measure the parts", "parts",
                                                            parts_figure_, parts_words)
+    gr.Markdown(TEMPERATURE_CAPTION, elem_classes="note")
+    temperature_button = gr.Button("Measure it live (a small version)", elem_id="temperatures", size="sm")
+    temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
+    temperature_acceptance = gr.Plot(temperature_acceptance, elem_id="why-temperatures-plot", show_label=False)
+    temperature_text = gr.Markdown(temperature_words, elem_id="why-temperatures-table")
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
-                   parts_button, parts_plot, parts_text, focus)
+                   parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,
+                   temperature_text, focus)
 
 
 def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
@@ -317,7 +368,9 @@ def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
              else (None, NOT_RECORDED, None))
     check = check_outputs(recordings["lossless"], projector) if "lossless" in recordings else (None, NOT_RECORDED)
     parts = parts_outputs(recordings["parts"], projector) if "parts" in recordings else (None, NOT_RECORDED)
-    return *sweep, *check, *parts
+    temperatures = (temperature_outputs(recordings["temperatures"], projector) if "temperatures" in recordings
+                    else (None, None, NOT_RECORDED))
+    return *sweep, *check, *parts, *temperatures
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -402,6 +455,10 @@ class WhyHandlers:
     def on_parts(self, request: gr.Request = None):
         return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts)))
 
+    def on_temperatures(self, request: gr.Request = None):
+        return temperature_outputs(*self._shown(request, "temperatures",
+                                                self._measured(lesson.measure_temperatures_live)))
+
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
     """Connect the components to the handlers; every measurement waits in the engine's queue like a
@@ -417,6 +474,9 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
                             **engine_queue)
     view.parts_button.click(handlers.on_parts, None, [view.parts_plot, view.parts_text], api_name="parts",
                             **engine_queue)
+    view.temperature_button.click(handlers.on_temperatures, None,
+                                  [view.temperature_tau, view.temperature_acceptance, view.temperature_text],
+                                  api_name="temperatures", **engine_queue)
 
 
 def render(engine, sessions: SessionStore, recordings: dict | None = None) -> tuple[WhyView, WhyHandlers]:

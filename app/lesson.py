@@ -200,6 +200,7 @@ def formula_takeaway(data: dict) -> str:
             costs.append(cost)
     if not parts:
         return "No drafting lane has a speedup in this recording."
+    heldout = heldout_formula(data)
     below = [m for m in measured if measured[m] < formula[m]]
     where = ("every lane's measured speedup sits below its formula" if len(below) == len(measured) else
              "no lane's measured speedup sits below its formula" if not below else
@@ -218,7 +219,31 @@ def formula_takeaway(data: dict) -> str:
                 f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
                 f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
                 "One prompt moves these: the K sweep (point 5) averages several.")
-    return "; ".join(parts) + f". Here {where}." + why + race
+    return "; ".join(parts) + f". Here {where}." + why + race + heldout
+
+
+def heldout_formula(data: dict) -> str:
+    """The formula's two numbers and the measured speedup over every held-out prompt at temperature 0 (the
+    temperature sweep), each lane's spread over the prompts beside them, and where the example prompt's lanes
+    sit in it ("" without the sweep)."""
+    if "temperatures" not in data or "0.0" not in data["temperatures"]["data"]["temperatures"]:
+        return ""
+    sweep = data["temperatures"]["data"]
+    lanes = {m: row for m, row in sweep["temperatures"]["0.0"]["lanes"].items() if m in METHOD_REGISTRY}
+    parts = []
+    for m, row in lanes.items():
+        spread = row["speedup_by_prompt"]
+        parts.append(f"{method_label(m)} τ {row['tau']['mean']:.2f}, draft/verify {row['draft_cost']:.2f} → formula "
+                     f"{speedup(row['tau']['mean'], row['draft_cost']):.2f}×, measured {row['speedup']:.2f}× (one "
+                     f"prompt alone: {spread['min']:.2f}× to {spread['max']:.2f}×)")
+    ranked = sorted(lanes, key=lambda m: lanes[m]["speedup"], reverse=True)
+    example = data["greedy"]
+    outside = [m for m in lanes if (example.speedup(m) is not None and not
+               lanes[m]["speedup_by_prompt"]["min"] <= example.speedup(m) <= lanes[m]["speedup_by_prompt"]["max"])]
+    where = (f"; the example prompt's {', '.join(method_label(m) for m in outside)} lie outside that spread"
+             if outside else "; the example prompt's lanes lie within that spread")
+    return (f" Over all {sweep['num_prompts']} held-out prompts at temperature 0 (the temperature sweep, point 4): "
+            + "; ".join(parts) + f". The fastest there is {method_label(ranked[0])}{where}.")
 
 
 REJECT_BELOW_P = 0.01  # a lane's distribution check fails below this p-value
@@ -279,7 +304,31 @@ def ceiling_takeaway(data: dict) -> str:
     if not parts:
         return "No drafting lane judged a draft in this recording."
     return ("; ".join(parts) + f". Under the rejection rule a draft passes with probability 1 − TV on average, so "
-            f"the two should agree up to chance: {agree} of {len(parts)} lanes do here.")
+            f"the two should agree up to chance: {agree} of {len(parts)} lanes do here." + heldout_ceiling(data))
+
+
+def _percent_interval(cell: dict) -> str:
+    return f"{cell['mean']:.0%} ({cell['low']:.0%}–{cell['high']:.0%})"
+
+
+def heldout_ceiling(data: dict) -> str:
+    """The same claim over every held-out prompt at the temperature sweep's highest temperature: per lane, the
+    expected acceptance (the mean of min(1, p/q)) and the measured verdict rate against 1 − TV, with 95 %
+    intervals, and whether each measured rate lies within 1 − TV's interval ("" without the sweep)."""
+    if "temperatures" not in data:
+        return ""
+    sweep = data["temperatures"]["data"]
+    top = max(sweep["temperatures"], key=float)
+    lanes = {m: row for m, row in sweep["temperatures"][top]["lanes"].items() if m in METHOD_REGISTRY}
+    parts, within = [], 0
+    for m, row in lanes.items():
+        rate, ceiling = row["verdict_rate"], row["one_minus_tv"]
+        inside = ceiling["low"] <= rate["mean"] <= ceiling["high"]
+        within += inside
+        parts.append(f"{method_label(m)} expected {_percent_interval(row['expected_acceptance'])}, measured "
+                     f"{_percent_interval(rate)}, 1 − TV {_percent_interval(ceiling)} over {row['judged']:,} judged drafts")
+    return (f" Over all {sweep['num_prompts']} held-out prompts at T = {float(top):g}: " + "; ".join(parts)
+            + f". {within} of {len(lanes)} measured rates lie within the interval of their 1 − TV.")
 
 
 def sweep_takeaway(data: dict) -> str:

@@ -209,8 +209,11 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
         baseline = results.pop(BASELINE)
         rows = {}
         for key, runs in results.items():
-            rows[key] = {**row(runs, baseline), **acceptance_row(runs),
-                         "drafter": runs[0].drafter}
+            by_prompt = sorted(b.summary.wall_s / r.summary.wall_s for r, b in zip(runs, baseline))
+            rows[key] = {**row(runs, baseline), **acceptance_row(runs), "drafter": runs[0].drafter,
+                         # each prompt's own speedup: how far one prompt's figure can sit from the whole set's
+                         "speedup_by_prompt": {"min": round(by_prompt[0], 3), "median": round(by_prompt[len(by_prompt) // 2], 3),
+                                               "max": round(by_prompt[-1], 3)}}
             if key.endswith("_verify_all"):
                 rows[key]["survival"] = survival_rows(runs)
         entropies = [engine.target_entropy(r.prompt_ids, r.output_ids, temperature) for r in baseline]

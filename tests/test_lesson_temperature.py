@@ -48,3 +48,32 @@ def test_the_live_measurement_runs_every_lane_at_each_live_temperature(random_en
     assert sorted(map(float, sweep["temperatures"])) == list(lesson.LIVE_TEMPERATURES)
     assert sweep["num_prompts"] == lesson.LIVE_TEMPERATURE_PROMPTS
     assert lesson.temperature_takeaway({"temperatures": measured}).startswith("From T = 0 to 1")
+
+
+def heldout_row(rate: float, ceiling: float, speedup: float = 2.0, spread=(1.5, 2.5)) -> dict:
+    return {"tau": cell(3.0), "expected_acceptance": cell(ceiling, 0.02), "verdict_rate": cell(rate, 0.02),
+            "one_minus_tv": cell(ceiling, 0.02), "judged": 2500, "speedup": speedup, "draft_cost": 0.3,
+            "speedup_by_prompt": {"min": spread[0], "median": speedup, "max": spread[1]}}
+
+
+def test_the_ceiling_over_the_held_out_prompts_says_which_rates_lie_within_1_minus_tv():
+    sweep = {"temperatures": {"1.0": {"lanes": {"ar": heldout_row(0.41, 0.42), "dflash": heldout_row(0.60, 0.42)},
+                                      "target_entropy": cell(2.0)}}, "num_prompts": 65}
+    text = lesson.heldout_ceiling({"temperatures": {"data": sweep}})
+    assert "Over all 65 held-out prompts at T = 1" in text and "over 2,500 judged drafts" in text
+    assert "1 of 2 measured rates lie within the interval of their 1 − TV" in text
+    assert "DFlash expected 42% (40%–44%), measured 60% (58%–62%)" in text
+    assert lesson.heldout_ceiling({}) == ""
+
+
+def test_the_formula_over_the_held_out_prompts_places_the_example_prompt_in_their_spread():
+    from types import SimpleNamespace
+
+    sweep = {"temperatures": {"0.0": {"lanes": {"ar": heldout_row(0.5, 0.5, 1.7, (1.2, 2.0)),
+                                                "dflash": heldout_row(0.5, 0.5, 2.2, (1.6, 2.9))},
+                                      "target_entropy": cell(0.0)}}, "num_prompts": 65}
+    inside = {"temperatures": {"data": sweep}, "greedy": SimpleNamespace(speedup=lambda m: {"ar": 1.9, "dflash": 2.5}[m])}
+    assert "the example prompt's lanes lie within that spread" in lesson.heldout_formula(inside)
+    assert "The fastest there is DFlash" in lesson.heldout_formula(inside)
+    outside = {**inside, "greedy": SimpleNamespace(speedup=lambda m: {"ar": 2.66, "dflash": 2.5}[m])}
+    assert "the example prompt's AR lie outside that spread" in lesson.heldout_formula(outside)

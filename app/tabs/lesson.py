@@ -26,7 +26,7 @@ from ..render import status_html
 from ..sessions import SessionStore
 from .compare import CompareHandlers, CompareView
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
-from .why import NUM_PANELS, WhyHandlers, WhyView, panel_outputs
+from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
 INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass beats drafting token by token, "
          "in seven steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
@@ -157,7 +157,7 @@ class LessonHandlers:
             settings = lesson.comparison_settings(self.compare.methods, temperature)
             yield from self.compare.run_comparison(settings, True, request.session_hash)
         elif point.recording == "sweeps":
-            yield self.why.on_sweep(None)
+            yield self.why.on_sweep(HELDOUT)  # the lesson's held-out prompts, as recorded
         elif point.recording == "lossless":
             yield self.why.on_check()
         else:

@@ -25,7 +25,8 @@ from urllib.parse import quote, urlencode
 from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
 from engine.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from engine.text import repair_text
-from engine.types import INTEGER_SETTINGS, MAX_PROMPT_CHARS, RANGES, GenerationConfig
+from engine.types import (INTEGER_SETTINGS, MAX_PROMPT_CHARS, MIN_SAMPLING_TEMPERATURE, RANGES, GenerationConfig,
+                          temperature_too_low)
 
 from .examples import example_prompts
 
@@ -120,7 +121,8 @@ def integer_parser(name: str, low: int, high: int) -> Callable[[Any], int]:
         number = _number(value, name, expect)
         if isinstance(number, float):  # a float is taken only where it is exactly the integer meant
             if abs(number) >= MAX_EXACT_FLOAT_INT:
-                raise SettingError(f"{name} {_shown(value)} is too large to be exact as a float; send it as text")
+                how = "write it in digits" if isinstance(value, str) else "send it as text, in digits"
+                raise SettingError(f"{name} {_shown(value)} is too large to be exact as a float; {how}")
             if not number.is_integer():
                 raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
             number = int(number)
@@ -185,10 +187,18 @@ def _ranged(name: str, high=None, words: str | None = None) -> Callable[[Any], A
     return make(words or engine_words, low, engine_high if high is None else high)
 
 
+def parse_temperature(value: Any) -> float:
+    """0 (greedy) or a temperature that samples: the engine's range, and never a positive one too low to sample."""
+    temperature = _ranged("temperature")(value)
+    if 0 < temperature < MIN_SAMPLING_TEMPERATURE:
+        raise SettingError(temperature_too_low(temperature))
+    return temperature
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "prompt": parse_prompt,
     "methods": parse_methods,
-    "temperature": _ranged("temperature"),
+    "temperature": parse_temperature,
     "seed": _ranged("seed"),
     "max_new_tokens": _ranged("max_new_tokens", high=MAX_NEW_TOKENS_UI),
     "draft_len": _ranged("draft_len"),

@@ -171,7 +171,8 @@ class LessonHandlers:
         if number is None and tab is None:
             return self.outputs()
         if number is not None:
-            if number.isdigit() and 1 <= int(number) <= len(POINTS):
+            # ASCII digits only, and few: str.isdigit also takes '²' (which int refuses) and thousands of digits
+            if number.isascii() and number.isdigit() and len(number) <= 3 and 1 <= int(number) <= len(POINTS):
                 return self.show_point(POINTS[int(number) - 1], request.session_hash)
             return self.outputs(tab="lesson", status=f"this link asks for lesson point {number[:20]!r}; there are "
                                                      f"points 1 to {len(POINTS)}")

@@ -170,10 +170,17 @@ def _lane_steps(method: str, items) -> list[Step]:
     return trace
 
 
-def read_comparison(data: bytes | str) -> Comparison:
-    """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line)."""
+def too_large(size: int) -> str:
+    """The one line for a file over MAX_FILE_BYTES, in the units a person reads a file's size in."""
+    return (f"the file is {size / 1e6:,.1f} MB; a saved comparison is at most {MAX_FILE_BYTES / 1e6:g} MB "
+            f"({MAX_FILE_BYTES:,} bytes)")
+
+
+def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
+    """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line).
+    size: the whole file's size in bytes, where `data` is only its first MAX_FILE_BYTES + 1 bytes."""
     if len(data) > MAX_FILE_BYTES:
-        raise RecordError(f"the file is {len(data):,} bytes; a saved comparison is at most {MAX_FILE_BYTES:,}")
+        raise RecordError(too_large(max(size or 0, len(data))))
     try:
         doc = json.loads(data)
     except RecursionError:

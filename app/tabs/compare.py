@@ -33,13 +33,14 @@ from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
 from ..charts import NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
-from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
+from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query, quoted,
                      default_settings, is_link, parse_controls, parse_query)
 from ..record import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 from .. import memory, server_lanes
 from ..sessions import SessionStore, now_s
+from ..uploads import SavedFileButton
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
@@ -47,6 +48,7 @@ REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each 
 # the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
 # building and drawing them would otherwise share the cores, and the interpreter, with the lane being measured.
 NOT_SELECTED = "not selected"
+NO_FILE = "no file arrived: open a saved comparison's .json file"
 
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
 # link made on a Space points at the Space); afterwards it copies the link where the browser allows.
@@ -188,6 +190,7 @@ class CompareView:
     charts: list  # NUM_CHARTS plots, in comparison_figures' order
     link_query: gr.Textbox
     focus: gr.HTML  # a lesson point's "look at" note
+    examples: gr.Dataset  # the example prompts; a click puts one in the prompt box
     server_boxes: list = field(default_factory=list)  # one per server lane (app/server_lanes.py), after the local lanes
 
     @property
@@ -208,11 +211,12 @@ def _prompt_row(defaults: Settings):
                        gr.Button("Stop", variant="stop", elem_id="stop"),
                        gr.Button("Copy link", elem_id="copy-link", size="sm"),
                        gr.DownloadButton("Download this comparison", elem_id="download", size="sm", visible=False),
-                       gr.UploadButton("Open a saved comparison", elem_id="open-saved", size="sm",
+                       SavedFileButton("Open a saved comparison", elem_id="open-saved", size="sm",
                                        file_types=[".json"], type="binary"))
-    gr.Examples(examples=[[e] for e in example_prompts()], inputs=[prompt],
-                label="Examples (the tiny models know Python)", examples_per_page=6)
-    return prompt, buttons
+    # A Dataset with its own handler rather than gr.Examples, whose handler fails on an index it has no example for
+    examples = gr.Dataset(components=[prompt], samples=[[e] for e in example_prompts()], type="index",
+                          label="Examples (the tiny models know Python)", samples_per_page=6, elem_id="examples")
+    return prompt, examples, buttons
 
 
 def _draft_label(one_pass: bool, most: int = MAX_DRAFT_LEN) -> str:
@@ -289,7 +293,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
            servers=()) -> CompareView:
     """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top;
     servers: the operator's server lanes."""
-    prompt, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
+    prompt, examples, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
     controls, show_drafts = _settings(methods, defaults, block_top)
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
@@ -307,7 +311,8 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
     controls = {name: controls[name] for name in PARSERS}
     assert len(charts) == NUM_CHARTS
     return CompareView(prompt, run_button, stop_button, copy_button, download_button, upload, controls, show_drafts,
-                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus, server_boxes)
+                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus, examples,
+                       server_boxes)
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -570,6 +575,15 @@ class CompareHandlers:
         state = self.sessions.get(request.session_hash)
         state.run_pressed_s, state.stop_pressed_s = now_s(), None
 
+    @staticmethod
+    def on_example(index):
+        """The example prompt the page asks for by its index (an API client can send any value)."""
+        prompts = example_prompts()
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(prompts):
+            return prompts[index]
+        raise gr.Error(f"there is no example {quoted(index)}: the examples are numbered 0 to {len(prompts) - 1}",
+                       print_exception=False)
+
     def offer_download(self, request: gr.Request):
         """After a run: the session's comparison as one JSON file, every lane's trace with its settings."""
         state = self.sessions.peek(request.session_hash)
@@ -583,8 +597,10 @@ class CompareHandlers:
         """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
         at a time: what the last one's reading and drawing freed goes back to the system first.)"""
         memory.release()
+        if not isinstance(data, bytes):  # an API client's string, dict or number (app/uploads.py)
+            return self.refused(NO_FILE)
         try:
-            comparison = read_comparison(data if isinstance(data, (bytes, str)) else b"")
+            comparison = read_comparison(data)
         except RecordError as exc:
             return self.refused(f"cannot open that file: {exc}")
         self.sessions.opened(request.session_hash, comparison)  # the Step-through and Why tabs read it too
@@ -605,6 +621,8 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.
     view.upload.upload(handlers.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
                        concurrency_limit=1, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
+    view.examples.click(handlers.on_example, inputs=[view.examples], outputs=[view.prompt], preprocess=False,
+                        queue=False, **quiet)
     view.run_button.click(handlers.on_requested, inputs=None, outputs=None, queue=False, **quiet)
     view.stop_button.click(handlers.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     view.controls["methods"].change(handlers.show_lanes, inputs=[view.controls["methods"]],

@@ -12,6 +12,7 @@ from engine.presets import PRESETS
 
 from . import page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard
+from .record import MAX_FILE_BYTES
 from .sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, step, why
@@ -28,6 +29,9 @@ QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is 
 # Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256
+# Gradio's cache (uploads, and the copies of the files it serves: downloads, plots) is swept every
+# CACHE_SWEEP_S of files older than CACHE_AGE_S; an upload over MAX_FILE_BYTES is refused as it arrives.
+CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
@@ -43,7 +47,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
                        if servers else None)
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
-    with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
+    with gr.Blocks(title="SpecLab — see speculative decoding work", delete_cache=(CACHE_SWEEP_S, CACHE_AGE_S)) as demo:
         gr.Markdown(f"# SpecLab\n{INTRO}")
         gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
                 f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
@@ -75,8 +79,10 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
-    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py)."""
+    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py), uploads of at
+    most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
+    kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
     block = not kwargs.pop("prevent_thread_lock", False)

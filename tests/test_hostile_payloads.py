@@ -94,3 +94,38 @@ def test_an_oversized_file_is_refused_with_its_real_size():
         read_comparison(head, size=31_600_000)
     with pytest.raises(RecordError, match=r"^the file is 12\.0 MB"):
         read_comparison(b" " * 12_000_000)
+
+
+def test_an_upload_over_the_files_limit_is_refused_where_it_arrives(served):
+    import httpx
+
+    url = served.base + "/gradio_api/upload"
+    small = httpx.post(url, files={"files": ("saved.json", b"{}", "application/json")}, timeout=60)
+    assert small.status_code == 200
+    big = httpx.post(url, files={"files": ("saved.json", b" " * (MAX_FILE_BYTES + 1), "application/json")},
+                     timeout=60)
+    assert big.status_code == 413, big.text[:200]
+
+
+def test_gradios_cache_is_swept_on_a_schedule(random_engine):
+    from app.main import CACHE_AGE_S, CACHE_SWEEP_S, build_app
+
+    assert build_app(random_engine).delete_cache == (CACHE_SWEEP_S, CACHE_AGE_S)
+    assert CACHE_SWEEP_S <= 3600 and CACHE_AGE_S <= 24 * 3600
+
+
+def test_download_files_are_one_per_session_and_at_most_a_few_hundred(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from app.tabs.compare import download_path
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for i in range(30):
+        path = download_path(f"session{i}", keep=10)
+        path.write_text("{}")
+        os.utime(path, (i, i))  # written in order, a second apart
+    assert download_path("session3", keep=10) == download_path("session3", keep=10)  # the same file each run
+    kept = sorted(p.name for p in (tmp_path / "speclab-comparisons").iterdir())
+    assert len(kept) <= 10 and "speclab-comparison-session29.json" in kept
+    assert "speclab-comparison-session0.json" not in kept

@@ -99,12 +99,26 @@ def versions() -> dict:
     return found
 
 
-def download_path(session: str) -> Path:
-    """One file per browser session, overwritten by its next run, so downloads never pile up."""
+MAX_DOWNLOADS = 256  # download files kept (one per session, the newest): the folder stays under ~1.3 GB
+
+
+def download_path(session: str, keep: int = MAX_DOWNLOADS) -> Path:
+    """One file per browser session, overwritten by its next run; past `keep` files the oldest are removed
+    (Gradio serves its own copy, so a page that still shows a removed file's button keeps working a while)."""
     folder = Path(tempfile.gettempdir()) / "speclab-comparisons"
     folder.mkdir(exist_ok=True)
     safe = "".join(c for c in session if c.isalnum())[:32] or "session"
-    return folder / f"speclab-comparison-{safe}.json"
+    path = folder / f"speclab-comparison-{safe}.json"
+    others = []
+    for other in folder.glob("speclab-comparison-*.json"):
+        try:
+            others.append((other.stat().st_mtime, other))
+        except OSError:  # removed by another thread meanwhile
+            pass
+    for _, old in sorted(others, reverse=True)[max(0, keep - 1):]:
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
 
 
 def control_values(settings: Settings) -> list:

@@ -104,7 +104,7 @@ def _head(lane: ServerLaneResult) -> str:
 
 def server_lane_html(lane: ServerLaneResult, prompt: str = "") -> str:
     """One server lane: header, chips, the one-line error or note, the text, and the server's acceptance."""
-    lines = "".join(f'<div class="status-error srv-message">⚠ {html.escape(lane.name)} {html.escape(m)}</div>'
+    lines = "".join(f'<div class="status-error srv-message">⚠ {html.escape(lane.name)} {visible(m)}</div>'
                     for m in (lane.error, lane.note) if m)
     if lane.state in ("waiting", "running") and not lane.text:
         return f'{_head(lane)}{lines}<div class="tokens"></div></div>'

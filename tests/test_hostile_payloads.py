@@ -129,3 +129,33 @@ def test_download_files_are_one_per_session_and_at_most_a_few_hundred(tmp_path, 
     kept = sorted(p.name for p in (tmp_path / "speclab-comparisons").iterdir())
     assert len(kept) <= 10 and "speclab-comparison-session29.json" in kept
     assert "speclab-comparison-session0.json" not in kept
+
+
+def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engine):
+    """U+202E in a prompt, a file's drafter or device, a token or a status: never drawn as a control (it would
+    reverse everything after it), but as its name; right-to-left letters are kept, each text isolated."""
+    from dataclasses import replace
+
+    from app.record import Comparison
+    from app.render import BIDI_CONTROLS, chart_label, lane_html, status_html
+    from app.tabs.step import blocks_html
+    from app.theme import CSS
+    from engine.types import GenerationConfig
+
+    prompt = "name = 'abc\u202e.txt'  # \u2067مرحبا\u2069\n"
+    result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=6, draft_len=2))
+    steps = [result.prefill, *result.steps]
+    first = steps[1].committed[0]
+    steps[1] = replace(steps[1], committed=(replace(first, text="\u202e" + first.text), *steps[1].committed[1:]))
+    comparison = Comparison.of_steps(dict(prompt=prompt, methods=["ar"], temperature=0.0, max_new_tokens=6),
+                                     {"ar": steps}, drafters={"ar": "evil\u202edrafter"}, device="cpu\u202e",
+                                     preset="random")
+    drawn = {"lane": lane_html(comparison, "ar"), "live lane": lane_html(comparison, "ar", live=True),
+             "step": blocks_html(comparison, 1), "status": status_html(f"recorded on {comparison.device}"),
+             "chart label": chart_label("\u202eab")}
+    for where, text in drawn.items():
+        assert not [hex(c) for c in BIDI_CONTROLS if chr(c) in text], where
+        assert "\u27e8RLO\u27e9" in text, where
+    assert "مرحبا" in drawn["lane"] and "\u27e8RLI\u27e9" in drawn["lane"]  # the letters stay; the control is named
+    isolated = next(rule for rule in CSS.split("}") if "unicode-bidi: isolate" in rule)
+    assert all(name in isolated for name in (".tokens", ".prompt-text", ".st-context", ".st-text", ".srv-text"))

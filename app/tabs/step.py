@@ -29,7 +29,7 @@ from ..charts import timeline_figure
 from ..glossary import hover
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
-from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible_ghost
+from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
 from ..uploads import SavedFileButton
 
@@ -238,7 +238,7 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
     name = method_label(method)
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
-            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{html.escape(drafter)}</span>'
+            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{visible(drafter)}</span>'
                if drafter else "") + "</div>")
     step = step_at(steps, i)
     if not steps:

@@ -36,11 +36,12 @@ CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
-              recordings: Path | None = None) -> gr.Blocks:
+              recordings: Path | None = None, pin_key: str | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
     each a lane beside the local ones (app/server_lanes.py); recordings: the folder that keeps recorded runs
-    across restarts (app/recorded.py; None: memory only). The app's server-side state is one bounded
+    across restarts (app/recorded.py; None: memory only); pin_key: a link opened with `pin=` this key pins
+    its recorded run, never evicted (None: no pins). The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
@@ -58,7 +59,8 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         with gr.Tabs() as tabs:
             with gr.Tab("Compare", id="compare"):
                 compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
-                                                                max_run_s=max_run_s, servers=server_handlers)
+                                                                max_run_s=max_run_s, servers=server_handlers,
+                                                                pin_key=pin_key)
             with gr.Tab("Lesson", id="lesson"):
                 lesson_view = lesson.layout(recordings)
             with gr.Tab("Step through", id="step"):

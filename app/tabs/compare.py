@@ -13,6 +13,7 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import functools
+import hmac
 import html
 import json
 import tempfile
@@ -336,8 +337,9 @@ class CompareHandlers:
     `sessions` (app/sessions.py), nothing here."""
 
     def __init__(self, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-                 max_run_s: float = MAX_RUN_S):
+                 max_run_s: float = MAX_RUN_S, pin_key: str | None = None):
         self.engine = engine
+        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recorded.py)
         self.methods = list(engine.methods())
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}  # shown in each lane's header
         self.caps = {m: engine.max_draft_len(m) for m in self.methods}  # a block drafter's trained block
@@ -345,6 +347,12 @@ class CompareHandlers:
         self.run_lanes = run_lanes
         self.max_run_s = max_run_s
         self.sessions = sessions
+
+    def pins(self, request: gr.Request | None) -> bool:
+        """Whether the page was opened with the operator's pin key (`pin=KEY` in its address)."""
+        given = [v for k, v in query_items(request) if k == "pin"]
+        return self.pin_key is not None and len(given) == 1 and hmac.compare_digest(
+            given[0].encode("utf-8", "surrogatepass"), self.pin_key.encode("utf-8", "surrogatepass"))
 
     def result_key(self, settings: Settings) -> str:
         """Everything a run's outcome depends on: the models, the device and every setting."""
@@ -443,10 +451,12 @@ class CompareHandlers:
         self.engine.encode_prompt(settings.prompt)
         return lane_runs
 
-    def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False) -> Iterator[tuple]:
+    def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False,
+                       pin: bool = False) -> Iterator[tuple]:
         """Run the chosen lanes one after another and yield the page's outputs as they fill. The one place
         lanes run: the button, a share link and the API all come here. reuse: show the recorded run of the
-        same configuration when there is one (share links: thirty visitors of one link compute it once)."""
+        same configuration when there is one (share links: thirty visitors of one link compute it once);
+        pin: the operator's link, whose recorded run is never evicted."""
         try:
             lane_runs = self._checked(settings)
         except EngineError as exc:
@@ -460,17 +470,19 @@ class CompareHandlers:
         key = self.result_key(settings)
         replay = self.recorded_outputs(key, session, show) if reuse else None
         if replay is not None:
+            if pin:
+                self.sessions.recorded.pin(key)
             yield replay
             return
         stop = state.stop = threading.Event()
         try:
-            yield from self._run(settings, show, lane_runs, stop, state, key)
+            yield from self._run(settings, show, lane_runs, stop, state, key, pin)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             state.stop = None
 
     def _run(self, settings: Settings, show: bool, lane_runs: list[LaneRun], stop: threading.Event, state,
-             key: str) -> Iterator[tuple]:
+             key: str, pin: bool = False) -> Iterator[tuple]:
         shown, drawn, ended = {}, {}, {}
         last_draw, started, out_of_time = 0.0, time.monotonic(), False
         for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop):
@@ -488,8 +500,10 @@ class CompareHandlers:
             yield status_html(message), *self._lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
         comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
         state.last = comparison
-        if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
-            self.sessions.recorded.remember(key, comparison)
+        # Only complete runs are replayed: every lane done and every timing run it began finished (a Stop or the
+        # time limit during the timing runs leaves lanes "done" with fewer runs behind their figures).
+        if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
+            self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
         text += self._capped_note(settings) + clock_note(comparison)
         yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
@@ -533,7 +547,7 @@ class CompareHandlers:
             return
         settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), self.defaults, available=self.methods)
         yield from self.run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
-                                       request.session_hash, reuse=True)
+                                       request.session_hash, reuse=True, pin=self.pins(request))
 
     def restore(self, request: gr.Request):
         """Opening the page: a share link's parameters set every control, then the comparison runs. A link
@@ -549,6 +563,8 @@ class CompareHandlers:
         replay = (self.recorded_outputs(self.result_key(settings), request.session_hash, True)
                   if is_link(items) else None)
         if replay is not None:
+            if self.pins(request):
+                self.sessions.recorded.pin(self.result_key(settings))
             return *values, notes, gr.skip(), *replay
         return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * outputs
 
@@ -657,12 +673,12 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 
 def render(engine, demo: gr.Blocks, sessions: SessionStore,
            run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-           max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None
-           ) -> tuple[CompareView, CompareHandlers]:
+           max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
+           pin_key: str | None = None) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
     app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/server_lanes.py), if any."""
-    handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
+    handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s, pin_key)
     view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps),
                   servers.specs if servers else ())
     if servers is not None and servers.specs:

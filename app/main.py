@@ -66,7 +66,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
             with gr.Tab("Step through", id="step"):
                 step_view, step_handlers = step.render(sessions)
             with gr.Tab("Why", id="why"):
-                why_view, why_handlers = why.render(engine, sessions, recordings)
+                why_view, why_handlers = why.render(engine, sessions, recordings, max_run_s=max_run_s)
             with gr.Tab("About", id="about"):
                 about.render(engine)
                 if server_handlers is not None:

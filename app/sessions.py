@@ -36,6 +36,17 @@ class Session:
     run_pressed_s: float | None = None  # monotonic time of its last Run press not yet started
     stop_pressed_s: float | None = None  # ... and of a Stop pressed while nothing of its own ran
 
+    def press_run(self) -> None:
+        """A Run (or a measurement's button) was pressed: its event now waits in the engine's queue."""
+        self.run_pressed_s, self.stop_pressed_s = now_s(), None
+
+    def press_stop(self) -> None:
+        """Stop: the session's running job ends within a batch of steps; one still queued is withdrawn."""
+        if self.stop is not None:
+            self.stop.set()
+        elif self.run_pressed_s is not None:
+            self.stop_pressed_s = now_s()
+
     def withdrawn(self) -> bool:
         """Whether Stop was pressed after Run, before the run started; forgets both presses."""
         run, stop = self.run_pressed_s, self.stop_pressed_s

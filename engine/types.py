@@ -42,6 +42,16 @@ class EngineError(ValueError):
     """A problem the user can fix (bad input, missing model); its message is one clear line."""
 
 
+class Stopped(EngineError):
+    """A run or a measurement ended early because its `stop` event was set (a Stop press, a time limit)."""
+
+
+def check_stop(stop) -> None:
+    """Raise Stopped once `stop` (a threading.Event, or None for never) is set."""
+    if stop is not None and stop.is_set():
+        raise Stopped("stopped")
+
+
 def check_device_name(requested: str) -> None:
     """Refuse (EngineError, one line) a device name other than "auto", "cpu", "cuda" or "cuda:N". Whether this
     machine has that device is models.pick_device's question; this one needs no torch, so the command line

@@ -40,7 +40,7 @@ from ..record import Comparison, LaneResult, RecordError, read_comparison, setti
 from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 from .. import memory, server_lanes
-from ..sessions import SessionStore, now_s
+from ..sessions import SessionStore
 from ..uploads import SavedFileButton
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
@@ -595,15 +595,10 @@ class CompareHandlers:
         """Stop your own run: the running one ends within a batch of steps (a quarter of a second); one still
         waiting in the queue is withdrawn. (Gradio's `cancels=` would also withdraw a queued run, but it kills
         a running one without its last update: the finished lanes and the charts would never be drawn.)"""
-        state = self.sessions.get(request.session_hash)
-        if state.stop is not None:
-            state.stop.set()
-        elif state.run_pressed_s is not None:
-            state.stop_pressed_s = now_s()
+        self.sessions.get(request.session_hash).press_stop()
 
     def on_requested(self, request: gr.Request):
-        state = self.sessions.get(request.session_hash)
-        state.run_pressed_s, state.stop_pressed_s = now_s(), None
+        self.sessions.get(request.session_hash).press_run()
 
     @staticmethod
     def on_example(index):

@@ -143,7 +143,9 @@ class LessonHandlers:
                             step=self.step.show(comparison, request.session_hash, "Lesson recording", start=step))
 
     def prepare_live(self, number: int, request: gr.Request):
-        """Before a live run: open the point's tab, say it runs live (the run itself follows, queued)."""
+        """Before a live run: open the point's tab, say it runs live (the run itself follows, queued: Stop on
+        that tab withdraws it, or stops it once it runs)."""
+        self.sessions.get(request.session_hash).press_run()
         point = POINTS[number - 1]
         if point.tab == "compare":
             return self.outputs(tab="compare", compare_focus=focus_update(point, live=True))
@@ -157,11 +159,11 @@ class LessonHandlers:
             settings = lesson.comparison_settings(self.compare.methods, temperature)
             yield from self.compare.run_comparison(settings, True, request.session_hash)
         elif point.recording == "sweeps":
-            yield self.why.on_sweep(HELDOUT)  # the lesson's held-out prompts, as recorded
+            yield self.why.on_sweep(HELDOUT, request)  # the lesson's held-out prompts, as recorded
         elif point.recording == "lossless":
-            yield self.why.on_check()
+            yield self.why.on_check(request)
         else:
-            yield self.why.on_parts()
+            yield self.why.on_parts(request)
 
     def on_load(self, request: gr.Request):
         """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab. A bad value: one line on

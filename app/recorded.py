@@ -16,7 +16,7 @@ Eviction weighs what a record cost: past the bounds, the record that took the le
 first (its cost halving with every day of age, so old records make room in the end), never the one just
 written. A visitor flooding the server with tiny distinct links only pushes out tiny records, their own among
 them. A record the operator pins (a link opened with the operator's pin key, app/tabs/compare.py) is kept apart,
-in `DIR/pinned/`, and never evicted.
+in `DIR/pinned/`, never evicted, and never replaced by a visitor's run of the same configuration.
 """
 
 from __future__ import annotations
@@ -105,14 +105,17 @@ class RecordedRuns:
         return self.folder is not None and (self.folder / PINNED / file_name(key)).exists()
 
     def remember(self, key: str, comparison: Comparison, pinned: bool = False) -> None:
-        """Record a complete run; `pinned`: never evicted (the operator's)."""
-        if pinned or self.is_pinned(key):
+        """Record a complete run; `pinned`: never evicted (the operator's). A pinned record is replaced only by
+        another pinned run: a visitor running the same configuration afresh sees their run, not recorded."""
+        if self.is_pinned(key) and not pinned:
+            return
+        if pinned:
             self._keep_pinned(key, comparison)
         else:
             self._keep(key, comparison)
         if self.folder is not None:
             try:
-                self._write(key, comparison, pinned or self.is_pinned(key))
+                self._write(key, comparison, pinned)
                 self._prune(keep=file_name(key))
             except OSError as exc:  # a full disk, a read-only folder: the run is still shown, and kept in memory
                 if not self._warned:

@@ -166,6 +166,7 @@ def test_a_flood_of_tiny_links_pushes_out_neither_a_pinned_run_nor_a_costly_one(
     runs.remember("costly", comparison)
     for i in range(300):  # one visitor, 300 distinct one-token links
         runs.remember(f"flood-{i}", tiny)
+    runs.remember("lecturer", tiny)  # a visitor's own run of the pinned configuration: shown to them, not kept
     assert runs.last("flood-299") is tiny  # the newest is kept, like any record
     for reader in [runs, RecordedRuns(tmp_path)] if on_disk else [runs]:  # ... and after a restart
         assert same_numbers(reader.last("lecturer"), comparison) and same_numbers(reader.last("costly"), comparison)

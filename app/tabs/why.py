@@ -27,8 +27,8 @@ from ..examples import example_choices
 from ..glossary import meaning
 from ..links import SettingError, float_parser
 from ..sessions import SessionStore
-from .compare import MAX_RUN_S
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
+from .compare import MAX_RUN_S
 
 
 def _labels(one_pass: bool) -> str:

@@ -128,7 +128,7 @@ def counters_html(name: str, counters: ServerCounters | str) -> str:
     title = f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span></div>'
     if isinstance(counters, str):
         return f'<div class="srv-counters" data-server="{html.escape(name)}">{title}' \
-               f'<div class="status-error">⚠ {html.escape(name)} {html.escape(counters)}</div></div>'
+               f'<div class="status-error">⚠ {html.escape(name)} {visible(counters)}</div></div>'
     tau, rate = counters.tau, counters.acceptance_rate
     chips = [_chip("τ", "—" if tau is None else f"{tau:.2f}", "1 + accepted / drafts over all traffic"
                    if counters.kind == "vllm" else "sglang:spec_accept_length (the latest batch)"),

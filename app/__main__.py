@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     run_lanes = runner.run_lanes if args.timing_runs is None else \
         functools.partial(runner.run_lanes, timing_runs=args.timing_runs)
     launch(build_app(engine, notice=notice, run_lanes=run_lanes, servers=servers,
-                     recordings=args.recordings or default_folder()), server_name=args.host, server_port=args.port)
+                     recordings=args.recordings or default_folder(), pin_key=os.environ.get("SPECLAB_PIN_KEY")),
+           server_name=args.host, server_port=args.port)
     return 0
 
 

@@ -70,51 +70,54 @@ def parts_method(available) -> str | None:
 
 # --- the measurements, recorded or live ------------------------------------------------------------------
 
-def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | None = None, rounds: int = 2) -> dict:
+def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | None = None, rounds: int = 2,
+                   stop=None) -> dict:
     """Every serial lane at every K (default SWEEP_KS, SWEEP_TOKENS new tokens), and the block drafters once at
-    their default block (with the first lane), against the baseline on the same prompts (engine/sweep.py)."""
+    their default block (with the first lane), against the baseline on the same prompts (engine/sweep.py).
+    stop (here and below): a threading.Event that ends the measurement (engine.types.Stopped)."""
     from engine.sweep import k_sweep
 
     ks, max_new_tokens = ks or SWEEP_KS, max_new_tokens or SWEEP_TOKENS
-    sweeps = {m: k_sweep(engine, prompts, max_new_tokens, ks, m, rounds=rounds, one_pass=i == 0)
+    sweeps = {m: k_sweep(engine, prompts, max_new_tokens, ks, m, rounds=rounds, one_pass=i == 0, stop=stop)
               for i, m in enumerate(serial_methods(engine.methods()))}
     return measurement({"sweeps": sweeps}, engine.device_name)
 
 
-def measure_check(engine, samples: int = LOSSLESS_SAMPLES) -> dict:
+def measure_check(engine, samples: int = LOSSLESS_SAMPLES, stop=None) -> dict:
     """The distribution check (engine/lossless.py) on the lesson's prompt. Imported here, not at the top: the
     engine (and so torch) is loaded by the time this runs, while importing the app loads no torch."""
     from engine.lossless import distribution_check
 
     return measurement(distribution_check(engine, lesson_prompt(), samples=samples,
-                                          temperature=LOSSLESS_TEMPERATURE), engine.device_name)
+                                          temperature=LOSSLESS_TEMPERATURE, stop=stop), engine.device_name)
 
 
-def measure_parts(engine, rounds: int = 2) -> dict:
+def measure_parts(engine, rounds: int = 2, stop=None) -> dict:
     """The scheduled drafter beside each of its variants (engine/sweep.py variant_sweep)."""
     from engine.sweep import variant_sweep
 
     method = parts_method(engine.methods())
     if method is None:
         raise ValueError("this engine runs no scheduled drafter with variants")
-    return measurement(variant_sweep(engine, method, load_prompts()[:PARTS_PROMPTS], NEW_TOKENS, rounds=rounds),
+    return measurement(variant_sweep(engine, method, load_prompts()[:PARTS_PROMPTS], NEW_TOKENS, rounds=rounds,
+                                     stop=stop),
                        engine.device_name)
 
 
 def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
-                         max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT) -> dict:
+                         max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT, stop=None) -> dict:
     """Every lane at every temperature against the baseline at the same temperature (engine/sweep.py
     temperature_sweep), on `prompts` (default every held-out prompt)."""
     from engine.sweep import temperature_sweep
 
     return measurement(temperature_sweep(engine, prompts or load_prompts(), max_new_tokens, temperatures,
-                                         argmax_at=argmax_at), engine.device_name)
+                                         argmax_at=argmax_at, stop=stop), engine.device_name)
 
 
-def measure_temperatures_live(engine) -> dict:
+def measure_temperatures_live(engine, stop=None) -> dict:
     """The temperature sweep small enough to run in front of a class (LIVE_TEMPERATURE_*)."""
     return measure_temperatures(engine, load_prompts()[:LIVE_TEMPERATURE_PROMPTS], LIVE_TEMPERATURES,
-                                LIVE_TEMPERATURE_TOKENS, argmax_at=())
+                                LIVE_TEMPERATURE_TOKENS, argmax_at=(), stop=stop)
 
 
 # --- what is recorded ------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from urllib.parse import quote, urlencode
 from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
 from engine.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from engine.text import repair_text
-from engine.types import INTEGER_SETTINGS, MAX_PROMPT_CHARS, RANGES, GenerationConfig
+from engine.types import (INTEGER_SETTINGS, MAX_PROMPT_CHARS, MIN_SAMPLING_TEMPERATURE, RANGES, GenerationConfig,
+                          temperature_too_low)
 
 from .examples import example_prompts
 
@@ -79,7 +80,7 @@ def default_settings(available: Sequence[str] | None = None) -> Settings:
 
 # --- one parser per control ---------------------------------------------------------------------------
 
-def _shown(value: Any) -> str:
+def quoted(value: Any) -> str:
     """A value as a message quotes it: repr (so control characters and lone surrogates stay visible), cut short."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "…"
@@ -98,7 +99,7 @@ def parse_prompt(value: Any) -> str:
 def _number(value: Any, name: str, expect: str) -> float | int:
     """An int or float as sent (bools refused) or parsed from text; finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+        raise SettingError(f"{name} must be {expect}, got {quoted(value)}")
     number = value
     if isinstance(value, str):
         text = value.strip()
@@ -107,9 +108,9 @@ def _number(value: Any, name: str, expect: str) -> float | int:
         try:
             number = float(text) if len(text) <= 40 else math.nan
         except ValueError:
-            raise SettingError(f"{name} must be {expect}, got {_shown(value)}") from None
+            raise SettingError(f"{name} must be {expect}, got {quoted(value)}") from None
     if isinstance(number, float) and not math.isfinite(number):
-        raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+        raise SettingError(f"{name} must be {expect}, got {quoted(value)}")
     return number
 
 
@@ -120,12 +121,13 @@ def integer_parser(name: str, low: int, high: int) -> Callable[[Any], int]:
         number = _number(value, name, expect)
         if isinstance(number, float):  # a float is taken only where it is exactly the integer meant
             if abs(number) >= MAX_EXACT_FLOAT_INT:
-                raise SettingError(f"{name} {_shown(value)} is too large to be exact as a float; send it as text")
+                how = "write it in digits" if isinstance(value, str) else "send it as text, in digits"
+                raise SettingError(f"{name} {quoted(value)} is too large to be exact as a float; {how}")
             if not number.is_integer():
-                raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+                raise SettingError(f"{name} must be {expect}, got {quoted(value)}")
             number = int(number)
         if not low <= number <= high:
-            raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+            raise SettingError(f"{name} must be {expect}, got {quoted(value)}")
         return number
 
     return parse
@@ -139,9 +141,9 @@ def float_parser(name: str, low: float, high: float) -> Callable[[Any], float]:
         try:
             number = float(number)
         except OverflowError:  # an integer with hundreds of digits
-            raise SettingError(f"{name} must be {expect}, got {_shown(value)}") from None
+            raise SettingError(f"{name} must be {expect}, got {quoted(value)}") from None
         if not low <= number <= high:
-            raise SettingError(f"{name} must be {expect}, got {_shown(value)}")
+            raise SettingError(f"{name} must be {expect}, got {quoted(value)}")
         return number
 
     return parse
@@ -150,7 +152,7 @@ def float_parser(name: str, low: float, high: float) -> Callable[[Any], float]:
 def choice_parser(name: str, options: Sequence[str]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if not isinstance(value, str) or value not in options:
-            raise SettingError(f"unknown {name} {_shown(value)}; choose one of {', '.join(options)}")
+            raise SettingError(f"unknown {name} {quoted(value)}; choose one of {', '.join(options)}")
         return value
 
     return parse
@@ -164,12 +166,12 @@ def parse_methods(value: Any, available: Sequence[str] | None = None) -> tuple[s
     elif isinstance(value, (list, tuple)):
         names = list(value)
     else:
-        raise SettingError(f"lanes must be a list of methods, got {_shown(value)}")
+        raise SettingError(f"lanes must be a list of methods, got {quoted(value)}")
     if not names:
         raise SettingError("choose at least one lane")
     for name in names:
         if not isinstance(name, str) or name not in METHOD_REGISTRY:
-            raise SettingError(f"unknown method {_shown(name)}; choose from {', '.join(available)}")
+            raise SettingError(f"unknown method {quoted(name)}; choose from {', '.join(available)}")
         if name not in available:
             raise SettingError(f"this server has no {name} lane; it runs {', '.join(available)}")
     repeated = [name for name, count in Counter(names).items() if count > 1]
@@ -185,10 +187,18 @@ def _ranged(name: str, high=None, words: str | None = None) -> Callable[[Any], A
     return make(words or engine_words, low, engine_high if high is None else high)
 
 
+def parse_temperature(value: Any) -> float:
+    """0 (greedy) or a temperature that samples: the engine's range, and never a positive one too low to sample."""
+    temperature = _ranged("temperature")(value)
+    if 0 < temperature < MIN_SAMPLING_TEMPERATURE:
+        raise SettingError(temperature_too_low(temperature))
+    return temperature
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "prompt": parse_prompt,
     "methods": parse_methods,
-    "temperature": _ranged("temperature"),
+    "temperature": parse_temperature,
     "seed": _ranged("seed"),
     "max_new_tokens": _ranged("max_new_tokens", high=MAX_NEW_TOKENS_UI),
     "draft_len": _ranged("draft_len"),
@@ -215,8 +225,9 @@ def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = 
 LINK_PARAMETERS = (*PARSERS, "preset")
 
 
-# Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), and projector mode (app/projector.py)
-PAGE_PARAMETERS = ("tab", "lesson", "projector")
+# Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), projector mode (app/projector.py),
+# and the operator's pin key (app/tabs/compare.py: the link's recorded run is never evicted)
+PAGE_PARAMETERS = ("tab", "lesson", "projector", "pin")
 
 
 def _ignored(name: str) -> bool:
@@ -237,7 +248,7 @@ def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults:
         if _ignored(name):
             continue
         if name not in LINK_PARAMETERS:
-            messages.append(f"unknown link parameter {_shown(name)} ignored")
+            messages.append(f"unknown link parameter {quoted(name)} ignored")
         elif counts[name] > 1:
             if name not in values:
                 messages.append(f"{name} is given {counts[name]} times in the link; using the default")
@@ -245,7 +256,7 @@ def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults:
         elif name == "preset":
             if preset is not None and value != preset:
                 known = "" if value in PRESETS else " (not a preset SpecLab knows)"
-                messages.append(f"this link was made with preset {_shown(value)}{known}; "
+                messages.append(f"this link was made with preset {quoted(value)}{known}; "
                                 f"this server runs preset {preset}, so its models may write other text")
         else:
             try:

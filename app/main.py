@@ -12,6 +12,7 @@ from engine.presets import PRESETS
 
 from . import page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard
+from .record import MAX_FILE_BYTES
 from .sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, step, why
@@ -28,22 +29,26 @@ QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is 
 # Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256
+# Gradio's cache (uploads, and the copies of the files it serves: downloads, plots) is swept every
+# CACHE_SWEEP_S of files older than CACHE_AGE_S; an upload over MAX_FILE_BYTES is refused as it arrives.
+CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 
 
 def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
-              recordings: Path | None = None) -> gr.Blocks:
+              recordings: Path | None = None, pin_key: str | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
     each a lane beside the local ones (app/server_lanes.py); recordings: the folder that keeps recorded runs
-    across restarts (app/recorded.py; None: memory only). The app's server-side state is one bounded
+    across restarts (app/recorded.py; None: memory only); pin_key: a link opened with `pin=` this key pins
+    its recorded run, never evicted (None: no pins). The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
                        if servers else None)
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
-    with gr.Blocks(title="SpecLab — see speculative decoding work") as demo:
+    with gr.Blocks(title="SpecLab — see speculative decoding work", delete_cache=(CACHE_SWEEP_S, CACHE_AGE_S)) as demo:
         gr.Markdown(f"# SpecLab\n{INTRO}")
         gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
                 f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
@@ -54,13 +59,14 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         with gr.Tabs() as tabs:
             with gr.Tab("Compare", id="compare"):
                 compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
-                                                                max_run_s=max_run_s, servers=server_handlers)
+                                                                max_run_s=max_run_s, servers=server_handlers,
+                                                                pin_key=pin_key)
             with gr.Tab("Lesson", id="lesson"):
                 lesson_view = lesson.layout(recordings)
             with gr.Tab("Step through", id="step"):
                 step_view, step_handlers = step.render(sessions)
             with gr.Tab("Why", id="why"):
-                why_view, why_handlers = why.render(engine, sessions, recordings)
+                why_view, why_handlers = why.render(engine, sessions, recordings, max_run_s=max_run_s)
             with gr.Tab("About", id="about"):
                 about.render(engine)
                 if server_handlers is not None:
@@ -77,8 +83,10 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
-    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py)."""
+    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py), uploads of at
+    most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
+    kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
     block = not kwargs.pop("prevent_thread_lock", False)

@@ -27,6 +27,13 @@ MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 M
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
 MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
 MAX_TIMING_RUNS = 100  # a saved lane claiming more timing runs than this reads as one
+# What a saved file's numbers must stay within for the views to draw them as measurements: a span's times (a
+# day: the app stops a comparison after 180 s), a lane's shortest wall and compute time (a microsecond, so
+# tokens per second stay a number of a few digits), a lane's speedup over the baseline either way.
+MAX_SPAN_S = 86_400.0
+MIN_LANE_S = 1e-6
+MAX_SPEEDUP = 1_000.0
+RATIO_SLACK = 1e-4  # float32 arithmetic in the engine against float64 here
 
 
 class RecordError(ValueError):
@@ -201,10 +208,17 @@ def _lane_steps(method: str, items) -> list[Step]:
     return trace
 
 
-def read_comparison(data: bytes | str) -> Comparison:
-    """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line)."""
+def too_large(size: int) -> str:
+    """The one line for a file over MAX_FILE_BYTES, in the units a person reads a file's size in."""
+    return (f"the file is {size / 1e6:,.1f} MB; a saved comparison is at most {MAX_FILE_BYTES / 1e6:g} MB "
+            f"({MAX_FILE_BYTES:,} bytes)")
+
+
+def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
+    """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line).
+    size: the whole file's size in bytes, where `data` is only its first MAX_FILE_BYTES + 1 bytes."""
     if len(data) > MAX_FILE_BYTES:
-        raise RecordError(f"the file is {len(data):,} bytes; a saved comparison is at most {MAX_FILE_BYTES:,}")
+        raise RecordError(too_large(max(size or 0, len(data))))
     try:
         doc = json.loads(data)
     except RecursionError:
@@ -235,8 +249,67 @@ def read_comparison(data: bytes | str) -> Comparison:
     drafters = {m: drafter_words(label) for m, label in drafters.items()}
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
                                  "recorded", runs.get(m, 1), rates.get(m, ())) for m, trace in steps.items()}
-    return Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")), preset=_word(doc.get("preset")),
-                      versions=_words(doc.get("versions")), recorded_at=_word(doc.get("recorded_at")))
+    comparison = Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")),
+                            preset=_word(doc.get("preset")), versions=_words(doc.get("versions")),
+                            recorded_at=_word(doc.get("recorded_at")))
+    check_consistent(comparison)
+    return comparison
+
+
+def _verdict_problem(token, rule: str) -> str | None:
+    """Why a judged drafted token's verdict does not follow from its own numbers under `rule`, or None. The
+    engine writes accept_prob as min(1, p_target / p_draft) under the rejection rule (the draw r decides:
+    accepted when r < accept_prob), p_target under the match rule, and 1 or 0 at temperature 0 (argmax)."""
+    accepted, a, r = token.verdict == "accepted", token.accept_prob, token.draw
+    if a is None:
+        return None
+    if rule == "greedy":
+        if r is not None or a not in (0.0, 1.0) or accepted != (a == 1.0):
+            return f"is {token.verdict} at temperature 0 with accept_prob {a:g} and draw {r}"
+    elif rule == "rejection":
+        if r is not None and accepted != (r < a):
+            return f"is {token.verdict} with the draw {r:g} against accept_prob {a:g}"
+        if token.target_prob is not None and token.draft_prob > 0 \
+                and abs(a - min(1.0, token.target_prob / token.draft_prob)) > RATIO_SLACK:
+            return (f"has accept_prob {a:g}, not min(1, p_target / p_draft) = "
+                    f"{min(1.0, token.target_prob / token.draft_prob):g}")
+    elif token.target_prob is not None and (r is not None or abs(a - token.target_prob) > RATIO_SLACK):
+        return f"has accept_prob {a:g} under the match rule, not its p_target {token.target_prob:g}"
+    return None
+
+
+def _spans_problem(lane: LaneResult) -> str | None:
+    for step in lane.steps:
+        for span in step.spans:
+            if max(span.end_s, span.cpu_s or 0.0) > MAX_SPAN_S:
+                return f"has a span at {max(span.end_s, span.cpu_s or 0.0):.3g} s, more than a day"
+    s = lane.summary
+    if s is not None and s.num_new_tokens and (s.wall_s < MIN_LANE_S or (s.cpu_s is not None and s.cpu_s < MIN_LANE_S)):
+        return f"wrote {s.num_new_tokens} tokens in {min(s.wall_s, s.cpu_s or s.wall_s):.3g} s, less than a microsecond"
+    return None
+
+
+def check_consistent(comparison: Comparison) -> None:
+    """What the views take from a saved comparison without looking again, checked against its own numbers
+    (RecordError, one line): each judged draft's verdict follows from its probabilities and draw under the
+    comparison's rule, every time is one a run can take, every speedup is within MAX_SPEEDUP either way.
+    ("identical to the baseline" is never read from a file: it is computed from the tokens.)"""
+    for method, lane in comparison.lanes.items():
+        problem = _spans_problem(lane)
+        if problem:
+            raise RecordError(f"lane {method} {problem}: not a measurement")
+        for step in lane.steps:
+            for position, token in enumerate(step.drafted, start=1):
+                if token.verdict in ("accepted", "rejected"):
+                    problem = _verdict_problem(token, comparison.rule)
+                    if problem:
+                        raise RecordError(f"lane {method}, step {step.index}: drafted token {position} {problem}")
+    for method in comparison.lanes:
+        for clock in ("compute", "wall"):
+            ratio = comparison.speedup(method, clock)
+            if ratio is not None and not 1 / MAX_SPEEDUP <= ratio <= MAX_SPEEDUP:
+                raise RecordError(f"lane {method} claims {ratio:.3g}× the baseline's speed ({clock} time); a "
+                                  f"measured speedup is within {MAX_SPEEDUP:g}× either way")
 
 
 _ANCHORED_BLOCK = re.compile(r"\bblock (\d+) = anchor \+ (\d+) drafts\b")

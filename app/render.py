@@ -22,11 +22,19 @@ MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this 
 # C0 control characters other than tab and newline would be invisible or dropped by the browser; the text
 # view shows them as their Unicode "control pictures" (U+2400 block), DEL as U+2421.
 _CONTROL_PICTURES = {c: chr(0x2400 + c) for c in range(32) if chr(c) not in "\t\n"} | {0x7F: "\u2421"}
+# The explicit bidirectional controls (embeddings, overrides, isolates) would reorder what is drawn after them:
+# a right-to-left override in a prompt, a file or a server's text could make the page show text it does not
+# hold. They are drawn as their names instead; right-to-left letters themselves are drawn as they are, each
+# text in its own isolated box (app/theme.py), so they never reorder what is around it.
+BIDI_CONTROLS = {0x202A: "LRE", 0x202B: "RLE", 0x202C: "PDF", 0x202D: "LRO", 0x202E: "RLO", 0x2066: "LRI",
+                 0x2067: "RLI", 0x2068: "FSI", 0x2069: "PDI"}
+_SHOWN = _CONTROL_PICTURES | {c: f"\u27e8{name}\u27e9" for c, name in BIDI_CONTROLS.items()}
 
 
 def display_text(text: str) -> str:
-    """The text as the lanes show it: control characters as visible symbols, all else unchanged."""
-    return text.translate(_CONTROL_PICTURES)
+    """The text as the lanes show it: control characters (C0, DEL, the bidirectional controls) as visible
+    symbols, all else unchanged."""
+    return text.translate(_SHOWN)
 
 
 def visible(text: str) -> str:
@@ -100,7 +108,7 @@ def _drafted_title(token: DraftedToken, step: Step, position: int, rule: str) ->
 
 def status_html(text: str, error: bool = False) -> str:
     """A tab's status line: a note, or an error in the error colour."""
-    return f'<div class="{"status-error" if error else "note"}">{html.escape(text)}</div>'
+    return f'<div class="{"status-error" if error else "note"}">{html.escape(display_text(text))}</div>'
 
 
 def bonus_reason(step: Step) -> str:
@@ -117,7 +125,7 @@ def bonus_reason(step: Step) -> str:
 def _span(text: str, classes: str, title: str | None, in_output: bool) -> str:
     mark = " data-out" if in_output else ""
     shown = visible(text) if in_output else visible_ghost(text)
-    hover = "" if title is None else f' title="{html.escape(title)}"'
+    hover = "" if title is None else f' title="{html.escape(display_text(title))}"'
     return f'<span class="tok {classes}"{mark}{hover}>{shown}</span>'
 
 
@@ -250,7 +258,7 @@ def _step_row(step: Step) -> str:
 
 def _hover(text: str) -> str:
     """A title= attribute for a hover (and a click-to-pin), or nothing when there is nothing to say."""
-    return f' title="{html.escape(text)}"' if text else ""
+    return f' title="{html.escape(display_text(text))}"' if text else ""
 
 
 def _lane_head(method: str, state: str, drafter: str) -> str:
@@ -260,7 +268,7 @@ def _lane_head(method: str, state: str, drafter: str) -> str:
     head = (f'<div class="lane-head"><span class="lane-swatch" style="color:{colour}" title="this lane\'s colour and '
             f'marker in every chart">{MARKER_GLYPHS[marker]}</span>'
             f'<span class="lane-name">{html.escape(method_label(method))}</span>'
-            + (f'<span class="lane-drafter"{_hover(hover(drafter))}>{html.escape(drafter)}</span>' if drafter else "")
+            + (f'<span class="lane-drafter"{_hover(hover(drafter))}>{visible(drafter)}</span>' if drafter else "")
             + f'<span class="lane-desc">{html.escape(description)}</span>'
             + f'<span class="lane-state">{html.escape(state)}</span></div>')
     return (f'<div class="lane-card" style="--lane-colour:{colour}" data-method="{html.escape(method)}" '

@@ -107,7 +107,7 @@ def _head(lane: ServerLaneResult) -> str:
 
 def server_lane_html(lane: ServerLaneResult, prompt: str = "") -> str:
     """One server lane: header, chips, the one-line error or note, the text, and the server's acceptance."""
-    lines = "".join(f'<div class="status-error srv-message">⚠ {html.escape(lane.name)} {html.escape(m)}</div>'
+    lines = "".join(f'<div class="status-error srv-message">⚠ {html.escape(lane.name)} {visible(m)}</div>'
                     for m in (lane.error, lane.note) if m)
     if lane.state in ("waiting", "running") and not lane.text:
         return f'{_head(lane)}{lines}<div class="tokens"></div></div>'
@@ -131,7 +131,7 @@ def counters_html(name: str, counters: ServerCounters | str) -> str:
     title = f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span></div>'
     if isinstance(counters, str):
         return f'<div class="srv-counters" data-server="{html.escape(name)}">{title}' \
-               f'<div class="status-error">⚠ {html.escape(name)} {html.escape(counters)}</div></div>'
+               f'<div class="status-error">⚠ {html.escape(name)} {visible(counters)}</div></div>'
     tau, rate = counters.tau, counters.acceptance_rate
     chips = [_chip("τ", "—" if tau is None else f"{tau:.2f}", "1 + accepted / drafts over all traffic"
                    if counters.kind == "vllm" else "sglang:spec_accept_length (the latest batch)"),

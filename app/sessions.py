@@ -38,6 +38,17 @@ class Session:
     projector: bool = False  # projector mode is on in its page: charts are drawn for a room (app/charts.py)
     panels: dict = field(default_factory=dict)  # the Why tab's measurements it measured live, by recording key
 
+    def press_run(self) -> None:
+        """A Run (or a measurement's button) was pressed: its event now waits in the engine's queue."""
+        self.run_pressed_s, self.stop_pressed_s = now_s(), None
+
+    def press_stop(self) -> None:
+        """Stop: the session's running job ends within a batch of steps; one still queued is withdrawn."""
+        if self.stop is not None:
+            self.stop.set()
+        elif self.run_pressed_s is not None:
+            self.stop_pressed_s = now_s()
+
     def withdrawn(self) -> bool:
         """Whether Stop was pressed after Run, before the run started; forgets both presses."""
         run, stop = self.run_pressed_s, self.stop_pressed_s

@@ -216,7 +216,8 @@ def create_demo():
     engine, notice = load_space_engine(space_preset())
     gpu = gpu_decorator() if engine.device.type == "cuda" else no_gpu
     print(f"SpecLab Space: {engine.preset} models on {engine.device_name}" + (" (ZeroGPU)" if zero_gpu() else ""))
-    return build_app(engine, notice=notice, run_lanes=lane_runner(engine, gpu), recordings=default_folder())
+    return build_app(engine, notice=notice, run_lanes=lane_runner(engine, gpu), recordings=default_folder(),
+                     pin_key=os.environ.get("SPECLAB_PIN_KEY"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from .summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts, repair_text
 from .timing import SpanClock
 from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult,
-                    Step, TopToken)
+                    Step, TopToken, check_stop)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
 
@@ -190,11 +190,18 @@ class Engine:
         prompt_ids, drafter = self._prepare(prompt, config)
         yield from self._run(prompt_ids, config, drafter)
 
-    def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
+    def generate(self, prompt: str, config: GenerationConfig, stop=None) -> RunResult:
         """Run to completion and return the whole trace with its summary. The result's config says what ran: a
-        draft length past the drafter's trained block is recorded as that block."""
+        draft length past the drafter's trained block is recorded as that block. stop: a threading.Event seen
+        after every step; once set, the run ends and raises Stopped."""
         prompt_ids, drafter = self._prepare(prompt, config)
-        steps = list(self._run(prompt_ids, config, drafter))
+        steps, run = [], self._run(prompt_ids, config, drafter)
+        try:
+            for step in run:
+                steps.append(step)
+                check_stop(stop)
+        finally:
+            run.close()
         if drafter.max_draft_len is not None and config.draft_len > drafter.max_draft_len:
             config = replace(config, draft_len=drafter.max_draft_len)
         return build_result(self, prompt_ids, config, steps, drafter.label)

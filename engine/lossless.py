@@ -55,10 +55,11 @@ def chi_square(counts: dict, expected_probs: dict, samples: int) -> dict:
 
 def distribution_check(engine, prompt: str, methods: list[str] | None = None, samples: int = 200,
                        temperature: float = 1.0, verify_rule: str = "rejection", seed: int = 0,
-                       shown: int = 8, proposal: str = "auto") -> dict:
+                       shown: int = 8, proposal: str = "auto", stop=None) -> dict:
     """Every method's first two new tokens over `samples` seeds (seed, seed + 1, ...) against the target's
     exact probabilities. Returns, per method, the chi-square test and the `shown` likeliest pairs with their
-    counts; with the pairs' texts and the target's probabilities, for the page."""
+    counts; with the pairs' texts and the target's probabilities, for the page. stop: a threading.Event seen
+    after every step (engine.types.Stopped once it is set)."""
     if temperature <= 0:
         raise EngineError("the distribution check samples: it needs a temperature above 0")
     methods = methods or engine.methods()
@@ -72,7 +73,7 @@ def distribution_check(engine, prompt: str, methods: list[str] | None = None, sa
             # run never drafts for its last token, which only the target's bonus can fill)
             config = GenerationConfig(method=method, max_new_tokens=3, temperature=temperature, seed=seed + i,
                                       draft_len=1, verify_rule=verify_rule, proposal=proposal)
-            pair = tuple(engine.generate(prompt, config).output_ids[:2])
+            pair = tuple(engine.generate(prompt, config, stop).output_ids[:2])
             counts[pair] = counts.get(pair, 0) + 1
         lanes[method] = {**chi_square(counts, exact, samples), "counts": [counts.get(p, 0) for p in likeliest]}
     text = engine.texts.token_text

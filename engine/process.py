@@ -10,7 +10,9 @@ draft caps, read once when the child is ready), `stream` (steps as they finish; 
 the run in the child between two steps), `generate`, `encode_prompt`, `target_entropy`, and `call(fn, ...)`,
 which runs a module-level function `fn(engine, ...)` in the child (a sweep, the distribution check) and returns
 its plain result. One job runs at a time, in the order asked; `encode_prompt`, which checks a prompt before a
-run, goes over a second pipe and never waits behind a job.
+run, goes over a second pipe and never waits behind a job. A job given `stop` (a threading.Event, as the engine's
+own functions take) is stopped between two steps in the child once the event is set: the proxy watches it and
+says so over the second pipe, and the job raises Stopped here as it would in process.
 
 Torch-free on import: the child imports the engine (and torch); this module needs only the standard library and
 the engine's plain types.
@@ -22,7 +24,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
 
-from .types import EngineError, GenerationConfig, RunResult, Step
+from .types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 _QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
 _JOBS = frozenset({"generate", "target_entropy", "warm_up"})  # Engine methods the proxy forwards as jobs
@@ -41,18 +43,40 @@ def _reply(conn, work: Callable[[], object]) -> None:
     """Run `work` and send its result, or the one line of an EngineError, or any other failure's repr."""
     try:
         conn.send(("ok", work()))
+    except Stopped as exc:
+        conn.send(("stopped", str(exc)))
     except EngineError as exc:
         conn.send(("error", str(exc)))
     except Exception as exc:  # noqa: BLE001 - the server shows it as one line; the child goes on serving
         conn.send(("failure", f"{type(exc).__name__}: {exc}"))
 
 
-def _serve_quick(conn, engine) -> None:
+class _Jobs:
+    """The child's running job: its number and the stop event it was given (None: no stop asked for)."""
+
+    def __init__(self):
+        self.number, self.stop = 0, None
+
+    def start(self, stoppable: bool) -> dict:
+        self.number += 1
+        self.stop = threading.Event() if stoppable else None
+        return {"stop": self.stop} if stoppable else {}
+
+    def stop_job(self, number: int) -> None:
+        stop = self.stop
+        if number == self.number and stop is not None:  # a stop for a job that has ended does nothing
+            stop.set()
+
+
+def _serve_quick(conn, engine, jobs: _Jobs) -> None:
     while True:
         try:
             name, args = conn.recv()
         except EOFError:
             return
+        if name == "stop":  # no answer: the job itself answers, Stopped
+            jobs.stop_job(*args)
+            continue
         _reply(conn, lambda: getattr(engine, name)(*args))
 
 
@@ -88,20 +112,22 @@ def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: b
         jobs.send(("error", str(exc)))
         return
     jobs.send(("ready", _facts(engine)))
-    threading.Thread(target=_serve_quick, args=(quick, engine), name="speclab-engine-quick", daemon=True).start()
+    running = _Jobs()
+    threading.Thread(target=_serve_quick, args=(quick, engine, running), name="speclab-engine-quick",
+                     daemon=True).start()
     while True:
         try:
             kind, payload = jobs.recv()
         except EOFError:
             return
         if kind == "stream":
+            running.start(False)
             _stream(jobs, engine, *payload)
-        elif kind == "call":
-            fn, args, kwargs = payload
-            _reply(jobs, lambda: fn(engine, *args, **kwargs))
-        elif kind == "method":
-            name, args, kwargs = payload
-            _reply(jobs, lambda: getattr(engine, name)(*args, **kwargs))
+        elif kind in ("call", "method"):
+            target, args, kwargs, stoppable = payload
+            kwargs = {**kwargs, **running.start(stoppable)}
+            work = getattr(engine, target) if kind == "method" else (lambda *a, **k: target(engine, *a, **k))
+            _reply(jobs, lambda: work(*args, **kwargs))
         elif kind == "stop":  # a stop that arrived after its run had ended: nothing to stop
             continue
 
@@ -119,6 +145,7 @@ class EngineProcess:
         child_jobs.close()
         child_quick.close()
         self._job_lock, self._quick_lock = threading.Lock(), threading.Lock()
+        self._number = 0  # jobs sent, streams included: the child numbers them alike
         kind, facts = self._receive(self._jobs)
         if kind != "ready":
             self.close()
@@ -149,6 +176,7 @@ class EngineProcess:
         """The run's steps as the child finishes them; closing this generator early stops the run there."""
         with self._job_lock:
             self._jobs.send(("stream", (prompt, config)))
+            self._number += 1
             ended = False
             try:
                 while True:
@@ -167,19 +195,20 @@ class EngineProcess:
                     while self._receive(self._jobs)[0] == "step":
                         pass
 
-    def generate(self, prompt: str, config: GenerationConfig) -> RunResult:
-        return self._job("method", ("generate", (prompt, config), {}))
+    def generate(self, prompt: str, config: GenerationConfig, stop: threading.Event | None = None) -> RunResult:
+        return self._job("method", "generate", (prompt, config), {}, stop)
 
     def target_entropy(self, prompt_ids, output_ids, temperature: float) -> list[float]:
-        return self._job("method", ("target_entropy", (prompt_ids, output_ids, temperature), {}))
+        return self._job("method", "target_entropy", (prompt_ids, output_ids, temperature), {})
 
     def warm_up(self) -> None:
-        self._job("method", ("warm_up", (), {}))
+        self._job("method", "warm_up", (), {})
 
-    def call(self, fn: Callable, *args, **kwargs):
+    def call(self, fn: Callable, *args, stop: threading.Event | None = None, **kwargs):
         """fn(engine, *args, **kwargs) run in the child, where the models are; fn must be a module-level function
-        (it travels by name) and its arguments and result plain values."""
-        return self._job("call", (fn, args, kwargs))
+        (it travels by name) and its arguments and result plain values. With `stop`, fn is given a stop event of
+        the child's, set once `stop` is."""
+        return self._job("call", fn, args, kwargs, stop)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         with self._quick_lock:
@@ -196,10 +225,27 @@ class EngineProcess:
 
     # --- the pipe -------------------------------------------------------------------------------------
 
-    def _job(self, kind: str, payload):
+    def _job(self, kind: str, target, args: tuple, kwargs: dict, stop: threading.Event | None = None):
         with self._job_lock:
-            self._jobs.send((kind, payload))
-            return self._result(*self._receive(self._jobs))
+            self._jobs.send((kind, (target, args, kwargs, stop is not None)))
+            self._number += 1
+            if stop is None:
+                return self._result(*self._receive(self._jobs))
+            done = threading.Event()
+            threading.Thread(target=self._pass_stop, args=(stop, done, self._number), daemon=True,
+                             name="speclab-engine-stop").start()
+            try:
+                return self._result(*self._receive(self._jobs))
+            finally:
+                done.set()
+
+    def _pass_stop(self, stop: threading.Event, done: threading.Event, number: int) -> None:
+        """Watch `stop` while job `number` runs; once it is set, tell the child to stop that job."""
+        while not done.is_set():
+            if stop.wait(0.02):
+                with self._quick_lock:
+                    self._quick.send(("stop", (number,)))
+                return
 
     def _receive(self, conn):
         try:
@@ -214,6 +260,8 @@ class EngineProcess:
 
     @staticmethod
     def _raise(kind: str, value: str):
+        if kind == "stopped":
+            raise Stopped(value)
         if kind == "error":
             raise EngineError(value)
         raise RuntimeError(f"the engine's process failed: {value}")

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 
 from .methods import BASELINE, DEFAULT_METHOD, METHOD_REGISTRY
 from .summary import per_position_acceptance
-from .types import EngineError, GenerationConfig
+from .types import EngineError, GenerationConfig, Stopped
 
 SWEEP_KS = tuple(range(1, 9))
 
@@ -38,16 +38,17 @@ def _costs(results: list) -> dict:
             "draft_cost": draft_s / verify_s if verify_s else 0.0}
 
 
-def measure(engine, prompts: list[str], configs: dict, rounds: int = 1) -> dict:
+def measure(engine, prompts: list[str], configs: dict, rounds: int = 1, stop=None) -> dict:
     """Run every configuration ({key: GenerationConfig}, the baseline under the key BASELINE) on every prompt
     in turn, `rounds` times, after one unmeasured warm-up run; returns {key: its fastest result per prompt}.
-    Every output must equal the baseline's on the same prompt (EngineError otherwise)."""
-    engine.generate(prompts[0], next(c for k, c in configs.items() if k != BASELINE))  # warm-up, not measured
+    Every output must equal the baseline's on the same prompt (EngineError otherwise). stop: a threading.Event
+    seen after every step of every run (Stopped once it is set)."""
+    engine.generate(prompts[0], next(c for k, c in configs.items() if k != BASELINE), stop)  # warm-up, not measured
     fastest = {key: [None] * len(prompts) for key in configs}
     for _ in range(rounds):
         for i, prompt in enumerate(prompts):
             for key, config in configs.items():
-                result = engine.generate(prompt, config)
+                result = engine.generate(prompt, config, stop)
                 best = fastest[key][i]
                 if best is None or result.summary.wall_s < best.summary.wall_s:
                     fastest[key][i] = result
@@ -71,7 +72,7 @@ def row(results: list, baseline: list) -> dict:
 
 
 def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method: str | None = None,
-            rounds: int = 1, one_pass: bool = False) -> dict:
+            rounds: int = 1, one_pass: bool = False, stop=None) -> dict:
     """Speedup, τ and draft cost of `method` (default: serial_method) at every K in `ks`; with `one_pass`,
     also every one-pass method at its default block length, for comparison."""
     method = method or serial_method(engine)
@@ -85,7 +86,9 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
                 configs[(m, entry.default_draft_len)] = GenerationConfig(
                     method=m, max_new_tokens=max_new_tokens, draft_len=entry.default_draft_len)
     try:
-        fastest = measure(engine, prompts, configs, rounds)
+        fastest = measure(engine, prompts, configs, rounds, stop)
+    except Stopped:
+        raise
     except EngineError as exc:
         raise EngineError(f"K sweep: {exc}") from None
     baseline = fastest.pop(BASELINE)
@@ -101,7 +104,7 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
             "device": engine.device_name, "max_new_tokens": max_new_tokens, "num_prompts": len(prompts)}
 
 
-def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, rounds: int = 1) -> dict:
+def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, rounds: int = 1, stop=None) -> dict:
     """`method` at its default draft length and with each of its registry variants (one switch changed:
     DSpark without its Markov head, or verifying the whole block), against the baseline on the same prompts:
     what each part of the method buys, measured side by side."""
@@ -110,7 +113,9 @@ def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, 
     configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens), method: config,
                **{f"{method}_{v.suffix}": replace(config, **dict(v.overrides)) for v in entry.variants}}
     try:
-        fastest = measure(engine, prompts, configs, rounds)
+        fastest = measure(engine, prompts, configs, rounds, stop)
+    except Stopped:
+        raise
     except EngineError as exc:
         raise EngineError(f"variant sweep: {exc}") from None
     baseline = fastest.pop(BASELINE)
@@ -181,13 +186,13 @@ def survival_rows(results: list) -> dict:
 
 def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatures=SWEEP_TEMPERATURES,
                       methods: list[str] | None = None, seed: int = 0, verify_rule: str = "rejection",
-                      argmax_at=()) -> dict:
+                      argmax_at=(), stop=None) -> dict:
     """Every drafting method (default: all this engine runs) at every temperature, each against the baseline at
     the same temperature on the same prompts, one run per prompt: τ, speedup, the acceptance figures of
     acceptance_row; for a method that cuts (DSpark), also verifying every drafted token, with its predicted
     survival against the realised one; at each temperature in `argmax_at`, also every method proposing its
     argmax (`<method>_argmax`). Above 0 outputs are samples (the same seed per prompt for every lane); at 0
-    every output must equal the baseline's."""
+    every output must equal the baseline's. stop: a threading.Event seen after every step (Stopped once set)."""
     methods = [m for m in (methods or engine.methods()) if METHOD_REGISTRY[m].drafts]
     report = {"temperatures": {}, "max_new_tokens": max_new_tokens, "num_prompts": len(prompts),
               "verify_rule": verify_rule, "device": engine.device_name}
@@ -201,7 +206,7 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
                    **{f"{m}_verify_all": config(m, scheduler="none") for m in methods if METHOD_REGISTRY[m].cuts}}
         if temperature in argmax_at and temperature > 0:
             configs.update({f"{m}_argmax": config(m, proposal="argmax") for m in methods})
-        results = {key: [engine.generate(prompt, c) for prompt in prompts] for key, c in configs.items()}
+        results = {key: [engine.generate(prompt, c, stop) for prompt in prompts] for key, c in configs.items()}
         if temperature == 0:
             for key, runs in results.items():
                 if any(r.output_ids != b.output_ids for r, b in zip(runs, results[BASELINE])):

@@ -17,6 +17,9 @@ MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
 MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
 MAX_TEMPERATURE = 5.0
+# The lowest temperature that samples: below it logits / temperature overflows float32 (inf, then NaN
+# probabilities), and long before that the softmax is one-hot, so 0 (greedy) says what such a run means.
+MIN_SAMPLING_TEMPERATURE = 1e-3
 
 # The numeric settings' ranges, inclusive, and how a message names them: GenerationConfig.validate and the
 # app's controls (app/links.py) both check against this one table.
@@ -39,6 +42,16 @@ class EngineError(ValueError):
     """A problem the user can fix (bad input, missing model); its message is one clear line."""
 
 
+class Stopped(EngineError):
+    """A run or a measurement ended early because its `stop` event was set (a Stop press, a time limit)."""
+
+
+def check_stop(stop) -> None:
+    """Raise Stopped once `stop` (a threading.Event, or None for never) is set."""
+    if stop is not None and stop.is_set():
+        raise Stopped("stopped")
+
+
 def check_device_name(requested: str) -> None:
     """Refuse (EngineError, one line) a device name other than "auto", "cpu", "cuda" or "cuda:N". Whether this
     machine has that device is models.pick_device's question; this one needs no torch, so the command line
@@ -58,6 +71,14 @@ def check_range(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, kind) or not finite or not low <= value <= high:
         expect = f"an integer from {low} to {high}" if whole else f"a number from {low:g} to {high:g}"
         raise EngineError(f"{words} must be {expect}, got {value!r}")
+    if name == "temperature" and 0 < value < MIN_SAMPLING_TEMPERATURE:
+        raise EngineError(temperature_too_low(value))
+
+
+def temperature_too_low(value: float) -> str:
+    """The one line for a positive temperature below MIN_SAMPLING_TEMPERATURE (the app's controls say it too)."""
+    return (f"temperature {value:g} is too low to sample with: use 0 for greedy decoding, or at least "
+            f"{MIN_SAMPLING_TEMPERATURE:g}")
 
 
 @dataclass(frozen=True)

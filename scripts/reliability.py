@@ -5,8 +5,9 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
   numbers out of the engine's vocabulary and ranges, values nested, dropped or repeated; each is shown by every
   view (every lane, every chart, the first and last step) or refused in one line. Counts anything else.
 - endpoints and links, against a running app (`python -m app`, the embedded models, on a free loopback port):
-  bad values sent to every named endpoint and tampered share links opened; counts the app's own one-line
-  answers, Gradio's generic errors, and tracebacks in the server's log.
+  bad values sent to every named endpoint, to both Open buttons (no file), the step controls (an infinite
+  step) and the examples (one that does not exist), and tampered share links opened; counts the app's own
+  one-line answers, Gradio's generic errors, and tracebacks in the server's log.
 - long addresses: four addresses over 65,536 characters; counts the app's own one-line answers (HTTP 414) and
   the HTTP server's own refusals of the longest (HTTP 400).
 - memory: 20 large files (about 9 MB each) opened at once; the server's resident memory before, at its peak, and
@@ -141,7 +142,10 @@ BAD_RUN_VALUES = {  # the Run endpoint's inputs, by position, and what to send i
 RUN_INPUTS = ["def f(x):\n", ["baseline", "ar"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto"]
 TAMPERED_LINKS = ["temperature=nan", "max_new_tokens=-5", "methods=<script>alert(1)</script>", "seed=1e99",
                   "prompt=%00%ff", "lesson=99", "tab=<b>x", "draft_len=1&draft_len=2", "preset=elsewhere",
-                  "block_len=16&methods=baseline,dflash"]
+                  "block_len=16&methods=baseline,dflash", "temperature=1e-40", "lesson=%C2%B2", "lesson=" + "9" * 5000]
+NOT_FILES = ["/nonexistent/saved.json", "/etc/hostname", {"path": "/etc/hostname"}, {"a": 1}, None, 5]
+NOT_STEPS = [float("inf"), float("-inf"), "1e999", 10**400, {"x": 1}]
+NOT_EXAMPLES = [999, -1, "x", None, 1e300, [1]]
 
 
 def answered_in_one_line(result: dict) -> bool:
@@ -170,6 +174,17 @@ def endpoints(app: App) -> dict:
     sweep = app.fn_index(api_name="k_sweep")
     for value in (None, 5, ["x"], ""):
         count(app.call(sweep, [value]))
+    for index in (app.fn_index(api_name="open_saved"), app.fn_index(first_input_elem="step-upload")):
+        for value in NOT_FILES:
+            count(app.call(index, [value, True] if index == app.fn_index(api_name="open_saved") else [value]))
+    for elem in ("step-slider", "step-previous", "step-next", "step-play"):
+        component = next(c["id"] for c in app.config["components"] if c.get("props", {}).get("elem_id") == elem)
+        index = next(d["id"] for d in app.config["dependencies"] if any(t[0] == component for t in d["targets"]))
+        for value in NOT_STEPS:
+            count(app.call(index, [value]))
+    examples = app.fn_index(first_input_elem="examples")
+    for value in NOT_EXAMPLES:
+        count(app.call(examples, [value]))
     load = app.fn_index(trigger="load")
     for query in TAMPERED_LINKS:
         result = app.call(load, [], query=query)

@@ -19,7 +19,7 @@ from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, de
 from app.main import build_app  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
 from app.tabs.compare import NUM_CHARTS  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.types import MIN_SAMPLING_TEMPERATURE, EngineError, GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
 
@@ -474,10 +474,31 @@ def test_controls_accept_text_and_refuse_anything_else():
         for value in ("abc", None, [], {}, True, math.nan, math.inf, -math.inf, "1e400", 10**400):
             with pytest.raises(SettingError):
                 parse_controls({**raw, name: value}, ALL_METHODS)
-    with pytest.raises(SettingError, match="too large to be exact"):
+    with pytest.raises(SettingError, match="too large to be exact as a float; send it as text, in digits"):
         parse_controls({**raw, "seed": float(2**53)}, ALL_METHODS)  # it may have been 2**53 + 1
+    with pytest.raises(SettingError, match="seed '1e18' is too large to be exact as a float; write it in digits$"):
+        parse_controls({**raw, "seed": "1e18"}, ALL_METHODS)  # text already: the digits are what is missing
     assert repair_text("a\ud800b\udfff") == "a\ufffdb\ufffd" and repair_text("\udcc3\udca9") == "é"
     assert repair_text("\udcff\ud83d") == "\ufffd\ufffd" and repair_text("é ☃ 🎉") == "é ☃ 🎉"
+
+
+def test_a_temperature_too_low_to_sample_is_refused_in_one_line(random_engine):
+    """Past about 1e-30, logits / temperature overflows and the sampler meets NaN probabilities; every positive
+    temperature below MIN_SAMPLING_TEMPERATURE is refused where settings enter: the controls, a link, the engine."""
+    raw = dict(default_settings(ALL_METHODS).__dict__, methods=["baseline"])
+    for value in (1e-30, "1e-300", 5e-324, MIN_SAMPLING_TEMPERATURE / 2):
+        with pytest.raises(SettingError, match="too low to sample with: use 0 for greedy decoding, or at least"):
+            parse_controls({**raw, "temperature": value}, ALL_METHODS)
+        with pytest.raises(EngineError, match="too low to sample"):
+            GenerationConfig(method="ar", temperature=float(value)).validate()
+    parsed, messages = parse_query(query_items("temperature=1e-40"), available=ALL_METHODS)
+    assert parsed.temperature == DEFAULTS.temperature and "too low to sample" in messages[0]
+    assert parse_controls({**raw, "temperature": 0}, ALL_METHODS).temperature == 0
+    for method in ("baseline", "ar", "dspark"):  # the lowest temperature allowed samples with finite numbers
+        config = GenerationConfig(method=method, temperature=MIN_SAMPLING_TEMPERATURE, max_new_tokens=12, seed=3)
+        result = random_engine.generate(PROMPT, config)
+        numbers = [x for s in result.steps for t in s.drafted for x in (t.draft_prob, t.target_prob, t.accept_prob)]
+        assert result.output_ids and all(math.isfinite(x) for x in numbers if x is not None)
 
 
 def test_small_charts_show_measured_values(random_engine):

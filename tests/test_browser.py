@@ -245,3 +245,25 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
     finally:
         context.close()
     assert not console_errors, console_errors
+
+
+def test_an_example_and_a_saved_file_open_in_the_page(app_url, chromium):
+    """The example prompts and both Open buttons are the app's own handlers' (they answer an API client's bad
+    values in one line): in the page they behave as Gradio's own components did."""
+    from app.examples import example_prompts
+    from conftest import ASSETS
+
+    context, page, console_errors = open_page(chromium)
+    try:
+        page.goto(app_url, wait_until="networkidle")
+        page.locator("#examples button").nth(1).click()
+        page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want",
+                               arg=example_prompts()[1], timeout=10_000)
+        page.locator("input[type=file]").first.set_input_files(str(ASSETS / "lessons" / "greedy.json"))
+        page.wait_for_selector("#status :text('opened from a file')", timeout=30_000)
+        page.get_by_role("tab", name="Step through").click()
+        page.locator("input[type=file]").nth(1).set_input_files(str(ASSETS / "lessons" / "sampled.json"))
+        page.wait_for_selector("#step-status :text('sampled.json')", timeout=30_000)
+    finally:
+        context.close()
+    assert not console_errors, console_errors

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from engine.process import EngineProcess, run_on
-from engine.types import EngineError, GenerationConfig
+from engine.types import EngineError, GenerationConfig, Stopped
 
 PROMPT = "def parse(self, text):"
 
@@ -61,6 +61,22 @@ def test_a_bad_setting_is_the_engines_one_line(remote):
 
 def test_a_function_runs_where_the_models_are(remote, embedded_engine):
     assert run_on(remote, first_token_ids, PROMPT) == run_on(embedded_engine, first_token_ids, PROMPT)
+
+
+def long_generation(engine, stop=None):  # module-level: it travels by name
+    return engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=300), stop)
+
+
+def test_a_stop_event_here_stops_the_job_there_between_two_steps(remote):
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    began = time.monotonic()
+    with pytest.raises(Stopped):
+        remote.call(long_generation, stop=stop)
+    assert time.monotonic() - began < 10
+    with pytest.raises(Stopped):
+        remote.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=300), stop)  # already set
+    assert len(remote.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=4)).output_ids) == 4
 
 
 def test_a_prompt_is_checked_while_a_run_goes_on(remote):

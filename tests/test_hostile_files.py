@@ -94,3 +94,58 @@ def test_a_scheduled_lane_without_confidences_draws_an_empty_survival_chart(save
     steps = read_comparison(json.dumps(saved)).steps["dspark"]
     stripped = [replace(s, drafted=tuple(replace(t, confidence=None) for t in s.drafted)) for s in steps]
     assert not survival_figure(stripped).data[0].x  # nothing to predict from, and no error
+
+
+def _judged(doc, lane: str, verdict: str, test=lambda t: True) -> dict:
+    """The first drafted token of `lane` with `verdict` (and `test`), to craft a file around."""
+    return next(t for step in doc["lanes"][lane][1:] for t in step["drafted"] if t["verdict"] == verdict and test(t))
+
+
+def _scale_spans(doc, lane: str, factor: float) -> None:
+    for step in doc["lanes"][lane]:
+        for span in step["spans"]:
+            span.update(start_s=span["start_s"] * factor, end_s=span["end_s"] * factor,
+                        cpu_s=None if span.get("cpu_s") is None else span["cpu_s"] * factor)
+
+
+CRAFTED = [  # a file consistent in each field, not with itself
+    (lambda d: _judged(d, "ar", "accepted").update(draw=_judged(d, "ar", "accepted")["accept_prob"]),
+     r"drafted token \d is accepted with the draw"),
+    (lambda d: _judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0).update(draw=0.0),
+     r"drafted token \d is rejected with the draw 0"),
+    (lambda d: _judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0.01).update(
+        accept_prob=_judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0.01)["accept_prob"] / 2),
+     r"has accept_prob .*, not min\(1, p_target / p_draft\)"),
+    (lambda d: d["settings"].update(temperature=0), "at temperature 0 with accept_prob"),  # draws: not greedy
+    (lambda d: d["lanes"]["ar"][-1]["spans"][-1].update(end_s=1e300), "more than a day: not a measurement"),
+    (lambda d: _scale_spans(d, "dspark", 1e-300), "less than a microsecond: not a measurement"),
+    (lambda d: _scale_spans(d, "baseline", 1e4), r"lane \w+ claims .*× the baseline's speed"),
+]
+
+
+@pytest.mark.parametrize("change, message", CRAFTED)
+def test_a_file_whose_numbers_contradict_each_other_is_refused_in_one_line(saved, change, message):
+    doc = json.loads(json.dumps(saved))
+    read_comparison(json.dumps(doc))  # as saved: consistent
+    change(doc)
+    with pytest.raises(RecordError, match=message) as err:
+        read_comparison(json.dumps(doc))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_identical_to_the_baseline_is_computed_from_the_files_tokens_not_taken_from_it(random_engine):
+    from app.render import sameness_html
+
+    lanes = {}
+    for method in ("baseline", "ar"):
+        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, draft_len=3))
+        lanes[method] = [result.prefill, *result.steps]
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.0,
+                                     methods=tuple(lanes)))
+    doc = json.loads(Comparison.of_steps(settings, lanes, device="cpu", preset="random").to_json())
+    assert "identical to the baseline ✓" in sameness_html(read_comparison(json.dumps(doc)), "ar")
+    last = doc["lanes"]["ar"][-1]
+    bonus = last["committed"][-1]
+    bonus["id"] = last["bonus_id"] = (bonus["id"] + 1) % 4096  # the file's last token, changed alone
+    shown = sameness_html(read_comparison(json.dumps(doc)), "ar")
+    assert "differs from the baseline at token 8 ✗" in shown

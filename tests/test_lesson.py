@@ -118,10 +118,26 @@ def test_run_it_live_measures_the_points_comparison_again(built):
     assert ran is not recorded()["sampled"] and ran.settings["temperature"] == 1.0 and ran.settings["seed"] == 0
 
 
+def test_run_it_live_measures_the_points_sweep_on_the_lessons_prompts(built, monkeypatch):
+    _, handlers, _, components = built
+    monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2))  # small settings: the handler's path, not the numbers
+    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 4)
+    monkeypatch.setattr(lesson, "SWEEP_PROMPTS", 1)
+    monkeypatch.setattr(lesson, "load_prompts", lambda: ["def f(x):", "import os"])  # the tiny model's context
+    point = next(p for p in POINTS if p.recording == "sweeps")
+    prepared = handlers.prepare_live(point.number, SimpleNamespace(session_hash="sweep-visitor"))
+    assert prepared[0]["selected"] == "why"
+    figure, table, machine = next(handlers.run_live(point.number, SimpleNamespace(session_hash="sweep-visitor")))
+    assert "K=1 | K=2 |" in table and "1 prompt(s), 4 new tokens" in table
+    assert figure.data and machine.data
+
+
 @pytest.mark.parametrize("query, tab, message", [
     ({"lesson": "4"}, "why", None), ({"lesson": "1"}, "compare", None), ({"tab": "step"}, "step", None),
     ({"lesson": "99"}, "lesson", f"points 1 to {len(POINTS)}"), ({"lesson": "<b>x"}, "lesson", "lesson point '<b>x'"),
     ({"tab": "nowhere"}, "lesson", "there are lesson, compare"),
+    ({"lesson": "²"}, "lesson", "lesson point '²'"), ({"lesson": "٣"}, "lesson", "points 1 to 7"),  # digits, not ASCII
+    ({"lesson": "9" * 5000}, "lesson", "points 1 to 7"),
 ])
 def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query, tab, message):
     _, handlers, _, components = built

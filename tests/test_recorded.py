@@ -143,3 +143,83 @@ def test_a_share_link_replays_its_recorded_run_after_a_restart(random_engine, tm
         del random_engine.stream
     assert "ran before on this server" in status and not calls
     assert len(lanes) == 2 and lanes == first_lanes and all(lanes)
+
+
+@pytest.fixture(scope="module")
+def tiny(random_engine) -> Comparison:
+    """The cheapest comparison a visitor can ask for: the baseline, one new token."""
+    from app.links import default_settings
+
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=1, methods=("baseline",)))
+    lane = LaneResult.ended("baseline", random_engine.stream(PROMPT, GenerationConfig(method="baseline",
+                                                                                      max_new_tokens=1)))
+    return Comparison(settings, {"baseline": lane}, "cpu (1 thread)", "random")
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_a_flood_of_tiny_links_pushes_out_neither_a_pinned_run_nor_a_costly_one(comparison, tiny, tmp_path, on_disk):
+    from app.recorded import run_cost_s
+
+    assert run_cost_s(comparison) > 3 * run_cost_s(tiny)  # ten tokens of two lanes, timed three times
+    runs = RecordedRuns(tmp_path if on_disk else None, limit=4, max_files=8)
+    runs.remember("lecturer", comparison, pinned=True)
+    runs.remember("costly", comparison)
+    for i in range(300):  # one visitor, 300 distinct one-token links
+        runs.remember(f"flood-{i}", tiny)
+    runs.remember("lecturer", tiny)  # a visitor's own run of the pinned configuration: shown to them, not kept
+    assert runs.last("flood-299") is tiny  # the newest is kept, like any record
+    for reader in [runs, RecordedRuns(tmp_path)] if on_disk else [runs]:  # ... and after a restart
+        assert same_numbers(reader.last("lecturer"), comparison) and same_numbers(reader.last("costly"), comparison)
+    if on_disk:
+        assert len(list(tmp_path.glob("*" + SUFFIX))) <= 8 and (tmp_path / "pinned" / file_name("lecturer")).exists()
+
+
+def _visit(demo, query: dict, session: str):
+    """A page opened on a share link, as the browser calls its events: the load, then the link's run."""
+    from types import SimpleNamespace
+
+    from app.links import PARSERS
+
+    fns = {dep.name: dep.fn for dep in demo.fns.values()}
+    page = SimpleNamespace(session_hash=session, query_params=query)
+    outputs = fns["restore"](page)
+    link_query = outputs[len(PARSERS) + 1]
+    if isinstance(link_query, str) and link_query:  # not recorded yet: it runs
+        return fns["restore"].__self__, list(fns["run_link"](link_query, True, page))[-1][0]
+    return fns["restore"].__self__, outputs[len(PARSERS) + 2]  # replayed at once
+
+
+LINK = {"prompt": "def h(z):", "methods": "baseline,ar", "max_new_tokens": "6"}
+
+
+def test_a_run_stopped_during_its_timing_runs_is_never_recorded(random_engine):
+    from app import runner
+    from app.links import parse_query
+    from app.main import build_app
+
+    def stopped_while_timed(engine, prompt, lanes, stop, **kwargs):
+        for _ in runner.run_lanes(engine, prompt, lanes, stop, **kwargs):
+            if any(lane.repeating for lane in lanes):
+                stop.set()  # Stop pressed once every lane is done, while the timing runs go on
+            yield
+
+    for run_lanes, recorded in ((stopped_while_timed, False), (runner.run_lanes, True)):
+        handlers, status = _visit(build_app(random_engine, run_lanes=run_lanes), LINK, "visitor")
+        key = handlers.result_key(parse_query(list(LINK.items()), handlers.defaults, handlers.methods)[0])
+        assert ("stopped" in status) != recorded and (handlers.sessions.recorded.last(key) is not None) == recorded
+
+
+def test_a_link_opened_with_the_operators_pin_key_pins_its_recorded_run(random_engine, tmp_path):
+    from app.links import parse_query
+    from app.main import build_app
+
+    demo = build_app(random_engine, recordings=tmp_path, pin_key="s3cret")
+    handlers, status = _visit(demo, {**LINK, "pin": "wrong"}, "visitor")
+    key = handlers.result_key(parse_query(list(LINK.items()), handlers.defaults, handlers.methods)[0])
+    assert "done" in status and not handlers.sessions.recorded.is_pinned(key)  # recorded, not pinned
+    _, status = _visit(demo, {**LINK, "pin": "s3cret"}, "lecturer")  # the operator opens it: the replay is pinned
+    assert "ran before on this server" in status and handlers.sessions.recorded.is_pinned(key)
+    assert (tmp_path / "pinned" / file_name(key)).exists() and not (tmp_path / file_name(key)).exists()
+    unpinned = build_app(random_engine, recordings=tmp_path / "other")  # no key: `pin=` pins nothing
+    handlers, _ = _visit(unpinned, {**LINK, "pin": ""}, "visitor")
+    assert not handlers.sessions.recorded.is_pinned(key)

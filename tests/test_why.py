@@ -261,6 +261,8 @@ def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, v
 
 
 def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engine):
+    from types import SimpleNamespace
+
     from app.sessions import SessionStore
     from app.tabs import why
 
@@ -268,7 +270,7 @@ def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engin
         _, handlers = why.render(random_engine, SessionStore(), recordings={})
     for choice in (None, 5, ["x"], "  "):
         with pytest.raises(gr.Error, match="prompts must be"):
-            handlers.on_sweep(choice)
+            handlers.on_sweep(choice, SimpleNamespace(session_hash="api-visitor"))
 
 
 def test_the_pages_jargon_is_explained_in_one_glossary():

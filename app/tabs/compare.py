@@ -13,6 +13,7 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import functools
+import hmac
 import html
 import json
 import tempfile
@@ -33,13 +34,14 @@ from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
 from ..charts import NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
-from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query,
+from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query, quoted,
                      default_settings, is_link, parse_controls, parse_query)
 from ..record import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
 from .. import memory, server_lanes
-from ..sessions import SessionStore, now_s
+from ..sessions import SessionStore
+from ..uploads import SavedFileButton
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
@@ -47,6 +49,7 @@ REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each 
 # the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
 # building and drawing them would otherwise share the cores, and the interpreter, with the lane being measured.
 NOT_SELECTED = "not selected"
+NO_FILE = "no file arrived: open a saved comparison's .json file"
 
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
 # link made on a Space points at the Space); afterwards it copies the link where the browser allows.
@@ -124,12 +127,26 @@ def versions() -> dict:
     return found
 
 
-def download_path(session: str) -> Path:
-    """One file per browser session, overwritten by its next run, so downloads never pile up."""
+MAX_DOWNLOADS = 256  # download files kept (one per session, the newest): the folder stays under ~1.3 GB
+
+
+def download_path(session: str, keep: int = MAX_DOWNLOADS) -> Path:
+    """One file per browser session, overwritten by its next run; past `keep` files the oldest are removed
+    (Gradio serves its own copy, so a page that still shows a removed file's button keeps working a while)."""
     folder = Path(tempfile.gettempdir()) / "speclab-comparisons"
     folder.mkdir(exist_ok=True)
     safe = "".join(c for c in session if c.isalnum())[:32] or "session"
-    return folder / f"speclab-comparison-{safe}.json"
+    path = folder / f"speclab-comparison-{safe}.json"
+    others = []
+    for other in folder.glob("speclab-comparison-*.json"):
+        try:
+            others.append((other.stat().st_mtime, other))
+        except OSError:  # removed by another thread meanwhile
+            pass
+    for _, old in sorted(others, reverse=True)[max(0, keep - 1):]:
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
 
 
 def control_values(settings: Settings) -> list:
@@ -215,6 +232,7 @@ class CompareView:
     charts: list  # NUM_CHARTS plots, in comparison_figures' order
     link_query: gr.Textbox
     focus: gr.HTML  # a lesson point's "look at" note
+    examples: gr.Dataset  # the example prompts; a click puts one in the prompt box
     server_boxes: list = field(default_factory=list)  # one per server lane (app/server_lanes.py), after the local lanes
 
     @property
@@ -235,11 +253,12 @@ def _prompt_row(defaults: Settings):
                        gr.Button("Stop", variant="stop", elem_id="stop"),
                        gr.Button("Copy link", elem_id="copy-link", size="sm"),
                        gr.DownloadButton("Download this comparison", elem_id="download", size="sm", visible=False),
-                       gr.UploadButton("Open a saved comparison", elem_id="open-saved", size="sm",
+                       SavedFileButton("Open a saved comparison", elem_id="open-saved", size="sm",
                                        file_types=[".json"], type="binary"))
-    gr.Examples(examples=[[e] for e in example_prompts()], inputs=[prompt],
-                label="Examples (the tiny models know Python)", examples_per_page=6)
-    return prompt, buttons
+    # A Dataset with its own handler rather than gr.Examples, whose handler fails on an index it has no example for
+    examples = gr.Dataset(components=[prompt], samples=[[e] for e in example_prompts()], type="index",
+                          label="Examples (the tiny models know Python)", samples_per_page=6, elem_id="examples")
+    return prompt, examples, buttons
 
 
 def _draft_label(one_pass: bool, most: int = MAX_DRAFT_LEN) -> str:
@@ -316,7 +335,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
            servers=()) -> CompareView:
     """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top;
     servers: the operator's server lanes."""
-    prompt, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
+    prompt, examples, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
     controls, show_drafts = _settings(methods, defaults, block_top)
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
@@ -334,7 +353,8 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
     controls = {name: controls[name] for name in PARSERS}
     assert len(charts) == NUM_CHARTS
     return CompareView(prompt, run_button, stop_button, copy_button, download_button, upload, controls, show_drafts,
-                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus, server_boxes)
+                       link_notes, share_link, page_address, status, boxes, charts, link_query, focus, examples,
+                       server_boxes)
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -344,8 +364,9 @@ class CompareHandlers:
     `sessions` (app/sessions.py), nothing here."""
 
     def __init__(self, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-                 max_run_s: float = MAX_RUN_S):
+                 max_run_s: float = MAX_RUN_S, pin_key: str | None = None):
         self.engine = engine
+        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recorded.py)
         self.methods = list(engine.methods())
         # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
@@ -355,6 +376,12 @@ class CompareHandlers:
         self.run_lanes = run_lanes
         self.max_run_s = max_run_s
         self.sessions = sessions
+
+    def pins(self, request: gr.Request | None) -> bool:
+        """Whether the page was opened with the operator's pin key (`pin=KEY` in its address)."""
+        given = [v for k, v in query_items(request) if k == "pin"]
+        return self.pin_key is not None and len(given) == 1 and hmac.compare_digest(
+            given[0].encode("utf-8", "surrogatepass"), self.pin_key.encode("utf-8", "surrogatepass"))
 
     def result_key(self, settings: Settings) -> str:
         """Everything a run's outcome depends on: the models, the device and every setting."""
@@ -463,10 +490,12 @@ class CompareHandlers:
         self.engine.encode_prompt(settings.prompt)
         return lane_runs
 
-    def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False) -> Iterator[tuple]:
+    def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False,
+                       pin: bool = False) -> Iterator[tuple]:
         """Run the chosen lanes one after another and yield the page's outputs as they fill. The one place
         lanes run: the button, a share link and the API all come here. reuse: show the recorded run of the
-        same configuration when there is one (share links: thirty visitors of one link compute it once)."""
+        same configuration when there is one (share links: thirty visitors of one link compute it once);
+        pin: the operator's link, whose recorded run is never evicted."""
         try:
             lane_runs = self._checked(settings)
         except EngineError as exc:
@@ -480,17 +509,19 @@ class CompareHandlers:
         key = self.result_key(settings)
         replay = self.recorded_outputs(key, session, show) if reuse else None
         if replay is not None:
+            if pin:
+                self.sessions.recorded.pin(key)
             yield replay
             return
         stop = state.stop = threading.Event()
         try:
-            yield from self._run(settings, show, lane_runs, stop, state, key)
+            yield from self._run(settings, show, lane_runs, stop, state, key, pin)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             state.stop = None
 
     def _run(self, settings: Settings, show: bool, lane_runs: list[LaneRun], stop: threading.Event, state,
-             key: str) -> Iterator[tuple]:
+             key: str, pin: bool = False) -> Iterator[tuple]:
         shown, drawn, ended = {}, {}, {}
         last_draw, started, out_of_time = 0.0, time.monotonic(), False
         for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop):
@@ -508,8 +539,10 @@ class CompareHandlers:
             yield status_html(message), *self._lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
         comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
         state.last = comparison
-        if all(lane.state == "done" for lane in lane_runs):  # only complete runs are worth replaying
-            self.sessions.recorded.remember(key, comparison)
+        # Only complete runs are replayed: every lane done and every timing run it began finished (a Stop or the
+        # time limit during the timing runs leaves lanes "done" with fewer runs behind their figures).
+        if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
+            self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
         text += self._capped_note(settings) + clock_note(comparison)
         yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
@@ -553,7 +586,7 @@ class CompareHandlers:
             return
         settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), self.defaults, available=self.methods)
         yield from self.run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
-                                       request.session_hash, reuse=True)
+                                       request.session_hash, reuse=True, pin=self.pins(request))
 
     def restore(self, request: gr.Request):
         """Opening the page: a share link's parameters set every control, then the comparison runs. A link
@@ -569,6 +602,8 @@ class CompareHandlers:
         replay = (self.recorded_outputs(self.result_key(settings), request.session_hash, True)
                   if is_link(items) else None)
         if replay is not None:
+            if self.pins(request):
+                self.sessions.recorded.pin(self.result_key(settings))
             return *values, notes, gr.skip(), *replay
         return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * outputs
 
@@ -599,15 +634,19 @@ class CompareHandlers:
         """Stop your own run: the running one ends within a batch of steps (a quarter of a second); one still
         waiting in the queue is withdrawn. (Gradio's `cancels=` would also withdraw a queued run, but it kills
         a running one without its last update: the finished lanes and the charts would never be drawn.)"""
-        state = self.sessions.get(request.session_hash)
-        if state.stop is not None:
-            state.stop.set()
-        elif state.run_pressed_s is not None:
-            state.stop_pressed_s = now_s()
+        self.sessions.get(request.session_hash).press_stop()
 
     def on_requested(self, request: gr.Request):
-        state = self.sessions.get(request.session_hash)
-        state.run_pressed_s, state.stop_pressed_s = now_s(), None
+        self.sessions.get(request.session_hash).press_run()
+
+    @staticmethod
+    def on_example(index):
+        """The example prompt the page asks for by its index (an API client can send any value)."""
+        prompts = example_prompts()
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(prompts):
+            return prompts[index]
+        raise gr.Error(f"there is no example {quoted(index)}: the examples are numbered 0 to {len(prompts) - 1}",
+                       print_exception=False)
 
     def offer_download(self, request: gr.Request):
         """After a run: the session's comparison as one JSON file, every lane's trace with its settings."""
@@ -622,8 +661,10 @@ class CompareHandlers:
         """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
         at a time: what the last one's reading and drawing freed goes back to the system first.)"""
         memory.release()
+        if not isinstance(data, bytes):  # an API client's string, dict or number (app/uploads.py)
+            return self.refused(NO_FILE)
         try:
-            comparison = read_comparison(data if isinstance(data, (bytes, str)) else b"")
+            comparison = read_comparison(data)
         except RecordError as exc:
             return self.refused(f"cannot open that file: {exc}")
         self.sessions.opened(request.session_hash, comparison)  # the Step-through and Why tabs read it too
@@ -652,6 +693,8 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.
     view.upload.upload(handlers.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
                        concurrency_limit=1, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
+    view.examples.click(handlers.on_example, inputs=[view.examples], outputs=[view.prompt], preprocess=False,
+                        queue=False, **quiet)
     view.run_button.click(handlers.on_requested, inputs=None, outputs=None, queue=False, **quiet)
     view.stop_button.click(handlers.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     view.controls["methods"].change(handlers.show_lanes, inputs=[view.controls["methods"]],
@@ -672,12 +715,12 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 
 def render(engine, demo: gr.Blocks, sessions: SessionStore,
            run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-           max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None
-           ) -> tuple[CompareView, CompareHandlers]:
+           max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
+           pin_key: str | None = None) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
     app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/server_lanes.py), if any."""
-    handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s)
+    handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s, pin_key)
     view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps),
                   servers.specs if servers else ())
     if servers is not None and servers.specs:

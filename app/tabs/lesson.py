@@ -182,7 +182,8 @@ class LessonHandlers:
 
     def prepare_live(self, number: int, request: gr.Request):
         """Before a live run: open the point's tab with every control set to what will run, and say it runs live
-        (the run itself follows, queued)."""
+        (the run itself follows, queued: Stop on that tab withdraws it, or stops it once it runs)."""
+        self.sessions.get(request.session_hash).press_run()
         point = POINTS[number - 1]
         if point.tab == "compare":
             n_run = 1 + len(self.compare.methods) + NUM_CHARTS
@@ -196,7 +197,7 @@ class LessonHandlers:
         if point.tab == "compare":
             yield from self.compare.run_comparison(self.live_settings(point), True, request.session_hash)
         elif point.recording == "sweeps":
-            yield self.why.on_sweep(HELDOUT, request)
+            yield self.why.on_sweep(HELDOUT, request)  # the lesson's held-out prompts, as recorded
         elif point.recording == "lossless":
             yield self.why.on_check(request)
         elif point.recording == "temperatures":
@@ -218,7 +219,8 @@ class LessonHandlers:
         if number is None and tab is None:
             return self.outputs()
         if number is not None:
-            if number.isdigit() and 1 <= int(number) <= len(POINTS):
+            # ASCII digits only, and few: str.isdigit also takes '²' (which int refuses) and thousands of digits
+            if number.isascii() and number.isdigit() and len(number) <= 3 and 1 <= int(number) <= len(POINTS):
                 return self.show_point(POINTS[int(number) - 1], request.session_hash)
             return self.outputs(tab="lesson", status=f"this link asks for lesson point {number[:20]!r}; there are "
                                                      f"points 1 to {len(POINTS)}")

@@ -15,6 +15,7 @@ gr.State, which would hold a heartbeat connection open for every visitor.
 from __future__ import annotations
 
 import html
+import math
 import os
 from dataclasses import dataclass
 
@@ -28,8 +29,9 @@ from ..charts import styled, timeline_figure
 from ..glossary import hover
 from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..sessions import SessionStore
-from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible_ghost
+from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
 from ..theme import DRAFT_WORK, VERIFY_WORK
+from ..uploads import SavedFileButton
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
 NUM_STEP_OUTPUTS = 5  # StepTabView.step_outputs
@@ -58,7 +60,7 @@ def step_at(steps: list[Step], i: int) -> Step | None:
 def _float(value, default: float) -> float:
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
         return default
 
 
@@ -150,7 +152,8 @@ def token_choices(comparison: Comparison, i: int) -> list[tuple[str, str]]:
 def find_token(comparison: Comparison, i: int, key) -> DraftedToken | None:
     method, _, position = str(key).partition(":")
     step = step_at(comparison.steps.get(method, ()), i)
-    if step is None or not position.isdigit() or not 1 <= int(position) <= len(step.drafted):
+    if step is None or not (position.isascii() and position.isdigit() and len(position) <= 4) \
+            or not 1 <= int(position) <= len(step.drafted):
         return None
     return step.drafted[int(position) - 1]
 
@@ -235,7 +238,7 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     """Lane `method` at step i: its drafted block token by token, the bonus, or where it finished."""
     name = method_label(method)
     head = (f'<div class="lane-head"><span class="lane-name">{html.escape(name)}</span>'
-            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{html.escape(drafter)}</span>'
+            + (f'<span class="lane-drafter" title="{html.escape(hover(drafter))}">{visible(drafter)}</span>'
                if drafter else "") + "</div>")
     step = step_at(steps, i)
     if not steps:
@@ -371,7 +374,9 @@ def advance(i: int, last: int) -> tuple[int, bool]:
 def step_number(raw, last: int) -> int:
     """The slider's raw value (events skip Gradio's preprocessing) as a step from 0 to `last`."""
     value = _float(raw, 0.0)
-    return max(0, min(int(value) if value == value else 0, last))
+    if not math.isfinite(value):  # NaN is no step; ±inf (or "1e999") is past either end
+        value = 0.0 if math.isnan(value) else math.copysign(last, value)
+    return max(0, min(int(value), last))
 
 
 def describe(comparison: Comparison, source: str) -> str:
@@ -420,7 +425,7 @@ def layout() -> StepTabView:
                 "each drafted token with the numbers that decided it. Step 0 is the prefill.", elem_classes="note")
     with gr.Row():
         show_button = gr.Button("Show my last run", variant="primary", elem_id="step-show-last", scale=1)
-        upload = gr.UploadButton("Open a saved comparison (.json)", file_types=[".json"], type="filepath",
+        upload = SavedFileButton("Open a saved comparison (.json)", file_types=[".json"], type="filepath",
                                  elem_id="step-upload", scale=1)
     status = gr.HTML(status_html("Run a comparison on the Compare tab, then press “Show my last run”."),
                      elem_id="step-status")
@@ -482,9 +487,9 @@ class StepHandlers:
     def on_upload(self, path, request: gr.Request):
         try:
             if not isinstance(path, str) or not path:
-                raise RecordError("no file arrived")
+                raise RecordError("no file arrived; open a saved comparison's .json file")
             with open(path, "rb") as f:
-                comparison = read_comparison(f.read(MAX_FILE_BYTES + 1))
+                comparison = read_comparison(f.read(MAX_FILE_BYTES + 1), size=os.fstat(f.fileno()).st_size)
         except RecordError as exc:
             return _refused(f"Could not open that file: {exc}")
         except OSError as exc:

@@ -12,13 +12,14 @@ can be measured again live.
 from __future__ import annotations
 
 import html
+import threading
 from dataclasses import dataclass
 
 import gradio as gr
 
 from engine.methods import METHOD_REGISTRY, method_label
 from engine.process import run_on
-from engine.types import EngineError
+from engine.types import EngineError, Stopped
 
 from .. import lesson
 from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,
@@ -29,6 +30,7 @@ from ..glossary import meaning
 from ..links import SettingError, float_parser
 from ..sessions import SessionStore
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
+from .compare import MAX_RUN_S
 
 
 def _labels(one_pass: bool) -> str:
@@ -300,6 +302,7 @@ class WhyView:
     temperature_acceptance: gr.Plot
     temperature_text: gr.Markdown
     focus: gr.HTML  # a lesson point's "look at" note
+    stop_buttons: list  # one beside each measurement's button; each stops the session's measurement
 
     @property
     def sliders(self) -> list:
@@ -314,10 +317,16 @@ class WhyView:
                 self.temperature_text]
 
 
+def _stop_button(elem: str) -> gr.Button:
+    return gr.Button("Stop", variant="stop", size="sm", elem_id=f"why-stop-{elem}", scale=0, min_width=80)
+
+
 def _measured_panel(caption: str, button: str, elem: str, figure, text: str) -> tuple:
     gr.Markdown(caption, elem_classes="note")
-    run = gr.Button(button, elem_id=elem, size="sm")
-    return (run, gr.Plot(figure, elem_id=f"why-{elem}-plot", show_label=False),
+    with gr.Row():
+        run = gr.Button(button, elem_id=elem, size="sm")
+        stop = _stop_button(elem)
+    return (run, stop, gr.Plot(figure, elem_id=f"why-{elem}-plot", show_label=False),
             gr.Markdown(text, elem_id=f"why-{elem}-table"))
 
 
@@ -340,25 +349,25 @@ def layout(recordings: dict) -> WhyView:
     with gr.Row():
         prompt = gr.Dropdown(sweep_prompt_choices(), value=HELDOUT, label="Prompts for the sweep", scale=4)
         sweep_button = gr.Button("Run the K sweep", variant="primary", elem_id="sweep", scale=1)
+        sweep_stop = _stop_button("sweep")
     sweep_plot = gr.Plot(sweep_figure, elem_id="why-sweep", show_label=False)
     sweep_text = gr.Markdown(sweep_words, elem_id="why-sweep-table")
     gr.Markdown(MACHINE_CAPTION, elem_classes="note")
     machine_plot = gr.Plot(machine_figure, elem_id="why-machine", show_label=False)
     gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
                                        for p in PUBLISHED) + ".", elem_classes="note")
-    check_button, check_plot, check_text = _measured_panel(CHECK_CAPTION, "Run the distribution check", "check",
-                                                           check_figure, check_words)
-    parts_button, parts_plot, parts_text = _measured_panel(PARTS_CAPTION, "Measure the parts", "parts",
-                                                           parts_figure_, parts_words)
-    gr.Markdown(TEMPERATURE_CAPTION, elem_classes="note")
-    temperature_button = gr.Button("Measure it live (a small version)", elem_id="temperatures", size="sm")
+    check_button, check_stop, check_plot, check_text = _measured_panel(
+        CHECK_CAPTION, "Run the distribution check", "check", check_figure, check_words)
+    parts_button, parts_stop, parts_plot, parts_text = _measured_panel(
+        PARTS_CAPTION, "Measure the parts", "parts", parts_figure_, parts_words)
+    temperature_button, temperature_stop, temperature_acceptance, temperature_text = _measured_panel(
+        TEMPERATURE_CAPTION, "Measure it live (a small version)", "temperatures", temperature_acceptance,
+        temperature_words)
     temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
-    temperature_acceptance = gr.Plot(temperature_acceptance, elem_id="why-temperatures-plot", show_label=False)
-    temperature_text = gr.Markdown(temperature_words, elem_id="why-temperatures-table")
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,
-                   temperature_text, focus)
+                   temperature_text, focus, [sweep_stop, check_stop, parts_stop, temperature_stop])
 
 
 def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
@@ -379,9 +388,10 @@ class WhyHandlers:
     """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
     `sessions` (app/sessions.py)."""
 
-    def __init__(self, engine, sessions: SessionStore):
+    def __init__(self, engine, sessions: SessionStore, max_run_s: float = MAX_RUN_S):
         self.engine = engine
         self.sessions = sessions
+        self.max_run_s = max_run_s  # a measurement's wall-time limit, as a comparison's
 
     def _last(self, session: str):
         return self.sessions.get(session).last
@@ -416,12 +426,30 @@ class WhyHandlers:
                      "running, before reading the crosses.")
         return self.predict(p, c, b, request), note
 
-    def _measured(self, measure, *args):
-        """measure(engine, *args) where the models are (the engine's own process, when it has one)."""
+    def _measured(self, measure, session: str, *args):
+        """A measurement as a comparison runs: withdrawn when Stop was pressed while it waited in the queue,
+        stopped within a step by Stop (any of the tab's, or the Compare tab's) and after max_run_s."""
+        state = self.sessions.get(session)
+        if state.withdrawn():
+            raise gr.Error("withdrawn: Stop was pressed while this measurement waited in the queue; nothing ran",
+                           print_exception=False)
+        stop = state.stop = threading.Event()
+        timer = threading.Timer(self.max_run_s, stop.set)
+        timer.daemon = True
+        timer.start()
         try:
-            return lesson.live_measurement(run_on(self.engine, measure, *args))
+            # where the models are (the engine's own process, when it has one); marked as measured live
+            return lesson.live_measurement(run_on(self.engine, measure, *args, stop=stop))
+        except Stopped:
+            out_of_time = not timer.is_alive()
+            raise gr.Error(f"stopped after {self.max_run_s:g} s, the most one measurement may take on this shared "
+                           "server; the panel shows what it showed before" if out_of_time else
+                           "stopped: the panel shows what it showed before", print_exception=False) from None
         except (EngineError, ValueError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
+        finally:
+            timer.cancel()
+            state.stop = None
 
     def _shown(self, request, key: str, measured: dict) -> tuple[dict, bool]:
         """A live measurement, kept as the session's shown panel (projector mode redraws it), and whether the
@@ -438,7 +466,13 @@ class WhyHandlers:
         state = self.sessions.get(session)
         return panel_outputs({**recordings, **state.panels}, state.projector)
 
-    def on_sweep(self, choice, request: gr.Request = None):
+    def on_requested(self, request: gr.Request):
+        self.sessions.get(request.session_hash).press_run()
+
+    def on_stop(self, request: gr.Request):
+        self.sessions.get(request.session_hash).press_stop()
+
+    def on_sweep(self, choice, request: gr.Request):
         """The K sweep, live, on the lesson's held-out prompts or one prompt (the engine checks it)."""
         if choice == HELDOUT:
             prompts = lesson.sweep_prompts()
@@ -447,17 +481,18 @@ class WhyHandlers:
         else:
             raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
                            print_exception=False)
-        return sweep_outputs(*self._shown(request, "sweeps", self._measured(lesson.measure_sweeps, prompts)))
+        return sweep_outputs(*self._shown(request, "sweeps",
+                                          self._measured(lesson.measure_sweeps, request.session_hash, prompts)))
 
-    def on_check(self, request: gr.Request = None):
-        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check)))
+    def on_check(self, request: gr.Request):
+        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check, request.session_hash)))
 
-    def on_parts(self, request: gr.Request = None):
-        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts)))
+    def on_parts(self, request: gr.Request):
+        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts, request.session_hash)))
 
-    def on_temperatures(self, request: gr.Request = None):
-        return temperature_outputs(*self._shown(request, "temperatures",
-                                                self._measured(lesson.measure_temperatures_live)))
+    def on_temperatures(self, request: gr.Request):
+        return temperature_outputs(*self._shown(
+            request, "temperatures", self._measured(lesson.measure_temperatures_live, request.session_hash)))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
@@ -468,6 +503,11 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
         slider.change(handlers.predict, view.sliders, view.prediction, **page_only)
     view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], **page_only)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
+    at_once = dict(queue=False, api_visibility="private", show_progress="hidden")
+    for button in (view.sweep_button, view.check_button, view.parts_button, view.temperature_button):  # Stop may withdraw
+        button.click(handlers.on_requested, None, None, **at_once)
+    for stop in view.stop_buttons:
+        stop.click(handlers.on_stop, None, None, **at_once)
     view.sweep_button.click(handlers.on_sweep, [view.prompt], [view.sweep_plot, view.sweep_text, view.machine_plot],
                             api_name="k_sweep", preprocess=False, **engine_queue)
     view.check_button.click(handlers.on_check, None, [view.check_plot, view.check_text], api_name="lossless_check",
@@ -479,8 +519,11 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
                                   api_name="temperatures", **engine_queue)
 
 
-def render(engine, sessions: SessionStore, recordings: dict | None = None) -> tuple[WhyView, WhyHandlers]:
-    """The tab: its layout (its panels showing `recordings`, default the lesson's) and its handlers, wired."""
-    view, handlers = layout(lesson.recorded() if recordings is None else recordings), WhyHandlers(engine, sessions)
+def render(engine, sessions: SessionStore, recordings: dict | None = None,
+           max_run_s: float = MAX_RUN_S) -> tuple[WhyView, WhyHandlers]:
+    """The tab: its layout (its panels showing `recordings`, default the lesson's) and its handlers, wired;
+    max_run_s: a measurement's wall-time limit."""
+    view, handlers = (layout(lesson.recorded() if recordings is None else recordings),
+                      WhyHandlers(engine, sessions, max_run_s))
     wire(view, handlers)
     return view, handlers

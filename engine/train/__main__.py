@@ -85,7 +85,7 @@ MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # per roun
 # DSpark: its paper's loss, the confidence head learning 1 − TV), DSpark's confidences calibrated on the rejection
 # rule's outcomes at temperature 1. Exported beside the shipped drafter as assets/<stage>-drafter-sampled/.
 SAMPLED_ROWS = 2048
-SAMPLED_STEPS = {"dflash": 800, "dspark": 800, "eagle3": 500}
+SAMPLED_STEPS = {"dflash": 500, "dspark": 500, "eagle3": 300}
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 

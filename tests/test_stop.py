@@ -1,0 +1,122 @@
+"""Every engine job stops: a comparison, the K sweep, the distribution check and the parts, from the Why tab or
+a lesson point's "Run it live": Stop ends a running one within a quarter of a second, withdraws one still
+waiting in the queue, and the time limit ends any of them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app import lesson  # noqa: E402
+from engine.types import GenerationConfig, Stopped  # noqa: E402
+
+def refused(run, start: str) -> None:
+    """`run` ends with the app's one line, starting with `start`."""
+    with pytest.raises(gr.Error) as err:
+        run()
+    assert err.value.message.startswith(start) and "\n" not in err.value.message, err.value.message
+
+
+SHORT_PROMPTS = ["def f(x):", "import os", "class A:"]  # the tiny model's context holds 96 tokens
+
+
+@pytest.fixture
+def long_measurements(monkeypatch):
+    """Measurements that take seconds on the tiny random models, so there is time to press Stop."""
+    monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2, 3, 4, 6, 8))
+    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 40)
+    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
+
+
+@pytest.fixture
+def why_handlers(random_engine):
+    from app.sessions import SessionStore
+    from app.tabs import why
+
+    with gr.Blocks():
+        _, handlers = why.render(random_engine, SessionStore(), recordings={})
+    return handlers
+
+
+def test_a_set_stop_ends_a_generation_and_every_measurement(random_engine):
+    from engine.lossless import distribution_check
+    from engine.sweep import k_sweep, variant_sweep
+
+    stop = threading.Event()
+    stop.set()
+    config = GenerationConfig(method="ar", max_new_tokens=20)
+    with pytest.raises(Stopped):
+        random_engine.generate("def f(x):", config, stop)
+    assert len(random_engine.generate("def f(x):", config, threading.Event()).output_ids) == 20  # unset: runs
+    for measure in (lambda: k_sweep(random_engine, SHORT_PROMPTS, 8, stop=stop),
+                    lambda: variant_sweep(random_engine, "dspark", SHORT_PROMPTS, 8, stop=stop),
+                    lambda: distribution_check(random_engine, "def f(x):", samples=20, stop=stop)):
+        with pytest.raises(Stopped):
+            measure()
+
+
+def _stopped_within(handlers, run, press) -> float:
+    """Seconds from a Stop pressed while `run` measures to `run` ending with the app's one line."""
+    pressed = []
+
+    def stop_later():
+        time.sleep(0.3)
+        pressed.append(time.monotonic())
+        press()
+
+    threading.Thread(target=stop_later, daemon=True).start()
+    refused(run, "stopped: the panel shows what it showed before")
+    return time.monotonic() - pressed[0]
+
+
+@pytest.mark.parametrize("job", ["sweep", "check", "parts"])
+def test_stop_ends_a_running_measurement_within_a_quarter_second(why_handlers, long_measurements, job):
+    visitor = SimpleNamespace(session_hash=f"stopper-{job}")
+    run = {"sweep": lambda: why_handlers.on_sweep("heldout", visitor), "check": lambda: why_handlers.on_check(visitor),
+           "parts": lambda: why_handlers.on_parts(visitor)}[job]
+    assert _stopped_within(why_handlers, run, lambda: why_handlers.on_stop(visitor)) < 0.25
+    assert why_handlers.sessions.get(visitor.session_hash).stop is None  # nothing left to stop
+
+
+def test_stop_withdraws_a_measurement_still_waiting_in_the_queue(why_handlers, monkeypatch):
+    visitor = SimpleNamespace(session_hash="queued")
+    monkeypatch.setattr(why_handlers.engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
+    why_handlers.on_requested(visitor)  # the button's press, outside the queue
+    why_handlers.on_stop(visitor)  # Stop while it waits
+    refused(lambda: why_handlers.on_check(visitor), "withdrawn: Stop was pressed while this measurement waited")
+
+
+def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_engine, long_measurements):
+    from app.sessions import SessionStore
+    from app.tabs import why
+
+    with gr.Blocks():
+        _, handlers = why.render(random_engine, SessionStore(), recordings={}, max_run_s=0.3)
+    started = time.monotonic()
+    refused(lambda: handlers.on_sweep("heldout", SimpleNamespace(session_hash="slow")),
+            "stopped after 0.3 s, the most one measurement may take")
+    assert time.monotonic() - started < 0.3 + 0.25
+
+
+def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
+    from app.main import build_app
+
+    demo = build_app(random_engine)
+    fns = {dep.name: dep.fn for dep in demo.fns.values()}
+    handlers, compare = fns["on_load"].__self__, fns["on_stop"].__self__
+    monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
+    monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
+    for point in lesson.POINTS:
+        visitor = SimpleNamespace(session_hash=f"class-{point.number}")
+        handlers.prepare_live(point.number, visitor)  # the button's press, outside the queue
+        compare.on_stop(visitor)  # Stop (the tab the point opened has one)
+        if point.tab == "compare":
+            (status, *_), = list(handlers.run_live(point.number, visitor))
+            assert "withdrawn" in status
+        else:
+            refused(lambda: list(handlers.run_live(point.number, visitor)), "withdrawn")

@@ -52,20 +52,26 @@ def _reply(conn, work: Callable[[], object]) -> None:
 
 
 class _Jobs:
-    """The child's running job: its number and the stop event it was given (None: no stop asked for)."""
+    """The child's running job: its number and the stop event it was given (None: no stop asked for). A stop may
+    arrive before its job has started (the job's function is still being imported): it is kept for it."""
 
     def __init__(self):
-        self.number, self.stop = 0, None
+        self.number, self.stop, self.stopped = 0, None, 0  # stopped: the latest job number a stop was asked for
+        self.lock = threading.Lock()
 
     def start(self, stoppable: bool) -> dict:
-        self.number += 1
-        self.stop = threading.Event() if stoppable else None
-        return {"stop": self.stop} if stoppable else {}
+        with self.lock:
+            self.number += 1
+            self.stop = threading.Event() if stoppable else None
+            if self.stop is not None and self.stopped == self.number:
+                self.stop.set()
+            return {"stop": self.stop} if stoppable else {}
 
     def stop_job(self, number: int) -> None:
-        stop = self.stop
-        if number == self.number and stop is not None:  # a stop for a job that has ended does nothing
-            stop.set()
+        with self.lock:
+            self.stopped = max(self.stopped, number)
+            if number == self.number and self.stop is not None:  # a stop for a job that has ended does nothing
+                self.stop.set()
 
 
 def _serve_quick(conn, engine, jobs: _Jobs) -> None:

@@ -121,7 +121,7 @@ SCRIPT = """
       const chart = document.getElementById(id);
       const drawn = chart && chart.offsetParent !== null && chart.querySelector(".main-svg");
       if (!drawn) {
-        if (Date.now() - started < 20000) setTimeout(tick, 150);
+        if (Date.now() - started < 60000) setTimeout(tick, 150);  // a busy machine may draw slowly
         return;
       }
       chart.classList.add("lesson-target");

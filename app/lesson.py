@@ -210,9 +210,7 @@ def formula_takeaway(data: dict) -> str:
              f"{', '.join(method_label(m) for m in below)} sit below the formula, the others at or above it")
     why = ""
     if costs:
-        cost = (sum(costs) / len(costs))
-        how = {"more than": "more than", "less than": "less than", "about as much as": "about as much as"}[
-            more_or_less(cost, 1.0, 0.05)]
+        how = more_or_less(sum(costs) / len(costs), 1.0, 0.05)
         why = (f" The formula counts a verify as one baseline forward; here one verify cost {span(costs)} baseline "
                f"forwards ({how} one), and host work, bubbles and the prefill are not in the formula at all.")
     serial, one_pass = _first_serial_and_one_pass(c)
@@ -342,7 +340,7 @@ def sweep_takeaway(data: dict) -> str:
         longest = str(max(int(k) for k in sweep["rows"]))
         at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
         if best == longest:
-            after = f"the longest measured, so the sweep did not reach a K past which it falls"
+            after = "the longest measured, so the sweep did not reach a K past which it falls"
         else:
             moves = {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[trend(at_best, at_longest)]
             after = f"past it the speedup {moves} {at_longest:.2f}× at K = {longest}"
@@ -360,7 +358,6 @@ def _first_serial_and_one_pass(c: Comparison) -> tuple[str | None, str | None]:
 
 def along_block(rates) -> str:
     """Conditional acceptance and survival along a block, each with its direction, in words."""
-    rates = [r for r in rates]
     known = [(k, r) for k, r in enumerate(rates, start=1) if r is not None]
     alive = survival(rates)
     if not known:

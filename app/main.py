@@ -74,9 +74,12 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         # The lesson writes into the other tabs, so it is wired once they all exist.
         lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view),
                     lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings), demo)
-        redraw = projector.ChartRedraw(sessions, lambda session: (
-            *compare_handlers.redraw_charts(session), *why_handlers.redraw_panels(session, recordings)))
-        projector.wire(projector_toggle, demo, redraw, [*compare_view.charts, *why_view.panels])
+        redraw = projector.ChartRedraw(sessions, lambda session, at, token: (
+            *compare_handlers.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
+            *step_handlers.redraw_charts(session, at, token)))
+        projector.wire(projector_toggle, demo, redraw,
+                       [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
+                        step_view.target_plot], [step_view.slider, step_view.token])
     demo.queue(max_size=queue_size)
     return demo
 

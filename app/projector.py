@@ -121,7 +121,7 @@ SCRIPT = """
       const chart = document.getElementById(id);
       const drawn = chart && chart.offsetParent !== null && chart.querySelector(".main-svg");
       if (!drawn) {
-        if (Date.now() - started < 20000) setTimeout(tick, 150);
+        if (Date.now() - started < 60000) setTimeout(tick, 150);  // a busy machine may draw slowly
         return;
       }
       chart.classList.add("lesson-target");
@@ -167,20 +167,27 @@ def layout() -> gr.Checkbox:
 @dataclass(frozen=True)
 class ChartRedraw:
     """The server's half of the toggle: the session's mode, and its charts drawn again. `sessions`: the app's
-    SessionStore; `redraw(session)`: the new value of every chart in `outputs`."""
+    SessionStore; `redraw(session, step, token)`: the new value of every chart in `outputs`, given the step and the
+    token the Step-through tab shows (the toggle's other two inputs)."""
 
     sessions: object
-    redraw: Callable[[str], tuple]
+    redraw: Callable[..., tuple]
 
-    def on_toggle(self, on, request: gr.Request):
+    def on_toggle(self, on, step, token, request: gr.Request):
         self.sessions.get(request.session_hash).projector = on is True
-        return self.redraw(request.session_hash)
+        return self.redraw(request.session_hash, step, token)
 
 
-def wire(toggle: gr.Checkbox, demo: gr.Blocks, charts: ChartRedraw | None = None, outputs=()) -> None:
+# With the server's half: the Step-through tab's step and token travel with the toggle's value.
+TOGGLE_WITH_STEP_JS = "(on, step, token) => [window.speclabProjector(on), step, token]"
+
+
+def wire(toggle: gr.Checkbox, demo: gr.Blocks, charts: ChartRedraw | None = None, outputs=(), step_inputs=()) -> None:
+    """step_inputs: the Step-through tab's slider and token selector (with `charts`)."""
     if charts is None:
         toggle.change(None, inputs=[toggle], outputs=None, js=TOGGLE_JS, queue=False)
     else:
-        toggle.change(charts.on_toggle, inputs=[toggle], outputs=list(outputs), js=TOGGLE_JS, queue=False,
-                      preprocess=False, api_visibility="private", show_progress="hidden")
+        toggle.change(charts.on_toggle, inputs=[toggle, *step_inputs], outputs=list(outputs),
+                      js=TOGGLE_WITH_STEP_JS, queue=False, preprocess=False, api_visibility="private",
+                      show_progress="hidden")
     demo.load(None, inputs=None, outputs=[toggle], js=FROM_LINK_JS, queue=False)

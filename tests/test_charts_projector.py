@@ -110,11 +110,13 @@ def test_the_projector_toggle_redraws_the_sessions_charts_for_a_room(random_engi
     handler = toggle.fn.__self__
     visitor = SimpleNamespace(session_hash="projector-visitor")
     handler.sessions.get("projector-visitor").last = lesson.recorded()["greedy"]
-    on = handler.on_toggle(True, visitor)
+    handler.sessions.get("projector-visitor").shown = lesson.recorded()["greedy"]
+    on = handler.on_toggle(True, 1, None, visitor)
     assert len(on) == len(toggle.outputs)
     assert on[2].layout.font.size == PROJECTOR_FONT  # the per-position chart, now for a room
     assert handler.sessions.get("projector-visitor").projector
-    off = handler.on_toggle(False, visitor)
+    assert all(fig.layout.font.size == PROJECTOR_FONT for fig in on[-3:])  # Step through's step and token too
+    off = handler.on_toggle(False, 1, None, visitor)
     assert (off[2].layout.font.size or 12) < PROJECTOR_FONT
 
 

@@ -189,13 +189,13 @@ def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_
         page = browser.new_page(viewport={"width": 1024, "height": 768})
         page.goto(f"{url}?lesson=3")
         chart = page.locator("#acceptance")
-        page.wait_for_selector("#acceptance.lesson-target", timeout=30000)
+        page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.wait_for_timeout(1500)  # after the late re-scrolls
         assert chart.evaluate(IN_VIEW_JS)  # the chart, not the top of the tab
         assert chart.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
         page.get_by_role("tab", name="Lesson").click()
         page.click("#lesson-show-7")
-        page.wait_for_selector("#why-parts-plot.lesson-target", timeout=30000)
+        page.wait_for_selector("#why-parts-plot.lesson-target", timeout=60000)
         page.wait_for_timeout(1500)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
         assert page.locator(".lesson-target").count() == 1  # the last point's chart only

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-from types import SimpleNamespace
 
 import pytest
 

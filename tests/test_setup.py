@@ -30,7 +30,8 @@ def test_setup_compiles_every_module_the_app_imports(embedded_engine):
 
     build_app(embedded_engine)
     run = embedded_engine.generate("def f(x):", GenerationConfig(method="dspark", max_new_tokens=8))
-    for figure in (timeline_figure({"dspark": run.steps}), acceptance_figure({"dspark": run.steps})):
+    rates = {"dspark": run.per_position_acceptance}  # what the chart draws: conditional acceptance, and survival
+    for figure in (timeline_figure({"dspark": run.steps}), acceptance_figure(rates)):
         plotly.io.to_json(figure)  # what gradio sends the page: every trace and layout part is built
     unused = unused_trees()
     site = Path(sysconfig.get_path("purelib")).resolve()

@@ -68,7 +68,7 @@ def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
         page = context.new_page()
         page.goto(f"{url}?lesson=3")
-        page.wait_for_selector("#acceptance.lesson-target", timeout=30000)
+        page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.locator("#lane-ar .tok[title]").first.click()  # pin a token's numbers
         page.wait_for_selector("#token-pin:not([hidden])", timeout=5000)
         page.get_by_role("tab", name="Why").click()  # another tab: note, pin and outline go
@@ -87,3 +87,17 @@ def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random
         assert "prompt=def+g" in page.url or "prompt=def%20g" in page.url  # the link is the page's address now
         assert page.evaluate("navigator.clipboard.readText()").startswith(url.rstrip("/"))
         browser.close()
+
+
+def test_run_it_live_of_the_k_sweep_measures_the_held_out_prompts_and_says_live(built, monkeypatch):
+    _, handlers, _ = built
+    asked = []
+
+    def measure(engine, prompts, *args, **kwargs):
+        asked.append(prompts)
+        return lesson.measurement(lesson.recorded()["sweeps"]["data"], "cpu (test)")
+
+    monkeypatch.setattr(lesson, "measure_sweeps", measure)
+    (plot, words, machine), = list(handlers.run_live(4, SimpleNamespace(session_hash="live-sweep")))
+    assert asked == [lesson.sweep_prompts()] and words.startswith("Measured live ")
+    assert handlers.sessions.get("live-sweep").panels["sweeps"]["live"]  # kept: projector mode redraws it

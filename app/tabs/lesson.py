@@ -149,7 +149,7 @@ class LessonHandlers:
             shown = self.compare.show_comparison(item, session, f"lesson point {point.number}")
             return self.outputs(tab="compare", compare=shown, compare_focus=focus_update(point))
         state = self.sessions.get(session)
-        state.panels.clear()  # the recordings, not what this session measured live before
+        state.panels.clear()  # the recordings, not what the visitor measured live before
         return self.outputs(tab="why", why_focus=focus_update(point),
                             why=panel_outputs(self.recordings, state.projector))
 

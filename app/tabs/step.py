@@ -441,7 +441,7 @@ def layout() -> StepTabView:
     blocks = gr.HTML(EMPTY, elem_id="step-blocks")
     token = gr.Dropdown([], value=None, label="Token (lane · position): its two distributions below",
                         elem_id="step-token", allow_custom_value=False)
-    with gr.Row():
+    with gr.Row(elem_classes="chart-row"):
         draft_plot = gr.Plot(elem_id="step-draft-dist", show_label=False)
         target_plot = gr.Plot(elem_id="step-target-dist", show_label=False)
     timeline = gr.Plot(elem_id="step-timeline", show_label=False)
@@ -479,6 +479,17 @@ class StepHandlers:
         return (status_html(describe(comparison, source)),
                 gr.update(minimum=0, maximum=last_step(comparison), value=start),
                 *_outputs_of(step_view(comparison, start, projector=self.sessions.get(session).projector)))
+
+    def redraw_charts(self, session: str, raw_step, selected) -> tuple:
+        """The step's timeline and the selected token's two charts drawn again (projector mode turned on or off),
+        at the step and token the page shows; skips when nothing is shown."""
+        state = self.sessions.get(session)
+        if state.shown is None:
+            return (gr.skip(),) * 3
+        i = step_number(raw_step, last_step(state.shown))
+        key = selected if find_token(state.shown, i, selected) else None
+        view = step_view(state.shown, i, key, projector=state.projector)
+        return view.timeline, view.draft_figure, view.target_figure
 
     def on_show_last(self, request: gr.Request):
         comparison = self.sessions.get(request.session_hash).last

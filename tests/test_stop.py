@@ -120,3 +120,22 @@ def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_
             assert "withdrawn" in status
         else:
             refused(lambda: list(handlers.run_live(point.number, visitor)), "withdrawn")
+
+
+def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing_runs_again(why_handlers,
+                                                                                            long_measurements):
+    first, waiting, later = (SimpleNamespace(session_hash=name) for name in ("first", "waiting", "later"))
+    why_handlers.on_requested(first)
+    why_handlers.on_requested(waiting)  # pressed while the first one waits or runs: the same measurement
+    measured = why_handlers.on_parts(first)
+    calls = []
+    real = why_handlers.engine.generate
+    why_handlers.engine.generate = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        shared = why_handlers.on_parts(waiting)  # its turn in the queue: the first run has ended since it pressed
+        assert not calls and shared[1] == measured[1]
+        why_handlers.on_requested(later)  # pressed after it ended: measured afresh
+        why_handlers.on_parts(later)
+        assert calls
+    finally:
+        why_handlers.engine.generate = real

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import gradio as gr
@@ -28,7 +29,7 @@ from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styl
 from ..examples import example_choices
 from ..glossary import meaning
 from ..links import SettingError, float_parser
-from ..sessions import SessionStore
+from ..sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 from .compare import MAX_RUN_S
 
@@ -384,6 +385,31 @@ def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
 
 # --- the behaviour ---------------------------------------------------------------------------------------
 
+class SharedMeasurements:
+    """The live measurements that ended lately, with when each ended: a visitor who pressed for the same
+    measurement before one ended (a class pressing one lesson point's Run it live at once, each waiting its turn
+    in the queue) gets that run's result instead of measuring it again. Bounded; a press after it ended measures
+    afresh."""
+
+    def __init__(self, capacity: int = 16):
+        self.capacity = capacity
+        self.ended: OrderedDict = OrderedDict()  # key -> (monotonic end time, result)
+        self.lock = threading.Lock()
+
+    def ended_since(self, key, asked_s: float | None):
+        """The result of `key`'s measurement if one ended after `asked_s` (None: not asked from the page)."""
+        with self.lock:
+            entry = self.ended.get(key)
+        return entry[1] if entry is not None and asked_s is not None and entry[0] >= asked_s else None
+
+    def remember(self, key, result) -> None:
+        with self.lock:
+            self.ended[key] = (now_s(), result)
+            self.ended.move_to_end(key)
+            while len(self.ended) > self.capacity:
+                self.ended.popitem(last=False)
+
+
 class WhyHandlers:
     """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
     `sessions` (app/sessions.py)."""
@@ -392,6 +418,7 @@ class WhyHandlers:
         self.engine = engine
         self.sessions = sessions
         self.max_run_s = max_run_s  # a measurement's wall-time limit, as a comparison's
+        self.shared = SharedMeasurements()
 
     def _last(self, session: str):
         return self.sessions.get(session).last
@@ -430,16 +457,23 @@ class WhyHandlers:
         """A measurement as a comparison runs: withdrawn when Stop was pressed while it waited in the queue,
         stopped within a step by Stop (any of the tab's, or the Compare tab's) and after max_run_s."""
         state = self.sessions.get(session)
+        asked_s = state.run_pressed_s
         if state.withdrawn():
             raise gr.Error("withdrawn: Stop was pressed while this measurement waited in the queue; nothing ran",
                            print_exception=False)
+        key = (measure.__name__, repr(args))
+        shared = self.shared.ended_since(key, asked_s)
+        if shared is not None:  # the same measurement ended while this one waited: one run, fanned out
+            return shared
         stop = state.stop = threading.Event()
         timer = threading.Timer(self.max_run_s, stop.set)
         timer.daemon = True
         timer.start()
         try:
             # where the models are (the engine's own process, when it has one); marked as measured live
-            return lesson.live_measurement(run_on(self.engine, measure, *args, stop=stop))
+            measured = lesson.live_measurement(run_on(self.engine, measure, *args, stop=stop))
+            self.shared.remember(key, measured)
+            return measured
         except Stopped:
             out_of_time = not timer.is_alive()
             raise gr.Error(f"stopped after {self.max_run_s:g} s, the most one measurement may take on this shared "

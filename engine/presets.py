@@ -61,6 +61,10 @@ TINY = Preset(
     target="target",
     tokenizer="tokenizer",
     drafters={"ar": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+    # Each feature drafter's temperature-0 weights trained on against the target's whole distribution at
+    # temperature 1 (engine/train `--sampled`); the small LM was distilled from distributions and serves both.
+    sampled_drafters={"ar": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled",
+                      "dspark": "dspark-drafter-sampled"},
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,
 )

@@ -102,7 +102,7 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
     import app.__main__ as entry
     from engine.types import EngineError
 
-    def load_engine(preset, device, threads=None):
+    def load_engine(preset, device, threads=None, own_process=True):
         if preset != "tiny":
             raise EngineError(f"preset {preset!r} needs a CUDA GPU and there is none here")
         return random_engine

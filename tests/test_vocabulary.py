@@ -49,10 +49,15 @@ def test_the_chip_names_the_one_acceptance_rate_the_glossary_defines():
 
 
 def test_a_live_measurement_says_measured_live_never_recorded():
+    from app.sessions import SessionStore
     from app.tabs.why import WhyHandlers, check_table
 
     doc = lesson.recorded()["lossless"]
-    live = WhyHandlers(None, None)._measured(lambda engine: lesson.measurement(doc["data"], "cpu (test)"))
+
+    def measure(engine, stop=None):
+        return lesson.measurement(doc["data"], "cpu (test)")
+
+    live = WhyHandlers(None, SessionStore())._measured(measure, "a visitor")
     words = check_table(live)
     assert words.startswith("Measured live ") and "ecorded" not in words.split(":")[0]
     assert check_table(doc).startswith("Recorded ")

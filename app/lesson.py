@@ -34,12 +34,13 @@ SWEEP_PROMPTS = 6  # the first held-out prompts: one prompt's text can hide the 
 LOSSLESS_SAMPLES = 200
 LOSSLESS_TEMPERATURE = 1.0
 PARTS_PROMPTS = 3
-# The temperature sweep: every lane at these temperatures over every held-out prompt (recorded; ≥ 2,000 judged
-# drafts per lane at T = 1), argmax proposals beside sampled ones at the two highest; "Run it live" measures a
-# small version of it (LIVE_TEMPERATURE_*).
+# The temperature sweep: every lane at these temperatures over the first TEMPERATURE_PROMPTS held-out prompts
+# (recorded; about 2,000 judged drafts per lane at T = 1), argmax proposals beside sampled ones at T = 1; "Run it
+# live" measures a small version of it (LIVE_TEMPERATURE_*).
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0)
+TEMPERATURE_PROMPTS = 40
 TEMPERATURE_TOKENS = 64
-ARGMAX_AT = (0.5, 1.0)
+ARGMAX_AT = (1.0,)
 LIVE_TEMPERATURES = (0.0, 0.5, 1.0)
 LIVE_TEMPERATURE_PROMPTS = 2
 LIVE_TEMPERATURE_TOKENS = 32
@@ -107,10 +108,11 @@ def measure_parts(engine, rounds: int = 2, stop=None) -> dict:
 def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
                          max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT, stop=None) -> dict:
     """Every lane at every temperature against the baseline at the same temperature (engine/sweep.py
-    temperature_sweep), on `prompts` (default every held-out prompt)."""
+    temperature_sweep), on `prompts` (default the first TEMPERATURE_PROMPTS held-out prompts)."""
     from engine.sweep import temperature_sweep
 
-    return measurement(temperature_sweep(engine, prompts or load_prompts(), max_new_tokens, temperatures,
+    prompts = prompts or load_prompts()[:TEMPERATURE_PROMPTS]
+    return measurement(temperature_sweep(engine, prompts, max_new_tokens, temperatures,
                                          argmax_at=argmax_at, stop=stop), engine.device_name)
 
 

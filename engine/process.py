@@ -39,6 +39,10 @@ def _facts(engine) -> dict:
             "caps": {m: engine.max_draft_len(m) for m in methods}}
 
 
+def _refuse(name: str):
+    raise EngineError(f"the engine's process does not serve {name!r}")
+
+
 def _reply(conn, work: Callable[[], object]) -> None:
     """Run `work` and send its result, or the one line of an EngineError, or any other failure's repr."""
     try:
@@ -83,7 +87,7 @@ def _serve_quick(conn, engine, jobs: _Jobs) -> None:
         if name == "stop":  # no answer: the job itself answers, Stopped
             jobs.stop_job(*args)
             continue
-        _reply(conn, lambda: getattr(engine, name)(*args))
+        _reply(conn, lambda: getattr(engine, name)(*args) if name in _QUICK else _refuse(name))
 
 
 def _stream(conn, engine, prompt: str, config: GenerationConfig) -> None:
@@ -132,7 +136,10 @@ def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: b
         elif kind in ("call", "method"):
             target, args, kwargs, stoppable = payload
             kwargs = {**kwargs, **running.start(stoppable)}
-            work = getattr(engine, target) if kind == "method" else (lambda *a, **k: target(engine, *a, **k))
+            if kind == "method":
+                work = getattr(engine, target) if target in _JOBS else (lambda *a, **k: _refuse(target))
+            else:
+                work = lambda *a, **k: target(engine, *a, **k)  # noqa: E731
             _reply(jobs, lambda: work(*args, **kwargs))
         elif kind == "stop":  # a stop that arrived after its run had ended: nothing to stop
             continue

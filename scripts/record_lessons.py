@@ -3,8 +3,9 @@
 Writes assets/lessons/: two saved comparisons (every lane at temperature 0, and at temperature 1 under the
 rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, the
 scheduled drafter beside its variants, and every lane at five temperatures over the held-out prompts. The
-settings are app/lesson.py's, the same "Run it live" uses. Takes a
-few minutes on 2 CPU cores; run it on a quiet machine, since the timings are what a class will see.
+settings are app/lesson.py's, the same "Run it live" uses. Takes about half an hour on 2 CPU cores, the temperature
+sweep most of it (`python scripts/record_lessons.py KEY ...` records only those); run it on a quiet machine, since
+the timings are what a class will see.
 """
 
 from __future__ import annotations

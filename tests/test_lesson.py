@@ -194,7 +194,7 @@ def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_
         assert chart.evaluate(IN_VIEW_JS)  # the chart, not the top of the tab
         assert chart.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
         page.get_by_role("tab", name="Lesson").click()
-        page.click("#lesson-show-7")
+        page.click(f"#lesson-show-{point_of('parts').number}")
         page.wait_for_selector("#why-parts-plot.lesson-target", timeout=60000)
         page.wait_for_timeout(1500)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)

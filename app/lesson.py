@@ -245,7 +245,7 @@ def heldout_formula(data: dict) -> str:
                lanes[m]["speedup_by_prompt"]["min"] <= example.speedup(m) <= lanes[m]["speedup_by_prompt"]["max"])]
     where = (f"; the example prompt's {', '.join(method_label(m) for m in outside)} lie outside that spread"
              if outside else "; the example prompt's lanes lie within that spread")
-    return (f" Over all {sweep['num_prompts']} held-out prompts at temperature 0 (the temperature sweep, point 4): "
+    return (f" Over {sweep['num_prompts']} held-out prompts at temperature 0 (the temperature sweep, point 4): "
             + "; ".join(parts) + f". The fastest there is {method_label(ranked[0])}{where}.")
 
 
@@ -330,7 +330,7 @@ def heldout_ceiling(data: dict) -> str:
         within += inside
         parts.append(f"{method_label(m)} expected {_percent_interval(row['expected_acceptance'])}, measured "
                      f"{_percent_interval(rate)}, 1 − TV {_percent_interval(ceiling)} over {row['judged']:,} judged drafts")
-    return (f" Over all {sweep['num_prompts']} held-out prompts at T = {float(top):g}: " + "; ".join(parts)
+    return (f" Over {sweep['num_prompts']} held-out prompts at T = {float(top):g}: " + "; ".join(parts)
             + f". {within} of {len(lanes)} measured rates lie within the interval of their 1 − TV.")
 
 

@@ -60,7 +60,7 @@ def test_the_ceiling_over_the_held_out_prompts_says_which_rates_lie_within_1_min
     sweep = {"temperatures": {"1.0": {"lanes": {"ar": heldout_row(0.41, 0.42), "dflash": heldout_row(0.60, 0.42)},
                                       "target_entropy": cell(2.0)}}, "num_prompts": 65}
     text = lesson.heldout_ceiling({"temperatures": {"data": sweep}})
-    assert "Over all 65 held-out prompts at T = 1" in text and "over 2,500 judged drafts" in text
+    assert "Over 65 held-out prompts at T = 1" in text and "over 2,500 judged drafts" in text
     assert "1 of 2 measured rates lie within the interval of their 1 − TV" in text
     assert "DFlash expected 42% (40%–44%), measured 60% (58%–62%)" in text
     assert lesson.heldout_ceiling({}) == ""

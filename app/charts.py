@@ -526,8 +526,8 @@ def temperature_tau_figure(sweep: dict) -> go.Figure:
                                  name=method_label(method), line=dict(color=lane_style(method)[0]),
                                  marker=dict(symbol=lane_style(method)[1], size=8)))
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
-    _small_layout(fig, "τ against temperature (95 % intervals over the prompts)",
-                  "temperature (and the target's mean entropy H, nats)", "τ, tokens per step")
+    _small_layout(fig, "τ against temperature (95 % intervals; H: the target's mean entropy, nats)", "",
+                  "τ, tokens per step")
     fig.update_xaxes(tickvals=xs, ticktext=labels)
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -545,10 +545,12 @@ def temperature_acceptance_figure(sweep: dict) -> go.Figure:
                                  error_y=_error_bars([r["expected_acceptance"] for r in rows]), legendgroup=method,
                                  name=f"{method_label(method)}: expected acceptance", line=dict(color=colour),
                                  marker=dict(symbol=marker, size=8)))
-        fig.add_trace(go.Scatter(x=xs, y=[r["one_minus_tv"]["mean"] for r in rows], mode="lines", legendgroup=method,
-                                 name=f"{method_label(method)}: 1 − TV", line=dict(color=colour, dash=PREDICTION_DASH)))
-    _small_layout(fig, "Acceptance is the overlap 1 − TV of the two distributions", "temperature (and the target's "
-                  "mean entropy H, nats)", "mean over judged drafts")
+        hot = [(x, r) for x, r in zip(xs, rows) if x > 0]  # at 0 the rule is greedy: 1 − TV bounds nothing
+        fig.add_trace(go.Scatter(x=[x for x, _ in hot], y=[r["one_minus_tv"]["mean"] for _, r in hot], mode="lines",
+                                 legendgroup=method, name=f"{method_label(method)}: 1 − TV",
+                                 line=dict(color=colour, dash=PREDICTION_DASH)))
+    _small_layout(fig, "Acceptance is the overlap 1 − TV of the two distributions (above T = 0)", "",
+                  "mean over judged drafts")
     fig.update_xaxes(tickvals=xs, ticktext=labels)
     fig.update_yaxes(range=[0, 1.05])
     return fig

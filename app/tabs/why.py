@@ -202,8 +202,8 @@ def parts_outputs(recorded: dict, projector: bool = False) -> tuple:
 
 
 def temperature_table(recorded: dict) -> str:
-    """Each temperature's row: the target's entropy, and every lane's τ and expected acceptance against its
-    1 − TV, each with its 95 % interval over the prompts."""
+    """Two tables, a row per temperature with the target's entropy: every lane's τ, then its expected acceptance
+    beside its 1 − TV, each with its 95 % interval over the prompts."""
     sweep = recorded["data"]
     temperatures = sorted(sweep["temperatures"], key=float)
     lanes = [m for m in sweep["temperatures"][temperatures[0]]["lanes"] if m in METHOD_REGISTRY]
@@ -212,19 +212,25 @@ def temperature_table(recorded: dict) -> str:
         f = (lambda x: f"{x:.0%}") if percent else (lambda x: f"{x:.2f}")
         return f"{f(cell['mean'])} ({f(cell['low'])}–{f(cell['high'])})"
 
-    header = "| T | target entropy (nats) | " + " | ".join(f"{method_label(m)} τ | {method_label(m)} expected / 1 − TV"
-                                                        for m in lanes) + " |"
-    rows = [header, "|---|---|" + "---|---|" * len(lanes)]
-    for t in temperatures:
-        at = sweep["temperatures"][t]
-        cells = [f"{interval(at['lanes'][m]['tau'])} | {interval(at['lanes'][m]['expected_acceptance'], True)} / "
-                 f"{interval(at['lanes'][m]['one_minus_tv'], True)}" for m in lanes]
-        rows.append(f"| {float(t):g} | {at['target_entropy']['mean']:.2f} | " + " | ".join(cells) + " |")
+    def table(cell) -> list[str]:
+        rows = ["| T | H (nats) | " + " | ".join(method_label(m) for m in lanes) + " |",
+                "|---|---|" + "---|" * len(lanes)]
+        for t in temperatures:
+            at = sweep["temperatures"][t]
+            rows.append(f"| {float(t):g} | {at['target_entropy']['mean']:.2f} | "
+                        + " | ".join(cell(float(t), at["lanes"][m]) for m in lanes) + " |")
+        return rows
+
+    taus = table(lambda t, row: interval(row["tau"]))
+    overlap = table(lambda t, row: (f"{interval(row['expected_acceptance'], True)} / {row['one_minus_tv']['mean']:.0%}"
+                                    if t > 0 else f"{row['verdict_rate']['mean']:.0%} (greedy)"))
     judged = min(sweep["temperatures"][temperatures[-1]]["lanes"][m]["judged"] for m in lanes)
     return (f"{lesson.recorded_words(recorded).capitalize()}, {sweep['num_prompts']} held-out prompt(s), "
             f"{sweep['max_new_tokens']} new tokens, the {sweep['verify_rule']} rule, each lane against the baseline at "
-            f"the same temperature; at least {judged:,} judged drafts per lane at T = {float(temperatures[-1]):g}. "
-            f"95 % intervals over the prompts.\n\n" + "\n".join(rows))
+            f"the same temperature; at least {judged:,} judged drafts per lane at T = {float(temperatures[-1]):g}; "
+            f"95 % intervals over the prompts; H: the target's mean entropy per token.\n\n**τ**\n\n"
+            + "\n".join(taus) + "\n\n**Expected acceptance / 1 − TV** (at T = 0 the rule is greedy: the share "
+            "accepted)\n\n" + "\n".join(overlap))
 
 
 def temperature_outputs(recorded: dict, projector: bool = False) -> tuple:

@@ -38,7 +38,8 @@ def test_weights_keep_shape_values_and_ties_and_the_model_still_saves(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), reloaded.state_dict().values()))
 
 
-def test_forwards_of_four_rows_or_more_are_bit_identical_and_greedy_output_is_the_same():
+def test_forwards_agree_to_float32_rounding_and_greedy_output_is_the_same():
+    # bit for bit on some CPUs; where oneDNN picks another kernel for some row counts (AMX) the last bits differ
     reference = tiny_qwen3(300, layers=2)
     model = copy.deepcopy(reference)
     use_column_major_weights(model)
@@ -48,7 +49,7 @@ def test_forwards_of_four_rows_or_more_are_bit_identical_and_greedy_output_is_th
         for start, end in ((0, 20), (20, 25), (25, 29)):  # a prefill, then verify-sized blocks over the cache
             expected, got = (m(ids[:, start:end], cache=c, use_cache=True).logits
                              for m, c in zip((reference, model), caches))
-            assert torch.equal(expected, got), (start, end)
+            assert torch.allclose(expected, got, rtol=1e-5, atol=1e-5), (start, end, (expected - got).abs().max())
         kwargs = dict(max_new_tokens=20, do_sample=False, pad_token_id=0)
         assert torch.equal(reference.generate(ids[:, :8], **kwargs), model.generate(ids[:, :8], **kwargs))
 

@@ -14,7 +14,7 @@ from engine.types import Step
 
 from .record import verify_cost
 from .render import chart_label
-from .words import more_or_less, span
+from .words import more_or_less, span as value_span
 from .words import survival as survival_along
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
@@ -286,7 +286,7 @@ def verify_cost_words(costs: list[float]) -> str:
     mean = sum(costs) / len(costs)
     how = more_or_less(mean, 1.0, 0.05)
     shift = {"more than": "below", "less than": "above", "about as much as": "level with"}[how]
-    return (f"one verify cost {span(costs)} baseline forwards ({how} one), so the striped bar sits {shift} "
+    return (f"one verify cost {value_span(costs)} baseline forwards ({how} one), so the striped bar sits {shift} "
             "the formula's")
 
 

@@ -830,3 +830,58 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     second = json.loads((assets / "dflash-drafter" / "training.json").read_text())
     assert second["earlier"] == first_round and "more" in first_round  # the chain: this round, the one before, ...
     assert second["more"]["greedy_phase"]["seed"] != first_round["more"]["greedy_phase"]["seed"]
+
+
+@pytest.mark.slow
+def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampling(tmp_path, monkeypatch, tokenizer):
+    """`sampled-data`, then `dflash|dspark|eagle3 --sampled`: from the shipped drafter's weights, a distribution
+    phase on the target's sampled continuations (runs/<stage>-sampled), exported beside the shipped drafter as
+    assets/<stage>-drafter-sampled, which is left as it was; rows of another target are refused; DSpark calibrates
+    on the rejection rule's outcomes; EAGLE-3 keeps its frozen embeddings and head."""
+    from engine.drafters.dflash_model import DFlashDraftModel
+    from engine.drafters.dspark_model import DSparkDraftModel
+    from engine.drafters.eagle3 import Eagle3DraftModel
+    from engine.models import load_drafter
+    from engine.train import dflash, dspark, eagle3
+    from engine.train.lm import TrainConfig
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    target = tiny_qwen3(len(tokenizer), layers=8, hidden=32)
+    target.save_pretrained(assets / "target")
+    monkeypatch.setattr(cli, "SAMPLED_STEPS", dict.fromkeys(cli.SAMPLED_STEPS, 2))
+    monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
+    import engine.train.selfdata as selfdata
+
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)
+    drafters = {"dflash": DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id)),
+                "dspark": DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id)),
+                "eagle3": Eagle3DraftModel(eagle3.eagle3_config(target.config))}
+    dspark.init_markov_head(drafters["dspark"])
+    eagle3.init_from_target(drafters["eagle3"], target)
+    for stage, drafter in drafters.items():
+        cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=8, seq_len=256, lr=1.5e-3),
+                    {"train_minutes": 0.5})
+    on = ["--threads", "1"]
+    assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: no sampled rows yet
+    with pytest.raises(SystemExit):
+        cli.main(["small-lm-drafter", "--sampled", *on])
+    assert cli.main(["sampled-data", "--steps", "4", *on]) == 0
+    tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
+    assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: those rows are the earlier target's
+    assert cli.main(["sampled-data", "--steps", "4", *on]) == 0
+    for stage in ("dflash", "dspark", "eagle3"):
+        shipped = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+        assert cli.main([stage, "--sampled", *on]) == 0
+        assert torch.load(runs / f"{stage}-sampled" / "ckpt.pt", weights_only=False)["step"] == 2
+        record = json.loads((assets / f"{stage}-drafter-sampled" / "training.json").read_text())
+        assert record["from"] == f"assets/{stage}-drafter as shipped" and "earlier" in record
+        assert (record.get("calibration", {}).get("outcome", "").startswith("token k passes the rejection rule")
+                == (stage == "dspark"))
+        trained = load_drafter(str(assets / f"{stage}-drafter-sampled"), (stage,), torch.device("cpu")).state_dict()
+        again = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+        assert all(torch.equal(shipped[k], again[k]) for k in shipped)  # the temperature-0 weights stay
+        assert any(not torch.equal(shipped[k], trained[k]) for k in shipped)
+        if stage == "eagle3":
+            assert torch.equal(shipped["embed_tokens.weight"], trained["embed_tokens.weight"])

@@ -262,33 +262,41 @@ def _block_drafter_parts(kind: str) -> tuple[type, Callable, Callable, Callable]
             "dspark": (DSparkDraftModel, dspark.dspark_config, dspark.dspark_loss, dspark.dspark_acceptance)}[kind]
 
 
+def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str):
+    """A shipped feature drafter loaded to train on (its frozen parts kept frozen), with its loss under `labels`
+    (drawing anchors from `generator`; DSpark's "argmax" or its paper's loss, the others' "argmax" or
+    "distribution") and its teacher-forced greedy score."""
+    from ..drafters import eagle3 as eagle3_drafter
+    from ..drafters.dflash_model import load_block_model
+    from . import eagle3
+
+    path = str(ASSETS / f"{kind}-drafter")
+    if kind == "eagle3":
+        drafter = eagle3_drafter.load(path, torch.device(device), torch.float32).requires_grad_(True)
+        drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's, as its first phase left them
+        drafter.lm_head.requires_grad_(False)
+        return (drafter, eagle3.eagle3_loss(drafter, target, generator, labels=labels),
+                lambda windows: eagle3.eagle3_acceptance(drafter, target, windows))
+    cls, _, loss_of, score_of = _block_drafter_parts(kind)
+    drafter = load_block_model(cls, path, torch.device(device), torch.float32).requires_grad_(True)
+    if kind == "dspark":  # its stored copies are those of the target it trains for now (frozen)
+        drafter.copy_target_embeddings(target)
+    labels = "paper" if kind == "dspark" and labels == "distribution" else labels
+    return drafter, loss_of(drafter, target, generator, labels=labels), lambda windows: score_of(drafter, target, windows)
+
+
 def _train_drafter_more(kind: str, args, streams) -> int:
     """A shipped drafter trained on (--from-shipped): from its weights in assets/, one more greedy phase
     (--greedy-steps, default MORE_GREEDY_STEPS) on the greedy rows of the target now in assets/target, its own seed;
     DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier". A drafter that had
     rounds already trains another (seeds and folder of that round: _shipped_record)."""
-    from ..drafters import eagle3 as eagle3_drafter
-    from ..drafters.dflash_model import load_block_model
-    from . import dspark, eagle3
+    from . import dspark
     from .lm import TrainConfig, heldout_windows
 
     earlier, rounds, run_dir = _shipped_record(kind)
     target = _shipped_target(args.device)
-    path = str(ASSETS / f"{kind}-drafter")
     generator = torch.Generator().manual_seed(args.seed + 1 + rounds)  # anchor positions
-    if kind == "eagle3":
-        drafter = eagle3_drafter.load(path, torch.device(args.device), torch.float32).requires_grad_(True)
-        drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's, as its first phase left them
-        drafter.lm_head.requires_grad_(False)
-        loss = eagle3.eagle3_loss(drafter, target, generator, labels="argmax")
-        score = lambda windows: eagle3.eagle3_acceptance(drafter, target, windows)  # noqa: E731
-    else:
-        cls, _, loss_of, score_of = _block_drafter_parts(kind)
-        drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
-        if kind == "dspark":  # its stored copies are those of the target it trains for now (frozen)
-            drafter.copy_target_embeddings(target)
-        loss = loss_of(drafter, target, generator, labels="argmax")
-        score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
+    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "argmax")
     cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5 + rounds, threads=args.threads,
                   device=args.device, precision=args.precision)
     greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args, loss, score, generator,
@@ -330,34 +338,20 @@ def _train_drafter_sampled(kind: str, args, streams) -> int:
     of a distribution phase on the target's sampled continuations (three quarters of each batch; corpus windows the
     rest) at a third of the first phase's peak rate, its own seed, in runs/<stage>-sampled; DSpark's confidences
     calibrated on the rejection rule's outcomes at temperature 1. Exported as assets/<stage>-drafter-sampled/."""
-    from ..drafters import eagle3 as eagle3_drafter
-    from ..drafters.dflash_model import load_block_model
-    from . import dspark, eagle3
+    from . import dspark
     from .lm import TrainConfig, heldout_windows, train
 
     shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
     target = _shipped_target(args.device)
-    path = str(ASSETS / f"{kind}-drafter")
     generator = torch.Generator().manual_seed(args.seed + 7)  # anchor positions
-    if kind == "eagle3":
-        drafter = eagle3_drafter.load(path, torch.device(args.device), torch.float32).requires_grad_(True)
-        drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's
-        drafter.lm_head.requires_grad_(False)
-        loss = eagle3.eagle3_loss(drafter, target, generator, labels="distribution")
-        score = lambda windows: eagle3.eagle3_acceptance(drafter, target, windows)  # noqa: E731
-    else:
-        cls, _, loss_of, score_of = _block_drafter_parts(kind)
-        drafter = load_block_model(cls, path, torch.device(args.device), torch.float32).requires_grad_(True)
-        if kind == "dspark":
-            drafter.copy_target_embeddings(target)
-        loss = loss_of(drafter, target, generator, labels="paper" if kind == "dspark" else "distribution")
-        score = lambda windows: score_of(drafter, target, windows)  # noqa: E731
+    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "distribution")
     first = TrainConfig(**shipped["train_config"])
+    rows = torch.load(RUNS / "sampled.pt")  # corpus windows beside them are cut as long as they are
     cfg = replace(first, steps=args.steps or SAMPLED_STEPS[kind], self_data_fraction=0.75, lr=first.lr / 3,
                   warmup_steps=20, seed=args.seed + 7, threads=args.threads, device=args.device,
-                  precision=args.precision)
+                  precision=args.precision, seq_len=rows.shape[1])
     run_dir = RUNS / f"{kind}-sampled"
-    train(drafter, {**streams, "self": torch.load(RUNS / "sampled.pt")}, run_dir, cfg, loss, score,
+    train(drafter, {**streams, "self": rows}, run_dir, cfg, loss, score,
           loss_generators=[generator])
     drafter.eval()
     windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)

@@ -35,8 +35,8 @@ from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import App, free_port, start_app  # noqa: E402
 
 METHODS = list(DEFAULT_LANES)
-SPEEDUP = re.compile(r'speedup <b>([0-9.]+)×</b>')
-WALL = re.compile(r'wall <b>([0-9.]+)×</b>')
+SPEEDUP = re.compile(r'speedup <b>([0-9.]+)×')  # the spread may follow: 2.10× (1.90–2.30)
+WALL = re.compile(r'wall <b>([0-9.]+)×')
 
 
 def speedups(app: App, fn_index: int, controls: list) -> dict[str, tuple[float, float]]:

@@ -771,30 +771,23 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     assert len(ar_runs) == 2 and all(torch.load(d / "ckpt.pt", weights_only=False)["step"] == 2 for d in ar_runs)
 
 
-@pytest.mark.slow
-def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, monkeypatch, tokenizer):
-    """`dflash|dspark|eagle3 --from-shipped`: one more greedy phase from the shipped drafter's weights
-    (runs/<stage>-more), on greedy rows of the target now shipped — rows another target wrote are refused; DSpark
-    calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record. A second
-    round trains in runs/<stage>-more2 with seeds of its own."""
+def _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch) -> None:
+    """A tiny target in assets/target and the "shipped" feature drafters beside it: built as their stages build them,
+    exported untrained with a record of their own; short calibration and continuation rows (96 tokens, longer
+    than any block)."""
     from engine.drafters.dflash_model import DFlashDraftModel
     from engine.drafters.dspark_model import DSparkDraftModel
     from engine.drafters.eagle3 import Eagle3DraftModel
-    from engine.models import load_drafter
     from engine.train import dflash, dspark, eagle3
+    import engine.train.selfdata as selfdata
     from engine.train.lm import TrainConfig
 
     from conftest import tiny_qwen3
 
-    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     target = tiny_qwen3(len(tokenizer), layers=8, hidden=32)  # EAGLE-3 reads 5 layers
     target.save_pretrained(assets / "target")
-    monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
     monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
-    import engine.train.selfdata as selfdata
-
-    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)  # short greedy rows: 96 tokens, longer than any block
-    # the "shipped" drafters: built as their stages build them, exported untrained with a record of their own
+    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)
     drafters = {"dflash": DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id)),
                 "dspark": DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id)),
                 "eagle3": Eagle3DraftModel(eagle3.eagle3_config(target.config))}
@@ -803,6 +796,21 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     for stage, drafter in drafters.items():
         cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=8, seq_len=256, lr=1.5e-3),
                     {"train_minutes": 0.5})
+
+
+@pytest.mark.slow
+def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, monkeypatch, tokenizer):
+    """`dflash|dspark|eagle3 --from-shipped`: one more greedy phase from the shipped drafter's weights
+    (runs/<stage>-more), on greedy rows of the target now shipped — rows another target wrote are refused; DSpark
+    calibrates anew, EAGLE-3 keeps its frozen embeddings and head; the export keeps the earlier record. A second
+    round trains in runs/<stage>-more2 with seeds of its own."""
+    from engine.models import load_drafter
+
+    from conftest import tiny_qwen3
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1"]
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: no greedy rows yet
     assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
@@ -838,31 +846,13 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
     phase on the target's sampled continuations (runs/<stage>-sampled), exported beside the shipped drafter as
     assets/<stage>-drafter-sampled, which is left as it was; rows of another target are refused; DSpark calibrates
     on the rejection rule's outcomes; EAGLE-3 keeps its frozen embeddings and head."""
-    from engine.drafters.dflash_model import DFlashDraftModel
-    from engine.drafters.dspark_model import DSparkDraftModel
-    from engine.drafters.eagle3 import Eagle3DraftModel
     from engine.models import load_drafter
-    from engine.train import dflash, dspark, eagle3
-    from engine.train.lm import TrainConfig
 
     from conftest import tiny_qwen3
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
-    target = tiny_qwen3(len(tokenizer), layers=8, hidden=32)
-    target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "SAMPLED_STEPS", dict.fromkeys(cli.SAMPLED_STEPS, 2))
-    monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)
-    import engine.train.selfdata as selfdata
-
-    monkeypatch.setattr(selfdata, "NEW_TOKENS", 32)
-    drafters = {"dflash": DFlashDraftModel(dflash.dflash_config(target.config, tokenizer.mask_token_id)),
-                "dspark": DSparkDraftModel(dspark.dspark_config(target.config, tokenizer.mask_token_id)),
-                "eagle3": Eagle3DraftModel(eagle3.eagle3_config(target.config))}
-    dspark.init_markov_head(drafters["dspark"])
-    eagle3.init_from_target(drafters["eagle3"], target)
-    for stage, drafter in drafters.items():
-        cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=8, seq_len=256, lr=1.5e-3),
-                    {"train_minutes": 0.5})
+    _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1"]
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: no sampled rows yet
     with pytest.raises(SystemExit):

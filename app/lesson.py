@@ -21,7 +21,7 @@ from .examples import example_prompts
 from .links import Settings, default_settings
 from .record import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import speedup
-from .words import above_or_below, more_or_less, span, survival, trend, versus
+from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 FORMAT = "speclab-lesson/1"  # the sweeps, the distribution check and the variant sweep as recorded
@@ -456,16 +456,6 @@ def parts_takeaway(data: dict) -> str:
 PUBLISHED_T1_TAU = {"ar": 5.14, "dflash": 5.40, "dspark": 6.11}
 
 
-def change_words(start: dict, end: dict) -> str:
-    """"rises" or "falls" when two interval-carrying figures ({"mean", "low", "high"}) are apart by more than
-    their intervals allow, else "holds": words chosen from the numbers, never from what is expected."""
-    if end["low"] > start["high"]:
-        return "rises"
-    if end["high"] < start["low"]:
-        return "falls"
-    return "holds"
-
-
 def order_words(values: dict[str, float]) -> str:
     """"DSpark 3.1 > DFlash 2.9 > AR 2.5": lanes from the highest value down."""
     ranked = sorted(values, key=values.get, reverse=True)
@@ -480,7 +470,7 @@ def temperature_takeaway(data: dict) -> str:
     t0, t1 = float(temperatures[0]), float(temperatures[-1])
     entropy = (f"From T = {t0:g} to {t1:g} the target's mean entropy per token goes "
                f"{low['target_entropy']['mean']:.2f} → {high['target_entropy']['mean']:.2f} nats")
-    taus = "; ".join(f"{method_label(m)}'s τ {change_words(low['lanes'][m]['tau'], high['lanes'][m]['tau'])} "
+    taus = "; ".join(f"{method_label(m)}'s τ {interval_trend(low['lanes'][m]['tau'], high['lanes'][m]['tau'])} "
                      f"({low['lanes'][m]['tau']['mean']:.2f} → {high['lanes'][m]['tau']['mean']:.2f})" for m in lanes)
     overlap = "; ".join(
         f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} expected against 1 − TV "

@@ -13,32 +13,41 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b), 1e-12)
 
 
+def _compare(a: float, b: float, tolerance: float, higher: str, lower: str, level: str) -> str:
+    """`higher` when `a` exceeds `b` by more than `tolerance` (relative), `lower` when it falls short, else `level`."""
+    if _close(a, b, tolerance):
+        return level
+    return higher if a > b else lower
+
+
 def trend(first: float, last: float, tolerance: float = TOLERANCE) -> str:
     """"rises", "falls" or "holds": how a figure moves from `first` to `last`."""
-    if _close(first, last, tolerance):
-        return "holds"
-    return "rises" if last > first else "falls"
+    return _compare(last, first, tolerance, "rises", "falls", "holds")
 
 
 def versus(a: float, b: float, tolerance: float = TOLERANCE) -> str:
     """"ahead of", "behind" or "level with": where `a` stands against `b` (larger is ahead)."""
-    if _close(a, b, tolerance):
-        return "level with"
-    return "ahead of" if a > b else "behind"
+    return _compare(a, b, tolerance, "ahead of", "behind", "level with")
 
 
 def more_or_less(a: float, b: float, tolerance: float = TOLERANCE) -> str:
     """"more than", "less than" or "about as much as": `a` against `b`."""
-    if _close(a, b, tolerance):
-        return "about as much as"
-    return "more than" if a > b else "less than"
+    return _compare(a, b, tolerance, "more than", "less than", "about as much as")
 
 
 def above_or_below(a: float, b: float, tolerance: float = TOLERANCE) -> str:
     """"above", "below" or "level with": `a` against `b`."""
-    if _close(a, b, tolerance):
-        return "level with"
-    return "above" if a > b else "below"
+    return _compare(a, b, tolerance, "above", "below", "level with")
+
+
+def interval_trend(start: dict, end: dict) -> str:
+    """"rises" or "falls" when two figures with intervals ({"mean", "low", "high"}) are apart by more than their
+    intervals allow, else "holds"."""
+    if end["low"] > start["high"]:
+        return "rises"
+    if end["high"] < start["low"]:
+        return "falls"
+    return "holds"
 
 
 def survival(conditional) -> list[float]:

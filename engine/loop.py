@@ -171,17 +171,16 @@ class Engine:
             return NoDrafter()
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
-        if config is not None and self.uses_sampled_weights(method, config):
+        if config is not None and self.uses_sampled_weights(config):
             drafter = self.sampled_drafter_kinds[method].implementation().build(
                 self.sampled_drafter_models[method], self)
             drafter.label += ", trained for T > 0"
             return drafter
         return self.drafter_kinds[method].implementation().build(self.drafter_models[method], self)
 
-    def uses_sampled_weights(self, method: str, config: GenerationConfig) -> bool:
-        """Whether a run of `method` with `config` drafts with the checkpoint trained for sampling."""
-        return (not config.greedy and config.drafter_weights == "auto" and method == config.method
-                and method in self.sampled_drafter_models)
+    def uses_sampled_weights(self, config: GenerationConfig) -> bool:
+        """Whether a run with `config` drafts with the checkpoint trained for sampling."""
+        return not config.greedy and config.drafter_weights == "auto" and config.method in self.sampled_drafter_models
 
     # --- the loop -----------------------------------------------------------------------------------
 

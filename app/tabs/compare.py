@@ -450,10 +450,6 @@ class CompareHandlers:
             self.sessions.replays.remember(f"{key}|{show}|{projector}", kept)
         return kept[1]
 
-    def drafter_of(self, method: str, temperature: float) -> str:
-        """The lane header's drafter for a run at `temperature`."""
-        return (self.sampled_drafters if temperature > 0 else self.drafters)[method]
-
     def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
         """The comparison so far: ended lanes with their summaries, the running one without."""
         lanes = {}

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from engine.presets import DEFAULT_PRESET, PRESETS
+from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
 
 def load_engine(preset: str, device: str, threads: int | None = None, own_process: bool = True):
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    from engine.types import EngineError
+    from engine.contract.types import EngineError
 
     from .main import build_app, launch
 

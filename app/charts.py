@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine.methods import BASELINE, METHOD_REGISTRY, method_label
-from engine.survival import survival
-from engine.types import Step
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.survival import survival
+from engine.contract.types import Step
 
 from .record import verify_cost
 from .render import chart_label
@@ -422,7 +422,7 @@ def machine_vs_gpu_figure(here: dict[str, dict], published) -> go.Figure:
 
 
 def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
-    """K sweeps of several serial lanes ({method: engine.sweep.k_sweep's result}): each lane's measured speedup
+    """K sweeps of several serial lanes ({method: engine.measure.sweep.k_sweep's result}): each lane's measured speedup
     against K (solid, its best K starred) beside the formula fed with that sweep's own acceptance and cost
     (dotted)."""
     from .theory import serial_curve
@@ -455,7 +455,7 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
 
 
 def lossless_figure(check: dict) -> go.Figure:
-    """The distribution check (engine.lossless): for the likeliest first-two-token pairs, the target's exact
+    """The distribution check (engine.measure.lossless): for the likeliest first-two-token pairs, the target's exact
     probability (a prediction) beside each lane's share of its samples (measured)."""
     labels = [f"{chart_label(a)} {chart_label(b)}" for a, b in check["pairs"]]
     fig = go.Figure(go.Bar(x=labels, y=check["target_probs"], name="the target's exact probability",
@@ -470,7 +470,7 @@ def lossless_figure(check: dict) -> go.Figure:
 
 
 def parts_figure(parts: dict) -> go.Figure:
-    """A method beside its variants (engine.sweep.variant_sweep): per position, each one's conditional acceptance
+    """A method beside its variants (engine.measure.sweep.variant_sweep): per position, each one's conditional acceptance
     (solid) and survival (dotted, in the same colour)."""
     fig = go.Figure()
     palette = (ACCEPTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, PREDICTION_COLOUR, "#444444")
@@ -516,7 +516,7 @@ def _error_bars(cells: list[dict]) -> dict:
 
 
 def temperature_tau_figure(sweep: dict) -> go.Figure:
-    """τ of every lane against the temperature (engine.sweep.temperature_sweep), with its 95 % interval over the
+    """τ of every lane against the temperature (engine.measure.sweep.temperature_sweep), with its 95 % interval over the
     prompts; under each temperature the target's mean entropy per token (nats)."""
     xs, labels = _temperature_axis(sweep)
     fig = go.Figure()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.presets import ASSETS_DIR
+from engine.contract.presets import ASSETS_DIR
 
 EXAMPLES_PATH = ASSETS_DIR / "prompts" / "examples.json"
 

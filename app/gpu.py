@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from engine.types import EngineError, GenerationConfig
+from engine.contract.types import EngineError, GenerationConfig
 
 from .runner import LaneRun, stream_steps
 

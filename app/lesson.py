@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
-from engine.methods import BASELINE, METHOD_REGISTRY, method_label
-from engine.presets import ASSETS_DIR, load_prompts
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.presets import ASSETS_DIR, load_prompts
 
 from .examples import example_prompts
 from .links import Settings, default_settings
@@ -74,9 +74,9 @@ def parts_method(available) -> str | None:
 def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | None = None, rounds: int = 2,
                    stop=None) -> dict:
     """Every serial lane at every K (default SWEEP_KS, SWEEP_TOKENS new tokens), and the block drafters once at
-    their default block (with the first lane), against the baseline on the same prompts (engine/sweep.py).
-    stop (here and below): a threading.Event that ends the measurement (engine.types.Stopped)."""
-    from engine.sweep import k_sweep
+    their default block (with the first lane), against the baseline on the same prompts (engine/measure/sweep.py).
+    stop (here and below): a threading.Event that ends the measurement (engine.contract.types.Stopped)."""
+    from engine.measure.sweep import k_sweep
 
     ks, max_new_tokens = ks or SWEEP_KS, max_new_tokens or SWEEP_TOKENS
     sweeps = {m: k_sweep(engine, prompts, max_new_tokens, ks, m, rounds=rounds, one_pass=i == 0, stop=stop)
@@ -85,17 +85,17 @@ def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | No
 
 
 def measure_check(engine, samples: int = LOSSLESS_SAMPLES, stop=None) -> dict:
-    """The distribution check (engine/lossless.py) on the lesson's prompt. Imported here, not at the top: the
+    """The distribution check (engine/measure/lossless.py) on the lesson's prompt. Imported here, not at the top: the
     engine (and so torch) is loaded by the time this runs, while importing the app loads no torch."""
-    from engine.lossless import distribution_check
+    from engine.measure.lossless import distribution_check
 
     return measurement(distribution_check(engine, lesson_prompt(), samples=samples,
                                           temperature=LOSSLESS_TEMPERATURE, stop=stop), engine.device_name)
 
 
 def measure_parts(engine, rounds: int = 2, stop=None) -> dict:
-    """The scheduled drafter beside each of its variants (engine/sweep.py variant_sweep)."""
-    from engine.sweep import variant_sweep
+    """The scheduled drafter beside each of its variants (engine/measure/sweep.py variant_sweep)."""
+    from engine.measure.sweep import variant_sweep
 
     method = parts_method(engine.methods())
     if method is None:
@@ -107,9 +107,9 @@ def measure_parts(engine, rounds: int = 2, stop=None) -> dict:
 
 def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
                          max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT, stop=None) -> dict:
-    """Every lane at every temperature against the baseline at the same temperature (engine/sweep.py
+    """Every lane at every temperature against the baseline at the same temperature (engine/measure/sweep.py
     temperature_sweep), on `prompts` (default the first TEMPERATURE_PROMPTS held-out prompts)."""
-    from engine.sweep import temperature_sweep
+    from engine.measure.sweep import temperature_sweep
 
     prompts = prompts or load_prompts()[:TEMPERATURE_PROMPTS]
     return measurement(temperature_sweep(engine, prompts, max_new_tokens, temperatures,

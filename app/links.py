@@ -22,10 +22,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from engine.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
-from engine.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
+from engine.contract.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
+from engine.contract.presets import OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from engine.text import repair_text
-from engine.types import (INTEGER_SETTINGS, MAX_PROMPT_CHARS, MIN_SAMPLING_TEMPERATURE, RANGES, GenerationConfig,
+from engine.contract.types import (INTEGER_SETTINGS, MAX_PROMPT_CHARS, MIN_SAMPLING_TEMPERATURE, RANGES, GenerationConfig,
                           temperature_too_low)
 
 from .examples import example_prompts
@@ -181,7 +181,7 @@ def parse_methods(value: Any, available: Sequence[str] | None = None) -> tuple[s
 
 
 def _ranged(name: str, high=None, words: str | None = None) -> Callable[[Any], Any]:
-    """A control's parser over the engine's own range for `name` (engine/types.py RANGES); `high` narrows it."""
+    """A control's parser over the engine's own range for `name` (engine/contract/types.py RANGES); `high` narrows it."""
     engine_words, low, engine_high = RANGES[name]
     make = integer_parser if name in INTEGER_SETTINGS else float_parser
     return make(words or engine_words, low, engine_high if high is None else high)

@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 from starlette.middleware import Middleware
 
-from engine.presets import PRESETS
+from engine.contract.presets import PRESETS
 
 from . import page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 
-from engine.methods import BASELINE, METHOD_REGISTRY
-from engine.summary import per_position_acceptance, per_position_ceiling, summarize
-from engine.types import STOPPED, RunSummary, Step
+from engine.contract.methods import BASELINE, METHOD_REGISTRY
+from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
+from engine.contract.types import STOPPED, RunSummary, Step
 
 from .links import SettingError, parse_controls
 
@@ -67,7 +67,7 @@ class LaneResult:
 
     @cached_property
     def per_position_ceiling(self) -> tuple[float | None, ...]:
-        """Mean 1 − TV per position: the rejection rule's acceptance, predicted (engine/summary.py)."""
+        """Mean 1 − TV per position: the rejection rule's acceptance, predicted (engine/contract/summary.py)."""
         return per_position_ceiling(list(self.steps))
 
 
@@ -193,7 +193,7 @@ def _with_finish_reason(steps: list[Step], max_new_tokens: int) -> list[Step]:
 
 
 def _lane_steps(method: str, items) -> list[Step]:
-    """One lane's steps, each checked (engine/types.py Step.from_dict): the prefill, then decode steps
+    """One lane's steps, each checked (engine/contract/types.py Step.from_dict): the prefill, then decode steps
     numbered 1, 2, ... in order."""
     if not isinstance(items, list):
         raise ValueError(f"lane {method} is not a list of steps")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import html
 
-from engine.methods import BASELINE, METHOD_REGISTRY, method_label
-from engine.summary import acceptance_rate
-from engine.types import DraftedToken, Step
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.summary import acceptance_rate
+from engine.contract.types import DraftedToken, Step
 
 from .glossary import hover, meaning
 from .record import Comparison

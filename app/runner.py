@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.background import BackgroundSteps
-from engine.summary import fastest_steps, summarize
-from engine.types import EngineError, GenerationConfig, Step
+from engine.contract.summary import fastest_steps, summarize
+from engine.contract.types import EngineError, GenerationConfig, Step
 
 
 @dataclass
@@ -77,7 +77,7 @@ def run_lanes(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event,
 
 def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:
     """Run every finished lane again, in turns; each lane then keeps, step by step, its fastest timing of the
-    same tokens (engine/summary.py fastest_steps)."""
+    same tokens (engine/contract/summary.py fastest_steps)."""
     runs = {id(lane): [list(lane.steps)] for lane in lanes}
     for _ in range(timing_runs - 1):
         for lane in lanes:

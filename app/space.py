@@ -20,8 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from engine.methods import METHOD_REGISTRY
-from engine.presets import DEFAULT_PRESET, PRESETS
+from engine.contract.methods import METHOD_REGISTRY
+from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
 from .gpu import gpu_decorator, lane_runner, no_gpu, warm_up_once, zero_gpu
 
@@ -124,7 +124,7 @@ def front_matter(sdk_version: str) -> dict:
 
 
 def lanes_text() -> str:
-    """Every registered method in one sentence, from the registry (engine/methods.py)."""
+    """Every registered method in one sentence, from the registry (engine/contract/methods.py)."""
     return "; ".join(f"**{m.label}** ({m.description})" for m in METHOD_REGISTRY.values())
 
 
@@ -186,7 +186,7 @@ def space_preset() -> str:
 def load_space_engine(preset: str, device: str = "auto"):
     """(engine, notice): the preset, or the embedded models with a one-line notice saying why not."""
     from engine.loop import Engine
-    from engine.types import EngineError
+    from engine.contract.types import EngineError
 
     def load(name: str):
         engine = Engine.load(name, device)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.survival import expected_tokens
+from engine.contract.survival import expected_tokens
 
 MAX_K = 16
 

@@ -14,9 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-from .methods import METHOD_REGISTRY, METHODS
-from .presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
-from .types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, check_device_name
+from .contract.methods import METHOD_REGISTRY, METHODS
+from .contract.presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
+from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, check_device_name
 
 DEFAULTS = GenerationConfig()
 

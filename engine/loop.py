@@ -13,20 +13,20 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .attention import use_lean_attention
+from .cpu.attention import use_lean_attention
 from .background import BackgroundSteps
 from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .layout import use_column_major_weights, use_packed_vocab_products
-from .methods import method as method_entry, method_names
+from .cpu.layout import use_column_major_weights, use_packed_vocab_products
+from .contract.methods import method as method_entry, method_names
 from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
                      load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
-from .presets import DEFAULT_PRESET, PRESETS, Preset
+from .contract.presets import DEFAULT_PRESET, PRESETS, Preset
 from .sampling import Verdict, logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
-from .summary import per_position_acceptance, summarize
+from .contract.summary import per_position_acceptance, summarize
 from .text import IncrementalDecoder, TokenTexts, repair_text
 from .timing import SpanClock
-from .types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult,
+from .contract.types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult,
                     Step, TopToken, check_stop)
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts

@@ -17,9 +17,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from .methods import DRAFTER_KINDS, DrafterKind
-from .presets import ASSETS_DIR, resolve_model_path
-from .types import EngineError, check_device_name
+from .contract.methods import DRAFTER_KINDS, DrafterKind
+from .contract.presets import ASSETS_DIR, resolve_model_path
+from .contract.types import EngineError, check_device_name
 
 
 hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the app's log

@@ -24,7 +24,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
 
-from .types import EngineError, GenerationConfig, RunResult, Step, Stopped
+from .contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 _QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
 _JOBS = frozenset({"generate", "target_entropy", "warm_up"})  # Engine methods the proxy forwards as jobs

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .survival import survival
+from .contract.survival import survival
 
 
 def static_cut(confidences: Sequence[float], threshold: float) -> int:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .types import Span
+from .contract.types import Span
 
 
 class SpanClock:

@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
+from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import ROOT, App, free_port, rss_mib, start_app  # noqa: E402
 
 PROMPT = "def moving_average(values, window):\n"

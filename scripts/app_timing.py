@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
+from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import ROOT, App, free_port, start_app  # noqa: E402
 
 METHODS = list(DEFAULT_LANES)  # the app's default lanes

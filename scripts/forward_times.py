@@ -1,5 +1,5 @@
 """How much the engine's CPU forward path saves: the embedded target as transformers runs it (SDPA), with the
-engine's attention (engine/attention.py), and as the engine runs it (that and engine/layout.py), timed
+engine's attention (engine/cpu/attention.py), and as the engine runs it (that and engine/cpu/layout.py), timed
 interleaved over a 200-token cache, and the prefill.
 
     .venv/bin/python scripts/forward_times.py [--repeats 150]
@@ -18,8 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.attention import use_lean_attention  # noqa: E402
-from engine.layout import use_column_major_weights, use_packed_vocab_products  # noqa: E402
+from engine.cpu.attention import use_lean_attention  # noqa: E402
+from engine.cpu.layout import use_column_major_weights, use_packed_vocab_products  # noqa: E402
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache  # noqa: E402
 
 

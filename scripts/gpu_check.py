@@ -29,15 +29,15 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from engine.bench import load_prompts  # noqa: E402
+from engine.measure.bench import load_prompts  # noqa: E402
 from engine.drafters.dflash_model import DFlashDraftModel  # noqa: E402
 from engine.drafters.dspark_model import DSparkDraftModel  # noqa: E402
 from engine.drafters.eagle3 import Eagle3DraftModel  # noqa: E402
 from engine.loop import Engine  # noqa: E402
-from engine.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
+from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
 from engine.scheduler import time_verify_forwards  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 # Qwen3-4B and Qwen3-0.6B as published; --cpu narrows the width and keeps every depth.
 QWEN3_4B = dict(num_hidden_layers=36, hidden_size=2560, intermediate_size=9728, num_attention_heads=32,

@@ -8,7 +8,7 @@ as the page did before it timed lanes again) and once as shipped (each step's fa
 taking turns). Against each, runs the default comparison `--runs` times through the app's queue, as a page
 does (scripts/app_client.py), and reads every lane's two speedups off the page: on the compute time of the
 decoding thread, and on wall time. Prints, per lane and per figure, the median and the largest deviation
-from it. `--busy` keeps a second process spinning on one core throughout (engine/bench.py BusyMachine): a
+from it. `--busy` keeps a second process spinning on one core throughout (engine/measure/bench.py BusyMachine): a
 student's browser, another job.
 
 `--crowd N` asks instead whether other visitors move them: against the app as shipped (the engine in a process of
@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.methods import DEFAULT_LANES  # noqa: E402  torch-free
+from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
 from app_client import App, free_port, start_app  # noqa: E402
 
 METHODS = list(DEFAULT_LANES)
@@ -169,7 +169,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.crowd:
         return crowd_main(args)
-    from engine.bench import BusyMachine
+    from engine.measure.bench import BusyMachine
 
     report = {}
     with BusyMachine() if args.busy else contextlib.nullcontext():

@@ -19,7 +19,7 @@ from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, de
 from app.main import build_app  # noqa: E402
 from app.render import display_text, lane_html  # noqa: E402
 from app.tabs.compare import NUM_CHARTS  # noqa: E402
-from engine.types import MIN_SAMPLING_TEMPERATURE, EngineError, GenerationConfig  # noqa: E402
+from engine.contract.types import MIN_SAMPLING_TEMPERATURE, EngineError, GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_the_page_and_its_example_prompts_have_no_emoji(random_engine):
 
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
     import app.__main__ as entry
-    from engine.types import EngineError
+    from engine.contract.types import EngineError
 
     def load_engine(preset, device, threads=None, own_process=True):
         if preset != "tiny":
@@ -503,7 +503,7 @@ def test_a_temperature_too_low_to_sample_is_refused_in_one_line(random_engine):
 
 def test_small_charts_show_measured_values(random_engine):
     from app.charts import acceptance_figure, progress_figure, survival_figure
-    from engine.summary import per_position_acceptance
+    from engine.contract.summary import per_position_acceptance
 
     config = GenerationConfig(method="dspark", max_new_tokens=30, draft_len=7, scheduler="static")
     result = random_engine.generate(PROMPT, config)
@@ -644,9 +644,9 @@ def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_
 
     from app.tabs.about import methods_text
     from conftest import noisy_copy, tiny_qwen3
-    from engine.bench import run_bench
+    from engine.measure.bench import run_bench
     from engine.loop import Engine
-    from engine.methods import METHOD_REGISTRY, Method
+    from engine.contract.methods import METHOD_REGISTRY, Method
 
     echo = Method("echo", "Echo", "a test-only small LM drafting 2 tokens a step", 2, False, ("small-lm",),
                   about="a method that exists only in this test.")

@@ -1,4 +1,4 @@
-"""engine/attention.py: the CPU attention path gives transformers' SDPA numbers bit for bit, in every forward the
+"""engine/cpu/attention.py: the CPU attention path gives transformers' SDPA numbers bit for bit, in every forward the
 engine makes (prefill, one token, a verify block over a cache, after a rollback) and in transformers' own
 `generate` with a padding mask."""
 
@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from engine.attention import NAME, causal_mask, use_lean_attention
+from engine.cpu.attention import NAME, causal_mask, use_lean_attention
 from engine.models import crop_cache, new_cache
 from conftest import tiny_qwen3
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.bench import format_table, load_prompts, run_bench
+from engine.measure.bench import format_table, load_prompts, run_bench
 
 
 @pytest.mark.slow
@@ -34,7 +34,7 @@ def test_heldout_and_validation_prompts_are_shipped_apart():
     figure measured on the held-out set was not tuned to it."""
     import json
 
-    from engine.presets import ASSETS_DIR
+    from engine.contract.presets import ASSETS_DIR
 
     manifest = json.loads((ASSETS_DIR / "corpus_manifest.json").read_text())
     sets = {}
@@ -50,7 +50,7 @@ def test_heldout_and_validation_prompts_are_shipped_apart():
 
 
 def test_k_sweep_reports_every_k_and_its_best(random_engine):
-    from engine.bench import run_k_sweep
+    from engine.measure.bench import run_k_sweep
 
     sweep = run_k_sweep(random_engine, ["def parse(self, text):\n"], max_new_tokens=12, ks=range(1, 4))
     assert list(sweep["rows"]) == [1, 2, 3]
@@ -62,7 +62,7 @@ def test_k_sweep_reports_every_k_and_its_best(random_engine):
 
 
 def test_busy_machine_runs_a_second_process_only_meanwhile():
-    from engine.bench import BusyMachine
+    from engine.measure.bench import BusyMachine
 
     with BusyMachine() as busy:
         assert busy.process.poll() is None  # spinning
@@ -74,7 +74,7 @@ def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
     report of its own weights); a model that is no preset's has none."""
     import hashlib
 
-    from engine.presets import ASSETS_DIR, PRESETS, weights_digests
+    from engine.contract.presets import ASSETS_DIR, PRESETS, weights_digests
 
     tiny = PRESETS["tiny"]
     digests = weights_digests(tiny)

@@ -20,7 +20,7 @@ import app.tabs.step as step_tab  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.render import display_text  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
 
@@ -178,7 +178,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
     from urllib.parse import parse_qsl
 
     from app.links import parse_query
-    from engine.methods import method_label
+    from engine.contract.methods import method_label
     from app.tabs.step import fmt
 
     # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from engine.__main__ import _check_writable, _write_report
 from engine.models import pick_device
-from engine.types import MAX_PROMPT_CHARS, EngineError
+from engine.contract.types import MAX_PROMPT_CHARS, EngineError
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -112,7 +112,7 @@ def test_closed_stdout_exits_quietly():
 def test_generate_writes_the_contract_json(tmp_path, embedded_engine):
     """One real run from the command line (the AR lane, the largest seed): the report follows the contract, and
     its tokens are the target's own greedy ones (the same models in this process)."""
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     prompt = "import os\n\n\ndef list_files(path):"
     seed = 2**63 - 1  # the largest: it reaches the run exactly

@@ -53,7 +53,7 @@ def test_draft_cache_after_accepts_and_rejects(random_engine, num_accepted):
 
 
 def test_block_is_drafted_in_one_forward(random_engine):
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=20, draft_len=6))
     for step in result.steps:
@@ -61,7 +61,7 @@ def test_block_is_drafted_in_one_forward(random_engine):
 
 
 def test_draft_len_is_capped_by_the_trained_block(random_engine):
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=30, draft_len=16))
     assert max(step.num_verified for step in result.steps) == random_engine.drafter_models["dflash"].block_size - 1

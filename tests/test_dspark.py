@@ -13,7 +13,7 @@ from engine.drafters.dspark_model import DSparkDraftModel
 from engine.models import load_drafter
 from engine.scheduler import (fit_verify_cost, static_cut, steps_per_s_from_timings, survival, throughput_cut,
                               verify_len)
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 from conftest import decoder_layer_weights
 

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from engine.drafters.eagle3 import Eagle3DraftModel, Eagle3Drafter
 from engine.timing import SpanClock
-from engine.types import EngineError, GenerationConfig
+from engine.contract.types import EngineError, GenerationConfig
 
 from conftest import tiny_qwen3
 

@@ -13,7 +13,7 @@ import engine.loop
 from engine.drafters.small_lm import SmallLMDrafter
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
 from engine.timing import SpanClock
-from engine.types import EngineError, GenerationConfig
+from engine.contract.types import EngineError, GenerationConfig
 
 from conftest import tiny_qwen3
 
@@ -275,7 +275,7 @@ def test_ids_past_the_tokenizer_vocabulary_write_nothing_and_show_their_id(rando
 @pytest.mark.parametrize("method", ["baseline", "dspark"])
 def test_the_last_step_says_why_a_run_ended(random_engine, monkeypatch, method):
     """eos, length or stopped: the trace alone tells, so a summary needs no eos_id or max_new_tokens."""
-    from engine.summary import summarize
+    from engine.contract.summary import summarize
 
     steps = list(random_engine.stream(PROMPT, GenerationConfig(method=method, max_new_tokens=12)))
     assert [s.finish_reason for s in steps[:-1]] == [None] * (len(steps) - 1)

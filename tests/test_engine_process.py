@@ -9,7 +9,7 @@ import time
 import pytest
 
 from engine.process import EngineProcess, run_on
-from engine.types import EngineError, GenerationConfig, Stopped
+from engine.contract.types import EngineError, GenerationConfig, Stopped
 
 PROMPT = "def parse(self, text):"
 

@@ -20,11 +20,11 @@ import torch
 from safetensors.torch import save_file
 
 from engine.loop import Engine
-from engine.methods import METHOD_REGISTRY
+from engine.contract.methods import METHOD_REGISTRY
 from engine.models import drafter_kind_of, forward_with_features, load_drafter, new_cache
-from engine.presets import PRESETS
+from engine.contract.presets import PRESETS
 from engine.timing import SpanClock
-from engine.types import EngineError, GenerationConfig
+from engine.contract.types import EngineError, GenerationConfig
 
 from conftest import noisy_copy, tiny_qwen3
 from reference_drafters import greedy_block_drafts

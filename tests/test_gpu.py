@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -28,7 +28,7 @@ def test_models_run_in_bfloat16_on_the_device(cuda_engine):
 
 
 def test_every_method_equals_the_baseline_on_cuda(cuda_engine):
-    from engine.bench import load_prompts
+    from engine.measure.bench import load_prompts
 
     for prompt in load_prompts()[:8]:
         baseline = cuda_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))

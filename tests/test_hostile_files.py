@@ -16,7 +16,7 @@ gr = pytest.importorskip("gradio")
 from app.links import default_settings  # noqa: E402
 from app.record import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
 from app.render import lane_html  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 

@@ -140,7 +140,7 @@ def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engi
     from app.render import BIDI_CONTROLS, chart_label, lane_html, status_html
     from app.tabs.step import blocks_html
     from app.theme import CSS
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     prompt = "name = 'abc\u202e.txt'  # \u2067مرحبا\u2069\n"
     result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=6, draft_len=2))

@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 from conftest import TINY_CONTEXT
 
@@ -119,9 +119,9 @@ def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
 def test_embedded_models_identity(embedded_engine):
     """The shipped models: every lane's output equals the baseline's on held-out prompts, at each lane's
     default draft length."""
-    from engine.bench import load_prompts
-    from engine.methods import METHOD_REGISTRY
-    from engine.presets import PRESETS
+    from engine.measure.bench import load_prompts
+    from engine.contract.methods import METHOD_REGISTRY
+    from engine.contract.presets import PRESETS
 
     assert set(embedded_engine.methods()) == {"baseline", *PRESETS["tiny"].drafters}  # every shipped drafter loads
     for prompt in load_prompts()[:5]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.record import Comparison
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
 

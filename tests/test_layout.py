@@ -1,4 +1,4 @@
-"""engine/layout.py: linear weights laid out column by column, and LM heads packed for oneDNN, keep their values,
+"""engine/cpu/layout.py: linear weights laid out column by column, and LM heads packed for oneDNN, keep their values,
 their sharing and the model's numbers (bit for bit wherever a product has 4 rows or more; the same greedy output)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from engine.layout import is_column_major, use_column_major_weights
+from engine.cpu.layout import is_column_major, use_column_major_weights
 from engine.models import new_cache
 
 from conftest import tiny_qwen3
@@ -67,7 +67,7 @@ def test_only_float_cpu_weights_change(random_engine):
 def test_packed_vocab_products_give_f_linear_numbers_and_step_aside_when_they_cannot():
     import pickle
 
-    from engine.layout import PACKED_MIN_ROWS, PackedVocabLinear, use_packed_vocab_products
+    from engine.cpu.layout import PACKED_MIN_ROWS, PackedVocabLinear, use_packed_vocab_products
 
     reference = tiny_qwen3(300, layers=2)
     model = copy.deepcopy(reference)
@@ -101,7 +101,7 @@ def test_packed_vocab_products_give_f_linear_numbers_and_step_aside_when_they_ca
 def test_a_torch_without_the_packed_operators_keeps_f_linear(monkeypatch):
     """The private oneDNN operators may be missing or differ in other torch releases (a ZeroGPU Space pins its own):
     the head then stays an nn.Linear, and nothing fails."""
-    import engine.layout as layout
+    import engine.cpu.layout as layout
 
     def refuse(*args):
         raise RuntimeError("no such operator here")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import engine.sampling
-from engine.lossless import chi_square, distribution_check
-from engine.sweep import variant_sweep
-from engine.types import EngineError, GenerationConfig
+from engine.measure.lossless import chi_square, distribution_check
+from engine.measure.sweep import variant_sweep
+from engine.contract.types import EngineError, GenerationConfig
 
 PROMPT = "def parse(self, text):\n"
 
@@ -96,7 +96,7 @@ def test_argmax_proposals_judged_against_the_drafters_soft_distribution_fail_the
 
 
 def test_argmax_proposals_draft_each_token_with_certainty(random_engine):
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     result = random_engine.generate(PROMPT, GenerationConfig(method="dspark", max_new_tokens=16, temperature=1.0,
                                                              proposal="argmax"))

@@ -86,7 +86,7 @@ def test_point_3_says_whether_acceptance_is_within_chance_of_its_ceiling():
 
 
 def test_point_3_counts_the_judged_drafts_the_lane_chip_counts():
-    from engine.summary import acceptance_rate
+    from engine.contract.summary import acceptance_rate
 
     sampled = lesson.recorded()["sampled"]
     text = lesson.takeaway(POINTS[2])

@@ -48,7 +48,7 @@ def test_a_saved_comparison_replays_with_its_spread_and_an_old_file_without():
 
 
 def test_the_runner_keeps_each_timing_runs_own_figures(random_engine):
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=8)) for m in ("baseline", "ar")]
     for _ in run_lanes(random_engine, "def f(x):", lanes, threading.Event(), timing_runs=3):

@@ -13,7 +13,7 @@ gr = pytest.importorskip("gradio")
 from app.record import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.record import settings_dict  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
 

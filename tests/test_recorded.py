@@ -13,7 +13,7 @@ import pytest
 
 from app.record import Comparison, LaneResult, settings_dict
 from app.recorded import SUFFIX, RecordedRuns, file_name
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
 

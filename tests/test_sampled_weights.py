@@ -6,8 +6,8 @@ import torch
 
 from conftest import noisy_copy, tiny_dflash, tiny_dspark, tiny_qwen3
 from engine.loop import Engine
-from engine.presets import PRESETS
-from engine.types import EngineError, GenerationConfig
+from engine.contract.presets import PRESETS
+from engine.contract.types import EngineError, GenerationConfig
 
 PROMPT = "def add(a, b):"
 
@@ -64,7 +64,7 @@ def test_the_embedded_preset_names_sampled_weights_only_for_methods_it_drafts():
 def test_auto_proposals_follow_the_methods_own_choice(random_engine, monkeypatch):
     from dataclasses import replace
 
-    from engine.methods import METHOD_REGISTRY
+    from engine.contract.methods import METHOD_REGISTRY
 
     config = GenerationConfig(method="dflash", max_new_tokens=16, temperature=1.0)
     sampled = [t.draft_prob for s in random_engine.generate(PROMPT, config).steps for t in s.drafted]

@@ -9,7 +9,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from engine.types import GenerationConfig
+from engine.contract.types import GenerationConfig
 
 from conftest import ROOT
 

@@ -20,8 +20,8 @@ import yaml
 
 from app import gpu, space
 from app.runner import LaneRun, run_lanes
-from engine.presets import PRESETS
-from engine.types import EngineError, GenerationConfig
+from engine.contract.presets import PRESETS
+from engine.contract.types import EngineError, GenerationConfig
 
 from conftest import ROOT
 PROMPT = "def parse(self, text):\n"

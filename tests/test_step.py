@@ -12,10 +12,10 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.record import Comparison, read_comparison  # noqa: E402
-from engine.methods import method_label  # noqa: E402
+from engine.contract.methods import method_label  # noqa: E402
 from app.tabs.step import (NO_RUN, PLAY_EVERY_S, advance, blocks_html, find_token, fmt, last_step,  # noqa: E402
                            lane_block_html, rule_of, step_number, step_view, timeline_with_step, token_choices)
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 METHODS = ("baseline", "ar", "dflash", "dspark")

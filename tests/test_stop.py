@@ -13,7 +13,7 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app import lesson  # noqa: E402
-from engine.types import GenerationConfig, Stopped  # noqa: E402
+from engine.contract.types import GenerationConfig, Stopped  # noqa: E402
 
 def refused(run, start: str) -> None:
     """`run` ends with the app's one line, starting with `start`."""
@@ -44,8 +44,8 @@ def why_handlers(random_engine):
 
 
 def test_a_set_stop_ends_a_generation_and_every_measurement(random_engine):
-    from engine.lossless import distribution_check
-    from engine.sweep import k_sweep, variant_sweep
+    from engine.measure.lossless import distribution_check
+    from engine.measure.sweep import k_sweep, variant_sweep
 
     stop = threading.Event()
     stop.set()

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from engine.sweep import acceptance_row, ratio_interval, temperature_sweep
+from engine.measure.sweep import acceptance_row, ratio_interval, temperature_sweep
 
 PROMPTS = ["def add(a, b):", "class Point:"]
 
@@ -52,7 +52,7 @@ def test_the_verify_all_lane_records_survival_per_position_from_one(sweep):
 
 
 def test_acceptance_row_counts_only_judged_tokens(random_engine):
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     result = random_engine.generate(PROMPTS[0], GenerationConfig(method="dflash", max_new_tokens=16, temperature=1.0))
     judged = sum(1 for s in result.steps for t in s.drafted if t.accept_prob is not None)

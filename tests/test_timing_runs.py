@@ -12,8 +12,8 @@ import pytest
 
 from app.record import Comparison, LaneResult, read_comparison
 from app.runner import LaneRun, run_lanes
-from engine.summary import fastest_steps, step_cost_s, summarize
-from engine.types import GenerationConfig
+from engine.contract.summary import fastest_steps, step_cost_s, summarize
+from engine.contract.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
 

@@ -168,7 +168,7 @@ def test_the_card_reads_a_models_history_through_its_earlier_records():
 
 
 def _bench_report(weights: dict, busy: bool = False, **changes) -> dict:
-    """A report shaped as `python -m engine.bench --json` writes it (only the fields the card reads)."""
+    """A report shaped as `python -m engine.measure.bench --json` writes it (only the fields the card reads)."""
     def lane(speedup):
         return {"speedup": speedup, "decode_speedup": speedup + 0.1, "tau": 3.0, "per_position_acceptance": [0.8, None]}
 
@@ -229,7 +229,7 @@ def test_the_card_keeps_one_bench_above_temperature_zero_with_each_lanes_greedy_
 def test_the_shipped_card_describes_the_shipped_weights():
     """assets/MODEL_CARD.md is what its measurements (model_card.json) render, and they were taken on the weights
     in assets/: new weights shipped without `python -m engine.train card` fail here."""
-    from engine.presets import ASSETS_DIR, PRESETS, weights_digests
+    from engine.contract.presets import ASSETS_DIR, PRESETS, weights_digests
     from engine.train.card import render_markdown
 
     card = json.loads((ASSETS_DIR / "model_card.json").read_text())
@@ -241,7 +241,7 @@ def test_the_shipped_card_describes_the_shipped_weights():
 def test_the_card_stage_refuses_a_bench_report_before_measuring(tmp_path, capsys):
     """A wrong --bench fails in one line at once, not after the card's minutes of measuring."""
     import engine.train.__main__ as cli
-    from engine.presets import PRESETS, weights_digests
+    from engine.contract.presets import PRESETS, weights_digests
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps(_bench_report({**weights_digests(PRESETS["tiny"]), "target": "0" * 12})))

@@ -6,8 +6,8 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from engine.methods import method_label  # noqa: E402
-from engine.types import GenerationConfig  # noqa: E402
+from engine.contract.methods import method_label  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
@@ -86,7 +86,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
 
 def test_comparison_charts_of_a_run(random_engine):
     from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure, verify_cost
-    from engine.types import GenerationConfig
+    from engine.contract.types import GenerationConfig
 
     from app.record import Comparison
 

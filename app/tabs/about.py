@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import gradio as gr
 
-from engine.methods import METHOD_REGISTRY
-from engine.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
+from engine.contract.methods import METHOD_REGISTRY
+from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
 
 from ..glossary import glossary_markdown
 
 
 def methods_text() -> str:
-    """What each registered method is, from the registry (engine/methods.py): the one place it is written."""
+    """What each registered method is, from the registry (engine/contract/methods.py): the one place it is written."""
     items = "\n".join(f"- **{m.label}**: {m.about or m.description}" for m in METHOD_REGISTRY.values())
     return f"### The methods\n{items}\n\n" + VERIFICATION_TEXT
 

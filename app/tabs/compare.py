@@ -27,10 +27,10 @@ from urllib.parse import parse_qsl
 import gradio as gr
 from gradio.components.plot import PlotData
 
-from engine.methods import METHOD_REGISTRY, method_label
-from engine.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
-from engine.summary import summarize
-from engine.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
+from engine.contract.methods import METHOD_REGISTRY, method_label
+from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
+from engine.contract.summary import summarize
+from engine.contract.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
 from ..charts import NUM_CHARTS, comparison_figures
 from ..examples import example_prompts

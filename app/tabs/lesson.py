@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from engine.methods import method_label
+from engine.contract.methods import method_label
 
 from .. import lesson
 from ..charts import NUM_CHARTS

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import gradio as gr
 import plotly.graph_objects as go
 
-from engine.methods import method_label
-from engine.types import DraftedToken, Step, TopToken
+from engine.contract.methods import method_label
+from engine.contract.types import DraftedToken, Step, TopToken
 
 from ..charts import styled, timeline_figure
 from ..glossary import hover

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from engine.methods import METHOD_REGISTRY, method_label
+from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.process import run_on
-from engine.types import EngineError, Stopped
+from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
 from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,

@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 
 from ..timing import SpanClock
-from ..types import GenerationConfig
+from ..contract.types import GenerationConfig
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch
 from ..sampling import logits_to_probs, pick
 from ..scheduler import verify_len
 from ..timing import SpanClock
-from ..types import GenerationConfig
+from ..contract.types import GenerationConfig
 from .base import DraftBlock
 from .dflash import DFlashDrafter, drafts_per_block
 from .dflash_model import load_block_model

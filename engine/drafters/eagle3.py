@@ -39,7 +39,7 @@ from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RotaryEmbedd
 from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
-from ..types import EngineError
+from ..contract.types import EngineError
 from .base import BaseDrafter, DraftBlock
 from .dflash_model import DraftAttention, RMSNorm
 

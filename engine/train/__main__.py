@@ -121,7 +121,7 @@ def _train_minutes(*run_dirs: Path) -> float:
 def _target_digest() -> str:
     """A short hash of the shipped target's weights: the small LM drafter's checkpoints live under it, so a run
     distilled from another target never resumes."""
-    from ..presets import file_digest
+    from ..contract.presets import file_digest
 
     return file_digest(ASSETS / "target" / "model.safetensors")
 
@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                              "steps (default " + ", ".join(f"{steps} ({stage})" for stage, steps in SAMPLED_STEPS.items())
                              + ") -> assets/<stage>-drafter-sampled/")
     parser.add_argument("--bench", type=Path, action="append",
-                        help="card: a report of `python -m engine.bench --json PATH` on the shipped weights, for the "
+                        help="card: a report of `python -m engine.measure.bench --json PATH` on the shipped weights, for the "
                              "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
                              "table of the card written before, while its weights are those in assets/")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
@@ -560,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sampled is for the dflash, dspark and eagle3 stages, without --from-shipped, "
                      "--greedy-steps or --restart-steps")
     from ..models import pick_device
-    from ..types import EngineError
+    from ..contract.types import EngineError
 
     try:
         args.device = str(pick_device(args.device))

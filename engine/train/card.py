@@ -3,7 +3,7 @@
 Everything in the card is measured on the shipped weights (float16 on disk, float32 on the CPU): sizes,
 held-out loss on modules no model trained on, each lane's τ and per-position acceptance on the held-out
 prompts at temperature 0, and how often the target's greedy output falls into a loop within 64 tokens.
-Its speed table is the bench's (`--bench REPORT`, a quiet run and a busy one of `python -m engine.bench`):
+Its speed table is the bench's (`--bench REPORT`, a quiet run and a busy one of `python -m engine.measure.bench`):
 the card takes a report only of the weights it describes, and keeps it while they stay the same.
 """
 
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from ..bench import load_prompts
+from ..measure.bench import load_prompts
 from ..loop import Engine
-from ..methods import BASELINE, METHOD_REGISTRY, kind_label
-from ..methods import method as method_entry
-from ..presets import ASSETS_DIR, PRESETS, weights_digests
-from ..summary import per_position_acceptance
-from ..types import GenerationConfig
+from ..contract.methods import BASELINE, METHOD_REGISTRY, kind_label
+from ..contract.methods import method as method_entry
+from ..contract.presets import ASSETS_DIR, PRESETS, weights_digests
+from ..contract.summary import per_position_acceptance
+from ..contract.types import GenerationConfig
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
 # The settings a quiet and a busy bench report must share.
@@ -177,12 +177,12 @@ def sampled_entry(report: dict, weights: dict[str, str]) -> dict:
                 "baseline_tokens_per_s": lanes[BASELINE]["tokens_per_s"],
                 "lanes": {name: {key: lanes[name].get(key) for key in SAMPLED_FIGURES} for name in shown}}
     except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a report of python -m engine.bench (no {exc})") from None
+        raise ValueError(f"not a report of python -m engine.measure.bench (no {exc})") from None
 
 
 def sampled_lines(sampled: dict) -> list[str]:
     """The card's table above temperature 0."""
-    lines = ["", f"Above temperature 0, from one run of `python -m engine.bench --temperature {sampled['temperature']:g}` "
+    lines = ["", f"Above temperature 0, from one run of `python -m engine.measure.bench --temperature {sampled['temperature']:g}` "
              f"on these weights ({sampled['num_prompts']} held-out prompts, {sampled['max_new_tokens']} new tokens, the "
              f"{sampled['verify_rule']} rule, K = {sampled['draft_len']}, {sampled['block_len']} per block, on "
              f"{sampled['device']}; outputs are samples). Each feature drafter drafts with its weights trained for "
@@ -199,7 +199,7 @@ def sampled_lines(sampled: dict) -> list[str]:
 
 
 def bench_entry(report: dict, weights: dict[str, str]) -> dict:
-    """What the card keeps of one `python -m engine.bench` report. Refuses, in one line, a report of another
+    """What the card keeps of one `python -m engine.measure.bench` report. Refuses, in one line, a report of another
     preset or of other weights than `weights` (the digests of assets/), or one whose lanes did not all write
     the baseline's output."""
     try:
@@ -217,7 +217,7 @@ def bench_entry(report: dict, weights: dict[str, str]) -> dict:
                                                              "per_position_acceptance")}
                           for m in bench_lanes() if m in lanes}}
     except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a report of python -m engine.bench (no {exc})") from None
+        raise ValueError(f"not a report of python -m engine.measure.bench (no {exc})") from None
 
 
 def bench_pair(reports: list[dict], weights: dict[str, str]) -> dict:
@@ -251,7 +251,7 @@ def bench_lines(bench: dict) -> list[str]:
     quiet, busy = bench["quiet"], bench["busy"]
     runs = ("one run" + (" of a quiet machine and one with `--busy` (a second process spinning on one of the two "
                          "cores)" if busy else ""))
-    lines = ["", f"Speed, from {runs} of `python -m engine.bench` on these weights ({quiet['num_prompts']} held-out "
+    lines = ["", f"Speed, from {runs} of `python -m engine.measure.bench` on these weights ({quiet['num_prompts']} held-out "
              f"prompts, {quiet['max_new_tokens']} new tokens, temperature 0, K = {quiet['draft_len']}, "
              f"{quiet['block_len']} per block, on {quiet['device']}; every lane's output "
              f"identical to the baseline's). Speedup: the baseline's wall time over the lane's; decode: the same "

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, replace
 
-from .methods import BASELINE, DEFAULT_METHOD, METHOD_REGISTRY
-from .summary import per_position_acceptance
-from .types import EngineError, GenerationConfig, Stopped
+from ..contract.methods import BASELINE, DEFAULT_METHOD, METHOD_REGISTRY
+from ..contract.summary import per_position_acceptance
+from ..contract.types import EngineError, GenerationConfig, Stopped
 
 SWEEP_KS = tuple(range(1, 9))
 

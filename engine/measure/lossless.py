@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from .sampling import logits_to_probs
-from .types import EngineError, GenerationConfig
+from ..sampling import logits_to_probs
+from ..contract.types import EngineError, GenerationConfig
 
 MIN_EXPECTED = 5.0  # the usual chi-square rule: bins expected to hold fewer samples are pooled into one
 
@@ -59,7 +59,7 @@ def distribution_check(engine, prompt: str, methods: list[str] | None = None, sa
     """Every method's first two new tokens over `samples` seeds (seed, seed + 1, ...) against the target's
     exact probabilities. Returns, per method, the chi-square test and the `shown` likeliest pairs with their
     counts; with the pairs' texts and the target's probabilities, for the page. stop: a threading.Event seen
-    after every step (engine.types.Stopped once it is set)."""
+    after every step (engine.contract.types.Stopped once it is set)."""
     if temperature <= 0:
         raise EngineError("the distribution check samples: it needs a temperature above 0")
     methods = methods or engine.methods()

@@ -1,13 +1,13 @@
-"""Benchmark: `python -m engine.bench` measures every available method on the held-out prompts, and
+"""Benchmark: `python -m engine.measure.bench` measures every available method on the held-out prompts, and
 Hugging Face transformers' own decoding on the same models in the same run as the peer.
 
-    python -m engine.bench --max-new-tokens 64 --draft-len 4 --block-len 7 --json runs/bench.json
+    python -m engine.measure.bench --max-new-tokens 64 --draft-len 4 --block-len 7 --json runs/bench.json
 
 For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, HF assisted generation),
 so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
 script exits non-zero when they are not. Speeds are totals over all prompts: tokens / wall seconds.
 
-    python -m engine.bench --temperature 1 --no-hf --json runs/bench-t1.json
+    python -m engine.measure.bench --temperature 1 --no-hf --json runs/bench-t1.json
 
 samples instead (every lane seeded alike, the rule --verify-rule): outputs are samples, not compared; each
 drafter that has weights trained for sampling runs with them and, as `<lane>_greedy_weights`, with its
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 
-from .loop import Engine
-from .methods import BASELINE, method as method_entry
-from .presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
-from .summary import per_position_acceptance
+from ..loop import Engine
+from ..contract.methods import BASELINE, method as method_entry
+from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
+from ..contract.summary import per_position_acceptance
 from .sweep import k_sweep
-from .types import EngineError, GenerationConfig
+from ..contract.types import EngineError, GenerationConfig
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
@@ -210,7 +210,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
 
 
 def run_k_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, ks=range(1, 9), method: str | None = None) -> dict:
-    """The serial drafter's ceiling: speedup for K = 1..8 against the baseline (engine/sweep.py). Speedup
+    """The serial drafter's ceiling: speedup for K = 1..8 against the baseline (engine/measure/sweep.py). Speedup
     rises while acceptance pays for the extra draft forwards, peaks, then falls."""
     return k_sweep(engine, prompts, max_new_tokens, ks, method)
 
@@ -277,7 +277,7 @@ def format_table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m engine.measure.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default=DEFAULT_PRESET)
     parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSON lines with a 'prompt' field")

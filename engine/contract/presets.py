@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .methods import METHODS
 
-ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 HELDOUT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"  # prompts no model trained or was tuned on
 
 

@@ -151,27 +151,21 @@ def test_the_recorded_sweep_names_each_lanes_best_k_in_its_legend():
             t.hovertext for t in figure.data if isinstance(t.hovertext, str))
 
 
+# Seconds each kind of work lasts in `steady`: synthetic, so the overlay's checks never see this machine's load.
+STEADY_SPAN_S = {"verify": 1e-3, "draft": 1.5e-4, "host": 2e-5}
+
+
 def steady(steps, slower=lambda index: 1.0, host: float | None = None):
-    """The same steps laid back to back with every span of one kind lasting that kind's median duration in the
-    run (times made steady, so the check below does not depend on this machine's load), step i `slower(i)` times
-    longer on both clocks, wall and compute; with `host`, each host span lasts `host` times the median verify forward."""
+    """The same steps laid back to back with every span of one kind of work lasting STEADY_SPAN_S of it (times made
+    up, so the check below never depends on this machine's load), step i `slower(i)` times longer on both clocks,
+    wall and compute; with `host`, each host span lasts `host` times a verify forward."""
     from dataclasses import replace
-    from statistics import median
 
-    def kind(span):
-        return span.work, span.label.split(" ")[0]
-
-    durations = {}
-    for step in steps:
-        for span in step.spans:
-            durations.setdefault(kind(span), []).append(span.end_s - span.start_s)
-    typical = {k: median(values) for k, values in durations.items()}
-    verify = median(typical[k] for k in typical if k[0] == "verify")
     now, out = 0.0, []
     for step in steps:
         spans = []
         for span in step.spans:
-            length = host * verify if host is not None and span.work == "host" else typical[kind(span)]
+            length = host * STEADY_SPAN_S["verify"] if host is not None and span.work == "host" else STEADY_SPAN_S[span.work]
             spans.append(replace(span, start_s=now, end_s=now + length * slower(step.index),
                                  cpu_s=length * slower(step.index)))  # the thread computed all along (both clocks)
             now = spans[-1].end_s

@@ -13,23 +13,21 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .cpu.attention import use_lean_attention
 from .background import BackgroundSteps
-from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .cpu.layout import use_column_major_weights, use_packed_vocab_products
-from .contract.methods import method as method_entry, method_names
-from .models import (crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
-                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
+from .contract.methods import method as method_entry, method_names, weightless_kind
 from .contract.presets import DEFAULT_PRESET, PRESETS, Preset
-from .sampling import Verdict, logits_to_probs, pick, verify
+from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, RunResult, Step, check_stop
+from .cpu.attention import use_lean_attention
+from .cpu.layout import use_column_major_weights, use_packed_vocab_products
+from .drafters import implementation
+from .drafters.base import DraftBlock, Drafter, NoDrafter
+from .models import (build_weightless, crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
+                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
+from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
-from .contract.summary import per_position_acceptance, summarize
-from .text import IncrementalDecoder, TokenTexts, repair_text
+from .text import TokenTexts, repair_text
 from .timing import SpanClock
-from .contract.types import (MAX_PROMPT_CHARS, CommittedToken, DraftedToken, EngineError, GenerationConfig, RunResult,
-                    Step, TopToken, check_stop)
-
-TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
+from .trace import DeviceStep, Tracer, build_result
 
 
 @dataclass
@@ -46,22 +44,6 @@ class _RunState:
         return self.committed_ids.shape[1] - self.num_prompt
 
 
-@dataclass
-class _DeviceStep:
-    """What the device loop hands to the host work for one step (tensors not yet turned into values)."""
-
-    index: int
-    kind: str
-    block: DraftBlock | None  # everything drafted (None for the prefill)
-    verdict: Verdict | None
-    target_probs: torch.Tensor | None
-    num_verified: int
-    confidences: list[float] | None
-    kept_ids: list[int]  # tokens committed by this step, cut at a stop
-    finish_reason: str | None  # set on the run's last step: why it ended
-    spans: tuple  # the device clock's spans, resolved by the host work (SpanClock.resolve)
-
-
 class Engine:
     """The models of one preset on one device, and the runs over them."""
 
@@ -69,14 +51,16 @@ class Engine:
                  preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None):
         self.target = target
         self.tokenizer = tokenizer
-        self.drafter_models = drafter_models  # method -> loaded drafter network
+        # method -> loaded drafter network; a method whose drafter needs no weights gets its own built here
+        self.drafter_models = {**{m: build_weightless(kind, device) for m in method_names()
+                                  if (kind := weightless_kind(m)) is not None}, **drafter_models}
         # method -> the network drafted with above temperature 0 (trained for sampling), where the preset has one
         self.sampled_drafter_models = sampled_drafter_models or {}
-        for model in (target, *drafter_models.values(), *self.sampled_drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
+        for model in (target, *self.drafter_models.values(), *self.sampled_drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
             use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped KV heads as is
             use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
             use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
-        self.drafter_kinds = {m: drafter_kind_of(model) for m, model in drafter_models.items()}
+        self.drafter_kinds = {m: drafter_kind_of(model) for m, model in self.drafter_models.items()}
         self.sampled_drafter_kinds = {m: drafter_kind_of(model) for m, model in self.sampled_drafter_models.items()}
         self.device = device
         self.preset = preset
@@ -172,11 +156,10 @@ class Engine:
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
         if config is not None and self.uses_sampled_weights(config):
-            drafter = self.sampled_drafter_kinds[method].implementation().build(
-                self.sampled_drafter_models[method], self)
+            drafter = implementation(self.sampled_drafter_kinds[method]).build(self.sampled_drafter_models[method], self)
             drafter.label += ", trained for T > 0"
             return drafter
-        return self.drafter_kinds[method].implementation().build(self.drafter_models[method], self)
+        return implementation(self.drafter_kinds[method]).build(self.drafter_models[method], self)
 
     def uses_sampled_weights(self, config: GenerationConfig) -> bool:
         """Whether a run with `config` drafts with the checkpoint trained for sampling."""
@@ -221,20 +204,19 @@ class Engine:
         With config.overlap the device loop runs in its own thread, a step or two ahead, so the host work
         of step i happens while step i + 1 drafts and verifies; without it they alternate."""
         clock = SpanClock(self.device)
-        host_clock = clock.fork(sync=False)  # host work: its own span list, and no device syncs
-        decoder = self.texts.decoder()
+        tracer = Tracer(self.texts, clock.fork(sync=False))  # host work: its own span list, and no device syncs
         device_steps = self._device_steps(prompt_ids, config, drafter, clock)
         overlap = config.overlap if config.overlap is not None else self.device.type == "cuda"
         records = BackgroundSteps(device_steps, name="speclab-device-loop") if overlap else device_steps
         try:
             for record in records:
-                yield self._host_step(record, decoder, host_clock)
+                yield tracer.step(record)
         finally:
             records.close()
 
     @torch.inference_mode()
     def _device_steps(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter,
-                      clock: SpanClock) -> Iterator["_DeviceStep"]:
+                      clock: SpanClock) -> Iterator[DeviceStep]:
         """The control flow of decoding: everything the next step depends on, and nothing else."""
         generator = torch.Generator(self.device).manual_seed(config.seed)
         ids = torch.tensor([prompt_ids], device=self.device)
@@ -248,7 +230,7 @@ class Engine:
             first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
         drafter.start(ids, features, clock)
         kept = self._append(state, [first_id])
-        yield _DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
+        yield DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
 
         index = 1
         proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
@@ -275,24 +257,9 @@ class Engine:
                 crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
                 drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
                 kept = self._append(state, block.ids[:a].tolist() + [verdict.bonus_id])
-            yield _DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
-                              state.finish_reason, clock.take())
+            yield DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
+                             state.finish_reason, clock.take())
             index += 1
-
-    def _host_step(self, record: "_DeviceStep", decoder: IncrementalDecoder, clock: SpanClock) -> Step:
-        """Host work: the step's trace as plain values and its text."""
-        with clock.span("host", "trace and text"):
-            pieces = [decoder.push(t) for t in record.kept_ids]
-            if record.finish_reason is not None:
-                pieces[-1] += decoder.finish()
-            a = record.verdict.num_accepted if record.verdict is not None else 0
-            committed = tuple(CommittedToken(t, piece, "accepted" if i < a else "bonus")
-                              for i, (t, piece) in enumerate(zip(record.kept_ids, pieces)))
-            drafted = () if record.block is None else self._trace_block(
-                record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
-            bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
-        return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
-                    clock.resolve(record.spans) + clock.take(), record.finish_reason)
 
     def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
@@ -319,57 +286,3 @@ class Engine:
         kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
         return kept
-
-    def _top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
-        values, indices = probs.topk(min(TOP_K_SHOWN, probs.size(-1)), dim=-1)
-        return [tuple(TopToken(i, self.texts.token_text(i), p) for i, p in zip(row_ids, row_probs))
-                for row_ids, row_probs in zip(indices.tolist(), values.tolist())]
-
-    def _trace_block(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int,
-                     confidences: list[float] | None) -> tuple[DraftedToken, ...]:
-        """The drafted tokens with their probabilities and verdicts, as plain values."""
-        k, a = block.ids.numel(), verdict.num_accepted
-        if k == 0:  # the baseline's steps, and a last step with room for the bonus only
-            return ()
-        ids = block.ids.tolist()
-        draft_p = block.probs[torch.arange(k), block.ids].tolist()
-        checked = block.ids[:num_verified]
-        target_p = target_probs[torch.arange(num_verified), checked].tolist()
-        accept_p = verdict.accept_probs.tolist()
-        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * num_verified
-        draft_top, target_top = self._top(block.probs), self._top(target_probs[:num_verified])
-        # ½ Σ|p − q| per verified position: the rejection rule's acceptance ceiling (one small op, host side)
-        tv = (0.5 * (target_probs[:num_verified] - block.probs[:num_verified]).abs().sum(dim=-1)).tolist()
-        tokens = []
-        for i in range(k):
-            judged = i <= a and i < num_verified  # the first rejected token is judged, later ones never are
-            if i >= num_verified:
-                verdict_name = "cut"
-            else:
-                verdict_name = "accepted" if i < a else "rejected" if i == a else "unverified"
-            tokens.append(DraftedToken(
-                id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
-                target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
-                draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else (),
-                confidence=confidences[i] if confidences is not None else None, tv=tv[i] if judged else None))
-        return tuple(tokens)
-
-
-# --- results ---------------------------------------------------------------------------------------------
-
-def build_result(engine: Engine, prompt_ids: list[int], config: GenerationConfig, steps: list[Step],
-                 drafter: str = "") -> RunResult:
-    return RunResult(
-        method=config.method,
-        preset=engine.preset,
-        device=engine.device_name,
-        config=config,
-        prompt_ids=tuple(prompt_ids),
-        output_ids=tuple(t.id for s in steps for t in s.committed),
-        text="".join(s.text for s in steps),
-        prefill=steps[0],
-        steps=tuple(steps[1:]),
-        summary=summarize(steps),
-        per_position_acceptance=per_position_acceptance(steps),
-        drafter=drafter,
-    )

@@ -20,6 +20,7 @@ from transformers.utils import logging as hf_logging
 from .contract.methods import DRAFTER_KINDS, DrafterKind
 from .contract.presets import ASSETS_DIR, resolve_model_path
 from .contract.types import EngineError, check_device_name
+from .drafters import implementation
 
 
 hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the app's log
@@ -100,11 +101,12 @@ def load_drafter(name: str, kinds: tuple[str, ...], device: torch.device, dtype:
     format is recognised from its config.json, never guessed from the method asking for it."""
     config = read_config(name, cache_dir, local_files_only)
     for kind in (DRAFTER_KINDS[k] for k in kinds):
-        impl = kind.implementation()
+        impl = implementation(kind)
         if impl.recognises(config):
             try:
-                return impl.load(resolve_model_path(name), device, dtype or default_dtype(device),
-                                 cache_dir=cache_dir, local_files_only=local_files_only)
+                model = impl.load(resolve_model_path(name), device, dtype or default_dtype(device),
+                                  cache_dir=cache_dir, local_files_only=local_files_only)
+                return tagged(model, kind)
             except EngineError:
                 raise
             except (OSError, ValueError, TypeError, KeyError) as exc:
@@ -114,10 +116,24 @@ def load_drafter(name: str, kinds: tuple[str, ...], device: torch.device, dtype:
                       f"expected {' or '.join(DRAFTER_KINDS[k].label for k in kinds)})")
 
 
+def build_weightless(kind: DrafterKind, device: torch.device):
+    """The drafter state of a kind without weights (DrafterKind.weights False), built from nothing."""
+    return tagged(implementation(kind).load(None, device, default_dtype(device)), kind)
+
+
+def tagged(model, kind: DrafterKind):
+    """`model`, marked with the kind that loaded it (drafter_kind_of reads the mark)."""
+    model.drafter_kind = kind.name
+    return model
+
+
 def drafter_kind_of(model) -> DrafterKind:
-    """The drafter kind (methods.py) whose module built `model`."""
+    """The drafter kind (methods.py) that loaded `model`: its mark, or for a model built by hand (tests) the first
+    kind whose module owns it."""
+    if getattr(model, "drafter_kind", None) in DRAFTER_KINDS:
+        return DRAFTER_KINDS[model.drafter_kind]
     for kind in DRAFTER_KINDS.values():
-        if kind.implementation().owns(model):
+        if implementation(kind).owns(model):
             return kind
     raise EngineError(f"no drafter kind handles a {type(model).__name__}")
 

@@ -668,6 +668,38 @@ def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_
     assert "**Echo**: a method that exists only in this test." in methods_text()
 
 
+def test_a_method_whose_drafter_has_no_weights_is_one_module_and_one_registry_entry(tokenizer, monkeypatch):
+    """tests/toy_drafter.py and the two entries below are all it takes: no preset, no checkpoint, no weight digest;
+    every engine builds it, and it runs as a lane, in the bench and in the About text, equal to the baseline."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from app.tabs.about import methods_text
+    from conftest import tiny_qwen3
+    from engine.contract.methods import DRAFTER_KINDS, METHOD_REGISTRY, DrafterKind, Method
+    from engine.loop import Engine
+    from engine.measure.bench import run_bench
+
+    monkeypatch.setitem(DRAFTER_KINDS, "repeat", DrafterKind("repeat", "repeater", "toy_drafter", weights=False))
+    monkeypatch.setitem(METHOD_REGISTRY, "repeat", Method("repeat", "Repeat", "proposes its last token again", 3,
+                                                          False, ("repeat",), about="a drafter with no weights."))
+    engine = Engine(tiny_qwen3(len(tokenizer)), tokenizer, {}, torch.device("cpu"), preset="random")
+    assert engine.methods() == ["baseline", "repeat"]
+
+    args = run_args()
+    args[1], args[5] = ["baseline", "repeat"], 8  # the lanes, max new tokens
+    status, *lanes = list(_handler(build_app(engine), "on_run")(*args, request=SimpleNamespace(session_hash="toy"))
+                          )[-1][:-NUM_CHARTS]
+    assert "done" in status
+    (lane,) = [lane for lane in lanes if 'data-method="repeat"' in lane]
+    assert "Repeat" in lane and "repeat the last token" in lane and "identical to the baseline" in lane
+
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, draft_len=3, with_hf=False)
+    assert set(report["lanes"]) == {"baseline", "repeat"} and report["identical_outputs"]
+    assert "**Repeat**: a drafter with no weights." in methods_text()
+
+
 def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(random_engine):
     from app.tabs.compare import LONG_LINK_CHARS, MAX_LINK_CHARS
 

@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 
 from engine.loop import Engine
 from engine.contract.methods import METHOD_REGISTRY
+from engine.drafters import implementation
 from engine.models import drafter_kind_of, forward_with_features, load_drafter, new_cache
 from engine.contract.presets import PRESETS
 from engine.timing import SpanClock
@@ -184,7 +185,7 @@ def _first_block(hub, folder: Path, config: dict, weights: dict, kinds, layout: 
     """Our drafter's first block of k drafts and the reference's whole block, on the same context."""
     model = load_drafter(str(folder), kinds, torch.device("cpu"), dtype=torch.float32)
     engine = SimpleNamespace(target=hub.target, verify_steps_per_s=None)
-    drafter = drafter_kind_of(model).implementation().build(model, engine)
+    drafter = implementation(drafter_kind_of(model)).build(model, engine)
     prompt = torch.randint(2, hub.target.config.vocab_size, (1, 12), generator=torch.Generator().manual_seed(3))
     anchor = 77
     features = _features(hub.target, prompt, drafter.target_layer_ids)

@@ -5,20 +5,24 @@ and which drafter kinds may serve it). A **drafter kind** is a checkpoint format
 implements it; that module provides
 
     recognises(config: dict) -> bool          does a checkpoint's config.json belong to this kind?
-    load(path, device, dtype) -> model       build the network and load the weights
+    load(path, device, dtype) -> model       build the network and load the weights (path None: a kind
+                                             without weights builds what it needs from nothing)
+    owns(model) -> bool                      did this kind build `model`? (for models built by hand)
     build(model, engine) -> Drafter          the object the speculative loop talks to (drafters/base.py)
 
 so the engine, CLI, app, bench, model card and training read this file and never name a method
-themselves. Adding a drafter is one module under `drafters/` plus one entry here; a method registered at run time
-(an entry added to METHOD_REGISTRY) appears in the lanes, the bench and the About text alike.
+themselves. Adding a drafter is one module under `engine/drafters/` plus one entry here (its DrafterKind, and
+its Method naming that kind); a method registered at run time (entries added to METHOD_REGISTRY and
+DRAFTER_KINDS) appears in the lanes, the bench and the About text alike. A kind without weights
+(`weights=False`) needs no checkpoint and no preset entry: every engine builds it.
 
-Torch-free on purpose: the app (which imports no torch) reads names, labels and defaults from here; the
-drafter modules are imported only when a model is loaded.
+Torch-free on purpose: the app (which imports no torch) reads names, labels and defaults from here. The seam to
+the drafter modules is `DrafterKind.module`, an import path: `engine.drafters.implementation(kind)` imports it
+when a model is loaded, so this file never imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 
@@ -26,10 +30,8 @@ from dataclasses import dataclass
 class DrafterKind:
     name: str
     label: str  # shown in the lane header: which drafter the lane ran
-    module: str  # the module under engine/ with recognises / load / build
-
-    def implementation(self):
-        return importlib.import_module(f"engine.{self.module}")
+    module: str  # import path of the module with recognises / load / owns / build (engine.drafters.implementation)
+    weights: bool = True  # False: built without a checkpoint, for every engine (no preset names it)
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,10 @@ class Method:
 
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).
 DRAFTER_KINDS: dict[str, DrafterKind] = {k.name: k for k in (
-    DrafterKind("eagle3", "EAGLE-3", "drafters.eagle3"),
-    DrafterKind("dspark", "DSpark", "drafters.dspark"),  # also DeepSpec's DFlash (markov_rank 0)
-    DrafterKind("dflash", "DFlash", "drafters.dflash"),
-    DrafterKind("small-lm", "small LM", "drafters.small_lm"),
+    DrafterKind("eagle3", "EAGLE-3", "engine.drafters.eagle3"),
+    DrafterKind("dspark", "DSpark", "engine.drafters.dspark"),  # also DeepSpec's DFlash (markov_rank 0)
+    DrafterKind("dflash", "DFlash", "engine.drafters.dflash"),
+    DrafterKind("small-lm", "small LM", "engine.drafters.small_lm"),
 )}
 
 METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
@@ -140,3 +142,9 @@ def method_label(name: str) -> str:
 
 def kind_label(kind: str) -> str:
     return DRAFTER_KINDS[kind].label
+
+
+def weightless_kind(method_name: str) -> DrafterKind | None:
+    """The kind without weights that serves `method_name`, if one does (every engine then builds it)."""
+    kinds = (DRAFTER_KINDS[k] for k in METHOD_REGISTRY[method_name].kinds)
+    return next((kind for kind in kinds if not kind.weights), None)

@@ -15,8 +15,8 @@ from typing import Protocol
 
 import torch
 
-from ..timing import SpanClock
 from ..contract.types import GenerationConfig
+from ..timing import SpanClock
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import torch
 
+from ..contract.types import GenerationConfig
 from ..sampling import logits_to_probs, pick
 from ..scheduler import verify_len
 from ..timing import SpanClock
-from ..contract.types import GenerationConfig
 from .base import DraftBlock
 from .dflash import DFlashDrafter, drafts_per_block
 from .dflash_model import load_block_model

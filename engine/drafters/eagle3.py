@@ -36,10 +36,10 @@ from torch import nn
 from transformers import DynamicCache, PreTrainedModel, Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RotaryEmbedding
 
+from ..contract.types import EngineError
 from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
-from ..contract.types import EngineError
 from .base import BaseDrafter, DraftBlock
 from .dflash_model import DraftAttention, RMSNorm
 

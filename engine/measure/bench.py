@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 
-from ..loop import Engine
 from ..contract.methods import BASELINE, method as method_entry
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from ..contract.summary import per_position_acceptance
-from .sweep import k_sweep
 from ..contract.types import EngineError, GenerationConfig
+from ..loop import Engine
+from .sweep import k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
 

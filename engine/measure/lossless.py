@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from ..sampling import logits_to_probs
 from ..contract.types import EngineError, GenerationConfig
+from ..sampling import logits_to_probs
 
 MIN_EXPECTED = 5.0  # the usual chi-square rule: bins expected to hold fewer samples are pooled into one
 

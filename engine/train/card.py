@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from ..measure.bench import load_prompts
-from ..loop import Engine
 from ..contract.methods import BASELINE, METHOD_REGISTRY, kind_label
 from ..contract.methods import method as method_entry
 from ..contract.presets import ASSETS_DIR, PRESETS, weights_digests
 from ..contract.summary import per_position_acceptance
 from ..contract.types import GenerationConfig
+from ..loop import Engine
+from ..measure.bench import load_prompts
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
 # The settings a quiet and a busy bench report must share.

@@ -19,10 +19,10 @@ from .contract.presets import DEFAULT_PRESET, PRESETS, Preset
 from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, RunResult, Step, check_stop
 from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
-from .drafters import implementation
 from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .models import (build_weightless, crop_cache, describe_device, drafter_kind_of, forward_with_features, load_drafter,
-                     load_causal_lm, load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads)
+from .models import (build_weightless, crop_cache, describe_device, drafter_kind_of, forward_with_features,
+                     implementation, load_causal_lm, load_drafter, load_tokenizer, new_cache, pick_device,
+                     require_runnable, set_cpu_threads)
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
 from .text import TokenTexts, repair_text

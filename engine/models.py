@@ -8,10 +8,12 @@ between transformers releases the engine touches: the name of the KV-cache argum
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
@@ -20,7 +22,6 @@ from transformers.utils import logging as hf_logging
 from .contract.methods import DRAFTER_KINDS, DrafterKind
 from .contract.presets import ASSETS_DIR, resolve_model_path
 from .contract.types import EngineError, check_device_name
-from .drafters import implementation
 
 
 hf_logging.disable_progress_bar()  # loading bars would clutter the CLI and the app's log
@@ -114,6 +115,12 @@ def load_drafter(name: str, kinds: tuple[str, ...], device: torch.device, dtype:
     architectures = ", ".join(config.get("architectures") or ["none"])
     raise EngineError(f"{name!r} is not a drafter of a known format for this lane (architectures: {architectures}; "
                       f"expected {' or '.join(DRAFTER_KINDS[k].label for k in kinds)})")
+
+
+def implementation(kind: DrafterKind) -> ModuleType:
+    """The module implementing `kind` (the registry's seam: DrafterKind.module is its import path), with
+    recognises(config), load(path, device, dtype), owns(model) and build(model, engine)."""
+    return importlib.import_module(kind.module)
 
 
 def build_weightless(kind: DrafterKind, device: torch.device):

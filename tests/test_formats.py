@@ -21,8 +21,7 @@ from safetensors.torch import save_file
 
 from engine.loop import Engine
 from engine.contract.methods import METHOD_REGISTRY
-from engine.drafters import implementation
-from engine.models import drafter_kind_of, forward_with_features, load_drafter, new_cache
+from engine.models import drafter_kind_of, implementation, forward_with_features, load_drafter, new_cache
 from engine.contract.presets import PRESETS
 from engine.timing import SpanClock
 from engine.contract.types import EngineError, GenerationConfig

@@ -1,0 +1,47 @@
+"""The engine as the app uses it: everything a page, a Space or a script may call, and nothing else.
+
+Two classes implement it: engine.loop.Engine (the models in this process) and engine.process.EngineProcess (the
+same models in a process of their own, answering over a pipe). The app is written against this Protocol, so it
+never needs to know which one it holds, and it never imports torch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+from .types import GenerationConfig, RunResult, Step
+
+
+@runtime_checkable
+class EngineLike(Protocol):
+    preset: str  # the preset's name ("tiny", "qwen3-4b", or "custom" for models passed in)
+
+    @property
+    def device_name(self) -> str:
+        """The device the models run on, in words ("cpu (1 thread)", "NVIDIA H200")."""
+
+    def methods(self) -> list[str]:
+        """The methods it can run, in the registry's order: the baseline and every method with a drafter."""
+
+    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
+        """Which drafter serves `method` at `temperature`, in words (the lane header)."""
+
+    def max_draft_len(self, method: str) -> int | None:
+        """The most tokens `method` can draft per step here (a block drafter's trained block); None: no limit."""
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """The prompt's token ids; EngineError (one line) for an empty, too long or over-context prompt."""
+
+    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
+        """One run, each step (the prefill first) as soon as it is done."""
+
+    def generate(self, prompt: str, config: GenerationConfig, stop: threading.Event | None = None) -> RunResult:
+        """One run to its end, the whole trace and summary; Stopped once `stop` is set."""
+
+    def target_entropy(self, prompt_ids: list[int], output_ids: list[int], temperature: float) -> list[float]:
+        """The target's entropy (nats) before each output token at `temperature`."""
+
+    def warm_up(self) -> None:
+        """Run every method briefly once, so first-call costs stay out of measured runs."""

@@ -97,7 +97,7 @@ class Engine:
         """Which drafter serves `method` here at `temperature`, in words (the app shows it in the lane header)."""
         if not method_entry(method).kinds:
             return NoDrafter.label
-        return self._drafter(method, GenerationConfig(method=method, temperature=temperature)).label
+        return self.new_drafter(method, GenerationConfig(method=method, temperature=temperature)).label
 
     def warm_up(self, prompt: str = "def f(x):\n    return x\n") -> None:
         """Run every method once briefly, so first-call costs (allocations, lazy init) stay out of the
@@ -110,7 +110,7 @@ class Engine:
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
         if self._verify_steps_per_s is None:
-            longest = max((self._drafter(m).max_draft_len or 0 for m in self.drafter_models), default=0)
+            longest = max((self.new_drafter(m).max_draft_len or 0 for m in self.drafter_models), default=0)
             self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
         return self._verify_steps_per_s
 
@@ -147,7 +147,7 @@ class Engine:
                               f"so the prompt must be at most {self.context_length - 1} tokens")
         return ids
 
-    def _drafter(self, method: str, config: GenerationConfig | None = None) -> Drafter:
+    def new_drafter(self, method: str, config: GenerationConfig | None = None) -> Drafter:
         """A new drafter object for one run of `method`, over the weights `config` calls for: above temperature 0
         the checkpoint trained for sampling where this engine has one (unless config.drafter_weights is
         "greedy"), else the temperature-0 one; its label says which."""
@@ -190,12 +190,12 @@ class Engine:
 
     def max_draft_len(self, method: str) -> int | None:
         """The longest draft `method` can make here (a block drafter's trained block), None for no limit."""
-        return self._drafter(method).max_draft_len
+        return self.new_drafter(method).max_draft_len
 
     def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
-        prompt_ids, drafter = self.encode_prompt(prompt), self._drafter(config.method, config)
+        prompt_ids, drafter = self.encode_prompt(prompt), self.new_drafter(config.method, config)
         drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
         return prompt_ids, drafter
 

@@ -110,11 +110,11 @@ def test_shorter_drafts_are_the_head_of_the_whole_block(random_engine, method):
     clock = SpanClock(torch.device("cpu"))
 
     def draft(k: int):
-        drafter = random_engine._drafter(method)
+        drafter = random_engine.new_drafter(method)
         drafter.start(prompt, features, clock)
         return drafter.propose(committed, k, 0.0, torch.Generator(), clock)
 
-    full = draft(random_engine._drafter(method).max_draft_len)
+    full = draft(random_engine.new_drafter(method).max_draft_len)
     for k in (1, 2, 4):
         head = draft(k)
         assert torch.equal(head.ids, full.ids[:k])

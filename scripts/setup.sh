@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install requirements.txt into it. Sourced by run.sh and test.sh.
+# Create .venv (once), install requirements.txt into it, then the project itself (editable, pyproject.toml) so that
+# engine, app and scripts import from anywhere. Run by run.sh and test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -8,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when requirements.txt changed since the last successful install.
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   # pip would compile every installed file to bytecode, on one core; compileall does it on all cores, and only for the
@@ -24,5 +25,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   unused+='|/torch/_inductor/(codegen|fx_passes|kernel)/|/sympy/(physics|combinatorics|stats)/'
   .venv/bin/python -m compileall -q -j 0 -x "$unused" \
     "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null 2>&1 || true
+  # The project itself, as links to this checkout: with the venv's own setuptools (no download), or pip's default.
+  .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
+    .venv/bin/python -m pip install --quiet --no-deps -e .
   echo "$want" > "$stamp"
 fi

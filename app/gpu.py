@@ -3,7 +3,8 @@
 On ZeroGPU a decorated function runs in a forked process that holds a GPU for the call: its arguments and
 everything it yields are pickled across. So the decorated generator (`lane_batches`) takes plain values
 (the prompt and the lanes' GenerationConfigs; the engine comes with the fork, never as an argument) and
-yields plain values (lane index, new state, Step batches). Everything else stays in the app's process:
+yields plain values: app/runner.py's LaneEvents, the same the page's own runner applies. Everything else stays
+in the app's process:
 the LaneRun objects, the Stop event (Stop closes the GPU generator, which ZeroGPU turns into a stop in the
 worker), and all rendering, so drawing never sits on the GPU clock or the visitor's GPU quota.
 
@@ -20,9 +21,9 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from engine.contract.types import EngineError, GenerationConfig
+from engine.contract.types import GenerationConfig
 
-from .runner import LaneRun, stream_steps
+from .runner import LaneEvent, LaneRun, lane_events
 
 # The GPU time a run asks for: a fixed part (ZeroGPU moving the weights to its GPU, a first warm-up in a new
 # worker, DSpark's verify-speed profile) plus a budget per token to write; capped, since a shorter request
@@ -71,19 +72,10 @@ def warm_up_once(engine) -> None:
 def lane_runner(engine, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]:
     """A `run_lanes(engine, prompt, lanes, stop)` whose device work runs inside `gpu(duration=...)`."""
 
-    def lane_batches(prompt: str, configs: list[GenerationConfig]) -> Iterator[tuple[int, str, list]]:
-        """The GPU work: (lane index, new state or "", new steps) for each lane in turn."""
+    def lane_batches(prompt: str, configs: list[GenerationConfig]) -> Iterator[LaneEvent]:
+        """The GPU work: the live pass's events (the caller stops it by closing it; no page to wait for)."""
         warm_up_once(engine)
-        never = threading.Event()  # the caller stops this generator by closing it
-        for index, config in enumerate(configs):
-            yield index, "running", []
-            try:
-                for steps in stream_steps(engine, prompt, config, never):
-                    yield index, "", steps
-            except EngineError as exc:
-                yield index, f"error: {exc}", []
-                continue
-            yield index, "done", []
+        yield from lane_events(engine, prompt, configs, threading.Event(), settle_s=0.0)
 
     def duration(prompt: str, configs: list[GenerationConfig]) -> int:
         return gpu_seconds(configs)
@@ -96,11 +88,8 @@ def lane_runner(engine, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]
             raise ValueError("this lane runner was built for another engine")
         work = on_gpu(prompt, [lane.config for lane in lanes])
         try:
-            for index, state, steps in work:
-                lane = lanes[index]
-                lane.steps.extend(steps)
-                if state:
-                    lane.state = state
+            for event in work:
+                lanes[event.index].apply(event)
                 yield
                 if stop.is_set():
                     break

@@ -5,6 +5,10 @@ runs in a worker thread and hands each finished step over a queue; the UI thread
 pace, so drawing the page does not sit on the engine's clock. Stopping sets an event checked after every
 batch of steps, which closes the worker.
 
+One state machine: `lane_events` runs the lanes and says what happened as plain values (LaneEvent: a lane's new
+state, its new steps), and `LaneRun.apply` is the only code that changes a lane. The page's runner below and the
+ZeroGPU path (app/gpu.py, where the events cross a process boundary) both consume the same events.
+
 Timing runs: after the pass shown live, every lane runs again (`timing_runs` in all), the lanes taking
 turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the
 same tokens (the same settings and seed); only their times differ, and a moment in which something else held
@@ -34,6 +38,24 @@ class LaneRun:
     timing_runs: int = 0  # complete runs measured (the live pass and the repeats); steps: each step's fastest
     repeating: bool = False  # a repeat of this lane is running now
     rates: list = field(default_factory=list)  # each complete run's (tokens per compute second, per wall second)
+
+    def apply(self, event: "LaneEvent") -> None:
+        """What one event of its live pass does to this lane: its steps grow, its state moves on; a lane done
+        counts its live pass as its first timing run."""
+        self.steps.extend(event.steps)
+        if event.state:
+            self.state = event.state
+        if event.state == "done":
+            self.timing_runs, self.rates = 1, [run_rates(self.steps)]
+
+
+@dataclass(frozen=True)
+class LaneEvent:
+    """One thing that happened to lane `index` in the live pass: a new state ("" for none) and new steps."""
+
+    index: int
+    state: str = ""  # "running", "done", "stopped", "error: <one line>", or "" (steps only)
+    steps: tuple[Step, ...] = ()
 
 
 def run_rates(steps: list[Step]) -> tuple[float | None, float]:
@@ -110,23 +132,26 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
     return len(a) == len(b) and all(x.committed == y.committed and x.drafted == y.drafted for x, y in zip(a, b))
 
 
-def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event) -> Iterator[None]:
-    for lane in lanes:
+def lane_events(engine, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
+                settle_s: float = SETTLE_S) -> Iterator[LaneEvent]:
+    """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
+    ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too)."""
+    for index, config in enumerate(configs):
         if stop.is_set():
-            lane.state = "stopped"
+            yield LaneEvent(index, "stopped")
             continue
-        lane.state = "running"
-        yield
-        time.sleep(SETTLE_S)  # let the page draw the lane that just ended before this one is timed
+        yield LaneEvent(index, "running")
+        time.sleep(settle_s)  # let the page draw the lane that just ended before this one is timed
         try:
-            for steps in stream_steps(engine, prompt, lane.config, stop):
-                lane.steps.extend(steps)
-                yield
+            for steps in stream_steps(engine, prompt, config, stop):
+                yield LaneEvent(index, steps=tuple(steps))
         except EngineError as exc:
-            lane.state = f"error: {exc}"
-            yield
+            yield LaneEvent(index, f"error: {exc}")
             continue
-        lane.state = "stopped" if stop.is_set() else "done"
-        lane.timing_runs = 1 if lane.state == "done" else 0
-        lane.rates = [run_rates(lane.steps)] if lane.state == "done" else []
+        yield LaneEvent(index, "stopped" if stop.is_set() else "done")
+
+
+def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event) -> Iterator[None]:
+    for event in lane_events(engine, prompt, [lane.config for lane in lanes], stop):
+        lanes[event.index].apply(event)
         yield

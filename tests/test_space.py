@@ -195,6 +195,9 @@ def test_lanes_behind_the_gpu_boundary_match_the_plain_runner(random_engine, war
         pass
     assert [lane.state for lane in behind] == ["done"] * len(behind)
     assert [output_ids(lane) for lane in behind] == [output_ids(lane) for lane in plain]
+    # one state machine (app/runner.py's LaneEvents): a lane done behind the boundary counts its live pass as a
+    # timing run, with its rates, exactly as the plain runner's live pass does
+    assert [(lane.timing_runs, len(lane.rates)) for lane in behind] == [(1, 1)] * len(behind)
     assert fake.durations == [gpu.gpu_seconds([lane.config for lane in behind])] and fake.closed
     assert warm_ups == [random_engine]  # once per call, inside the GPU function
 

@@ -311,7 +311,10 @@ def bubble_share_figure(comparison) -> go.Figure:
     return _small_layout(fig, "Where the time went", "share of wall time", "lane")
 
 
-NUM_CHARTS = 7  # comparison_figures draws this many
+# The element ids of the Compare tab's charts, in comparison_figures' order (a lesson point names its chart by one)
+CHART_IDS = ("timeline", "progress", "acceptance", "survival", "accepted-histogram", "formula-vs-measured",
+             "time-split")
+NUM_CHARTS = len(CHART_IDS)  # comparison_figures draws this many
 
 
 def comparison_figures(comparison, projector: bool = False) -> tuple[go.Figure, ...]:

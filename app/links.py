@@ -225,9 +225,10 @@ def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = 
 LINK_PARAMETERS = (*PARSERS, "preset")
 
 
-# Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), projector mode (app/projector.py),
-# and the operator's pin key (app/tabs/compare.py: the link's recorded run is never evicted)
-PAGE_PARAMETERS = ("tab", "lesson", "projector", "pin")
+# Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), the lesson as slides
+# (app/tabs/slides.py), projector mode (app/projector.py), and the operator's pin key (app/tabs/compare.py: the
+# link's recorded run is never evicted)
+PAGE_PARAMETERS = ("tab", "lesson", "present", "projector", "pin")
 
 
 def _ignored(name: str) -> bool:

@@ -10,12 +10,12 @@ from starlette.middleware import Middleware
 
 from engine.contract.presets import PRESETS
 
-from . import page_sessions, projector, runner, server_lanes
+from . import overlap, page_sessions, projector, runner, server_lanes
 from .addresses import LongAddressGuard
 from .record import MAX_FILE_BYTES
 from .sessions import SessionStore
 from . import lesson as lesson_data
-from .tabs import about, compare, lesson, step, why
+from .tabs import about, compare, lesson, slides, step, why
 from .theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
@@ -48,32 +48,35 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
                        if servers else None)
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
+    recordings = lesson_data.recorded()
     with gr.Blocks(title="SpecLab — see speculative decoding work", delete_cache=(CACHE_SWEEP_S, CACHE_AGE_S)) as demo:
-        gr.Markdown(f"# SpecLab\n{INTRO}")
-        gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
-                f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
-        projector_toggle = projector.layout()
-        if notice:
-            gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
-        recordings = lesson_data.recorded()
-        with gr.Tabs() as tabs:
-            with gr.Tab("Compare", id="compare"):
-                compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
-                                                                max_run_s=max_run_s, servers=server_handlers,
-                                                                pin_key=pin_key)
-            with gr.Tab("Lesson", id="lesson"):
-                lesson_view = lesson.layout(recordings)
-            with gr.Tab("Step through", id="step"):
-                step_view, step_handlers = step.render(sessions)
-            with gr.Tab("Why", id="why"):
-                why_view, why_handlers = why.render(engine, sessions, recordings, max_run_s=max_run_s)
-            with gr.Tab("About", id="about"):
-                about.render(engine)
-                if server_handlers is not None:
-                    server_lanes.about_section(server_handlers)
-        # The lesson writes into the other tabs, so it is wired once they all exist.
-        lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view),
-                    lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings), demo)
+        slide_view = slides.layout()  # in place of the page when presenting (?present=1)
+        with gr.Column(elem_id="page"):
+            gr.Markdown(f"# SpecLab\n{INTRO}")
+            gr.HTML(f'<div class="note" id="device">Running on <b>{html.escape(engine.device_name)}</b> · models: '
+                    f'<b>{html.escape(engine.preset)}</b> — {html.escape(models)}</div>')
+            projector_toggle = projector.layout()
+            if notice:
+                gr.HTML(f'<div class="status-error">{html.escape(notice)}</div>', elem_id="notice")
+            with gr.Tabs() as tabs:
+                with gr.Tab("Compare", id="compare"):
+                    compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
+                                                                    max_run_s=max_run_s, servers=server_handlers,
+                                                                    pin_key=pin_key)
+                with gr.Tab("Lesson", id="lesson"):
+                    lesson_view = lesson.layout(recordings)
+                with gr.Tab("Step through", id="step"):
+                    step_view, step_handlers = step.render(sessions)
+                with gr.Tab("Why", id="why"):
+                    why_view, why_handlers = why.render(engine, sessions, recordings, max_run_s=max_run_s)
+                with gr.Tab("About", id="about"):
+                    about.render(engine)
+                    if server_handlers is not None:
+                        server_lanes.about_section(server_handlers)
+        # The lesson writes into the other tabs, so it is wired once they all exist; the slides run its handlers.
+        lesson_handlers = lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings)
+        lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view), lesson_handlers, demo)
+        slides.wire(slide_view, slides.SlideHandlers(recordings, sessions, lesson_handlers), demo)
         redraw = projector.ChartRedraw(sessions, lambda session, at, token: (
             *compare_handlers.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
             *step_handlers.redraw_charts(session, at, token)))
@@ -93,7 +96,7 @@ def launch(demo: gr.Blocks, **kwargs):
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
     block = not kwargs.pop("prevent_thread_lock", False)
-    launched = demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(), footer_links=["api"],
+    launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
     if block:

@@ -32,7 +32,7 @@ from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
 from engine.contract.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
-from ..charts import NUM_CHARTS, comparison_figures
+from ..charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
 from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query, quoted,
                      default_settings, is_link, parse_controls, parse_query)
@@ -351,7 +351,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
     # comparison. (A text box, not gr.State, which would hold a heartbeat connection open for every visitor.)
     link_query = gr.Textbox(visible=False, elem_id="link-query")
     controls = {name: controls[name] for name in PARSERS}
-    assert len(charts) == NUM_CHARTS
+    assert tuple(chart.elem_id for chart in charts) == CHART_IDS
     return CompareView(prompt, run_button, stop_button, copy_button, download_button, upload, controls, show_drafts,
                        link_notes, share_link, page_address, status, boxes, charts, link_query, focus, examples,
                        server_boxes)

@@ -19,7 +19,7 @@ import gradio as gr
 
 from engine.contract.methods import method_label
 
-from .. import lesson
+from .. import lesson, overlap
 from ..charts import NUM_CHARTS
 from ..lesson import POINTS, TABS, Point
 from ..links import PARSERS, Settings, parse_controls
@@ -33,8 +33,11 @@ from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass can beat drafting token by "
          "token, and what decides whether it does here, in eight steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
          "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
-         "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab.")
+         "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab, `?lesson=N&present=1` "
+         "point N as a slide: [present the lesson as slides](?lesson=1&present=1) (→ / Page Down: next, ← / "
+         "Page Up: back).")
 STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab
+BY_HAND = 3  # the point that carries the p/q widget (app/overlap.py): its ceiling 1 − TV, dragged by hand
 
 
 @dataclass
@@ -89,9 +92,11 @@ def focus_js(chart: str) -> str:
 
 CLEAR_JS = "() => { window.speclabClearPins(); window.speclabClearFocus(); }"
 # ?lesson=N: the same scroll and outline, once the load has opened the point
+# (not on a slide: app/tabs/slides.py shows the point there)
 LINK_FOCUS_JS = ("() => { const charts = " + json.dumps({str(p.number): p.chart for p in POINTS}) + "; "
                  "const n = new URLSearchParams(window.location.search).get('lesson'); "
-                 "if (n && charts[n]) window.speclabFocus(charts[n]); }")
+                 "if (n && charts[n] && !document.documentElement.classList.contains('present')) "
+                 "window.speclabFocus(charts[n]); }")
 
 
 def layout(recordings: dict) -> LessonView:
@@ -102,6 +107,8 @@ def layout(recordings: dict) -> LessonView:
     for point in POINTS:
         with gr.Group(elem_id=f"lesson-{point.number}", elem_classes="lesson-point"):
             gr.Markdown(point_html(point, recordings), elem_classes="lesson-text")
+            if point.number == BY_HAND:
+                overlap.widget(f"lesson-widget-{point.number}")
             with gr.Row():
                 shows.append(gr.Button("Show me", variant="primary", size="sm", elem_id=f"lesson-show-{point.number}"))
                 lives.append(gr.Button("Run it live", size="sm", elem_id=f"lesson-live-{point.number}"))
@@ -212,10 +219,16 @@ class LessonHandlers:
         return (gr.update(value="", visible=False),) * 3
 
     def on_load(self, request: gr.Request):
-        """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab. A bad value: one line on
-        the Lesson tab, and the page as it opens by default."""
+        """A link's `lesson=N` opens point N as "Show me" does; `tab=NAME` opens a tab; with `present=1` the
+        slides show the point instead (app/tabs/slides.py). A bad value: one line on the Lesson tab, and the page
+        as it opens by default."""
         params = dict(getattr(request, "query_params", None) or {})
-        number, tab = params.get("lesson"), params.get("tab")
+        number, tab, present = params.get("lesson"), params.get("tab"), params.get("present")
+        if present == "1":
+            return self.outputs()
+        if present not in (None, "0"):
+            return self.outputs(tab="lesson", status=f"this link asks for present {present[:20]!r}; present=1 "
+                                                     "shows the lesson as slides, present=0 the page")
         if number is None and tab is None:
             return self.outputs()
         if number is not None:

@@ -1,0 +1,253 @@
+"""The lesson as slides, for a projector: one point a screen, its claim, its evidence and its takeaway.
+
+`?lesson=N&present=1` opens point N as a slide in place of the page (`?lesson=N` without it opens the point in its
+tab). A slide holds, in one 1024×768 screen: the point's claim in one line, the chart its "Show me" names drawn large
+for a room, and its takeaway with the numbers (app/lesson.py), from the lesson's recording, so a class sees the same
+numbers every time; point 3 also carries the p/q widget (app/overlap.py). The arrow keys and a clicker's Page Up /
+Page Down move between points, and the address follows, so each slide can be linked. "Run it live" measures the
+point again on this machine and puts the live numbers on the slide, saying so.
+
+Like a tab: `layout` builds the components, `SlideHandlers` holds the handlers as plain methods, `wire` connects
+them. The page's half (hiding the rest of the page, the keys, the address) is STYLE and SCRIPT in the page's head.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from .. import lesson, overlap
+from ..charts import (CHART_IDS, comparison_figures, for_projector, lossless_figure, parts_figure, sweeps_figure,
+                      temperature_acceptance_figure)
+from ..lesson import POINTS, Point
+from ..record import Comparison
+from ..render import status_html
+from ..sessions import SessionStore
+from ..theme import BONUS
+from .lesson import LessonHandlers
+
+PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)
+WIDGET_POINT = 3  # the point whose slide carries the p/q widget: the ceiling 1 − TV
+
+# The Why tab's charts a point may name, each drawn from its recording's data (the tab draws the same: app/tabs/why.py)
+WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-check-plot": lossless_figure,
+              "why-parts-plot": parts_figure, "why-temperatures-plot": temperature_acceptance_figure}
+
+
+def evidence_figure(point: Point, data: dict) -> go.Figure | None:
+    """The chart the point names (`Point.chart`), drawn for a room from `data` (the recordings, or a live measurement
+    in its recording's place); None when its recording is missing. Its height is the slide's to set."""
+    item = data.get(point.recording)
+    if item is None:
+        return None
+    if point.tab == "compare":
+        figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
+    else:
+        figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
+    figure.layout.height = None  # the slide's stylesheet gives the chart the screen's height that is left
+    return figure
+
+
+def claim_html(point: Point) -> str:
+    """The slide's head: which point of how many, and its claim (the page's script fits it to one line)."""
+    return (f'<div class="slide-claim" data-point="{point.number}"><span class="slide-count">{point.number} / '
+            f'{len(POINTS)}</span><h2>{html.escape(point.title)}</h2></div>')
+
+
+def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
+    """The takeaway computed from `data`, with where its numbers come from, and the way back to the page."""
+    item = data.get(point.recording)
+    if item is None:
+        where = "not recorded yet"
+    elif isinstance(item, Comparison):
+        where = f"measured live on {item.device}" if live else lesson.recorded_words(item)
+    else:
+        where = lesson.recorded_words(item)
+    return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data))} '
+            f'<span class="slide-source">({html.escape(where)}; <a href="?lesson={point.number}">this point in '
+            'the page</a>)</span></div>')
+
+
+def parse_number(value) -> int | None:
+    """A slide number from a link or the page's script: ASCII digits, few, 1 to len(POINTS); else None."""
+    text = str(value)
+    if text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= len(POINTS):
+        return int(text)
+    return None
+
+
+@dataclass
+class SlideView:
+    claim: gr.HTML
+    chart: gr.Plot
+    widget: gr.HTML
+    takeaway: gr.HTML
+    status: gr.HTML
+    number: gr.Number  # the slide the page's script asks for (hidden)
+    previous: gr.Button
+    next: gr.Button
+    live: gr.Button
+
+    @property
+    def outputs(self) -> list:
+        """In the order `SlideHandlers.slide` returns their values."""
+        return [self.claim, self.chart, self.widget, self.takeaway, self.status]
+
+
+def layout() -> SlideView:
+    """Build the slide's components (inside a gr.Blocks); the page's stylesheet shows them only when presenting."""
+    with gr.Column(elem_id="slides"):
+        claim = gr.HTML(elem_id="slide-claim")
+        with gr.Row(elem_id="slide-evidence", equal_height=False):
+            chart = gr.Plot(elem_id="slide-chart", show_label=False)
+            widget = overlap.widget("slide-widget")
+        takeaway = gr.HTML(elem_id="slide-takeaway")
+        with gr.Row(elem_id="slide-bar"):
+            previous = gr.Button("← Previous", size="sm", elem_id="slide-prev", scale=0, min_width=120)
+            following = gr.Button("Next →", size="sm", elem_id="slide-next", scale=0, min_width=120)
+            live = gr.Button("Run it live", size="sm", variant="primary", elem_id="slide-live", scale=0,
+                             min_width=140)
+            status = gr.HTML(elem_id="slide-status")
+        number = gr.Number(visible=False, precision=0, elem_id="slide-number")
+    return SlideView(claim, chart, widget, takeaway, status, number, previous, following, live)
+
+
+class SlideHandlers:
+    """Each handler returns a value for every component in `SlideView.outputs`."""
+
+    def __init__(self, recordings: dict, sessions: SessionStore, lesson_handlers: LessonHandlers):
+        self.recordings, self.sessions, self.lesson = recordings, sessions, lesson_handlers
+        self.recorded_slides = {}  # number -> its chart and takeaway from the recordings, drawn once
+
+    def slide(self, number: int, data: dict | None = None, live: bool = False, status: str = "") -> tuple:
+        """Point `number` as a slide, from `data` (default the recordings); status: one line under it."""
+        point = POINTS[number - 1]
+        if data is None:
+            if number not in self.recorded_slides:
+                self.recorded_slides[number] = (evidence_figure(point, self.recordings),
+                                                takeaway_html(point, self.recordings))
+            figure, takeaway = self.recorded_slides[number]
+        else:
+            figure, takeaway = evidence_figure(point, data), takeaway_html(point, data, live)
+        return (claim_html(point), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),
+                takeaway, status_html(status, error=status.startswith("⚠")) if status else "")
+
+    def on_load(self, request: gr.Request):
+        """`present=1`: the slide of the link's `lesson=N` (the first without one; a bad N, the first and one line).
+        Without it nothing changes (the Lesson tab answers a bad `present`)."""
+        params = dict(getattr(request, "query_params", None) or {})
+        if params.get(PARAMETER) != "1":
+            return (gr.skip(),) * 5
+        asked = params.get("lesson")
+        number = 1 if asked is None else parse_number(asked)
+        if number is None:
+            return self.slide(1, status=f"⚠ this link asks for lesson point {asked[:20]!r}; there are points 1 "
+                                        f"to {len(POINTS)}")
+        return self.slide(number)
+
+    def on_move(self, number):
+        """The slide the page's script asks for (the keys, the buttons); one out of range stays where it was."""
+        number = parse_number(int(number)) if isinstance(number, (int, float)) else None
+        return self.slide(number) if number else (gr.skip(),) * 5
+
+    def run_live(self, number, request: gr.Request):
+        """The point measured again here (the Lesson's "Run it live"), then its slide from the live numbers."""
+        point = POINTS[parse_number(int(number)) - 1]
+        state = self.sessions.get(request.session_hash)
+        before = self._live(point, state)
+        yield self.slide(point.number, status="measuring live on this machine; the slide shows the recording "
+                                               "until it ends")
+        for _ in self.lesson.run_live(point.number, request):
+            pass  # the measurement runs through the Lesson's own handler, which keeps it in the session
+        measured = self._live(point, state)
+        if measured is None or measured is before:
+            yield self.slide(point.number, status="⚠ the live measurement did not finish; the slide shows the "
+                                                  "recording")
+            return
+        yield self.slide(point.number, {**self.recordings, point.recording: measured}, live=True,
+                         status="measured live on this machine just now")
+
+    @staticmethod
+    def _live(point: Point, state):
+        """The session's latest live measurement of the point's kind: its last comparison, or its Why panel."""
+        return state.last if point.tab == "compare" else state.panels.get(point.recording)
+
+
+# The page's half. Presenting is the <html> element's class, set from the address before the page draws, so the
+# rest of the page never shows on a slide; a slide fills the screen, its chart taking what the text leaves.
+STYLE = f"""
+#slides {{ display: none !important; }}
+html.present #page, html.present footer {{ display: none !important; }}
+html.present, html.present body {{ overflow: hidden; }}
+html.present .gradio-container, html.present .gradio-container .main {{ padding: 0 !important; margin: 0 !important;
+                                                                        max-width: none !important; }}
+html.present #slides {{ display: flex !important; flex-direction: column; flex-wrap: nowrap; gap: 8px;
+                        height: 100vh; box-sizing: border-box; padding: 12px 20px; font-size: 20px; }}
+#slides .slide-claim {{ display: flex; align-items: baseline; gap: .8em; }}
+#slides .slide-claim h2 {{ margin: 0; font-size: 28px; line-height: 1.2; white-space: nowrap; flex: 1 1 0;
+                           min-width: 0; overflow: hidden; text-overflow: ellipsis; }}
+#slides .slide-count {{ color: #666; font-size: 18px; white-space: nowrap; }}
+#slide-evidence {{ flex: 1 1 0; min-height: 0; flex-wrap: nowrap; gap: 12px; }}
+#slide-evidence > * {{ min-width: 0; }}
+#slide-chart {{ flex: 1 1 0; height: 100%; }}
+#slide-chart > div, #slide-chart .js-plotly-plot {{ height: 100%; }}
+#slide-widget {{ flex: 1 1 0; }}
+#slides .slide-takeaway {{ font-size: 18px; line-height: 1.35; }}
+#slides .slide-takeaway .slide-source {{ color: #666; }}
+#slide-bar {{ flex: 0 0 auto; align-items: center; gap: 12px; }}
+#slide-bar button {{ font-size: 18px; }}
+#slide-status {{ font-size: 18px; }}
+html.present #token-pin {{ display: none; }}
+.slide-claim h2 {{ border-left: 6px solid {BONUS}; padding-left: .4em; }}
+"""
+
+SCRIPT = """
+<script>
+(() => {
+  const COUNT = %d, PARAMETER = "%s";
+  const present = new URLSearchParams(window.location.search).get(PARAMETER) === "1";
+  document.documentElement.classList.toggle("present", present);
+  const shown = () => Number(document.querySelector("#slides .slide-claim")?.dataset.point || 1);
+  // the buttons' script: the slide `step` away from the one shown, kept within the deck
+  window.speclabSlide = (step) => Math.min(COUNT, Math.max(1, shown() + step));
+  // once a slide is shown: the address names it, and its claim shrinks (down to 18 px) until it fits one line
+  window.speclabSlideShown = () => {
+    if (!document.documentElement.classList.contains("present")) return;
+    const address = new URL(window.location.href);
+    address.searchParams.set("lesson", String(shown()));
+    address.searchParams.set(PARAMETER, "1");
+    window.history.replaceState(null, "", address.toString());
+    const claim = document.querySelector("#slides .slide-claim h2");
+    if (!claim) return;
+    claim.style.fontSize = "";
+    for (let size = 28; claim.scrollWidth > claim.clientWidth && size > 18; size--) claim.style.fontSize = size + "px";
+    window.dispatchEvent(new Event("resize"));  // plotly refits the chart to the room the text left it
+  };
+  // → and Page Down (a clicker's "next") move on, ← and Page Up back; not while typing or dragging a widget's bar
+  document.addEventListener("keydown", (event) => {
+    if (!document.documentElement.classList.contains("present") || event.altKey || event.ctrlKey || event.metaKey) return;
+    const step = {ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1}[event.key];
+    if (!step || event.target.closest("input, textarea, select, [contenteditable], .pq-bar")) return;
+    event.preventDefault();
+    document.getElementById(step > 0 ? "slide-next" : "slide-prev").click();
+  });
+})();
+</script>
+""" % (len(POINTS), PARAMETER)
+
+HEAD = f"<style>{STYLE}</style>{SCRIPT}"
+
+
+def wire(view: SlideView, handlers: SlideHandlers, demo: gr.Blocks) -> None:
+    quiet = dict(api_visibility="private", show_progress="hidden")
+    shown = dict(fn=None, inputs=None, outputs=None, js="() => window.speclabSlideShown()")
+    for button, step in ((view.previous, -1), (view.next, 1)):
+        button.click(handlers.on_move, [view.number], view.outputs, js=f"() => window.speclabSlide({step})",
+                     queue=False, **quiet).then(**shown)
+    view.live.click(handlers.run_live, [view.number], view.outputs, js="() => window.speclabSlide(0)",
+                    concurrency_limit=1, concurrency_id="engine", **quiet).then(**shown)
+    demo.load(handlers.on_load, None, view.outputs, queue=False, **quiet).then(**shown)
+

@@ -1,0 +1,95 @@
+"""The lesson as slides, in chromium at 1024×768: each point's slide fits one screen, the arrow keys and a clicker's
+Page Down / Page Up walk every slide in order and back, and `?lesson=N&present=1` opens slide N. The p/q widget on
+point 3's slide: dragging a bar shows the 1 − TV, min(1, p/q) and residual of the new p and q."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gradio")
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+from app import overlap  # noqa: E402
+from app.lesson import POINTS  # noqa: E402
+from app.main import build_app  # noqa: E402
+from app.tabs.slides import WIDGET_POINT  # noqa: E402
+
+from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
+SCREEN = {"width": 1024, "height": 768}
+
+
+@pytest.fixture(scope="module")
+def page(random_engine):
+    """One server and one 1024×768 page for the module (the slides draw the lesson's recordings, not the engine)."""
+    demo = build_app(random_engine)
+    url = launch_locally(demo)
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport=SCREEN)
+        page.base = url
+        yield page
+        browser.close()
+    demo.close()
+
+
+def shown(page, number: int) -> None:
+    """Wait for slide `number` with its chart drawn and the address naming it."""
+    page.wait_for_selector(f'#slides .slide-claim[data-point="{number}"]', timeout=30_000)
+    page.wait_for_selector("#slide-chart .main-svg", timeout=30_000)
+    page.wait_for_function("(n) => location.search.includes(`lesson=${n}&present=1`)", arg=number, timeout=10_000)
+
+
+def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_in_order_and_back(page):
+    page.goto(f"{page.base}?lesson=2&present=1")
+    shown(page, 2)
+    assert not page.locator("#tabs, [role=tablist]").first.is_visible()  # the slide, not the page
+    page.keyboard.press("ArrowLeft")
+    shown(page, 1)
+    for number in range(1, len(POINTS) + 1):
+        shown(page, number)
+        height = page.evaluate("document.documentElement.scrollHeight")
+        assert height <= SCREEN["height"], f"slide {number} is {height} px tall"
+        assert page.locator("#slide-widget .pq-widget").is_visible() == (number == WIDGET_POINT)
+        assert page.locator("#slides .slide-takeaway").inner_text().startswith("Here:")
+        page.keyboard.press("ArrowRight" if number % 2 else "PageDown")
+    page.wait_for_timeout(500)
+    shown(page, len(POINTS))  # the last slide stays the last
+    for number in range(len(POINTS) - 1, 0, -1):
+        page.keyboard.press("ArrowLeft" if number % 2 else "PageUp")
+        shown(page, number)
+
+
+def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page):
+    page.goto(f"{page.base}?lesson={WIDGET_POINT}&present=1")
+    shown(page, WIDGET_POINT)
+    widget = page.locator("#slide-widget .pq-widget")
+    assert float(widget.locator(".pq-overlap").inner_text()) == pytest.approx(
+        sum(map(min, overlap.P_TARGET, overlap.Q_DRAFT)), abs=0.005)
+    dragged, to = 2, 0.8  # p of the third token up to 0.8 of its bar
+    bar = widget.locator(f'.pq-bar[data-dist="p"][data-i="{dragged}"]')
+    box = bar.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] - 2)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * (1 - to / 2), steps=4)
+    page.mouse.move(x, box["y"] + box["height"] * (1 - to), steps=4)
+    page.mouse.up()
+    # the expected distributions, computed here: the dragged p to `to`, the other p's scaled to fill the rest
+    rest = sum(v for i, v in enumerate(overlap.P_TARGET) if i != dragged)
+    p = [to if i == dragged else v * (1 - to) / rest for i, v in enumerate(overlap.P_TARGET)]
+    q = overlap.Q_DRAFT
+    expected = sum(min(a, b) for a, b in zip(p, q))
+    assert abs(expected - sum(map(min, overlap.P_TARGET, q))) > 0.05  # the drag moves the overlap visibly
+    assert float(widget.locator(".pq-overlap").inner_text()) == pytest.approx(expected, abs=0.011)
+    ratios = widget.locator('[data-row="ratio"]').all_inner_texts()
+    assert [float(r) for r in ratios] == pytest.approx([min(1, a / b) for a, b in zip(p, q)], abs=0.03)
+    residual = [max(a - b, 0) for a, b in zip(p, q)]
+    shares = [float(r) for r in widget.locator('[data-row="residual"]').all_inner_texts()]
+    assert shares == pytest.approx([r / sum(residual) for r in residual], abs=0.011)
+    drawn = widget.locator(".pq-resid-bar").evaluate_all("bars => bars.map(b => b.getBoundingClientRect().height)")
+    assert [h > 0 for h in drawn] == [r > 0 for r in residual]  # the residual drawn where p is above q
+    sizes = widget.evaluate("""w => [...w.querySelectorAll('*')].filter(e => [...e.childNodes].some(
+        c => c.nodeType === 3 && c.textContent.trim())).map(e => parseFloat(getComputedStyle(e).fontSize))""")
+    assert min(sizes) >= 18  # read from the back of the room

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.timing_runs is not None and not 1 <= args.timing_runs <= 10:
         parser.error("--timing-runs must be a whole number from 1 to 10")
-    from .servers import servers_from
+    from .servers.client import servers_from
 
     try:
         servers = servers_from(args.server)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
     from . import runner
-    from .recorded import default_folder
+    from .recordings import default_folder
 
     run_lanes = runner.run_lanes if args.timing_runs is None else \
         functools.partial(runner.run_lanes, timing_runs=args.timing_runs)

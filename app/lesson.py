@@ -19,7 +19,7 @@ from engine.contract.presets import ASSETS_DIR, load_prompts
 
 from .examples import example_prompts
 from .links import Settings, default_settings
-from .record import Comparison, RecordError, drafter_words, read_comparison, verify_cost
+from .comparison import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import speedup
 from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus
 

@@ -226,7 +226,7 @@ LINK_PARAMETERS = (*PARSERS, "preset")
 
 
 # Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), the lesson as slides
-# (app/tabs/slides.py), projector mode (app/projector.py), and the operator's pin key (app/tabs/compare.py: the
+# (app/tabs/slides.py), projector mode (app/draw/projector.py), and the operator's pin key (app/tabs/compare.py: the
 # link's recorded run is never evicted)
 PAGE_PARAMETERS = ("tab", "lesson", "present", "projector", "pin")
 

@@ -10,13 +10,16 @@ from starlette.middleware import Middleware
 
 from engine.contract.presets import PRESETS
 
-from . import overlap, page_sessions, projector, runner, server_lanes
-from .addresses import LongAddressGuard
-from .record import MAX_FILE_BYTES
-from .sessions import SessionStore
+from . import runner
+from .draw import overlap, projector
+from .hosting import page_sessions
+from .servers import lanes as server_lanes
+from .hosting.addresses import LongAddressGuard
+from .comparison import MAX_FILE_BYTES
+from .hosting.sessions import SessionStore
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, slides, step, why
-from .theme import CSS
+from .draw.theme import CSS
 
 INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes tokens, the big model checks "
          "them all in one forward pass, and the output is distributed exactly as the big model's own: at "
@@ -38,9 +41,9 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
               recordings: Path | None = None, pin_key: str | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
-    advances the lanes (app/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
-    each a lane beside the local ones (app/server_lanes.py); recordings: the folder that keeps recorded runs
-    across restarts (app/recorded.py; None: memory only); pin_key: a link opened with `pin=` this key pins
+    advances the lanes (app/hosting/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
+    each a lane beside the local ones (app/servers/lanes.py); recordings: the folder that keeps recorded runs
+    across restarts (app/recordings.py; None: memory only); pin_key: a link opened with `pin=` this key pins
     its recorded run, never evicted (None: no pins). The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
@@ -89,7 +92,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
-    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py), uploads of at
+    answered by the app (app/hosting/addresses.py), lean per-visitor sessions (app/hosting/page_sessions.py), uploads of at
     most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive

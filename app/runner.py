@@ -7,7 +7,7 @@ batch of steps, which closes the worker.
 
 One state machine: `lane_events` runs the lanes and says what happened as plain values (LaneEvent: a lane's new
 state, its new steps), and `LaneRun.apply` is the only code that changes a lane. The page's runner below and the
-ZeroGPU path (app/gpu.py, where the events cross a process boundary) both consume the same events.
+ZeroGPU path (app/hosting/gpu.py, where the events cross a process boundary) both consume the same events.
 
 Timing runs: after the pass shown live, every lane runs again (`timing_runs` in all), the lanes taking
 turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import lesson  # noqa: E402
-from app.record import Comparison, settings_dict  # noqa: E402
+from app.comparison import Comparison, settings_dict  # noqa: E402
 from app.tabs.compare import versions  # noqa: E402
 from engine.loop import Engine  # noqa: E402
 

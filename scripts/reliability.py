@@ -78,8 +78,8 @@ def mutate(doc, rng: random.Random, paths: list | None = None):
 
 def draw_everything(comparison) -> None:
     """Every view of a comparison: each lane, every chart, the first and the last step."""
-    from app.charts import comparison_figures
-    from app.render import lane_html
+    from app.draw.charts import comparison_figures
+    from app.draw.render import lane_html
     from app.tabs.step import last_step, step_view
 
     for method in comparison.lanes:
@@ -90,7 +90,7 @@ def draw_everything(comparison) -> None:
 
 
 def files(mutations: int, seed: int = 0) -> dict:
-    from app.record import RecordError, read_comparison
+    from app.comparison import RecordError, read_comparison
 
     saved, rng = json.loads(SAVED.read_text(encoding="utf-8")), random.Random(seed)
     paths = [p for p, _ in places(saved) if p]

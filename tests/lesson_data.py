@@ -3,7 +3,7 @@ counts and times a test asks for, so a test can feed rising numbers and then fal
 
 from __future__ import annotations
 
-from app.record import Comparison
+from app.comparison import Comparison
 from engine.contract.types import CommittedToken, DraftedToken, Span, Step
 
 SETTINGS = {"prompt": "def f(x):", "methods": [], "temperature": 0.0, "seed": 0, "max_new_tokens": 64,

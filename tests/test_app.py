@@ -13,11 +13,11 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.charts import timeline_figure  # noqa: E402
+from app.draw.charts import timeline_figure  # noqa: E402
 from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, default_settings,  # noqa: E402
                        parse_controls, parse_query, repair_text)
 from app.main import build_app  # noqa: E402
-from app.render import display_text, lane_html  # noqa: E402
+from app.draw.render import display_text, lane_html  # noqa: E402
 from app.tabs.compare import NUM_CHARTS  # noqa: E402
 from engine.contract.types import MIN_SAMPLING_TEMPERATURE, EngineError, GenerationConfig  # noqa: E402
 
@@ -34,7 +34,7 @@ def lane_of(method: str, steps, state: str = "done", temperature: float = 0.0):
     """A comparison of one lane, as the Compare tab holds it: ended lanes carry their summary."""
     from dataclasses import replace
 
-    from app.record import Comparison, LaneResult, settings_dict
+    from app.comparison import Comparison, LaneResult, settings_dict
 
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, temperature=temperature, methods=(method,)))
     lane = LaneResult.ended(method, steps, state=state) if state != "running" else LaneResult(method, tuple(steps),
@@ -308,7 +308,7 @@ def test_new_visitors_cost_no_copy_of_the_page_configuration(launched, monkeypat
     has not); the served app's sessions skip it, and a run through them still works (the other tests here)."""
     from gradio.blocks import BlocksConfig
 
-    from app.page_sessions import LeanSessionState
+    from app.hosting.page_sessions import LeanSessionState
 
     demo, url = launched
     built = []
@@ -502,7 +502,7 @@ def test_a_temperature_too_low_to_sample_is_refused_in_one_line(random_engine):
 
 
 def test_small_charts_show_measured_values(random_engine):
-    from app.charts import acceptance_figure, progress_figure, survival_figure
+    from app.draw.charts import acceptance_figure, progress_figure, survival_figure
     from engine.contract.summary import per_position_acceptance
 
     config = GenerationConfig(method="dspark", max_new_tokens=30, draft_len=7, scheduler="static")

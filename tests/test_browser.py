@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit  # noqa: E402
 import app.tabs.step as step_tab  # noqa: E402
 from app.links import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
-from app.render import display_text  # noqa: E402
+from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from app import lesson
-from app.charts import (PROJECTOR_FONT, acceptance_figure, comparison_figures, for_projector, lossless_figure,
+from app.draw.charts import (PROJECTOR_FONT, acceptance_figure, comparison_figures, for_projector, lossless_figure,
                         sweeps_figure, verify_cost_words)
-from app.render import lane_html
-from app.theme import lane_style
+from app.draw.render import lane_html
+from app.draw.theme import lane_style
 
 from lesson_data import baseline, comparison, lane
 
@@ -121,7 +121,7 @@ def test_the_projector_toggle_redraws_the_sessions_charts_for_a_room(random_engi
 
 
 def test_step_through_and_the_prediction_draw_for_a_room_in_projector_mode():
-    from app.sessions import SessionStore
+    from app.hosting.sessions import SessionStore
     from app.tabs.step import StepHandlers
     from app.tabs.why import WhyHandlers
 

@@ -101,7 +101,7 @@ def test_the_app_runs_a_comparison_on_an_engine_in_its_own_process(remote, embed
     from gradio_client import Client
 
     from app.main import build_app
-    from app.render import display_text
+    from app.draw.render import display_text
     from conftest import launch_locally
     from test_app import output_text_of
 

@@ -14,8 +14,8 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.links import default_settings  # noqa: E402
-from app.record import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
-from app.render import lane_html  # noqa: E402
+from app.comparison import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
+from app.draw.render import lane_html  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
@@ -89,7 +89,7 @@ def test_a_file_nested_far_too_deep_is_refused_in_one_line():
 
 
 def test_a_scheduled_lane_without_confidences_draws_an_empty_survival_chart(saved):
-    from app.charts import survival_figure
+    from app.draw.charts import survival_figure
 
     steps = read_comparison(json.dumps(saved)).steps["dspark"]
     stripped = [replace(s, drafted=tuple(replace(t, confidence=None) for t in s.drafted)) for s in steps]
@@ -134,7 +134,7 @@ def test_a_file_whose_numbers_contradict_each_other_is_refused_in_one_line(saved
 
 
 def test_identical_to_the_baseline_is_computed_from_the_files_tokens_not_taken_from_it(random_engine):
-    from app.render import sameness_html
+    from app.draw.render import sameness_html
 
     lanes = {}
     for method in ("baseline", "ar"):

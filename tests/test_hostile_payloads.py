@@ -11,7 +11,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.record import MAX_FILE_BYTES, RecordError, read_comparison  # noqa: E402
+from app.comparison import MAX_FILE_BYTES, RecordError, read_comparison  # noqa: E402
 from app.tabs.step import step_number  # noqa: E402
 
 from conftest import ROOT, launch_locally  # noqa: E402
@@ -136,10 +136,10 @@ def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engi
     reverse everything after it), but as its name; right-to-left letters are kept, each text isolated."""
     from dataclasses import replace
 
-    from app.record import Comparison
-    from app.render import BIDI_CONTROLS, chart_label, lane_html, status_html
+    from app.comparison import Comparison
+    from app.draw.render import BIDI_CONTROLS, chart_label, lane_html, status_html
     from app.tabs.step import blocks_html
-    from app.theme import CSS
+    from app.draw.theme import CSS
     from engine.contract.types import GenerationConfig
 
     prompt = "name = 'abc\u202e.txt'  # \u2067مرحبا\u2069\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.record import Comparison
+from app.comparison import Comparison
 from engine.contract.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
@@ -13,7 +13,7 @@ PROMPT = "def add(a, b):"
 
 def test_each_lane_says_whether_it_wrote_the_baselines_tokens(random_engine):
     """At temperature 0 the mark is computed from the tokens: a lane whose tokens were changed is caught."""
-    from app.render import lane_html
+    from app.draw.render import lane_html
 
     steps = {m: list(random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=12)))
              for m in ("baseline", "dflash")}
@@ -41,7 +41,7 @@ def test_each_lane_says_whether_it_wrote_the_baselines_tokens(random_engine):
 
 
 def test_the_lane_header_explains_its_drafter_on_hover(random_engine):
-    from app.render import lane_html
+    from app.draw.render import lane_html
 
     steps = {m: list(random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=6)))
              for m in ("baseline", "dspark")}

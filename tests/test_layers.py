@@ -2,7 +2,7 @@
 
 engine/contract (torch-free values, registry, presets, the engine's interface) is the bottom; the engine's torch
 modules sit on it, engine/cpu and engine/drafters among them; the measurement tools, the engine's own process, the
-training and the CLI on top; app/ above the whole engine, importing no torch.
+training and the CLI on top; app/ above the whole engine, importing no torch, in layers of its own (the table).
 """
 
 from __future__ import annotations
@@ -23,7 +23,20 @@ ENGINE_LAYERS = (
     ("engine.trace", 4), ("engine.loop", 5),
     ("engine.measure", 6), ("engine.process", 6), ("engine.train", 6),
     ("engine.__main__", 7), ("engine", 7),
-    ("app", 10),
+    # app/: plain helpers (words, prompts, the formula, hosting's small parts, the servers' client), then the
+    # settings and links, the comparison value and its stores, the drawing, the lesson, the tabs, the page, and
+    # the entry points (python -m app, the Space's runtime)
+    ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.runner", 10),
+    ("app.servers.client", 10), ("app.hosting.addresses", 10), ("app.hosting.memory", 10),
+    ("app.hosting.page_sessions", 10), ("app.hosting.uploads", 10), ("app.draw.theme", 10),
+    ("app.settings", 11), ("app.links", 12),
+    ("app.comparison", 13),
+    ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),
+    ("app.draw", 15),
+    ("app.lesson", 16), ("app.servers", 16),
+    ("app.tabs", 17),
+    ("app.main", 18),
+    ("app.__main__", 19), ("app.hosting.space", 19), ("app", 19),
 )
 
 

@@ -14,7 +14,7 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
 from app.links import parse_query  # noqa: E402
-from app.record import settings_dict  # noqa: E402
+from app.comparison import settings_dict  # noqa: E402
 
 from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_every_point_has_a_takeaway_computed_from_what_it_shows():
 
 
 def test_a_sampled_comparison_draws_each_lanes_ceiling_beside_its_acceptance():
-    from app.charts import comparison_figures
+    from app.draw.charts import comparison_figures
 
     data = recorded()
     sampled = comparison_figures(data["sampled"])[2]

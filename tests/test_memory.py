@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import memory
+from app.hosting import memory
 
 glibc_linux = pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("c") is None
                                  or not Path("/proc/self/status").exists(), reason="glibc on Linux only")

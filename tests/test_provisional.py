@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from app.record import Comparison, LaneResult, read_comparison
-from app.render import chips_html
+from app.comparison import Comparison, LaneResult, read_comparison
+from app.draw.render import chips_html
 from app.runner import LaneRun, run_lanes
 
 from lesson_data import SETTINGS, baseline, lane

@@ -10,9 +10,9 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.record import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
+from app.comparison import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
 from app.links import default_settings  # noqa: E402
-from app.record import settings_dict  # noqa: E402
+from app.comparison import settings_dict  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_locally  # noqa: E402
@@ -94,7 +94,7 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
     from gradio_client import Client, handle_file
 
     from app.main import build_app
-    from app.render import display_text
+    from app.draw.render import display_text
     from app.tabs.compare import NUM_CHARTS
 
     url = launch_locally(build_app(random_engine))
@@ -161,7 +161,7 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
 def test_at_most_a_few_sessions_keep_a_file_they_opened(comparison):
     from dataclasses import replace as copy_of
 
-    from app.sessions import SessionStore
+    from app.hosting.sessions import SessionStore
 
     store = SessionStore(opened_files=2)
     files = [copy_of(comparison, recorded_at=str(i)) for i in range(3)]
@@ -180,7 +180,7 @@ def test_a_recorded_runs_device_text_is_escaped_once_wherever_it_shows(random_en
     from types import SimpleNamespace
 
     from app.main import build_app
-    from app.render import status_html
+    from app.draw.render import status_html
     from app.tabs.step import describe
 
     odd = replace(comparison, device="<b>GPU</b> & co")

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from app.record import Comparison, LaneResult, settings_dict
-from app.recorded import SUFFIX, RecordedRuns, file_name
+from app.comparison import Comparison, LaneResult, settings_dict
+from app.recordings import SUFFIX, RecordedRuns, file_name
 from engine.contract.types import GenerationConfig
 
 PROMPT = "def add(a, b):"
@@ -158,7 +158,7 @@ def tiny(random_engine) -> Comparison:
 
 @pytest.mark.parametrize("on_disk", [True, False])
 def test_a_flood_of_tiny_links_pushes_out_neither_a_pinned_run_nor_a_costly_one(comparison, tiny, tmp_path, on_disk):
-    from app.recorded import run_cost_s
+    from app.recordings import run_cost_s
 
     assert run_cost_s(comparison) > 3 * run_cost_s(tiny)  # ten tokens of two lanes, timed three times
     runs = RecordedRuns(tmp_path if on_disk else None, limit=4, max_files=8)

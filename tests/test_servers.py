@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import servers
-from app.server_lanes import ServerLaneHandlers, counters_html, server_lane_html
-from app.servers import (NO_COUNTERS, ServerRun, ServerSpec, Timeouts, parse_counters, parse_server, read_counters,
+from app.servers import client as servers
+from app.servers.lanes import ServerLaneHandlers, counters_html, server_lane_html
+from app.servers.client import (NO_COUNTERS, ServerRun, ServerSpec, Timeouts, parse_counters, parse_server, read_counters,
                          servers_from, sglang_figures, stream_lane, vllm_figures)
 from serving_stub import SGLANG_METRICS, VLLM_METRICS, Script, Stub, closed_port
 
@@ -212,7 +212,7 @@ class EndedAtOnce(ServerRun):
 
 
 def test_the_run_handler_draws_a_dead_servers_line_however_fast_it_fails(monkeypatch):
-    monkeypatch.setattr("app.server_lanes.ServerRun", EndedAtOnce)
+    monkeypatch.setattr("app.servers.lanes.ServerRun", EndedAtOnce)
     handlers = ServerLaneHandlers([parse_server(f"dead={closed_port()}")], FAST)
     pages = list(handlers.run("def f():", 0, 8, "0", SimpleNamespace(session_hash="abc")))
     assert pages, "the handler drew nothing: the page would keep its empty lane"

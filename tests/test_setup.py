@@ -25,7 +25,7 @@ def unused_trees() -> re.Pattern:
 def test_setup_compiles_every_module_the_app_imports(embedded_engine):
     import plotly.io
 
-    from app.charts import acceptance_figure, timeline_figure
+    from app.draw.charts import acceptance_figure, timeline_figure
     from app.main import build_app
 
     build_app(embedded_engine)

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("gradio")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-from app import overlap  # noqa: E402
+from app.draw import overlap  # noqa: E402
 from app.lesson import POINTS  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402

@@ -1,4 +1,4 @@
-"""The Hugging Face Space: `python -m app.space build DIR` writes a ready ZeroGPU Space, its entry point
+"""The Hugging Face Space: `python -m app.hosting.space build DIR` writes a ready ZeroGPU Space, its entry point
 imports cleanly from the built folder, and the lanes' device work runs behind a ZeroGPU-shaped boundary
 (arguments and every yielded item pickled, Stop and ZeroGPU's refusals handled in the app's process)."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app import gpu, space
+from app.hosting import gpu, space
 from app.runner import LaneRun, run_lanes
 from engine.contract.presets import PRESETS
 from engine.contract.types import EngineError, GenerationConfig

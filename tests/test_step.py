@@ -11,7 +11,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.record import Comparison, read_comparison  # noqa: E402
+from app.comparison import Comparison, read_comparison  # noqa: E402
 from engine.contract.methods import method_label  # noqa: E402
 from app.tabs.step import (NO_RUN, PLAY_EVERY_S, advance, blocks_html, find_token, fmt, last_step,  # noqa: E402
                            lane_block_html, rule_of, step_number, step_view, timeline_with_step, token_choices)

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.record import Comparison, LaneResult, read_comparison
+from app.comparison import Comparison, LaneResult, read_comparison
 from app.runner import LaneRun, run_lanes
 from engine.contract.summary import fastest_steps, step_cost_s, summarize
 from engine.contract.types import GenerationConfig
@@ -127,7 +127,7 @@ def test_speedups_divide_the_compute_time_with_the_wall_time_beside(random_engin
     walled = Comparison.of_steps({"temperature": 0.0}, no_cpu)
     assert walled.clock == "wall" and walled.speedup("dflash") == pytest.approx(lane.tokens_per_s / base.tokens_per_s)
     # the lane shows both, the wall-time speedup right after the compute-time one, each named on hover
-    from app.render import chips_html
+    from app.draw.render import chips_html
 
     labels = re.findall(r'<span class="chip" title="([^"]*)">([^<]*) <b>', chips_html(comparison, "dflash",
                                                                                      steps["dflash"]))
@@ -138,7 +138,7 @@ def test_speedups_divide_the_compute_time_with_the_wall_time_beside(random_engin
 
 def test_a_saved_comparison_keeps_its_compute_times_and_timing_runs(random_engine):
     from app.links import default_settings
-    from app.record import settings_dict
+    from app.comparison import settings_dict
 
     methods = ("baseline", "ar")
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=12, methods=methods))

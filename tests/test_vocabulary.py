@@ -11,8 +11,8 @@ pytest.importorskip("gradio")
 
 from app import lesson  # noqa: E402
 from app.glossary import GLOSSARY, meaning  # noqa: E402
-from app.record import drafter_words  # noqa: E402
-from app.render import lane_html  # noqa: E402
+from app.comparison import drafter_words  # noqa: E402
+from app.draw.render import lane_html  # noqa: E402
 
 
 @pytest.mark.parametrize("label, words", [
@@ -49,7 +49,7 @@ def test_the_chip_names_the_one_acceptance_rate_the_glossary_defines():
 
 
 def test_a_live_measurement_says_measured_live_never_recorded():
-    from app.sessions import SessionStore
+    from app.hosting.sessions import SessionStore
     from app.tabs.why import WhyHandlers, check_table
 
     doc = lesson.recorded()["lossless"]

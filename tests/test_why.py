@@ -56,8 +56,8 @@ def test_k_sweeps_measure_every_serial_lane_at_every_k_against_the_baseline(rand
 def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engine):
     from types import SimpleNamespace
 
-    from app.record import Comparison
-    from app.sessions import SessionStore
+    from app.comparison import Comparison
+    from app.hosting.sessions import SessionStore
     from app.tabs import why
 
     sessions = SessionStore()
@@ -85,10 +85,10 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
 
 
 def test_comparison_charts_of_a_run(random_engine):
-    from app.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure, verify_cost
+    from app.draw.charts import accepted_length_figure, bubble_share_figure, predicted_vs_measured_figure, verify_cost
     from engine.contract.types import GenerationConfig
 
-    from app.record import Comparison
+    from app.comparison import Comparison
 
     results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, draft_len=3))
                for m in ("baseline", "ar", "dflash")}
@@ -120,7 +120,7 @@ def test_comparison_charts_of_a_run(random_engine):
 
 
 def test_lanes_at_one_draft_length_get_labels_that_do_not_overlap():
-    from app.charts import label_positions, theory_figure
+    from app.draw.charts import label_positions, theory_figure
 
     assert label_positions({"AR": (4, 2.5), "DFlash": (7, 2.5), "DSpark": (7, 2.6)}) == \
         ["middle right", "bottom right", "top right"]  # alone at K = 4; the two at K = 7 above and below
@@ -140,7 +140,7 @@ def test_lanes_at_one_draft_length_get_labels_that_do_not_overlap():
 
 def test_the_recorded_sweep_names_each_lanes_best_k_in_its_legend():
     from app import lesson
-    from app.charts import sweeps_figure
+    from app.draw.charts import sweeps_figure
 
     sweeps = lesson.recorded()["sweeps"]["data"]["sweeps"]
     figure = sweeps_figure({**sweeps, "third": {**sweeps["ar"], "drafter": "a third lane"}})  # three optima at one K
@@ -174,7 +174,7 @@ def steady(steps, slower=lambda index: 1.0, host: float | None = None):
 
 
 def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
-    from app.record import Comparison
+    from app.comparison import Comparison
     from app.tabs.why import ABOVE_FORMULA, overlay_warnings
 
     runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, draft_len=3))
@@ -201,7 +201,7 @@ def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
 
 
 def test_run_points_place_each_lane_at_its_draft_length(random_engine):
-    from app.record import Comparison
+    from app.comparison import Comparison
     from app.tabs.why import run_points
 
     lanes = {}
@@ -241,7 +241,7 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(
 def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, values, message):
     from types import SimpleNamespace
 
-    from app.sessions import SessionStore
+    from app.hosting.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():
@@ -257,7 +257,7 @@ def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, v
 def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engine):
     from types import SimpleNamespace
 
-    from app.sessions import SessionStore
+    from app.hosting.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():

@@ -2,7 +2,7 @@
 
 Layout and behaviour apart: `layout` builds the components (a CompareView), `CompareHandlers` holds the
 handlers as plain methods over explicit values (callable and testable without a browser), `wire` connects
-the two. A run becomes one value, a Comparison (app/record.py), and every picture is drawn from it.
+the two. A run becomes one value, a Comparison (app/comparison.py), and every picture is drawn from it.
 
 Every control's raw value is checked by app/links.py inside the handlers (events run with
 `preprocess=False`), so whatever a browser or an API client sends — text in a number field, None, a list —
@@ -32,16 +32,17 @@ from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
 from engine.contract.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
-from ..charts import CHART_IDS, NUM_CHARTS, comparison_figures
+from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
 from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query, quoted,
                      default_settings, is_link, parse_controls, parse_query)
-from ..record import Comparison, LaneResult, RecordError, read_comparison, settings_dict
-from ..render import LEGEND_HTML, empty_lane_html, lane_html, status_html
+from ..comparison import Comparison, LaneResult, RecordError, read_comparison, settings_dict
+from ..draw.render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here
-from .. import memory, server_lanes
-from ..sessions import SessionStore
-from ..uploads import SavedFileButton
+from ..hosting import memory
+from ..servers import lanes as server_lanes
+from ..hosting.sessions import SessionStore
+from ..hosting.uploads import SavedFileButton
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
@@ -233,7 +234,7 @@ class CompareView:
     link_query: gr.Textbox
     focus: gr.HTML  # a lesson point's "look at" note
     examples: gr.Dataset  # the example prompts; a click puts one in the prompt box
-    server_boxes: list = field(default_factory=list)  # one per server lane (app/server_lanes.py), after the local lanes
+    server_boxes: list = field(default_factory=list)  # one per server lane (app/servers/lanes.py), after the local lanes
 
     @property
     def run_outputs(self) -> list:
@@ -361,12 +362,12 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
 
 class CompareHandlers:
     """The tab's handlers over one engine: plain methods over explicit values. Per-session state lives in
-    `sessions` (app/sessions.py), nothing here."""
+    `sessions` (app/hosting/sessions.py), nothing here."""
 
     def __init__(self, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
                  max_run_s: float = MAX_RUN_S, pin_key: str | None = None):
         self.engine = engine
-        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recorded.py)
+        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recordings.py)
         self.methods = list(engine.methods())
         # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
@@ -657,7 +658,7 @@ class CompareHandlers:
         """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
         at a time: what the last one's reading and drawing freed goes back to the system first.)"""
         memory.release()
-        if not isinstance(data, bytes):  # an API client's string, dict or number (app/uploads.py)
+        if not isinstance(data, bytes):  # an API client's string, dict or number (app/hosting/uploads.py)
             return self.refused(NO_FILE)
         try:
             comparison = read_comparison(data)
@@ -714,8 +715,8 @@ def render(engine, demo: gr.Blocks, sessions: SessionStore,
            max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
            pin_key: str | None = None) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
-    app/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
-    lanes kept); servers: the server lanes run beside the local ones (app/server_lanes.py), if any."""
+    app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
+    lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any."""
     handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s, pin_key)
     view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps),
                   servers.specs if servers else ())

@@ -19,13 +19,14 @@ import gradio as gr
 
 from engine.contract.methods import method_label
 
-from .. import lesson, overlap
-from ..charts import NUM_CHARTS
+from .. import lesson
+from ..draw import overlap
+from ..draw.charts import NUM_CHARTS
 from ..lesson import POINTS, TABS, Point
 from ..links import PARSERS, Settings, parse_controls
-from ..record import Comparison
-from ..render import status_html
-from ..sessions import SessionStore
+from ..comparison import Comparison
+from ..draw.render import status_html
+from ..hosting.sessions import SessionStore
 from .compare import CompareHandlers, CompareView, control_values
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
 from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
@@ -37,7 +38,7 @@ INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pa
          "point N as a slide: [present the lesson as slides](?lesson=1&present=1) (→ / Page Down: next, ← / "
          "Page Up: back).")
 STEP_THROUGH = 2  # the point whose rule is also shown token by token on the Step-through tab
-BY_HAND = 3  # the point that carries the p/q widget (app/overlap.py): its ceiling 1 − TV, dragged by hand
+BY_HAND = 3  # the point that carries the p/q widget (app/draw/overlap.py): its ceiling 1 − TV, dragged by hand
 
 
 @dataclass
@@ -86,7 +87,7 @@ def point_html(point: Point, recordings: dict) -> str:
 
 
 def focus_js(chart: str) -> str:
-    """The page's script that scrolls a point's chart into view and outlines it (app/projector.py speclabFocus)."""
+    """The page's script that scrolls a point's chart into view and outlines it (app/draw/projector.py speclabFocus)."""
     return f"() => window.speclabFocus({json.dumps(chart)})"
 
 

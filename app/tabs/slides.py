@@ -3,7 +3,7 @@
 `?lesson=N&present=1` opens point N as a slide in place of the page (`?lesson=N` without it opens the point in its
 tab). A slide holds, in one 1024×768 screen: the point's claim in one line, the chart its "Show me" names drawn large
 for a room, and its takeaway with the numbers (app/lesson.py), from the lesson's recording, so a class sees the same
-numbers every time; point 3 also carries the p/q widget (app/overlap.py). The arrow keys and a clicker's Page Up /
+numbers every time; point 3 also carries the p/q widget (app/draw/overlap.py). The arrow keys and a clicker's Page Up /
 Page Down move between points, and the address follows, so each slide can be linked. "Run it live" measures the
 point again on this machine and puts the live numbers on the slide, saying so.
 
@@ -19,14 +19,15 @@ from dataclasses import dataclass
 import gradio as gr
 import plotly.graph_objects as go
 
-from .. import lesson, overlap
-from ..charts import (CHART_IDS, comparison_figures, for_projector, lossless_figure, parts_figure, sweeps_figure,
+from .. import lesson
+from ..draw import overlap
+from ..draw.charts import (CHART_IDS, comparison_figures, for_projector, lossless_figure, parts_figure, sweeps_figure,
                       temperature_acceptance_figure)
 from ..lesson import POINTS, Point
-from ..record import Comparison
-from ..render import status_html
-from ..sessions import SessionStore
-from ..theme import BONUS
+from ..comparison import Comparison
+from ..draw.render import status_html
+from ..hosting.sessions import SessionStore
+from ..draw.theme import BONUS
 from .lesson import LessonHandlers
 
 PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)

@@ -1,6 +1,6 @@
 """The Step-through tab: replay a finished comparison one verify step at a time, every lane side by side.
 
-Nothing here runs a model. It reads a Comparison (app/record.py) — the session's last run on the Compare
+Nothing here runs a model. It reads a Comparison (app/comparison.py) — the session's last run on the Compare
 tab, or a saved file — and draws step i of every lane: each drafted token with its verdict and the numbers
 that decided it (p_draft, p_target, the acceptance probability, the draw r), the selected token's two
 distributions as bar charts, and the shared timeline with step i marked. Step 0 is the prefill; lanes take
@@ -8,7 +8,7 @@ different numbers of steps, so a lane past its end says where it finished.
 
 Pure helpers (HTML, figures, the play clock) come first; then `layout` builds the components, `StepHandlers`
 holds the handlers as plain methods, and `wire` connects the two. What each browser session is stepping
-through, and whether it is playing, is kept server-side in the one session store (app/sessions.py), never in
+through, and whether it is playing, is kept server-side in the one session store (app/hosting/sessions.py), never in
 gr.State, which would hold a heartbeat connection open for every visitor.
 """
 
@@ -25,13 +25,13 @@ import plotly.graph_objects as go
 from engine.contract.methods import method_label
 from engine.contract.types import DraftedToken, Step, TopToken
 
-from ..charts import styled, timeline_figure
+from ..draw.charts import styled, timeline_figure
 from ..glossary import hover
-from ..record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
-from ..sessions import SessionStore
-from ..render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
-from ..theme import DRAFT_WORK, VERIFY_WORK
-from ..uploads import SavedFileButton
+from ..comparison import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
+from ..hosting.sessions import SessionStore
+from ..draw.render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
+from ..draw.theme import DRAFT_WORK, VERIFY_WORK
+from ..hosting.uploads import SavedFileButton
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
 NUM_STEP_OUTPUTS = 5  # StepTabView.step_outputs
@@ -355,7 +355,7 @@ class StepView:
 
 def step_view(comparison: Comparison, i: int, selected=None, projector: bool = False) -> StepView:
     """Step i (clamped to the comparison's steps); selected: the token key to keep selected if step i has it;
-    projector: its charts laid out for a room (app/charts.py for_projector)."""
+    projector: its charts laid out for a room (app/draw/charts.py for_projector)."""
     i = max(0, min(int(i), last_step(comparison)))
     choices = token_choices(comparison, i)
     key = pick_token(comparison, i, selected)
@@ -463,7 +463,7 @@ def _refused(message: str) -> tuple:
 
 class StepHandlers:
     """The tab's handlers: plain methods over explicit values. What each session is stepping through, and
-    whether it plays, lives in `sessions` (app/sessions.py)."""
+    whether it plays, lives in `sessions` (app/hosting/sessions.py)."""
 
     def __init__(self, sessions: SessionStore):
         self.sessions = sessions

@@ -23,13 +23,13 @@ from engine.process import run_on
 from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
-from ..charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,
+from ..draw.charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,
                       temperature_acceptance_figure, temperature_tau_figure, theory_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
 from ..links import SettingError, float_parser
-from ..sessions import SessionStore, now_s
+from ..hosting.sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 from .compare import MAX_RUN_S
 
@@ -418,7 +418,7 @@ class SharedMeasurements:
 
 class WhyHandlers:
     """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
-    `sessions` (app/sessions.py)."""
+    `sessions` (app/hosting/sessions.py)."""
 
     def __init__(self, engine, sessions: SessionStore, max_run_s: float = MAX_RUN_S):
         self.engine = engine

@@ -12,10 +12,10 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.contract.survival import survival
 from engine.contract.types import Step
 
-from .record import verify_cost
+from ..comparison import verify_cost
 from .render import chart_label
-from .words import more_or_less, span as value_span
-from .words import survival as survival_along
+from ..words import more_or_less, span as value_span
+from ..words import survival as survival_along
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
 from .theme import LANE_COLOURS, lane_style
@@ -33,7 +33,7 @@ SURVIVAL_DASH = "dot"  # survival (positions 1..k all passing) beside a lane's s
 
 
 def lane_line(method: str, **extra) -> dict:
-    """A lane's line and markers in its one colour and marker (app/theme.py lane_style)."""
+    """A lane's line and markers in its one colour and marker (app/draw/theme.py lane_style)."""
     colour, marker = lane_style(method)
     return dict(line=dict(color=colour, **extra.pop("line", {})), marker=dict(color=colour, symbol=marker, size=8),
                 **extra)
@@ -252,7 +252,7 @@ def predicted_vs_measured_figure(comparison) -> go.Figure:
     (`verify_cost`), printed on it as "÷ 1.17", and the subtitle says, from those costs, whether a verify cost
     more or less than one forward here. What is left between that bar and the measured one is host work,
     bubbles and the prefill."""
-    from .theory import speedup
+    from ..theory import speedup
 
     names, measured, predicted, costs = [], [], [], []
     for method, lane in comparison.lanes.items():
@@ -360,7 +360,7 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
                   run_points: dict[str, tuple[int, float]] | None = None) -> go.Figure:
     """Predicted speedup against K for a serial and a one-pass drafter, each optimum marked; optionally a
     measured K sweep and the formula's curve from that sweep's own measured acceptance and cost."""
-    from .theory import best_k
+    from ..theory import best_k
 
     ks = list(range(1, len(serial) + 1))
     fig = go.Figure()
@@ -428,7 +428,7 @@ def sweeps_figure(sweeps: dict[str, dict]) -> go.Figure:
     """K sweeps of several serial lanes ({method: engine.measure.sweep.k_sweep's result}): each lane's measured speedup
     against K (solid, its best K starred) beside the formula fed with that sweep's own acceptance and cost
     (dotted)."""
-    from .theory import serial_curve
+    from ..theory import serial_curve
 
     fig = go.Figure()
     for method, sweep in sweeps.items():

@@ -47,7 +47,7 @@ CSS = f"""
           padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}
 .prompt-text {{ color: #888; }}
 /* Text from a prompt, a file or a server: each in its own bidirectional box, so right-to-left letters in it
-   never reorder the page around it (the explicit bidi controls are drawn as names: app/render.py). */
+   never reorder the page around it (the explicit bidi controls are drawn as names: app/draw/render.py). */
 .tokens, .prompt-text, .st-context, .st-text, .srv-text, .lane-drafter {{ unicode-bidi: isolate; }}
 .tok {{ border-radius: .2em; cursor: help; }}
 .tok.accepted {{ background: {ACCEPTED}33; box-shadow: inset 0 -2px 0 {ACCEPTED}; }}

@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from .record import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
+from .comparison import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 
 MAX_FILES = 256  # records kept on disk, oldest (by modification time) removed first
 MAX_BYTES = 256 * 2**20  # and their total size; a default 64-token comparison is about 150 KB

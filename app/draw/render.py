@@ -13,8 +13,8 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.contract.summary import acceptance_rate
 from engine.contract.types import DraftedToken, Step
 
-from .glossary import hover, meaning
-from .record import Comparison
+from ..glossary import hover, meaning
+from ..comparison import Comparison
 from .theme import MARKER_GLYPHS, lane_style
 
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
@@ -25,7 +25,7 @@ _CONTROL_PICTURES = {c: chr(0x2400 + c) for c in range(32) if chr(c) not in "\t\
 # The explicit bidirectional controls (embeddings, overrides, isolates) would reorder what is drawn after them:
 # a right-to-left override in a prompt, a file or a server's text could make the page show text it does not
 # hold. They are drawn as their names instead; right-to-left letters themselves are drawn as they are, each
-# text in its own isolated box (app/theme.py), so they never reorder what is around it.
+# text in its own isolated box (app/draw/theme.py), so they never reorder what is around it.
 BIDI_CONTROLS = {0x202A: "LRE", 0x202B: "RLE", 0x202C: "PDF", 0x202D: "LRO", 0x202E: "RLO", 0x2066: "LRI",
                  0x2067: "RLI", 0x2068: "FSI", 0x2069: "PDI"}
 _SHOWN = _CONTROL_PICTURES | {c: f"\u27e8{name}\u27e9" for c, name in BIDI_CONTROLS.items()}

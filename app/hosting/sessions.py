@@ -15,8 +15,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from .record import Comparison, LastComparisons
-from .recorded import RecordedRuns
+from ..comparison import Comparison, LastComparisons
+from ..recordings import RecordedRuns
 
 MAX_BROWSER_SESSIONS = 64  # sessions whose state is kept, least recently used evicted
 MAX_RECORDED = 32  # complete comparisons kept by configuration for share links
@@ -35,7 +35,7 @@ class Session:
     stop: threading.Event | None = None  # set to stop its running comparison
     run_pressed_s: float | None = None  # monotonic time of its last Run press not yet started
     stop_pressed_s: float | None = None  # ... and of a Stop pressed while nothing of its own ran
-    projector: bool = False  # projector mode is on in its page: charts are drawn for a room (app/charts.py)
+    projector: bool = False  # projector mode is on in its page: charts are drawn for a room (app/draw/charts.py)
     panels: dict = field(default_factory=dict)  # the Why tab's measurements it measured live, by recording key
 
     def press_run(self) -> None:
@@ -64,7 +64,7 @@ class SessionStore:
         self._lock = threading.Lock()
         self._limit = limit
         self._opened_limit = opened_files
-        # complete runs by configuration (app/tabs/compare.py), also on disk in `recordings` (app/recorded.py)
+        # complete runs by configuration (app/tabs/compare.py), also on disk in `recordings` (app/recordings.py)
         self.recorded = RecordedRuns(recordings, limit=recorded)
         self.replays = LastComparisons(limit=recorded)  # each recorded run's page outputs, drawn once
 

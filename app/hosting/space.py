@@ -1,4 +1,4 @@
-"""SpecLab as a Hugging Face ZeroGPU Space: `python -m app.space build DIR`, and the Space's runtime.
+"""SpecLab as a Hugging Face ZeroGPU Space: `python -m app.hosting.space build DIR`, and the Space's runtime.
 
 `build` writes DIR, ready to push to a Space's repository: README.md (the Space's front matter and a short
 description), requirements.txt (a torch ZeroGPU accepts, `spaces`, this repo's other pins), .gitattributes
@@ -8,7 +8,7 @@ Anything else already in DIR (its .git, say) is left alone; what the build write
 
 At run time the entry point calls `create_demo()`: it loads the preset named by SPECLAB_PRESET (default
 qwen3-4b; the embedded tiny models with a notice when that cannot run) at import time, as ZeroGPU requires,
-and runs the lanes' device work through app/gpu.py under `spaces.GPU`.
+and runs the lanes' device work through app/hosting/gpu.py under `spaces.GPU`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
 from .gpu import gpu_decorator, lane_runner, no_gpu, warm_up_once, zero_gpu
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "space_app.py"
 COPIED = ("app", "engine", "assets")  # never tests/, runs/, docs/, .venv/
 SPACE_DEFAULT_PRESET = "qwen3-4b"
@@ -34,7 +34,7 @@ SPACE_PYTHON = "3.12.12"  # ZeroGPU runs Python 3.10.13 or 3.12.12
 NOT_FOR_THE_SPACE = {"torch", "pytest", "pytest-xdist", "playwright"}  # torch is replaced; the rest are for tests
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.png")
 
-ENTRY_SOURCE = '''"""SpecLab on a Hugging Face Space. Written by `python -m app.space build`: edit app/space.py instead.
+ENTRY_SOURCE = '''"""SpecLab on a Hugging Face Space. Written by `python -m app.hosting.space build`: edit app/hosting/space.py instead.
 
 SPECLAB_PRESET picks the models: qwen3-4b (the default), qwen3-4b-zlab, or tiny (the embedded models).
 """
@@ -45,7 +45,7 @@ except ImportError:  # anywhere else the same file runs without it
     spaces = None
 
 from app.main import launch
-from app.space import create_demo
+from app.hosting.space import create_demo
 
 demo = create_demo()  # the models load now, at import time, as ZeroGPU requires
 
@@ -70,7 +70,7 @@ Models: {description}.
   tokens" for a shorter request. Timings are measured on the borrowed GPU, so compare lanes within one run.
 - The Space variable `SPECLAB_PRESET` picks the models: `{presets}` (default `{default}`). A preset that
   cannot run here (no GPU, weights not downloadable) is replaced by the embedded `tiny` models, with a notice.
-- Built from the SpecLab repository by `python -m app.space build DIR`; the entry point is `{entry}`.
+- Built from the SpecLab repository by `python -m app.hosting.space build DIR`; the entry point is `{entry}`.
 """
 
 
@@ -142,7 +142,7 @@ def readme_text(sdk_version: str) -> str:
 
 
 def requirements_text(pins: dict[str, str]) -> str:
-    lines = ["# Written by `python -m app.space build`: the torch ZeroGPU accepts, `spaces`, SpecLab's other pins.",
+    lines = ["# Written by `python -m app.hosting.space build`: the torch ZeroGPU accepts, `spaces`, SpecLab's other pins.",
              f"torch=={SPACE_TORCH}", "spaces"]
     lines += [line for name, line in pins.items() if name not in NOT_FOR_THE_SPACE | {"spaces"}]
     return "\n".join(lines) + "\n"
@@ -210,8 +210,8 @@ def load_space_engine(preset: str, device: str = "auto"):
 
 def create_demo():
     """The Space's Blocks: the engine loaded now, its lanes' device work under `spaces.GPU` on a GPU."""
-    from .main import build_app
-    from .recorded import default_folder
+    from ..main import build_app
+    from ..recordings import default_folder
 
     engine, notice = load_space_engine(space_preset())
     gpu = gpu_decorator() if engine.device.type == "cuda" else no_gpu
@@ -221,7 +221,7 @@ def create_demo():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.space", description="SpecLab as a Hugging Face Space")
+    parser = argparse.ArgumentParser(prog="python -m app.hosting.space", description="SpecLab as a Hugging Face Space")
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="write a folder that is a ready ZeroGPU Space")
     build_parser.add_argument("dir", type=Path, help="the folder to write (created if needed)")

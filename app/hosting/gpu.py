@@ -23,7 +23,7 @@ import gradio as gr
 
 from engine.contract.types import GenerationConfig
 
-from .runner import LaneEvent, LaneRun, lane_events
+from ..runner import LaneEvent, LaneRun, lane_events
 
 # The GPU time a run asks for: a fixed part (ZeroGPU moving the weights to its GPU, a first warm-up in a new
 # worker, DSpark's verify-speed profile) plus a budget per token to write; capped, since a shorter request

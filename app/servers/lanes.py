@@ -1,6 +1,6 @@
 """Server lanes on the page: a vLLM or SGLang server's answer beside the local lanes, and its counters.
 
-Pure functions from app/servers.py's plain results to HTML (the page's own classes: lane-card, chips,
+Pure functions from app/servers/client.py's plain results to HTML (the page's own classes: lane-card, chips,
 tokens), then the Gradio part: one box per server in the Compare tab's row of lanes, a handler that asks
 every server when Run is pressed (on the same prompt, temperature, seed and max new tokens), and a button
 on the About tab that reads each server's /metrics. Only the operator names servers (`--server`); nothing
@@ -13,10 +13,10 @@ import html
 
 import gradio as gr
 
-from .links import PARSERS, SettingError
-from .render import visible
-from .servers import ServerCounters, ServerLaneResult, ServerRun, ServerSpec, SpecFigures, Timeouts, read_counters
-from .theme import ACCEPTED, UNVERIFIED
+from ..links import PARSERS, SettingError
+from ..draw.render import visible
+from .client import ServerCounters, ServerLaneResult, ServerRun, ServerSpec, SpecFigures, Timeouts, read_counters
+from ..draw.theme import ACCEPTED, UNVERIFIED
 
 REDRAW_EVERY_S = 0.5  # server lanes redraw at most this often (the local lane being measured shares the cores)
 MAX_TIMELINE_STEPS = 400  # the step timeline shows the first steps only, past this many

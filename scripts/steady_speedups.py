@@ -4,7 +4,7 @@
     python scripts/steady_speedups.py --crowd 4 [--runs 4]
 
 Starts the app twice (`python -m app`, the embedded models): once with `--timing-runs 1` (each lane run once,
-as the page did before it timed lanes again) and once as shipped (each step's fastest timing over three runs, the lanes
+never timed again) and once as shipped (each step's fastest timing over three runs, the lanes
 taking turns). Against each, runs the default comparison `--runs` times through the app's queue, as a page
 does (scripts/app_client.py), and reads every lane's two speedups off the page: on the compute time of the
 decoding thread, and on wall time. Prints, per lane and per figure, the median and the largest deviation

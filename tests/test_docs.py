@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -164,4 +165,71 @@ def test_relative_links_resolve():
 
 def test_readme_is_an_entrance():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert len(lines) < 150, f"README.md has {len(lines)} lines: keep it an entrance, move detail into docs/"
+    assert len(lines) <= 90, f"README.md has {len(lines)} lines: keep it an entrance, move detail into docs/"
+
+
+# --- the README's commands ---------------------------------------------------------------------------------------
+
+README_COMMAND = re.compile(r"\bbash ((?:scripts|\.ci)/[\w./-]+)|\bpython -m ([\w.]+)|\bpython ((?:scripts)/[\w./-]+)"
+                            r"|(?<![\w/])(\.ci/run)\b")
+PACKAGES = ("engine", "app")
+CHEAP_HELP = ("app", "engine")  # modules whose --help answers without importing torch
+
+
+def readme_commands(text: str) -> tuple[set[str], set[str]]:
+    """The files (scripts, .ci/run) and the modules (`python -m X`) a README names."""
+    files, modules = set(), set()
+    for script, module, python_script, ci in README_COMMAND.findall(text):
+        files.update(name for name in (script, python_script, ci) if name)
+        if module:
+            modules.add(module)
+    return files, modules
+
+
+def module_file(module: str) -> Path | None:
+    """The file `python -m MODULE` runs, under engine/ or app/, or None."""
+    parts = module.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    base = ROOT.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__main__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def readme_command_problems(text: str) -> list[str]:
+    files, modules = readme_commands(text)
+    problems = [f"{name}: no such file" for name in sorted(files) if not (ROOT / name).is_file()]
+    problems += [f"python -m {module}: no module file under {' or '.join(PACKAGES)}/"
+                 for module in sorted(modules) if module_file(module) is None]
+    return problems
+
+
+def test_the_readmes_commands_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    files, modules = readme_commands(text)
+    assert {"scripts/run.sh", "scripts/test.sh", ".ci/run"} <= files, f"the README's commands: {sorted(files)}"
+    assert not readme_command_problems(text), "commands the README names that do not exist:\n" + \
+        "\n".join(readme_command_problems(text))
+    # what the README says of them: run.sh hands its options to the app, .ci/run runs exactly the test command
+    assert 'python -m app "$@"' in (ROOT / "scripts/run.sh").read_text(encoding="utf-8").splitlines()[-1]
+    assert "exec bash scripts/test.sh" in (ROOT / ".ci/run").read_text(encoding="utf-8")
+
+
+def test_the_readmes_cheap_commands_run():
+    _, modules = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert set(CHEAP_HELP) <= {module.split(".")[0] for module in modules}
+    for module in CHEAP_HELP:
+        done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0 and "usage" in done.stdout.lower(), \
+            f"python -m {module} --help: status {done.returncode}\n{done.stderr[-2000:]}"
+
+
+def test_the_command_check_can_fail():
+    assert readme_command_problems("Then `bash scripts/no_such_script.sh` serves it.")
+    assert readme_command_problems("Measure with `python -m engine.measure.no_such_tool`.")
+    assert readme_command_problems("Or `python -m nowhere`.")
+    assert readme_command_problems("Or `.venv/bin/python scripts/no_such.py`.")
+    assert not readme_command_problems("`bash scripts/run.sh --port 8000` then `python -m app --help`; `.ci/run`")

@@ -635,7 +635,7 @@ def test_a_run_cut_and_resumed_trains_exactly_as_one_never_cut(tmp_path):
 def test_eagle3_reads_low_middle_and_high_target_layers_never_the_last():
     from engine.train.eagle3 import feature_layers
 
-    assert feature_layers(8) == [1, 2, 4, 5, 6]  # the earlier 8-layer target's layers
+    assert feature_layers(8) == [1, 2, 4, 5, 6]  # an 8-layer target's layers
     assert feature_layers(16) == [1, 4, 8, 11, 14]  # the 16-layer target's, before it grew
     assert feature_layers(24) == [1, 6, 12, 17, 22]  # the shipped target's (assets/eagle3-drafter/config.json)
     assert all(max(feature_layers(n)) == n - 2 for n in (8, 16, 24, 36))

@@ -1,7 +1,7 @@
 """Over-long addresses get the app's own answer.
 
 Gradio builds every page's root URL with httpx, which refuses an address longer than 65,536 characters: such
-a request used to end in a bare HTTP 500 and a traceback in the log. This ASGI middleware answers it first,
+such a request would end in a bare HTTP 500 and a traceback in the log. This ASGI middleware answers it first,
 with HTTP 414 and one line a visitor can act on. The app's "Copy link" never makes a link this long
 (app/tabs/compare.py MAX_LINK_CHARS), so only a hand-made or truncated-and-pasted address ever meets it.
 """

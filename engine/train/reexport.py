@@ -1,9 +1,9 @@
 """The shipped block drafters saved again in their reference formats, weights as they are:
 `python -m engine.train reexport`.
 
-Drafters trained before their saves followed the reference layouts to the letter need only a new save, not
-training: the weights were already the reference modules' (same names, same numbers). This stage loads each
-of assets/dflash-drafter and assets/dspark-drafter as SpecLab loads it, rebuilds its config with today's
+A drafter saved in a layout that differs from the reference's only in its config or its stored copies needs a new
+save, not training: its weights are already the reference modules' (same names, same numbers). This stage loads each
+of assets/dflash-drafter and assets/dspark-drafter as SpecLab loads it, rebuilds its config with the
 builder (train/dflash.py, train/dspark.py) for the shipped target, puts the same weights in a drafter built
 from that config, gives the DSpark drafter frozen copies of the target's embedding table and LM head (what
 DeepSpec's checkpoints store), and saves over the folder in float16. Nothing is retrained and training.json

@@ -20,7 +20,7 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY
 from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
 from engine.contract.types import STOPPED, RunSummary, Step
 
-from .links import SettingError, parse_controls
+from .settings import SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 MB

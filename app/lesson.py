@@ -18,7 +18,7 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.contract.presets import ASSETS_DIR, load_prompts
 
 from .examples import example_prompts
-from .links import Settings, default_settings
+from .settings import Settings, default_settings
 from .comparison import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import speedup
 from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus

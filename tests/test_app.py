@@ -14,8 +14,9 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.draw.charts import timeline_figure  # noqa: E402
-from app.links import (MAX_PROMPT_CHARS, SettingError, Settings, build_query, default_settings,  # noqa: E402
-                       parse_controls, parse_query, repair_text)
+from app.settings import (MAX_PROMPT_CHARS, SettingError, Settings, default_settings, parse_controls,  # noqa: E402
+                          repair_text)
+from app.links import build_query, parse_query
 from app.main import build_app  # noqa: E402
 from app.draw.render import display_text, lane_html  # noqa: E402
 from app.tabs.compare import NUM_CHARTS  # noqa: E402

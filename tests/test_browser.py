@@ -17,7 +17,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
 import app.tabs.step as step_tab  # noqa: E402
-from app.links import default_settings  # noqa: E402
+from app.settings import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402

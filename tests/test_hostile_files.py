@@ -13,7 +13,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.links import default_settings  # noqa: E402
+from app.settings import default_settings  # noqa: E402
 from app.comparison import Comparison, RecordError, read_comparison, settings_dict  # noqa: E402
 from app.draw.render import lane_html  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402

@@ -63,7 +63,7 @@ def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):
     demo = build_app(random_engine)
     run = next(d for d in demo.fns.values() if d.name == "on_run")
     handlers = run.fn.__self__
-    from app.links import default_settings
+    from app.settings import default_settings
     from dataclasses import replace
 
     settings = replace(default_settings(handlers.methods), methods=("baseline", "ar", "dflash"), max_new_tokens=8)

@@ -11,7 +11,7 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app.comparison import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
-from app.links import default_settings  # noqa: E402
+from app.settings import default_settings  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
@@ -128,7 +128,7 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
     (A page's load event and the link's own run event, called as the page calls them.)"""
     from types import SimpleNamespace
 
-    from app.links import PARSERS
+    from app.settings import PARSERS
     from app.main import build_app
     from app.runner import TIMING_RUNS
     from app.tabs.compare import CompareHandlers

@@ -20,7 +20,7 @@ PROMPT = "def add(a, b):"
 
 @pytest.fixture(scope="module")
 def comparison(random_engine):
-    from app.links import default_settings
+    from app.settings import default_settings
 
     methods = ("baseline", "ar")
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=10, methods=methods))
@@ -111,7 +111,7 @@ def test_a_share_link_replays_its_recorded_run_after_a_restart(random_engine, tm
     same folder), the same link shows the recorded numbers without running anything."""
     from types import SimpleNamespace
 
-    from app.links import PARSERS
+    from app.settings import PARSERS
     from app.main import build_app
 
     query = {"prompt": "def g(y):", "methods": "baseline,ar", "max_new_tokens": "8"}
@@ -148,7 +148,7 @@ def test_a_share_link_replays_its_recorded_run_after_a_restart(random_engine, tm
 @pytest.fixture(scope="module")
 def tiny(random_engine) -> Comparison:
     """The cheapest comparison a visitor can ask for: the baseline, one new token."""
-    from app.links import default_settings
+    from app.settings import default_settings
 
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=1, methods=("baseline",)))
     lane = LaneResult.ended("baseline", random_engine.stream(PROMPT, GenerationConfig(method="baseline",
@@ -178,7 +178,7 @@ def _visit(demo, query: dict, session: str):
     """A page opened on a share link, as the browser calls its events: the load, then the link's run."""
     from types import SimpleNamespace
 
-    from app.links import PARSERS
+    from app.settings import PARSERS
 
     fns = {dep.name: dep.fn for dep in demo.fns.values()}
     page = SimpleNamespace(session_hash=session, query_params=query)

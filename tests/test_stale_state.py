@@ -11,7 +11,7 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app import lesson  # noqa: E402
-from app.links import PARSERS  # noqa: E402
+from app.settings import PARSERS  # noqa: E402
 
 from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
 

@@ -137,7 +137,7 @@ def test_speedups_divide_the_compute_time_with_the_wall_time_beside(random_engin
 
 
 def test_a_saved_comparison_keeps_its_compute_times_and_timing_runs(random_engine):
-    from app.links import default_settings
+    from app.settings import default_settings
     from app.comparison import settings_dict
 
     methods = ("baseline", "ar")

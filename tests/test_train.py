@@ -98,7 +98,6 @@ def test_dspark_argmax_labels_keep_the_ce_and_confidence_terms_only(random_engin
         hidden, logits, teacher, prev = _outputs(drafter, target, x, torch.Generator().manual_seed(1))
         log_q = logits.log_softmax(-1)
         ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
-        tv = 0.5 * (log_q.exp() - teacher.softmax(-1)).abs().sum(-1)
         matches = (logits.argmax(-1) == teacher.argmax(-1)).float()  # survival at temperature 0, not 1 − TV
         bce = F.binary_cross_entropy_with_logits(drafter.confidence_logits(hidden, prev), matches, reduction="none")
     w = torch.tensor([math.exp(-k / 4) for k in range(drafter.block_size)])

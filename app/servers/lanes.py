@@ -13,7 +13,7 @@ import html
 
 import gradio as gr
 
-from ..links import PARSERS, SettingError
+from ..settings import PARSERS, SettingError
 from ..draw.render import visible
 from .client import ServerCounters, ServerLaneResult, ServerRun, ServerSpec, SpecFigures, Timeouts, read_counters
 from ..draw.theme import ACCEPTED, UNVERIFIED

@@ -34,8 +34,9 @@ from engine.contract.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
 
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
-from ..links import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, build_query, quoted,
-                     default_settings, is_link, parse_controls, parse_query)
+from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, default_settings,
+                        parse_controls, quoted)
+from ..links import build_query, is_link, parse_query
 from ..comparison import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..draw.render import LEGEND_HTML, empty_lane_html, lane_html, status_html
 from ..runner import LaneRun, run_lanes as run_lanes_here

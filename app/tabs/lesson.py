@@ -23,7 +23,7 @@ from .. import lesson
 from ..draw import overlap
 from ..draw.charts import NUM_CHARTS
 from ..lesson import POINTS, TABS, Point
-from ..links import PARSERS, Settings, parse_controls
+from ..settings import PARSERS, Settings, parse_controls
 from ..comparison import Comparison
 from ..draw.render import status_html
 from ..hosting.sessions import SessionStore

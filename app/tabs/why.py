@@ -28,7 +28,7 @@ from ..draw.charts import (lossless_figure, machine_vs_gpu_figure, parts_figure,
                       variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
-from ..links import SettingError, float_parser
+from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 from .compare import MAX_RUN_S

@@ -20,6 +20,7 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY
 from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
 from engine.contract.types import STOPPED, RunSummary, Step
 
+from .links import control_name
 from .settings import SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
@@ -240,7 +241,7 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     if not isinstance(doc.get("settings"), dict):
         raise RecordError("the comparison has no settings")
     try:  # checked like the page's own controls, so every reader of a comparison can trust its settings
-        settings = settings_dict(parse_controls(doc["settings"]))
+        settings = settings_dict(parse_controls({control_name(k): v for k, v in doc["settings"].items()}))
     except SettingError as exc:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:

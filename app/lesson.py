@@ -411,7 +411,7 @@ def dflash_takeaway(data: dict) -> str:
     if serial is None or one_pass is None:
         return ""
     a, b = c.lanes[one_pass].summary, c.lanes[serial].summary
-    k_one, k_serial = c.settings.get("block_len"), c.settings.get("draft_len")
+    k_one, k_serial = c.settings.get("drafts_per_block"), c.settings.get("serial_k")
     cost_one, cost_serial = a.draft_s / a.verify_s, b.draft_s / b.verify_s
     bubbles = a.bubble_s / a.wall_s
     state = "on" if overlap_on(c) else "off"

@@ -19,7 +19,16 @@ from .settings import PARSERS, SettingError, Settings, default_settings, parse_s
 
 MAX_MESSAGES = 12  # a link with hundreds of bad parameters gets this many lines, then a count
 
-LINK_PARAMETERS = (*PARSERS, "preset")
+# The two draft lengths keep, in links (and in comparison files), the names of the CLI's options: a link made
+# before the controls had their own names opens the same comparison.
+LINK_NAMES = {"serial_k": "draft_len", "drafts_per_block": "block_len"}  # control -> link parameter
+CONTROL_NAMES = {link: control for control, link in LINK_NAMES.items()}  # link parameter -> control
+LINK_PARAMETERS = (*(LINK_NAMES.get(name, name) for name in PARSERS), "preset")
+
+
+def control_name(parameter: str) -> str:
+    """The control a link parameter (or a saved file's setting) sets: its own name, or the renamed draft length's."""
+    return CONTROL_NAMES.get(parameter, parameter)
 
 
 # Which tab opens and which lesson point it shows (app/tabs/lesson.py reads them), the lesson as slides
@@ -43,14 +52,15 @@ def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults:
     counts = Counter(name for name, _ in items)
     values, messages = {}, []
     for name, value in items:
+        control = control_name(name)
         if _ignored(name):
             continue
         if name not in LINK_PARAMETERS:
             messages.append(f"unknown link parameter {quoted(name)} ignored")
         elif counts[name] > 1:
-            if name not in values:
+            if control not in values:
                 messages.append(f"{name} is given {counts[name]} times in the link; using the default")
-                values[name] = getattr(defaults, name, None)
+                values[control] = getattr(defaults, control, None)
         elif name == "preset":
             if preset is not None and value != preset:
                 known = "" if value in PRESETS else " (not a preset SpecLab knows)"
@@ -58,7 +68,7 @@ def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults:
                                 f"this server runs preset {preset}, so its models may write other text")
         else:
             try:
-                values[name] = parse_setting(name, value, available)
+                values[control] = parse_setting(control, value, available)
             except SettingError as exc:
                 messages.append(f"{exc}; using the default")
     values.pop("preset", None)
@@ -70,7 +80,7 @@ def parse_query(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults:
 def is_link(params: Mapping[str, str] | Iterable[tuple[str, str]]) -> bool:
     """Does the address carry any of a comparison's parameters (so opening it should run the comparison)?"""
     items = params.items() if isinstance(params, Mapping) else params
-    return any(name in PARSERS for name, _ in items)
+    return any(name in LINK_PARAMETERS and name != "preset" for name, _ in items)
 
 
 def _number_text(value: float) -> str:
@@ -86,7 +96,7 @@ def build_query(settings: Settings, preset: str | None = None) -> str:
         value = getattr(settings, f.name)
         if f.name in ("prompt", "methods"):
             continue
-        pairs.append((f.name, _number_text(value) if isinstance(value, float) else str(value)))
+        pairs.append((LINK_NAMES.get(f.name, f.name), _number_text(value) if isinstance(value, float) else str(value)))
     if preset:
         pairs.append(("preset", preset))
     pairs.append(("prompt", settings.prompt))  # last: the long one

@@ -26,8 +26,8 @@ from .examples import example_prompts
 
 ENGINE_DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
-SERIAL_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if not m.one_pass)
-BLOCK_DRAFT_LEN = max(m.default_draft_len for m in METHOD_REGISTRY.values() if m.one_pass)
+DEFAULT_SERIAL_K = max(m.default_drafts for m in METHOD_REGISTRY.values() if not m.one_pass)
+DEFAULT_DRAFTS_PER_BLOCK = max(m.default_drafts for m in METHOD_REGISTRY.values() if m.one_pass)
 MAX_EXACT_FLOAT_INT = 2**53  # a float this large may be a neighbour of the integer it was meant to be
 
 
@@ -49,8 +49,8 @@ class Settings:
     temperature: float = ENGINE_DEFAULTS.temperature
     seed: int = ENGINE_DEFAULTS.seed
     max_new_tokens: int = ENGINE_DEFAULTS.max_new_tokens
-    draft_len: int = SERIAL_DRAFT_LEN  # K of the serial drafters (AR, Classic)
-    block_len: int = BLOCK_DRAFT_LEN  # tokens per block of the one-pass drafters (DFlash, DSpark)
+    serial_k: int = DEFAULT_SERIAL_K  # K: tokens drafted per step by the serial drafters (AR, Classic)
+    drafts_per_block: int = DEFAULT_DRAFTS_PER_BLOCK  # tokens drafted per block by the one-pass drafters (DFlash, DSpark)
     verify_rule: str = ENGINE_DEFAULTS.verify_rule
     scheduler: str = ENGINE_DEFAULTS.scheduler
     confidence_threshold: float = ENGINE_DEFAULTS.confidence_threshold
@@ -59,7 +59,7 @@ class Settings:
     def config(self, method: str) -> GenerationConfig:
         """The engine's configuration for one lane."""
         return GenerationConfig(method=method, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                seed=self.seed, draft_len=getattr(self, METHOD_REGISTRY[method].setting),
+                                seed=self.seed, drafts_per_step=getattr(self, METHOD_REGISTRY[method].setting),
                                 verify_rule=self.verify_rule, scheduler=self.scheduler,
                                 confidence_threshold=self.confidence_threshold,
                                 overlap=OVERLAP_CHOICES[self.overlap])
@@ -194,8 +194,8 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "temperature": parse_temperature,
     "seed": _ranged("seed"),
     "max_new_tokens": _ranged("max_new_tokens", high=MAX_NEW_TOKENS_UI),
-    "draft_len": _ranged("draft_len"),
-    "block_len": _ranged("draft_len", words="tokens per block"),
+    "serial_k": _ranged("drafts_per_step"),
+    "drafts_per_block": _ranged("drafts_per_step", words="tokens per block"),
     "verify_rule": choice_parser("verification rule", VERIFY_RULES),
     "scheduler": choice_parser("scheduler", SCHEDULERS),
     "confidence_threshold": _ranged("confidence_threshold"),

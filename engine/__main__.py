@@ -38,10 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     gen.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     gen.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    gen.add_argument("--draft-len", type=int, default=None,
+    gen.add_argument("--draft-len", dest="drafts_per_step", type=int, default=None,
                      help="K, tokens drafted per step (default: the method's, "
-                          + ", ".join(f"{m.name} {m.default_draft_len}" for m in METHOD_REGISTRY.values()
-                                      if m.default_draft_len) + ")")
+                          + ", ".join(f"{m.name} {m.default_drafts}" for m in METHOD_REGISTRY.values()
+                                      if m.default_drafts) + ")")
     gen.add_argument("--verify-rule", default=DEFAULTS.verify_rule, help=f"at temperature > 0: {', '.join(VERIFY_RULES)}")
     gen.add_argument("--scheduler", default=DEFAULTS.scheduler, help=f"DSpark: {', '.join(SCHEDULERS)}")
     gen.add_argument("--confidence-threshold", type=float, default=DEFAULTS.confidence_threshold,
@@ -58,11 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _draft_len(args) -> int:
-    if args.draft_len is not None:
-        return args.draft_len
+def _drafts_per_step(args) -> int:
+    if args.drafts_per_step is not None:
+        return args.drafts_per_step
     entry = METHOD_REGISTRY.get(args.method)  # an unknown method is reported by validate()
-    return entry.default_draft_len if entry and entry.default_draft_len else DEFAULTS.draft_len
+    return entry.default_drafts if entry and entry.default_drafts else DEFAULTS.drafts_per_step
 
 
 def _reason(exc: OSError) -> str:
@@ -125,7 +125,7 @@ def _stdout_closed() -> int:
 
 def generate(args) -> int:
     config = GenerationConfig(method=args.method, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              seed=args.seed, draft_len=_draft_len(args), verify_rule=args.verify_rule,
+                              seed=args.seed, drafts_per_step=_drafts_per_step(args), verify_rule=args.verify_rule,
                               scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
                               overlap=OVERLAP_CHOICES[args.overlap])
     config.validate()

@@ -110,7 +110,7 @@ class Engine:
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
         if self._verify_steps_per_s is None:
-            longest = max((self.new_drafter(m).max_draft_len or 0 for m in self.drafter_models), default=0)
+            longest = max((self.new_drafter(m).max_drafts or 0 for m in self.drafter_models), default=0)
             self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
         return self._verify_steps_per_s
 
@@ -184,13 +184,13 @@ class Engine:
                 check_stop(stop)
         finally:
             run.close()
-        if drafter.max_draft_len is not None and config.draft_len > drafter.max_draft_len:
-            config = replace(config, draft_len=drafter.max_draft_len)
+        if drafter.max_drafts is not None and config.drafts_per_step > drafter.max_drafts:
+            config = replace(config, drafts_per_step=drafter.max_drafts)
         return build_result(self, prompt_ids, config, steps, drafter.label)
 
-    def max_draft_len(self, method: str) -> int | None:
+    def max_drafts(self, method: str) -> int | None:
         """The longest draft `method` can make here (a block drafter's trained block), None for no limit."""
-        return self.new_drafter(method).max_draft_len
+        return self.new_drafter(method).max_drafts
 
     def _prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
@@ -236,7 +236,7 @@ class Engine:
         proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
         while state.finish_reason is None:
             num_committed = state.committed_ids.shape[1]
-            k = self._draft_len(config, state, drafter)
+            k = self._drafts_this_step(config, state, drafter)
             if k:
                 block = drafter.propose(state.committed_ids, k, proposal_temperature, generator, clock)
                 if proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
@@ -261,13 +261,13 @@ class Engine:
                              state.finish_reason, clock.take())
             index += 1
 
-    def _draft_len(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
+    def _drafts_this_step(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
         the block a block drafter was trained on."""
         remaining = config.max_new_tokens - state.num_new
         room = self.context_length - state.committed_ids.shape[1]
-        longest = config.draft_len if drafter.max_draft_len is None else drafter.max_draft_len
-        return max(0, min(config.draft_len, longest, remaining - 1, room - 1))
+        longest = config.drafts_per_step if drafter.max_drafts is None else drafter.max_drafts
+        return max(0, min(config.drafts_per_step, longest, remaining - 1, room - 1))
 
     def _append(self, state: _RunState, new_ids: list[int]) -> list[int]:
         """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit; returns those kept."""

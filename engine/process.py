@@ -36,7 +36,7 @@ def _facts(engine) -> dict:
     return {"preset": engine.preset, "device_name": engine.device_name, "device_type": engine.device.type,
             "methods": methods, "eos_id": engine.eos_id,
             "labels": {(m, hot): engine.drafter_label(m, 1.0 if hot else 0.0) for m in methods for hot in (False, True)},
-            "caps": {m: engine.max_draft_len(m) for m in methods}}
+            "caps": {m: engine.max_drafts(m) for m in methods}}
 
 
 def _refuse(name: str):
@@ -175,7 +175,7 @@ class EngineProcess:
     def drafter_label(self, method: str, temperature: float = 0.0) -> str:
         return self._labels[(method, temperature > 0)]
 
-    def max_draft_len(self, method: str) -> int | None:
+    def max_drafts(self, method: str) -> int | None:
         return self._caps[method]
 
     @property

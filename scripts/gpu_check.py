@@ -93,7 +93,7 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
     return engine, {"dflash_zlab_b16": zlab}
 
 
-def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block_len: int,
+def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, drafts_per_block: int,
                   extra: dict | None = None, warm_up: bool = True) -> dict:
     """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike, after a
     warm-up round (unless warm_up is False); `extra` names further block-drafter checkpoints (z-lab's DFlash),
@@ -101,10 +101,10 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
     block = next(m for m in engine.methods() if METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].cuts)
     lanes = {}  # the extra checkpoints run in `block`, the first one-pass lane that verifies every draft
     for method in engine.methods():
-        k = block_len if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_draft_len or 1
+        k = drafts_per_block if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_drafts or 1
         for overlap in (False, True):
             lanes[f"{method}/overlap_{'on' if overlap else 'off'}"] = (
-                method, GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=k, overlap=overlap))
+                method, GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k, overlap=overlap))
     extra = extra or {}
     totals = {name: {"tokens": 0, "steps": 0, "committed": 0, "wall_s": 0.0, "draft_s": 0.0, "verify_s": 0.0,
                      "bubble_s": 0.0, "identical": True} for name in [*lanes, *extra]}
@@ -116,7 +116,7 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, block
             engine.drafter_models[block], engine.drafter_kinds[block] = model, drafter_kind_of(model)
             try:
                 results[name] = engine.generate(prompt, replace(lanes[f"{block}/overlap_off"][1],
-                                                                draft_len=model.block_size - 1))
+                                                                drafts_per_step=model.block_size - 1))
             finally:
                 engine.drafter_models[block], engine.drafter_kinds[block] = saved
         baseline = results[f"{BASELINE}/overlap_off"].output_ids

@@ -7,7 +7,7 @@ from app.comparison import Comparison
 from engine.contract.types import CommittedToken, DraftedToken, Span, Step
 
 SETTINGS = {"prompt": "def f(x):", "methods": [], "temperature": 0.0, "seed": 0, "max_new_tokens": 64,
-            "draft_len": 4, "block_len": 7, "verify_rule": "rejection", "scheduler": "throughput",
+            "serial_k": 4, "drafts_per_block": 7, "verify_rule": "rejection", "scheduler": "throughput",
             "confidence_threshold": 0.5, "overlap": "auto"}
 
 

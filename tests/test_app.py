@@ -26,7 +26,7 @@ from conftest import launch_locally  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 # Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
-RUN = dict(prompt=PROMPT, methods=["baseline", "ar", "dflash", "dspark"], temperature=0.0, draft_len=4, block_len=7,
+RUN = dict(prompt=PROMPT, methods=["baseline", "ar", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
            max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
            confidence_threshold=0.5, overlap="auto")
 
@@ -118,7 +118,7 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
 
 
 def test_lane_html_marks_exactly_the_output_tokens(random_engine):
-    config = GenerationConfig(method="ar", max_new_tokens=30, draft_len=4)
+    config = GenerationConfig(method="ar", max_new_tokens=30, drafts_per_step=4)
     result = random_engine.generate(PROMPT, config)
     steps = [result.prefill, *result.steps]
     lane = lane_html(lane_of("ar", steps), "ar")
@@ -129,7 +129,7 @@ def test_lane_html_marks_exactly_the_output_tokens(random_engine):
 
 
 def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
-    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=12, draft_len=3))
+    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=12, drafts_per_step=3))
             for m in ("baseline", "ar")}
     fig = timeline_figure({m: [r.prefill, *r.steps] for m, r in runs.items()})
     drawn = sum(len(trace.x) for trace in fig.data if trace.name != "bubble (gap)")
@@ -142,7 +142,7 @@ def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
 def test_timeline_draws_a_steps_draft_forwards_in_alternating_shades(random_engine):
     """K draft forwards in a row would merge into one orange bar: the 1st, 3rd, ... of a step take one shade and
     the 2nd, 4th, ... another (one legend entry for both)."""
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12, draft_len=4))
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12, drafts_per_step=4))
     fig = timeline_figure({"ar": [result.prefill, *result.steps]})
     first, second = [t for t in fig.data if t.legendgroup == "draft"]
     assert first.marker.color != second.marker.color and first.showlegend and not second.showlegend
@@ -215,8 +215,8 @@ BAD_RUNS = [  # (changed inputs, words the status must hold)
     (dict(temperature="nan"), "temperature must be a number"),
     (dict(max_new_tokens=[]), "max new tokens must be a whole number from 1 to 512"),
     (dict(max_new_tokens="1e9"), "max new tokens must be a whole number"),
-    (dict(draft_len=40), "draft length K must be a whole number from 1 to 16"),
-    (dict(block_len="seven"), "tokens per block must be a whole number"),
+    (dict(serial_k=40), "draft length K must be a whole number from 1 to 16"),
+    (dict(drafts_per_block="seven"), "tokens per block must be a whole number"),
     (dict(confidence_threshold=None), "confidence threshold must be a number from 0 to 1"),
     (dict(verify_rule="sometimes"), "unknown verification rule 'sometimes'"),
     (dict(scheduler="often"), "unknown scheduler 'often'"),
@@ -277,7 +277,7 @@ def call_raw(url: str, data: list) -> list:
 
 def raw_inputs(**changes) -> list:
     values = {**RUN, **changes}
-    return [values[name] for name in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens",
+    return [values[name] for name in ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens",
                                       "seed", "verify_rule", "show_drafts", "scheduler", "confidence_threshold",
                                       "overlap")]
 
@@ -412,10 +412,10 @@ def query_items(query: str) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("settings", [
     default_settings(ALL_METHODS),
     Settings(prompt="x = 'é ☃ 🎉' + \"a&b=c%20d+e#f?\"\n\tpass\n", methods=("baseline", "classic", "dspark"),
-             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, draft_len=1, block_len=16, verify_rule="match",
+             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, serial_k=1, drafts_per_block=16, verify_rule="match",
              scheduler="static", confidence_threshold=0.05, overlap="off"),
     Settings(prompt="  leading and trailing spaces  ", methods=("dflash",), temperature=5.0, seed=2**53 + 1,
-             max_new_tokens=1, draft_len=16, block_len=1, scheduler="none", confidence_threshold=1.0, overlap="on"),
+             max_new_tokens=1, serial_k=16, drafts_per_block=1, scheduler="none", confidence_threshold=1.0, overlap="on"),
 ])
 def test_a_link_reads_back_as_the_same_settings(settings):
     query = build_query(settings, preset="tiny")
@@ -430,8 +430,8 @@ TAMPERED = [  # (query, the control that falls back to its default)
     ("seed=-1", "seed"), ("seed=1.5", "seed"), ("seed=nan", "seed"), ("seed=-inf", "seed"),
     (f"seed={2**63}", "seed"), ("seed=abc", "seed"), ("seed=" + "9" * 5000, "seed"), ("seed=0x10", "seed"),
     ("max_new_tokens=0", "max_new_tokens"), ("max_new_tokens=513", "max_new_tokens"),
-    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "draft_len"), ("draft_len=17", "draft_len"),
-    ("block_len=x", "block_len"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
+    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "serial_k"), ("draft_len=17", "serial_k"),
+    ("block_len=x", "drafts_per_block"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
     ("scheduler=often", "scheduler"), ("confidence_threshold=2", "confidence_threshold"),
     ("confidence_threshold=NaN", "confidence_threshold"), ("overlap=maybe", "overlap"),
     ("methods=bogus", "methods"), ("methods=ar,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
@@ -439,6 +439,16 @@ TAMPERED = [  # (query, the control that falls back to its default)
     ("prompt=", "prompt"), ("prompt=%20%0A", "prompt"), ("seed=1&seed=2", "seed"),
     ("prompt=a&prompt=b", "prompt"),
 ]
+
+
+def test_links_and_files_name_the_draft_lengths_as_the_cli_does():
+    """The controls are serial_k and drafts_per_block; links keep the CLI's draft_len and block_len, both ways."""
+    parsed, messages = parse_query(query_items("draft_len=5&block_len=3"), available=ALL_METHODS)
+    assert (parsed.serial_k, parsed.drafts_per_block, messages) == (5, 3, [])
+    query = build_query(parsed)
+    assert "draft_len=5" in query and "block_len=3" in query and "serial_k" not in query
+    _, messages = parse_query(query_items("serial_k=5"), available=ALL_METHODS)
+    assert messages == ["unknown link parameter 'serial_k' ignored"]  # one name per link parameter
 
 
 @pytest.mark.parametrize("query, name", TAMPERED, ids=[q[:40] for q, _ in TAMPERED])
@@ -466,12 +476,12 @@ def test_a_link_names_what_this_server_cannot_do():
 
 def test_controls_accept_text_and_refuse_anything_else():
     raw = dict(prompt=PROMPT, methods=["dspark", "baseline"], temperature="0.5", seed="9007199254740993",
-               max_new_tokens=24.0, draft_len="4", block_len=7, verify_rule="match", scheduler="static",
+               max_new_tokens=24.0, serial_k="4", drafts_per_block=7, verify_rule="match", scheduler="static",
                confidence_threshold=0.25, overlap="off")
     settings = parse_controls(raw, ALL_METHODS)
     assert settings.seed == 2**53 + 1 and settings.methods == ("baseline", "dspark")
-    assert settings.temperature == 0.5 and settings.max_new_tokens == 24 and settings.draft_len == 4
-    for name in ("seed", "temperature", "max_new_tokens", "draft_len", "confidence_threshold"):
+    assert settings.temperature == 0.5 and settings.max_new_tokens == 24 and settings.serial_k == 4
+    for name in ("seed", "temperature", "max_new_tokens", "serial_k", "confidence_threshold"):
         for value in ("abc", None, [], {}, True, math.nan, math.inf, -math.inf, "1e400", 10**400):
             with pytest.raises(SettingError):
                 parse_controls({**raw, name: value}, ALL_METHODS)
@@ -506,7 +516,7 @@ def test_small_charts_show_measured_values(random_engine):
     from app.draw.charts import acceptance_figure, progress_figure, survival_figure
     from engine.contract.summary import per_position_acceptance
 
-    config = GenerationConfig(method="dspark", max_new_tokens=30, draft_len=7, scheduler="static")
+    config = GenerationConfig(method="dspark", max_new_tokens=30, drafts_per_step=7, scheduler="static")
     result = random_engine.generate(PROMPT, config)
     steps = [result.prefill, *result.steps]
     progress = progress_figure({"dspark": steps})
@@ -566,7 +576,7 @@ def test_stop_ends_a_running_comparison(launched_app):
 
 def run_args() -> list:
     """RUN's values in the order the Run button's handler takes them."""
-    return [RUN[k] for k in ("prompt", "methods", "temperature", "draft_len", "block_len", "max_new_tokens", "seed",
+    return [RUN[k] for k in ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed",
                              "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap")]
 
 
@@ -664,7 +674,7 @@ def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_
     (echo_lane,) = [lane for lane in lanes if 'data-method="echo"' in lane]
     assert "Echo" in echo_lane and echo.description in echo_lane and "speedup" in echo_lane
 
-    report = run_bench(engine, [PROMPT], max_new_tokens=8, draft_len=2, with_hf=False)
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, serial_k=2, with_hf=False)
     assert set(report["lanes"]) == {"baseline", "echo"} and report["identical_outputs"]
     assert "**Echo**: a method that exists only in this test." in methods_text()
 
@@ -696,7 +706,7 @@ def test_a_method_whose_drafter_has_no_weights_is_one_module_and_one_registry_en
     (lane,) = [lane for lane in lanes if 'data-method="repeat"' in lane]
     assert "Repeat" in lane and "repeat the last token" in lane and "identical to the baseline" in lane
 
-    report = run_bench(engine, [PROMPT], max_new_tokens=8, draft_len=3, with_hf=False)
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, serial_k=3, with_hf=False)
     assert set(report["lanes"]) == {"baseline", "repeat"} and report["identical_outputs"]
     assert "**Repeat**: a drafter with no weights." in methods_text()
 
@@ -706,8 +716,8 @@ def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(ran
 
     make_link = _handler(build_app(random_engine), "make_link")
     values = {**RUN, "seed": "0"}
-    controls = [values[k] for k in ("prompt", "methods", "temperature", "seed", "max_new_tokens", "draft_len",
-                                    "block_len", "verify_rule", "scheduler", "confidence_threshold", "overlap")]
+    controls = [values[k] for k in ("prompt", "methods", "temperature", "seed", "max_new_tokens", "serial_k",
+                                    "drafts_per_block", "verify_rule", "scheduler", "confidence_threshold", "overlap")]
 
     def link(prompt: str):
         return make_link("http://127.0.0.1:7860/", prompt, *controls[1:])
@@ -723,10 +733,10 @@ def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(ran
 def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_what_ran(random_engine):
     from types import SimpleNamespace
 
-    cap = random_engine.max_draft_len("dflash")
+    cap = random_engine.max_drafts("dflash")
     assert cap is not None and cap < 16
-    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=8, draft_len=16))
-    assert result.config.draft_len == cap  # the CLI's JSON records what ran
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=8, drafts_per_step=16))
+    assert result.config.drafts_per_step == cap  # the CLI's JSON records what ran
     args = run_args()
     args[1], args[4], args[5] = ["baseline", "dflash"], 16, 8  # lanes, block length, max new tokens
     status = list(_handler(build_app(random_engine), "on_run")(*args, request=SimpleNamespace(session_hash="cap")))[-1][0]
@@ -736,7 +746,7 @@ def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_
 def test_the_block_control_stops_at_what_the_loaded_drafters_can_draft(random_engine):
     """The block slider's top is the longest block a loaded one-pass drafter was trained on, and it says so."""
     demo = build_app(random_engine)
-    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "block-len")
-    most = max(random_engine.max_draft_len(m) for m in ("dflash", "dspark"))
+    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "drafts-per-block")
+    most = max(random_engine.max_drafts(m) for m in ("dflash", "dspark"))
     assert slider.maximum == most and f"up to {most}" in slider.label
     assert slider.value <= most

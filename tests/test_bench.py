@@ -10,7 +10,7 @@ from engine.measure.bench import format_table, load_prompts, run_bench
 @pytest.mark.slow
 def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
-    report = run_bench(random_engine, prompts, max_new_tokens=20, draft_len=3)
+    report = run_bench(random_engine, prompts, max_new_tokens=20, serial_k=3)
     assert report["identical_outputs"], report["mismatches"]
     assert set(report["lanes"]) == {"baseline", "ar", "dflash", "dspark", "dflash_overlap_on", "dflash_overlap_off", "dspark_verify_all",
                                     "dspark_static_cut", "dspark_no_markov",
@@ -57,7 +57,7 @@ def test_k_sweep_reports_every_k_and_its_best(random_engine):
     assert sweep["best_k"] == max(sweep["rows"], key=lambda k: sweep["rows"][k]["speedup"])
     assert all(row["speedup"] > 0 and 1 <= row["tau"] <= k + 1 for k, row in sweep["rows"].items())
     assert "| K | 1 | 2 | 3 |" in format_table({"preset": "p", "device": "d", "num_prompts": 1, "max_new_tokens": 12,
-                                                "draft_len": 1, "block_len": 1, "lanes": {}, "ratios": {},
+                                                "serial_k": 1, "drafts_per_block": 1, "lanes": {}, "ratios": {},
                                                 "identical_outputs": True, "k_sweep": sweep})
 
 
@@ -83,6 +83,6 @@ def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
     for name, digest in digests.items():
         assert digest == hashlib.sha256((ASSETS_DIR / name / "model.safetensors").read_bytes()).hexdigest()[:12]
     assert weights_digests(PRESETS["qwen3-4b"]) is None  # hub checkpoints: nothing here to hash
-    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, draft_len=2, with_hf=False)["weights"] is None
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] is None
     monkeypatch.setattr(random_engine, "preset", "tiny")
-    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, draft_len=2, with_hf=False)["weights"] == digests
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] == digests

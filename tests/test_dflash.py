@@ -55,15 +55,15 @@ def test_draft_cache_after_accepts_and_rejects(random_engine, num_accepted):
 def test_block_is_drafted_in_one_forward(random_engine):
     from engine.contract.types import GenerationConfig
 
-    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=20, draft_len=6))
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=20, drafts_per_step=6))
     for step in result.steps:
         assert len([s for s in step.spans if s.work == "draft"]) == (1 if step.num_verified else 0)
 
 
-def test_draft_len_is_capped_by_the_trained_block(random_engine):
+def test_drafts_per_step_are_capped_by_the_trained_block(random_engine):
     from engine.contract.types import GenerationConfig
 
-    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=30, draft_len=16))
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=30, drafts_per_step=16))
     assert max(step.num_verified for step in result.steps) == random_engine.drafter_models["dflash"].block_size - 1
 
 
@@ -114,7 +114,7 @@ def test_shorter_drafts_are_the_head_of_the_whole_block(random_engine, method):
         drafter.start(prompt, features, clock)
         return drafter.propose(committed, k, 0.0, torch.Generator(), clock)
 
-    full = draft(random_engine.new_drafter(method).max_draft_len)
+    full = draft(random_engine.new_drafter(method).max_drafts)
     for k in (1, 2, 4):
         head = draft(k)
         assert torch.equal(head.ids, full.ids[:k])
@@ -145,5 +145,5 @@ def test_the_lane_header_says_how_many_tokens_a_block_drafts(random_engine):
     model = random_engine.drafter_models["dflash"]
     for method in ("dflash", "dspark"):
         label = random_engine.drafter_label(method)
-        assert f"{random_engine.max_draft_len(method)} drafts per block" in label and "block " not in label, label
-    assert DFlashDrafter(model, random_engine.target).max_draft_len == model.block_size - 1
+        assert f"{random_engine.max_drafts(method)} drafts per block" in label and "block " not in label, label
+    assert DFlashDrafter(model, random_engine.target).max_drafts == model.block_size - 1

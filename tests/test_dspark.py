@@ -90,7 +90,7 @@ def test_dspark_trace_marks_cut_tokens(random_engine, scheduler, monkeypatch):
     # per-token cost drowns in noise, the fitted profile is flat, and a flat profile never cuts).
     profile = steps_per_s_from_timings([7.0e-3 + 0.3e-3 * n for n in range(1, 10)])
     monkeypatch.setattr(random_engine, "verify_steps_per_s", lambda: profile)
-    config = GenerationConfig(method="dspark", max_new_tokens=40, draft_len=7, scheduler=scheduler,
+    config = GenerationConfig(method="dspark", max_new_tokens=40, drafts_per_step=7, scheduler=scheduler,
                               confidence_threshold=0.6)
     result = random_engine.generate(PROMPT, config)
     for step in result.steps:
@@ -107,7 +107,7 @@ def test_dspark_trace_marks_cut_tokens(random_engine, scheduler, monkeypatch):
 
 def test_dspark_drafts_a_token_per_block_position(random_engine):
     model = random_engine.drafter_models["dspark"]
-    result = random_engine.generate(PROMPT, GenerationConfig(method="dspark", max_new_tokens=30, draft_len=16,
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dspark", max_new_tokens=30, drafts_per_step=16,
                                                              scheduler="none"))
     assert max(len(step.drafted) for step in result.steps) == model.block_size  # γ inputs, γ drafted tokens
 

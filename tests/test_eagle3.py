@@ -150,7 +150,7 @@ def test_ar_lane_with_eagle3_equals_baseline(target, tokenizer):
     prompt = "def parse(self, text):\n"
     baseline = engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=40))
     for k in (1, 3, 5):
-        result = engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=k))
+        result = engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=k))
         assert result.output_ids == baseline.output_ids
 
 

@@ -46,7 +46,7 @@ def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, m
         return real_forward(model, input_ids, cache, layer_ids, logits_to_keep)
 
     monkeypatch.setattr(engine.loop, "forward_with_features", spy)
-    result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=40, draft_len=5))
+    result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=40, drafts_per_step=5))
     assert seen[0] == (0, len(result.prompt_ids))  # the prefill
     committed = len(result.prompt_ids) + len(result.prefill.committed)
     for (cache_len, fed), step in zip(seen[1:], result.steps):
@@ -93,7 +93,7 @@ def test_same_seed_same_output_at_temperature(random_engine, method, rule):
 
 @pytest.mark.parametrize("overlap", [False, True])
 def test_trace_is_consistent(random_engine, overlap):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4,
+    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=4,
                                                              overlap=overlap))
     out = [t.id for t in result.prefill.committed]
     for step in result.steps:
@@ -174,7 +174,7 @@ def test_prompt_with_invalid_utf8_bytes_is_repaired(random_engine, tokenizer):
 
 @pytest.mark.parametrize("bad", [
     dict(method="nope"), dict(scheduler="sometimes"), dict(confidence_threshold=1.5), dict(max_new_tokens=0), dict(max_new_tokens=10**6),
-    dict(draft_len=0), dict(draft_len=99), dict(temperature=-0.1), dict(temperature=math.nan),
+    dict(drafts_per_step=0), dict(drafts_per_step=99), dict(temperature=-0.1), dict(temperature=math.nan),
     dict(temperature=math.inf), dict(verify_rule="maybe"), dict(seed=-1),
 ])
 def test_bad_config_is_one_clear_error(random_engine, bad):

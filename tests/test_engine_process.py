@@ -32,7 +32,7 @@ def test_the_child_holds_the_models_and_says_what_they_are(remote, embedded_engi
     for m in remote.methods():
         assert remote.drafter_label(m) == embedded_engine.drafter_label(m)
         assert remote.drafter_label(m, 1.0) == embedded_engine.drafter_label(m, 1.0)
-        assert remote.max_draft_len(m) == embedded_engine.max_draft_len(m)
+        assert remote.max_drafts(m) == embedded_engine.max_drafts(m)
 
 
 def test_its_steps_and_results_are_the_engines_own(remote, embedded_engine):
@@ -108,8 +108,8 @@ def test_the_app_runs_a_comparison_on_an_engine_in_its_own_process(remote, embed
     demo = build_app(remote)
     try:
         client = Client(launch_locally(demo), verbose=False)
-        outputs = client.predict(prompt=PROMPT, methods=["baseline", "dflash"], temperature=0.0, draft_len=4,
-                                 block_len=7, max_new_tokens=16, seed=0, verify_rule="rejection", show_drafts=True,
+        outputs = client.predict(prompt=PROMPT, methods=["baseline", "dflash"], temperature=0.0, serial_k=4,
+                                 drafts_per_block=7, max_new_tokens=16, seed=0, verify_rule="rejection", show_drafts=True,
                                  scheduler="throughput", confidence_threshold=0.5, overlap="auto", api_name="/run")
     finally:
         demo.close()

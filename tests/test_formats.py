@@ -275,7 +275,7 @@ def test_real_preset_runs_offline_from_the_hub_cache_with_identity(hub, preset):
     baseline = engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=20))
     for method in engine.methods()[1:]:
         result = engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=20,
-                                                          draft_len=METHOD_REGISTRY[method].default_draft_len))
+                                                          drafts_per_step=METHOD_REGISTRY[method].default_drafts))
         assert result.output_ids == baseline.output_ids, method
         assert result.drafter == labels[method]
 

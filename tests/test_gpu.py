@@ -33,14 +33,14 @@ def test_every_method_equals_the_baseline_on_cuda(cuda_engine):
     for prompt in load_prompts()[:8]:
         baseline = cuda_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=48))
         for method in cuda_engine.methods()[1:]:
-            other = cuda_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, draft_len=4))
+            other = cuda_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, drafts_per_step=4))
             assert other.output_ids == baseline.output_ids, method
 
 
 def test_overlap_is_on_by_default_and_changes_nothing_but_time(cuda_engine):
     prompt = "import os\n\n\ndef list_files(path):"
-    auto = cuda_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=32, draft_len=7))
-    off = cuda_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=32, draft_len=7, overlap=False))
+    auto = cuda_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=32, drafts_per_step=7))
+    off = cuda_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=32, drafts_per_step=7, overlap=False))
     assert auto.output_ids == off.output_ids
     host = [s for step in auto.steps for s in step.spans if s.label == "trace and text"]
     device = [s for step in auto.steps for s in step.spans if s.work in ("draft", "verify")]

@@ -32,10 +32,10 @@ def saved(random_engine) -> dict:
     lanes = {}
     for method in ("baseline", "ar", "dspark"):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, temperature=0.8,
-                                                                 draft_len=3, seed=1))
+                                                                 drafts_per_step=3, seed=1))
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.8, seed=1,
-                                     draft_len=3, methods=tuple(lanes)))
+                                     serial_k=3, methods=tuple(lanes)))
     return json.loads(Comparison.of_steps(settings, lanes, device="cpu", preset="random").to_json())
 
 
@@ -138,7 +138,7 @@ def test_identical_to_the_baseline_is_computed_from_the_files_tokens_not_taken_f
 
     lanes = {}
     for method in ("baseline", "ar"):
-        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, draft_len=3))
+        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, drafts_per_step=3))
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.0,
                                      methods=tuple(lanes)))

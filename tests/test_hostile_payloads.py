@@ -143,7 +143,7 @@ def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engi
     from engine.contract.types import GenerationConfig
 
     prompt = "name = 'abc\u202e.txt'  # \u2067مرحبا\u2069\n"
-    result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=6, draft_len=2))
+    result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=6, drafts_per_step=2))
     steps = [result.prefill, *result.steps]
     first = steps[1].committed[0]
     steps[1] = replace(steps[1], committed=(replace(first, text="\u202e" + first.text), *steps[1].committed[1:]))

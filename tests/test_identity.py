@@ -52,16 +52,16 @@ def test_baseline_is_the_same_run_after_run(random_engine):
     """What lets baseline_of reuse a run: a later baseline, after drafted runs on the same engine, is the same."""
     first = baseline_of(random_engine, PROMPTS[1], 40)
     for method in ("ar", "dflash", "dspark"):
-        random_engine.generate(PROMPTS[1], GenerationConfig(method=method, max_new_tokens=40, draft_len=3))
+        random_engine.generate(PROMPTS[1], GenerationConfig(method=method, max_new_tokens=40, drafts_per_step=3))
     again = random_engine.generate(PROMPTS[1], GenerationConfig(method="baseline", max_new_tokens=40))
     assert again.output_ids == first.output_ids and again.text == first.text
 
 
-@pytest.mark.parametrize("draft_len", range(1, 9))
+@pytest.mark.parametrize("drafts", range(1, 9))
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len):
+def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, drafts):
     baseline = baseline_of(random_engine, prompt, 40)
-    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=draft_len))
+    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=drafts))
     assert ar.output_ids == baseline.output_ids
     assert ar.text == baseline.text
 
@@ -71,18 +71,18 @@ def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, draft_len
 def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block_size):
     baseline = baseline_of(random_engine, prompt, 30)
     dflash = random_engine.generate(prompt, GenerationConfig(method="dflash", max_new_tokens=30,
-                                                             draft_len=block_size - 1))
+                                                             drafts_per_step=block_size - 1))
     assert dflash.output_ids == baseline.output_ids
     assert dflash.steps[0].num_verified == max(step.num_verified for step in dflash.steps) == block_size - 1
 
 
 @pytest.mark.parametrize("method", ["ar", "dflash", "dspark"])
-@pytest.mark.parametrize("draft_len", [1, 3, 7])
-def test_identity_up_to_the_context_limit(random_engine, method, draft_len):
+@pytest.mark.parametrize("drafts", [1, 3, 7])
+def test_identity_up_to_the_context_limit(random_engine, method, drafts):
     """Run until the context is full: the last steps shorten K so the block always fits."""
     prompt = PROMPTS[2]
     baseline = baseline_of(random_engine, prompt, 500)
-    other = random_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=500, draft_len=draft_len))
+    other = random_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=500, drafts_per_step=drafts))
     assert baseline.summary.finish_reason == other.summary.finish_reason == "context"
     assert len(baseline.prompt_ids) + len(baseline.output_ids) == TINY_CONTEXT
     assert other.output_ids == baseline.output_ids
@@ -92,25 +92,25 @@ def test_identity_mixes_accepts_and_rejects(random_engine):
     """The identity tests above only mean something if drafts are both accepted and rejected."""
     verdicts = set()
     for prompt in PROMPTS:
-        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, draft_len=4))
+        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=4))
         verdicts |= {t.verdict for step in result.steps for t in step.drafted}
     assert verdicts == {"accepted", "rejected", "unverified"}
 
 
 @pytest.mark.parametrize("scheduler", ["throughput", "static", "none"])
-@pytest.mark.parametrize("draft_len", [2, 4, 7])
+@pytest.mark.parametrize("drafts", [2, 4, 7])
 @pytest.mark.parametrize("prompt", PROMPTS[:3])
-def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, draft_len, scheduler):
+def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, drafts, scheduler):
     baseline = baseline_of(random_engine, prompt, 30)
     dspark = random_engine.generate(prompt, GenerationConfig(method="dspark", max_new_tokens=30,
-                                                             draft_len=draft_len, scheduler=scheduler))
+                                                             drafts_per_step=drafts, scheduler=scheduler))
     assert dspark.output_ids == baseline.output_ids
 
 
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 9])
 def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
     baseline = baseline_of(random_engine, PROMPTS[0], max_new_tokens)
-    ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="ar", max_new_tokens=max_new_tokens, draft_len=4))
+    ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="ar", max_new_tokens=max_new_tokens, drafts_per_step=4))
     assert len(ar.output_ids) == max_new_tokens
     assert ar.output_ids == baseline.output_ids
 
@@ -127,6 +127,6 @@ def test_embedded_models_identity(embedded_engine):
     for prompt in load_prompts()[:5]:
         baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:
-            k = METHOD_REGISTRY[method].default_draft_len
-            other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, draft_len=k))
+            k = METHOD_REGISTRY[method].default_drafts
+            other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, drafts_per_step=k))
             assert other.output_ids == baseline.output_ids, method

@@ -19,7 +19,7 @@ def test_each_judged_token_carries_the_distance_that_caps_its_acceptance(random_
     over many judged tokens the mean accept probability meets the mean 1 − tv within noise."""
     accept, ceiling = [], []
     for seed in range(12):
-        config = GenerationConfig(method="ar", max_new_tokens=40, temperature=1.0, seed=seed, draft_len=4)
+        config = GenerationConfig(method="ar", max_new_tokens=40, temperature=1.0, seed=seed, drafts_per_step=4)
         for step in random_engine.generate(PROMPT, config).steps:
             for token in step.drafted:
                 assert (token.tv is None) == (token.accept_prob is None)  # judged tokens only

@@ -25,10 +25,10 @@ def comparison(random_engine):
     lanes = {}
     for method in ("baseline", "ar", "dspark"):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=16, temperature=0.8,
-                                                                 draft_len=3, seed=4))
+                                                                 drafts_per_step=3, seed=4))
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, temperature=0.8, seed=4,
-                                     draft_len=3, methods=("baseline", "ar", "dspark")))
+                                     serial_k=3, methods=("baseline", "ar", "dspark")))
     return Comparison.of_steps(settings, lanes, drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)",
                                preset="random")
 

@@ -170,7 +170,7 @@ class FakeZeroGPU:
 
 
 def lanes_for(engine, max_new_tokens: int = 12) -> list[LaneRun]:
-    base = GenerationConfig(max_new_tokens=max_new_tokens, draft_len=3, scheduler="none")
+    base = GenerationConfig(max_new_tokens=max_new_tokens, drafts_per_step=3, scheduler="none")
     return [LaneRun(m, replace(base, method=m)) for m in engine.methods()]
 
 

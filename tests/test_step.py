@@ -19,8 +19,8 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 METHODS = ("baseline", "ar", "dflash", "dspark")
-SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, max_new_tokens=10, draft_len=3,
-                block_len=7, verify_rule="rejection", scheduler="throughput", confidence_threshold=0.5, overlap="auto")
+SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, max_new_tokens=10, serial_k=3,
+                drafts_per_block=7, verify_rule="rejection", scheduler="throughput", confidence_threshold=0.5, overlap="auto")
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def comparison(random_engine) -> Comparison:
     lanes = {}
     for method in METHODS:
         config = GenerationConfig(method=method, max_new_tokens=SETTINGS["max_new_tokens"], temperature=0.8, seed=5,
-                                  draft_len=7 if method in ("dflash", "dspark") else 3, verify_rule="rejection")
+                                  drafts_per_step=7 if method in ("dflash", "dspark") else 3, verify_rule="rejection")
         result = random_engine.generate(PROMPT, config)
         lanes[method] = [result.prefill, *result.steps]
     return Comparison.of_steps(SETTINGS, lanes, drafters={"ar": "noisy copy"}, device="CPU", preset="random")
@@ -216,7 +216,7 @@ def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, compariso
 
 
 def test_greedy_runs_have_no_draw_and_say_argmax(random_engine):
-    config = GenerationConfig(method="ar", max_new_tokens=12, draft_len=3)
+    config = GenerationConfig(method="ar", max_new_tokens=12, drafts_per_step=3)
     result = random_engine.generate(PROMPT, config)
     greedy = Comparison.of_steps({**SETTINGS, "temperature": 0.0}, {"ar": [result.prefill, *result.steps]})
     step = next(s for s in result.steps if s.num_verified)

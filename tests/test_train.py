@@ -172,7 +172,7 @@ def _bench_report(weights: dict, busy: bool = False, **changes) -> dict:
         return {"speedup": speedup, "decode_speedup": speedup + 0.1, "tau": 3.0, "per_position_acceptance": [0.8, None]}
 
     report = {"preset": "tiny", "weights": weights, "identical_outputs": True, "busy_machine": busy, "num_prompts": 65,
-              "max_new_tokens": 64, "draft_len": 4, "block_len": 7, "device": "cpu", "threads": 1,
+              "max_new_tokens": 64, "serial_k": 4, "drafts_per_block": 7, "device": "cpu", "threads": 1,
               "lanes": {"baseline": {"tokens_per_s": 60.0 if busy else 70.0}, "ar": lane(1.9),
                         "dflash": lane(2.05 if busy else 2.1), "hf_generate": {"speedup": 0.9}}}
     return {**report, **changes}
@@ -194,7 +194,7 @@ def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
                ([_bench_report(weights, preset="qwen3-4b")], "preset"),
                ([_bench_report(weights, busy=True)], "got 0 quiet and 1 busy"),
                ([_bench_report(weights), _bench_report(weights)], "got 2 quiet and 0 busy"),
-               ([_bench_report(weights), _bench_report(weights, busy=True, block_len=5)], "different settings"),
+               ([_bench_report(weights), _bench_report(weights, busy=True, drafts_per_block=5)], "different settings"),
                ([{"preset": "tiny", "weights": weights, "identical_outputs": True}], "not a report")]
     for reports, message in refused:
         with pytest.raises(ValueError, match=message):

@@ -65,9 +65,9 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
         _, handlers = why.render(random_engine, sessions)
     visitor = SimpleNamespace(session_hash="why-visitor")
     assert handlers.overlay(0.7, 0.1, 0.3, visitor)[1] == why.NO_RUN  # nothing run in this session yet
-    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, draft_len=3))
+    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, drafts_per_step=3))
                for m in ("baseline", "ar")}
-    sessions.get("why-visitor").last = Comparison.of_steps({"draft_len": 3}, {m: [r.prefill, *r.steps]
+    sessions.get("why-visitor").last = Comparison.of_steps({"serial_k": 3}, {m: [r.prefill, *r.steps]
                                                                               for m, r in results.items()})
     figure, note = handlers.overlay(0.7, 0.1, 0.3, visitor)
     crosses = [trace for trace in figure.data if trace.mode and "markers" in trace.mode and trace.x == (3,)]
@@ -90,7 +90,7 @@ def test_comparison_charts_of_a_run(random_engine):
 
     from app.comparison import Comparison
 
-    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, draft_len=3))
+    results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, drafts_per_step=3))
                for m in ("baseline", "ar", "dflash")}
     comparison = Comparison.of_steps({"max_new_tokens": 16}, {m: [r.prefill, *r.steps] for m, r in results.items()})
     histogram = accepted_length_figure({m: s for m, s in comparison.steps.items() if m != "baseline"})
@@ -177,26 +177,26 @@ def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
     from app.comparison import Comparison
     from app.tabs.why import ABOVE_FORMULA, overlay_warnings
 
-    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, draft_len=3))
+    runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, drafts_per_step=3))
             for m in ("baseline", "ar")}
     lanes = {m: steady([r.prefill, *r.steps]) for m, r in runs.items()}
-    quiet = Comparison.of_steps({"draft_len": 3}, lanes)
+    quiet = Comparison.of_steps({"serial_k": 3}, lanes)
     assert overlay_warnings(quiet) == []
     from app import lesson
 
     assert overlay_warnings(lesson.recorded()["greedy"]) == []  # the lesson's runs, recorded on a quiet machine
-    slow_baseline = Comparison.of_steps({"draft_len": 3}, {**lanes, "baseline": steady(lanes["baseline"],
+    slow_baseline = Comparison.of_steps({"serial_k": 3}, {**lanes, "baseline": steady(lanes["baseline"],
                                                                                          lambda i: 3.0)})
     (warning,) = overlay_warnings(slow_baseline)
     assert warning.startswith("AR measured") and f"more than {ABOVE_FORMULA:g} times" in warning
     assert slow_baseline.speedup("ar") == pytest.approx(3 * quiet.speedup("ar"), rel=0.05)
-    bursts = Comparison.of_steps({"draft_len": 3}, {**lanes, "baseline": steady(lanes["baseline"],
+    bursts = Comparison.of_steps({"serial_k": 3}, {**lanes, "baseline": steady(lanes["baseline"],
                                                                                   lambda i: 8.0 if i % 4 == 0 else 1)})
     assert any(w.startswith("Baseline's verify forwards") and "slowed them" in w for w in overlay_warnings(bursts))
     # the drafting lane slowed for most of its run (its median verify three times its fastest)
-    slowed = Comparison.of_steps({"draft_len": 3}, {**lanes, "ar": steady(lanes["ar"], lambda i: 1 if i < 3 else 3)})
+    slowed = Comparison.of_steps({"serial_k": 3}, {**lanes, "ar": steady(lanes["ar"], lambda i: 1 if i < 3 else 3)})
     assert any(w.startswith("AR's verify forwards") for w in overlay_warnings(slowed))
-    slow_lane = Comparison.of_steps({"draft_len": 3}, {**lanes, "ar": steady(lanes["ar"], host=2.0)})
+    slow_lane = Comparison.of_steps({"serial_k": 3}, {**lanes, "ar": steady(lanes["ar"], host=2.0)})
     assert any(w.startswith("AR measured") and "lost time" in w for w in overlay_warnings(slow_lane))
 
 
@@ -206,9 +206,9 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
 
     lanes = {}
     for method, k in (("baseline", 1), ("ar", 3), ("dflash", 5)):
-        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, draft_len=k))
+        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, drafts_per_step=k))
         lanes[method] = [result.prefill, *result.steps]
-    points = run_points(Comparison.of_steps({"max_new_tokens": 12, "draft_len": 3, "block_len": 5}, lanes))
+    points = run_points(Comparison.of_steps({"max_new_tokens": 12, "serial_k": 3, "drafts_per_block": 5}, lanes))
     assert sorted(k for k, _ in points.values()) == [3, 5] and all(v > 0 for _, v in points.values())
 
 

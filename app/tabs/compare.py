@@ -30,7 +30,7 @@ from gradio.components.plot import PlotData
 from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
-from engine.contract.types import MAX_DRAFT_LEN, MAX_TEMPERATURE, EngineError
+from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, EngineError
 
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
@@ -263,7 +263,7 @@ def _prompt_row(defaults: Settings):
     return prompt, examples, buttons
 
 
-def _draft_label(one_pass: bool, most: int = MAX_DRAFT_LEN) -> str:
+def _draft_label(one_pass: bool, most: int = MAX_DRAFTS) -> str:
     names = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass == one_pass)
     return (f"{names}: drafts per block (up to {most}, the block its drafter was trained on)" if one_pass
             else f"{names}: draft length K (serial forwards per step)")
@@ -271,21 +271,21 @@ def _draft_label(one_pass: bool, most: int = MAX_DRAFT_LEN) -> str:
 
 def block_most(methods: list[str], caps: dict[str, int | None]) -> int:
     """The longest block any loaded one-pass drafter can draft: the block control's top."""
-    blocks = [caps.get(m) or MAX_DRAFT_LEN for m in methods if METHOD_REGISTRY[m].one_pass and METHOD_REGISTRY[m].drafts]
-    return min(MAX_DRAFT_LEN, max(blocks, default=MAX_DRAFT_LEN))
+    blocks = [caps.get(m) or MAX_DRAFTS for m in methods if METHOD_REGISTRY[m].one_pass and METHOD_REGISTRY[m].drafts]
+    return min(MAX_DRAFTS, max(blocks, default=MAX_DRAFTS))
 
 
-def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT_LEN) -> tuple[dict, gr.Checkbox]:
+def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFTS) -> tuple[dict, gr.Checkbox]:
     """The lanes and every setting; returns the controls by Settings field, and the display-only checkbox."""
     c = {"methods": gr.CheckboxGroup([(method_label(m), m) for m in methods], value=list(defaults.methods),
                                      label="Lanes", elem_id="lanes")}
     with gr.Row():
         c["temperature"] = gr.Slider(0.0, MAX_TEMPERATURE, value=defaults.temperature, step=0.05,
                                      label="Temperature (0 = greedy)", elem_id="temperature")
-        c["draft_len"] = gr.Slider(1, MAX_DRAFT_LEN, value=defaults.draft_len, step=1, elem_id="draft-len",
+        c["serial_k"] = gr.Slider(1, MAX_DRAFTS, value=defaults.serial_k, step=1, elem_id="serial-k",
                                    label=_draft_label(False))
-        c["block_len"] = gr.Slider(1, block_top, value=min(defaults.block_len, block_top), step=1,
-                                   elem_id="block-len", label=_draft_label(True, block_top))
+        c["drafts_per_block"] = gr.Slider(1, block_top, value=min(defaults.drafts_per_block, block_top), step=1,
+                                   elem_id="drafts-per-block", label=_draft_label(True, block_top))
         c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
                                         label="Max new tokens", elem_id="max-new-tokens")
     with gr.Accordion("More settings", open=False):
@@ -333,7 +333,7 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str],
     return boxes, [timeline, *small, *lower], server_boxes
 
 
-def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFT_LEN,
+def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFTS,
            servers=()) -> CompareView:
     """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top;
     servers: the operator's server lanes."""
@@ -373,7 +373,7 @@ class CompareHandlers:
         # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
         self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
-        self.caps = {m: engine.max_draft_len(m) for m in self.methods}  # a block drafter's trained block
+        self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
         self.defaults = default_settings(self.methods)
         self.run_lanes = run_lanes
         self.max_run_s = max_run_s
@@ -550,7 +550,7 @@ class CompareHandlers:
         """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
         capped = [f"{method_label(m)} drafted {self.caps[m]} per step (its trained block), not {asked}"
                   for m in settings.methods if METHOD_REGISTRY[m].drafts
-                  and self.caps.get(m) is not None and (asked := settings.config(m).draft_len) > self.caps[m]]
+                  and self.caps.get(m) is not None and (asked := settings.config(m).drafts_per_step) > self.caps[m]]
         return f" {'; '.join(capped)}." if capped else ""
 
     def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:
@@ -565,11 +565,11 @@ class CompareHandlers:
 
     # Event handlers (their names are the events' names in tests and logs).
 
-    def on_run(self, prompt, methods, temperature, draft_len, block_len, max_new_tokens, seed, verify_rule,
+    def on_run(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
                show_drafts, scheduler, confidence_threshold, overlap, request: gr.Request):
         """Check every raw value (events here skip Gradio's preprocessing), then run."""
         raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                   draft_len=draft_len, block_len=block_len, verify_rule=verify_rule, scheduler=scheduler,
+                   serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
                    confidence_threshold=confidence_threshold, overlap=overlap)
         try:
             settings, show = parse_controls(raw, self.methods), parse_show_drafts(show_drafts)
@@ -684,7 +684,7 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     download = dict(fn=handlers.offer_download, inputs=None, outputs=[view.download_button], **quiet)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     run_inputs = [view.prompt, view.controls["methods"], *(view.controls[n] for n in (
-        "temperature", "draft_len", "block_len", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
+        "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"]]
     view.run_button.click(handlers.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)

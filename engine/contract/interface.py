@@ -28,7 +28,7 @@ class EngineLike(Protocol):
     def drafter_label(self, method: str, temperature: float = 0.0) -> str:
         """Which drafter serves `method` at `temperature`, in words (the lane header)."""
 
-    def max_draft_len(self, method: str) -> int | None:
+    def max_drafts(self, method: str) -> int | None:
         """The most tokens `method` can draft per step here (a block drafter's trained block); None: no limit."""
 
     def encode_prompt(self, prompt: str) -> list[int]:

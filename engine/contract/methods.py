@@ -49,7 +49,7 @@ class Method:
     name: str  # used in the CLI, the JSON trace, URLs and element ids
     label: str
     description: str  # one line under the lane's name
-    default_draft_len: int  # K (serial drafters) or tokens per block (one-pass drafters); 0 = drafts nothing
+    default_drafts: int  # K (serial drafters) or tokens per block (one-pass drafters); 0 = drafts nothing
     one_pass: bool  # True: the whole block in one forward (the app's "tokens per block" setting)
     kinds: tuple[str, ...]  # drafter kinds that can serve this method, tried in order; () = no drafter
     paper: str = ""
@@ -68,7 +68,7 @@ class Method:
     @property
     def setting(self) -> str:
         """The app's control (and link parameter) that sets this method's draft length."""
-        return "block_len" if self.one_pass else "draft_len"
+        return "drafts_per_block" if self.one_pass else "serial_k"
 
 
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from .methods import DEFAULT_METHOD, METHOD_REGISTRY
 from .presets import DRAFTER_WEIGHTS, PROPOSALS, SCHEDULERS, VERIFY_RULES
 
-MAX_DRAFT_LEN = 16
+MAX_DRAFTS = 16
 MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
 MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
@@ -27,10 +27,10 @@ RANGES: dict[str, tuple[str, float, float]] = {
     "temperature": ("temperature", 0.0, MAX_TEMPERATURE),
     "seed": ("seed", 0, MAX_SEED),
     "max_new_tokens": ("max new tokens", 1, MAX_NEW_TOKENS),
-    "draft_len": ("draft length K", 1, MAX_DRAFT_LEN),
+    "drafts_per_step": ("draft length K", 1, MAX_DRAFTS),
     "confidence_threshold": ("confidence threshold", 0.0, 1.0),
 }
-INTEGER_SETTINGS = ("seed", "max_new_tokens", "draft_len")
+INTEGER_SETTINGS = ("seed", "max_new_tokens", "drafts_per_step")
 
 # Why a run ended, on its last Step: end-of-text, max_new_tokens reached, the model's context full. A trace
 # whose last step carries no reason was stopped before it finished (or is still running).
@@ -87,7 +87,7 @@ class GenerationConfig:
     max_new_tokens: int = 64  # stop after this many new tokens (or at end-of-text, or the context limit)
     temperature: float = 0.0  # 0 = greedy; > 0 samples from softmax(logits / temperature)
     seed: int = 0  # seeds the one generator every random draw of a run comes from
-    draft_len: int = 4  # K: tokens drafted per step (ignored by the baseline)
+    drafts_per_step: int = 4  # K: tokens drafted per step, the anchor never counted (ignored by the baseline)
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this

@@ -39,7 +39,7 @@ class DraftBlock:
 class Drafter(Protocol):
     label: str  # which drafter this is, for the lane header ("EAGLE-3, 1 layer")
     target_layer_ids: list[int] | None  # target layers whose hidden states this drafter reads, or None
-    max_draft_len: int | None  # the longest block it can draft (a block drafter's trained block), None = any
+    max_drafts: int | None  # the longest block it can draft (a block drafter's trained block), None = any
 
     def prepare(self, config: GenerationConfig) -> None:
         """One-time work before a run's clock starts (e.g. profiling what a scheduler needs)."""
@@ -66,7 +66,7 @@ class BaseDrafter:
 
     label = "drafter"
     target_layer_ids: list[int] | None = None
-    max_draft_len: int | None = None
+    max_drafts: int | None = None
 
     def prepare(self, config: GenerationConfig) -> None:
         pass
@@ -79,7 +79,7 @@ class NoDrafter(BaseDrafter):
     """The baseline: drafts nothing, so every step is one target forward that writes one token."""
 
     label = "no drafter"
-    max_draft_len = 0
+    max_drafts = 0
 
     def start(self, prompt_ids, features, clock) -> None:
         pass

@@ -53,10 +53,10 @@ class DFlashDrafter(BaseDrafter):
         self.lm_head = model.lm_head if model.lm_head is not None else target.get_output_embeddings()
         self.target_layer_ids = model.target_layer_ids
         self.mask_token_id = model.mask_token_id
-        self.max_draft_len = model.block_size - 1  # the anchor takes one place in the block
+        self.max_drafts = model.block_size - 1  # the anchor takes one place in the block
         # z-lab's block size counts the anchor (the last committed token), DeepSpec's does not: every lane header
         # says how many tokens a block drafts, one convention for all (drafts_per_block)
-        self.label = f"DFlash, {model.config.num_hidden_layers} layers, {drafts_per_block(self.max_draft_len)}"
+        self.label = f"DFlash, {model.config.num_hidden_layers} layers, {drafts_per_block(self.max_drafts)}"
         self.cache = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 
@@ -75,13 +75,13 @@ class DFlashDrafter(BaseDrafter):
     def block_hidden(self, committed_ids: torch.Tensor) -> torch.Tensor:
         """One forward over the whole block [anchor, MASK × (B − 1)] with the new context; returns the
         block's hidden states (B, H) and leaves the cache holding the committed context only."""
-        block_len = self.model.block_size
+        block_size = self.model.block_size
         anchor_position = committed_ids.shape[1] - 1
         cached = self.cache.get_seq_length()
         assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
-        block = torch.full((1, block_len), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
+        block = torch.full((1, block_size), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
         block[0, 0] = committed_ids[0, -1]
-        positions = torch.arange(cached, anchor_position + block_len, device=committed_ids.device).unsqueeze(0)
+        positions = torch.arange(cached, anchor_position + block_size, device=committed_ids.device).unsqueeze(0)
         hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
         crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
         self.pending = self.pending[:, :0]

@@ -44,7 +44,7 @@ def build(model, engine) -> "DSparkDrafter":
 class DSparkDrafter(DFlashDrafter):
     def __init__(self, model, target, verify_steps_per_s=None):
         super().__init__(model, target)
-        self.max_draft_len = model.block_size  # the anchor's own state predicts the first token
+        self.max_drafts = model.block_size  # the anchor's own state predicts the first token
         self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
         self.use_markov_head = True  # GenerationConfig.markov_head: False drafts from the backbone's logits alone
         layers, block = model.config.num_hidden_layers, drafts_per_block(model.block_size)

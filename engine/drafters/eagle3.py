@@ -174,7 +174,7 @@ def build(model: Eagle3DraftModel, engine) -> "Eagle3Drafter":
 # --- the drafter the loop talks to -------------------------------------------------------------------
 
 class Eagle3Drafter(BaseDrafter):
-    max_draft_len = None  # serial: any K (DeepSpec trains 7 steps ahead and drafts up to 7)
+    max_drafts = None  # serial: any K (DeepSpec trains 7 steps ahead and drafts up to 7)
 
     def __init__(self, model: Eagle3DraftModel):
         self.model = model

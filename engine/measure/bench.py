@@ -37,14 +37,14 @@ DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
 
 def _timed_hf_generate(engine: Engine, prompt_ids: list[int], max_new_tokens: int, assistant=None,
-                       draft_len: int = 4) -> tuple[list[int], float]:
+                       serial_k: int = 4) -> tuple[list[int], float]:
     """transformers' `generate` (greedy), or assisted generation with a constant draft length K."""
     ids = torch.tensor([prompt_ids], device=engine.device)
     kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.eos_id,
                   eos_token_id=engine.eos_id, attention_mask=torch.ones_like(ids))
     if assistant is not None:
         # The same K every step and no early exit on low confidence: the same work as our AR lane.
-        assistant.generation_config.num_assistant_tokens = draft_len
+        assistant.generation_config.num_assistant_tokens = serial_k
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = assistant
@@ -132,17 +132,17 @@ def _calibration(engine: Engine) -> dict | None:
     return None
 
 
-def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len: int, block_len: int | None = None,
+def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k: int, drafts_per_block: int | None = None,
               with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0) -> dict:
-    """draft_len is K for the AR lane (and its transformers peer); block_len the tokens drafted per block by
+    """serial_k is K of the serial lanes (and their transformers peer); drafts_per_block the tokens drafted per block by
     DFlash and DSpark (default: the same K). Above temperature 0 the lanes sample (no transformers peers, no
     identity check) and each drafter with sampled weights also runs with its greedy ones."""
-    block_len = block_len or draft_len
+    drafts_per_block = drafts_per_block or serial_k
     greedy = temperature == 0
     with_hf = with_hf and greedy
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                                    verify_rule=verify_rule,
-                                   draft_len=block_len if method_entry(m).one_pass else draft_len)
+                                   drafts_per_step=drafts_per_block if method_entry(m).one_pass else serial_k)
                for m in engine.methods()}
     configs.update(variant_configs(configs))
     if not greedy:
@@ -171,7 +171,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
                 peer = "hf_generate" if method == BASELINE else "hf_assisted"
                 assistant = engine.drafter_models[small_lm] if method == small_lm else None
                 hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
-                                                  assistant, draft_len)
+                                                  assistant, serial_k)
                 if tally:
                     lanes[peer].add_timed(len(hf_ids), hf_s)
                 if hf_ids != list(results[BASELINE].output_ids):
@@ -202,7 +202,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, draft_len
             # which weights were measured (the model card takes a report of its own weights only)
             "weights": weights_digests(preset) if preset is not None else None,
             "calibration": calibration,
-            "max_new_tokens": max_new_tokens, "draft_len": draft_len, "block_len": block_len,
+            "max_new_tokens": max_new_tokens, "serial_k": serial_k, "drafts_per_block": drafts_per_block,
             "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
             "ratios": ratios,
             "identical_outputs": not mismatches, "mismatches": mismatches[:20],
@@ -232,8 +232,8 @@ class BusyMachine:
 
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
-             f"{report['max_new_tokens']} new tokens, AR K = {report['draft_len']}, "
-             f"DFlash / DSpark {report['block_len']} per block, " + (
+             f"{report['max_new_tokens']} new tokens, AR K = {report['serial_k']}, "
+             f"DFlash / DSpark {report['drafts_per_block']} per block, " + (
                  "greedy" if not report.get("temperature") else
                  f"temperature {report['temperature']:g} ({report['verify_rule']} rule, samples: not compared)"), "",
              "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | "
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSON lines with a 'prompt' field")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--draft-len", type=int, default=4, help="K of the AR lane")
-    parser.add_argument("--block-len", type=int, default=7, help="tokens per block of DFlash and DSpark")
+    parser.add_argument("--draft-len", dest="serial_k", type=int, default=4, help="K of the AR lane")
+    parser.add_argument("--block-len", dest="drafts_per_block", type=int, default=7, help="tokens per block of DFlash and DSpark")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models)")
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
         engine = Engine.load(args.preset, args.device, threads=args.threads)
         with BusyMachine() if args.busy else contextlib.nullcontext():
-            report = run_bench(engine, prompts, args.max_new_tokens, args.draft_len, args.block_len,
+            report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block,
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
                                seed=args.seed)
             if args.k_sweep:

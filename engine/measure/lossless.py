@@ -72,7 +72,7 @@ def distribution_check(engine, prompt: str, methods: list[str] | None = None, sa
             # three new tokens, one drafted: x1 from the prefill, then a step that drafts x2 and verifies it (a
             # run never drafts for its last token, which only the target's bonus can fill)
             config = GenerationConfig(method=method, max_new_tokens=3, temperature=temperature, seed=seed + i,
-                                      draft_len=1, verify_rule=verify_rule, proposal=proposal)
+                                      drafts_per_step=1, verify_rule=verify_rule, proposal=proposal)
             pair = tuple(engine.generate(prompt, config, stop).output_ids[:2])
             counts[pair] = counts.get(pair, 0) + 1
         lanes[method] = {**chi_square(counts, exact, samples), "counts": [counts.get(p, 0) for p in likeliest]}

@@ -78,13 +78,13 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
     method = method or serial_method(engine)
     ks = list(ks)
     configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens),
-               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=k) for k in ks}}
+               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k) for k in ks}}
     if one_pass:
         for m in engine.methods():
             entry = METHOD_REGISTRY[m]
             if entry.one_pass:
-                configs[(m, entry.default_draft_len)] = GenerationConfig(
-                    method=m, max_new_tokens=max_new_tokens, draft_len=entry.default_draft_len)
+                configs[(m, entry.default_drafts)] = GenerationConfig(
+                    method=m, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
     try:
         fastest = measure(engine, prompts, configs, rounds, stop)
     except Stopped:
@@ -95,7 +95,7 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
     rows = {k: row(fastest[(method, k)], baseline) for k in ks}
     longest = [step for r in fastest[(method, ks[-1])] for step in r.steps]
     acceptance = [p for p in per_position_acceptance(longest) if p is not None] or [0.0]
-    others = {m: {**row(results, baseline), "draft_len": k, "drafter": engine.drafter_label(m)}
+    others = {m: {**row(results, baseline), "drafts_per_step": k, "drafter": engine.drafter_label(m)}
               for (m, k), results in fastest.items() if m != method}
     return {"method": method, "drafter": engine.drafter_label(method), "rows": rows,
             "best_k": max(rows, key=lambda k: rows[k]["speedup"]), "acceptance": acceptance,
@@ -109,7 +109,7 @@ def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, 
     DSpark without its Markov head, or verifying the whole block), against the baseline on the same prompts:
     what each part of the method buys, measured side by side."""
     entry = METHOD_REGISTRY[method]
-    config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, draft_len=entry.default_draft_len)
+    config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
     configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens), method: config,
                **{f"{method}_{v.suffix}": replace(config, **dict(v.overrides)) for v in entry.variants}}
     try:
@@ -199,7 +199,7 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
     for temperature in temperatures:
         def config(m: str, **changes) -> GenerationConfig:
             return GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                                    verify_rule=verify_rule, draft_len=METHOD_REGISTRY[m].default_draft_len, **changes)
+                                    verify_rule=verify_rule, drafts_per_step=METHOD_REGISTRY[m].default_drafts, **changes)
         configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens,
                                               temperature=temperature, seed=seed),
                    **{m: config(m) for m in methods},

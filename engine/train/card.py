@@ -27,7 +27,7 @@ from .lm import heldout_loss, heldout_windows, tokenize_corpus
 
 # The settings a quiet and a busy bench report must share.
 CARD_WIDTH = 110  # the card's prose lines wrap here
-BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "draft_len", "block_len")
+BENCH_SETTINGS = ("num_prompts", "max_new_tokens", "serial_k", "drafts_per_block")
 LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period ≤ LOOP_MAX_PERIOD
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
@@ -135,8 +135,8 @@ def measure(runs_dir: Path) -> dict:
         steps = []
         draft_s = verify_s = 0.0
         for prompt in prompts:
-            draft_len = method_entry(method).default_draft_len or 1
-            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, draft_len=draft_len,
+            drafts = method_entry(method).default_drafts or 1
+            config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, drafts_per_step=drafts,
                                       scheduler="none")  # every drafted token verified: acceptance per position
             result = engine.generate(prompt, config)
             steps.extend(result.steps)
@@ -147,7 +147,7 @@ def measure(runs_dir: Path) -> dict:
             target_forward_s = verify_s / len(steps)
             continue
         committed = sum(len(s.committed) for s in steps)
-        lanes[method] = {"draft_len": draft_len, "drafter": result.drafter, "tau": round(committed / len(steps), 3),
+        lanes[method] = {"drafts_per_step": drafts, "drafter": result.drafter, "tau": round(committed / len(steps), 3),
                          "per_position_acceptance": [round(r, 3) for r in per_position_acceptance(steps) if r is not None],
                          "draft_over_target_forward": round(draft_s / len(steps) / target_forward_s, 3),
                          "verify_over_target_forward": round(verify_s / len(steps) / target_forward_s, 3)}
@@ -184,7 +184,7 @@ def sampled_lines(sampled: dict) -> list[str]:
     """The card's table above temperature 0."""
     lines = ["", f"Above temperature 0, from one run of `python -m engine.measure.bench --temperature {sampled['temperature']:g}` "
              f"on these weights ({sampled['num_prompts']} held-out prompts, {sampled['max_new_tokens']} new tokens, the "
-             f"{sampled['verify_rule']} rule, K = {sampled['draft_len']}, {sampled['block_len']} per block, on "
+             f"{sampled['verify_rule']} rule, K = {sampled['serial_k']}, {sampled['drafts_per_block']} per block, on "
              f"{sampled['device']}; outputs are samples). Each feature drafter drafts with its weights trained for "
              f"sampling (`*-drafter-sampled`); `_greedy_weights` rows draft with its temperature-0 weights instead. "
              f"Expected acceptance: the mean of min(1, p/q) over judged drafts; 1 − TV: the mean overlap of the two "
@@ -252,8 +252,8 @@ def bench_lines(bench: dict) -> list[str]:
     runs = ("one run" + (" of a quiet machine and one with `--busy` (a second process spinning on one of the two "
                          "cores)" if busy else ""))
     lines = ["", f"Speed, from {runs} of `python -m engine.measure.bench` on these weights ({quiet['num_prompts']} held-out "
-             f"prompts, {quiet['max_new_tokens']} new tokens, temperature 0, K = {quiet['draft_len']}, "
-             f"{quiet['block_len']} per block, on {quiet['device']}; every lane's output "
+             f"prompts, {quiet['max_new_tokens']} new tokens, temperature 0, K = {quiet['serial_k']}, "
+             f"{quiet['drafts_per_block']} per block, on {quiet['device']}; every lane's output "
              f"identical to the baseline's). Speedup: the baseline's wall time over the lane's; decode: the same "
              f"without the prefill. τ and per-position acceptance as the quiet run measured them (DSpark's "
              f"scheduler verifies part of each block; `dspark_verify_all` all of it). Only ratios within one run "
@@ -289,7 +289,7 @@ def shapes_text(card: dict) -> str:
     if verify is not None and "draft_over_target_forward" in ar:
         costs = (f" Measured above: verifying a block of 8 costs {verify:.2f} target forwards, {one_pass.label}'s one "
                  f"pass over it {block['draft_over_target_forward']:.2f}, {kind_label(serial.kinds[0])}'s "
-                 f"{ar['draft_len']} serial steps {ar['draft_over_target_forward']:.2f}.")
+                 f"{ar['drafts_per_step']} serial steps {ar['draft_over_target_forward']:.2f}.")
     shape = card["target_shape"]
     layers, width, grown_from = shape["layers"], shape["width"], shape["grown_from"]
     replaced = ("the same parameter count as the 8 layers of width 256 it replaced (held-out loss 2.47 then), which "
@@ -342,7 +342,7 @@ def render_markdown(card: dict) -> str:
         drafter = f" ({lane['drafter']})" if lane.get("drafter") else ""
         costs = (f"{lane['draft_over_target_forward']:.2f} / {lane['verify_over_target_forward']:.2f}"
                  if "draft_over_target_forward" in lane else "—")
-        lines.append(f"| {method}{drafter} | {lane['draft_len']} | {lane['tau']:.2f} | {ppa} | {costs} |")
+        lines.append(f"| {method}{drafter} | {lane['drafts_per_step']} | {lane['tau']:.2f} | {ppa} | {costs} |")
     if "target_forward_ms" in card:
         lines += ["", f"One target forward (the baseline's step) took {card['target_forward_ms']:.2f} ms here; the last "
                   "column gives each lane's drafting and verification per step in those units (single runs on a "

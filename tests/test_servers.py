@@ -17,7 +17,11 @@ from app.servers.client import (NO_COUNTERS, ServerRun, ServerSpec, Timeouts, pa
 from serving_stub import SGLANG_METRICS, VLLM_METRICS, Script, Stub, closed_port
 
 SETTINGS = dict(temperature=0.0, max_new_tokens=12, seed=0)
-FAST = Timeouts(connect_s=1.0, read_s=0.3, total_s=5.0)
+# Patient enough that a loaded machine never makes a healthy stub look slow; the slow stubs below stall for
+# SLOW_S, well past IMPATIENT's read timeout, so a lane gives up on them by that timeout whatever the load.
+FAST = Timeouts(connect_s=5.0, read_s=5.0, total_s=30.0)
+IMPATIENT = Timeouts(connect_s=5.0, read_s=1.0, total_s=30.0)
+SLOW_S = 3.0
 
 
 def ask(url: str, kind: str = "auto", timeouts: Timeouts = FAST, environ=None, **extra):
@@ -165,8 +169,8 @@ def test_a_server_without_metrics_keeps_its_text_and_says_what_is_missing(engine
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_a_slow_server_is_given_up_after_the_read_timeout(engine):
-    with Stub(engine, mode="slow", slow_s=1.5) as stub:
-        lane = ask(stub.url, kind=engine)
+    with Stub(engine, mode="slow", slow_s=SLOW_S) as stub:
+        lane = ask(stub.url, kind=engine, timeouts=IMPATIENT)
     assert lane.state == "error" and "did not answer in time" in lane.error  # the read timeout, not the stall
     assert server_lane_html(lane).count("srv-message") == 1
 
@@ -182,11 +186,11 @@ def test_dead_garbled_and_failing_servers_each_give_one_line():
 
 
 def test_all_servers_run_at_once_and_a_bad_one_spoils_nothing_else():
-    with Stub("vllm") as good, Stub("sglang", mode="slow", slow_s=1.5) as slow:
+    with Stub("vllm") as good, Stub("sglang", mode="slow", slow_s=SLOW_S) as slow:
         specs = [parse_server(f"good={good.url}"), parse_server(f"dead={closed_port()}"),
                  parse_server(f"slow={slow.url},kind=sglang")]
-        run = ServerRun(specs, "p", SETTINGS, FAST, environ={})
-        run.wait(5.0)  # the slow server stalls longer than the read timeout: its lane ends by that timeout
+        run = ServerRun(specs, "p", SETTINGS, IMPATIENT, environ={})
+        run.wait(10.0)  # the slow server stalls longer than the read timeout: its lane ends by that timeout
     assert not run.running()
     assert [lane.state for lane in run.lanes] == ["done", "error", "error"]
     assert run.lanes[0].spec is not None and run.lanes[0].error is None

@@ -190,31 +190,48 @@ def _drafting(comparison: Comparison) -> list[str]:
     return [m for m, lane in comparison.lanes.items() if METHOD_REGISTRY[m].drafts and lane.summary is not None]
 
 
-def formula_takeaway(data: dict) -> str:
-    c: Comparison = data["greedy"]
-    parts, measured, formula, costs = [], {}, {}, []
+def _formula_rows(c: Comparison) -> tuple[dict, dict, list[float]]:
+    """Each drafting lane's measured speedup and its formula's, and what one verify cost in baseline forwards."""
+    measured, formula, costs = {}, {}, []
     for m in _drafting(c):
         s, ratio = c.lanes[m].summary, c.speedup(m)
         if ratio is None or not s.verify_s:
             continue
         measured[m], formula[m] = ratio, speedup(s.tau, s.draft_s / s.verify_s)
-        parts.append(f"{method_label(m)} τ {s.tau:.2f}, draft/verify {s.draft_s / s.verify_s:.2f} → formula "
-                     f"{formula[m]:.2f}×, measured {ratio:.2f}×")
         cost = verify_cost(c, m)
         if cost is not None:
             costs.append(cost)
+    return measured, formula, costs
+
+
+def _below_formula(measured: dict, formula: dict) -> str:
+    below = [m for m in measured if measured[m] < formula[m]]
+    return ("every lane's measured speedup sits below its formula" if len(below) == len(measured) else
+            "no lane's measured speedup sits below its formula" if not below else
+            f"{', '.join(method_label(m) for m in below)} sit below the formula, the others at or above it")
+
+
+def _verify_cost_words(costs: list[float]) -> str:
+    """"1.11–1.38 baseline forwards (more than one)": what one verify cost, against the formula's one forward."""
+    return f"{span(costs)} baseline forwards ({more_or_less(sum(costs) / len(costs), 1.0, 0.05)} one)"
+
+
+def formula_takeaway(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    measured, formula, costs = _formula_rows(c)
+    parts = []
+    for m in measured:
+        s = c.lanes[m].summary
+        parts.append(f"{method_label(m)} τ {s.tau:.2f}, draft/verify {s.draft_s / s.verify_s:.2f} → formula "
+                     f"{formula[m]:.2f}×, measured {measured[m]:.2f}×")
     if not parts:
         return "No drafting lane has a speedup in this recording."
     heldout = heldout_formula(data)
-    below = [m for m in measured if measured[m] < formula[m]]
-    where = ("every lane's measured speedup sits below its formula" if len(below) == len(measured) else
-             "no lane's measured speedup sits below its formula" if not below else
-             f"{', '.join(method_label(m) for m in below)} sit below the formula, the others at or above it")
+    where = _below_formula(measured, formula)
     why = ""
     if costs:
-        how = more_or_less(sum(costs) / len(costs), 1.0, 0.05)
-        why = (f" The formula counts a verify as one baseline forward; here one verify cost {span(costs)} baseline "
-               f"forwards ({how} one), and host work, bubbles and the prefill are not in the formula at all.")
+        why = (f" The formula counts a verify as one baseline forward; here one verify cost {_verify_cost_words(costs)}"
+               ", and host work, bubbles and the prefill are not in the formula at all.")
     serial, one_pass = _first_serial_and_one_pass(c)
     race = ""
     if serial in measured and one_pass in measured:
@@ -223,6 +240,16 @@ def formula_takeaway(data: dict) -> str:
                 f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
                 "One prompt moves these: the K sweep (point 5) averages several.")
     return "; ".join(parts) + f". Here {where}." + why + race + heldout
+
+
+def formula_slide(data: dict) -> str:
+    measured, formula, costs = _formula_rows(data["greedy"])
+    if not measured:
+        return "No drafting lane has a speedup in this recording."
+    lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
+    where = _below_formula(measured, formula)
+    cost = f" One verify cost {_verify_cost_words(costs)}." if costs else ""
+    return f"Measured: {lanes}; {where}.{cost}"
 
 
 def heldout_formula(data: dict) -> str:
@@ -264,7 +291,7 @@ def rule_takeaway(data: dict) -> str:
                  f"draft {token.text!r} at step {step} had p_target {token.target_prob:.3f} against p_draft "
                  f"{token.draft_prob:.3f}: it passed with probability {token.accept_prob:.2f}, the draw was "
                  f"{token.draw:.2f}, so it was rejected and the target wrote its own token.")
-    rejected = [m for m, lane in check["lanes"].items() if lane["p_value"] < REJECT_BELOW_P]
+    rejected = _rejected(check)
     if rejected:
         verdict = (f"the chi-square test rejects the target's odds for {', '.join(map(method_label, rejected))} "
                    f"(p below {REJECT_BELOW_P:g}; smallest p = {worst:.2g}): a lane that writes other odds than the "
@@ -273,6 +300,23 @@ def rule_takeaway(data: dict) -> str:
         verdict = (f"every lane ({lanes}) writes its first tokens with the target's own odds: no chi-square test "
                    f"rejects it at p below {REJECT_BELOW_P:g} (smallest p = {worst:.2f})")
     return f"Over {check['samples']} seeds at temperature {check['temperature']:g}, {verdict}." + shown
+
+
+def _rejected(check: dict) -> list[str]:
+    """The lanes whose distribution check fails (p below REJECT_BELOW_P)."""
+    return [m for m, lane in check["lanes"].items() if lane["p_value"] < REJECT_BELOW_P]
+
+
+def rule_slide(data: dict) -> str:
+    check = data["lossless"]["data"]
+    worst = min(lane["p_value"] for lane in check["lanes"].values())
+    rejected = _rejected(check)
+    head = f"Over {check['samples']} seeds at temperature {check['temperature']:g}"
+    if rejected:
+        return (f"{head}, the chi-square test rejects the target's odds for {', '.join(map(method_label, rejected))} "
+                f"(p = {worst:.2g}, below {REJECT_BELOW_P:g}): a bug, or a 1-in-100 chance.")
+    return (f"{head}, every lane's first tokens follow the target's own odds: no chi-square test rejects them "
+            f"(smallest p = {worst:.2f}).")
 
 
 def first_rejection(comparison: Comparison):
@@ -290,24 +334,64 @@ def judged_drafts(lane) -> list:
     return [t for s in lane.steps for t in s.drafted[:s.num_judged] if t.tv is not None]
 
 
-def ceiling_takeaway(data: dict) -> str:
-    c: Comparison = data["sampled"]
-    parts, agree = [], 0
+def _ceiling_rows(c: Comparison) -> list[tuple]:
+    """(method, judged drafts, acceptance rate, 1 − TV, chance, within chance) of each lane that judged a draft."""
+    rows = []
     for m in _drafting(c):
         judged = judged_drafts(c.lanes[m])
         if judged:
             passed = sum(t.verdict == "accepted" for t in judged) / len(judged)
             ceiling = 1 - sum(t.tv for t in judged) / len(judged)
             noise = 2 * (ceiling * (1 - ceiling) / len(judged)) ** 0.5  # two standard errors of a count of n
-            within = abs(passed - ceiling) <= noise
-            agree += within
-            where = "within chance of it" if within else f"{above_or_below(passed, ceiling, 0)} it by more than chance"
-            parts.append(f"{method_label(m)}'s acceptance rate is {passed:.0%} of {len(judged)} judged drafts, 1 − TV "
-                         f"predicts {ceiling:.0%} (± {noise:.0%} by chance): {where}")
+            rows.append((m, len(judged), passed, ceiling, noise, abs(passed - ceiling) <= noise))
+    return rows
+
+
+def ceiling_takeaway(data: dict) -> str:
+    parts, agree = [], 0
+    for m, n, passed, ceiling, noise, within in _ceiling_rows(data["sampled"]):
+        agree += within
+        where = "within chance of it" if within else f"{above_or_below(passed, ceiling, 0)} it by more than chance"
+        parts.append(f"{method_label(m)}'s acceptance rate is {passed:.0%} of {n} judged drafts, 1 − TV "
+                     f"predicts {ceiling:.0%} (± {noise:.0%} by chance): {where}")
     if not parts:
         return "No drafting lane judged a draft in this recording."
     return ("; ".join(parts) + f". Under the rejection rule a draft passes with probability 1 − TV on average, so "
             f"the two should agree up to chance: {agree} of {len(parts)} lanes do here." + heldout_ceiling(data))
+
+
+def ceiling_slide(data: dict) -> str:
+    rows = _ceiling_rows(data["sampled"])
+    if not rows:
+        return "No drafting lane judged a draft in this recording."
+    lanes = ", ".join(f"{method_label(m)} {passed:.0%} (1 − TV {ceiling:.0%})" for m, _, passed, ceiling, _, _ in rows)
+    text = (f"Acceptance rate: {lanes}; {sum(r[5] for r in rows)} of {len(rows)} lanes within chance "
+            f"(± {_whole_span([100 * r[4] for r in rows])} points) of their 1 − TV.")
+    heldout = _heldout_ceiling_rows(data)
+    if heldout:
+        num_prompts, judged, within = heldout
+        text += (f" Over {num_prompts} held-out prompts ({_whole_span(judged)} judged drafts a lane), "
+                 f"{within} of {len(judged)} lanes' rates lie within the interval of their 1 − TV.")
+    return text
+
+
+def _whole_span(values) -> str:
+    """"13" for one whole number, "12–13" for several; thousands separated."""
+    low, high = round(min(values)), round(max(values))
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def _heldout_ceiling_rows(data: dict):
+    """(held-out prompts, judged drafts per lane, lanes whose measured rate lies within 1 − TV's interval) at the
+    temperature sweep's highest temperature; None without the sweep."""
+    if "temperatures" not in data:
+        return None
+    sweep = data["temperatures"]["data"]
+    top = sweep["temperatures"][max(sweep["temperatures"], key=float)]
+    lanes = [row for m, row in top["lanes"].items() if m in METHOD_REGISTRY]
+    within = sum(row["one_minus_tv"]["low"] <= row["verdict_rate"]["mean"] <= row["one_minus_tv"]["high"]
+                 for row in lanes)
+    return sweep["num_prompts"], [row["judged"] for row in lanes], within
 
 
 def _percent_interval(cell: dict) -> str:
@@ -334,20 +418,35 @@ def heldout_ceiling(data: dict) -> str:
             + f". {within} of {len(lanes)} measured rates lie within the interval of their 1 − TV.")
 
 
-def sweep_takeaway(data: dict) -> str:
-    sweeps = data["sweeps"]["data"]["sweeps"]
-    parts = []
-    for m, sweep in sweeps.items():
+def _sweep_rows(data: dict):
+    """Per serial lane: (method, its sweep, best K, speedup there, longest K, speedup there, how the speedup moves
+    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured)."""
+    for m, sweep in data["sweeps"]["data"]["sweeps"].items():
         best = str(sweep["best_k"])
         longest = str(max(int(k) for k in sweep["rows"]))
         at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
-        if best == longest:
+        moves = None if best == longest else {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[
+            trend(at_best, at_longest)]
+        yield m, sweep, best, at_best, longest, at_longest, moves
+
+
+def sweep_takeaway(data: dict) -> str:
+    parts = []
+    for m, sweep, best, at_best, longest, at_longest, moves in _sweep_rows(data):
+        if moves is None:
             after = "the longest measured, so the sweep did not reach a K past which it falls"
         else:
-            moves = {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[trend(at_best, at_longest)]
             after = f"past it the speedup {moves} {at_longest:.2f}× at K = {longest}"
         parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}× ({after}; one draft forward costs "
                      f"{sweep['per_forward_cost']:.2f} of a verify)")
+    return "; ".join(parts) + "."
+
+
+def sweep_slide(data: dict) -> str:
+    parts = []
+    for m, _, best, at_best, longest, at_longest, moves in _sweep_rows(data):
+        after = ("the longest measured" if moves is None else f"then {moves} {at_longest:.2f}× at K = {longest}")
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×, {after}")
     return "; ".join(parts) + "."
 
 
@@ -385,14 +484,45 @@ def bottlenecks_takeaway(data: dict) -> str:
         words = along_block(c.lanes[one_pass].per_position_acceptance)
         if words:
             parts.append(f"along {method_label(one_pass)}'s block {words}")
+    unordered = _unordered(data)
+    if unordered:
+        m, alone, than, full = unordered
+        parts.append(f"drafting a block with no order inside it ({method_label(m)}'s backbone alone) gives τ "
+                     f"{alone:.2f}, {than} {full:.2f} with its Markov head")
+    return "; ".join(parts) + "."
+
+
+def _unordered(data: dict):
+    """(method, τ of its backbone alone, "higher than" / "lower than" / "level with", τ with its Markov head), or
+    None without both variants."""
     ablation = data["parts"]["data"]
     m = ablation["method"]
     full, alone = ablation["rows"].get(f"{m}_verify_all"), ablation["rows"].get(f"{m}_no_markov")
-    if full and alone:
-        than = {"above": "higher than", "below": "lower than", "level with": "level with"}[
-            above_or_below(alone["tau"], full["tau"])]
-        parts.append(f"drafting a block with no order inside it ({method_label(m)}'s backbone alone) gives τ "
-                     f"{alone['tau']:.2f}, {than} {full['tau']:.2f} with its Markov head")
+    if not (full and alone):
+        return None
+    than = {"above": "higher than", "below": "lower than", "level with": "level with"}[
+        above_or_below(alone["tau"], full["tau"])]
+    return m, alone["tau"], than, full["tau"]
+
+
+def bottlenecks_slide(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    parts = []
+    if serial:
+        s = c.lanes[serial].summary
+        parts.append(f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards "
+                     "in a row")
+    if one_pass:
+        alive = survival(c.lanes[one_pass].per_position_acceptance)
+        if len(alive) > 1:
+            parts.append(f"{method_label(one_pass)}'s survival {trend(alive[0], alive[-1])} along its block, "
+                         f"{alive[0]:.2f} → {alive[-1]:.2f} at position {len(alive)}")
+    unordered = _unordered(data)
+    if unordered:
+        m, alone, than, full = unordered
+        parts.append(f"with no order inside its block {method_label(m)}'s τ is {alone:.2f}, {than} {full:.2f} with "
+                     "its Markov head")
     return "; ".join(parts) + "."
 
 
@@ -410,13 +540,9 @@ def dflash_takeaway(data: dict) -> str:
     serial, one_pass = _first_serial_and_one_pass(c)
     if serial is None or one_pass is None:
         return ""
-    a, b = c.lanes[one_pass].summary, c.lanes[serial].summary
     k_one, k_serial = c.settings.get("drafts_per_block"), c.settings.get("serial_k")
-    cost_one, cost_serial = a.draft_s / a.verify_s, b.draft_s / b.verify_s
-    bubbles = a.bubble_s / a.wall_s
+    cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
     state = "on" if overlap_on(c) else "off"
-    hide = ("little for overlap to hide" if bubbles < BUBBLES_WORTH_HIDING else
-            "time overlap is meant to hide")
     return (f"{method_label(one_pass)} drafts {k_one} tokens in one pass costing {cost_one:.2f} of a verify per "
             f"step, {more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {k_serial} serial forwards "
             f"({cost_serial:.2f}). Bubbles (nothing running) are {bubbles:.0%} of {method_label(one_pass)}'s time "
@@ -426,19 +552,59 @@ def dflash_takeaway(data: dict) -> str:
             "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books.")
 
 
-def parts_takeaway(data: dict) -> str:
+def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:
+    """The one-pass lane's and the serial lane's draft cost per step (of a verify), the one-pass lane's share of
+    bubbles, and what that share leaves for overlap."""
+    a, b = c.lanes[one_pass].summary, c.lanes[serial].summary
+    bubbles = a.bubble_s / a.wall_s
+    hide = "little for overlap to hide" if bubbles < BUBBLES_WORTH_HIDING else "time overlap is meant to hide"
+    return a.draft_s / a.verify_s, b.draft_s / b.verify_s, bubbles, hide
+
+
+def dflash_slide(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    if serial is None or one_pass is None:
+        return ""
+    cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
+    return (f"{method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify a step, "
+            f"{more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {c.settings.get('serial_k')} serial "
+            f"forwards ({cost_serial:.2f}). Bubbles are {bubbles:.0%} of its time here: {hide}.")
+
+
+def _parts_rows(data: dict):
+    """The scheduled drafter as shipped, verifying everything and without its Markov head (None without all)."""
     parts = data["parts"]["data"]
     rows, m = parts["rows"], parts["method"]
     shipped, full, alone = rows.get(m), rows.get(f"{m}_verify_all"), rows.get(f"{m}_no_markov")
-    if not (shipped and full and alone):
+    return (shipped, full, alone) if shipped and full and alone else None
+
+
+SCHEDULER_VERDICT = {"rises": "here the scheduler pays", "falls": "here the scheduler does not pay",
+                     "holds": "here the scheduler makes no measurable difference"}
+
+
+def parts_slide(data: dict) -> str:
+    rows = _parts_rows(data)
+    if rows is None:
         return ""
+    shipped, full, alone = rows
+    head = {"rises": "lifts", "falls": "lowers", "holds": "leaves"}[trend(alone["tau"], full["tau"])]
+    return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
+            f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
+            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'])]}.")
+
+
+def parts_takeaway(data: dict) -> str:
+    rows = _parts_rows(data)
+    if rows is None:
+        return ""
+    shipped, full, alone = rows
     head = {"rises": f"lifts τ from {alone['tau']:.2f} to {full['tau']:.2f}",
             "falls": f"lowers τ from {alone['tau']:.2f} to {full['tau']:.2f}",
             "holds": f"leaves τ where it was ({alone['tau']:.2f} alone, {full['tau']:.2f} with it)"}[
         trend(alone["tau"], full["tau"])]
-    pays = trend(full["speedup"], shipped["speedup"])
-    verdict = {"rises": "here the scheduler pays", "falls": "here the scheduler does not pay",
-               "holds": "here the scheduler makes no measurable difference"}[pays]
+    verdict = SCHEDULER_VERDICT[trend(full["speedup"], shipped["speedup"])]
     saved = full["verify_ms_per_step"] - shipped["verify_ms_per_step"]
     verify = (f"verifying {shipped['verified_per_step']:.2f} tokens a step instead of "
               f"{full['verified_per_step']:.2f} {'saved' if saved >= 0 else 'took'} {abs(saved):.1f} ms "
@@ -484,6 +650,22 @@ def temperature_takeaway(data: dict) -> str:
     return f"{entropy}. {taus}. At T = {t1:g}: {overlap}.{paper}"
 
 
+def temperature_slide(data: dict) -> str:
+    sweep = data["temperatures"]["data"]
+    temperatures = sorted(sweep["temperatures"], key=float)
+    low, high = sweep["temperatures"][temperatures[0]], sweep["temperatures"][temperatures[-1]]
+    lanes = [m for m in low["lanes"] if m in METHOD_REGISTRY]
+    t0, t1 = float(temperatures[0]), float(temperatures[-1])
+    moves = {}
+    for m in lanes:
+        moves.setdefault(interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"]), []).append(method_label(m))
+    taus = ", ".join(f"{how} for {', '.join(names)}" for how, names in moves.items())
+    overlap = ", ".join(f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} (1 − TV "
+                        f"{high['lanes'][m]['one_minus_tv']['mean']:.0%})" for m in lanes)
+    return (f"From T = {t0:g} to {t1:g} the target's entropy goes {low['target_entropy']['mean']:.2f} → "
+            f"{high['target_entropy']['mean']:.2f} nats and τ {taus}. Expected acceptance at T = {t1:g}: {overlap}.")
+
+
 # --- the points ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -497,6 +679,12 @@ class Point:
     takeaway: Callable[[dict], str]
     needs: tuple[str, ...] = ()  # the recordings its takeaway reads
     chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
+    slide: Callable[[dict], str] | None = None  # the takeaway's key numbers in a sentence or two, for its slide
+    claim: str = ""  # the title in one line of a slide at 1024×768, where the title is longer
+
+    @property
+    def slide_claim(self) -> str:
+        return self.claim or self.title
 
 
 def _serial_names() -> str:
@@ -509,7 +697,7 @@ POINTS = (
           "A step costs one target forward plus the drafting, so the speedup over the target alone is about "
           "τ / (1 + cost_draft / cost_target). Everything else in this lesson moves one of those two numbers.",
           "compare", "greedy", "the chart “Speedup: measured vs the formula” under the lanes, and each lane's τ chip",
-          formula_takeaway, ("greedy",), "formula-vs-measured"),
+          formula_takeaway, ("greedy",), "formula-vs-measured", formula_slide),
     Point(2, "A draft passes with probability min(1, p_target / p_draft), and the output stays the target's",
           "Above temperature 0 a drafted token d passes with probability min(1, p_target(d) / p_draft(d)); at the "
           "first rejection the target draws its own token from what is left, max(p_target − p_draft, 0). Together "
@@ -517,14 +705,15 @@ POINTS = (
           "proposed. So each lane writes a different text from the baseline, yet with the same odds: counting the "
           "first tokens over many seeds shows it.",
           "why", "lossless", "the bars of each lane beside the target's exact probabilities, and each lane's p-value",
-          rule_takeaway, ("lossless", "sampled"), "why-check-plot"),
+          rule_takeaway, ("lossless", "sampled"), "why-check-plot", rule_slide,
+          "Drafts pass with min(1, p_target / p_draft): the odds stay the target's"),
     Point(3, "Acceptance is capped by how far the drafter is from the target",
           "A token drawn from the drafter's distribution q passes with probability Σ_x min(p(x), q(x)) = 1 − TV(p, q), "
           "where TV is the total-variation distance between the two whole distributions. No rule can accept more "
           "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
           "by position.",
           "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
-          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance"),
+          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance", ceiling_slide),
     Point(4, "Above temperature 0, acceptance is the overlap of two distributions, and temperature moves both",
           "At temperature T the target samples from softmax(logits / T): the higher T, the flatter its distribution. "
           "A draft x drawn from the drafter's q passes with probability min(1, p(x) / q(x)), whose mean is the "
@@ -533,14 +722,15 @@ POINTS = (
           "against the target's whole distribution at T = 1, which the engine drafts with above 0 (its lane header "
           "says so).",
           "why", "temperatures", "the charts “τ against temperature” and “Acceptance is the overlap 1 − TV”, and the "
-          "target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot"),
+          "target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot",
+          temperature_slide, "Above T = 0, acceptance is the overlap of two distributions"),
     Point(5, "A serial drafter has a best K, and near it the speedup stalls",
           f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "
           "τ grows ever more slowly: each position must survive all the ones before it. Past some K another draft "
           "costs more than it adds. Where that K lies depends on how a draft forward's cost stands to a verify's, "
           "and on how fast survival (every draft up to position k passing) shrinks along the draft.",
           "why", "sweeps", "each lane's measured line and its starred best K, beside its dotted formula",
-          sweep_takeaway, ("sweeps",), "why-sweep"),
+          sweep_takeaway, ("sweeps",), "why-sweep", sweep_slide),
     Point(6, "Three bottlenecks: serial drafting, the acceptance ceiling, no order inside a block",
           "Classic drafters hit three limits: drafting K tokens takes K forwards in a row; survival (every draft up "
           "to position k passing) can only shrink along the draft, each position's acceptance capped by the ceiling "
@@ -548,31 +738,31 @@ POINTS = (
           "first limit, guesses each position without seeing what it put before it.",
           "compare", "greedy", "the timeline (a serial lane's run of orange draft bars before each blue verify) and "
           "the per-position chart (conditional acceptance and survival)", bottlenecks_takeaway, ("greedy", "parts"),
-          "timeline"),
+          "timeline", bottlenecks_slide),
     Point(7, "DFlash: one parallel pass, conditioned on the target",
           "DFlash drafts the whole block in one forward of a small block-diffusion model that reads the target's "
           "own hidden states, so drafting costs about the same for 2 tokens or 16. What is left between steps is "
           "bubbles and host work, which overlap is meant to hide under the next step's device work where the "
           "device computes apart from the host (a GPU).",
           "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
-          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline"),
+          "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline", dflash_slide),
     Point(8, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
           "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
           "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
           "block as is likely to pass. Switching each part off shows what it buys.",
           "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
-          ("parts",), "why-parts-plot"),
+          ("parts",), "why-parts-plot", parts_slide),
 )
 TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
 
 
-def takeaway(point: Point, data: dict | None = None) -> str:
-    """The point's takeaway from the recordings (or `data`), or why there is none."""
+def takeaway(point: Point, data: dict | None = None, slide: bool = False) -> str:
+    """The point's takeaway from the recordings (or `data`), or why there is none; slide: its slide's short one."""
     data = recorded() if data is None else data
     missing = [key for key in point.needs if key not in data]
     if missing:
         return f"(not recorded yet: run scripts/record_lessons.py for {', '.join(missing)})"
-    return point.takeaway(data)
+    return (point.slide if slide else point.takeaway)(data)
 
 
-assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart for p in POINTS) and BASELINE in METHOD_REGISTRY
+assert all(p.tab in TABS and p.recording in RECORDINGS and p.chart and p.slide for p in POINTS) and BASELINE in METHOD_REGISTRY

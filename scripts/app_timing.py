@@ -1,6 +1,8 @@
 """Does the page distort the figures it shows? The app's lanes against the engine's own CLI, same settings.
 
     python scripts/app_timing.py [--repeats 3] [--tokens 64 512] [--json runs/app_timing.json]
+    python scripts/app_timing.py --budgets [--repeats 1]
+
 
 Starts the app (`python -m app`) on a free port, then, for each length and repeat, runs one comparison of
 every lane through the app's queue as a browser page does (scripts/app_client.py, every streamed byte
@@ -8,6 +10,11 @@ counted) and each lane once more through `python -m engine generate --warm-up` (
 the app's server is idle meanwhile). Prints each lane's tokens/s both ways (medians over the repeats), their
 ratio, and the bytes the comparison streamed to the client. Run it on an otherwise idle machine: it
 measures the page's own effect, and anything else on the cores hides it.
+
+--budgets: the seconds from a press to the final numbers, as a visitor waits for them: the Compare tab's Run
+with the page's default settings (its default lanes, 64 new tokens), then each lesson point's "Run it live" (its
+button's press outside the queue, then the measurement through the queue), each on a fresh session, against the
+budgets BUDGET_COMPARE_S and BUDGET_LIVE_S.
 """
 
 from __future__ import annotations
@@ -92,6 +99,46 @@ class BrowserClient:
         self._p.stop()
 
 
+BUDGET_COMPARE_S = 12.0  # the default comparison's final numbers, on a quiet 2-core machine
+BUDGET_LIVE_S = 15.0  # every lesson point's "Run it live"
+
+
+def status_words(value) -> str:
+    """The plain words of a status line (its HTML tags dropped)."""
+    return re.sub(r"<[^>]+>", "", value if isinstance(value, str) else str(value)).strip()
+
+
+def budgets(app: App, repeats: int) -> list[dict]:
+    """Each timed press: what, the seconds to its final numbers, whether it ended well, and its last words."""
+    from app.lesson import POINTS
+
+    values = {c["id"]: c.get("props", {}).get("value") for c in app.config["components"]}
+    run = app.fn_index(api_name="run")
+    defaults = [values[i] for i in next(d for d in app.config["dependencies"] if d["id"] == run)["inputs"]]
+    rows = []
+    for repeat in range(repeats):
+        result = app.call(run, defaults)
+        status = status_words(result["outputs"][0] if result["outputs"] else result["error"])
+        rows.append({"what": "default comparison", "budget_s": BUDGET_COMPARE_S, "seconds": result["seconds"],
+                     "ok": result["ok"] and status.startswith("done"), "words": status[:90]})
+        print(rows[-1], flush=True)
+        for point in POINTS:
+            suffix = "" if point.number == 1 else f"_{point.number - 1}"
+            session = f"budget-{repeat}-{point.number}"
+            start = time.monotonic()
+            app.call(app.fn_index(api_name=f"prepare_live{suffix}"), [], session=session)
+            result = app.call(app.fn_index(api_name=f"run_live{suffix}"), [], session=session)
+            seconds = time.monotonic() - start
+            first = result["outputs"][0] if result["outputs"] else result["error"]
+            words = status_words(first) if point.tab == "compare" else status_words(result["error"] or "measured")
+            rows.append({"what": f"Run it live, point {point.number}", "budget_s": BUDGET_LIVE_S,
+                         "seconds": seconds, "ok": result["ok"] and (point.tab != "compare" or
+                                                                     words.startswith("done")),
+                         "words": words[:90]})
+            print(rows[-1], flush=True)
+    return rows
+
+
 def cli_run(method: str, max_new_tokens: int) -> float:
     out = subprocess.run([sys.executable, "-m", "engine", "generate", "--method", method, "--prompt", PROMPT,
                           "--max-new-tokens", str(max_new_tokens), "--warm-up", "--json", "-"],
@@ -104,12 +151,27 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--budgets", action="store_true",
+                        help="time the default comparison and every lesson point's Run it live to their final numbers")
     parser.add_argument("--browser", action="store_true",
                         help="run the app's side from a chromium page on this machine instead of a bare client")
     args = parser.parse_args()
 
     port = free_port()
     server = start_app(port)
+    if args.budgets:
+        try:
+            rows = budgets(App(f"http://127.0.0.1:{port}/"), args.repeats)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        print("\n| press | seconds to final numbers | budget | ended |\n|---|---|---|---|")
+        for row in rows:
+            print(f"| {row['what']} | {row['seconds']:.1f} | {row['budget_s']:.0f} | "
+                  f"{'yes' if row['ok'] else 'no: ' + row['words']} |")
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     report = {}
     try:
         app = App(f"http://127.0.0.1:{port}/")

@@ -74,6 +74,37 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
 
 
+# A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
+# (titles, ticks, legend entries, bar labels, annotations) with its box and font size, in page pixels
+CHART_TEXT_JS = """(root) => {
+  const box = (r) => ({x: r.left, y: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height});
+  const svg = root.querySelector(".main-svg");
+  const texts = [...root.querySelectorAll(".main-svg text")].filter(t => t.textContent.trim()).map(t => ({
+    text: t.textContent.trim(), size: parseFloat(getComputedStyle(t).fontSize), ...box(t.getBoundingClientRect())}))
+    .filter(t => t.width > 0 && t.height > 0);
+  return {frame: box(svg.getBoundingClientRect()), texts};
+}"""
+
+
+def chart_text_problems(chart: dict, min_size: float = 0, slack: float = 1.0) -> list[str]:
+    """What a room could not read in a chart read by CHART_TEXT_JS: text outside its svg (cut), text boxes that
+    overlap one another (by more than `slack` pixels each way), text under `min_size` pixels."""
+    frame, texts, problems = chart["frame"], chart["texts"], []
+    for t in texts:
+        if (t["x"] < frame["x"] - slack or t["right"] > frame["right"] + slack or t["y"] < frame["y"] - slack
+                or t["bottom"] > frame["bottom"] + slack):
+            problems.append(f"{t['text']!r} outside the chart")
+        if t["size"] < min_size:
+            problems.append(f"{t['text']!r} at {t['size']} px")
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            wide = min(a["right"], b["right"]) - max(a["x"], b["x"])
+            tall = min(a["bottom"], b["bottom"]) - max(a["y"], b["y"])
+            if wide > slack and tall > slack:
+                problems.append(f"{a['text']!r} overlaps {b['text']!r}")
+    return problems
+
+
 def launch_locally(demo):
     """Serve a built app on a free loopback port in this process; returns its URL. The port is free when picked;
     another test process (scripts/test.sh runs two) may take it before the server binds it, so a few tries."""

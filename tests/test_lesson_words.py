@@ -4,6 +4,7 @@ numbers it says they rise, fed falling ones that they fall (made-up recordings, 
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -147,3 +148,92 @@ def test_no_caption_or_point_says_acceptance_decays():
                                          compare.TIMELINE_CAPTION]
     assert not any("acceptance decays" in t for t in texts)
     assert "costs more" not in compare.CHARTS_CAPTION  # what a verify cost is the chart's subtitle, from its numbers
+
+
+# --- the slides' takeaways: the key numbers in a sentence or two, worded by the same choosers -------------
+
+NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def test_every_slide_takeaway_is_short_and_its_numbers_are_the_full_takeaways():
+    for point in POINTS:
+        short, full = lesson.takeaway(point, slide=True), lesson.takeaway(point)
+        assert len(short) <= 300 and short.count(". ") <= 2, (point.number, short)
+        assert set(NUMBER.findall(short)) <= set(NUMBER.findall(full)), point.number
+
+
+def test_slide_1_says_where_the_measurements_sit_and_what_a_verify_cost_from_the_numbers():
+    dearer = lesson.formula_slide(_race(ar_verify_ms=12.0, dflash_verify_ms=13.0))
+    assert "every lane's measured speedup sits below its formula" in dearer
+    assert "One verify cost 1.20–1.30 baseline forwards (more than one)" in dearer
+    cheaper = lesson.formula_slide(_race(ar_verify_ms=8.0, dflash_verify_ms=8.5))
+    assert "(less than one)" in cheaper and "more than one" not in cheaper
+
+
+@pytest.mark.parametrize("p_value, words", [(0.5, "no chi-square test rejects them"),
+                                            (0.001, "the chi-square test rejects the target's odds for AR")])
+def test_slide_2_says_whether_a_lane_fails_the_distribution_check(p_value, words):
+    data = copy.deepcopy(lesson.recorded())
+    data["lossless"]["data"]["lanes"]["ar"]["p_value"] = p_value
+    assert words in lesson.rule_slide(data)
+
+
+def test_slide_3_counts_the_lanes_within_chance_of_their_ceiling():
+    within = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
+                                    temperature=1.0)}
+    assert "AR 50% (1 − TV 50%); 1 of 1 lanes within chance" in lesson.ceiling_slide(within)
+    above = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
+                                   temperature=1.0)}
+    assert "AR 100% (1 − TV 50%); 0 of 1 lanes within chance" in lesson.ceiling_slide(above)
+
+
+def test_slide_4_words_each_lanes_tau_from_its_own_direction():
+    from test_lesson_temperature import sweep_of
+
+    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"ar": (3.0, 2.0), "dflash": (2.0, 3.0)})}})
+    assert "τ falls for AR, rises for DFlash" in text
+    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"ar": (2.0, 3.0), "dflash": (3.0, 2.0)})}})
+    assert "τ rises for AR, falls for DFlash" in text
+
+
+def test_slide_5_says_where_the_speedup_goes_past_the_best_k():
+    data = copy.deepcopy(lesson.recorded())
+    sweep = next(iter(data["sweeps"]["data"]["sweeps"].values()))
+    best = str(sweep["best_k"])
+    sweep["rows"]["16"]["speedup"], sweep["rows"][best]["speedup"] = 1.0, 2.0
+    assert f"best K is {best} at 2.00×, then falls to 1.00× at K = 16" in lesson.sweep_slide(data)
+    sweep["rows"]["16"]["speedup"] = 3.0
+    assert "then rises to 3.00× at K = 16" in lesson.sweep_slide(data)
+    sweep["best_k"] = 16
+    assert "best K is 16 at 3.00×, the longest measured" in lesson.sweep_slide(data)
+
+
+def test_slide_6_words_survival_and_the_markov_head_from_the_numbers():
+    falling = _block([(3, 3), (3, 2), (3, 1), (3, 0)] * 3)
+    assert "DFlash's survival falls along its block, 0.75 → 0.25" in lesson.bottlenecks_slide(falling)
+    assert "DFlash's survival holds along its block" in lesson.bottlenecks_slide(_block([(3, 3)] * 4))
+    rows = falling["parts"]["data"]["rows"]
+    rows["dspark_no_markov"]["tau"], rows["dspark_verify_all"]["tau"] = 1.5, 4.0
+    assert "DSpark's τ is 1.50, lower than 4.00 with its Markov head" in lesson.bottlenecks_slide(falling)
+    rows["dspark_no_markov"]["tau"] = 5.0
+    assert "DSpark's τ is 5.00, higher than 4.00 with its Markov head" in lesson.bottlenecks_slide(falling)
+
+
+def test_slide_7_compares_draft_costs_and_says_what_the_bubbles_leave_to_hide():
+    cheap = lesson.dflash_slide(_block([(7, 3)] * 10))
+    assert "costs 0.10 of a verify a step, less than AR's 4 serial forwards (0.40)" in cheap
+    assert "little for overlap to hide" in cheap
+    gappy = lesson.dflash_slide(_block([(7, 3)] * 10, verify_ms=1.0, gap_ms=5.0))
+    assert "costs 1.00 of a verify a step, more than AR's" in gappy and "time overlap is meant to hide" in gappy
+
+
+def test_slide_8_says_whether_the_markov_head_and_the_scheduler_pay():
+    data = copy.deepcopy(lesson.recorded())
+    rows = data["parts"]["data"]["rows"]
+    rows["dspark"]["speedup"], rows["dspark_verify_all"]["speedup"] = 2.0, 2.5
+    rows["dspark_no_markov"]["tau"], rows["dspark_verify_all"]["tau"] = 1.5, 4.0
+    assert "lifts τ 1.50 → 4.00" in lesson.parts_slide(data)
+    assert "here the scheduler does not pay" in lesson.parts_slide(data)
+    rows["dspark"]["speedup"], rows["dspark_no_markov"]["tau"] = 3.0, 4.5
+    text = lesson.parts_slide(data)
+    assert "lowers τ 4.50 → 4.00" in text and "here the scheduler pays" in text and "does not pay" not in text

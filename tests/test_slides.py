@@ -1,4 +1,5 @@
-"""The lesson as slides, in chromium at 1024×768: each point's slide fits one screen, the arrow keys and a clicker's
+"""The lesson as slides, in chromium at 1024×768: each point's slide fits one screen, its claim on one line, its chart
+taking the rest of the screen with every text whole, apart and at least 18 px; the arrow keys and a clicker's
 Page Down / Page Up walk every slide in order and back, and `?lesson=N&present=1` opens slide N. The p/q widget on
 point 3's slide: dragging a bar shows the 1 − TV, min(1, p/q) and residual of the new p and q."""
 
@@ -14,10 +15,11 @@ from app.lesson import POINTS  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
-from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import CHART_TEXT_JS, chart_text_problems, launch_chromium, launch_locally, needs_chromium  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
+CHART_HEIGHT = 450  # px of a slide's chart, at least, at 1024×768
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,23 @@ def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_in_order_and_back(
     for number in range(len(POINTS) - 1, 0, -1):
         page.keyboard.press("ArrowLeft" if number % 2 else "PageUp")
         shown(page, number)
+
+
+def test_every_slides_chart_takes_the_screen_with_its_text_whole_and_apart(page):
+    for number in range(1, len(POINTS) + 1):
+        page.goto(f"{page.base}?lesson={number}&present=1")
+        shown(page, number)
+        page.wait_for_function(  # plotly has refitted the chart to the room the slide's text left it
+            """() => { const svg = document.querySelector('#slide-chart .main-svg'),
+                             box = document.querySelector('#slide-chart').getBoundingClientRect();
+                       return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""", timeout=10_000)
+        chart = page.locator("#slide-chart .js-plotly-plot").evaluate(CHART_TEXT_JS)
+        assert chart["frame"]["height"] >= CHART_HEIGHT, f"slide {number}: the chart is {chart['frame']['height']} px"
+        assert chart["texts"] and chart_text_problems(chart, min_size=18) == [], f"slide {number}"
+        claim = page.locator("#slides .slide-claim h2")
+        assert claim.evaluate("h => h.scrollWidth <= h.clientWidth"), f"slide {number}: its claim is cut"
+        assert claim.evaluate("h => parseFloat(getComputedStyle(h).fontSize)") >= 18
+        assert page.locator("#slides .slide-takeaway").evaluate("t => parseFloat(getComputedStyle(t).fontSize)") >= 18
 
 
 def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page):

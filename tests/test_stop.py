@@ -106,9 +106,13 @@ def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_e
 def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
     from app.main import build_app
 
+    from app.tabs.compare import CompareHandlers
+    from app.tabs.lesson import LessonHandlers
+
     demo = build_app(random_engine)
-    fns = {dep.name: dep.fn for dep in demo.fns.values()}
-    handlers, compare = fns["on_load"].__self__, fns["on_stop"].__self__
+    owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
+    handlers = next(o for o in owners if isinstance(o, LessonHandlers))
+    compare = next(o for o in owners if isinstance(o, CompareHandlers))
     monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     for point in lesson.POINTS:
@@ -139,3 +143,57 @@ def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing
         assert calls
     finally:
         why_handlers.engine.generate = real
+
+
+def _slides(random_engine):
+    """The built app's slide handlers."""
+    from app.main import build_app
+    from app.tabs.slides import SlideHandlers
+
+    demo = build_app(random_engine)
+    return next(dep.fn.__self__ for dep in demo.fns.values()
+                if isinstance(getattr(dep.fn, "__self__", None), SlideHandlers))
+
+
+def _said(outputs) -> str:
+    """The one line under a slide (its status)."""
+    from app.tabs.slides import plain_words
+
+    return plain_words(outputs[-1])
+
+
+def test_the_slides_stop_withdraws_its_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
+    slides = _slides(random_engine)
+    monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
+    monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
+    for point in lesson.POINTS:
+        visitor = SimpleNamespace(session_hash=f"slide-{point.number}")
+        slides.on_press(point.number, visitor)  # the slide's button, outside the queue
+        slides.on_stop(visitor)  # the slide's Stop while it waits
+        *_, last = slides.run_live(point.number, visitor)
+        said = _said(last)
+        assert said.startswith("⚠ withdrawn") and said.endswith("the slide shows the recording"), said
+        assert "\n" not in said
+        assert last[1] is slides.slide(point.number)[1]  # the recording's chart stays
+
+
+@pytest.mark.parametrize("number", [n for n in (1, 5) if n <= len(lesson.POINTS)])
+def test_the_slides_stop_ends_its_running_measurement_and_the_slide_says_so(random_engine, long_measurements, number):
+    slides = _slides(random_engine)
+    visitor = SimpleNamespace(session_hash=f"running-{number}")
+    state = slides.sessions.get(visitor.session_hash)
+    outputs = []
+
+    def run():
+        slides.on_press(number, visitor)
+        outputs.extend(slides.run_live(number, visitor))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    while state.stop is None and worker.is_alive():  # until the measurement runs
+        time.sleep(0.01)
+    slides.on_stop(visitor)
+    worker.join(timeout=120)
+    said = _said(outputs[-1])
+    assert said.startswith("⚠ stopped") and said.endswith("the slide shows the recording") and "\n" not in said, said
+    assert outputs[-1][1] is slides.slide(number)[1]  # the recording's chart, not a stopped run's

@@ -5,7 +5,8 @@ tab). A slide holds, in one 1024×768 screen: the point's claim in one line, the
 for a room, and its takeaway with the numbers (app/lesson.py), from the lesson's recording, so a class sees the same
 numbers every time; point 3 also carries the p/q widget (app/draw/overlap.py). The arrow keys and a clicker's Page Up /
 Page Down move between points, and the address follows, so each slide can be linked. "Run it live" measures the
-point again on this machine and puts the live numbers on the slide, saying so.
+point again on this machine and puts the live numbers on the slide, saying so; its Stop ends it as the page's Stop does (withdrawn while it waits in the queue,
+stopped within a quarter of a second once it runs), and the slide keeps the recording and says which.
 
 Like a tab: `layout` builds the components, `SlideHandlers` holds the handlers as plain methods, `wire` connects
 them. The page's half (hiding the rest of the page, the keys, the address) is STYLE and SCRIPT in the page's head.
@@ -14,6 +15,7 @@ them. The page's half (hiding the rest of the page, the keys, the address) is ST
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 import gradio as gr
@@ -49,17 +51,36 @@ def evidence_figure(point: Point, data: dict) -> go.Figure | None:
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
     figure.layout.height = None  # the slide's stylesheet gives the chart the screen's height that is left
+    if point.number == WIDGET_POINT:  # half the screen wide
+        fit_title(figure, HALF_TITLE_CHARS)
     return figure
+
+
+HALF_TITLE_CHARS = 30  # characters of a projector chart's title that fit half a 1024-pixel slide
+
+
+def fit_title(figure: go.Figure, chars: int) -> None:
+    """A title longer than `chars` characters: its words before a colon (or the first that fit) stay the title, the
+    rest opens its subtitle (plotly places a title of several lines above its own anchor, out of the figure)."""
+    text = figure.layout.title.text or ""
+    if len(text) <= chars:
+        return
+    colon = text.find(": ")
+    head = text[:colon] if 0 < colon <= chars else text[:chars + 1].rsplit(" ", 1)[0]
+    rest, subtitle = text[len(head):].lstrip(": "), figure.layout.title.subtitle.text
+    figure.layout.title.text = head
+    figure.layout.title.subtitle.text = f"{rest}. {subtitle}" if subtitle else rest
 
 
 def claim_html(point: Point) -> str:
     """The slide's head: which point of how many, and its claim (the page's script fits it to one line)."""
     return (f'<div class="slide-claim" data-point="{point.number}"><span class="slide-count">{point.number} / '
-            f'{len(POINTS)}</span><h2>{html.escape(point.title)}</h2></div>')
+            f'{len(POINTS)}</span><h2>{html.escape(point.slide_claim)}</h2></div>')
 
 
 def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
-    """The takeaway computed from `data`, with where its numbers come from, and the way back to the page."""
+    """The slide's takeaway computed from `data` (its key numbers, short), with where they come from, and the way
+    back to the page, where the full takeaway is."""
     item = data.get(point.recording)
     if item is None:
         where = "not recorded yet"
@@ -67,9 +88,20 @@ def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
         where = f"measured live on {item.device}" if live else lesson.recorded_words(item)
     else:
         where = lesson.recorded_words(item)
-    return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data))} '
+    return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data, slide=True))} '
             f'<span class="slide-source">({html.escape(where)}; <a href="?lesson={point.number}">this point in '
             'the page</a>)</span></div>')
+
+
+def plain_words(value) -> str:
+    """A status line's words, its HTML dropped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", value)).strip() if isinstance(value, str) else ""
+
+
+def one_line(text: str) -> str:
+    """A message's first sentence, without what it says of the page's panel: one line on a slide."""
+    text = re.sub(r"[:;,]?\s*the panel shows what it showed before", "", text)
+    return text.split(". ")[0].rstrip(". ")
 
 
 def parse_number(value) -> int | None:
@@ -91,6 +123,7 @@ class SlideView:
     previous: gr.Button
     next: gr.Button
     live: gr.Button
+    stop: gr.Button
 
     @property
     def outputs(self) -> list:
@@ -111,9 +144,10 @@ def layout() -> SlideView:
             following = gr.Button("Next →", size="sm", elem_id="slide-next", scale=0, min_width=120)
             live = gr.Button("Run it live", size="sm", variant="primary", elem_id="slide-live", scale=0,
                              min_width=140)
+            stop = gr.Button("Stop", size="sm", variant="stop", elem_id="slide-stop", scale=0, min_width=90)
             status = gr.HTML(elem_id="slide-status")
         number = gr.Number(visible=False, precision=0, elem_id="slide-number")
-    return SlideView(claim, chart, widget, takeaway, status, number, previous, following, live)
+    return SlideView(claim, chart, widget, takeaway, status, number, previous, following, live, stop)
 
 
 class SlideHandlers:
@@ -154,15 +188,36 @@ class SlideHandlers:
         number = parse_number(int(number)) if isinstance(number, (int, float)) else None
         return self.slide(number) if number else (gr.skip(),) * 5
 
+    def on_press(self, number, request: gr.Request):
+        """"Run it live" pressed (outside the queue): the press is the session's, so a Stop while the measurement
+        waits in the queue withdraws it, as on the page."""
+        if isinstance(number, (int, float)) and parse_number(int(number)):
+            self.sessions.get(request.session_hash).press_run()
+
+    def on_stop(self, request: gr.Request):
+        """Stop: the page's own (the session's stop event): the measurement running ends within a quarter of a
+        second, one still waiting in the queue is withdrawn."""
+        self.lesson.compare.on_stop(request)
+
     def run_live(self, number, request: gr.Request):
-        """The point measured again here (the Lesson's "Run it live"), then its slide from the live numbers."""
+        """The point measured again here (the Lesson's "Run it live"), then its slide from the live numbers; stopped
+        or withdrawn, the recording's slide and one line saying so."""
         point = POINTS[parse_number(int(number)) - 1]
         state = self.sessions.get(request.session_hash)
         before = self._live(point, state)
-        yield self.slide(point.number, status="measuring live on this machine; the slide shows the recording "
-                                               "until it ends")
-        for _ in self.lesson.run_live(point.number, request):
-            pass  # the measurement runs through the Lesson's own handler, which keeps it in the session
+        yield self.slide(point.number, status="measuring live on this machine (Stop ends it); the slide shows the "
+                                               "recording until it ends")
+        last = None
+        try:
+            for last in self.lesson.run_live(point.number, request):
+                pass  # the measurement runs through the Lesson's own handler, which keeps it in the session
+        except gr.Error as exc:  # a Why measurement: withdrawn, stopped or refused, in one line
+            yield self.slide(point.number, status=f"⚠ {one_line(exc.message)}; the slide shows the recording")
+            return
+        said = plain_words(last[0]) if point.tab == "compare" and last else ""
+        if said.startswith(("withdrawn", "stopped")):  # a comparison: its status line says how it ended
+            yield self.slide(point.number, status=f"⚠ {one_line(said)}; the slide shows the recording")
+            return
         measured = self._live(point, state)
         if measured is None or measured is before:
             yield self.slide(point.number, status="⚠ the live measurement did not finish; the slide shows the "
@@ -196,7 +251,7 @@ html.present #slides {{ display: flex !important; flex-direction: column; flex-w
 #slide-chart {{ flex: 1 1 0; height: 100%; }}
 #slide-chart > div, #slide-chart .js-plotly-plot {{ height: 100%; }}
 #slide-widget {{ flex: 1 1 0; }}
-#slides .slide-takeaway {{ font-size: 18px; line-height: 1.35; }}
+#slides .slide-takeaway {{ flex: 0 0 auto; font-size: 20px; line-height: 1.3; }}
 #slides .slide-takeaway .slide-source {{ color: #666; }}
 #slide-bar {{ flex: 0 0 auto; align-items: center; gap: 12px; }}
 #slide-bar button {{ font-size: 18px; }}
@@ -248,7 +303,10 @@ def wire(view: SlideView, handlers: SlideHandlers, demo: gr.Blocks) -> None:
     for button, step in ((view.previous, -1), (view.next, 1)):
         button.click(handlers.on_move, [view.number], view.outputs, js=f"() => window.speclabSlide({step})",
                      queue=False, **quiet).then(**shown)
-    view.live.click(handlers.run_live, [view.number], view.outputs, js="() => window.speclabSlide(0)",
-                    concurrency_limit=1, concurrency_id="engine", **quiet).then(**shown)
+    view.live.click(handlers.on_press, [view.number], None, js="() => window.speclabSlide(0)", queue=False,
+                    **quiet) \
+        .then(handlers.run_live, [view.number], view.outputs, js="() => window.speclabSlide(0)",
+              concurrency_limit=1, concurrency_id="engine", **quiet).then(**shown)
+    view.stop.click(handlers.on_stop, None, None, queue=False, **quiet)
     demo.load(handlers.on_load, None, view.outputs, queue=False, **quiet).then(**shown)
 

@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from engine.presets import PRESETS
 
 from . import page_sessions, projector, runner, server_lanes
-from .addresses import LongAddressGuard
+from .addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .record import MAX_FILE_BYTES
 from .sessions import SessionStore
 from . import lesson as lesson_data
@@ -85,13 +85,16 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 
 def launch(demo: gr.Blocks, **kwargs):
-    """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
-    answered by the app (app/addresses.py), lean per-visitor sessions (app/page_sessions.py), uploads of at
-    most MAX_FILE_BYTES."""
+    """Serve the app (Gradio's launch, same keywords): the page's style and script; an over-long address, a
+    visitor past the limit on requests that bypass the queue, and a full queue answered by the app
+    (app/addresses.py); the page served from memory and lean per-visitor sessions (app/page_sessions.py); uploads
+    of at most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
-    app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
+                                Middleware(LongAddressGuard), Middleware(VisitorLimit),
+                                Middleware(FullQueueWords, blocks=demo), Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
     launched = demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)

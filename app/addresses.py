@@ -137,10 +137,13 @@ class VisitorLimit:
 
 def expected_wait_s(queue, default_job_s: float = 15.0) -> float:
     """The seconds a run joining `queue` (Gradio's) would wait: each waiting job's function's mean duration so far
-    (default_job_s before one has run), summed. The engine runs one job at a time, so the sum is the wait."""
-    waiting = [event for events in queue.event_queue_per_concurrency_id.values() for event in events.queue]
-    return sum(queue.process_time_per_fn[e.fn].avg_time if e.fn in queue.process_time_per_fn else default_job_s
-               for e in waiting)
+    (default_job_s before one has run), summed; jobs asking one function the same thing count once (a class
+    pressing one "Run it live" waits for one measurement: the app computes it once for all of them). The engine
+    runs one job at a time, so the sum is the wait."""
+    waiting = {(event.fn, repr(getattr(event.data, "data", None))): event.fn
+               for events in queue.event_queue_per_concurrency_id.values() for event in events.queue}
+    return sum(queue.process_time_per_fn[fn].avg_time if fn in queue.process_time_per_fn else default_job_s
+               for fn in waiting.values())
 
 
 def full_queue_words(wait_s: float) -> str:

@@ -139,14 +139,19 @@ def test_past_its_bucket_an_address_gets_429_in_the_apps_words_and_the_queue_and
 
 # --- a full queue --------------------------------------------------------------------------------------
 
-def test_the_expected_wait_sums_each_waiting_jobs_mean_duration():
-    sweep, check, new = object(), object(), object()
+def test_the_expected_wait_sums_each_waiting_jobs_mean_duration_counting_identical_ones_once():
+    run, live, check, new = object(), object(), object(), object()
+
+    def job(fn, *data):
+        return SimpleNamespace(fn=fn, data=SimpleNamespace(data=list(data)))
+
     queue = SimpleNamespace(
-        event_queue_per_concurrency_id={"engine": SimpleNamespace(queue=[SimpleNamespace(fn=sweep)] * 2),
-                                        "open-file": SimpleNamespace(queue=[SimpleNamespace(fn=check),
-                                                                            SimpleNamespace(fn=new)])},
-        process_time_per_fn={sweep: SimpleNamespace(avg_time=10.0), check: SimpleNamespace(avg_time=2.5)})
-    assert expected_wait_s(queue, default_job_s=15.0) == 37.5
+        event_queue_per_concurrency_id={
+            "engine": SimpleNamespace(queue=[job(run, "def f"), job(run, "def g"), *[job(live)] * 35]),
+            "open-file": SimpleNamespace(queue=[job(check), job(new)])},
+        process_time_per_fn={run: SimpleNamespace(avg_time=10.0), live: SimpleNamespace(avg_time=20.0),
+                             check: SimpleNamespace(avg_time=2.5)})
+    assert expected_wait_s(queue, default_job_s=15.0) == 10 + 10 + 20 + 2.5 + 15
     assert "about 40 s" in full_queue_words(37.5) and "about 4 minutes" in full_queue_words(200)
 
 

@@ -25,7 +25,10 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
          "through the argument in eight points, each one click from the data that shows it.")
 
 
-QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
+# Runs waiting at once; past this a visitor is told the app is busy, the expected wait and to try again. A class
+# of 35 pressing one lesson point's "Run it live" together must all get in (they share one measurement), with
+# room left for other visitors' runs.
+QUEUE_SIZE = 64
 # Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256

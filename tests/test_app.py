@@ -398,6 +398,18 @@ def test_a_full_queue_is_told_in_the_apps_words_with_the_wait(launched, monkeypa
     assert_clean_log(capfd, caplog)
 
 
+def test_opening_the_page_takes_no_place_in_the_queue(random_engine):
+    """Every server-side event a page runs as it opens (a link's settings, a recorded run, its download, a lesson
+    point) is answered outside the queue: a class opening one link never fills it nor waits behind runs."""
+    demo = build_app(random_engine)
+    fns = list(demo.fns.values())
+    opening = [fn for fn in fns if fn.fn is not None and any(t[1] == "load" for t in fn.targets)]
+    while (after := [fn for fn in fns if fn.fn is not None and fn.trigger_after in {o._id for o in opening}
+                     and fn not in opening]):
+        opening += after
+    assert len(opening) >= 3 and [fn.name for fn in opening if fn.queue is not False] == []
+
+
 def test_the_page_is_built_once_and_served_from_memory(launched, monkeypatch):
     """Gradio builds the page afresh for every load; the served app builds it once per address (a new Host here)
     and answers every later load, whatever its link, with the same bytes Gradio built."""

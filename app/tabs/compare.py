@@ -700,11 +700,11 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
                            outputs=[view.share_link, view.link_notes], js=PAGE_ADDRESS_JS, preprocess=False,
                            concurrency_limit=None, **quiet) \
         .then(None, inputs=[view.share_link], outputs=None, js=COPY_JS)
-    # Outside the queue: opening the page (a link's settings, a recorded run's replay) never waits behind runs
-    # nor takes one of the queue's places, so a class opening one recorded link at once is served at once.
+    # Outside the queue: opening the page (a link's settings, a recorded run's replay, its download) never waits
+    # behind runs nor takes one of the queue's places, so a class opening one recorded link at once is served at once.
     demo.load(handlers.restore, inputs=None,
               outputs=[*view.controls.values(), view.link_notes, view.link_query, *view.run_outputs],
-              queue=False, **quiet).then(**download)
+              queue=False, **quiet).then(**download, queue=False)
     view.link_query.change(handlers.run_link, inputs=[view.link_query, view.show_drafts], outputs=view.run_outputs,
                            preprocess=False, js=WHEN_IDLE_JS, **engine_queue, **quiet).then(**download)
 

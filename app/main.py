@@ -96,8 +96,8 @@ def launch(demo: gr.Blocks, **kwargs):
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
-                                Middleware(LongAddressGuard), Middleware(VisitorLimit),
-                                Middleware(FullQueueWords, blocks=demo), Middleware(page_sessions.PageCache, blocks=demo)]
+                                Middleware(LongAddressGuard), Middleware(VisitorLimit), Middleware(FullQueueWords, blocks=demo),
+                                Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
     launched = demo.launch(css=CSS, head=projector.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)

@@ -12,9 +12,10 @@ kept as before. It relies on two names inside Gradio (`StateHolder.session_data`
 `config_for_block` that `SessionState` calls on its `blocks_config`); tests/test_app.py checks both on the
 installed Gradio, so an upgrade that moves them fails a test rather than slowing the server.
 
-Gradio also builds the page (its HTML, with the whole configuration inside, about 0.4 MB) afresh for every
-load, copying the configuration and compressing the result each time. `PageCache` builds it once per page
-address and serves it from memory: docs/benchmarks.md measures the server's CPU time per load both ways.
+Gradio also builds the page (its HTML, with the whole configuration inside, about 0.35 MB) afresh for every
+load, copying the configuration each time, and sends it uncompressed. `PageCache` builds it once per page
+address, compresses it once and serves it from memory: docs/benchmarks.md measures the server's CPU time per
+load both ways.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -145,7 +146,7 @@ def pages(app: App, server_pid: int, loads: int, point: int) -> dict:
             assert status == 200, status
         report[name] = {"loads": loads, "server_cpu_ms_per_load": round(1000 * (cpu_s(server_pid) - before) / loads, 2),
                         "wall_ms_per_load": round(1000 * (time.monotonic() - start) / loads, 2),
-                        "bytes_sent": len(body)}
+                        "bytes_sent": len(body), "bytes_uncompressed": len(app.request("GET", path)[2])}
         print(f"{name}: {json.dumps(report[name])}", flush=True)
     return report
 
@@ -228,8 +229,12 @@ def disk(app: App, sessions: int, folders: dict[str, Path], upload_mib: int = 20
 
     results = [session() for _ in range(sessions)]
     middle = {name: folder_usage(folder) for name, folder in folders.items()}
-    status, _, text = app.request("POST", "/gradio_api/upload", b"x" * (upload_mib * 2**20),
-                                  headers={"content-type": "application/octet-stream"})
+    boundary = uuid.uuid4().hex
+    upload = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.json\"\r\n"
+              "Content-Type: application/json\r\n\r\n").encode() + b"x" * (upload_mib * 2**20) + \
+        f"\r\n--{boundary}--\r\n".encode()
+    status, _, text = app.request("POST", "/gradio_api/upload", upload,
+                                  headers={"content-type": f"multipart/form-data; boundary={boundary}"})
     after = {name: folder_usage(folder) for name, folder in folders.items()}
     report = {"sessions": sessions, "downloaded": sum(r["ok"] for r in results), "before": before,
               "after_downloads": middle, "upload_status": status, "upload_answer": text[:200].decode(errors="replace"),
@@ -282,11 +287,12 @@ def main() -> int:
     LOG.parent.mkdir(exist_ok=True)
     port = free_port()
     scratch = Path(tempfile.mkdtemp(prefix="speclab-load-"))
+    (scratch / "tmp").mkdir()  # the server's own temporary folder, so the folders measured hold its files only
     folders = {"gradio_cache": scratch / "gradio", "recordings": scratch / "recorded",
-               "downloads": Path(tempfile.gettempdir()) / "speclab-comparisons"}
+               "downloads": scratch / "tmp" / "speclab-comparisons"}
     server = start_app(port, LOG, ("--recordings", str(folders["recordings"]),
                                    *(() if args.timing_runs is None else ("--timing-runs", str(args.timing_runs)))),
-                       env={"GRADIO_TEMP_DIR": str(folders["gradio_cache"])})
+                       env={"GRADIO_TEMP_DIR": str(folders["gradio_cache"]), "TMPDIR": str(scratch / "tmp")})
     try:
         app = App(f"http://127.0.0.1:{port}/")
         if args.mode == "crowd":
@@ -304,6 +310,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(scratch, ignore_errors=True)
     tracebacks = LOG.read_text(errors="replace").count("Traceback")
     report["server_log_tracebacks"] = tracebacks
     print(f"tracebacks in the server's log ({LOG}): {tracebacks}")

@@ -88,7 +88,8 @@ def test_only_the_page_and_its_configuration_are_kept_and_only_when_complete():
 
 
 def test_accept_encoding_is_read_with_its_weights():
-    assert accepted_encodings(request(headers={"accept-encoding": "gzip;q=0, br;q=0.5, identity"})) == {"br", "identity"}
+    weighed = request(headers={"accept-encoding": "gzip;q=0, br;q=0.5, identity"})
+    assert accepted_encodings(weighed) == {"br", "identity"}
     assert accepted_encodings(request(headers={"accept-encoding": "br;q=x"})) == {"br"}
     assert accepted_encodings(request()) == set()
 

@@ -145,7 +145,7 @@ def download_path(text: str, keep: int = MAX_DOWNLOADS) -> Path:
     except FileNotFoundError:
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".part", delete=False) as part:
             part.write(text)
-        os.replace(part.name, path)  # whole or not at all: another session may be reading it
+        os.replace(part.name, path)  # whole or not at all: another browser session may be reading it
     others = []
     for other in folder.glob("speclab-comparison-*.json"):
         try:

@@ -148,7 +148,7 @@ def test_the_expected_wait_sums_each_waiting_jobs_mean_duration_counting_identic
 
     queue = SimpleNamespace(
         event_queue_per_concurrency_id={
-            "engine": SimpleNamespace(queue=[job(run, "def f"), job(run, "def g"), *[job(live)] * 35]),
+            "engine": SimpleNamespace(queue=[job(run, "def f"), job(run, "def g"), *(job(live) for _ in range(35))]),
             "open-file": SimpleNamespace(queue=[job(check), job(new)])},
         process_time_per_fn={run: SimpleNamespace(avg_time=10.0), live: SimpleNamespace(avg_time=20.0),
                              check: SimpleNamespace(avg_time=2.5)})

@@ -147,8 +147,8 @@ def expected_wait_s(queue, default_job_s: float = 15.0) -> float:
 
 
 def full_queue_words(wait_s: float) -> str:
-    """The app's line for a full queue, with the wait rounded up (to 5 s, or to minutes past two)."""
-    wait = f"{math.ceil(wait_s / 5) * 5:.0f} s" if wait_s < 120 else f"{math.ceil(wait_s / 60):.0f} minutes"
+    """The app's line for a full queue, with the wait rounded up (to 5 s, at least 5, or to minutes past two)."""
+    wait = f"{max(5, math.ceil(wait_s / 5) * 5):.0f} s" if wait_s < 120 else f"{math.ceil(wait_s / 60):.0f} minutes"
     return (f"SpecLab is busy: every place in the queue of runs is taken, and the runs waiting need about {wait}; "
             "please try again then.")
 

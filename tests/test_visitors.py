@@ -154,6 +154,7 @@ def test_the_expected_wait_sums_each_waiting_jobs_mean_duration_counting_identic
                              check: SimpleNamespace(avg_time=2.5)})
     assert expected_wait_s(queue, default_job_s=15.0) == 10 + 10 + 20 + 2.5 + 15
     assert "about 40 s" in full_queue_words(37.5) and "about 4 minutes" in full_queue_words(200)
+    assert "about 5 s" in full_queue_words(0)  # a wait is never "about 0 s"
 
 
 def test_gradios_full_queue_is_answered_in_the_apps_words_and_other_refusals_pass():

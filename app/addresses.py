@@ -17,8 +17,8 @@ did not add itself.
 
 **A full queue.** Gradio refuses a run past the queue's size with HTTP 503 and "Queue is full. Max size is 32 and
 size is 32.", and the page then shows its own fixed sentence instead of the server's. `FullQueueWords` answers
-HTTP 429 instead (a status whose words the page shows), in the app's words, with the expected wait (the jobs
-waiting times their mean duration so far) in the text and in Retry-After.
+HTTP 429 instead (a status whose words the page shows), in the app's words, with the expected wait (each waiting
+job's mean duration so far, identical ones once) in the text and in Retry-After.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ MESSAGE = (b"SpecLab: this address is too long for the server to open (it has ro
            b"A share link this long cannot carry its comparison: open the page without it, and share the file "
            b"from \"Download this comparison\" instead.\n")
 
-# A page load makes PAGE_REQUESTS counted requests (the page, its theme, its two load events: measured in chromium,
-# besides the frontend's own static files and the queue's); CLASS_PAGES pages at once from one address must pass.
-PAGE_REQUESTS = 4
+# A page load makes PAGE_REQUESTS counted requests (the page, its theme, its three load events: the link's settings,
+# the download offer, the lesson point; besides the frontend's own static files, as chromium loads it);
+# CLASS_PAGES pages at once from one address must pass.
+PAGE_REQUESTS = 5
 CLASS_PAGES = 40  # a class of 35, the lecturer, a few second tabs
 BURST = 2 * CLASS_PAGES * PAGE_REQUESTS  # requests one address may make at once: a class opening a link twice
 RATE = 20.0  # requests a second one address may keep making: a class clicking along, one click each every 2 s

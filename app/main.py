@@ -11,12 +11,12 @@ from starlette.middleware import Middleware
 from engine.contract.presets import PRESETS
 
 from . import runner
+from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
 from .hosting import page_sessions
-from .servers import lanes as server_lanes
-from .hosting.addresses import LongAddressGuard
-from .comparison import MAX_FILE_BYTES
+from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .hosting.sessions import SessionStore
+from .servers import lanes as server_lanes
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, slides, step, why
 from .draw.theme import CSS
@@ -28,7 +28,10 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
          "through the argument in eight points, each one click from the data that shows it.")
 
 
-QUEUE_SIZE = 32  # runs waiting at once; past this a visitor is told the app is busy and to try again
+# Runs waiting at once; past this a visitor is told the app is busy, the expected wait and to try again. A class
+# of 35 pressing one lesson point's "Run it live" together must all get in (they share one measurement), with
+# room left for other visitors' runs.
+QUEUE_SIZE = 64
 # Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256
@@ -91,13 +94,16 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
 
 
 def launch(demo: gr.Blocks, **kwargs):
-    """Serve the app (Gradio's launch, same keywords): the page's style and script, an over-long address
-    answered by the app (app/hosting/addresses.py), lean per-visitor sessions (app/hosting/page_sessions.py), uploads of at
-    most MAX_FILE_BYTES."""
+    """Serve the app (Gradio's launch, same keywords): the page's style and script; an over-long address, a
+    visitor past the limit on requests that bypass the queue, and a full queue answered by the app
+    (app/hosting/addresses.py); the page served from memory and lean per-visitor sessions
+    (app/hosting/page_sessions.py); uploads of at most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
-    app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()), Middleware(LongAddressGuard)]
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
+                                Middleware(LongAddressGuard), Middleware(VisitorLimit), Middleware(FullQueueWords, blocks=demo),
+                                Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
     launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)

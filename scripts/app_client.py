@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -37,11 +38,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, log_path: Path | None = None, args: tuple[str, ...] = ()) -> subprocess.Popen:
-    """`python -m app` on this port (the embedded models), with `args` added; returns once it serves its page."""
+def start_app(port: int, log_path: Path | None = None, args: tuple[str, ...] = (), env: dict | None = None
+              ) -> subprocess.Popen:
+    """`python -m app` on this port (the embedded models), with `args` added and `env` set; returns once it
+    serves its page."""
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     server = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), *args], cwd=ROOT, stdout=log,
-                              stderr=subprocess.STDOUT)
+                              stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
@@ -81,14 +84,42 @@ class App:
                 return dep["id"]
         raise LookupError(api_name or first_input_elem)
 
+    def followers(self, fn_index: int) -> list[int]:
+        """The event and each server-side `.then` after it, in order."""
+        chain = [fn_index]
+        while True:
+            after = next((d["id"] for d in self.config["dependencies"]
+                          if d.get("trigger_after") == chain[-1] and d.get("backend_fn")), None)
+            if after is None:
+                return chain
+            chain.append(after)
+
+    def elem_events(self, elem_id: str) -> list[int]:
+        """The events a click on the component `elem_id` runs on the server, in order."""
+        ids = {c["id"] for c in self.config["components"] if c.get("props", {}).get("elem_id") == elem_id}
+        first = next(d["id"] for d in self.config["dependencies"]
+                     if d.get("backend_fn") and any(t[0] in ids for t in d.get("targets", [])))
+        return self.followers(first)
+
+    def load_events(self) -> list[int]:
+        """The events the page runs on the server as it opens, each load event followed by its `.then`s."""
+        return [fn for d in self.config["dependencies"]
+                if d.get("backend_fn") and any(t[1] == "load" for t in d.get("targets", []))
+                for fn in self.followers(d["id"])]
+
+    def output_elem(self, fn_index: int) -> list:
+        """The elem_ids of an event's outputs."""
+        ids = {c["id"]: c.get("props", {}).get("elem_id") for c in self.config["components"]}
+        return [ids.get(i) for i in next(d for d in self.config["dependencies"] if d["id"] == fn_index)["outputs"]]
+
     def queued(self, fn_index: int) -> bool:
         """Whether the page sends this event through the queue (the app runs some, page loads among them,
         outside it)."""
         dep = next(d for d in self.config["dependencies"] if d["id"] == fn_index)
         return dep.get("queue") is not False
 
-    def request(self, method: str, path: str, body: bytes | None = None, timeout_s: float = 60
-                ) -> tuple[int, str, bytes]:
+    def request(self, method: str, path: str, body: bytes | None = None, timeout_s: float = 60,
+                headers: dict | None = None) -> tuple[int, str, bytes]:
         """One request on its own connection with the standard library's client (httpx refuses addresses over
         65,536 characters, and making an httpx client costs ~40 ms of CPU: in a crowd of a hundred on two cores
         that measured the load generator more than the server). Returns the status, the content type and the
@@ -97,7 +128,8 @@ class App:
         parts = urlsplit(self.base)
         connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
         try:
-            connection.request(method, parts.path.rstrip("/") + path, body=body, headers=JSON if body else {})
+            connection.request(method, parts.path.rstrip("/") + path, body=body,
+                               headers={**(JSON if body else {}), **(headers or {})})
             answer = connection.getresponse()
             try:
                 content = answer.read()
@@ -130,7 +162,7 @@ class App:
         with httpx.Client(timeout=timeout_s) as client:
             joined = client.post(f"{self.base}/{API}/queue/join" + (f"?{query}" if query else ""),
                                  content=_body(data, fn_index, session), headers=JSON)
-            if joined.status_code == 503:
+            if joined.status_code in (429, 503):  # the app's words for a full queue (429), or Gradio's (503)
                 return {"ok": False, "queue_full": True, "error": joined.json().get("detail", "queue full"),
                         "outputs": None, "bytes": 0, "messages": 0, "seconds": time.monotonic() - start}
             joined.raise_for_status()

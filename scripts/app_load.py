@@ -2,6 +2,10 @@
 
     python scripts/app_load.py crowd [--clients 20]   # N visitors of one share link, then N on distinct settings
     python scripts/app_load.py soak [--runs 300]      # runs in a row; the server's memory as they go
+    python scripts/app_load.py pages [--loads 200]    # the server's CPU time per page load and per configuration
+    python scripts/app_load.py lesson [--clients 35 --point 4]  # N visitors open `?lesson=N` together
+    python scripts/app_load.py live [--clients 35 --point 4]    # N visitors press one point's Run it live together
+    python scripts/app_load.py disk [--sessions 150]  # N sessions download a comparison; a 200 MiB upload
 
 Starts the app (`python -m app`, the embedded models) on a free port and talks to it as browser pages do
 (scripts/app_client.py). crowd: one visitor opens a share link (the engine runs it and the server records it),
@@ -9,14 +13,24 @@ then N clients open it at once (each should get the recorded run at once: page l
 then, unless --link-only, N clients run distinct configurations at once (each finishes or is told the app is
 busy); prints p50/p95 of the seconds each waited. soak: runs through the
 Run endpoint with a new browser session every 10 runs (--runs-per-session), reading the server's resident memory every 10 runs;
-prints it after warm-up and at the end. Both report tracebacks found in the server's log.
+prints it after warm-up and at the end. pages: the server process's CPU time (/proc/PID/stat, its own threads, not
+the engine's process) over N loads of the page, as a browser asks for it (compressed), and N of its
+configuration, one after another. lesson: each visitor loads the page on `?lesson=N` and runs its load events;
+seconds from the page's request to its last load event's answer. live: each visitor presses point N's "Run it live"
+(its events in order, as the page sends them); seconds from the press to the measurement. disk: N sessions each
+open a recorded link and fetch its download, then one 200 MiB upload; the files and bytes in the server's
+folders (Gradio's cache, the download files, the recordings) before and after. All report tracebacks found in the
+server's log.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -80,10 +94,10 @@ def summary(name: str, results: list[dict]) -> dict:
     return row
 
 
-def open_link(app: App, query: str) -> dict:
+def open_link(app: App, query: str, session: str | None = None) -> dict:
     """What a page opened on a share link does: its load event restores the controls (and shows the run
     when the server has recorded it); otherwise the link's own event runs it through the engine's queue."""
-    session = uuid.uuid4().hex[:11]
+    session = session or uuid.uuid4().hex[:11]
     loaded = app.call(app.fn_index(trigger="load"), [], session=session, query=query)
     if not loaded["ok"]:
         return loaded
@@ -112,6 +126,123 @@ def crowd(app: App, clients: int, max_new_tokens: int, link_only: bool = False) 
             "distinct": summary(f"{clients} visitors, distinct settings", distinct)}
 
 
+BROWSER = {"accept-encoding": "gzip, deflate, br, zstd"}  # what a browser sends with every request
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system, its own threads; Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pages(app: App, server_pid: int, loads: int, point: int) -> dict:
+    """The server's CPU milliseconds per page load and per configuration, after one warm-up of each."""
+    report = {}
+    for name, path in (("page", f"/?lesson={point}"), ("config", "/config")):
+        app.request("GET", path, headers=BROWSER)
+        before, start = cpu_s(server_pid), time.monotonic()
+        for _ in range(loads):
+            status, _, body = app.request("GET", path, headers=BROWSER)
+            assert status == 200, status
+        report[name] = {"loads": loads, "server_cpu_ms_per_load": round(1000 * (cpu_s(server_pid) - before) / loads, 2),
+                        "wall_ms_per_load": round(1000 * (time.monotonic() - start) / loads, 2),
+                        "bytes_sent": len(body), "bytes_uncompressed": len(app.request("GET", path)[2])}
+        print(f"{name}: {json.dumps(report[name])}", flush=True)
+    return report
+
+
+def served(name: str, results: list[dict]) -> dict:
+    """How many were served, told busy or failed, and the seconds they waited."""
+    seconds = [r["seconds"] for r in results]
+    ok = [r for r in results if r["ok"]]
+    busy = [r for r in results if r.get("queue_full")]
+    row = {"clients": len(results), "served": len(ok), "told_busy": len(busy),
+           "failed": len(results) - len(ok) - len(busy), "p50_s": round(percentile(seconds, 0.5), 2),
+           "p95_s": round(percentile(seconds, 0.95), 2), "max_s": round(max(seconds), 2)}
+    print(f"{name}: {json.dumps(row)}", flush=True)
+    for r in results:
+        if not r["ok"]:
+            print(f"  {'busy' if r.get('queue_full') else 'failed'}: {str(r.get('error'))[:200]}")
+    return row
+
+
+def chain(app: App, events: list[int], session: str, query: str = "", start: float | None = None) -> dict:
+    """Run `events` in order for one session, as the page does (each after the last answered); one result, timed
+    from `start`."""
+    start = time.monotonic() if start is None else start
+    result = {"ok": True, "queue_full": False, "error": None}
+    for fn_index in events:
+        result = app.call(fn_index, [], session=session, query=query)
+        if not result["ok"]:
+            break
+    return {**result, "seconds": time.monotonic() - start}
+
+
+def lesson_link(app: App, server_pid: int, clients: int, point: int) -> dict:
+    query = f"lesson={point}"
+    loads = app.load_events()
+
+    def visit():
+        start = time.monotonic()
+        status, _, _ = app.request("GET", f"/?{query}", headers=BROWSER)
+        if status != 200:
+            return {"ok": False, "queue_full": False, "error": f"page: HTTP {status}",
+                    "seconds": time.monotonic() - start}
+        return chain(app, loads, uuid.uuid4().hex[:11], query, start)
+
+    before = cpu_s(server_pid)
+    row = served(f"{clients} visitors opening ?{query}", at_once([visit] * clients))
+    row["server_cpu_s"] = round(cpu_s(server_pid) - before, 2)
+    print(f"the server's CPU time for them: {row['server_cpu_s']} s", flush=True)
+    return {"lesson_link": row}
+
+
+def live(app: App, clients: int, point: int) -> dict:
+    events = app.elem_events(f"lesson-live-{point}")
+    alone = chain(app, events, uuid.uuid4().hex[:11])  # one visitor first: what the measurement takes alone
+    print(f"one visitor alone: {json.dumps({k: alone[k] for k in ('ok', 'seconds')})}", flush=True)
+    crowd = at_once([lambda: chain(app, events, uuid.uuid4().hex[:11])] * clients)
+    return {"alone_s": round(alone["seconds"], 2), "live": served(f"{clients} visitors pressing point {point}'s "
+                                                                   "Run it live", crowd)}
+
+
+def folder_usage(folder: Path) -> dict:
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+    return {"files": len(files), "mib": round(sum(p.stat().st_size for p in files) / 2**20, 2)}
+
+
+def disk(app: App, sessions: int, folders: dict[str, Path], upload_mib: int = 200) -> dict:
+    query = urlencode({"prompt": PROMPT, "methods": ",".join(METHODS), "max_new_tokens": 32})
+    first = open_link(app, query)  # the lecturer: the server records the run
+    print(f"first visit: {status_of(first)[:100]}", flush=True)
+    before = {name: folder_usage(folder) for name, folder in folders.items()}
+    download = [fn for fn in app.load_events() if app.output_elem(fn) == ["download"]]  # after the page's restore
+
+    def session():
+        name = uuid.uuid4().hex[:11]
+        opened = open_link(app, query, session=name)
+        offered = chain(app, download, name, query)
+        file = ((offered.get("outputs") or [{}])[0] or {}).get("value") or {}
+        path = file.get("url") or ""
+        status = app.request("GET", path[path.index("/gradio_api"):])[0] if "/gradio_api" in path else None
+        return {"ok": opened["ok"] and status == 200, "seconds": offered["seconds"], "error": status}
+
+    results = [session() for _ in range(sessions)]
+    middle = {name: folder_usage(folder) for name, folder in folders.items()}
+    boundary = uuid.uuid4().hex
+    upload = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.json\"\r\n"
+              "Content-Type: application/json\r\n\r\n").encode() + b"x" * (upload_mib * 2**20) + \
+        f"\r\n--{boundary}--\r\n".encode()
+    status, _, text = app.request("POST", "/gradio_api/upload", upload,
+                                  headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+    after = {name: folder_usage(folder) for name, folder in folders.items()}
+    report = {"sessions": sessions, "downloaded": sum(r["ok"] for r in results), "before": before,
+              "after_downloads": middle, "upload_status": status, "upload_answer": text[:200].decode(errors="replace"),
+              "after_upload": after}
+    print(json.dumps(report, indent=1), flush=True)
+    return report
+
+
 def soak(app: App, server_pid: int, runs: int, max_new_tokens: int, runs_per_session: int) -> dict:
     run = app.fn_index(api_name="run")
     samples, session = [], None
@@ -138,9 +269,12 @@ def soak(app: App, server_pid: int, runs: int, max_new_tokens: int, runs_per_ses
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["crowd", "soak"])
+    parser.add_argument("mode", choices=["crowd", "soak", "pages", "lesson", "live", "disk"])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--loads", type=int, default=200, help="pages: loads of the page, then of its configuration")
+    parser.add_argument("--point", type=int, default=4, help="lesson, live: the lesson point")
+    parser.add_argument("--sessions", type=int, default=150, help="disk: downloading sessions")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--runs-per-session", type=int, default=10,
                         help="soak: a new browser session after this many runs (1: every run a new visitor)")
@@ -152,16 +286,31 @@ def main() -> int:
 
     LOG.parent.mkdir(exist_ok=True)
     port = free_port()
-    server = start_app(port, LOG, () if args.timing_runs is None else ("--timing-runs", str(args.timing_runs)))
+    scratch = Path(tempfile.mkdtemp(prefix="speclab-load-"))
+    (scratch / "tmp").mkdir()  # the server's own temporary folder, so the folders measured hold its files only
+    folders = {"gradio_cache": scratch / "gradio", "recordings": scratch / "recorded",
+               "downloads": scratch / "tmp" / "speclab-comparisons"}
+    server = start_app(port, LOG, ("--recordings", str(folders["recordings"]),
+                                   *(() if args.timing_runs is None else ("--timing-runs", str(args.timing_runs)))),
+                       env={"GRADIO_TEMP_DIR": str(folders["gradio_cache"]), "TMPDIR": str(scratch / "tmp")})
     try:
         app = App(f"http://127.0.0.1:{port}/")
         if args.mode == "crowd":
             report = crowd(app, args.clients, args.max_new_tokens, args.link_only)
+        elif args.mode == "pages":
+            report = pages(app, server.pid, args.loads, args.point)
+        elif args.mode == "lesson":
+            report = lesson_link(app, server.pid, args.clients, args.point)
+        elif args.mode == "live":
+            report = live(app, args.clients, args.point)
+        elif args.mode == "disk":
+            report = disk(app, args.sessions, folders)
         else:
             report = soak(app, server.pid, args.runs, args.max_new_tokens, args.runs_per_session)
     finally:
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(scratch, ignore_errors=True)
     tracebacks = LOG.read_text(errors="replace").count("Traceback")
     report["server_log_tracebacks"] = tracebacks
     print(f"tracebacks in the server's log ({LOG}): {tracebacks}")

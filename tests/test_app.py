@@ -380,21 +380,92 @@ def test_large_seeds_run_exactly(launched_app, random_engine, seed):
     assert text(int(seed)) != text(int(seed) - 1)  # the check can tell neighbouring seeds apart
 
 
-@pytest.mark.slow
-def test_a_full_queue_tells_the_user_to_try_again(random_engine, capfd, caplog):
-    from gradio_client import Client
-    from gradio_client.exceptions import AppError
-    from gradio_client.utils import QueueError
+def test_a_full_queue_is_told_in_the_apps_words_with_the_wait(launched, monkeypatch, capfd, caplog):
+    """Gradio refuses a run past the queue's size with HTTP 503 and its own text, which the page replaces with a
+    fixed sentence; the app answers 429 (whose words the page shows), with the expected wait and a Retry-After."""
+    import httpx
 
-    demo = build_app(random_engine, queue_size=0)  # every run finds the queue full
-    try:
-        client = Client(launch_locally(demo), verbose=False)
-        capfd.readouterr()
-        with pytest.raises((QueueError, AppError), match="(?i)full.*try again|busy.*try again"):
-            run(client)
-    finally:
-        demo.close()
+    demo, url = launched
+    monkeypatch.setattr(demo._queue, "max_size", 0)  # every run finds the queue full
+    capfd.readouterr()
+    run_fn = next(fn for fn in demo.fns.values() if fn.api_name == "run")
+    body = {"data": raw_inputs(), "fn_index": run_fn._id, "session_hash": "fullqueue", "event_data": None,
+            "trigger_id": None}
+    answer = httpx.post(url + "gradio_api/queue/join", json=body, timeout=30)
+    assert answer.status_code == 429 and int(answer.headers["retry-after"]) >= 1
+    assert re.fullmatch(r"SpecLab is busy: every place in the queue of runs is taken, and the runs waiting need "
+                        r"about \d+ (s|minutes); please try again then\.", answer.json()["detail"])
+    assert answer.json()["error"] == answer.json()["detail"]
     assert_clean_log(capfd, caplog)
+
+
+def test_opening_the_page_takes_no_place_in_the_queue(random_engine):
+    """Every server-side event a page runs as it opens (a link's settings, a recorded run, its download, a lesson
+    point) is answered outside the queue: a class opening one link never fills it nor waits behind runs."""
+    demo = build_app(random_engine)
+    fns = list(demo.fns.values())
+    opening = [fn for fn in fns if fn.fn is not None and any(t[1] == "load" for t in fn.targets)]
+    while (after := [fn for fn in fns if fn.fn is not None and fn.trigger_after in {o._id for o in opening}
+                     and fn not in opening]):
+        opening += after
+    assert len(opening) >= 3 and [fn.name for fn in opening if fn.queue is not False] == []
+
+
+def test_the_page_is_built_once_and_served_from_memory(launched, monkeypatch):
+    """Gradio builds the page afresh for every load; the served app builds it once per address (a new Host here)
+    and answers every later load, whatever its link, with the same bytes Gradio built."""
+    import gradio.routes
+
+    demo, url = launched
+    built = []
+    real = gradio.routes.templates.TemplateResponse
+    monkeypatch.setattr(gradio.routes.templates, "TemplateResponse", lambda *a, **k: built.append(1) or real(*a, **k))
+    host = {"host": "class.example:7860"}
+    pages = [httpx_get(url + path, host) for path in ("?lesson=3", "?prompt=x", "")]
+    assert len(built) == 1 and pages[0] == pages[1] == pages[2]
+    assert httpx_get(url + "?page=", host) == pages[0]  # Gradio's own answer (a query Gradio reads is never cached)
+    assert len(built) == 2 and "class.example" in pages[0]
+
+
+def httpx_get(url: str, headers: dict) -> str:
+    import httpx
+
+    answer = httpx.get(url, headers=headers, timeout=30)
+    assert answer.status_code == 200
+    return answer.text
+
+
+def test_one_address_past_its_limit_is_slowed_and_others_are_not(launched, monkeypatch):
+    """Requests that bypass the queue are limited per client address: the address the HTTP server resolved,
+    from X-Forwarded-For when the connection comes from a trusted proxy (the loopback, here). The served app's
+    limit gets a stopped clock, so no bucket refills while the test runs."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from app.hosting.addresses import TokenBuckets, VisitorLimit
+
+    demo, url = launched
+    layer = demo.server_app.middleware_stack
+    while not isinstance(layer, VisitorLimit):
+        layer = layer.app
+    monkeypatch.setattr(layer, "buckets", TokenBuckets(burst=5, rate=0.5, clock=lambda: 0.0))
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
+    def get(visitor: str, path: str = "/theme.css") -> http.client.HTTPResponse:
+        connection.request("GET", path, headers={"x-forwarded-for": visitor})
+        answer = connection.getresponse()
+        answer.read()
+        return answer
+
+    try:
+        statuses = [get("198.51.100.7").status for _ in range(5)]
+        refused = get("198.51.100.7")
+        assert statuses == [200] * 5 and refused.status == 429 and refused.getheader("retry-after") == "2"
+        assert get("198.51.100.8").status == 200  # another visitor
+        assert get("198.51.100.7", "/assets/no-such-file.js").status == 404  # the frontend's files are not counted
+    finally:
+        connection.close()
 
 
 # --- share links (pure) ----------------------------------------------------------------------------------

@@ -114,21 +114,23 @@ def test_gradios_cache_is_swept_on_a_schedule(random_engine):
     assert CACHE_SWEEP_S <= 3600 and CACHE_AGE_S <= 24 * 3600
 
 
-def test_download_files_are_one_per_session_and_at_most_a_few_hundred(tmp_path, monkeypatch):
+def test_download_files_are_one_per_comparison_and_at_most_a_few_hundred(tmp_path, monkeypatch):
+    """Sessions downloading one comparison (a class on a recorded link) share one file; past `keep` distinct
+    comparisons the least recently offered files go."""
     import os
     import tempfile
 
     from app.tabs.compare import download_path
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    paths = []
     for i in range(30):
-        path = download_path(f"session{i}", keep=10)
-        path.write_text("{}")
-        os.utime(path, (i, i))  # written in order, a second apart
-    assert download_path("session3", keep=10) == download_path("session3", keep=10)  # the same file each run
-    kept = sorted(p.name for p in (tmp_path / "speclab-comparisons").iterdir())
-    assert len(kept) <= 10 and "speclab-comparison-session29.json" in kept
-    assert "speclab-comparison-session0.json" not in kept
+        paths.append(download_path(f'{{"run": {i}}}', keep=10))
+        os.utime(paths[-1], (i, i))  # offered in order, a second apart
+    assert download_path('{"run": 29}', keep=10) == paths[29] and paths[29].read_text() == '{"run": 29}'
+    kept = list((tmp_path / "speclab-comparisons").iterdir())
+    assert len(kept) <= 10 and paths[29] in kept and paths[0] not in kept
+    assert len(set(paths)) == 30
 
 
 def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engine):

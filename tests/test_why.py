@@ -279,3 +279,20 @@ def test_the_pages_jargon_is_explained_in_one_glossary():
     assert "Markov head" in hover("DSpark, 3 layers, block 7, vanilla Markov head").split(":")[0]
     assert "match rule:" in hover("the match rule") and "τ (tokens per step):" in hover("AR (τ 3.20)")
     assert hover("EAGLE-3, 1 layer") == ""  # nothing to explain
+
+
+def test_the_measured_panels_are_drawn_once_for_the_same_measurements(monkeypatch):
+    """Every visitor of a lesson link is shown the same recordings: their ten charts are drawn once and shared;
+    a new measurement (a live run) or the projector's layout is drawn afresh."""
+    import app.tabs.why as why
+    from app import lesson
+
+    drawn = []
+    monkeypatch.setattr(why, "DRAWN_PANELS", why.DrawnPanels())
+    monkeypatch.setattr(why, "draw_panels", lambda recordings, projector: drawn.append(projector) or (object(),))
+    recordings = lesson.recorded()
+    first = why.panel_outputs(recordings)
+    assert why.panel_outputs(dict(recordings)) is first and drawn == [False]  # another visitor, the same recordings
+    assert why.panel_outputs(recordings, projector=True) is not first and drawn == [False, True]
+    live = {**recordings, "parts": lesson.live_measurement(recordings["parts"])}
+    assert why.panel_outputs(live) is not first and drawn == [False, True, False]

@@ -1,22 +1,89 @@
-"""Over-long addresses get the app's own answer.
+"""The app's own answers at the server's door, before Gradio's: an over-long address, too many requests from one
+visitor's address, a full queue. Each is an ASGI middleware that `app.main.launch` installs.
 
-Gradio builds every page's root URL with httpx, which refuses an address longer than 65,536 characters: such
-such a request would end in a bare HTTP 500 and a traceback in the log. This ASGI middleware answers it first,
-with HTTP 414 and one line a visitor can act on. The app's "Copy link" never makes a link this long
-(app/tabs/compare.py MAX_LINK_CHARS), so only a hand-made or truncated-and-pasted address ever meets it.
+**Over-long addresses.** Gradio builds every page's root URL with httpx, which refuses an address longer than
+65,536 characters: such a request would end in a bare HTTP 500 and a traceback in the log. `LongAddressGuard`
+answers it first, with HTTP 414 and one line a visitor can act on. The app's "Copy link" never makes a link this
+long (app/tabs/compare.py MAX_LINK_CHARS), so only a hand-made or truncated-and-pasted address ever meets it.
+
+**Requests that bypass the queue.** Runs wait their turn in Gradio's queue, but a page load, a file, an event the
+app answers at once (Stop, a lesson's "Show me") is served as it comes. `VisitorLimit` gives each client address
+a bucket of BURST such requests, refilled at RATE a second; an empty bucket gets HTTP 429, a Retry-After and one
+line. A class behind one address (a school's NAT) opening a link together is CLASS_PAGES pages of PAGE_REQUESTS
+counted requests each, and fits in the bucket twice over. The client address is the one the HTTP server (uvicorn)
+reports: the connection's own, or, from a trusted proxy (uvicorn's FORWARDED_ALLOW_IPS: the loopback unless set;
+a Space's entry point trusts the private networks its proxy sits in), the last X-Forwarded-For entry that proxy
+did not add itself.
+
+**A full queue.** Gradio refuses a run past the queue's size with HTTP 503 and "Queue is full. Max size is 32 and
+size is 32.", and the page then shows its own fixed sentence instead of the server's. `FullQueueWords` answers
+HTTP 429 instead (a status whose words the page shows), in the app's words, with the expected wait (each waiting
+job's mean duration so far, identical ones once) in the text and in Retry-After.
 """
 
 from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import OrderedDict
 
 MAX_ADDRESS_CHARS = 65_536  # httpx's own limit on a URL (its parser refuses anything longer)
 MESSAGE = (b"SpecLab: this address is too long for the server to open (it has room for about 64,000 characters). "
            b"A share link this long cannot carry its comparison: open the page without it, and share the file "
            b"from \"Download this comparison\" instead.\n")
 
+# A page load makes PAGE_REQUESTS counted requests (the page, its theme, its three load events: the link's settings,
+# the download offer, the lesson point; besides the frontend's own static files, as chromium loads it);
+# CLASS_PAGES pages at once from one address must pass.
+PAGE_REQUESTS = 5
+CLASS_PAGES = 40  # a class of 35, the lecturer, a few second tabs
+BURST = 2 * CLASS_PAGES * PAGE_REQUESTS  # requests one address may make at once: a class opening a link twice
+RATE = 20.0  # requests a second one address may keep making: a class clicking along, one click each every 2 s
+MAX_ADDRESSES = 10_000  # buckets kept; past this the least recently used goes (a fresh bucket is a full one)
+QUEUE_PREFIXES = ("/gradio_api/queue/", "/gradio_api/heartbeat/")  # the queue's own protocol: its size bounds it
+STATIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/favicon.ico")  # Gradio's frontend, files a browser caches
+TOO_MANY = "SpecLab: too many requests from your address at once; please try again in {s} s."
+
+
+# Where a hosting platform's own proxies sit: the private networks (a visitor's address is a public one)
+PRIVATE_NETWORKS = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,127.0.0.0/8,fc00::/7,::1"
+
+
+def trust_private_proxies() -> None:
+    """Have the HTTP server take the visitor's address from X-Forwarded-For when the connection comes from a
+    private network (uvicorn's FORWARDED_ALLOW_IPS, unless the operator set it), as behind a Space's proxy: the
+    last entry not added by such a proxy, so a visitor cannot name another address by sending the header."""
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", PRIVATE_NETWORKS)
+
 
 def address_length(scope: dict) -> int:
     """The characters the request's address takes: path, query and their separator."""
     return len(scope.get("raw_path") or scope.get("path", "").encode()) + 1 + len(scope.get("query_string", b""))
+
+
+def client_address(scope: dict) -> str:
+    """The visitor's address as the HTTP server resolved it (X-Forwarded-For honoured from trusted proxies only)."""
+    client = scope.get("client")
+    return client[0] if client else ""
+
+
+def counted(scope: dict) -> bool:
+    """Whether the request bypasses the queue and is not one of the frontend's static files."""
+    path = scope.get("path", "")
+    return scope["type"] == "http" and not path.startswith(QUEUE_PREFIXES) and not path.startswith(STATIC_PREFIXES)
+
+
+async def answer(send, status: int, text: str, retry_after_s: int | None = None, as_json: bool = False) -> None:
+    """One line of the app's, as plain text, or as the JSON Gradio's page reads an error from ("detail", "error")."""
+    body = (json.dumps({"detail": text, "error": text}) if as_json else text + "\n").encode()
+    headers = [(b"content-type", b"application/json" if as_json else b"text/plain; charset=utf-8"),
+               (b"content-length", str(len(body)).encode())]
+    if retry_after_s is not None:
+        headers.append((b"retry-after", str(retry_after_s).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class LongAddressGuard:
@@ -32,3 +99,94 @@ class LongAddressGuard:
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(MESSAGE)).encode())]})
         await send({"type": "http.response.body", "body": MESSAGE})
+
+
+class TokenBuckets:
+    """A token bucket per key: `burst` tokens, refilled at `rate` a second; at most `capacity` keys kept."""
+
+    def __init__(self, burst: float = BURST, rate: float = RATE, capacity: int = MAX_ADDRESSES, clock=time.monotonic):
+        self.burst, self.rate, self.capacity, self.clock = burst, rate, capacity, clock
+        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, when counted)
+
+    def take(self, key: str) -> float:
+        """Take one token for `key`: 0 when there was one, else the seconds until there is."""
+        now = self.clock()
+        tokens, then = self.buckets.pop(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        wait_s = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+        self.buckets[key] = (tokens - 1 if wait_s == 0 else tokens, now)
+        while len(self.buckets) > self.capacity:
+            self.buckets.popitem(last=False)
+        return wait_s
+
+
+class VisitorLimit:
+    """Answers HTTP 429 (TOO_MANY, Retry-After) to a client address past its bucket of counted requests."""
+
+    def __init__(self, app, buckets: TokenBuckets | None = None):
+        self.app, self.buckets = app, buckets or TokenBuckets()
+
+    async def __call__(self, scope, receive, send):
+        if not counted(scope):
+            return await self.app(scope, receive, send)
+        wait_s = self.buckets.take(client_address(scope))
+        if wait_s == 0:
+            return await self.app(scope, receive, send)
+        retry = max(1, math.ceil(wait_s))
+        await answer(send, 429, TOO_MANY.format(s=retry), retry, as_json=scope["path"].startswith("/gradio_api/"))
+
+
+def expected_wait_s(queue, default_job_s: float = 15.0) -> float:
+    """The seconds a run joining `queue` (Gradio's) would wait: each waiting job's function's mean duration so far
+    (default_job_s before one has run), summed; jobs asking one function the same thing count once (a class
+    pressing one "Run it live" waits for one measurement: the app computes it once for all of them). The engine
+    runs one job at a time, so the sum is the wait."""
+    waiting = {(event.fn, repr(getattr(event.data, "data", None))): event.fn
+               for events in queue.event_queue_per_concurrency_id.values() for event in events.queue}
+    return sum(queue.process_time_per_fn[fn].avg_time if fn in queue.process_time_per_fn else default_job_s
+               for fn in waiting.values())
+
+
+def full_queue_words(wait_s: float) -> str:
+    """The app's line for a full queue, with the wait rounded up (to 5 s, at least 5, or to minutes past two)."""
+    wait = f"{max(5, math.ceil(wait_s / 5) * 5):.0f} s" if wait_s < 120 else f"{math.ceil(wait_s / 60):.0f} minutes"
+    return (f"SpecLab is busy: every place in the queue of runs is taken, and the runs waiting need about {wait}; "
+            "please try again then.")
+
+
+class FullQueueWords:
+    """Answers a run refused by Gradio's full queue with HTTP 429, the app's words and the expected wait.
+    `blocks`: the launched Blocks (their queue)."""
+
+    JOIN = "/gradio_api/queue/join"
+    GRADIO_FULL = "Queue is full."  # how Gradio's refusal begins (gradio/queueing.py; tests/test_app.py checks it)
+
+    def __init__(self, app, blocks):
+        self.app, self.blocks = app, blocks
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path") != self.JOIN:
+            return await self.app(scope, receive, send)
+        held: list[dict] = []
+
+        async def hold_refusal(message):
+            """Pass every answer on but a 503, held until its body says whether it is Gradio's full queue."""
+            if held or (message["type"] == "http.response.start" and message["status"] == 503):
+                held.append(message)
+            else:
+                await send(message)
+
+        await self.app(scope, receive, hold_refusal)
+        if not held:
+            return
+        body = b"".join(m.get("body", b"") for m in held[1:])
+        try:
+            full = str(json.loads(body).get("detail", "")).startswith(self.GRADIO_FULL)
+        except (ValueError, AttributeError):
+            full = False
+        if not full:
+            for message in held:
+                await send(message)
+            return
+        wait_s = expected_wait_s(self.blocks._queue)
+        await answer(send, 429, full_queue_words(wait_s), max(1, math.ceil(wait_s)), as_json=True)

@@ -44,12 +44,14 @@ try:
 except ImportError:  # anywhere else the same file runs without it
     spaces = None
 
+from app.hosting.addresses import trust_private_proxies
 from app.main import launch
 from app.hosting.space import create_demo
 
 demo = create_demo()  # the models load now, at import time, as ZeroGPU requires
 
 if __name__ == "__main__":
+    trust_private_proxies()  # the Space's proxy names each visitor: the per-visitor limit sees visitors
     launch(demo)
 '''
 

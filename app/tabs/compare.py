@@ -13,9 +13,11 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import functools
+import hashlib
 import hmac
 import html
 import json
+import os
 import tempfile
 import threading
 import time
@@ -129,16 +131,23 @@ def versions() -> dict:
     return found
 
 
-MAX_DOWNLOADS = 256  # download files kept (one per session, the newest): the folder stays under ~1.3 GB
+MAX_DOWNLOADS = 256  # download files kept (one per comparison, the latest offered): the folder stays under ~1.3 GB
 
 
-def download_path(session: str, keep: int = MAX_DOWNLOADS) -> Path:
-    """One file per browser session, overwritten by its next run; past `keep` files the oldest are removed
-    (Gradio serves its own copy, so a page that still shows a removed file's button keeps working a while)."""
+def download_path(text: str, keep: int = MAX_DOWNLOADS) -> Path:
+    """The file "Download this comparison" offers for a comparison's JSON `text`: named by its content and written
+    once, so every session downloading one comparison (a class on a recorded link) shares it, and shares Gradio's
+    copy of it too (Gradio keeps one copy per content and name). Past `keep` files the least recently offered are
+    removed (Gradio serves its own copy, so a page that still shows a removed file's button keeps working a while)."""
     folder = Path(tempfile.gettempdir()) / "speclab-comparisons"
     folder.mkdir(exist_ok=True)
-    safe = "".join(c for c in session if c.isalnum())[:32] or "session"
-    path = folder / f"speclab-comparison-{safe}.json"
+    path = folder / f"speclab-comparison-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    try:
+        os.utime(path)  # offered again: the latest
+    except FileNotFoundError:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".part", delete=False) as part:
+            part.write(text)
+        os.replace(part.name, path)  # whole or not at all: another browser session may be reading it
     others = []
     for other in folder.glob("speclab-comparison-*.json"):
         try:
@@ -651,9 +660,7 @@ class CompareHandlers:
         state = self.sessions.peek(request.session_hash)
         if state is None or state.last is None:
             return gr.update(visible=False)
-        path = download_path(request.session_hash)
-        path.write_text(state.last.to_json(), encoding="utf-8")
-        return gr.update(value=str(path), visible=True)
+        return gr.update(value=str(download_path(state.last.to_json())), visible=True)
 
     def open_saved(self, data, show_drafts, request: gr.Request):
         """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
@@ -702,11 +709,11 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
                            outputs=[view.share_link, view.link_notes], js=PAGE_ADDRESS_JS, preprocess=False,
                            concurrency_limit=None, **quiet) \
         .then(None, inputs=[view.share_link], outputs=None, js=COPY_JS)
-    # Outside the queue: opening the page (a link's settings, a recorded run's replay) never waits behind runs
-    # nor takes one of the queue's places, so a class opening one recorded link at once is served at once.
+    # Outside the queue: opening the page (a link's settings, a recorded run's replay, its download) never waits
+    # behind runs nor takes one of the queue's places, so a class opening one recorded link at once is served at once.
     demo.load(handlers.restore, inputs=None,
               outputs=[*view.controls.values(), view.link_notes, view.link_query, *view.run_outputs],
-              queue=False, **quiet).then(**download)
+              queue=False, **quiet).then(**download, queue=False)
     view.link_query.change(handlers.run_link, inputs=[view.link_query, view.show_drafts], outputs=view.run_outputs,
                            preprocess=False, js=WHEN_IDLE_JS, **engine_queue, **quiet).then(**download)
 

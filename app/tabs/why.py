@@ -377,9 +377,42 @@ def layout(recordings: dict) -> WhyView:
                    temperature_text, focus, [sweep_stop, check_stop, parts_stop, temperature_stop])
 
 
+class DrawnPanels:
+    """The measured panels drawn lately, by the measurements they were drawn from (the very objects) and the
+    layout: every visitor opening a lesson link is shown the same recordings, and drawing them (ten plotly
+    figures) was most of what such a visit cost the server. Bounded; the drawn figures are shared, so no caller
+    changes them (Gradio only reads them)."""
+
+    def __init__(self, capacity: int = 8):
+        self.capacity = capacity
+        self.drawn: OrderedDict = OrderedDict()  # key -> (the measurements, kept so their ids stay theirs; outputs)
+        self.lock = threading.Lock()
+
+    def get(self, recordings: dict, projector: bool, draw) -> tuple:
+        key = (projector, tuple(sorted((name, id(item)) for name, item in recordings.items())))
+        with self.lock:
+            entry = self.drawn.get(key)
+        if entry is not None:
+            return entry[1]
+        outputs = draw(recordings, projector)
+        with self.lock:
+            self.drawn[key] = (tuple(recordings.values()), outputs)
+            while len(self.drawn) > self.capacity:
+                self.drawn.popitem(last=False)
+        return outputs
+
+
+DRAWN_PANELS = DrawnPanels()
+
+
 def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
-    """The three measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...});
-    projector: their charts laid out for a room."""
+    """The measured panels for the recordings that exist ({"sweeps": ..., "lossless": ..., "parts": ...,
+    "temperatures": ...}); projector: their charts laid out for a room. Drawn once for the same measurements
+    (DrawnPanels)."""
+    return DRAWN_PANELS.get(recordings, projector, draw_panels)
+
+
+def draw_panels(recordings: dict, projector: bool = False) -> tuple:
     sweep = (sweep_outputs(recordings["sweeps"], projector) if "sweeps" in recordings
              else (None, NOT_RECORDED, None))
     check = check_outputs(recordings["lossless"], projector) if "lossless" in recordings else (None, NOT_RECORDED)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 
-from engine.contract.methods import BASELINE, METHOD_REGISTRY
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_id
 from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
 from engine.contract.types import STOPPED, RunSummary, Step
 
@@ -228,6 +228,7 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
         raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise RecordError(f"not a SpecLab comparison (expected \"format\": \"{FORMAT}\")")
+    doc = {key: _current_method_ids(value) if key in METHOD_KEYED else value for key, value in doc.items()}
     lanes = doc.get("lanes")
     if not isinstance(lanes, dict) or not lanes:
         raise RecordError("the comparison has no lanes")
@@ -329,6 +330,14 @@ def drafter_words(label: str) -> str:
 def _word(value) -> str:
     """A descriptive field (device, preset, a version): text, cut short; anything else reads as empty."""
     return value[:MAX_WORD_CHARS] if isinstance(value, str) else ""
+
+
+METHOD_KEYED = ("lanes", "drafters", "timing_runs", "run_rates")  # the file's tables keyed by method
+
+
+def _current_method_ids(table):
+    """A {method: ...} table with legacy method ids (a file saved before a method was renamed) under today's."""
+    return {method_id(k): v for k, v in table.items()} if isinstance(table, dict) else table
 
 
 def _words(value) -> dict[str, str]:

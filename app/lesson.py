@@ -619,7 +619,7 @@ def parts_takeaway(data: dict) -> str:
 # --- temperature: what the sweep over temperatures shows ----------------------------------------------------
 
 # DSpark's Table 1 (Qwen3-4B target, T = 1, block 7, GSM8K): τ of EAGLE-3, DFlash, DSpark.
-PUBLISHED_T1_TAU = {"ar": 5.14, "dflash": 5.40, "dspark": 6.11}
+PUBLISHED_T1_TAU = {"eagle3": 5.14, "dflash": 5.40, "dspark": 6.11}
 
 
 def order_words(values: dict[str, float]) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
-from engine.contract.methods import DEFAULT_LANES, METHOD_REGISTRY, method_names
+from engine.contract.methods import DEFAULT_LANES, METHOD_REGISTRY, method_id, method_names
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.text import repair_text
 from engine.contract.types import (INTEGER_SETTINGS, MAX_PROMPT_CHARS, MIN_SAMPLING_TEMPERATURE, RANGES, GenerationConfig,
@@ -155,9 +155,9 @@ def parse_methods(value: Any, available: Sequence[str] | None = None) -> tuple[s
     """A comma list (a link) or a list (the checkboxes) of method names; returned in registry order."""
     available = method_names() if available is None else available
     if isinstance(value, str):
-        names = [name.strip() for name in value.split(",") if name.strip()]
+        names = [method_id(name.strip()) for name in value.split(",") if name.strip()]
     elif isinstance(value, (list, tuple)):
-        names = list(value)
+        names = [method_id(name) for name in value]
     else:
         raise SettingError(f"lanes must be a list of methods, got {quoted(value)}")
     if not names:

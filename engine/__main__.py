@@ -1,6 +1,6 @@
 """Command line: `python -m engine generate ...` runs one generation and writes its trace as JSON.
 
-    python -m engine generate --method ar --prompt "def parse(" --max-new-tokens 64 --json out.json
+    python -m engine generate --method eagle3 --prompt "def parse(" --max-new-tokens 64 --json out.json
 
 Bad arguments exit with status 2 and one line on stderr, never a traceback. Arguments, the prompt and the
 --json destination are checked before any model loads.
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .contract.methods import METHOD_REGISTRY, METHODS
+from .contract.methods import LEGACY_METHOD_IDS, METHOD_REGISTRY, METHODS, method_id
 from .contract.presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, check_device_name
 
@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = gen.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="prompt text")
     source.add_argument("--prompt-file", type=Path, help="read the prompt from this file (UTF-8)")
-    gen.add_argument("--method", default=DEFAULTS.method, help=f"one of {', '.join(METHODS)}")
+    gen.add_argument("--method", default=DEFAULTS.method, type=method_id,
+                     help=f"one of {', '.join(METHODS)} ({', '.join(f'{old} for {new}' for old, new in LEGACY_METHOD_IDS.items())} still accepted)")
     gen.add_argument("--preset", default=DEFAULT_PRESET, help=f"models to use: {', '.join(PRESETS)}")
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     gen.add_argument("--temperature", type=float, default=DEFAULTS.temperature)

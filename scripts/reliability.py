@@ -139,7 +139,7 @@ BAD_RUN_VALUES = {  # the Run endpoint's inputs, by position, and what to send i
     6: ["-1", "1e99", "x", 2**80],
     7: ["maybe", None],
 }
-RUN_INPUTS = ["def f(x):\n", ["baseline", "ar"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto"]
+RUN_INPUTS = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto"]
 TAMPERED_LINKS = ["temperature=nan", "max_new_tokens=-5", "methods=<script>alert(1)</script>", "seed=1e99",
                   "prompt=%00%ff", "lesson=99", "tab=<b>x", "draft_len=1&draft_len=2", "preset=elsewhere",
                   "block_len=16&methods=baseline,dflash", "temperature=1e-40", "lesson=%C2%B2", "lesson=" + "9" * 5000]

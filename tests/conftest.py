@@ -163,7 +163,7 @@ def random_engine(tokenizer):
     from engine.loop import Engine
 
     target = tiny_qwen3(len(tokenizer))
-    drafters = {"ar": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
+    drafters = {"eagle3": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
     return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 

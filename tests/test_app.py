@@ -26,7 +26,7 @@ from conftest import launch_locally  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 # Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
-RUN = dict(prompt=PROMPT, methods=["baseline", "ar", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
+RUN = dict(prompt=PROMPT, methods=["baseline", "eagle3", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
            max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
            confidence_threshold=0.5, overlap="auto")
 
@@ -74,7 +74,7 @@ def test_app_builds_without_launching(random_engine):
     assert lanes == {f"lane-{m}" for m in random_engine.methods()}  # one lane per method the engine can run
     selector = next(b for b in demo.blocks.values() if getattr(b, "label", None) == "Lanes")
     assert [value for _, value in selector.choices] == random_engine.methods()  # registry order
-    assert selector.value == [m for m in ("baseline", "ar", "dflash", "dspark") if m in random_engine.methods()]
+    assert selector.value == [m for m in ("baseline", "eagle3", "dflash", "dspark") if m in random_engine.methods()]
 
 
 # Emoji: Debian's chromium draws them from no installed font (DejaVu has none), so each shows as an empty box.
@@ -118,10 +118,10 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
 
 
 def test_lane_html_marks_exactly_the_output_tokens(random_engine):
-    config = GenerationConfig(method="ar", max_new_tokens=30, drafts_per_step=4)
+    config = GenerationConfig(method="eagle3", max_new_tokens=30, drafts_per_step=4)
     result = random_engine.generate(PROMPT, config)
     steps = [result.prefill, *result.steps]
-    lane = lane_html(lane_of("ar", steps), "ar")
+    lane = lane_html(lane_of("eagle3", steps), "eagle3")
     assert output_text_of(lane) == display_text(result.text)
     assert lane.count('class="tok rejected ghost"') == sum(
         1 for s in result.steps for t in s.drafted if t.verdict == "rejected")
@@ -130,7 +130,7 @@ def test_lane_html_marks_exactly_the_output_tokens(random_engine):
 
 def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
     runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=12, drafts_per_step=3))
-            for m in ("baseline", "ar")}
+            for m in ("baseline", "eagle3")}
     fig = timeline_figure({m: [r.prefill, *r.steps] for m, r in runs.items()})
     drawn = sum(len(trace.x) for trace in fig.data if trace.name != "bubble (gap)")
     assert drawn == sum(len(s.spans) for r in runs.values() for s in (r.prefill, *r.steps))
@@ -142,8 +142,8 @@ def test_timeline_has_one_row_per_lane_and_every_span(random_engine):
 def test_timeline_draws_a_steps_draft_forwards_in_alternating_shades(random_engine):
     """K draft forwards in a row would merge into one orange bar: the 1st, 3rd, ... of a step take one shade and
     the 2nd, 4th, ... another (one legend entry for both)."""
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12, drafts_per_step=4))
-    fig = timeline_figure({"ar": [result.prefill, *result.steps]})
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=12, drafts_per_step=4))
+    fig = timeline_figure({"eagle3": [result.prefill, *result.steps]})
     first, second = [t for t in fig.data if t.legendgroup == "draft"]
     assert first.marker.color != second.marker.color and first.showlegend and not second.showlegend
     odd, even = set(), set()  # each step's draft spans by start, 1st, 3rd, ... and 2nd, 4th, ...
@@ -188,7 +188,7 @@ def test_only_the_selected_lanes_run(launched_app, random_engine):
     status, *lanes = run(Client(launched_app, verbose=False), methods=["dspark", "baseline"])[:-NUM_CHARTS]
     assert "done" in status
     states = {m: re.search(r'data-state="([^"]*)"', lane).group(1) for m, lane in zip(random_engine.methods(), lanes)}
-    assert states == {"baseline": "done", "ar": "not selected", "dflash": "not selected", "dspark": "done"}
+    assert states == {"baseline": "done", "eagle3": "not selected", "dflash": "not selected", "dspark": "done"}
 
 
 # --- hostile input through the run handler: one clear line in the status, no traceback in the log ----------
@@ -470,7 +470,7 @@ def test_one_address_past_its_limit_is_slowed_and_others_are_not(launched, monke
 
 # --- share links (pure) ----------------------------------------------------------------------------------
 
-ALL_METHODS = ["baseline", "ar", "classic", "dflash", "dspark"]
+ALL_METHODS = ["baseline", "eagle3", "classic", "dflash", "dspark"]
 
 
 def query_items(query: str) -> list[tuple[str, str]]:
@@ -505,11 +505,32 @@ TAMPERED = [  # (query, the control that falls back to its default)
     ("block_len=x", "drafts_per_block"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
     ("scheduler=often", "scheduler"), ("confidence_threshold=2", "confidence_threshold"),
     ("confidence_threshold=NaN", "confidence_threshold"), ("overlap=maybe", "overlap"),
-    ("methods=bogus", "methods"), ("methods=ar,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
+    ("methods=bogus", "methods"), ("methods=eagle3,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
     ("methods=baseline,../../etc", "methods"), ("prompt=" + "x" * (MAX_PROMPT_CHARS + 1), "prompt"),
     ("prompt=", "prompt"), ("prompt=%20%0A", "prompt"), ("seed=1&seed=2", "seed"),
     ("prompt=a&prompt=b", "prompt"),
 ]
+
+
+def test_the_method_id_ar_still_opens_as_eagle3_in_links_and_saved_files(random_engine):
+    """EAGLE-3's lane was once called ar: links and comparison files that say so still open, as eagle3."""
+    import json
+    from dataclasses import asdict
+
+    from app.comparison import Comparison, read_comparison
+
+    parsed, messages = parse_query(query_items("methods=baseline,ar"), available=ALL_METHODS)
+    assert (parsed.methods, messages) == (("baseline", "eagle3"), [])
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=6))
+    saved = json.loads(Comparison.of_steps({**asdict(DEFAULTS), "methods": ["eagle3"]},
+                                           {"eagle3": [result.prefill, *result.steps]}).to_json())
+    old = {**saved, "settings": {**saved["settings"], "methods": ["ar"]},
+           **{key: {"ar" if m == "eagle3" else m: v for m, v in saved[key].items()}
+              for key in ("lanes", "drafters", "timing_runs", "run_rates") if isinstance(saved.get(key), dict)}}
+    assert "ar" in old["lanes"] and "eagle3" not in old["lanes"]
+    opened = read_comparison(json.dumps(old))
+    assert list(opened.lanes) == ["eagle3"] and opened.settings["methods"] == ["eagle3"]
+    assert opened.lanes["eagle3"].summary == read_comparison(json.dumps(saved)).lanes["eagle3"].summary
 
 
 def test_links_and_files_name_the_draft_lengths_as_the_cli_does():
@@ -534,9 +555,9 @@ def test_a_tampered_link_gives_one_message_and_the_default(query, name):
 
 
 def test_a_link_names_what_this_server_cannot_do():
-    parsed, messages = parse_query(query_items("methods=baseline,classic"), available=["baseline", "ar"])
+    parsed, messages = parse_query(query_items("methods=baseline,classic"), available=["baseline", "eagle3"])
     assert messages == ["this server has no classic lane; it runs baseline, ar; using the default"]
-    assert parsed.methods == ("baseline", "ar")
+    assert parsed.methods == ("baseline", "eagle3")
     parsed, messages = parse_query(query_items("foo=1&__theme=dark&view=api&seed=5"), available=ALL_METHODS)
     assert messages == ["unknown link parameter 'foo' ignored"] and parsed.seed == 5  # Gradio's own are ignored
     parsed, messages = parse_query(query_items("preset=qwen3-4b&seed=5"), available=ALL_METHODS, preset="tiny")
@@ -572,11 +593,11 @@ def test_a_temperature_too_low_to_sample_is_refused_in_one_line(random_engine):
         with pytest.raises(SettingError, match="too low to sample with: use 0 for greedy decoding, or at least"):
             parse_controls({**raw, "temperature": value}, ALL_METHODS)
         with pytest.raises(EngineError, match="too low to sample"):
-            GenerationConfig(method="ar", temperature=float(value)).validate()
+            GenerationConfig(method="eagle3", temperature=float(value)).validate()
     parsed, messages = parse_query(query_items("temperature=1e-40"), available=ALL_METHODS)
     assert parsed.temperature == DEFAULTS.temperature and "too low to sample" in messages[0]
     assert parse_controls({**raw, "temperature": 0}, ALL_METHODS).temperature == 0
-    for method in ("baseline", "ar", "dspark"):  # the lowest temperature allowed samples with finite numbers
+    for method in ("baseline", "eagle3", "dspark"):  # the lowest temperature allowed samples with finite numbers
         config = GenerationConfig(method=method, temperature=MIN_SAMPLING_TEMPERATURE, max_new_tokens=12, seed=3)
         result = random_engine.generate(PROMPT, config)
         numbers = [x for s in result.steps for t in s.drafted for x in (t.draft_prob, t.target_prob, t.accept_prob)]

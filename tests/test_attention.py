@@ -65,7 +65,7 @@ def test_generate_with_a_padding_mask_matches_transformers(pair):
 
 def test_engine_switches_only_causal_lms_on_the_cpu(random_engine):
     assert random_engine.target.config._attn_implementation == NAME
-    assert random_engine.drafter_models["ar"].config._attn_implementation == NAME  # a small LM drafts there
+    assert random_engine.drafter_models["eagle3"].config._attn_implementation == NAME  # a small LM drafts there
     assert not use_lean_attention(random_engine.drafter_models["dflash"])  # has its own attention
     eager = tiny_qwen3(300)
     eager.set_attn_implementation("eager")

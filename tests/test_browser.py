@@ -87,7 +87,7 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, chromium, em
             lane = page.locator(f"#lane-{method} .lane-card")
             assert lane.get_attribute("data-state") == "done"
             assert "".join(lane.locator(".tokens .tok[data-out]").all_text_contents()) == display_text(baseline.text)
-        assert page.locator("#lane-ar .tok.accepted").count() > 0
+        assert page.locator("#lane-eagle3 .tok.accepted").count() > 0
         assert page.locator("#timeline .plot-container").count() == 1
         assert page.locator("#timeline .bars path").count() > 0  # plotly drew the spans
         shot = os.environ.get("SPECLAB_SCREENSHOT") or str(tmp_path / "app.png")
@@ -182,7 +182,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
     from app.tabs.step import fmt
 
     # DSpark cuts statically: its throughput scheduler reads measured speeds, so its trace would vary by run
-    query = ("prompt=def%20area(r)%3A&methods=ar,dspark&temperature=1&seed=11&max_new_tokens=16&verify_rule=rejection"
+    query = ("prompt=def%20area(r)%3A&methods=eagle3,dspark&temperature=1&seed=11&max_new_tokens=16&verify_rule=rejection"
              "&scheduler=static")
     methods = embedded_engine.methods()
     settings, messages = parse_query(parse_qsl(query), default_settings(methods), available=methods)

@@ -32,8 +32,8 @@ def test_the_formula_charts_subtitle_says_what_a_verify_cost_from_the_costs_draw
     assert "(more than one), so the striped bar sits below" in verify_cost_words([1.2, 1.3])
     assert "(less than one), so the striped bar sits above" in verify_cost_words([0.8, 0.9])
     assert "0.99 baseline forwards (about as much as one)" in verify_cost_words([0.99])
-    cheap = comparison({"baseline": baseline(), "ar": lane([(4, 3)] * 10, 2.0, 8.0)})
-    dear = comparison({"baseline": baseline(), "ar": lane([(4, 3)] * 10, 2.0, 13.0)})
+    cheap = comparison({"baseline": baseline(), "eagle3": lane([(4, 3)] * 10, 2.0, 8.0)})
+    dear = comparison({"baseline": baseline(), "eagle3": lane([(4, 3)] * 10, 2.0, 13.0)})
     assert "less than one" in comparison_figures(cheap)[5].layout.title.subtitle.text
     assert "more than one" in comparison_figures(dear)[5].layout.title.subtitle.text
 
@@ -57,7 +57,7 @@ def test_each_lane_has_one_colour_in_every_chart_and_in_its_header():
     figures = comparison_figures(greedy)
     charts = [figures[1], figures[2], figures[4], sweeps_figure(data["sweeps"]["data"]["sweeps"]),
               lossless_figure(data["lossless"]["data"])]
-    labels = {"Baseline": "baseline", "AR": "ar", "Classic": "classic", "DFlash": "dflash", "DSpark": "dspark"}
+    labels = {"Baseline": "baseline", "AR": "eagle3", "Classic": "classic", "DFlash": "dflash", "DSpark": "dspark"}
     seen = 0
     for fig in charts:
         for label, colour in _colours(fig).items():

@@ -117,13 +117,13 @@ def test_generate_writes_the_contract_json(tmp_path, embedded_engine):
     prompt = "import os\n\n\ndef list_files(path):"
     seed = 2**63 - 1  # the largest: it reaches the run exactly
     path = tmp_path / "ar.json"
-    result = run_cli("generate", "--method", "ar", "--prompt", prompt, "--max-new-tokens", "24",
+    result = run_cli("generate", "--method", "eagle3", "--prompt", prompt, "--max-new-tokens", "24",
                      "--seed", str(seed), "--json", str(path))
     assert result.returncode == 0, result.stderr
     run = json.loads(path.read_text())
     assert run["config"]["seed"] == seed
     assert {"method", "preset", "device", "output_ids", "text", "steps", "summary"} <= run.keys()
-    assert run["method"] == "ar" and run["preset"] == "tiny"
+    assert run["method"] == "eagle3" and run["preset"] == "tiny"
     assert run["device"] == "cpu (1 thread)"  # the embedded models' own choice (presets.TINY.cpu_threads)
     assert len(run["output_ids"]) == run["summary"]["num_new_tokens"] == 24
     assert result.stdout == run["text"] + "\n"
@@ -133,3 +133,9 @@ def test_generate_writes_the_contract_json(tmp_path, embedded_engine):
         assert all(s["lane"] in ("draft", "verify", "host") for s in step["spans"])
     baseline = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=24))
     assert run["output_ids"] == list(baseline.output_ids)
+
+
+def test_the_method_id_ar_is_still_accepted_as_eagle3():
+    from engine.__main__ import build_parser
+
+    assert build_parser().parse_args(["generate", "--prompt", "x", "--method", "ar"]).method == "eagle3"

@@ -145,12 +145,12 @@ def test_drafts_equal_uncached_reference_across_rounds(target, layers):
 def test_ar_lane_with_eagle3_equals_baseline(target, tokenizer):
     from engine.loop import Engine
 
-    engine = Engine(target, tokenizer, {"ar": tiny_eagle3(target)}, torch.device("cpu"), preset="random")
-    assert engine.drafter_label("ar") == "EAGLE-3, 1 layer"
+    engine = Engine(target, tokenizer, {"eagle3": tiny_eagle3(target)}, torch.device("cpu"), preset="random")
+    assert engine.drafter_label("eagle3") == "EAGLE-3, 1 layer"
     prompt = "def parse(self, text):\n"
     baseline = engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=40))
     for k in (1, 3, 5):
-        result = engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=k))
+        result = engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=k))
         assert result.output_ids == baseline.output_ids
 
 

@@ -35,7 +35,7 @@ def test_crop_then_extend_matches_a_fresh_forward(random_engine):
     assert torch.allclose(extended, fresh, atol=1e-4)
 
 
-@pytest.mark.parametrize("method", ["ar", "dflash"])
+@pytest.mark.parametrize("method", ["eagle3", "dflash"])
 def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, monkeypatch, method):
     """Spy on every target forward: the cache must hold exactly the committed length minus one."""
     seen = []
@@ -58,7 +58,7 @@ def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, m
 
 def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
     """After a rejection the drafter's cache is cut back; its next draft equals a new drafter's."""
-    model = random_engine.drafter_models["ar"]
+    model = random_engine.drafter_models["eagle3"]
     clock = SpanClock(torch.device("cpu"))
     prompt = torch.tensor([random_engine.encode_prompt(PROMPT)])
     drafter = SmallLMDrafter(model)
@@ -79,7 +79,7 @@ def test_ar_drafter_rollback_drafts_like_a_fresh_drafter(random_engine):
 # --- reproducibility --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rule", ["rejection", "match"])
-@pytest.mark.parametrize("method", ["baseline", "ar", "dflash"])
+@pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash"])
 def test_same_seed_same_output_at_temperature(random_engine, method, rule):
     config = GenerationConfig(method=method, max_new_tokens=30, temperature=0.8, seed=11, verify_rule=rule)
     first, second = random_engine.generate(PROMPT, config), random_engine.generate(PROMPT, config)
@@ -93,7 +93,7 @@ def test_same_seed_same_output_at_temperature(random_engine, method, rule):
 
 @pytest.mark.parametrize("overlap", [False, True])
 def test_trace_is_consistent(random_engine, overlap):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=4,
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=4,
                                                              overlap=overlap))
     out = [t.id for t in result.prefill.committed]
     for step in result.steps:
@@ -134,7 +134,7 @@ def test_trace_is_consistent(random_engine, overlap):
 
 
 def test_rejection_trace_has_ratio_and_draw(random_engine):
-    config = GenerationConfig(method="ar", max_new_tokens=30, temperature=1.0, seed=3)
+    config = GenerationConfig(method="eagle3", max_new_tokens=30, temperature=1.0, seed=3)
     result = random_engine.generate(PROMPT, config)
     judged = [t for step in result.steps for t in step.drafted if t.verdict != "unverified"]
     assert judged
@@ -144,7 +144,7 @@ def test_rejection_trace_has_ratio_and_draw(random_engine):
 
 
 def test_result_json_has_the_contract_fields(random_engine):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=12))
     d = json.loads(json.dumps(result.to_dict()))
     assert {"method", "preset", "device", "output_ids", "text", "steps", "summary"} <= d.keys()
     assert {"drafted_ids", "num_verified", "num_accepted", "bonus_id", "spans"} <= d["steps"][0].keys()
@@ -157,7 +157,7 @@ def test_result_json_has_the_contract_fields(random_engine):
 @pytest.mark.parametrize("prompt", ["x = '🚀🚀 日本語'\n", "a\x00b\x07c\x1b[31m\t", "caf\u00e9 \udce9", "\u00e9" * 30])
 def test_text_pieces_join_to_the_decoded_output(random_engine, tokenizer, prompt):
     for temperature in (0.0, 1.5):
-        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40,
+        result = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40,
                                                                  temperature=temperature, seed=2))
         pieces = "".join(t.text for step in (result.prefill, *result.steps) for t in step.committed)
         assert pieces == result.text == tokenizer.decode(list(result.output_ids), skip_special_tokens=True)
@@ -234,7 +234,7 @@ def test_cpu_threads_follow_the_request_then_the_preset():
 
 # --- overlap ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method", ["baseline", "ar", "dflash", "dspark"])
+@pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash", "dspark"])
 @pytest.mark.parametrize("temperature", [0.0, 0.9])
 def test_overlap_changes_timing_only(random_engine, method, temperature):
     """The same run with and without overlap: same tokens, same drafts and verdicts, same text."""
@@ -250,7 +250,7 @@ def test_stopping_a_stream_early_ends_the_device_thread(random_engine):
     import threading
     import time
 
-    stream = random_engine.stream(PROMPT, GenerationConfig(method="ar", max_new_tokens=200, overlap=True))
+    stream = random_engine.stream(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=200, overlap=True))
     first_two = [next(stream), next(stream)]
     stream.close()
     assert [s.index for s in first_two] == [0, 1]

@@ -267,7 +267,7 @@ def test_real_preset_runs_offline_from_the_hub_cache_with_identity(hub, preset):
     engine = Engine.load(preset, "cpu", cache_dir=str(hub.cache), offline=True)
     assert engine.methods() == list(METHOD_REGISTRY)  # every lane of the preset loaded
     labels = {m: engine.drafter_label(m) for m in engine.methods()}
-    assert labels["ar"].startswith("EAGLE-3") and labels["classic"].startswith("small LM")
+    assert labels["eagle3"].startswith("EAGLE-3") and labels["classic"].startswith("small LM")
     assert labels["dflash"].startswith("DFlash (DeepSpec" if preset == "qwen3-4b" else "DFlash,")
     assert labels["dspark"].startswith("DSpark")
     prompt_ids = engine.encode_prompt(PROMPT)

@@ -30,7 +30,7 @@ MUTATIONS = 500  # scripts/reliability.py runs more
 @pytest.fixture(scope="module")
 def saved(random_engine) -> dict:
     lanes = {}
-    for method in ("baseline", "ar", "dspark"):
+    for method in ("baseline", "eagle3", "dspark"):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, temperature=0.8,
                                                                  drafts_per_step=3, seed=1))
         lanes[method] = [result.prefill, *result.steps]
@@ -59,16 +59,16 @@ def test_a_mutated_file_is_shown_by_every_view_or_refused_in_one_line(saved):
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda d: d["lanes"]["ar"][1]["drafted"][0].update(verdict="maybe"), "verdict must be one of"),
-    (lambda d: d["lanes"]["ar"][1]["spans"][0].update(work="dream"), "span work must be one of"),
-    (lambda d: d["lanes"]["ar"][1]["drafted"][0].update(id=1e999), "id must be a whole number"),
-    (lambda d: d["lanes"]["ar"][1].update(num_accepted=99), "num_accepted 99 ≤ num_verified"),
-    (lambda d: d["lanes"]["ar"][1]["spans"][0].update(start_s=float("nan")), "finite number"),
-    (lambda d: d["lanes"]["ar"][1]["spans"][0].update(end_s=-1.0), "finite number from 0"),
-    (lambda d: d["lanes"]["ar"][1]["drafted"][0].update(draft_prob=1.5), "draft_prob must be a finite number"),
-    (lambda d: d["lanes"]["ar"][2].update(index=7), "step 2 is numbered 7"),
-    (lambda d: d["lanes"]["ar"][1]["committed"].insert(0, d["lanes"]["ar"][1]["committed"][0]), "committed"),
-    (lambda d: d["lanes"]["ar"][1]["drafted"][-1].update(verdict="accepted"), "where the counts say"),
+    (lambda d: d["lanes"]["eagle3"][1]["drafted"][0].update(verdict="maybe"), "verdict must be one of"),
+    (lambda d: d["lanes"]["eagle3"][1]["spans"][0].update(work="dream"), "span work must be one of"),
+    (lambda d: d["lanes"]["eagle3"][1]["drafted"][0].update(id=1e999), "id must be a whole number"),
+    (lambda d: d["lanes"]["eagle3"][1].update(num_accepted=99), "num_accepted 99 ≤ num_verified"),
+    (lambda d: d["lanes"]["eagle3"][1]["spans"][0].update(start_s=float("nan")), "finite number"),
+    (lambda d: d["lanes"]["eagle3"][1]["spans"][0].update(end_s=-1.0), "finite number from 0"),
+    (lambda d: d["lanes"]["eagle3"][1]["drafted"][0].update(draft_prob=1.5), "draft_prob must be a finite number"),
+    (lambda d: d["lanes"]["eagle3"][2].update(index=7), "step 2 is numbered 7"),
+    (lambda d: d["lanes"]["eagle3"][1]["committed"].insert(0, d["lanes"]["eagle3"][1]["committed"][0]), "committed"),
+    (lambda d: d["lanes"]["eagle3"][1]["drafted"][-1].update(verdict="accepted"), "where the counts say"),
     (lambda d: d.update(drafters=["not", "a", "table"]), None),  # a descriptive field: ignored, not fatal
 ])
 def test_each_impossible_value_is_named_in_one_line(saved, change, message):
@@ -76,7 +76,7 @@ def test_each_impossible_value_is_named_in_one_line(saved, change, message):
     change(doc)
     text = json.dumps(doc)
     if message is None:
-        assert read_comparison(text).lanes["ar"].drafter == ""
+        assert read_comparison(text).lanes["eagle3"].drafter == ""
         return
     with pytest.raises(RecordError, match=message) as err:
         read_comparison(text)
@@ -109,15 +109,15 @@ def _scale_spans(doc, lane: str, factor: float) -> None:
 
 
 CRAFTED = [  # a file consistent in each field, not with itself
-    (lambda d: _judged(d, "ar", "accepted").update(draw=_judged(d, "ar", "accepted")["accept_prob"]),
+    (lambda d: _judged(d, "eagle3", "accepted").update(draw=_judged(d, "eagle3", "accepted")["accept_prob"]),
      r"drafted token \d is accepted with the draw"),
-    (lambda d: _judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0).update(draw=0.0),
+    (lambda d: _judged(d, "eagle3", "rejected", lambda t: t["accept_prob"] > 0).update(draw=0.0),
      r"drafted token \d is rejected with the draw 0"),
-    (lambda d: _judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0.01).update(
-        accept_prob=_judged(d, "ar", "rejected", lambda t: t["accept_prob"] > 0.01)["accept_prob"] / 2),
+    (lambda d: _judged(d, "eagle3", "rejected", lambda t: t["accept_prob"] > 0.01).update(
+        accept_prob=_judged(d, "eagle3", "rejected", lambda t: t["accept_prob"] > 0.01)["accept_prob"] / 2),
      r"has accept_prob .*, not min\(1, p_target / p_draft\)"),
     (lambda d: d["settings"].update(temperature=0), "at temperature 0 with accept_prob"),  # draws: not greedy
-    (lambda d: d["lanes"]["ar"][-1]["spans"][-1].update(end_s=1e300), "more than a day: not a measurement"),
+    (lambda d: d["lanes"]["eagle3"][-1]["spans"][-1].update(end_s=1e300), "more than a day: not a measurement"),
     (lambda d: _scale_spans(d, "dspark", 1e-300), "less than a microsecond: not a measurement"),
     (lambda d: _scale_spans(d, "baseline", 1e4), r"lane \w+ claims .*× the baseline's speed"),
 ]
@@ -137,15 +137,15 @@ def test_identical_to_the_baseline_is_computed_from_the_files_tokens_not_taken_f
     from app.draw.render import sameness_html
 
     lanes = {}
-    for method in ("baseline", "ar"):
+    for method in ("baseline", "eagle3"):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, drafts_per_step=3))
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.0,
                                      methods=tuple(lanes)))
     doc = json.loads(Comparison.of_steps(settings, lanes, device="cpu", preset="random").to_json())
-    assert "identical to the baseline ✓" in sameness_html(read_comparison(json.dumps(doc)), "ar")
-    last = doc["lanes"]["ar"][-1]
+    assert "identical to the baseline ✓" in sameness_html(read_comparison(json.dumps(doc)), "eagle3")
+    last = doc["lanes"]["eagle3"][-1]
     bonus = last["committed"][-1]
     bonus["id"] = last["bonus_id"] = (bonus["id"] + 1) % 4096  # the file's last token, changed alone
-    shown = sameness_html(read_comparison(json.dumps(doc)), "ar")
+    shown = sameness_html(read_comparison(json.dumps(doc)), "eagle3")
     assert "differs from the baseline at token 8 ✗" in shown

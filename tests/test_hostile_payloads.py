@@ -51,7 +51,7 @@ def _triggered_by(app: App, elem_id: str, event: str) -> int:
 
 def test_the_step_controls_answer_any_number(served, capfd):
     session = "hostile-stepper"
-    run = ["def f(x):\n", ["baseline", "ar"], 0.0, 3, 7, 6, "0", "rejection", True, "throughput", 0.5, "auto"]
+    run = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 3, 7, 6, "0", "rejection", True, "throughput", 0.5, "auto"]
     assert "done" in served.call(served.fn_index(api_name="run"), run, session=session)["outputs"][0]
     shown = served.call(_triggered_by(served, "step-show-last", "click"), [], session=session)
     assert "Your last run" in shown["outputs"][0]  # the session now steps through a run, so each value is read
@@ -145,14 +145,14 @@ def test_a_right_to_left_override_cannot_reorder_what_the_page_draws(random_engi
     from engine.contract.types import GenerationConfig
 
     prompt = "name = 'abc\u202e.txt'  # \u2067مرحبا\u2069\n"
-    result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=6, drafts_per_step=2))
+    result = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=6, drafts_per_step=2))
     steps = [result.prefill, *result.steps]
     first = steps[1].committed[0]
     steps[1] = replace(steps[1], committed=(replace(first, text="\u202e" + first.text), *steps[1].committed[1:]))
-    comparison = Comparison.of_steps(dict(prompt=prompt, methods=["ar"], temperature=0.0, max_new_tokens=6),
-                                     {"ar": steps}, drafters={"ar": "evil\u202edrafter"}, device="cpu\u202e",
+    comparison = Comparison.of_steps(dict(prompt=prompt, methods=["eagle3"], temperature=0.0, max_new_tokens=6),
+                                     {"eagle3": steps}, drafters={"eagle3": "evil\u202edrafter"}, device="cpu\u202e",
                                      preset="random")
-    drawn = {"lane": lane_html(comparison, "ar"), "live lane": lane_html(comparison, "ar", live=True),
+    drawn = {"lane": lane_html(comparison, "eagle3"), "live lane": lane_html(comparison, "eagle3", live=True),
              "step": blocks_html(comparison, 1), "status": status_html(f"recorded on {comparison.device}"),
              "chart label": chart_label("\u202eab")}
     for where, text in drawn.items():

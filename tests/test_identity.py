@@ -51,7 +51,7 @@ def test_baseline_equals_uncached_greedy(random_engine, prompt):
 def test_baseline_is_the_same_run_after_run(random_engine):
     """What lets baseline_of reuse a run: a later baseline, after drafted runs on the same engine, is the same."""
     first = baseline_of(random_engine, PROMPTS[1], 40)
-    for method in ("ar", "dflash", "dspark"):
+    for method in ("eagle3", "dflash", "dspark"):
         random_engine.generate(PROMPTS[1], GenerationConfig(method=method, max_new_tokens=40, drafts_per_step=3))
     again = random_engine.generate(PROMPTS[1], GenerationConfig(method="baseline", max_new_tokens=40))
     assert again.output_ids == first.output_ids and again.text == first.text
@@ -61,7 +61,7 @@ def test_baseline_is_the_same_run_after_run(random_engine):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, drafts):
     baseline = baseline_of(random_engine, prompt, 40)
-    ar = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=drafts))
+    ar = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=drafts))
     assert ar.output_ids == baseline.output_ids
     assert ar.text == baseline.text
 
@@ -76,7 +76,7 @@ def test_dflash_equals_baseline_at_temperature_zero(random_engine, prompt, block
     assert dflash.steps[0].num_verified == max(step.num_verified for step in dflash.steps) == block_size - 1
 
 
-@pytest.mark.parametrize("method", ["ar", "dflash", "dspark"])
+@pytest.mark.parametrize("method", ["eagle3", "dflash", "dspark"])
 @pytest.mark.parametrize("drafts", [1, 3, 7])
 def test_identity_up_to_the_context_limit(random_engine, method, drafts):
     """Run until the context is full: the last steps shorten K so the block always fits."""
@@ -92,7 +92,7 @@ def test_identity_mixes_accepts_and_rejects(random_engine):
     """The identity tests above only mean something if drafts are both accepted and rejected."""
     verdicts = set()
     for prompt in PROMPTS:
-        result = random_engine.generate(prompt, GenerationConfig(method="ar", max_new_tokens=40, drafts_per_step=4))
+        result = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=4))
         verdicts |= {t.verdict for step in result.steps for t in step.drafted}
     assert verdicts == {"accepted", "rejected", "unverified"}
 
@@ -110,7 +110,7 @@ def test_dspark_equals_baseline_under_every_scheduler(random_engine, prompt, dra
 @pytest.mark.parametrize("max_new_tokens", [1, 2, 5, 9])
 def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
     baseline = baseline_of(random_engine, PROMPTS[0], max_new_tokens)
-    ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="ar", max_new_tokens=max_new_tokens, drafts_per_step=4))
+    ar = random_engine.generate(PROMPTS[0], GenerationConfig(method="eagle3", max_new_tokens=max_new_tokens, drafts_per_step=4))
     assert len(ar.output_ids) == max_new_tokens
     assert ar.output_ids == baseline.output_ids
 

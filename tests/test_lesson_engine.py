@@ -19,7 +19,7 @@ def test_each_judged_token_carries_the_distance_that_caps_its_acceptance(random_
     over many judged tokens the mean accept probability meets the mean 1 − tv within noise."""
     accept, ceiling = [], []
     for seed in range(12):
-        config = GenerationConfig(method="ar", max_new_tokens=40, temperature=1.0, seed=seed, drafts_per_step=4)
+        config = GenerationConfig(method="eagle3", max_new_tokens=40, temperature=1.0, seed=seed, drafts_per_step=4)
         for step in random_engine.generate(PROMPT, config).steps:
             for token in step.drafted:
                 assert (token.tv is None) == (token.accept_prob is None)  # judged tokens only
@@ -63,8 +63,8 @@ def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(r
     # temperature 0.5: the random target's distributions are flat at 1, too flat for bins of five samples. Two
     # lanes here (a serial and a block drafter); every lane of the embedded models passes in the shipped
     # recording (tests/test_lesson.py)
-    check = distribution_check(random_engine, PROMPT, methods=["ar", "dspark"], samples=160, temperature=0.5)
-    assert set(check["lanes"]) == {"ar", "dspark"}
+    check = distribution_check(random_engine, PROMPT, methods=["eagle3", "dspark"], samples=160, temperature=0.5)
+    assert set(check["lanes"]) == {"eagle3", "dspark"}
     for method, lane in check["lanes"].items():
         assert lane["dof"] >= 3 and lane["p_value"] > 0.001, (method, lane)
 
@@ -80,7 +80,7 @@ def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(r
 
 @pytest.mark.parametrize("rule", ["rejection", "match"])
 def test_argmax_proposals_pass_the_distribution_check_under_either_rule(random_engine, rule):
-    check = distribution_check(random_engine, PROMPT, methods=["ar", "dflash"], samples=160, temperature=0.5,
+    check = distribution_check(random_engine, PROMPT, methods=["eagle3", "dflash"], samples=160, temperature=0.5,
                                verify_rule=rule, proposal="argmax")
     for lane in check["lanes"].values():
         assert lane["dof"] >= 3 and lane["p_value"] > 0.001, lane
@@ -90,9 +90,9 @@ def test_argmax_proposals_judged_against_the_drafters_soft_distribution_fail_the
     # the rule must divide by the point mass the proposal was; dividing by the drafter's softmax instead is the
     # bug this catches (on the drafter close to the target, whose argmax the target often takes)
     monkeypatch.setattr(engine.drafters.base.DraftBlock, "as_point_masses", lambda block: block)
-    broken = distribution_check(random_engine, PROMPT, methods=["ar"], samples=160, temperature=0.5,
+    broken = distribution_check(random_engine, PROMPT, methods=["eagle3"], samples=160, temperature=0.5,
                                 proposal="argmax")
-    assert broken["lanes"]["ar"]["p_value"] < 0.001
+    assert broken["lanes"]["eagle3"]["p_value"] < 0.001
 
 
 def test_argmax_proposals_draft_each_token_with_certainty(random_engine):

@@ -27,11 +27,11 @@ def test_each_lanes_tau_is_worded_from_its_own_direction(taus, words):
 
 
 def test_the_order_beside_the_papers_is_the_measured_one():
-    data = {"temperatures": {"data": sweep_of({"ar": (3.0, 2.9), "dflash": (3.0, 2.4), "dspark": (3.0, 2.0)})}}
+    data = {"temperatures": {"data": sweep_of({"eagle3": (3.0, 2.9), "dflash": (3.0, 2.4), "dspark": (3.0, 2.0)})}}
     text = lesson.temperature_takeaway(data)
     assert "the order of τ here is AR 2.90 > DFlash 2.40 > DSpark 2.00" in text
     assert "DSpark 6.11 > DFlash 5.40 > AR 5.14" in text
-    flipped = {"temperatures": {"data": sweep_of({"ar": (3.0, 2.0), "dflash": (3.0, 2.4), "dspark": (3.0, 2.9)})}}
+    flipped = {"temperatures": {"data": sweep_of({"eagle3": (3.0, 2.0), "dflash": (3.0, 2.4), "dspark": (3.0, 2.9)})}}
     assert "the order of τ here is DSpark 2.90 > DFlash 2.40 > AR 2.00" in lesson.temperature_takeaway(flipped)
 
 
@@ -57,7 +57,7 @@ def heldout_row(rate: float, ceiling: float, speedup: float = 2.0, spread=(1.5, 
 
 
 def test_the_ceiling_over_the_held_out_prompts_says_which_rates_lie_within_1_minus_tv():
-    sweep = {"temperatures": {"1.0": {"lanes": {"ar": heldout_row(0.41, 0.42), "dflash": heldout_row(0.60, 0.42)},
+    sweep = {"temperatures": {"1.0": {"lanes": {"eagle3": heldout_row(0.41, 0.42), "dflash": heldout_row(0.60, 0.42)},
                                       "target_entropy": cell(2.0)}}, "num_prompts": 65}
     text = lesson.heldout_ceiling({"temperatures": {"data": sweep}})
     assert "Over 65 held-out prompts at T = 1" in text and "over 2,500 judged drafts" in text
@@ -69,11 +69,11 @@ def test_the_ceiling_over_the_held_out_prompts_says_which_rates_lie_within_1_min
 def test_the_formula_over_the_held_out_prompts_places_the_example_prompt_in_their_spread():
     from types import SimpleNamespace
 
-    sweep = {"temperatures": {"0.0": {"lanes": {"ar": heldout_row(0.5, 0.5, 1.7, (1.2, 2.0)),
+    sweep = {"temperatures": {"0.0": {"lanes": {"eagle3": heldout_row(0.5, 0.5, 1.7, (1.2, 2.0)),
                                                 "dflash": heldout_row(0.5, 0.5, 2.2, (1.6, 2.9))},
                                       "target_entropy": cell(0.0)}}, "num_prompts": 65}
-    inside = {"temperatures": {"data": sweep}, "greedy": SimpleNamespace(speedup=lambda m: {"ar": 1.9, "dflash": 2.5}[m])}
+    inside = {"temperatures": {"data": sweep}, "greedy": SimpleNamespace(speedup=lambda m: {"eagle3": 1.9, "dflash": 2.5}[m])}
     assert "the example prompt's lanes lie within that spread" in lesson.heldout_formula(inside)
     assert "The fastest there is DFlash" in lesson.heldout_formula(inside)
-    outside = {**inside, "greedy": SimpleNamespace(speedup=lambda m: {"ar": 2.66, "dflash": 2.5}[m])}
+    outside = {**inside, "greedy": SimpleNamespace(speedup=lambda m: {"eagle3": 2.66, "dflash": 2.5}[m])}
     assert "the example prompt's AR lie outside that spread" in lesson.heldout_formula(outside)

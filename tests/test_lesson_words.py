@@ -24,7 +24,7 @@ def test_the_words_follow_the_numbers():
 def _race(ar_verify_ms: float, dflash_verify_ms: float, base_verify_ms: float = 10.0):
     """AR and DFlash against a baseline: AR keeps 3 drafts of 4 a step, DFlash 3 of 7, each with its verify time."""
     return {"greedy": comparison({"baseline": baseline(verify_ms=base_verify_ms),
-                                  "ar": lane([(4, 3)] * 10, 2.0, ar_verify_ms),
+                                  "eagle3": lane([(4, 3)] * 10, 2.0, ar_verify_ms),
                                   "dflash": lane([(7, 3)] * 10, 1.0, dflash_verify_ms)})}
 
 
@@ -41,7 +41,7 @@ def test_point_1_says_which_lane_is_ahead_and_what_a_verify_cost_from_the_number
 
 def _block(pattern, verify_ms: float = 10.0, gap_ms: float = 0.0):
     data = copy.deepcopy(lesson.recorded())
-    data["greedy"] = comparison({"baseline": baseline(), "ar": lane([(4, 3)] * 10, 4.0, 10.0),
+    data["greedy"] = comparison({"baseline": baseline(), "eagle3": lane([(4, 3)] * 10, 4.0, 10.0),
                                  "dflash": lane(pattern, 1.0, verify_ms, gap_ms)})
     return data
 
@@ -77,11 +77,11 @@ def test_point_6_compares_draft_costs_and_says_what_the_bubbles_leave_to_hide():
 
 
 def test_point_3_says_whether_acceptance_is_within_chance_of_its_ceiling():
-    within = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
+    within = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
                                     temperature=1.0)}
     assert "acceptance rate is 50% of 100 judged drafts, 1 − TV predicts 50%" in lesson.ceiling_takeaway(within)
     assert "within chance of it" in lesson.ceiling_takeaway(within) and "1 of 1 lanes do" in lesson.ceiling_takeaway(within)
-    above = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
+    above = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
                                    temperature=1.0)}
     assert "above it by more than chance" in lesson.ceiling_takeaway(above) and "0 of 1 lanes do" in lesson.ceiling_takeaway(above)
 
@@ -125,7 +125,7 @@ def test_point_4_says_where_the_speedup_goes_past_the_best_k():
 @pytest.mark.parametrize("p_value, words", [(0.5, "no chi-square test rejects it"), (0.001, "test rejects the target's odds for AR")])
 def test_point_2_says_whether_a_lane_fails_the_distribution_check(p_value, words):
     data = copy.deepcopy(lesson.recorded())
-    data["lossless"]["data"]["lanes"]["ar"]["p_value"] = p_value
+    data["lossless"]["data"]["lanes"]["eagle3"]["p_value"] = p_value
     assert words in lesson.rule_takeaway(data)
 
 
@@ -174,15 +174,15 @@ def test_slide_1_says_where_the_measurements_sit_and_what_a_verify_cost_from_the
                                             (0.001, "the chi-square test rejects the target's odds for AR")])
 def test_slide_2_says_whether_a_lane_fails_the_distribution_check(p_value, words):
     data = copy.deepcopy(lesson.recorded())
-    data["lossless"]["data"]["lanes"]["ar"]["p_value"] = p_value
+    data["lossless"]["data"]["lanes"]["eagle3"]["p_value"] = p_value
     assert words in lesson.rule_slide(data)
 
 
 def test_slide_3_counts_the_lanes_within_chance_of_their_ceiling():
-    within = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
+    within = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
                                     temperature=1.0)}
     assert "AR 50% (1 − TV 50%); 1 of 1 lanes within chance" in lesson.ceiling_slide(within)
-    above = {"sampled": comparison({"baseline": baseline(), "ar": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
+    above = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
                                    temperature=1.0)}
     assert "AR 100% (1 − TV 50%); 0 of 1 lanes within chance" in lesson.ceiling_slide(above)
 
@@ -190,9 +190,9 @@ def test_slide_3_counts_the_lanes_within_chance_of_their_ceiling():
 def test_slide_4_words_each_lanes_tau_from_its_own_direction():
     from test_lesson_temperature import sweep_of
 
-    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"ar": (3.0, 2.0), "dflash": (2.0, 3.0)})}})
+    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"eagle3": (3.0, 2.0), "dflash": (2.0, 3.0)})}})
     assert "τ falls for AR, rises for DFlash" in text
-    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"ar": (2.0, 3.0), "dflash": (3.0, 2.0)})}})
+    text = lesson.temperature_slide({"temperatures": {"data": sweep_of({"eagle3": (2.0, 3.0), "dflash": (3.0, 2.0)})}})
     assert "τ rises for AR, falls for DFlash" in text
 
 

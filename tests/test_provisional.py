@@ -20,37 +20,37 @@ SPREAD = re.compile(r"speedup <b>(\d+\.\d\d)× \((\d+\.\d\d)–(\d+\.\d\d)\)</b>
 
 def _timed(rates_ar, rates_base) -> Comparison:
     base = LaneResult.ended("baseline", baseline(), timing_runs=len(rates_base), run_rates=rates_base)
-    ar = LaneResult.ended("ar", lane([(4, 3)] * 10, 2.0, 10.0), timing_runs=len(rates_ar), run_rates=rates_ar)
-    return Comparison({**SETTINGS, "methods": ["baseline", "ar"]}, {"baseline": base, "ar": ar})
+    ar = LaneResult.ended("eagle3", lane([(4, 3)] * 10, 2.0, 10.0), timing_runs=len(rates_ar), run_rates=rates_ar)
+    return Comparison({**SETTINGS, "methods": ["baseline", "eagle3"]}, {"baseline": base, "eagle3": ar})
 
 
 def test_a_speedups_spread_is_each_timing_rounds_own_speedup():
     timed = _timed([(30.0, 20.0), (33.0, 22.0), (27.0, 19.0)], [(10.0, 10.0), (10.0, 10.0), (10.0, 10.0)])
-    assert timed.speedup_spread("ar") == pytest.approx((2.7, 3.3))  # compute time: the lane's rounds over the baseline's
-    assert timed.speedup_spread("ar", "wall") == pytest.approx((1.9, 2.2))
-    chips = chips_html(timed, "ar", [])
+    assert timed.speedup_spread("eagle3") == pytest.approx((2.7, 3.3))  # compute time: the lane's rounds over the baseline's
+    assert timed.speedup_spread("eagle3", "wall") == pytest.approx((1.9, 2.2))
+    chips = chips_html(timed, "eagle3", [])
     low, high = SPREAD.search(chips).group(2, 3)
     assert (low, high) == ("2.70", "3.30") and "provisional" not in chips
     once = _timed([(30.0, 20.0)], [(10.0, 10.0)])
-    assert once.speedup_spread("ar") is None and not SPREAD.search(chips_html(once, "ar", []))
+    assert once.speedup_spread("eagle3") is None and not SPREAD.search(chips_html(once, "eagle3", []))
 
 
 def test_a_saved_comparison_replays_with_its_spread_and_an_old_file_without():
     timed = _timed([(30.0, 20.0), (33.0, 22.0)], [(10.0, 10.0), (11.0, 10.0)])
     back = read_comparison(timed.to_json())
-    assert back.speedup_spread("ar") == pytest.approx(timed.speedup_spread("ar"))
-    assert SPREAD.search(chips_html(back, "ar", []))
+    assert back.speedup_spread("eagle3") == pytest.approx(timed.speedup_spread("eagle3"))
+    assert SPREAD.search(chips_html(back, "eagle3", []))
     from app import lesson
 
     greedy = lesson.recorded()["greedy"]  # recorded before the runs' figures were kept: no spread, no invention
     assert all(not lane.run_rates for lane in greedy.lanes.values())
-    assert not SPREAD.search(chips_html(greedy, "ar", []))
+    assert not SPREAD.search(chips_html(greedy, "eagle3", []))
 
 
 def test_the_runner_keeps_each_timing_runs_own_figures(random_engine):
     from engine.contract.types import GenerationConfig
 
-    lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=8)) for m in ("baseline", "ar")]
+    lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=8)) for m in ("baseline", "eagle3")]
     for _ in run_lanes(random_engine, "def f(x):", lanes, threading.Event(), timing_runs=3):
         pass
     for run in lanes:
@@ -66,7 +66,7 @@ def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):
     from app.settings import default_settings
     from dataclasses import replace
 
-    settings = replace(default_settings(handlers.methods), methods=("baseline", "ar", "dflash"), max_new_tokens=8)
+    settings = replace(default_settings(handlers.methods), methods=("baseline", "eagle3", "dflash"), max_new_tokens=8)
     outputs = list(handlers.run_comparison(settings, True, "provisional-visitor"))
     lanes_of = lambda out: " ".join(str(x) for x in out[1:1 + len(handlers.methods)])  # noqa: E731
     during = [lanes_of(out) for out in outputs[:-1] if "speedup <b>" in lanes_of(out)]

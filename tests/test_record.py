@@ -23,13 +23,13 @@ PROMPT = "def parse(self, text):\n"
 @pytest.fixture(scope="module")
 def comparison(random_engine):
     lanes = {}
-    for method in ("baseline", "ar", "dspark"):
+    for method in ("baseline", "eagle3", "dspark"):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=16, temperature=0.8,
                                                                  drafts_per_step=3, seed=4))
         lanes[method] = [result.prefill, *result.steps]
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, temperature=0.8, seed=4,
-                                     serial_k=3, methods=("baseline", "ar", "dspark")))
-    return Comparison.of_steps(settings, lanes, drafters={"ar": "small LM, 2 layers"}, device="cpu (2 threads)",
+                                     serial_k=3, methods=("baseline", "eagle3", "dspark")))
+    return Comparison.of_steps(settings, lanes, drafters={"eagle3": "small LM, 2 layers"}, device="cpu (2 threads)",
                                preset="random")
 
 
@@ -58,9 +58,9 @@ def test_a_file_saved_before_steps_carried_why_a_run_ended_still_opens(compariso
     (lambda doc: "not json at all", "not a JSON file"),
     (lambda doc: json.dumps({**doc, "format": "other/1"}), "not a SpecLab comparison"),
     (lambda doc: json.dumps({**doc, "lanes": {}}), "no lanes"),
-    (lambda doc: json.dumps({**doc, "lanes": {"eagle9": doc["lanes"]["ar"]}}), "unknown method"),
-    (lambda doc: json.dumps({**doc, "lanes": {"ar": [{"index": 0}]}}), "malformed"),
-    (lambda doc: json.dumps({**doc, "lanes": {"ar": doc["lanes"]["ar"][1:]}}), "prefill"),
+    (lambda doc: json.dumps({**doc, "lanes": {"eagle9": doc["lanes"]["eagle3"]}}), "unknown method"),
+    (lambda doc: json.dumps({**doc, "lanes": {"eagle3": [{"index": 0}]}}), "malformed"),
+    (lambda doc: json.dumps({**doc, "lanes": {"eagle3": doc["lanes"]["eagle3"][1:]}}), "prefill"),
     (lambda doc: json.dumps({**doc, "settings": None}), "no settings"),
     (lambda doc: json.dumps({**doc, "settings": {**doc["settings"], "max_new_tokens": "lots"}}), "settings are invalid"),
     (lambda doc: json.dumps({**doc, "settings": {"prompt": "x"}}), "settings lack"),

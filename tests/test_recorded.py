@@ -22,7 +22,7 @@ PROMPT = "def add(a, b):"
 def comparison(random_engine):
     from app.settings import default_settings
 
-    methods = ("baseline", "ar")
+    methods = ("baseline", "eagle3")
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=10, methods=methods))
     lanes = {m: LaneResult.ended(m, random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=10)),
                                  timing_runs=3) for m in methods}
@@ -76,7 +76,7 @@ def test_a_broken_or_foreign_file_is_ignored(comparison, tmp_path):
     path.write_text(path.read_text()[:500])  # cut short
     assert RecordedRuns(tmp_path).last("key") is None
     doc["key"] = "key"
-    doc["lanes"]["ar"][1]["num_accepted"] = 99  # tampered: refused like any saved file
+    doc["lanes"]["eagle3"][1]["num_accepted"] = 99  # tampered: refused like any saved file
     path.write_text(json.dumps(doc))
     assert RecordedRuns(tmp_path).last("key") is None
 

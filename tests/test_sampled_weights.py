@@ -16,8 +16,8 @@ PROMPT = "def add(a, b):"
 def two_weight_engine(tokenizer):
     """A random target with drafters whose sampled checkpoints differ from their greedy ones."""
     target = tiny_qwen3(len(tokenizer))
-    greedy = {"ar": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
-    sampled = {"ar": noisy_copy(target, noise=0.05, seed=7), "dflash": tiny_dflash(target, seed=8),
+    greedy = {"eagle3": noisy_copy(target, noise=0.05), "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
+    sampled = {"eagle3": noisy_copy(target, noise=0.05, seed=7), "dflash": tiny_dflash(target, seed=8),
                "dspark": tiny_dspark(target, seed=9)}
     return Engine(target, tokenizer, greedy, torch.device("cpu"), preset="random", sampled_drafter_models=sampled)
 
@@ -26,7 +26,7 @@ def draft_probs(result) -> list[float]:
     return [t.draft_prob for s in result.steps for t in s.drafted]
 
 
-@pytest.mark.parametrize("method", ["ar", "dflash", "dspark"])
+@pytest.mark.parametrize("method", ["eagle3", "dflash", "dspark"])
 def test_temperature_zero_drafts_with_the_greedy_weights_and_equals_the_baseline(two_weight_engine, method):
     baseline = two_weight_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24))
     result = two_weight_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=24))
@@ -34,7 +34,7 @@ def test_temperature_zero_drafts_with_the_greedy_weights_and_equals_the_baseline
     assert "trained for T > 0" not in result.drafter
 
 
-@pytest.mark.parametrize("method", ["ar", "dflash", "dspark"])
+@pytest.mark.parametrize("method", ["eagle3", "dflash", "dspark"])
 def test_above_zero_the_sampled_weights_draft_unless_greedy_weights_are_asked_for(two_weight_engine, method):
     config = GenerationConfig(method=method, max_new_tokens=24, temperature=1.0, seed=3)
     sampled = two_weight_engine.generate(PROMPT, config)

@@ -18,7 +18,7 @@ from app.tabs.step import (NO_RUN, PLAY_EVERY_S, advance, blocks_html, find_toke
 from engine.contract.types import GenerationConfig  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
-METHODS = ("baseline", "ar", "dflash", "dspark")
+METHODS = ("baseline", "eagle3", "dflash", "dspark")
 SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, max_new_tokens=10, serial_k=3,
                 drafts_per_block=7, verify_rule="rejection", scheduler="throughput", confidence_threshold=0.5, overlap="auto")
 
@@ -32,7 +32,7 @@ def comparison(random_engine) -> Comparison:
                                   drafts_per_step=7 if method in ("dflash", "dspark") else 3, verify_rule="rejection")
         result = random_engine.generate(PROMPT, config)
         lanes[method] = [result.prefill, *result.steps]
-    return Comparison.of_steps(SETTINGS, lanes, drafters={"ar": "noisy copy"}, device="CPU", preset="random")
+    return Comparison.of_steps(SETTINGS, lanes, drafters={"eagle3": "noisy copy"}, device="CPU", preset="random")
 
 
 def first_rejection(comparison: Comparison):
@@ -208,7 +208,7 @@ def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, compariso
     status, slider, blocks, *_ = fns["on_upload"](str(saved), request)
     assert "run.json" in status and slider["maximum"] == last_step(comparison)
     assert blocks == blocks_html(comparison, 0, step_view(comparison, 0).selected)
-    for content in ("{not json", '{"format": "something else"}', comparison.to_json().replace('"ar"', '"gpt"')):
+    for content in ("{not json", '{"format": "something else"}', comparison.to_json().replace('"eagle3"', '"gpt"')):
         saved.write_text(content, encoding="utf-8")
         status, *rest = fns["on_upload"](str(saved), request)
         assert status.startswith('<div class="status-error">⚠ Could not open that file: ') and "\n" not in status
@@ -216,9 +216,9 @@ def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, compariso
 
 
 def test_greedy_runs_have_no_draw_and_say_argmax(random_engine):
-    config = GenerationConfig(method="ar", max_new_tokens=12, drafts_per_step=3)
+    config = GenerationConfig(method="eagle3", max_new_tokens=12, drafts_per_step=3)
     result = random_engine.generate(PROMPT, config)
-    greedy = Comparison.of_steps({**SETTINGS, "temperature": 0.0}, {"ar": [result.prefill, *result.steps]})
+    greedy = Comparison.of_steps({**SETTINGS, "temperature": 0.0}, {"eagle3": [result.prefill, *result.steps]})
     step = next(s for s in result.steps if s.num_verified)
     view = step_view(greedy, step.index)
     token = find_token(greedy, step.index, view.selected)

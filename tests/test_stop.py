@@ -49,7 +49,7 @@ def test_a_set_stop_ends_a_generation_and_every_measurement(random_engine):
 
     stop = threading.Event()
     stop.set()
-    config = GenerationConfig(method="ar", max_new_tokens=20)
+    config = GenerationConfig(method="eagle3", max_new_tokens=20)
     with pytest.raises(Stopped):
         random_engine.generate("def f(x):", config, stop)
     assert len(random_engine.generate("def f(x):", config, threading.Event()).output_ids) == 20  # unset: runs

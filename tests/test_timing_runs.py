@@ -18,12 +18,12 @@ from engine.contract.types import GenerationConfig
 PROMPT = "def add(a, b):"
 
 
-def _lanes(methods=("baseline", "ar", "dflash")) -> list[LaneRun]:
+def _lanes(methods=("baseline", "eagle3", "dflash")) -> list[LaneRun]:
     return [LaneRun(m, GenerationConfig(method=m, max_new_tokens=12)) for m in methods]
 
 
 def test_spans_on_the_cpu_carry_the_threads_compute_time(random_engine):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=12))
     spans = [span for step in (result.prefill, *result.steps) for span in step.spans]
     assert spans and all(span.cpu_s is not None and span.cpu_s >= 0 for span in spans)
     # CPU time of one thread never runs ahead of the wall clock by more than the clocks' resolution
@@ -49,7 +49,7 @@ def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engin
     lanes = _lanes()
     for _ in run_lanes(random_engine, PROMPT, lanes, threading.Event(), timing_runs=3):
         pass
-    assert order == ["baseline", "ar", "dflash"] * 3  # the live pass, then two rounds, the lanes taking turns
+    assert order == ["baseline", "eagle3", "dflash"] * 3  # the live pass, then two rounds, the lanes taking turns
     for lane in lanes:
         runs = traces[lane.method]
         assert lane.state == "done" and lane.timing_runs == 3 and len(runs) == 3
@@ -58,7 +58,7 @@ def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engin
 
 
 def test_each_step_keeps_its_fastest_timing_laid_end_to_end(random_engine):
-    runs = [list(random_engine.stream(PROMPT, GenerationConfig(method="ar", max_new_tokens=12))) for _ in range(3)]
+    runs = [list(random_engine.stream(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=12))) for _ in range(3)]
     # one step of each run made slow on both clocks (the third's second, the second's third, the first's fourth):
     # none of them may be chosen, so no whole run is as fast as the steps kept
     def slowed(run, index):
@@ -97,7 +97,7 @@ def test_a_repeat_that_wrote_other_tokens_is_not_counted(random_engine, monkeypa
         yield from real_stream(prompt, config)
 
     monkeypatch.setattr(random_engine, "stream", other_tokens_on_repeat)
-    lane = LaneRun("ar", GenerationConfig(method="ar", max_new_tokens=12))
+    lane = LaneRun("eagle3", GenerationConfig(method="eagle3", max_new_tokens=12))
     first = None
     for _ in run_lanes(random_engine, PROMPT, [lane], threading.Event(), timing_runs=3):
         if lane.state == "done" and first is None:
@@ -106,7 +106,7 @@ def test_a_repeat_that_wrote_other_tokens_is_not_counted(random_engine, monkeypa
 
 
 def test_stop_during_the_timing_runs_keeps_the_live_pass(random_engine):
-    lanes, stop = _lanes(("baseline", "ar")), threading.Event()
+    lanes, stop = _lanes(("baseline", "eagle3")), threading.Event()
     for _ in run_lanes(random_engine, PROMPT, lanes, stop, timing_runs=3):
         if all(lane.state == "done" for lane in lanes):
             stop.set()
@@ -140,7 +140,7 @@ def test_a_saved_comparison_keeps_its_compute_times_and_timing_runs(random_engin
     from app.settings import default_settings
     from app.comparison import settings_dict
 
-    methods = ("baseline", "ar")
+    methods = ("baseline", "eagle3")
     settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=12, methods=methods))
     lanes = {m: LaneResult.ended(m, random_engine.stream(PROMPT, GenerationConfig(method=m, max_new_tokens=12)),
                                  timing_runs=3) for m in methods}

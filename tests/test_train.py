@@ -173,7 +173,7 @@ def _bench_report(weights: dict, busy: bool = False, **changes) -> dict:
 
     report = {"preset": "tiny", "weights": weights, "identical_outputs": True, "busy_machine": busy, "num_prompts": 65,
               "max_new_tokens": 64, "serial_k": 4, "drafts_per_block": 7, "device": "cpu", "threads": 1,
-              "lanes": {"baseline": {"tokens_per_s": 60.0 if busy else 70.0}, "ar": lane(1.9),
+              "lanes": {"baseline": {"tokens_per_s": 60.0 if busy else 70.0}, "eagle3": lane(1.9),
                         "dflash": lane(2.05 if busy else 2.1), "hf_generate": {"speedup": 0.9}}}
     return {**report, **changes}
 
@@ -184,7 +184,7 @@ def test_the_cards_speed_table_is_a_quiet_and_a_busy_bench_of_its_own_weights():
     weights = {"target": "a" * 12, "dflash-drafter": "b" * 12}
     pair = bench_pair([_bench_report(weights, busy=True), _bench_report(weights)], weights)
     assert (pair["quiet"]["busy"], pair["busy"]["busy"]) == (False, True)
-    assert set(pair["quiet"]["lanes"]) == {"ar", "dflash"}  # transformers' peers are not the card's
+    assert set(pair["quiet"]["lanes"]) == {"eagle3", "dflash"}  # transformers' peers are not the card's
     table = "\n".join(bench_lines(pair))
     assert "| dflash | 3.00 | 0.80, — | 2.10× | 2.20× | 2.05× | 2.15× |" in table
     assert "| baseline | 1.00 | — | 1.00× (70.0 tokens/s) | 1.00× | 1.00× (60.0 tokens/s) | 1.00× |" in table

@@ -40,7 +40,7 @@ def test_every_recorded_lane_header_counts_drafts_per_block():
 
 def test_the_chip_names_the_one_acceptance_rate_the_glossary_defines():
     sampled = lesson.recorded()["sampled"]
-    head = lane_html(sampled, "ar")
+    head = lane_html(sampled, "eagle3")
     import html
 
     assert f'title="{html.escape(meaning("acceptance-rate"))}">acc. rate' in head

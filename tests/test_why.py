@@ -43,8 +43,8 @@ def test_k_sweeps_measure_every_serial_lane_at_every_k_against_the_baseline(rand
 
     recorded = measure_sweeps(random_engine, [PROMPT], ks=(1, 2, 3), max_new_tokens=12, rounds=1)
     sweeps = recorded["data"]["sweeps"]
-    assert list(sweeps) == ["ar"]  # the random engine's one serial lane
-    sweep = sweeps["ar"]
+    assert list(sweeps) == ["eagle3"]  # the random engine's one serial lane
+    sweep = sweeps["eagle3"]
     assert sorted(sweep["rows"]) == ["1", "2", "3"]  # as it reads back from a recording: JSON's own keys
     assert all(row["speedup"] > 0 and row["tau"] >= 1 for row in sweep["rows"].values())
     assert str(sweep["best_k"]) == max(sweep["rows"], key=lambda k: sweep["rows"][k]["speedup"])
@@ -66,7 +66,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
     visitor = SimpleNamespace(session_hash="why-visitor")
     assert handlers.overlay(0.7, 0.1, 0.3, visitor)[1] == why.NO_RUN  # nothing run in this session yet
     results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, drafts_per_step=3))
-               for m in ("baseline", "ar")}
+               for m in ("baseline", "eagle3")}
     sessions.get("why-visitor").last = Comparison.of_steps({"serial_k": 3}, {m: [r.prefill, *r.steps]
                                                                               for m, r in results.items()})
     figure, note = handlers.overlay(0.7, 0.1, 0.3, visitor)
@@ -91,19 +91,19 @@ def test_comparison_charts_of_a_run(random_engine):
     from app.comparison import Comparison
 
     results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=16, drafts_per_step=3))
-               for m in ("baseline", "ar", "dflash")}
+               for m in ("baseline", "eagle3", "dflash")}
     comparison = Comparison.of_steps({"max_new_tokens": 16}, {m: [r.prefill, *r.steps] for m, r in results.items()})
     histogram = accepted_length_figure({m: s for m, s in comparison.steps.items() if m != "baseline"})
-    for trace, method in zip(histogram.data, ("ar", "dflash")):
+    for trace, method in zip(histogram.data, ("eagle3", "dflash")):
         assert sum(trace.y) == pytest.approx(1.0)  # shares of steps
         assert max(trace.x) == max(s.num_accepted for s in results[method].steps)
     formula = predicted_vs_measured_figure(comparison)
     assert list(formula.data[0].x) == ["AR", "DFlash"] and all(v > 0 for v in formula.data[2].y)
-    assert list(formula.data[2].y) == [comparison.speedup("ar"), comparison.speedup("dflash")]
+    assert list(formula.data[2].y) == [comparison.speedup("eagle3"), comparison.speedup("dflash")]
     # the formula divided by what a verify cost in baseline forwards, each lane labelled with that cost
-    costs = [verify_cost(comparison, m) for m in ("ar", "dflash")]
+    costs = [verify_cost(comparison, m) for m in ("eagle3", "dflash")]
     base = comparison.baseline.summary
-    for method, cost in zip(("ar", "dflash"), costs):
+    for method, cost in zip(("eagle3", "dflash"), costs):
         s = comparison.lanes[method].summary
         assert cost == pytest.approx((s.verify_s / s.num_steps) / (base.verify_s / base.num_steps))
     assert list(formula.data[1].y) == pytest.approx([f / c for f, c in zip(formula.data[0].y, costs)])
@@ -143,7 +143,7 @@ def test_the_recorded_sweep_names_each_lanes_best_k_in_its_legend():
     from app.draw.charts import sweeps_figure
 
     sweeps = lesson.recorded()["sweeps"]["data"]["sweeps"]
-    figure = sweeps_figure({**sweeps, "third": {**sweeps["ar"], "drafter": "a third lane"}})  # three optima at one K
+    figure = sweeps_figure({**sweeps, "third": {**sweeps["eagle3"], "drafter": "a third lane"}})  # three optima at one K
     assert not [t for t in figure.data if t.text]  # no label printed on the plot
     for method, sweep in sweeps.items():
         assert sum(f"best K = {sweep['best_k']} ★" in t.name for t in figure.data if t.name) >= 1
@@ -178,7 +178,7 @@ def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
     from app.tabs.why import ABOVE_FORMULA, overlay_warnings
 
     runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, drafts_per_step=3))
-            for m in ("baseline", "ar")}
+            for m in ("baseline", "eagle3")}
     lanes = {m: steady([r.prefill, *r.steps]) for m, r in runs.items()}
     quiet = Comparison.of_steps({"serial_k": 3}, lanes)
     assert overlay_warnings(quiet) == []
@@ -189,14 +189,14 @@ def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
                                                                                          lambda i: 3.0)})
     (warning,) = overlay_warnings(slow_baseline)
     assert warning.startswith("AR measured") and f"more than {ABOVE_FORMULA:g} times" in warning
-    assert slow_baseline.speedup("ar") == pytest.approx(3 * quiet.speedup("ar"), rel=0.05)
+    assert slow_baseline.speedup("eagle3") == pytest.approx(3 * quiet.speedup("eagle3"), rel=0.05)
     bursts = Comparison.of_steps({"serial_k": 3}, {**lanes, "baseline": steady(lanes["baseline"],
                                                                                   lambda i: 8.0 if i % 4 == 0 else 1)})
     assert any(w.startswith("Baseline's verify forwards") and "slowed them" in w for w in overlay_warnings(bursts))
     # the drafting lane slowed for most of its run (its median verify three times its fastest)
-    slowed = Comparison.of_steps({"serial_k": 3}, {**lanes, "ar": steady(lanes["ar"], lambda i: 1 if i < 3 else 3)})
+    slowed = Comparison.of_steps({"serial_k": 3}, {**lanes, "eagle3": steady(lanes["eagle3"], lambda i: 1 if i < 3 else 3)})
     assert any(w.startswith("AR's verify forwards") for w in overlay_warnings(slowed))
-    slow_lane = Comparison.of_steps({"serial_k": 3}, {**lanes, "ar": steady(lanes["ar"], host=2.0)})
+    slow_lane = Comparison.of_steps({"serial_k": 3}, {**lanes, "eagle3": steady(lanes["eagle3"], host=2.0)})
     assert any(w.startswith("AR measured") and "lost time" in w for w in overlay_warnings(slow_lane))
 
 
@@ -205,7 +205,7 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
     from app.tabs.why import run_points
 
     lanes = {}
-    for method, k in (("baseline", 1), ("ar", 3), ("dflash", 5)):
+    for method, k in (("baseline", 1), ("eagle3", 3), ("dflash", 5)):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, drafts_per_step=k))
         lanes[method] = [result.prefill, *result.steps]
     points = run_points(Comparison.of_steps({"max_new_tokens": 12, "serial_k": 3, "drafts_per_block": 5}, lanes))
@@ -223,7 +223,7 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(
     with playwright_api.sync_playwright() as p:
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(url + "?methods=baseline,ar,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
+        page.goto(url + "?methods=baseline,eagle3,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
         page.wait_for_function("(s => s && /done/.test(s.innerText))(document.querySelector('#status'))", timeout=60000)
         page.get_by_role("tab", name="Why").click()
         page.click("#overlay-last-run")

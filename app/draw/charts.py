@@ -27,7 +27,7 @@ PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with mark
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
 DRAFT_ALTERNATE = "draft, every second forward"  # the timeline's key for a step's 2nd, 4th, ... draft forward
 DRAFT_ALTERNATE_COLOUR = "#9C6B00"  # a darker orange beside DRAFT_WORK, so adjacent draft forwards stay apart
-AR_COLOUR = lane_style("ar")[0]  # the prediction tab's measured sweep is the AR lane's
+AR_COLOUR = lane_style("eagle3")[0]  # the prediction tab's measured sweep is the AR lane's
 WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
 SURVIVAL_DASH = "dot"  # survival (positions 1..k all passing) beside a lane's solid conditional acceptance
 

@@ -12,7 +12,7 @@ LANE_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}  
 
 # Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
 # cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.
-METHOD_STYLES = {"baseline": ("#444444", "circle"), "ar": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
+METHOD_STYLES = {"baseline": ("#444444", "circle"), "eagle3": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
                  "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star")}
 OTHER_STYLES = (("#882255", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"), ("#117733", "hexagon"))
 

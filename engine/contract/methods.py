@@ -83,7 +83,7 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", "Baseline", "target only: one target forward per token", 0, False, (),
            about="the target alone, one forward per token. Every other lane must write exactly its text at "
                  "temperature 0."),
-    Method("ar", "AR", "drafts K tokens one forward at a time, then one verify", 4, False,
+    Method("eagle3", "AR", "drafts K tokens one forward at a time, then one verify", 4, False,
            ("eagle3", "small-lm"),
            "EAGLE-3, arXiv 2503.01840 (a small LM when the preset has no EAGLE-3)",
            about="a one-layer EAGLE-3 drafter reads the target's hidden states (three or five of its layers, "
@@ -115,9 +115,18 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                              words="without its Markov head, verifying the whole block"))),
 )}
 
+# Method ids a link, a saved comparison or the command line may still use, and the id each now has.
+LEGACY_METHOD_IDS = {"ar": "eagle3"}
+
+
+def method_id(name):
+    """The registry's id for `name`: itself, or the id a legacy one became (anything else comes back as it is)."""
+    return LEGACY_METHOD_IDS.get(name, name) if isinstance(name, str) else name
+
+
 BASELINE = "baseline"  # the method every other lane is compared with (and must equal at temperature 0)
-DEFAULT_METHOD = "ar"  # the CLI's method when none is named
-DEFAULT_LANES = ("baseline", "ar", "dflash", "dspark")  # the app's lanes unless a visitor picks others
+DEFAULT_METHOD = "eagle3"  # the CLI's method when none is named
+DEFAULT_LANES = ("baseline", "eagle3", "dflash", "dspark")  # the app's lanes unless a visitor picks others
 assert BASELINE in METHOD_REGISTRY and not METHOD_REGISTRY[BASELINE].drafts
 assert DEFAULT_METHOD in METHOD_REGISTRY and set(DEFAULT_LANES) <= set(METHOD_REGISTRY)
 

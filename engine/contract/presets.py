@@ -60,10 +60,10 @@ TINY = Preset(
     name="tiny",
     target="target",
     tokenizer="tokenizer",
-    drafters={"ar": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+    drafters={"eagle3": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
     # Each feature drafter's temperature-0 weights trained on against the target's whole distribution at
     # temperature 1 (engine/train `--sampled`); the small LM was distilled from distributions and serves both.
-    sampled_drafters={"ar": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled",
+    sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled",
                       "dspark": "dspark-drafter-sampled"},
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,
@@ -73,7 +73,7 @@ QWEN3_4B = Preset(
     name="qwen3-4b",
     target="Qwen/Qwen3-4B",
     tokenizer="Qwen/Qwen3-4B",
-    drafters={"ar": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
+    drafters={"eagle3": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
               "dflash": "deepseek-ai/dflash_qwen3_4b_block7", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
     description="Qwen3-4B with DeepSpec's EAGLE-3, DFlash and DSpark (block 7) and Qwen3-0.6B as the small LM",
     chat=True, needs_gpu=True, local=False,

@@ -84,7 +84,7 @@ def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=
         lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view), lesson_handlers, demo)
         slides.wire(slide_view, slides.SlideHandlers(recordings, sessions, lesson_handlers), demo)
         redraw = projector.ChartRedraw(sessions, lambda session, at, token: (
-            *compare_handlers.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
+            *compare_handlers.run.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
             *step_handlers.redraw_charts(session, at, token)))
         projector.wire(projector_toggle, demo, redraw,
                        [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,

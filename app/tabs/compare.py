@@ -370,33 +370,17 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
 
 # --- the behaviour ---------------------------------------------------------------------------------------
 
-class CompareHandlers:
-    """The tab's handlers over one engine: plain methods over explicit values. Per-session state lives in
-    `sessions` (app/hosting/sessions.py), nothing here."""
+class LaneViews:
+    """How this page draws a comparison: each lane's HTML and the charts, for the lanes this engine runs."""
 
-    def __init__(self, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-                 max_run_s: float = MAX_RUN_S, pin_key: str | None = None):
-        self.engine = engine
-        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recordings.py)
+    def __init__(self, engine, sessions: SessionStore):
+        self.sessions = sessions
         self.methods = list(engine.methods())
         # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
         self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
         self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
         self.defaults = default_settings(self.methods)
-        self.run_lanes = run_lanes
-        self.max_run_s = max_run_s
-        self.sessions = sessions
-
-    def pins(self, request: gr.Request | None) -> bool:
-        """Whether the page was opened with the operator's pin key (`pin=KEY` in its address)."""
-        given = [v for k, v in query_items(request) if k == "pin"]
-        return self.pin_key is not None and len(given) == 1 and hmac.compare_digest(
-            given[0].encode("utf-8", "surrogatepass"), self.pin_key.encode("utf-8", "surrogatepass"))
-
-    def result_key(self, settings: Settings) -> str:
-        """Everything a run's outcome depends on: the models, the device and every setting."""
-        return json.dumps([self.engine.preset, self.engine.device_name, settings_dict(settings)], sort_keys=True)
 
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
@@ -420,61 +404,7 @@ class CompareHandlers:
         return status, *[gr.update(value=box, visible=True) if box is not None else gr.update(visible=False)
                          for box in boxes], *figures
 
-    def _status_recorded(self, comparison: Comparison, how: str) -> str:
-        missing = [m for m in comparison.lanes if m not in self.methods]
-        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
-        return status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
-                           f"{comparison.preset} ({how}): nothing was rerun{note}.")
-
-    def show_recorded(self, comparison: Comparison, show: bool, how: str, projector: bool = False) -> tuple:
-        """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
-        return self.page_outputs(comparison, show, self._status_recorded(comparison, how), projector=projector)
-
-    def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
-        """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
-        its lanes and charts; it becomes the session's last comparison (Step through and Why read it)."""
-        self.sessions.get(session).last = comparison
-        settings = parse_controls(comparison.settings)
-        settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.methods))
-        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True, self.projector(session))
-        return *control_values(settings), *self.page_outputs(comparison, True, self._status_recorded(comparison, how),
-                                                             drawn)
-
-    def recorded_outputs(self, key: str, session: str, show: bool) -> tuple | None:
-        """The page's outputs for the run this server recorded under `key` (it becomes the session's last
-        comparison), or None when there is none."""
-        recorded = self.sessions.recorded.last(key)
-        if recorded is None:
-            return None
-        self.sessions.get(session).last = recorded
-        status = self._status_recorded(recorded, "the same comparison ran before on this server; this is that run")
-        return self.page_outputs(recorded, show, status, self.draw_once(key, recorded, show, self.projector(session)))
-
-    def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
-        """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
-        made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
-        draw it forty times."""
-        kept = self.sessions.replays.last(f"{key}|{show}|{projector}")
-        if kept is None or kept[0] is not comparison:
-            boxes, figures = self.draw(comparison, show, projector)
-            kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
-            self.sessions.replays.remember(f"{key}|{show}|{projector}", kept)
-        return kept[1]
-
-    def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
-        """The comparison so far: ended lanes with their summaries, the running one without."""
-        lanes = {}
-        drafters = self.sampled_drafters if settings.temperature > 0 else self.drafters
-        for run in lane_runs:
-            if run.state not in ("waiting", "running") and run.method not in ended:
-                ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
-                                                     max(1, run.timing_runs), run.rates)
-            lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
-                                                                    drafters[run.method], run.state)
-        return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
-                          dict(versions()))
-
-    def _lanes_html(self, comparison: Comparison, show: bool, shown: dict, drawn: dict, live: bool) -> list[str]:
+    def lanes_html(self, comparison: Comparison, show: bool, shown: dict, drawn: dict, live: bool) -> list[str]:
         """Every box's HTML. live: the light view, re-rendered only for a lane that changed (an unchanged lane is
         resent as the same string, which Gradio sends no bytes for; never gr.skip(), which in Gradio 6 adds a
         component to the session's state for good)."""
@@ -488,6 +418,89 @@ class CompareHandlers:
                 drawn[m] = mark
                 shown[m] = lane_html(comparison, m, show, live=live)
         return [shown[m] for m in self.methods]
+
+
+class Replays:
+    """The replay cache: complete runs recorded by configuration (app/recordings.py, shared by every visitor) and
+    what the page drew of them, so a class opening one link computes and draws it once."""
+
+    def __init__(self, engine, views: LaneViews, sessions: SessionStore):
+        self.engine, self.views, self.sessions = engine, views, sessions
+
+    def pin(self, key: str) -> None:
+        """The run recorded under `key` is never evicted (an operator's link)."""
+        self.sessions.recorded.pin(key)
+
+    def result_key(self, settings: Settings) -> str:
+        """Everything a run's outcome depends on: the models, the device and every setting."""
+        return json.dumps([self.engine.preset, self.engine.device_name, settings_dict(settings)], sort_keys=True)
+
+    def status_recorded(self, comparison: Comparison, how: str) -> str:
+        missing = [m for m in comparison.lanes if m not in self.views.methods]
+        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
+        return status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
+                           f"{comparison.preset} ({how}): nothing was rerun{note}.")
+
+    def show_recorded(self, comparison: Comparison, show: bool, how: str, projector: bool = False) -> tuple:
+        """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
+        return self.views.page_outputs(comparison, show, self.status_recorded(comparison, how), projector=projector)
+
+    def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
+        """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
+        its lanes and charts; it becomes the session's last comparison (Step through and Why read it)."""
+        self.sessions.get(session).last = comparison
+        settings = parse_controls(comparison.settings)
+        settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.views.methods))
+        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True, self.views.projector(session))
+        status = self.status_recorded(comparison, how)
+        return *control_values(settings), *self.views.page_outputs(comparison, True, status, drawn)
+
+    def recorded_outputs(self, key: str, session: str, show: bool) -> tuple | None:
+        """The page's outputs for the run this server recorded under `key` (it becomes the session's last
+        comparison), or None when there is none."""
+        recorded = self.sessions.recorded.last(key)
+        if recorded is None:
+            return None
+        self.sessions.get(session).last = recorded
+        status = self.status_recorded(recorded, "the same comparison ran before on this server; this is that run")
+        drawn = self.draw_once(key, recorded, show, self.views.projector(session))
+        return self.views.page_outputs(recorded, show, status, drawn)
+
+    def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
+        """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
+        made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
+        draw it forty times."""
+        kept = self.sessions.replays.last(f"{key}|{show}|{projector}")
+        if kept is None or kept[0] is not comparison:
+            boxes, figures = self.views.draw(comparison, show, projector)
+            kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
+            self.sessions.replays.remember(f"{key}|{show}|{projector}", kept)
+        return kept[1]
+
+
+class RunController:
+    """Runs comparisons: checks the settings, runs the lanes (app/runner.py), yields the page's outputs as they
+    fill, records complete runs; Stop, the time limit, saved files and the download. Per-session state lives in
+    `sessions` (app/hosting/sessions.py), nothing here."""
+
+    def __init__(self, engine, views: LaneViews, replays: Replays, sessions: SessionStore,
+                 run_lanes: Callable[..., Iterator[None]] = run_lanes_here, max_run_s: float = MAX_RUN_S):
+        self.engine, self.views, self.replays, self.sessions = engine, views, replays, sessions
+        self.run_lanes = run_lanes
+        self.max_run_s = max_run_s
+
+    def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
+        """The comparison so far: ended lanes with their summaries, the running one without."""
+        lanes = {}
+        drafters = self.views.sampled_drafters if settings.temperature > 0 else self.views.drafters
+        for run in lane_runs:
+            if run.state not in ("waiting", "running") and run.method not in ended:
+                ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
+                                                     max(1, run.timing_runs), run.rates)
+            lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
+                                                                    drafters[run.method], run.state)
+        return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
+                          dict(versions()))
 
     def _checked(self, settings: Settings) -> list[LaneRun]:
         """The lanes to run, every setting checked by the engine first (raises EngineError)."""
@@ -506,18 +519,18 @@ class CompareHandlers:
         try:
             lane_runs = self._checked(settings)
         except EngineError as exc:
-            yield self.refused(str(exc))
+            yield self.views.refused(str(exc))
             return
         state = self.sessions.get(session)
         if state.withdrawn():
             yield status_html("withdrawn: Stop was pressed while this run waited in the queue; nothing ran."), \
-                *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
+                *[gr.skip()] * (len(self.views.methods) + NUM_CHARTS)
             return
-        key = self.result_key(settings)
-        replay = self.recorded_outputs(key, session, show) if reuse else None
+        key = self.replays.result_key(settings)
+        replay = self.replays.recorded_outputs(key, session, show) if reuse else None
         if replay is not None:
             if pin:
-                self.sessions.recorded.pin(key)
+                self.replays.pin(key)
             yield replay
             return
         stop = state.stop = threading.Event()
@@ -543,7 +556,7 @@ class CompareHandlers:
             message = running_message(running, self.engine.device_name, settings.max_new_tokens) if running \
                 else timing_message(lane_runs)
             live = self._live_lanes(settings, lane_runs, ended)
-            yield status_html(message), *self._lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
+            yield status_html(message), *self.views.lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
         comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
         state.last = comparison
         # Only complete runs are replayed: every lane done and every timing run it began finished (a Stop or the
@@ -552,14 +565,15 @@ class CompareHandlers:
             self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
         text += self._capped_note(settings) + clock_note(comparison)
-        yield status_html(text, error=error), *self._lanes_html(comparison, show, shown, drawn, False), \
+        yield status_html(text, error=error), *self.views.lanes_html(comparison, show, shown, drawn, False), \
             *comparison_figures(comparison, state.projector)
 
     def _capped_note(self, settings: Settings) -> str:
         """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
-        capped = [f"{method_label(m)} drafted {self.caps[m]} per step (its trained block), not {asked}"
+        caps = self.views.caps
+        capped = [f"{method_label(m)} drafted {caps[m]} per step (its trained block), not {asked}"
                   for m in settings.methods if METHOD_REGISTRY[m].drafts
-                  and self.caps.get(m) is not None and (asked := settings.config(m).drafts_per_step) > self.caps[m]]
+                  and caps.get(m) is not None and (asked := settings.config(m).drafts_per_step) > caps[m]]
         return f" {'; '.join(capped)}." if capped else ""
 
     def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:
@@ -581,61 +595,16 @@ class CompareHandlers:
                    serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
                    confidence_threshold=confidence_threshold, overlap=overlap)
         try:
-            settings, show = parse_controls(raw, self.methods), parse_show_drafts(show_drafts)
+            settings, show = parse_controls(raw, self.views.methods), parse_show_drafts(show_drafts)
         except SettingError as exc:
-            yield self.refused(str(exc))
+            yield self.views.refused(str(exc))
             return
         yield from self.run_comparison(settings, show, request.session_hash)
-
-    def run_link(self, query, show_drafts, request: gr.Request):
-        if not isinstance(query, str) or not query:
-            yield (gr.skip(),) * (1 + len(self.methods) + NUM_CHARTS)
-            return
-        settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), self.defaults, available=self.methods)
-        yield from self.run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
-                                       request.session_hash, reuse=True, pin=self.pins(request))
-
-    def restore(self, request: gr.Request):
-        """Opening the page: a share link's parameters set every control, then the comparison runs. A link
-        whose comparison this server has recorded is shown at once, from here: it never waits in the
-        engine's queue behind other visitors' runs (a classroom on one link), nor fills it."""
-        items = query_items(request)
-        settings, messages = parse_query(items, self.defaults, available=self.methods, preset=self.engine.preset)
-        outputs = 1 + len(self.methods) + NUM_CHARTS
-        if not messages and not is_link(items):
-            return (gr.skip(),) * (len(PARSERS) + 2 + outputs)
-        values = control_values(settings)
-        notes = notes_update(messages, "This link had problems; the rest of it was used:")
-        replay = (self.recorded_outputs(self.result_key(settings), request.session_hash, True)
-                  if is_link(items) else None)
-        if replay is not None:
-            if self.pins(request):
-                self.sessions.recorded.pin(self.result_key(settings))
-            return *values, notes, gr.skip(), *replay
-        return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * outputs
-
-    def make_link(self, address, *values):
-        """The link to the current controls, on the page's own address (the browser fills `address`)."""
-        try:
-            settings = parse_controls(dict(zip(PARSERS, values)), self.methods)
-        except SettingError as exc:
-            return gr.update(value="", visible=False), notes_update([str(exc)], "No link made:")
-        base = address if isinstance(address, str) and address.startswith(("http://", "https://")) else ""
-        link = f"{base}?{build_query(settings, self.engine.preset)}"
-        if len(link) > MAX_LINK_CHARS:
-            return gr.update(value="", visible=False), notes_update(
-                [f"this comparison's link would be {len(link):,} characters, more than this server can open "
-                 f"({MAX_LINK_CHARS:,}); a shorter prompt fits, or share the file from “Download this comparison”"],
-                "No link made:")
-        long = (notes_update([f"it is {len(link):,} characters long; some browsers and servers cut links past "
-                              f"about {LONG_LINK_CHARS:,}, so a shorter prompt travels more safely"],
-                             "Note on this link:") if len(link) > LONG_LINK_CHARS else notes_update([], ""))
-        return gr.update(value=link, visible=True), long
 
     def show_lanes(self, selected):
         chosen = selected if isinstance(selected, (list, tuple)) else []
         cutting = any(m in METHOD_REGISTRY and METHOD_REGISTRY[m].cuts for m in chosen)
-        return *[gr.update(visible=m in chosen) for m in self.methods], gr.update(visible=cutting)
+        return *[gr.update(visible=m in chosen) for m in self.views.methods], gr.update(visible=cutting)
 
     def on_stop(self, request: gr.Request):
         """Stop your own run: the running one ends within a batch of steps (a quarter of a second); one still
@@ -667,14 +636,14 @@ class CompareHandlers:
         at a time: what the last one's reading and drawing freed goes back to the system first.)"""
         memory.release()
         if not isinstance(data, bytes):  # an API client's string, dict or number (app/hosting/uploads.py)
-            return self.refused(NO_FILE)
+            return self.views.refused(NO_FILE)
         try:
             comparison = read_comparison(data)
         except RecordError as exc:
-            return self.refused(f"cannot open that file: {exc}")
+            return self.views.refused(f"cannot open that file: {exc}")
         self.sessions.opened(request.session_hash, comparison)  # the Step-through and Why tabs read it too
-        return self.show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
-                                  "opened from a file", self.projector(request.session_hash))
+        return self.replays.show_recorded(comparison, show_drafts if isinstance(show_drafts, bool) else True,
+                                  "opened from a file", self.views.projector(request.session_hash))
 
     def redraw_charts(self, session: str) -> tuple:
         """The charts of the session's last comparison drawn again (projector mode turned on or off); skips
@@ -682,39 +651,124 @@ class CompareHandlers:
         last = self.sessions.get(session).last
         if last is None:
             return (gr.skip(),) * NUM_CHARTS
-        return self.draw(last, True, self.projector(session))[1]
+        return self.views.draw(last, True, self.views.projector(session))[1]
+
+
+class LinkHandlers:
+    """Share links: opening the page with one (its controls set, its recorded run replayed or run afresh), and
+    making one from the controls."""
+
+    def __init__(self, engine, views: LaneViews, replays: Replays, run: RunController, pin_key: str | None = None):
+        self.engine, self.views, self.replays, self.run = engine, views, replays, run
+        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recordings.py)
+
+    def pins(self, request: gr.Request | None) -> bool:
+        """Whether the page was opened with the operator's pin key (`pin=KEY` in its address)."""
+        given = [v for k, v in query_items(request) if k == "pin"]
+        return self.pin_key is not None and len(given) == 1 and hmac.compare_digest(
+            given[0].encode("utf-8", "surrogatepass"), self.pin_key.encode("utf-8", "surrogatepass"))
+
+    def run_link(self, query, show_drafts, request: gr.Request):
+        if not isinstance(query, str) or not query:
+            yield (gr.skip(),) * (1 + len(self.views.methods) + NUM_CHARTS)
+            return
+        settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), self.views.defaults,
+                                  available=self.views.methods)
+        yield from self.run.run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
+                                           request.session_hash, reuse=True, pin=self.pins(request))
+
+    def restore(self, request: gr.Request):
+        """Opening the page: a share link's parameters set every control, then the comparison runs. A link
+        whose comparison this server has recorded is shown at once, from here: it never waits in the
+        engine's queue behind other visitors' runs (a classroom on one link), nor fills it."""
+        items = query_items(request)
+        settings, messages = parse_query(items, self.views.defaults, available=self.views.methods,
+                                         preset=self.engine.preset)
+        outputs = 1 + len(self.views.methods) + NUM_CHARTS
+        if not messages and not is_link(items):
+            return (gr.skip(),) * (len(PARSERS) + 2 + outputs)
+        values = control_values(settings)
+        notes = notes_update(messages, "This link had problems; the rest of it was used:")
+        replay = (self.replays.recorded_outputs(self.replays.result_key(settings), request.session_hash, True)
+                  if is_link(items) else None)
+        if replay is not None:
+            if self.pins(request):
+                self.replays.pin(self.replays.result_key(settings))
+            return *values, notes, gr.skip(), *replay
+        return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * outputs
+
+    def make_link(self, address, *values):
+        """The link to the current controls, on the page's own address (the browser fills `address`)."""
+        try:
+            settings = parse_controls(dict(zip(PARSERS, values)), self.views.methods)
+        except SettingError as exc:
+            return gr.update(value="", visible=False), notes_update([str(exc)], "No link made:")
+        base = address if isinstance(address, str) and address.startswith(("http://", "https://")) else ""
+        link = f"{base}?{build_query(settings, self.engine.preset)}"
+        if len(link) > MAX_LINK_CHARS:
+            return gr.update(value="", visible=False), notes_update(
+                [f"this comparison's link would be {len(link):,} characters, more than this server can open "
+                 f"({MAX_LINK_CHARS:,}); a shorter prompt fits, or share the file from “Download this comparison”"],
+                "No link made:")
+        long = (notes_update([f"it is {len(link):,} characters long; some browsers and servers cut links past "
+                              f"about {LONG_LINK_CHARS:,}, so a shorter prompt travels more safely"],
+                             "Note on this link:") if len(link) > LONG_LINK_CHARS else notes_update([], ""))
+        return gr.update(value=link, visible=True), long
+
+
+@dataclass(frozen=True)
+class CompareHandlers:
+    """The tab's handlers, one job each: drawing, the replay cache, running, links."""
+
+    views: LaneViews
+    replays: Replays
+    run: RunController
+    links: LinkHandlers
+
+    @classmethod
+    def over(cls, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
+             max_run_s: float = MAX_RUN_S, pin_key: str | None = None) -> "CompareHandlers":
+        views = LaneViews(engine, sessions)
+        replays = Replays(engine, views, sessions)
+        run = RunController(engine, views, replays, sessions, run_lanes, max_run_s)
+        return cls(views, replays, run, LinkHandlers(engine, views, replays, run, pin_key))
+
+    @property
+    def methods(self) -> list[str]:
+        return self.views.methods
 
 
 def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     """Connect the components to the handlers."""
+    run, links = handlers.run, handlers.links
     quiet = dict(api_visibility="private", show_progress="hidden")
-    download = dict(fn=handlers.offer_download, inputs=None, outputs=[view.download_button], **quiet)
+    download = dict(fn=run.offer_download, inputs=None, outputs=[view.download_button], **quiet)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     run_inputs = [view.prompt, view.controls["methods"], *(view.controls[n] for n in (
         "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"]]
-    view.run_button.click(handlers.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
+    view.run_button.click(run.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.
-    view.upload.upload(handlers.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
+    view.upload.upload(run.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
                        concurrency_limit=1, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")
-    view.examples.click(handlers.on_example, inputs=[view.examples], outputs=[view.prompt], preprocess=False,
+    view.examples.click(run.on_example, inputs=[view.examples], outputs=[view.prompt], preprocess=False,
                         queue=False, **quiet)
-    view.run_button.click(handlers.on_requested, inputs=None, outputs=None, queue=False, **quiet)
-    view.stop_button.click(handlers.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
-    view.controls["methods"].change(handlers.show_lanes, inputs=[view.controls["methods"]],
+    view.run_button.click(run.on_requested, inputs=None, outputs=None, queue=False, **quiet)
+    view.stop_button.click(run.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
+    view.controls["methods"].change(run.show_lanes, inputs=[view.controls["methods"]],
                                     outputs=[*view.lane_boxes, view.survival_plot], preprocess=False, queue=False,
                                     **quiet)
-    view.copy_button.click(handlers.make_link, inputs=[view.page_address, *view.controls.values()],
+    view.copy_button.click(links.make_link, inputs=[view.page_address, *view.controls.values()],
                            outputs=[view.share_link, view.link_notes], js=PAGE_ADDRESS_JS, preprocess=False,
                            concurrency_limit=None, **quiet) \
         .then(None, inputs=[view.share_link], outputs=None, js=COPY_JS)
     # Outside the queue: opening the page (a link's settings, a recorded run's replay, its download) never waits
     # behind runs nor takes one of the queue's places, so a class opening one recorded link at once is served at once.
-    demo.load(handlers.restore, inputs=None,
+    demo.load(links.restore, inputs=None,
               outputs=[*view.controls.values(), view.link_notes, view.link_query, *view.run_outputs],
               queue=False, **quiet).then(**download, queue=False)
-    view.link_query.change(handlers.run_link, inputs=[view.link_query, view.show_drafts], outputs=view.run_outputs,
+    view.link_query.change(links.run_link, inputs=[view.link_query, view.show_drafts], outputs=view.run_outputs,
                            preprocess=False, js=WHEN_IDLE_JS, **engine_queue, **quiet).then(**download)
 
 
@@ -725,8 +779,9 @@ def render(engine, demo: gr.Blocks, sessions: SessionStore,
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
     app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any."""
-    handlers = CompareHandlers(engine, sessions, run_lanes, max_run_s, pin_key)
-    view = layout(handlers.methods, handlers.defaults, handlers.drafters, block_most(handlers.methods, handlers.caps),
+    handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key)
+    views = handlers.views
+    view = layout(views.methods, views.defaults, views.drafters, block_most(views.methods, views.caps),
                   servers.specs if servers else ())
     if servers is not None and servers.specs:
         server_lanes.wire(view, servers)  # first: a page sends a click's events in the order they were wired

@@ -154,7 +154,7 @@ class LessonHandlers:
             return self.outputs(tab="lesson", status=f"point {point.number} is not recorded on this server yet: "
                                                      "press “Run it live”")
         if point.tab == "compare":
-            shown = self.compare.show_comparison(item, session, f"lesson point {point.number}")
+            shown = self.compare.replays.show_comparison(item, session, f"lesson point {point.number}")
             return self.outputs(tab="compare", compare=shown, compare_focus=focus_update(point))
         state = self.sessions.get(session)
         state.panels.clear()  # the recordings, not what the visitor measured live before
@@ -203,7 +203,7 @@ class LessonHandlers:
         """The point's measurement, live: a comparison streams into the Compare tab; a Why panel is measured."""
         point = POINTS[number - 1]
         if point.tab == "compare":
-            yield from self.compare.run_comparison(self.live_settings(point), True, request.session_hash)
+            yield from self.compare.run.run_comparison(self.live_settings(point), True, request.session_hash)
         elif point.recording == "sweeps":
             yield self.why.on_sweep(HELDOUT, request)  # the lesson's held-out prompts, as recorded
         elif point.recording == "lossless":

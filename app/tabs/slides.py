@@ -197,7 +197,7 @@ class SlideHandlers:
     def on_stop(self, request: gr.Request):
         """Stop: the page's own (the session's stop event): the measurement running ends within a quarter of a
         second, one still waiting in the queue is withdrawn."""
-        self.lesson.compare.on_stop(request)
+        self.lesson.compare.run.on_stop(request)
 
     def run_live(self, number, request: gr.Request):
         """The point measured again here (the Lesson's "Run it live"), then its slide from the live numbers; stopped

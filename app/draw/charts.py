@@ -18,7 +18,7 @@ from ..words import more_or_less, span as value_span
 from ..words import survival as survival_along
 from .theme import ACCEPTED as ACCEPTED_COLOUR
 from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
-from .theme import LANE_COLOURS, lane_style
+from .theme import WORK_COLOURS, lane_style
 from .theme import REJECTED as REJECTED_COLOUR
 from .theme import VERIFY_WORK as VERIFY_COLOUR
 
@@ -98,7 +98,7 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     host spans as bars, gaps between them as empty, hoverable bubbles. A step's draft forwards alternate two
     shades of orange, so K forwards one after another stay K bars instead of one (zoom in to count them)."""
     rows = [method_label(m) for m in lanes]
-    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in (*LANE_COLOURS, DRAFT_ALTERNATE)}
+    bars = {work: {"y": [], "base": [], "x": [], "text": []} for work in (*WORK_COLOURS, DRAFT_ALTERNATE)}
     bubbles = {"y": [], "base": [], "x": [], "text": []}
     for method, steps in lanes.items():
         row = method_label(method)
@@ -121,7 +121,7 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
         fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"],
                              name=WORK_NAMES["draft" if alternate else work], showlegend=not alternate,
                              legendgroup="draft" if alternate else work,
-                             marker_color=DRAFT_ALTERNATE_COLOUR if alternate else LANE_COLOURS[work],
+                             marker_color=DRAFT_ALTERNATE_COLOUR if alternate else WORK_COLOURS[work],
                              marker_line_width=0, hovertext=data["text"], hoverinfo="text"))
     fig.add_trace(go.Bar(orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
                          name="bubble (gap)", marker_color="rgba(0,0,0,0)", marker_line_color="rgba(0,0,0,0.25)",
@@ -303,7 +303,7 @@ def bubble_share_figure(comparison) -> go.Figure:
         for part, value in (("draft", s.draft_s), ("verify", s.verify_s + s.prefill_s), ("host", s.host_s),
                             ("bubble", s.bubble_s)):
             parts[part].append(value / s.wall_s)
-    colours = {**LANE_COLOURS, "bubble": "rgba(0,0,0,0.08)"}
+    colours = {**WORK_COLOURS, "bubble": "rgba(0,0,0,0.08)"}
     for part, values in parts.items():
         fig.add_trace(go.Bar(y=names, x=values, orientation="h", name=WORK_NAMES.get(part, "bubble (nothing ran)"),
                              marker_color=colours[part]))

@@ -74,7 +74,7 @@ class Method:
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).
 DRAFTER_KINDS: dict[str, DrafterKind] = {k.name: k for k in (
     DrafterKind("eagle3", "EAGLE-3", "engine.drafters.eagle3"),
-    DrafterKind("dspark", "DSpark", "engine.drafters.dspark"),  # also DeepSpec's DFlash (markov_rank 0)
+    DrafterKind("deepspec", "DeepSpec", "engine.drafters.deepspec"),  # DeepSpec's DSpark, and its DFlash
     DrafterKind("dflash", "DFlash", "engine.drafters.dflash"),
     DrafterKind("small-lm", "small LM", "engine.drafters.small_lm"),
 )}
@@ -96,14 +96,14 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
            about="classic speculative decoding: a small language model with the target's tokenizer drafts K "
                  "tokens, one forward each, from the tokens alone (Leviathan et al. 2023, Fast Inference from "
                  "Transformers via Speculative Decoding)."),
-    Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("dspark", "dflash"),
+    Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("deepspec", "dflash"),
            "DFlash, arXiv 2602.06036",
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
                  "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036).",
            variants=(Variant("overlap_on", (("overlap", True),), words="overlap on"),
                      Variant("overlap_off", (("overlap", False),), words="overlap off"))),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
-           ("dspark",), "DSpark, deepseek-ai/DeepSpec",
+           ("deepspec",), "DSpark, deepseek-ai/DeepSpec",
            about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "
                  "and a calibrated confidence head whose scheduler decides how much of the block to verify "
                  "(Cheng et al., PKU × DeepSeek-AI, code in deepseek-ai/DeepSpec).",

@@ -20,7 +20,7 @@ Saved, a drafter is a DeepSpec checkpoint: architecture `Qwen3DSparkModel` (the 
 looks up), `tie_word_embeddings` false, and, once it holds them (`copy_target_embeddings`, as our training
 does), the copies of the target's embedding table and LM head that DeepSpec's class drafts with. Our own
 `confidence_temperatures` rides along in the config; DeepSpec ignores it. Older saves of ours (architecture
-`DSparkDraftModel`, no copies, tie flag true) still load: drafters/dspark.py recognises both names and the
+`DSparkDraftModel`, no copies, tie flag true) still load: drafters/deepspec.py recognises both names and the
 copies are optional here.
 """
 

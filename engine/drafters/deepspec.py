@@ -1,7 +1,9 @@
-"""The DSpark lane: one parallel backbone pass, then the Markov head samples the block left to right and
-the confidence head scores each token; `verify_len` then lets the scheduler choose how much to verify.
-Kind "dspark" in methods.py: DeepSpec's `Qwen3DSparkModel` checkpoints, which include DeepSpec's DFlash
-(`markov_rank` 0, no confidence head: drafted like DSpark, with no Markov step and everything verified).
+"""DeepSpec's checkpoints (kind "deepspec" in engine/contract/methods.py, `Qwen3DSparkModel`): its DSpark, and its
+DFlash, which is the same network with no Markov head and no confidence head (`markov_rank` 0).
+
+DSpark: one parallel backbone pass, then the Markov head samples the block left to right and the confidence head
+scores each token; `verify_len` then lets the scheduler choose how much to verify. DeepSpec's DFlash is drafted the
+same way with no Markov step, and everything it drafts is verified.
 
 Faithful to the reference: the anchor's own state predicts the first drafted token, and the backbone
 always runs the checkpoint's whole block (B positions) and keeps the first k. Cache bookkeeping is

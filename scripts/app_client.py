@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,12 +29,6 @@ def _body(data: list, fn_index: int, session: str) -> str:
     """An event's request body; NaN and infinity written as JavaScript writes them (a hostile client may)."""
     return json.dumps({"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None,
                        "trigger_id": None})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_app(port: int, log_path: Path | None = None, args: tuple[str, ...] = (), env: dict | None = None

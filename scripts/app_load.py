@@ -37,10 +37,9 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
-from app_client import ROOT, App, free_port, rss_mib, start_app  # noqa: E402
+from scripts.app_client import ROOT, App, rss_mib, start_app
+from scripts.support import free_port
 
 PROMPT = "def moving_average(values, window):\n"
 METHODS = list(DEFAULT_LANES)  # the app's default lanes

@@ -28,10 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
-from app_client import ROOT, App, free_port, start_app  # noqa: E402
+from scripts.app_client import ROOT, App, start_app
+from scripts.support import free_port, launch_chromium
 
 METHODS = list(DEFAULT_LANES)  # the app's default lanes
 PROMPT = "def moving_average(values, window):\n    \"\"\"Return the moving averages of values over window.\"\"\"\n"
@@ -54,10 +53,6 @@ def app_run(app: App, fn_index: int, max_new_tokens: int) -> tuple[dict[str, flo
     return rates, result["bytes"], result["seconds"]
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 class BrowserClient:
     """The same comparison from a real page in chromium on this machine (what a visitor on the same
     laptop sees): each run opens a share link, which runs it; bytes are those the page's event stream read."""
@@ -66,7 +61,7 @@ class BrowserClient:
         from playwright.sync_api import sync_playwright
 
         self.base, self._p = base, sync_playwright().start()
-        self.browser = self._p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        self.browser = launch_chromium(self._p)
         self.seed = 0
 
     def run(self, max_new_tokens: int) -> tuple[dict[str, float], int, float]:

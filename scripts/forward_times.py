@@ -4,19 +4,16 @@ interleaved over a 200-token cache, and the prefill.
 
     .venv/bin/python scripts/forward_times.py [--repeats 150]
 
-Medians in ms; both paths give the same logits from 5 new tokens on (tests/test_attention.py, tests/test_layout.py).
+Medians in ms; both paths give the same logits from 5 new tokens on (tests/engine/test_attention.py, tests/engine/test_layout.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.cpu.attention import use_lean_attention  # noqa: E402
 from engine.cpu.layout import use_column_major_weights, use_packed_vocab_products  # noqa: E402

@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import lesson  # noqa: E402
 from app.comparison import Comparison, settings_dict  # noqa: E402

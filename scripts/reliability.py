@@ -24,14 +24,12 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app_client import API, ROOT, App, free_port, rss_mib, start_app  # noqa: E402
+from scripts.app_client import API, ROOT, App, rss_mib, start_app
+from scripts.support import free_port
 
 SAVED = ROOT / "assets" / "lessons" / "sampled.json"
 LOG = ROOT / "runs" / "reliability_server.log"

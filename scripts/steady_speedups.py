@@ -29,10 +29,9 @@ import threading
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
-from app_client import App, free_port, start_app  # noqa: E402
+from scripts.app_client import App, start_app
+from scripts.support import free_port
 
 METHODS = list(DEFAULT_LANES)
 SPEEDUP = re.compile(r'speedup <b>([0-9.]+)×')  # the spread may follow: 2.10× (1.90–2.30)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+
+from scripts.support import CHROMIUM, free_port
 
 # One torch thread, as the app's tiny preset runs: models this small gain nothing from a second one, and on a
 # busy machine two threads wait on each other at every operator (the bench test took 77 s with two while a
@@ -61,17 +62,7 @@ def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, h
     }
 
 
-# The browser tests drive Debian's chromium through playwright, headless, sandbox and background traffic off
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
-
-
-def launch_chromium(playwright):
-    """Chromium from a running `sync_playwright()` (mark the test `needs_chromium`)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
 
 
 # A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
@@ -108,14 +99,10 @@ def chart_text_problems(chart: dict, min_size: float = 0, slack: float = 1.0) ->
 def launch_locally(demo):
     """Serve a built app on a free loopback port in this process; returns its URL. The port is free when picked;
     another test process (scripts/test.sh runs two) may take it before the server binds it, so a few tries."""
-    import socket
-
     from app.main import launch
 
     for attempt in range(3):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         try:
             launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
             return f"http://127.0.0.1:{port}/"

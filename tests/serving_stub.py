@@ -16,11 +16,12 @@ The figures come from one list of accepted counts per step, so a test can comput
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from scripts.support import free_port
 
 
 @dataclass
@@ -201,6 +202,4 @@ class Stub:
 
 def closed_port() -> str:
     """The address of a port nothing listens on (a dead server)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"

@@ -42,8 +42,8 @@ FORBIDDEN_RE = {re.compile(pattern): what for pattern, what in FORBIDDEN.items()
 # Lines that use a phrase above in Gradio's sense (a visitor's browser session): (path, text on the line).
 ALLOWED = {
     ("app/tabs/step.py", "No run yet in this session"),
-    ("tests/test_step.py", "nothing run in this session yet"),
-    ("tests/test_why.py", "nothing run in this session yet"),
+    ("tests/app/test_step.py", "nothing run in this session yet"),
+    ("tests/app/test_why.py", "nothing run in this session yet"),
 }
 
 

@@ -8,7 +8,7 @@ general mask function and, because a mask is present, copies the shared key/valu
 
 Here the mask of that one shape is built directly (two aranges and a comparison) and SDPA reads grouped key/value
 heads itself (`enable_gqa`). Logits and hidden states are bit-identical to transformers' SDPA path
-(tests/test_attention.py); any other case (a padding mask, sliding windows, a position bias, a non-CPU device)
+(tests/engine/test_attention.py); any other case (a padding mask, sliding windows, a position bias, a non-CPU device)
 is handed to transformers' own functions unchanged. What it saves is measured in docs/benchmarks.md
 (`scripts/forward_times.py`) and docs/experiments.md.
 """

@@ -17,7 +17,7 @@ to three rows (the baseline's step) keep `F.linear` and its numbers.
 Numbers: the results equal the row-major layout's to float32 rounding. On some CPUs they are bit-identical from 4
 rows on (the prefill, a verify of 3 drafts or more); on others (seen with AMX) oneDNN picks a kernel by the number of
 rows whose rounding differs in the last bits for some sizes, as a product of 1-3 rows does everywhere. The engine's
-lanes all run the same weights, so identity between them is unaffected (tests/test_layout.py checks the greedy
+lanes all run the same weights, so identity between them is unaffected (tests/engine/test_layout.py checks the greedy
 output and the closeness of every forward on a tiny model). What the layout saves is measured in docs/benchmarks.md
 (`scripts/forward_times.py`); how it was chosen, in docs/experiments.md.
 """

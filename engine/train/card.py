@@ -32,7 +32,7 @@ LOOP_WINDOW = 24  # a loop: the last this-many tokens repeat with some period â‰
 LOOP_MAX_PERIOD = 12
 NEW_TOKENS = 64
 # The public code that loads each shipped folder as it is, by the architecture its config.json names (the fields
-# and weight names those loaders read are checked in tests/test_shipped_formats.py).
+# and weight names those loaders read are checked in tests/formats/test_shipped_formats.py).
 REFERENCE_LOADERS = {
     "target": ("Qwen3ForCausalLM", "transformers' `Qwen3ForCausalLM`"),
     "small-lm-drafter": ("Qwen3ForCausalLM", "transformers' `Qwen3ForCausalLM`"),
@@ -328,7 +328,7 @@ def render_markdown(card: dict) -> str:
                   "`scripts/train_family.sh --more`): " + "; ".join(further) + "."]
     lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
               "Each folder loads as it is, no weight missing or left over, in the public code its `architectures` "
-              "names (config fields and weight names as that code reads them: tests/test_shipped_formats.py):", "",
+              "names (config fields and weight names as that code reads them: tests/formats/test_shipped_formats.py):", "",
               "| folder | architectures | loads in |", "|---|---|---|"]
     lines += [f"| {name} | {REFERENCE_LOADERS[name][0]} | {REFERENCE_LOADERS[name][1]} |"
               for name in card["models"] if name in REFERENCE_LOADERS]

@@ -13,7 +13,7 @@ The copies give the zeroed projections non-zero inputs, so they receive gradient
 Where the new layers go is chosen so that, growing the 16-layer target, the block drafters' default feature
 layers of the grown one (evenly spaced from layer 1 to N − 3) are the images of the old ones, and EAGLE-3's
 (1 to N − 2) too at 20 or 24 layers: a drafter trained on the old target then reads the same hidden states from the
-grown one, before the grown one trains on (tests/test_train.py checks both).
+grown one, before the grown one trains on (tests/engine/test_train.py checks both).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from dataclasses import replace
 
 import pytest
@@ -18,10 +17,7 @@ from app.comparison import Comparison, RecordError, read_comparison, settings_di
 from app.draw.render import lane_html  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from reliability import draw_everything, mutate  # noqa: E402  the catalogue's own mutator and views
+from scripts.reliability import draw_everything, mutate  # noqa: E402  the catalogue's own mutator and views
 
 PROMPT = "def parse(self, text):\n"
 MUTATIONS = 500  # scripts/reliability.py runs more

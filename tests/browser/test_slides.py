@@ -15,7 +15,9 @@ from app.lesson import POINTS  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
-from conftest import CHART_TEXT_JS, chart_text_problems, launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import CHART_TEXT_JS, chart_text_problems, launch_locally, needs_chromium  # noqa: E402
+
+from scripts.support import launch_chromium  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}

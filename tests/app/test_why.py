@@ -11,7 +11,9 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
-from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import launch_locally, needs_chromium  # noqa: E402
+
+from scripts.support import launch_chromium  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 

@@ -106,13 +106,13 @@ def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_e
 def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
     from app.main import build_app
 
-    from app.tabs.compare import CompareHandlers
+    from app.tabs.compare import RunController
     from app.tabs.lesson import LessonHandlers
 
     demo = build_app(random_engine)
     owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
     handlers = next(o for o in owners if isinstance(o, LessonHandlers))
-    compare = next(o for o in owners if isinstance(o, CompareHandlers))
+    compare = next(o for o in owners if isinstance(o, RunController))
     monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     for point in lesson.POINTS:

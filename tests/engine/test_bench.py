@@ -26,7 +26,7 @@ def test_bench_matches_transformers_and_reports_every_lane(random_engine):
         (base["wall_s"] - base["prefill_s"]) / (ar["wall_s"] - ar["prefill_s"]), rel=1e-2)
     assert "decode_speedup" not in report["lanes"]["hf_generate"]  # transformers' runs have no trace to split
     table = format_table(report)
-    assert "| ar |" in table and "ar_vs_hf_assisted" in table
+    assert "| eagle3 |" in table and "eagle3_vs_hf_assisted" in table
 
 
 def test_heldout_and_validation_prompts_are_shipped_apart():

@@ -57,7 +57,7 @@ def test_app_imports_no_torch():
     import ast
     from pathlib import Path
 
-    for path in Path(__file__).resolve().parent.parent.joinpath("app").rglob("*.py"):
+    for path in Path(__file__).resolve().parents[2].joinpath("app").rglob("*.py"):
         tree = ast.parse(path.read_text())
         names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                  for alias in getattr(node, "names", [])}
@@ -556,7 +556,7 @@ def test_a_tampered_link_gives_one_message_and_the_default(query, name):
 
 def test_a_link_names_what_this_server_cannot_do():
     parsed, messages = parse_query(query_items("methods=baseline,classic"), available=["baseline", "eagle3"])
-    assert messages == ["this server has no classic lane; it runs baseline, ar; using the default"]
+    assert messages == ["this server has no classic lane; it runs baseline, eagle3; using the default"]
     assert parsed.methods == ("baseline", "eagle3")
     parsed, messages = parse_query(query_items("foo=1&__theme=dark&view=api&seed=5"), available=ALL_METHODS)
     assert messages == ["unknown link parameter 'foo' ignored"] and parsed.seed == 5  # Gradio's own are ignored

@@ -228,13 +228,13 @@ def test_block_drafts_equal_the_reference_at_every_length(hub, tmp_path, layout)
 def test_deepspec_embeddings_equal_to_the_target_are_shared_and_different_ones_used(hub, tmp_path):
     config, weights = deepspec_block(hub.target, torch.Generator().manual_seed(1), 0, None, False)
     model, _, _, _ = _first_block(hub, _write(tmp_path, "local/same", config, weights), config, weights,
-                                  ("dspark",), "deepspec", 3)
+                                  ("deepspec",), "deepspec", 3)
     assert model.embed_tokens is None and model.lm_head is None  # equal copies: the target's serve
 
     other_head = hub.target.get_output_embeddings().weight + 0.05
     config, weights = deepspec_block(hub.target, torch.Generator().manual_seed(1), 16, "gated", True, own_lm_head=other_head)
     model, block, ref_ids, ref_logits = _first_block(hub, _write(tmp_path, "local/other", config, weights), config,
-                                                     weights, ("dspark",), "deepspec", 7)
+                                                     weights, ("deepspec",), "deepspec", 7)
     assert model.lm_head is not None and torch.equal(model.lm_head.weight, other_head)
     assert block.ids.tolist() == ref_ids and torch.allclose(block.probs, ref_logits.softmax(-1), atol=1e-5)
 
@@ -251,7 +251,7 @@ def test_unsupported_or_mismatched_checkpoints_are_refused_in_one_line(hub, tmp_
     change(config, weights)
     folder = _write(tmp_path, "local/bad", config, weights)
     with pytest.raises(EngineError, match=message) as err:
-        load_drafter(str(folder), ("dspark",), torch.device("cpu"))
+        load_drafter(str(folder), ("deepspec",), torch.device("cpu"))
     assert "\n" not in str(err.value)
 
 

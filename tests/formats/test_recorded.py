@@ -205,8 +205,8 @@ def test_a_run_stopped_during_its_timing_runs_is_never_recorded(random_engine):
 
     for run_lanes, recorded in ((stopped_while_timed, False), (runner.run_lanes, True)):
         handlers, status = _visit(build_app(random_engine, run_lanes=run_lanes), LINK, "visitor")
-        key = handlers.result_key(parse_query(list(LINK.items()), handlers.defaults, handlers.methods)[0])
-        assert ("stopped" in status) != recorded and (handlers.sessions.recorded.last(key) is not None) == recorded
+        key = handlers.replays.result_key(parse_query(list(LINK.items()), handlers.views.defaults, handlers.views.methods)[0])
+        assert ("stopped" in status) != recorded and (handlers.replays.sessions.recorded.last(key) is not None) == recorded
 
 
 def test_a_link_opened_with_the_operators_pin_key_pins_its_recorded_run(random_engine, tmp_path):
@@ -215,11 +215,11 @@ def test_a_link_opened_with_the_operators_pin_key_pins_its_recorded_run(random_e
 
     demo = build_app(random_engine, recordings=tmp_path, pin_key="s3cret")
     handlers, status = _visit(demo, {**LINK, "pin": "wrong"}, "visitor")
-    key = handlers.result_key(parse_query(list(LINK.items()), handlers.defaults, handlers.methods)[0])
-    assert "done" in status and not handlers.sessions.recorded.is_pinned(key)  # recorded, not pinned
+    key = handlers.replays.result_key(parse_query(list(LINK.items()), handlers.views.defaults, handlers.views.methods)[0])
+    assert "done" in status and not handlers.replays.sessions.recorded.is_pinned(key)  # recorded, not pinned
     _, status = _visit(demo, {**LINK, "pin": "s3cret"}, "lecturer")  # the operator opens it: the replay is pinned
-    assert "ran before on this server" in status and handlers.sessions.recorded.is_pinned(key)
+    assert "ran before on this server" in status and handlers.replays.sessions.recorded.is_pinned(key)
     assert (tmp_path / "pinned" / file_name(key)).exists() and not (tmp_path / file_name(key)).exists()
     unpinned = build_app(random_engine, recordings=tmp_path / "other")  # no key: `pin=` pins nothing
     handlers, _ = _visit(unpinned, {**LINK, "pin": ""}, "visitor")
-    assert not handlers.sessions.recorded.is_pinned(key)
+    assert not handlers.replays.sessions.recorded.is_pinned(key)

@@ -254,7 +254,8 @@ def test_sglang_gauges_and_missing_counters():
 @pytest.mark.browser
 def test_a_server_lane_runs_beside_a_local_lane_in_chromium(random_engine):
     playwright_api = pytest.importorskip("playwright.sync_api")
-    from conftest import CHROMIUM, launch_chromium, launch_locally
+    from conftest import launch_locally
+    from scripts.support import CHROMIUM, launch_chromium
 
     if not __import__("os").path.exists(CHROMIUM):
         pytest.skip("Debian chromium is not installed")

@@ -13,7 +13,9 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.settings import PARSERS  # noqa: E402
 
-from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import launch_locally, needs_chromium  # noqa: E402
+
+from scripts.support import launch_chromium  # noqa: E402
 
 
 @pytest.fixture(scope="module")

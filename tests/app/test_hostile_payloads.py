@@ -5,7 +5,6 @@ through the served app (Gradio's own checks included), with no traceback in the 
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 
@@ -14,10 +13,8 @@ gr = pytest.importorskip("gradio")
 from app.comparison import MAX_FILE_BYTES, RecordError, read_comparison  # noqa: E402
 from app.tabs.step import step_number  # noqa: E402
 
-from conftest import ROOT, launch_locally  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from app_client import App  # noqa: E402
+from conftest import launch_locally  # noqa: E402
+from scripts.app_client import App  # noqa: E402
 
 NOT_FILES = ["/nonexistent/saved.json", "/etc/hostname", {"path": "/etc/hostname"}, {"a": 1}, None, 5, []]
 NOT_STEPS = [math.inf, -math.inf, math.nan, "1e999", "-1e999", 10**400, "9" * 5000, 1e308, {"x": 1}]

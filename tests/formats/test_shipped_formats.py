@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from engine.contract.methods import METHOD_REGISTRY
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
@@ -236,7 +238,7 @@ def test_a_retrain_saves_the_reference_formats(tmp_path):
 def test_a_drafter_loaded_and_saved_again_keeps_its_format(tmp_path):
     """transformers folds `rope_theta` into `rope_parameters` when it reads a config and writes our class name as
     the architecture: a save after a load (a `--from-shipped` round) writes z-lab's and DeepSpec's fields again."""
-    for kind, folder in (("dflash", "dflash-drafter"), ("dspark", "dspark-drafter")):
+    for kind, folder in (("dflash", "dflash-drafter"), ("deepspec", "dspark-drafter")):
         model = load_drafter(str(ASSETS / folder), (kind,), torch.device("cpu"))
         model.to(torch.float16).save_pretrained(tmp_path / folder)
     target_layers = _config(ASSETS / "target")["num_hidden_layers"]
@@ -249,8 +251,9 @@ def test_older_saves_of_ours_still_load_to_the_same_drafter(tmp_path, kind):
     folder = tmp_path / f"{kind}-drafter"
     shutil.copytree(ASSETS / f"{kind}-drafter", folder)
     _as_older_save(folder, kind)
-    older = load_drafter(str(folder), (kind,), torch.device("cpu"))
-    shipped = load_drafter(str(ASSETS / f"{kind}-drafter"), (kind,), torch.device("cpu"))
+    kinds = METHOD_REGISTRY[kind].kinds  # the checkpoint formats that may serve the lane
+    older = load_drafter(str(folder), kinds, torch.device("cpu"))
+    shipped = load_drafter(str(ASSETS / f"{kind}-drafter"), kinds, torch.device("cpu"))
     assert older.embed_tokens is None and older.lm_head is None  # SpecLab drafts with the target's
     own = {k: v for k, v in shipped.state_dict().items() if not k.startswith(("embed_tokens.", "lm_head."))}
     assert own.keys() == older.state_dict().keys()

@@ -29,7 +29,7 @@ def test_gpu_check_runs_on_the_cpu_and_writes_every_figure(gpu_check, tmp_path, 
     report = json.loads(out.read_text())
     for family in ("embedded", "qwen3_4b_shape"):
         lanes = report[family]["lanes"]
-        assert {"baseline/overlap_off", "ar/overlap_on", "dflash/overlap_off", "dspark/overlap_on"} <= set(lanes)
+        assert {"baseline/overlap_off", "eagle3/overlap_on", "dflash/overlap_off", "dspark/overlap_on"} <= set(lanes)
         for lane in lanes.values():
             assert lane["identical_to_baseline"] is True
             assert lane["tokens_per_s"] > 0 and 0 <= lane["bubble_share"] < 1

@@ -131,15 +131,15 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
     from app.settings import PARSERS
     from app.main import build_app
     from app.runner import TIMING_RUNS
-    from app.tabs.compare import CompareHandlers
+    from app.tabs.compare import LaneViews
 
     demo = build_app(random_engine)
     fns = {dep.name: dep.fn for dep in demo.fns.values()}
     query = {"prompt": "def g(y):", "methods": "baseline,ar", "max_new_tokens": "10"}
     runs, drawn = [], []
-    real_stream, real_draw = random_engine.stream, CompareHandlers.draw
+    real_stream, real_draw = random_engine.stream, LaneViews.draw
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: runs.append(a) or real_stream(*a, **k))
-    monkeypatch.setattr(CompareHandlers, "draw", lambda *a, **k: drawn.append(1) or real_draw(*a, **k))
+    monkeypatch.setattr(LaneViews, "draw", lambda *a, **k: drawn.append(1) or real_draw(*a, **k))
 
     def visit(i: int) -> str:
         page = SimpleNamespace(session_hash=f"student{i}", query_params=query)

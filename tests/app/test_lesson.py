@@ -16,7 +16,9 @@ from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
 from app.links import parse_query  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
-from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import launch_locally, needs_chromium  # noqa: E402
+
+from scripts.support import launch_chromium  # noqa: E402
 
 
 def test_the_recordings_are_shipped_small_and_made_with_the_lessons_settings():

@@ -236,7 +236,7 @@ def test_greedy_runs_have_no_draw_and_say_argmax(random_engine):
                 continue
             judged += 1
             is_argmax = t.target_top[0].id == t.id
-            assert numbers(card(blocks, f"ar:{position}"))["accept"] == ("yes" if is_argmax else "no")
+            assert numbers(card(blocks, f"eagle3:{position}"))["accept"] == ("yes" if is_argmax else "no")
             assert (t.verdict == "accepted") == is_argmax
     assert judged
     assert "temperature 0 (greedy)" in blocks and "greedy choice" in blocks and "min(1" not in blocks

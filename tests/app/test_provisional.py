@@ -66,9 +66,9 @@ def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):
     from app.settings import default_settings
     from dataclasses import replace
 
-    settings = replace(default_settings(handlers.methods), methods=("baseline", "eagle3", "dflash"), max_new_tokens=8)
+    settings = replace(default_settings(handlers.views.methods), methods=("baseline", "eagle3", "dflash"), max_new_tokens=8)
     outputs = list(handlers.run_comparison(settings, True, "provisional-visitor"))
-    lanes_of = lambda out: " ".join(str(x) for x in out[1:1 + len(handlers.methods)])  # noqa: E731
+    lanes_of = lambda out: " ".join(str(x) for x in out[1:1 + len(handlers.views.methods)])  # noqa: E731
     during = [lanes_of(out) for out in outputs[:-1] if "speedup <b>" in lanes_of(out)]
     assert during and all('class="chip provisional"' in html and ">provisional</span>" in html for html in during)
     final = lanes_of(outputs[-1])

@@ -8,7 +8,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from engine.drafters.dspark import markov_sample
+from engine.contract.methods import METHOD_REGISTRY
+from engine.drafters.deepspec import markov_sample
 from engine.drafters.dspark_model import DSparkDraftModel
 from engine.models import load_drafter
 from engine.scheduler import (fit_verify_cost, static_cut, steps_per_s_from_timings, survival, throughput_cut,
@@ -139,7 +140,7 @@ def test_checkpoint_with_deepspec_config_fields_loads(tmp_path):
     _, info = DSparkDraftModel.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"]
     assert set(info["unexpected_keys"]) <= {"embed_tokens.weight", "lm_head.weight"}
-    model = load_drafter(str(tmp_path), ("dspark",), torch.device("cpu"))
+    model = load_drafter(str(tmp_path), ("deepspec",), torch.device("cpu"))
     assert (model.block_size, model.mask_token_id, model.markov_rank) == (7, 151669, rank)
     assert torch.equal(model.markov_head.markov_w2.weight, weights["markov_head.markov_w2.weight"])
     assert torch.equal(model.confidence_head.proj.weight, weights["confidence_head.proj.weight"])
@@ -150,7 +151,7 @@ def test_saved_drafter_reloads_to_the_same_function(random_engine, tmp_path, kin
     """Every buffer (the rotary frequencies too) and setting survives save and load: same outputs."""
     model = random_engine.drafter_models[kind]
     model.save_pretrained(tmp_path / kind)
-    loaded = load_drafter(str(tmp_path / kind), (kind,), torch.device("cpu"))
+    loaded = load_drafter(str(tmp_path / kind), METHOD_REGISTRY[kind].kinds, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     noise = torch.randn(1, 6, model.config.hidden_size, generator=g)
     features = torch.randn(1, 5, len(model.target_layer_ids) * model.config.hidden_size, generator=g)

@@ -62,7 +62,7 @@ def test_chi_square_pools_small_bins_and_gives_a_p_value():
 def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(random_engine, monkeypatch):
     # temperature 0.5: the random target's distributions are flat at 1, too flat for bins of five samples. Two
     # lanes here (a serial and a block drafter); every lane of the embedded models passes in the shipped
-    # recording (tests/test_lesson.py)
+    # recording (tests/app/test_lesson.py)
     check = distribution_check(random_engine, PROMPT, methods=["eagle3", "dspark"], samples=160, temperature=0.5)
     assert set(check["lanes"]) == {"eagle3", "dspark"}
     for method, lane in check["lanes"].items():

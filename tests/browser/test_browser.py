@@ -22,7 +22,9 @@ from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import launch_chromium, launch_locally, needs_chromium  # noqa: E402
+from conftest import launch_locally, needs_chromium  # noqa: E402
+
+from scripts.support import launch_chromium  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 

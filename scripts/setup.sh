@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when requirements.txt changed since the last successful install.
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$( (cat requirements.txt pyproject.toml; ls -d */__init__.py) | sha256sum | cut -d' ' -f1)  # and the packages it installs
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   # pip would compile every installed file to bytecode, on one core; compileall does it on all cores, and only for the

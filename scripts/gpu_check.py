@@ -1,8 +1,8 @@
 """The device check: every method on the embedded models and on a Qwen3-4B-shaped target with drafters of
 the public checkpoints' shapes, measured side by side in one run, written to one JSON file.
 
-    python scripts/gpu_check.py                 # on CUDA (bfloat16), under 5 minutes on one H200
-    python scripts/gpu_check.py --cpu           # the same checks on the CPU (the 4B shape narrowed)
+    python -m scripts.gpu_check                 # on CUDA (bfloat16), under 5 minutes on one H200
+    python -m scripts.gpu_check --cpu           # the same checks on the CPU (the 4B shape narrowed)
 
 Needs torch and transformers only (no gradio, no network). For each family and lane: identity with the
 baseline at temperature 0, τ, tokens/s, speedup, draft cost (draft time / verify time per step) and the
@@ -155,7 +155,7 @@ def verify_cost(engine: Engine, repeats: int, sizes=(1, 2, 4, 8, 16, 32)) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/gpu_check.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="run on the CPU (the 4B shape narrowed to width 256)")
     parser.add_argument("--prompts", type=int, default=4, help="held-out prompts per family")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.contract.methods import METHOD_REGISTRY
 from engine.drafters.dflash import DFlashDrafter
 from engine.models import forward_with_features, new_cache
 from engine.timing import SpanClock
@@ -307,7 +308,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     one_cycle = ["--restart-steps", "0", "--greedy-steps", "0"]
     assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0
     assert cli.main([stage, "--steps", "3", *one_cycle, *on]) == 0  # resumes from step 2
-    model = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu"))
+    model = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 3
     assert record["train_config"]["device"] == device
@@ -320,7 +321,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
         assert model.confidence_temperatures == pytest.approx(record["calibration"]["temperatures"])
     # By default a second cycle as long as the first, from those weights, the self-data phase again, and last
     # the greedy phase on greedy-data's rows; recorded
-    before = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+    before = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
     assert cli.main(["greedy-data", "--steps", "6", *on]) == 0
     assert torch.load(runs / "greedy.pt").shape == (6, 256)
     assert cli.main([stage, "--steps", "3", *on]) == 0
@@ -332,7 +333,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     assert record["second_self_data_phase"]["lr"] == record["second_cycle"]["lr"] / 2
     assert record["greedy_phase"]["self_data_fraction"] == 1.0
     assert record["greedy_phase"]["labels"] == "argmax"
-    after = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+    after = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the export is the second cycle's
 
 
@@ -819,14 +820,14 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     for stage in ("dflash", "dspark", "eagle3"):
         path = str(assets / f"{stage}-drafter")
         earlier = json.loads((Path(path) / "training.json").read_text())
-        weights = load_drafter(path, (stage,), torch.device("cpu")).state_dict()
+        weights = load_drafter(path, METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert cli.main([stage, "--from-shipped", *on]) == 0
         assert torch.load(runs / f"{stage}-more" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
         record = json.loads((Path(path) / "training.json").read_text())
         assert record["earlier"] == earlier
         assert record["more"]["greedy_phase"]["labels"] == "argmax"
         assert ("calibration" in record["more"]) == (stage == "dspark")
-        trained = load_drafter(path, (stage,), torch.device("cpu")).state_dict()
+        trained = load_drafter(path, METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert any(not torch.equal(weights[k], trained[k]) for k in weights)
         if stage == "eagle3":  # its frozen copies of the target's embeddings and head stay as they were
             assert torch.equal(weights["embed_tokens.weight"], trained["embed_tokens.weight"])
@@ -861,15 +862,16 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: those rows are the earlier target's
     assert cli.main(["sampled-data", "--steps", "4", *on]) == 0
     for stage in ("dflash", "dspark", "eagle3"):
-        shipped = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+        kinds = METHOD_REGISTRY[stage].kinds
+        shipped = load_drafter(str(assets / f"{stage}-drafter"), kinds, torch.device("cpu")).state_dict()
         assert cli.main([stage, "--sampled", *on]) == 0
         assert torch.load(runs / f"{stage}-sampled" / "ckpt.pt", weights_only=False)["step"] == 2
         record = json.loads((assets / f"{stage}-drafter-sampled" / "training.json").read_text())
         assert record["from"] == f"assets/{stage}-drafter as shipped" and "earlier" in record
         assert (record.get("calibration", {}).get("outcome", "").startswith("token k passes the rejection rule")
                 == (stage == "dspark"))
-        trained = load_drafter(str(assets / f"{stage}-drafter-sampled"), (stage,), torch.device("cpu")).state_dict()
-        again = load_drafter(str(assets / f"{stage}-drafter"), (stage,), torch.device("cpu")).state_dict()
+        trained = load_drafter(str(assets / f"{stage}-drafter-sampled"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
+        again = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert all(torch.equal(shipped[k], again[k]) for k in shipped)  # the temperature-0 weights stay
         assert any(not torch.equal(shipped[k], trained[k]) for k in shipped)
         if stage == "eagle3":

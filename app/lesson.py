@@ -3,7 +3,8 @@
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
 models by `scripts/record_lessons.py` into assets/lessons/ (so a class sees the same numbers every time) with
-the settings defined here, which "Run it live" uses too. Torch-free and Gradio-free: the Lesson tab
+the settings defined here; "Run it live" measures a smaller live size of each (LIVE_*), which its pages name.
+Torch-free and Gradio-free: the Lesson tab
 (app/tabs/lesson.py) draws it, the tests read it.
 """
 
@@ -266,7 +267,7 @@ def size_words(item: dict) -> str:
 def live_size(point: "Point") -> str:
     """What a point's "Run it live" measures, in words, before it runs (the lesson's note says it)."""
     if point.tab == "compare":
-        return (f"each lane run {_times(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
+        return (f"each lane run {times_words(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
                 f"{_recorded_timing_runs(point)})")
     sizes = {"lossless": f"{_count(LIVE_LOSSLESS_SAMPLES, 'seed')} × every drafting lane (the recording: "
                          f"{_count(LOSSLESS_SAMPLES, 'seed')} × every lane)",
@@ -287,10 +288,10 @@ def live_size(point: "Point") -> str:
 def _recorded_timing_runs(point: "Point") -> str:
     item = recorded().get(point.recording)
     runs = item.timing_runs if isinstance(item, Comparison) else None
-    return f"each lane run {_times(runs)}" if runs else "not recorded here"
+    return f"each lane run {times_words(runs)}" if runs else "not recorded here"
 
 
-def _times(n: int) -> str:
+def times_words(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 

@@ -85,7 +85,7 @@ def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
     if item is None:
         where = "not recorded yet"
     elif isinstance(item, Comparison):
-        where = (f"measured live on {item.device}, each lane run {item.timing_runs} time(s)" if live
+        where = (f"measured live on {item.device}, each lane run {lesson.times_words(item.timing_runs)}" if live
                  else lesson.recorded_words(item))
     else:
         where = lesson.recorded_words(item)

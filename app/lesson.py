@@ -3,7 +3,8 @@
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
 models by `scripts/record_lessons.py` into assets/lessons/ (so a class sees the same numbers every time) with
-the settings defined here, which "Run it live" uses too. Torch-free and Gradio-free: the Lesson tab
+the settings defined here; "Run it live" measures a smaller live size of each (LIVE_*), which its pages name.
+Torch-free and Gradio-free: the Lesson tab
 (app/tabs/lesson.py) draws it, the tests read it.
 """
 
@@ -41,9 +42,22 @@ TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0)
 TEMPERATURE_PROMPTS = 40
 TEMPERATURE_TOKENS = 64
 ARGMAX_AT = (1.0,)
-LIVE_TEMPERATURES = (0.0, 0.5, 1.0)
-LIVE_TEMPERATURE_PROMPTS = 2
-LIVE_TEMPERATURE_TOKENS = 32
+
+# The live sizes: "Run it live" (and the Why tab's own measure buttons, which share them) measures a smaller
+# version of each recording, so that it ends within seconds on a 2-core machine; each page that shows a live
+# measurement names its size beside the recording's (`size_words`), and its words say only what that size supports.
+LIVE_LOSSLESS_SAMPLES = 40  # seeds per lane, every drafting lane (the baseline lane is the target alone)
+LIVE_SWEEP_KS = (1, 2, 4, 8)  # both sides of each serial lane's best K (AR's at 3-4, Classic's at 1-2)
+LIVE_SWEEP_PROMPTS = 2
+LIVE_SWEEP_TOKENS = 32
+LIVE_SWEEP_ROUNDS = 1
+LIVE_PARTS_PROMPTS = 2
+LIVE_PARTS_TOKENS = 48
+LIVE_PARTS_ROUNDS = 1
+LIVE_TEMPERATURES = (0.0, 1.0)  # the two ends: the target sure of itself, and sampling at its own odds
+LIVE_TEMPERATURE_PROMPTS = 3  # intervals over the prompts, widened for so few (engine/measure/sweep.py)
+LIVE_TEMPERATURE_TOKENS = 24
+LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab's own: app/runner.py TIMING_RUNS)
 
 
 def lesson_prompt() -> str:
@@ -58,6 +72,10 @@ def comparison_settings(available, temperature: float) -> Settings:
 
 def sweep_prompts() -> list[str]:
     return load_prompts()[:SWEEP_PROMPTS]
+
+
+def live_sweep_prompts() -> list[str]:
+    return load_prompts()[:LIVE_SWEEP_PROMPTS]
 
 
 def serial_methods(available) -> list[str]:
@@ -81,28 +99,46 @@ def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | No
     ks, max_new_tokens = ks or SWEEP_KS, max_new_tokens or SWEEP_TOKENS
     sweeps = {m: k_sweep(engine, prompts, max_new_tokens, ks, m, rounds=rounds, one_pass=i == 0, stop=stop)
               for i, m in enumerate(serial_methods(engine.methods()))}
-    return measurement({"sweeps": sweeps}, engine.device_name)
+    return measurement({"sweeps": sweeps, "rounds": rounds}, engine.device_name)
 
 
-def measure_check(engine, samples: int = LOSSLESS_SAMPLES, stop=None) -> dict:
-    """The distribution check (engine/measure/lossless.py) on the lesson's prompt. Imported here, not at the top: the
-    engine (and so torch) is loaded by the time this runs, while importing the app loads no torch."""
+def measure_sweeps_live(engine, prompts: list[str], stop=None) -> dict:
+    """The K sweep at its live size (LIVE_SWEEP_*) on `prompts` (the lesson's: live_sweep_prompts())."""
+    return measure_sweeps(engine, prompts, LIVE_SWEEP_KS, LIVE_SWEEP_TOKENS, LIVE_SWEEP_ROUNDS, stop=stop)
+
+
+def measure_check(engine, samples: int = LOSSLESS_SAMPLES, methods: list[str] | None = None, stop=None) -> dict:
+    """The distribution check (engine/measure/lossless.py) on the lesson's prompt, every lane (or `methods`).
+    Imported here, not at the top: the engine (and so torch) is loaded by the time this runs, while importing the
+    app loads no torch."""
     from engine.measure.lossless import distribution_check
 
-    return measurement(distribution_check(engine, lesson_prompt(), samples=samples,
+    return measurement(distribution_check(engine, lesson_prompt(), methods=methods, samples=samples,
                                           temperature=LOSSLESS_TEMPERATURE, stop=stop), engine.device_name)
 
 
-def measure_parts(engine, rounds: int = 2, stop=None) -> dict:
-    """The scheduled drafter beside each of its variants (engine/measure/sweep.py variant_sweep)."""
+def measure_check_live(engine, stop=None) -> dict:
+    """The distribution check at its live size: LIVE_LOSSLESS_SAMPLES seeds, every drafting lane."""
+    drafting = [m for m in engine.methods() if METHOD_REGISTRY[m].drafts]
+    return measure_check(engine, LIVE_LOSSLESS_SAMPLES, drafting, stop=stop)
+
+
+def measure_parts(engine, prompts: int = PARTS_PROMPTS, max_new_tokens: int = NEW_TOKENS, rounds: int = 2,
+                  stop=None) -> dict:
+    """The scheduled drafter beside each of its variants (engine/measure/sweep.py variant_sweep) on the first
+    `prompts` held-out prompts."""
     from engine.measure.sweep import variant_sweep
 
     method = parts_method(engine.methods())
     if method is None:
         raise ValueError("this engine runs no scheduled drafter with variants")
-    return measurement(variant_sweep(engine, method, load_prompts()[:PARTS_PROMPTS], NEW_TOKENS, rounds=rounds,
-                                     stop=stop),
-                       engine.device_name)
+    measured = variant_sweep(engine, method, load_prompts()[:prompts], max_new_tokens, rounds=rounds, stop=stop)
+    return measurement({**measured, "rounds": rounds}, engine.device_name)
+
+
+def measure_parts_live(engine, stop=None) -> dict:
+    """The variants at their live size (LIVE_PARTS_*)."""
+    return measure_parts(engine, LIVE_PARTS_PROMPTS, LIVE_PARTS_TOKENS, LIVE_PARTS_ROUNDS, stop=stop)
 
 
 def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
@@ -170,13 +206,93 @@ def recorded() -> dict:
 
 def recorded_words(item) -> str:
     """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured; a measurement made live
-    (`live_measurement`) says so instead, with its time: "measured live 2026-12-03 14:05 UTC on cpu"."""
+    (`live_measurement`) says so instead, with its time and its size beside the recording's: "measured live
+    2026-12-03 14:05 UTC on cpu: 40 seeds × 4 lanes (the recording: 200 seeds × 5 lanes)"."""
     if isinstance(item, Comparison):
         return f"recorded {item.recorded_at[:10]} on {item.device}"
     when = item.get("recorded_at", "")
     if item.get("live"):
-        return f"measured live {when[:10]} {when[11:16]} UTC on {item.get('device', '')}"
+        size = size_words(item)
+        kind = measurement_kind(item)
+        recording = recorded().get(kind) if kind else None
+        beside = f" (the recording: {size_words(recording)})" if recording is not None and size_words(recording) else ""
+        return (f"measured live {when[:10]} {when[11:16]} UTC on {item.get('device', '')}"
+                + (f": {size}{beside}" if size else ""))
     return f"recorded {when[:10]} on {item.get('device', '')}"
+
+
+def measurement_kind(item: dict) -> str | None:
+    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures"), from its
+    data's own keys."""
+    data = item.get("data", {}) if isinstance(item, dict) else {}
+    if "samples" in data and "lanes" in data:
+        return "lossless"
+    if "sweeps" in data:
+        return "sweeps"
+    if "temperatures" in data:
+        return "temperatures"
+    if "rows" in data and "method" in data:
+        return "parts"
+    return None
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def size_words(item: dict) -> str:
+    """How much a measurement measured, from its own data: "40 seeds × 4 lanes", "2 serial lanes × 4 K (1, 2, 4,
+    8) × 2 prompts × 1 round, 32 new tokens", … ("" for a document of no known kind)."""
+    kind, data = measurement_kind(item), item.get("data", {}) if isinstance(item, dict) else {}
+    rounds = f" × {_count(data['rounds'], 'round')}" if isinstance(data.get("rounds"), int) else ""
+    if kind == "lossless":
+        return f"{_count(data['samples'], 'seed')} × {_count(len(data['lanes']), 'lane')}"
+    if kind == "sweeps":
+        sweeps = list(data["sweeps"].values())
+        if not sweeps:
+            return ""
+        ks = sorted(map(int, sweeps[0]["rows"]))
+        return (f"{_count(len(sweeps), 'serial lane')} × {_count(len(ks), 'value', 'values')} of K ({', '.join(map(str, ks))}) × "
+                f"{_count(sweeps[0]['num_prompts'], 'prompt')}{rounds}, {sweeps[0]['max_new_tokens']} new tokens")
+    if kind == "parts":
+        return (f"{_count(len(data['rows']), 'variant')} × {_count(data['num_prompts'], 'prompt')}{rounds}, "
+                f"{data['max_new_tokens']} new tokens")
+    if kind == "temperatures":
+        temperatures = sorted(map(float, data["temperatures"]))
+        return (f"{_count(len(temperatures), 'temperature')} ({', '.join(f'{t:g}' for t in temperatures)}) × "
+                f"{_count(data['num_prompts'], 'prompt')}, {data['max_new_tokens']} new tokens")
+    return ""
+
+
+def live_size(point: "Point") -> str:
+    """What a point's "Run it live" measures, in words, before it runs (the lesson's note says it)."""
+    if point.tab == "compare":
+        return (f"each lane run {times_words(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
+                f"{_recorded_timing_runs(point)})")
+    sizes = {"lossless": f"{_count(LIVE_LOSSLESS_SAMPLES, 'seed')} × every drafting lane (the recording: "
+                         f"{_count(LOSSLESS_SAMPLES, 'seed')} × every lane)",
+             "sweeps": f"K = {', '.join(map(str, LIVE_SWEEP_KS))} × {_count(LIVE_SWEEP_PROMPTS, 'prompt')} × "
+                       f"{_count(LIVE_SWEEP_ROUNDS, 'round')}, {LIVE_SWEEP_TOKENS} new tokens (the recording: K = "
+                       f"{', '.join(map(str, SWEEP_KS))} × {_count(SWEEP_PROMPTS, 'prompt')} × 2 rounds, "
+                       f"{SWEEP_TOKENS} new tokens)",
+             "parts": f"{_count(LIVE_PARTS_PROMPTS, 'prompt')} × {_count(LIVE_PARTS_ROUNDS, 'round')}, "
+                      f"{LIVE_PARTS_TOKENS} new tokens (the recording: {_count(PARTS_PROMPTS, 'prompt')} × 2 "
+                      f"rounds, {NEW_TOKENS} new tokens)",
+             "temperatures": f"T = {', '.join(f'{t:g}' for t in LIVE_TEMPERATURES)} × "
+                             f"{_count(LIVE_TEMPERATURE_PROMPTS, 'prompt')}, {LIVE_TEMPERATURE_TOKENS} new tokens (the "
+                             f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
+                             f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)"}
+    return sizes[point.recording]
+
+
+def _recorded_timing_runs(point: "Point") -> str:
+    item = recorded().get(point.recording)
+    runs = item.timing_runs if isinstance(item, Comparison) else None
+    return f"each lane run {times_words(runs)}" if runs else "not recorded here"
+
+
+def times_words(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 def live_measurement(doc: dict) -> dict:
@@ -296,10 +412,44 @@ def rule_takeaway(data: dict) -> str:
         verdict = (f"the chi-square test rejects the target's odds for {', '.join(map(method_label, rejected))} "
                    f"(p below {REJECT_BELOW_P:g}; smallest p = {worst:.2g}): a lane that writes other odds than the "
                    "target's is a bug, or a 1-in-100 chance: run the check again")
+    elif _too_small(check):
+        verdict = (f"no chi-square test rejects the target's odds for any lane ({lanes}) at p below "
+                   f"{REJECT_BELOW_P:g} (smallest p = {worst:.2f}): no evidence of a difference at this size. So few "
+                   f"seeds only notice a large one: {resolution_words(check)}")
     else:
         verdict = (f"every lane ({lanes}) writes its first tokens with the target's own odds: no chi-square test "
-                   f"rejects it at p below {REJECT_BELOW_P:g} (smallest p = {worst:.2f})")
+                   f"rejects it at p below {REJECT_BELOW_P:g} (smallest p = {worst:.2f}); "
+                   f"{resolution_words(check)}")
     return f"Over {check['samples']} seeds at temperature {check['temperature']:g}, {verdict}." + shown
+
+
+# A distribution check whose likeliest pair's share is known only to more than this (half its 95 % interval) is
+# too small to say the lanes write the target's odds, only that it found no difference.
+RESOLVES = 0.10
+
+
+def _resolution(check: dict) -> float | None:
+    """Half the 95 % interval of a lane's share of the likeliest pair, were it sampling the target's odds exactly:
+    how far off a lane's share must be before this many seeds can tell (None without pairs)."""
+    probs = check.get("target_probs") or []
+    if not probs or not check.get("samples"):
+        return None
+    p = probs[0]
+    return 1.96 * (p * (1 - p) / check["samples"]) ** 0.5
+
+
+def _too_small(check: dict) -> bool:
+    resolution = _resolution(check)
+    return resolution is None or resolution > RESOLVES
+
+
+def resolution_words(check: dict) -> str:
+    """"at 40 seeds a lane's share of its likeliest pair (the target's 43%) is known to ± 15 points (95 %)"."""
+    resolution = _resolution(check)
+    if resolution is None:
+        return "the check counted no pair"
+    return (f"at {check['samples']} seeds a lane's share of the likeliest pair (the target's "
+            f"{check['target_probs'][0]:.0%}) is known to ± {100 * resolution:.0f} points (95 %)")
 
 
 def _rejected(check: dict) -> list[str]:
@@ -315,6 +465,10 @@ def rule_slide(data: dict) -> str:
     if rejected:
         return (f"{head}, the chi-square test rejects the target's odds for {', '.join(map(method_label, rejected))} "
                 f"(p = {worst:.2g}, below {REJECT_BELOW_P:g}): a bug, or a 1-in-100 chance.")
+    if _too_small(check):
+        return (f"{head}, no chi-square test rejects the target's odds (smallest p = {worst:.2f}): no evidence of a "
+                f"difference at this size, where a share is known to ± {100 * _resolution(check):.0f} points."
+                if _resolution(check) is not None else f"{head}, the check counted no pair.")
     return (f"{head}, every lane's first tokens follow the target's own odds: no chi-square test rejects them "
             f"(smallest p = {worst:.2f}).")
 
@@ -418,15 +572,28 @@ def heldout_ceiling(data: dict) -> str:
             + f". {within} of {len(lanes)} measured rates lie within the interval of their 1 − TV.")
 
 
+# Speedups from one run per configuration (a live measurement's one round) move by up to about this much
+# (relative) from run to run on a shared machine (docs/benchmarks.md): closer than this, they read as level.
+ONE_ROUND_NOISE = 0.10
+
+
+def speed_tolerance(measured: dict) -> float:
+    """How far apart two speedups of a measurement's data must be to be worded as different."""
+    from .words import TOLERANCE
+
+    return ONE_ROUND_NOISE if measured.get("rounds") == 1 else TOLERANCE
+
+
 def _sweep_rows(data: dict):
     """Per serial lane: (method, its sweep, best K, speedup there, longest K, speedup there, how the speedup moves
     past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured)."""
+    tolerance = speed_tolerance(data["sweeps"]["data"])
     for m, sweep in data["sweeps"]["data"]["sweeps"].items():
         best = str(sweep["best_k"])
         longest = str(max(int(k) for k in sweep["rows"]))
         at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
         moves = None if best == longest else {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[
-            trend(at_best, at_longest)]
+            trend(at_best, at_longest, tolerance)]
         yield m, sweep, best, at_best, longest, at_longest, moves
 
 
@@ -592,7 +759,7 @@ def parts_slide(data: dict) -> str:
     head = {"rises": "lifts", "falls": "lowers", "holds": "leaves"}[trend(alone["tau"], full["tau"])]
     return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
             f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
-            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'])]}.")
+            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}.")
 
 
 def parts_takeaway(data: dict) -> str:
@@ -604,7 +771,7 @@ def parts_takeaway(data: dict) -> str:
             "falls": f"lowers τ from {alone['tau']:.2f} to {full['tau']:.2f}",
             "holds": f"leaves τ where it was ({alone['tau']:.2f} alone, {full['tau']:.2f} with it)"}[
         trend(alone["tau"], full["tau"])]
-    verdict = SCHEDULER_VERDICT[trend(full["speedup"], shipped["speedup"])]
+    verdict = SCHEDULER_VERDICT[trend(full["speedup"], shipped["speedup"], speed_tolerance(data["parts"]["data"]))]
     saved = full["verify_ms_per_step"] - shipped["verify_ms_per_step"]
     verify = (f"verifying {shipped['verified_per_step']:.2f} tokens a step instead of "
               f"{full['verified_per_step']:.2f} {'saved' if saved >= 0 else 'took'} {abs(saved):.1f} ms "
@@ -628,6 +795,11 @@ def order_words(values: dict[str, float]) -> str:
     return " > ".join(f"{method_label(m)} {values[m]:.2f}" for m in ranked)
 
 
+# τ from the lowest temperature to the highest, by its 95 % intervals: "holds" only says they overlap, which a small
+# sample (a live measurement's few prompts) does whatever τ does.
+TAU_MOVES = {"rises": "rises", "falls": "falls", "holds": "does not move beyond its 95 % intervals"}
+
+
 def temperature_takeaway(data: dict) -> str:
     sweep = data["temperatures"]["data"]
     temperatures = sorted(sweep["temperatures"], key=float)
@@ -636,7 +808,7 @@ def temperature_takeaway(data: dict) -> str:
     t0, t1 = float(temperatures[0]), float(temperatures[-1])
     entropy = (f"From T = {t0:g} to {t1:g} the target's mean entropy per token goes "
                f"{low['target_entropy']['mean']:.2f} → {high['target_entropy']['mean']:.2f} nats")
-    taus = "; ".join(f"{method_label(m)}'s τ {interval_trend(low['lanes'][m]['tau'], high['lanes'][m]['tau'])} "
+    taus = "; ".join(f"{method_label(m)}'s τ {TAU_MOVES[interval_trend(low['lanes'][m]['tau'], high['lanes'][m]['tau'])]} "
                      f"({low['lanes'][m]['tau']['mean']:.2f} → {high['lanes'][m]['tau']['mean']:.2f})" for m in lanes)
     overlap = "; ".join(
         f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} expected against 1 − TV "
@@ -658,7 +830,8 @@ def temperature_slide(data: dict) -> str:
     t0, t1 = float(temperatures[0]), float(temperatures[-1])
     moves = {}
     for m in lanes:
-        moves.setdefault(interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"]), []).append(method_label(m))
+        moves.setdefault(TAU_MOVES[interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"])], []).append(
+            method_label(m))
     taus = ", ".join(f"{how} for {', '.join(names)}" for how, names in moves.items())
     overlap = ", ".join(f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} (1 − TV "
                         f"{high['lanes'][m]['one_minus_tv']['mean']:.0%})" for m in lanes)

@@ -82,8 +82,10 @@ def lane_runner(engine, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]
 
     on_gpu = gpu(duration=duration)(lane_batches)
 
-    def run_lanes(engine_: object, prompt: str, lanes: list[LaneRun], stop: threading.Event) -> Iterator[None]:
-        """As app/runner.py's run_lanes: advance the lanes in order, yielding after every batch of steps."""
+    def run_lanes(engine_: object, prompt: str, lanes: list[LaneRun], stop: threading.Event,
+                  timing_runs: int | None = None) -> Iterator[None]:
+        """As app/runner.py's run_lanes: advance the lanes in order, yielding after every batch of steps (each lane
+        runs once here: `timing_runs` is not used)."""
         if engine_ is not engine:
             raise ValueError("this lane runner was built for another engine")
         work = on_gpu(prompt, [lane.config for lane in lanes])

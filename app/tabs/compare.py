@@ -511,11 +511,12 @@ class RunController:
         return lane_runs
 
     def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False,
-                       pin: bool = False) -> Iterator[tuple]:
+                       pin: bool = False, timing_runs: int | None = None) -> Iterator[tuple]:
         """Run the chosen lanes one after another and yield the page's outputs as they fill. The one place
         lanes run: the button, a share link and the API all come here. reuse: show the recorded run of the
         same configuration when there is one (share links: thirty visitors of one link compute it once);
-        pin: the operator's link, whose recorded run is never evicted."""
+        pin: the operator's link, whose recorded run is never evicted; timing_runs: each lane's complete runs
+        (default: the lane runner's own, app/runner.py TIMING_RUNS)."""
         try:
             lane_runs = self._checked(settings)
         except EngineError as exc:
@@ -535,16 +536,17 @@ class RunController:
             return
         stop = state.stop = threading.Event()
         try:
-            yield from self._run(settings, show, lane_runs, stop, state, key, pin)
+            yield from self._run(settings, show, lane_runs, stop, state, key, pin, timing_runs)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             state.stop = None
 
     def _run(self, settings: Settings, show: bool, lane_runs: list[LaneRun], stop: threading.Event, state,
-             key: str, pin: bool = False) -> Iterator[tuple]:
+             key: str, pin: bool = False, timing_runs: int | None = None) -> Iterator[tuple]:
         shown, drawn, ended = {}, {}, {}
         last_draw, started, out_of_time = 0.0, time.monotonic(), False
-        for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop):
+        runs = {} if timing_runs is None else {"timing_runs": timing_runs}
+        for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop, **runs):
             now = time.monotonic()
             if now - started > self.max_run_s and not stop.is_set():
                 stop.set()  # the running lane ends after its current step

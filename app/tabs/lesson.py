@@ -119,7 +119,7 @@ def layout(recordings: dict) -> LessonView:
 
 
 def focus_update(point: Point, live: bool = False) -> dict:
-    how = "measured live on this machine" if live else "the lesson's recording"
+    how = f"measured live on this machine: {lesson.live_size(point)}" if live else "the lesson's recording"
     return gr.update(value=f'<div class="focus-note">Lesson point {point.number}, {html.escape(point.title)} '
                            f'({how}). Look at {html.escape(point.look_at)}.</div>', visible=True)
 
@@ -203,7 +203,8 @@ class LessonHandlers:
         """The point's measurement, live: a comparison streams into the Compare tab; a Why panel is measured."""
         point = POINTS[number - 1]
         if point.tab == "compare":
-            yield from self.compare.run.run_comparison(self.live_settings(point), True, request.session_hash)
+            yield from self.compare.run.run_comparison(self.live_settings(point), True, request.session_hash,
+                                                        timing_runs=lesson.LIVE_TIMING_RUNS)
         elif point.recording == "sweeps":
             yield self.why.on_sweep(HELDOUT, request)  # the lesson's held-out prompts, as recorded
         elif point.recording == "lossless":

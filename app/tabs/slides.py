@@ -85,7 +85,8 @@ def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
     if item is None:
         where = "not recorded yet"
     elif isinstance(item, Comparison):
-        where = f"measured live on {item.device}" if live else lesson.recorded_words(item)
+        where = (f"measured live on {item.device}, each lane run {lesson.times_words(item.timing_runs)}" if live
+                 else lesson.recorded_words(item))
     else:
         where = lesson.recorded_words(item)
     return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data, slide=True))} '

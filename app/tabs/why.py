@@ -127,11 +127,18 @@ def overlay_warnings(comparison) -> list[str]:
     return [w for w in warnings if w]
 
 
+def _sentence(words: str) -> str:
+    """Words opening a sentence: the first letter capital, the rest as written (str.capitalize would lower "UTC" and
+    "K")."""
+    return words[:1].upper() + words[1:]
+
+
 HELDOUT = "heldout"  # the sweep's prompt choice: the lesson's held-out prompts
 
 
 def sweep_prompt_choices() -> list[tuple[str, str]]:
-    return [(f"{lesson.SWEEP_PROMPTS} held-out prompts (the lesson's)", HELDOUT), *example_choices()]
+    return [(f"the first {lesson.LIVE_SWEEP_PROMPTS} held-out prompts (the lesson's recording: "
+             f"{lesson.SWEEP_PROMPTS})", HELDOUT), *example_choices()]
 
 
 def sweeps_table(recorded: dict) -> str:
@@ -149,8 +156,17 @@ def sweeps_table(recorded: dict) -> str:
                       f"verify; along the draft {lesson.along_block(s['acceptance'])} (conditional acceptance by "
                       f"position: {', '.join(f'{p:.2f}' for p in s['acceptance'])})"
                       for m, s in sweeps.items())
-    return (f"{lesson.recorded_words(recorded).capitalize()}, {first['num_prompts']} prompt(s), {first['max_new_tokens']} "
-            f"new tokens, temperature 0, every output equal to the baseline's. {costs}.\n\n" + "\n".join(lines))
+    return (f"{_sentence(lesson.recorded_words(recorded))}; {first['num_prompts']} prompt(s), {first['max_new_tokens']} "
+            f"new tokens, temperature 0, every output equal to the baseline's.{_one_round_note(recorded)} {costs}.\n\n"
+            + "\n".join(lines))
+
+
+def _one_round_note(measured: dict) -> str:
+    """What one run per configuration (a live measurement) lets a reader take from its speedups."""
+    if lesson.speed_tolerance(measured["data"]) == lesson.ONE_ROUND_NOISE:
+        return (f" Each configuration ran once, so speedups closer than about {lesson.ONE_ROUND_NOISE:.0%} read "
+                "as level: the machine's noise moves them that much.")
+    return ""
 
 
 def sweeps_machine_figure(recorded: dict):
@@ -173,8 +189,9 @@ def check_table(recorded: dict) -> str:
     check = recorded["data"]
     rows = "\n".join(f"| {method_label(m)} | {lane['statistic']:.1f} | {lane['dof']} | {lane['p_value']:.2f} |"
                       for m, lane in check["lanes"].items())
-    return (f"{lesson.recorded_words(recorded).capitalize()}: {check['samples']} seeds per lane at temperature "
-            f"{check['temperature']:g}, {check['verify_rule']} rule. Each run writes three tokens, the second "
+    return (f"{_sentence(lesson.recorded_words(recorded))}: {check['samples']} seeds per lane at temperature "
+            f"{check['temperature']:g}, {check['verify_rule']} rule; {lesson.resolution_words(check)}. Each run "
+            "writes three tokens, the second "
             "from a speculative step that drafts it and verifies it. A p-value is the chance of counts at least "
             "this far from the target's probabilities if the lane samples exactly as the target does: only a "
             "very small one (below 0.001, say) would say it does not.\n\n"
@@ -191,8 +208,9 @@ def parts_table(recorded: dict) -> str:
         f"| {variant_label(parts['method'], name)} | {row['speedup']:.2f}× | {row['tau']:.2f} | "
         f"{row['verified_per_step']:.1f} | {row['verify_ms_per_step']:.1f} | {row['draft_ms_per_step']:.1f} |"
         for name, row in parts["rows"].items())
-    return (f"{lesson.recorded_words(recorded).capitalize()}, {parts['num_prompts']} held-out prompts, "
-            f"{parts['max_new_tokens']} new tokens, temperature 0, every output equal to the baseline's.\n\n"
+    return (f"{_sentence(lesson.recorded_words(recorded))}; {parts['num_prompts']} held-out prompts, "
+            f"{parts['max_new_tokens']} new tokens, temperature 0, every output equal to the baseline's."
+            f"{_one_round_note(recorded)}\n\n"
             "| variant | speedup | τ | tokens verified per step | verify ms per step | draft ms per step |\n"
             "|---|---|---|---|---|---|\n" + rows)
 
@@ -225,7 +243,7 @@ def temperature_table(recorded: dict) -> str:
     overlap = table(lambda t, row: (f"{interval(row['expected_acceptance'], True)} / {row['one_minus_tv']['mean']:.0%}"
                                     if t > 0 else f"{row['verdict_rate']['mean']:.0%} (greedy)"))
     judged = min(sweep["temperatures"][temperatures[-1]]["lanes"][m]["judged"] for m in lanes)
-    return (f"{lesson.recorded_words(recorded).capitalize()}, {sweep['num_prompts']} held-out prompt(s), "
+    return (f"{_sentence(lesson.recorded_words(recorded))}; {sweep['num_prompts']} held-out prompt(s), "
             f"{sweep['max_new_tokens']} new tokens, the {sweep['verify_rule']} rule, each lane against the baseline at "
             f"the same temperature; at least {judged:,} judged drafts per lane at T = {float(temperatures[-1]):g}; "
             f"95 % intervals over the prompts; H: the target's mean entropy per token.\n\n**τ**\n\n"
@@ -240,7 +258,9 @@ def temperature_outputs(recorded: dict, projector: bool = False) -> tuple:
 
 
 SWEEP_CAPTION = ("**Measure it here: the best K.** The K sweep runs every serial lane at K = "
-                 f"{', '.join(map(str, lesson.SWEEP_KS))} (and the block drafters once, at their default block), every "
+                 f"{', '.join(map(str, lesson.LIVE_SWEEP_KS))} here, once each on {lesson.LIVE_SWEEP_PROMPTS} prompts "
+                 f"(the lesson's recording: K = {', '.join(map(str, lesson.SWEEP_KS))}, the faster of two runs on "
+                 f"{lesson.SWEEP_PROMPTS} prompts), and the block drafters once, at their default block; every "
                  "output checked against the baseline's, and draws each lane's measured speedup (solid, its best K "
                  "starred) beside the formula fed with that lane's own measured acceptance and cost (dotted). One "
                  "prompt can move the optimum: on a repetitive text (the example prompts) acceptance can stay high at "
@@ -257,20 +277,26 @@ MACHINE_CAPTION = ("**This machine against a datacenter GPU.** Left: drafting co
                    "the About tab.")
 CHECK_CAPTION = ("**Lossless above temperature 0, counted.** At temperature > 0 every lane writes a different text "
                  "from the baseline, since each run draws its own sample; what speculative decoding keeps is the "
-                 "odds. The check runs each lane over many seeds and counts its first two tokens: x1 from the "
+                 f"odds. The check runs each lane over many seeds ({lesson.LIVE_LOSSLESS_SAMPLES} per drafting lane when measured "
+                 f"here, {lesson.LOSSLESS_SAMPLES} per lane in the recording) and counts its first two tokens: x1 from the "
                  "target's prefill, x2 from a speculative step that drafts one token and accepts it with probability "
                  "min(1, p_target / p_draft), else draws from what is left. The counts are set beside the target's "
                  "own exact probabilities p(x1) · p(x2 | x1), with a chi-square test.")
 TEMPERATURE_CAPTION = ("**Temperature: acceptance is the overlap of two distributions.** Every lane at temperatures "
                        f"{', '.join(f'{t:g}' for t in lesson.TEMPERATURES)} over the held-out prompts, each against "
-                       "the baseline at the same temperature. A draft x drawn from the drafter's q passes with "
+                       "the baseline at the same temperature (measured live: T = "
+                       f"{', '.join(f'{t:g}' for t in lesson.LIVE_TEMPERATURES)} over "
+                       f"{lesson.LIVE_TEMPERATURE_PROMPTS} prompts, {lesson.LIVE_TEMPERATURE_TOKENS} new tokens, with "
+                       "intervals as wide as so few prompts allow). A draft x drawn from the drafter's q passes with "
                        "probability min(1, p(x)/q(x)), whose mean is the overlap 1 − TV(p, q): above 0 what matters "
                        "is the drafters' whole distribution, not only its likeliest token. Under each temperature, "
                        "the target's mean entropy per token: how unsure of itself it is.")
 PARTS_CAPTION = ("**What each part of the scheduled drafter buys.** The same checkpoint run as shipped, verifying "
                  "the whole block (its scheduler off), with the static cut, and without its Markov head (the "
                  "parallel backbone drafting every position alone), against the baseline on the same held-out "
-                 "prompts.")
+                 f"prompts (measured live: {lesson.LIVE_PARTS_PROMPTS} prompts, {lesson.LIVE_PARTS_TOKENS} new tokens, "
+                 f"each once; the recording: {lesson.PARTS_PROMPTS} prompts, {lesson.NEW_TOKENS} new tokens, the "
+                 "faster of two runs).")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
 NUM_PANELS = 10  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
@@ -548,20 +574,20 @@ class WhyHandlers:
     def on_sweep(self, choice, request: gr.Request):
         """The K sweep, live, on the lesson's held-out prompts or one prompt (the engine checks it)."""
         if choice == HELDOUT:
-            prompts = lesson.sweep_prompts()
+            prompts = lesson.live_sweep_prompts()
         elif isinstance(choice, str) and choice.strip():
             prompts = [choice]
         else:
             raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
                            print_exception=False)
         return sweep_outputs(*self._shown(request, "sweeps",
-                                          self._measured(lesson.measure_sweeps, request.session_hash, prompts)))
+                                          self._measured(lesson.measure_sweeps_live, request.session_hash, prompts)))
 
     def on_check(self, request: gr.Request):
-        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check, request.session_hash)))
+        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check_live, request.session_hash)))
 
     def on_parts(self, request: gr.Request):
-        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts, request.session_hash)))
+        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts_live, request.session_hash)))
 
     def on_temperatures(self, request: gr.Request):
         return temperature_outputs(*self._shown(

@@ -133,9 +133,17 @@ def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, 
 SWEEP_TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def ratio_interval(numerators: list[float], denominators: list[float], z: float = 1.96) -> tuple[float, float, float]:
+# Student's t at 97.5 % for 1, 2, … 30 degrees of freedom (beyond: the normal 1.96): over few clusters (a live
+# measurement's few prompts) the spread between them is itself uncertain, and the interval must say so.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ratio_interval(numerators: list[float], denominators: list[float], z: float | None = None
+                   ) -> tuple[float, float, float]:
     """Σ numerators / Σ denominators over clusters (one per prompt: the tokens of one run are not independent),
-    with its 95 % interval by the delta method over the clusters; (nan, nan, nan) when the denominators sum to 0."""
+    with its 95 % interval by the delta method over the clusters (Student's t for n − 1 degrees of freedom unless
+    `z` is given); (nan, nan, nan) when the denominators sum to 0."""
     n, total = len(numerators), sum(denominators)
     if not total:
         return float("nan"), float("nan"), float("nan")
@@ -144,7 +152,8 @@ def ratio_interval(numerators: list[float], denominators: list[float], z: float 
         return ratio, ratio, ratio
     mean_den = total / n
     residual = sum((a - ratio * b) ** 2 for a, b in zip(numerators, denominators)) / (n - 1)
-    half = z * (residual / n) ** 0.5 / mean_den
+    critical = z if z is not None else (T_975[n - 2] if n - 1 <= len(T_975) else 1.96)
+    half = critical * (residual / n) ** 0.5 / mean_den
     return ratio, ratio - half, ratio + half
 
 

@@ -122,15 +122,15 @@ def test_run_it_live_measures_the_points_comparison_again(built):
 
 def test_run_it_live_measures_the_points_sweep_on_the_lessons_prompts(built, monkeypatch):
     _, handlers, _, components = built
-    monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2))  # small settings: the handler's path, not the numbers
-    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 4)
-    monkeypatch.setattr(lesson, "SWEEP_PROMPTS", 1)
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_KS", (1, 2))  # small settings: the handler's path, not the numbers
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_TOKENS", 4)
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_PROMPTS", 1)
     monkeypatch.setattr(lesson, "load_prompts", lambda: ["def f(x):", "import os"])  # the tiny model's context
     point = next(p for p in POINTS if p.recording == "sweeps")
     prepared = handlers.prepare_live(point.number, SimpleNamespace(session_hash="sweep-visitor"))
     assert prepared[0]["selected"] == "why"
     figure, table, machine = next(handlers.run_live(point.number, SimpleNamespace(session_hash="sweep-visitor")))
-    assert "K=1 | K=2 |" in table and "1 prompt(s), 4 new tokens" in table
+    assert "K=1 | K=2 |" in table and "1 prompt(s), 4 new tokens" in table and "× 1 prompt × 1 round" in table
     assert figure.data and machine.data
 
 

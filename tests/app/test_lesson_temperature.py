@@ -20,7 +20,7 @@ def sweep_of(taus: dict[str, tuple[float, float]], entropy=(0.0, 2.5)) -> dict:
 
 
 @pytest.mark.parametrize("taus, words", [((2.0, 3.0), "rises (2.00 → 3.00)"), ((3.0, 2.0), "falls (3.00 → 2.00)"),
-                                         ((2.50, 2.52), "holds (2.50 → 2.52)")])
+                                         ((2.50, 2.52), "does not move beyond its 95 % intervals (2.50 → 2.52)")])
 def test_each_lanes_tau_is_worded_from_its_own_direction(taus, words):
     text = lesson.temperature_takeaway({"temperatures": {"data": sweep_of({"dflash": taus})}})
     assert f"DFlash's τ {words}" in text

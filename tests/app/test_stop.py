@@ -27,9 +27,15 @@ SHORT_PROMPTS = ["def f(x):", "import os", "class A:"]  # the tiny model's conte
 
 @pytest.fixture
 def long_measurements(monkeypatch):
-    """Measurements that take seconds on the tiny random models, so there is time to press Stop."""
-    monkeypatch.setattr(lesson, "SWEEP_KS", (1, 2, 3, 4, 6, 8))
-    monkeypatch.setattr(lesson, "SWEEP_TOKENS", 40)
+    """Measurements that take seconds on the tiny random models, so there is time to press Stop: the live sizes
+    (what the Why tab's buttons and Run it live measure) made larger."""
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_KS", (1, 2, 3, 4, 6, 8))
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_TOKENS", 40)
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_PROMPTS", len(SHORT_PROMPTS))
+    monkeypatch.setattr(lesson, "LIVE_SWEEP_ROUNDS", 2)
+    monkeypatch.setattr(lesson, "LIVE_PARTS_PROMPTS", len(SHORT_PROMPTS))
+    monkeypatch.setattr(lesson, "LIVE_PARTS_ROUNDS", 2)
+    monkeypatch.setattr(lesson, "LIVE_LOSSLESS_SAMPLES", 200)
     monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
 
 

@@ -99,8 +99,8 @@ def test_run_it_live_of_the_k_sweep_measures_the_held_out_prompts_and_says_live(
         asked.append(prompts)
         return lesson.measurement(lesson.recorded()["sweeps"]["data"], "cpu (test)")
 
-    monkeypatch.setattr(lesson, "measure_sweeps", measure)
+    monkeypatch.setattr(lesson, "measure_sweeps_live", measure)
     sweep_point = next(p.number for p in lesson.POINTS if p.recording == "sweeps")
     (plot, words, machine), = list(handlers.run_live(sweep_point, SimpleNamespace(session_hash="live-sweep")))
-    assert asked == [lesson.sweep_prompts()] and words.startswith("Measured live ")
+    assert asked == [lesson.live_sweep_prompts()] and words.startswith("Measured live ")
     assert handlers.sessions.get("live-sweep").panels["sweeps"]["live"]  # kept: projector mode redraws it

@@ -1,0 +1,190 @@
+"""Every lesson point's "Run it live" measures its live size: the seeds, prompts, values of K, temperatures, tokens and
+timing runs that reach the engine are the live ones (a spy on the engine counts them); the page names that size
+beside the recording's; and the words say only what a sample that small supports."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+gr = pytest.importorskip("gradio")
+
+from app import lesson, runner  # noqa: E402
+from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
+
+SHORT_PROMPTS = ["def f(x):", "import os", "class A:", "x = 1"]  # the tiny random model's context holds 96 tokens
+
+
+@pytest.fixture
+def app_handlers(random_engine, monkeypatch):
+    """The built app's lesson and slide handlers, each comparison's lane runner and each engine call recorded."""
+    from app.main import build_app
+    from app.tabs.lesson import LessonHandlers
+    from app.tabs.slides import SlideHandlers
+
+    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
+    generated, streamed, runners = [], [], []
+    real_generate, real_stream = random_engine.generate, random_engine.stream
+    monkeypatch.setattr(random_engine, "generate",
+                        lambda prompt, config, *a, **k: generated.append((prompt, config)) or
+                        real_generate(prompt, config, *a, **k))
+    monkeypatch.setattr(random_engine, "stream",
+                        lambda prompt, config, *a, **k: streamed.append((prompt, config)) or
+                        real_stream(prompt, config, *a, **k))
+
+    def run_lanes(*args, **kwargs):
+        runners.append(kwargs)
+        yield from runner.run_lanes(*args, **kwargs)
+
+    demo = build_app(random_engine, run_lanes=run_lanes)
+    owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
+    return SimpleNamespace(lesson=next(o for o in owners if isinstance(o, LessonHandlers)),
+                           slides=next(o for o in owners if isinstance(o, SlideHandlers)),
+                           generated=generated, streamed=streamed, runners=runners)
+
+
+def point_of(recording: str):
+    return next(p for p in lesson.POINTS if p.recording == recording)
+
+
+def run_point(handlers, recording: str, session: str):
+    point = point_of(recording)
+    visitor = SimpleNamespace(session_hash=session)
+    prepared = handlers.lesson.prepare_live(point.number, visitor)
+    outputs = list(handlers.lesson.run_live(point.number, visitor))
+    return point, prepared, outputs[-1], handlers.lesson.sessions.get(session).panels[recording]
+
+
+def drafting(engine) -> list[str]:
+    return [m for m in engine.methods() if METHOD_REGISTRY[m].drafts]
+
+
+def test_the_distribution_check_runs_its_live_seeds_on_every_drafting_lane(app_handlers, random_engine):
+    _, _, (_, table), measured = run_point(app_handlers, "lossless", "live-check")
+    per_lane = Counter(config.method for _, config in app_handlers.generated if config.max_new_tokens == 3)
+    assert per_lane == {m: lesson.LIVE_LOSSLESS_SAMPLES for m in drafting(random_engine)}
+    assert {config.seed for _, config in app_handlers.generated} == set(range(lesson.LIVE_LOSSLESS_SAMPLES))
+    assert f"{lesson.LIVE_LOSSLESS_SAMPLES} seeds × {len(drafting(random_engine))} lanes" in table
+    assert "the recording: 200 seeds × 5 lanes" in table and "Measured live" in table
+
+
+def test_the_k_sweep_runs_its_live_values_of_k_prompts_tokens_and_rounds(app_handlers, random_engine):
+    _, _, (_, table, _), measured = run_point(app_handlers, "sweeps", "live-sweep")
+    serial = lesson.serial_methods(random_engine.methods())
+    runs = [(prompt, config) for prompt, config in app_handlers.generated]
+    assert {prompt for prompt, _ in runs} == set(SHORT_PROMPTS[:lesson.LIVE_SWEEP_PROMPTS])
+    assert {config.max_new_tokens for _, config in runs} == {lesson.LIVE_SWEEP_TOKENS}
+    for method in serial:
+        ks = Counter(config.drafts_per_step for _, config in runs if config.method == method)
+        # each K on each prompt once a round, plus the sweep's one unmeasured warm-up (at the first K)
+        expected = {k: lesson.LIVE_SWEEP_PROMPTS * lesson.LIVE_SWEEP_ROUNDS for k in lesson.LIVE_SWEEP_KS}
+        expected[lesson.LIVE_SWEEP_KS[0]] += 1
+        assert ks == expected, method
+    assert sorted(map(int, measured["data"]["sweeps"][serial[0]]["rows"])) == list(lesson.LIVE_SWEEP_KS)
+    assert lesson.size_words(measured) in table and "(the recording: 2 serial lanes × 8 values of K" in table
+    assert "Each configuration ran once" in table  # one round: how far apart speedups must be to differ
+
+
+def test_the_parts_run_their_live_prompts_tokens_and_rounds(app_handlers, random_engine):
+    _, _, (_, table), measured = run_point(app_handlers, "parts", "live-parts")
+    runs = app_handlers.generated
+    assert {prompt for prompt, _ in runs} == set(SHORT_PROMPTS[:lesson.LIVE_PARTS_PROMPTS])
+    assert {config.max_new_tokens for _, config in runs} == {lesson.LIVE_PARTS_TOKENS}
+    baseline = [config for _, config in runs if config.method == BASELINE]
+    assert len(baseline) == lesson.LIVE_PARTS_PROMPTS * lesson.LIVE_PARTS_ROUNDS
+    assert measured["data"]["num_prompts"] == lesson.LIVE_PARTS_PROMPTS and measured["data"]["rounds"] == 1
+    assert lesson.size_words(measured) in table and "(the recording: 4 variants × 3 prompts, 64 new tokens)" in table
+
+
+def test_the_temperature_sweep_runs_its_live_temperatures_prompts_and_tokens(app_handlers):
+    _, _, (_, _, table), measured = run_point(app_handlers, "temperatures", "live-temperatures")
+    runs = app_handlers.generated
+    assert {config.temperature for _, config in runs} == set(lesson.LIVE_TEMPERATURES)
+    assert {prompt for prompt, _ in runs} == set(SHORT_PROMPTS[:lesson.LIVE_TEMPERATURE_PROMPTS])
+    assert {config.max_new_tokens for _, config in runs} == {lesson.LIVE_TEMPERATURE_TOKENS}
+    assert lesson.size_words(measured) in table and "(the recording: 5 temperatures" in table
+
+
+@pytest.mark.parametrize("recording", ["lossless", "sweeps", "parts", "temperatures"])
+def test_the_why_points_live_note_and_slide_name_the_live_size(app_handlers, recording, monkeypatch):
+    point = point_of(recording)
+    recorded = lesson.recorded()[recording]
+    fake = lesson.measurement(recorded["data"], "cpu (test)")  # the measurement's path is the tests above
+    monkeypatch.setattr(lesson, {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live",
+                                 "parts": "measure_parts_live", "temperatures": "measure_temperatures_live"}[recording],
+                        lambda engine, *a, stop=None: fake)
+    visitor = SimpleNamespace(session_hash=f"note-{recording}")
+    prepared = app_handlers.lesson.prepare_live(point.number, visitor)
+    note = next(v["value"] for v in prepared if isinstance(v, dict) and "Lesson point" in str(v.get("value", "")))
+    assert f"measured live on this machine: {lesson.live_size(point)}" in note and "(the recording: " in note
+    app_handlers.slides.on_press(point.number, visitor)
+    *_, last = app_handlers.slides.run_live(point.number, visitor)
+    assert "measured live" in last[3] and lesson.size_words(fake) in last[3]
+
+
+def test_a_lesson_comparison_runs_each_lane_its_live_timing_runs_and_says_so(app_handlers):
+    point = point_of("greedy")
+    visitor = SimpleNamespace(session_hash="live-compare")
+    prepared = app_handlers.lesson.prepare_live(point.number, visitor)
+    *_, last = app_handlers.lesson.run_live(point.number, visitor)
+    assert "done" in last[0]
+    assert app_handlers.runners == [{"timing_runs": lesson.LIVE_TIMING_RUNS}]
+    comparison = app_handlers.lesson.sessions.get("live-compare").last
+    streams = Counter(config.method for _, config in app_handlers.streamed)
+    assert all(streams[m] == lane.timing_runs <= lesson.LIVE_TIMING_RUNS for m, lane in comparison.lanes.items())
+    note = next(v["value"] for v in prepared if isinstance(v, dict) and "Lesson point" in str(v.get("value", "")))
+    assert f"each lane run {'twice' if lesson.LIVE_TIMING_RUNS == 2 else lesson.LIVE_TIMING_RUNS}" in note
+
+
+def test_the_compare_tabs_own_run_keeps_its_timing_runs(app_handlers, random_engine):
+    compare = app_handlers.lesson.compare
+    settings = lesson.comparison_settings(compare.methods, 0.0)
+    list(compare.run.run_comparison(settings, True, "compare-tab"))
+    assert app_handlers.runners == [{}]  # the lane runner's own TIMING_RUNS
+
+
+# --- the words: only what the sample supports ----------------------------------------------------------------
+
+def check_of(samples: int, p_values=(0.5, 0.6), top: float = 0.43) -> dict:
+    lanes = {m: {"p_value": p, "statistic": 1.0, "dof": 1, "counts": [samples // 2]}
+             for m, p in zip(("eagle3", "dflash"), p_values)}
+    return {"lossless": {"data": {"samples": samples, "temperature": 1.0, "lanes": lanes, "pairs": [["a", "b"]],
+                                  "target_probs": [top], "verify_rule": "rejection"}}}
+
+
+def test_a_small_distribution_check_finds_no_evidence_and_a_large_one_says_the_odds_are_the_targets():
+    small = lesson.rule_slide(check_of(40))
+    assert "no evidence of a difference at this size" in small and "± 15 points" in small
+    assert "follow the target's own odds" not in small
+    large = lesson.rule_slide(check_of(2000))
+    assert "follow the target's own odds" in large and "no evidence" not in large
+    rejected = lesson.rule_slide(check_of(40, p_values=(0.001, 0.6)))
+    assert "rejects the target's odds for AR" in rejected
+
+
+def test_the_interval_over_few_prompts_is_wider_than_the_normal_one():
+    from engine.measure.sweep import ratio_interval
+
+    mean, low, high = ratio_interval([3, 4, 5], [5, 5, 5])
+    _, normal_low, normal_high = ratio_interval([3, 4, 5], [5, 5, 5], z=1.96)
+    assert low < normal_low < mean < normal_high < high
+    many = [3, 4, 5] * 20
+    _, t_low, _ = ratio_interval(many, [5] * len(many))
+    _, z_low, _ = ratio_interval(many, [5] * len(many), z=1.96)
+    assert t_low == pytest.approx(z_low, rel=0.01)  # many prompts: the normal interval
+
+
+def parts_of(shipped: float, full: float, rounds: int | None) -> dict:
+    row = {"tau": 4.0, "verified_per_step": 6.0, "verify_ms_per_step": 10.0, "draft_ms_per_step": 2.0}
+    rows = {"dspark": {**row, "speedup": shipped}, "dspark_verify_all": {**row, "speedup": full},
+            "dspark_no_markov": {**row, "tau": 1.8, "speedup": 1.2}}
+    data = {"method": "dspark", "rows": rows, "num_prompts": 2, "max_new_tokens": 48}
+    return {"parts": {"data": data if rounds is None else {**data, "rounds": rounds}}}
+
+
+def test_one_round_of_speedups_needs_a_larger_gap_to_say_the_scheduler_pays():
+    assert "here the scheduler pays" in lesson.parts_slide(parts_of(2.10, 2.00, rounds=2))
+    assert "no measurable difference" in lesson.parts_slide(parts_of(2.10, 2.00, rounds=1))
+    assert "here the scheduler pays" in lesson.parts_slide(parts_of(2.40, 2.00, rounds=1))

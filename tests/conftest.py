@@ -155,12 +155,12 @@ def random_engine(tokenizer):
 
 
 # Test files that take longest (summed `pytest --durations=0` with two workers, 2026-12-01: identity 40 s, browser
-# 31 s, train 30 s, app 13 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its two workers
-# in collection order (`--dist loadfile --no-loadscope-reorder`), so a long file collected last would keep one
-# worker busy while the other waits. Order only; nothing is skipped.
-LONGEST_FIRST = ("test_identity.py", "test_browser.py", "test_train.py", "test_lesson.py", "test_app.py", "test_cli.py",
-                 "test_space.py", "test_why.py", "test_lesson_engine.py", "test_sampling.py", "test_record.py",
-                 "test_gpu_check.py")
+# 31 s, train 30 s, compare + page 13 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its
+# two workers in collection order (`--dist loadfile --no-loadscope-reorder`), so a long file collected last would
+# keep one worker busy while the other waits. Order only; nothing is skipped.
+LONGEST_FIRST = ("test_identity.py", "test_browser.py", "test_train.py", "test_lesson.py", "test_compare.py",
+                 "test_page.py", "test_cli.py", "test_space.py", "test_why.py", "test_lesson_engine.py",
+                 "test_sampling.py", "test_record.py", "test_gpu_check.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,6 @@
 """What a crowd may cost the server, at the HTTP level and without a server: the page built once per address and
 served from memory, the per-address limit on requests that bypass the queue, and a full queue answered in the
-app's words. (tests/app/test_app.py checks the same through a launched app and Gradio's own routes.)"""
+app's words. (tests/app/test_page.py checks the same through a launched app and Gradio's own routes.)"""
 
 from __future__ import annotations
 

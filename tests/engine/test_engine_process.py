@@ -103,7 +103,7 @@ def test_the_app_runs_a_comparison_on_an_engine_in_its_own_process(remote, embed
     from app.main import build_app
     from app.draw.render import display_text
     from conftest import launch_locally
-    from test_app import output_text_of
+    from compare_support import output_text_of
 
     demo = build_app(remote)
     try:

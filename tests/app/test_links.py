@@ -1,0 +1,99 @@
+"""Share links (app/links.py), no server: a link reads back as the same settings, a tampered one gives one message
+and the default, a link names what this server cannot do, and the legacy names (the method id ar, the CLI's
+draft_len and block_len) still open."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from app.settings import MAX_PROMPT_CHARS, Settings, default_settings  # noqa: E402
+from app.links import build_query, parse_query  # noqa: E402
+from compare_support import ALL_METHODS, DEFAULTS, PROMPT, query_items  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
+
+
+@pytest.mark.parametrize("settings", [
+    default_settings(ALL_METHODS),
+    Settings(prompt="x = 'é ☃ 🎉' + \"a&b=c%20d+e#f?\"\n\tpass\n", methods=("baseline", "classic", "dspark"),
+             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, serial_k=1, drafts_per_block=16, verify_rule="match",
+             scheduler="static", confidence_threshold=0.05, overlap="off"),
+    Settings(prompt="  leading and trailing spaces  ", methods=("dflash",), temperature=5.0, seed=2**53 + 1,
+             max_new_tokens=1, serial_k=16, drafts_per_block=1, scheduler="none", confidence_threshold=1.0, overlap="on"),
+])
+def test_a_link_reads_back_as_the_same_settings(settings):
+    query = build_query(settings, preset="tiny")
+    parsed, messages = parse_query(query_items(query), available=ALL_METHODS, preset="tiny")
+    assert parsed == settings and messages == []
+
+
+TAMPERED = [  # (query, the control that falls back to its default)
+    ("temperature=abc", "temperature"), ("temperature=nan", "temperature"), ("temperature=inf", "temperature"),
+    ("temperature=-1", "temperature"), ("temperature=5.01", "temperature"), ("temperature=", "temperature"),
+    ("seed=-1", "seed"), ("seed=1.5", "seed"), ("seed=nan", "seed"), ("seed=-inf", "seed"),
+    (f"seed={2**63}", "seed"), ("seed=abc", "seed"), ("seed=" + "9" * 5000, "seed"), ("seed=0x10", "seed"),
+    ("max_new_tokens=0", "max_new_tokens"), ("max_new_tokens=513", "max_new_tokens"),
+    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "serial_k"), ("draft_len=17", "serial_k"),
+    ("block_len=x", "drafts_per_block"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
+    ("scheduler=often", "scheduler"), ("confidence_threshold=2", "confidence_threshold"),
+    ("confidence_threshold=NaN", "confidence_threshold"), ("overlap=maybe", "overlap"),
+    ("methods=bogus", "methods"), ("methods=eagle3,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
+    ("methods=baseline,../../etc", "methods"), ("prompt=" + "x" * (MAX_PROMPT_CHARS + 1), "prompt"),
+    ("prompt=", "prompt"), ("prompt=%20%0A", "prompt"), ("seed=1&seed=2", "seed"),
+    ("prompt=a&prompt=b", "prompt"),
+]
+
+
+def test_the_method_id_ar_still_opens_as_eagle3_in_links_and_saved_files(random_engine):
+    """EAGLE-3's lane was once called ar: links and comparison files that say so still open, as eagle3."""
+    import json
+    from dataclasses import asdict
+
+    from app.comparison import Comparison, read_comparison
+
+    parsed, messages = parse_query(query_items("methods=baseline,ar"), available=ALL_METHODS)
+    assert (parsed.methods, messages) == (("baseline", "eagle3"), [])
+    result = random_engine.generate(PROMPT, GenerationConfig(method="eagle3", max_new_tokens=6))
+    saved = json.loads(Comparison.of_steps({**asdict(DEFAULTS), "methods": ["eagle3"]},
+                                           {"eagle3": [result.prefill, *result.steps]}).to_json())
+    old = {**saved, "settings": {**saved["settings"], "methods": ["ar"]},
+           **{key: {"ar" if m == "eagle3" else m: v for m, v in saved[key].items()}
+              for key in ("lanes", "drafters", "timing_runs", "run_rates") if isinstance(saved.get(key), dict)}}
+    assert "ar" in old["lanes"] and "eagle3" not in old["lanes"]
+    opened = read_comparison(json.dumps(old))
+    assert list(opened.lanes) == ["eagle3"] and opened.settings["methods"] == ["eagle3"]
+    assert opened.lanes["eagle3"].summary == read_comparison(json.dumps(saved)).lanes["eagle3"].summary
+
+
+def test_links_and_files_name_the_draft_lengths_as_the_cli_does():
+    """The controls are serial_k and drafts_per_block; links keep the CLI's draft_len and block_len, both ways."""
+    parsed, messages = parse_query(query_items("draft_len=5&block_len=3"), available=ALL_METHODS)
+    assert (parsed.serial_k, parsed.drafts_per_block, messages) == (5, 3, [])
+    query = build_query(parsed)
+    assert "draft_len=5" in query and "block_len=3" in query and "serial_k" not in query
+    _, messages = parse_query(query_items("serial_k=5"), available=ALL_METHODS)
+    assert messages == ["unknown link parameter 'serial_k' ignored"]  # one name per link parameter
+
+
+@pytest.mark.parametrize("query, name", TAMPERED, ids=[q[:40] for q, _ in TAMPERED])
+def test_a_tampered_link_gives_one_message_and_the_default(query, name):
+    parsed, messages = parse_query(query_items(f"temperature=0.7&{query}" if name != "temperature" else query),
+                                   available=ALL_METHODS, preset="tiny")
+    assert len(messages) == 1, messages
+    assert len(messages[0]) < 200  # one readable line, never the value itself at length
+    assert getattr(parsed, name) == getattr(DEFAULTS, name)
+    if name != "temperature":
+        assert parsed.temperature == 0.7  # the rest of the link is still used
+
+
+def test_a_link_names_what_this_server_cannot_do():
+    parsed, messages = parse_query(query_items("methods=baseline,classic"), available=["baseline", "eagle3"])
+    assert messages == ["this server has no classic lane; it runs baseline, eagle3; using the default"]
+    assert parsed.methods == ("baseline", "eagle3")
+    parsed, messages = parse_query(query_items("foo=1&__theme=dark&view=api&seed=5"), available=ALL_METHODS)
+    assert messages == ["unknown link parameter 'foo' ignored"] and parsed.seed == 5  # Gradio's own are ignored
+    parsed, messages = parse_query(query_items("preset=qwen3-4b&seed=5"), available=ALL_METHODS, preset="tiny")
+    assert len(messages) == 1 and "this server runs preset tiny" in messages[0] and parsed.seed == 5
+    _, messages = parse_query(query_items("&".join(f"p{i}=1" for i in range(500))), available=ALL_METHODS)
+    assert len(messages) <= 12 and messages[-1].startswith("and ")

@@ -159,7 +159,7 @@ class FullQueueWords:
     `blocks`: the launched Blocks (their queue)."""
 
     JOIN = "/gradio_api/queue/join"
-    GRADIO_FULL = "Queue is full."  # how Gradio's refusal begins (gradio/queueing.py; tests/app/test_app.py checks it)
+    GRADIO_FULL = "Queue is full."  # how Gradio's refusal begins (gradio/queueing.py; tests/app/test_page.py checks it)
 
     def __init__(self, app, blocks):
         self.app, self.blocks = app, blocks

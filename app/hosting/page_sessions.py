@@ -9,7 +9,7 @@ does not have), yet it was most of the server's work when a class opened one rec
 `install` makes the running server's sessions lean: the configuration copy stays empty, so a visitor costs
 what the app itself does. Everything else Gradio keeps per session (state values, updated components) is
 kept as before. It relies on two names inside Gradio (`StateHolder.session_data`, and the
-`config_for_block` that `SessionState` calls on its `blocks_config`); tests/app/test_app.py checks both on the
+`config_for_block` that `SessionState` calls on its `blocks_config`); tests/app/test_page.py checks both on the
 installed Gradio, so an upgrade that moves them fails a test rather than slowing the server.
 
 Gradio also builds the page (its HTML, with the whole configuration inside, about 0.35 MB) afresh for every

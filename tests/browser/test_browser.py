@@ -6,6 +6,7 @@ Set SPECLAB_SCREENSHOT=path.png to keep a screenshot of the finished page (the R
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -16,6 +17,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
+import app.runner as runner  # noqa: E402
 import app.tabs.step as step_tab  # noqa: E402
 from app.settings import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402
@@ -68,9 +70,11 @@ TICK_S = 0.2
 
 @pytest.fixture(scope="module")
 def app_url(embedded_engine):
+    """The app on the shipped models, each lane timed once (the timing runs have tests of their own:
+    tests/app/test_timing_runs.py, tests/app/test_provisional.py); what the page shows is the same."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(step_tab, "PLAY_EVERY_S", TICK_S)  # read when the tab is built
-        demo = build_app(embedded_engine)
+        demo = build_app(embedded_engine, run_lanes=functools.partial(runner.run_lanes, timing_runs=1))
     yield launch_locally(demo)
     demo.close()
 

@@ -124,7 +124,7 @@ def test_embedded_models_identity(embedded_engine):
     from engine.contract.presets import PRESETS
 
     assert set(embedded_engine.methods()) == {"baseline", *PRESETS["tiny"].drafters}  # every shipped drafter loads
-    for prompt in load_prompts()[:5]:
+    for prompt in load_prompts()[:3]:  # the random models' tests above cover every length and setting
         baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:
             k = METHOD_REGISTRY[method].default_drafts

@@ -302,8 +302,8 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
     on = ["--threads", "1", "--device", device]
-    assert cli.main(["self-data", "--steps", "40", *on]) == 0
-    assert torch.load(runs / "selfdata.pt").shape == (40, 256)
+    assert cli.main(["self-data", "--steps", "16", *on]) == 0
+    assert torch.load(runs / "selfdata.pt").shape == (16, 256)
     assert cli.main([stage, "--steps", "2", *on]) == 2  # refuses: no greedy data yet (its last phase needs them)
     one_cycle = ["--restart-steps", "0", "--greedy-steps", "0"]
     assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0

@@ -132,7 +132,8 @@ def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_
             refused(lambda: list(handlers.run_live(point.number, visitor)), "withdrawn")
 
 
-def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing_runs_again(why_handlers):
+def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing_runs_again(why_handlers, monkeypatch):
+    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)  # the live size, on prompts the tiny models fit
     first, waiting, later = (SimpleNamespace(session_hash=name) for name in ("first", "waiting", "later"))
     why_handlers.on_requested(first)
     why_handlers.on_requested(waiting)  # pressed while the first one waits or runs: the same measurement

@@ -230,7 +230,7 @@ def memory(app: App, server_pid: int, opens: int = 20) -> dict:
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    from app_load import at_once
+    from scripts.app_load import at_once
 
     results = at_once([lambda: upload_and_open(app, data) for _ in range(opens)])
     done.set()
@@ -263,7 +263,7 @@ def main() -> int:
         print(f"long addresses: {json.dumps(report['long_addresses'])}", flush=True)
         report["memory"] = memory(app, server.pid, args.opens)
         print(f"memory: {json.dumps(report['memory'])}", flush=True)
-        from app_load import crowd
+        from scripts.app_load import crowd
 
         report["crowd"] = [crowd(app, n, 32, link_only=True) for n in args.crowd]
         report["server_tracebacks"] = tracebacks()

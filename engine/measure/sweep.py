@@ -38,11 +38,22 @@ def _costs(results: list) -> dict:
             "draft_cost": draft_s / verify_s if verify_s else 0.0}
 
 
-def measure(engine, prompts: list[str], configs: dict, rounds: int = 1, stop=None) -> dict:
+def measure(engine, prompts: list[str], configs: dict, rounds: int = 1, stop=None,
+            what: str = "measurement") -> dict:
     """Run every configuration ({key: GenerationConfig}, the baseline under the key BASELINE) on every prompt
     in turn, `rounds` times, after one unmeasured warm-up run; returns {key: its fastest result per prompt}.
-    Every output must equal the baseline's on the same prompt (EngineError otherwise). stop: a threading.Event
-    seen after every step of every run (Stopped once it is set)."""
+    Every output must equal the baseline's on the same prompt. An EngineError (bad input, an output that differs)
+    comes back as one line led by `what`, the measurement's name. stop: a threading.Event seen after every step of
+    every run (Stopped once it is set, as it is)."""
+    try:
+        return _fastest_runs(engine, prompts, configs, rounds, stop)
+    except Stopped:
+        raise
+    except EngineError as exc:
+        raise EngineError(f"{what}: {exc}") from None
+
+
+def _fastest_runs(engine, prompts: list[str], configs: dict, rounds: int, stop) -> dict:
     engine.generate(prompts[0], next(c for k, c in configs.items() if k != BASELINE), stop)  # warm-up, not measured
     fastest = {key: [None] * len(prompts) for key in configs}
     for _ in range(rounds):
@@ -78,19 +89,15 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
     method = method or serial_method(engine)
     ks = list(ks)
     configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens),
-               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k) for k in ks}}
+               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k)
+                  for k in ks}}
     if one_pass:
         for m in engine.methods():
             entry = METHOD_REGISTRY[m]
             if entry.one_pass:
                 configs[(m, entry.default_drafts)] = GenerationConfig(
                     method=m, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
-    try:
-        fastest = measure(engine, prompts, configs, rounds, stop)
-    except Stopped:
-        raise
-    except EngineError as exc:
-        raise EngineError(f"K sweep: {exc}") from None
+    fastest = measure(engine, prompts, configs, rounds, stop, what="K sweep")
     baseline = fastest.pop(BASELINE)
     rows = {k: row(fastest[(method, k)], baseline) for k in ks}
     longest = [step for r in fastest[(method, ks[-1])] for step in r.steps]
@@ -112,12 +119,7 @@ def variant_sweep(engine, method: str, prompts: list[str], max_new_tokens: int, 
     config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
     configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens), method: config,
                **{f"{method}_{v.suffix}": replace(config, **dict(v.overrides)) for v in entry.variants}}
-    try:
-        fastest = measure(engine, prompts, configs, rounds, stop)
-    except Stopped:
-        raise
-    except EngineError as exc:
-        raise EngineError(f"variant sweep: {exc}") from None
+    fastest = measure(engine, prompts, configs, rounds, stop, what="variant sweep")
     baseline = fastest.pop(BASELINE)
     rows = {}
     for name, results in fastest.items():

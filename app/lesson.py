@@ -644,9 +644,7 @@ def bottlenecks_takeaway(data: dict) -> str:
     serial, one_pass = _first_serial_and_one_pass(c)
     parts = []
     if serial:
-        s = c.lanes[serial].summary
-        parts.append(f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards "
-                     f"in a row")
+        parts.append(_drafting_share(c, serial))
     if one_pass:
         words = along_block(c.lanes[one_pass].per_position_acceptance)
         if words:
@@ -657,6 +655,12 @@ def bottlenecks_takeaway(data: dict) -> str:
         parts.append(f"drafting a block with no order inside it ({method_label(m)}'s backbone alone) gives τ "
                      f"{alone:.2f}, {than} {full:.2f} with its Markov head")
     return "; ".join(parts) + "."
+
+
+def _drafting_share(c: Comparison, serial: str) -> str:
+    """How much of a serial lane's time went to drafting, in words (the takeaway and the slide say it alike)."""
+    s = c.lanes[serial].summary
+    return f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards in a row"
 
 
 def _unordered(data: dict):
@@ -677,9 +681,7 @@ def bottlenecks_slide(data: dict) -> str:
     serial, one_pass = _first_serial_and_one_pass(c)
     parts = []
     if serial:
-        s = c.lanes[serial].summary
-        parts.append(f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards "
-                     "in a row")
+        parts.append(_drafting_share(c, serial))
     if one_pass:
         alive = survival(c.lanes[one_pass].per_position_acceptance)
         if len(alive) > 1:

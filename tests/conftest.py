@@ -7,13 +7,14 @@ which exercises every branch of verification and cache rollback.
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from scripts.support import CHROMIUM, free_port
+from scripts.support import CHROMIUM, free_port, launch_chromium
 
 # One torch thread, as the app's tiny preset runs: models this small gain nothing from a second one, and on a
 # busy machine two threads wait on each other at every operator (the bench test took 77 s with two while a
@@ -109,6 +110,26 @@ def launch_locally(demo):
         except OSError:
             if attempt == 2:
                 raise
+
+
+@contextmanager
+def app_in_chromium(engine, **app_settings):
+    """The app over `engine` (build_app's keywords) served on loopback, and a headless chromium: (its address, the
+    browser); both closed after. Skips where playwright is not installed (mark the test `needs_chromium`)."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from app.main import build_app
+
+    demo = build_app(engine, **app_settings)
+    url = launch_locally(demo)
+    try:
+        with playwright_api.sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                yield url, browser
+            finally:
+                browser.close()
+    finally:
+        demo.close()
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,8 @@ from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
 from app.links import parse_query  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
-from conftest import launch_locally, needs_chromium  # noqa: E402
+from conftest import app_in_chromium, needs_chromium  # noqa: E402
 
-from scripts.support import launch_chromium  # noqa: E402
 
 
 def test_the_recordings_are_shipped_small_and_made_with_the_lessons_settings():
@@ -162,13 +161,8 @@ def test_lesson_links_open_their_points_in_chromium(random_engine):
     """One link of each kind the page handles differently: the first recorded comparison (Compare), the K sweep
     (Why, its chart drawn after the note) and the last point (Why's parts); every point's own handler is
     tested above without a browser."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from app.main import build_app
-
-    url = launch_locally(build_app(random_engine))
     kinds = [next(p for p in POINTS if p.tab == "compare"), point_of("sweeps"), POINTS[-1]]
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
+    with app_in_chromium(random_engine) as (url, browser):
         page = browser.new_page(viewport={"width": 1024, "height": 768})
         for point in kinds:
             page.goto(f"{url}?lesson={point.number}")
@@ -177,7 +171,6 @@ def test_lesson_links_open_their_points_in_chromium(random_engine):
                 page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
             elif point.recording == "sweeps":  # each serial lane's optimum starred (plotly draws after the note)
                 page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
-        browser.close()
 
 
 IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
@@ -188,12 +181,7 @@ IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
 @pytest.mark.slow
 @needs_chromium
 def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_it(random_engine):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from app.main import build_app
-
-    url = launch_locally(build_app(random_engine))
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
+    with app_in_chromium(random_engine) as (url, browser):
         page = browser.new_page(viewport={"width": 1024, "height": 768})
         page.goto(f"{url}?lesson=3")
         chart = page.locator("#acceptance")
@@ -207,4 +195,3 @@ def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_
         page.wait_for_timeout(1500)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
         assert page.locator(".lesson-target").count() == 1  # the last point's chart only
-        browser.close()

@@ -253,38 +253,29 @@ def test_sglang_gauges_and_missing_counters():
 
 @pytest.mark.browser
 def test_a_server_lane_runs_beside_a_local_lane_in_chromium(random_engine):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from conftest import launch_locally
-    from scripts.support import CHROMIUM, launch_chromium
+    from conftest import app_in_chromium
+    from scripts.support import CHROMIUM
 
     if not __import__("os").path.exists(CHROMIUM):
         pytest.skip("Debian chromium is not installed")
-    from app.main import build_app
 
     with Stub("vllm") as stub:
         specs = [parse_server(f"vllm-dflash={stub.url}"), parse_server(f"down={closed_port()}")]
-        demo = build_app(random_engine, servers=specs, server_timeouts=FAST)
-        url = launch_locally(demo)
-        try:
-            with playwright_api.sync_playwright() as p:
-                browser = launch_chromium(p)
-                page = browser.new_page(viewport={"width": 1500, "height": 1100})
-                page.goto(url, wait_until="networkidle")
-                for name in ("AR", "DFlash", "DSpark"):  # the shortest run: the baseline alone, 4 tokens
-                    page.locator("#lanes label").get_by_text(name, exact=True).click()
-                page.fill("#max-new-tokens input[type=number]", "4")
-                page.press("#max-new-tokens input[type=number]", "Enter")
-                page.click("#run")
-                page.wait_for_selector("#server-vllm-dflash .lane-card[data-state=done]", timeout=30_000)
-                page.wait_for_selector("#server-down .lane-card[data-state=error]", timeout=30_000)
-                page.wait_for_selector("#status :text('done')", timeout=30_000)
-                server, local = page.locator("#server-vllm-dflash"), page.locator("#lane-baseline")
-                assert server.locator(".srv-text").text_content() == "".join(Script().pieces)
-                assert server.locator(".srv-step").count() == len(Script().per_step_accepted)
-                assert "connection refused" in page.locator("#server-down .srv-message").text_content()
-                assert local.locator(".lane-card").get_attribute("data-state") == "done"
-                beside = server.bounding_box(), local.bounding_box()
-                assert abs(beside[0]["y"] - beside[1]["y"]) < 5 and beside[0]["x"] > beside[1]["x"]
-                browser.close()
-        finally:
-            demo.close()
+        with app_in_chromium(random_engine, servers=specs, server_timeouts=FAST) as (url, browser):
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.goto(url, wait_until="networkidle")
+            for name in ("AR", "DFlash", "DSpark"):  # the shortest run: the baseline alone, 4 tokens
+                page.locator("#lanes label").get_by_text(name, exact=True).click()
+            page.fill("#max-new-tokens input[type=number]", "4")
+            page.press("#max-new-tokens input[type=number]", "Enter")
+            page.click("#run")
+            page.wait_for_selector("#server-vllm-dflash .lane-card[data-state=done]", timeout=30_000)
+            page.wait_for_selector("#server-down .lane-card[data-state=error]", timeout=30_000)
+            page.wait_for_selector("#status :text('done')", timeout=30_000)
+            server, local = page.locator("#server-vllm-dflash"), page.locator("#lane-baseline")
+            assert server.locator(".srv-text").text_content() == "".join(Script().pieces)
+            assert server.locator(".srv-step").count() == len(Script().per_step_accepted)
+            assert "connection refused" in page.locator("#server-down .srv-message").text_content()
+            assert local.locator(".lane-card").get_attribute("data-state") == "done"
+            beside = server.bounding_box(), local.bounding_box()
+            assert abs(beside[0]["y"] - beside[1]["y"]) < 5 and beside[0]["x"] > beside[1]["x"]

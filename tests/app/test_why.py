@@ -11,9 +11,8 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
-from conftest import launch_locally, needs_chromium  # noqa: E402
+from conftest import app_in_chromium, needs_chromium  # noqa: E402
 
-from scripts.support import launch_chromium  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 
@@ -218,12 +217,7 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
 @pytest.mark.slow
 @needs_chromium
 def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(random_engine):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from app.main import build_app
-
-    url = launch_locally(build_app(random_engine))
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
+    with app_in_chromium(random_engine) as (url, browser):
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
         page.goto(url + "?methods=baseline,eagle3,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
         page.wait_for_function("(s => s && /done/.test(s.innerText))(document.querySelector('#status'))", timeout=60000)
@@ -233,7 +227,6 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(
         assert page.locator("#why-prediction :text('best K = ')").count() >= 2  # both predicted optima marked
         assert "K=16" in page.locator("#why-sweep-table").inner_text()  # the lesson's recording, before any sweep
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
-        browser.close()
 
 
 @pytest.mark.parametrize("values, message", [

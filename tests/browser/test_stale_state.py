@@ -13,9 +13,8 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.settings import PARSERS  # noqa: E402
 
-from conftest import launch_locally, needs_chromium  # noqa: E402
+from conftest import app_in_chromium, needs_chromium  # noqa: E402
 
-from scripts.support import launch_chromium  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +59,7 @@ def test_a_run_a_setting_or_a_tab_clears_the_lesson_notes(built):
 @pytest.mark.slow
 @needs_chromium
 def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random_engine):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from app.main import build_app
-
-    url = launch_locally(build_app(random_engine))
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
+    with app_in_chromium(random_engine) as (url, browser):
         context = browser.new_context(viewport={"width": 1024, "height": 768})
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
         page = context.new_page()
@@ -88,7 +82,6 @@ def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random
         page.wait_for_selector("#copy-confirm:text('Copied')", timeout=10000)
         assert "prompt=def+g" in page.url or "prompt=def%20g" in page.url  # the link is the page's address now
         assert page.evaluate("navigator.clipboard.readText()").startswith(url.rstrip("/"))
-        browser.close()
 
 
 def test_run_it_live_of_the_k_sweep_measures_the_held_out_prompts_and_says_live(built, monkeypatch):

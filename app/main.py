@@ -8,6 +8,7 @@ from pathlib import Path
 import gradio as gr
 from starlette.middleware import Middleware
 
+from engine.contract.interface import EngineLike
 from engine.contract.presets import PRESETS
 
 from . import runner
@@ -40,7 +41,7 @@ SESSION_CAPACITY = 256
 CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 
 
-def build_app(engine, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
+def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
               recordings: Path | None = None, pin_key: str | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what

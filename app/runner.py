@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.background import BackgroundSteps
+from engine.contract.interface import EngineLike
 from engine.contract.summary import fastest_steps, summarize
 from engine.contract.types import EngineError, GenerationConfig, Step
 
@@ -73,7 +74,7 @@ COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once
 SETTLE_S = 0.1  # pause before each lane: a browser on the same cores draws the last update meanwhile
 
 
-def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.Event,
+def stream_steps(engine: EngineLike, prompt: str, config: GenerationConfig, stop: threading.Event,
                  every_s: float | None = COLLECT_S) -> Iterator[list[Step]]:
     """Yield batches of new steps, every `every_s` seconds and when the lane ends; raises EngineError from
     the engine. Stop is seen between batches."""
@@ -87,7 +88,7 @@ def stream_steps(engine, prompt: str, config: GenerationConfig, stop: threading.
         worker.close()
 
 
-def run_lanes(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event,
+def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
               timing_runs: int = TIMING_RUNS) -> Iterator[None]:
     """Advance the lanes in order, yielding after every batch of steps so the caller can redraw; then the
     timing runs (module docstring)."""
@@ -132,7 +133,7 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
     return len(a) == len(b) and all(x.committed == y.committed and x.drafted == y.drafted for x, y in zip(a, b))
 
 
-def lane_events(engine, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
+def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
                 settle_s: float = SETTLE_S) -> Iterator[LaneEvent]:
     """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
     ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too)."""

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
+from engine.contract.interface import EngineLike
 from engine.contract.types import GenerationConfig
 
 from ..runner import LaneEvent, LaneRun, lane_events
@@ -69,7 +70,7 @@ def warm_up_once(engine) -> None:
         engine.warmed_in_process = os.getpid()
 
 
-def lane_runner(engine, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]:
+def lane_runner(engine: EngineLike, gpu: Callable = no_gpu) -> Callable[..., Iterator[None]]:
     """A `run_lanes(engine, prompt, lanes, stop)` whose device work runs inside `gpu(duration=...)`."""
 
     def lane_batches(prompt: str, configs: list[GenerationConfig]) -> Iterator[LaneEvent]:

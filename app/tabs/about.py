@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from engine.contract.interface import EngineLike
 from engine.contract.methods import METHOD_REGISTRY
 from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
 
@@ -25,7 +26,7 @@ sample equals the draft. Both leave the output distributed exactly as the target
 """
 
 
-def render(engine) -> None:
+def render(engine: EngineLike) -> None:
     gr.Markdown(methods_text())
     preset = PRESETS.get(engine.preset)
     drafters = "\n".join(f"- {m}: {engine.drafter_label(m)}" for m in engine.methods())

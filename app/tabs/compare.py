@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl
 import gradio as gr
 from gradio.components.plot import PlotData
 
+from engine.contract.interface import EngineLike
 from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
@@ -373,7 +374,7 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
 class LaneViews:
     """How this page draws a comparison: each lane's HTML and the charts, for the lanes this engine runs."""
 
-    def __init__(self, engine, sessions: SessionStore):
+    def __init__(self, engine: EngineLike, sessions: SessionStore):
         self.sessions = sessions
         self.methods = list(engine.methods())
         # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
@@ -424,7 +425,7 @@ class Replays:
     """The replay cache: complete runs recorded by configuration (app/recordings.py, shared by every visitor) and
     what the page drew of them, so a class opening one link computes and draws it once."""
 
-    def __init__(self, engine, views: LaneViews, sessions: SessionStore):
+    def __init__(self, engine: EngineLike, views: LaneViews, sessions: SessionStore):
         self.engine, self.views, self.sessions = engine, views, sessions
 
     def pin(self, key: str) -> None:
@@ -483,7 +484,7 @@ class RunController:
     fill, records complete runs; Stop, the time limit, saved files and the download. Per-session state lives in
     `sessions` (app/hosting/sessions.py), nothing here."""
 
-    def __init__(self, engine, views: LaneViews, replays: Replays, sessions: SessionStore,
+    def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, sessions: SessionStore,
                  run_lanes: Callable[..., Iterator[None]] = run_lanes_here, max_run_s: float = MAX_RUN_S):
         self.engine, self.views, self.replays, self.sessions = engine, views, replays, sessions
         self.run_lanes = run_lanes
@@ -660,7 +661,8 @@ class LinkHandlers:
     """Share links: opening the page with one (its controls set, its recorded run replayed or run afresh), and
     making one from the controls."""
 
-    def __init__(self, engine, views: LaneViews, replays: Replays, run: RunController, pin_key: str | None = None):
+    def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, run: RunController,
+                 pin_key: str | None = None):
         self.engine, self.views, self.replays, self.run = engine, views, replays, run
         self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recordings.py)
 
@@ -728,7 +730,7 @@ class CompareHandlers:
     links: LinkHandlers
 
     @classmethod
-    def over(cls, engine, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
+    def over(cls, engine: EngineLike, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
              max_run_s: float = MAX_RUN_S, pin_key: str | None = None) -> "CompareHandlers":
         views = LaneViews(engine, sessions)
         replays = Replays(engine, views, sessions)
@@ -774,7 +776,7 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
                            preprocess=False, js=WHEN_IDLE_JS, **engine_queue, **quiet).then(**download)
 
 
-def render(engine, demo: gr.Blocks, sessions: SessionStore,
+def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
            run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
            max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
            pin_key: str | None = None) -> tuple[CompareView, CompareHandlers]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from engine.contract.interface import EngineLike
 from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.process import run_on
 from engine.contract.types import EngineError, Stopped
@@ -479,7 +480,7 @@ class WhyHandlers:
     """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
     `sessions` (app/hosting/sessions.py)."""
 
-    def __init__(self, engine, sessions: SessionStore, max_run_s: float = MAX_RUN_S):
+    def __init__(self, engine: EngineLike, sessions: SessionStore, max_run_s: float = MAX_RUN_S):
         self.engine = engine
         self.sessions = sessions
         self.max_run_s = max_run_s  # a measurement's wall-time limit, as a comparison's
@@ -618,7 +619,7 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
                                   api_name="temperatures", **engine_queue)
 
 
-def render(engine, sessions: SessionStore, recordings: dict | None = None,
+def render(engine: EngineLike, sessions: SessionStore, recordings: dict | None = None,
            max_run_s: float = MAX_RUN_S) -> tuple[WhyView, WhyHandlers]:
     """The tab: its layout (its panels showing `recordings`, default the lesson's) and its handlers, wired;
     max_run_s: a measurement's wall-time limit."""

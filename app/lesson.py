@@ -79,7 +79,8 @@ def live_sweep_prompts() -> list[str]:
 
 
 def serial_methods(available) -> list[str]:
-    return [m for m in available if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].one_pass]
+    return [m for m in available
+            if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].tree]
 
 
 def parts_method(available) -> str | None:
@@ -863,7 +864,7 @@ class Point:
 
 
 def _serial_names() -> str:
-    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and not m.one_pass)
+    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and not m.one_pass and not m.tree)
 
 
 POINTS = (

@@ -21,13 +21,14 @@ from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
 from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .models import (build_weightless, crop_cache, describe_device, drafter_kind_of, forward_with_features,
-                     implementation, load_causal_lm, load_drafter, load_tokenizer, new_cache, pick_device,
-                     require_runnable, set_cpu_threads)
+                     implementation, keep_cache_entries, load_causal_lm, load_drafter, load_tokenizer, new_cache,
+                     pick_device, require_runnable, set_cpu_threads, tree_grower)
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_verify_speed
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .trace import DeviceStep, Tracer, build_result
+from .tree import verify_inputs, verify_tree
 
 
 @dataclass
@@ -62,6 +63,13 @@ class Engine:
             use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in self.drafter_models.items()}
         self.sampled_drafter_kinds = {m: drafter_kind_of(model) for m, model in self.sampled_drafter_models.items()}
+        # a tree lane drafts with its chain method's network, where that network is of a kind it can grow a tree from
+        for models, kinds in ((self.drafter_models, self.drafter_kinds),
+                              (self.sampled_drafter_models, self.sampled_drafter_kinds)):
+            for m in method_names():
+                source = method_entry(m).grows_from
+                if source in models and kinds[source].name in method_entry(m).kinds and m not in models:
+                    models[m], kinds[m] = models[source], kinds[source]
         self.device = device
         self.preset = preset
         self.chat = chat  # prompts go through the chat template (thinking off)
@@ -151,10 +159,14 @@ class Engine:
         """A new drafter object for one run of `method`, over the weights `config` calls for: above temperature 0
         the checkpoint trained for sampling where this engine has one (unless config.drafter_weights is
         "greedy"), else the temperature-0 one; its label says which."""
-        if not method_entry(method).kinds:
+        entry = method_entry(method)
+        if not entry.kinds:
             return NoDrafter()
         if method not in self.drafter_models:
             raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
+        if entry.tree:  # the chain method's drafter, grown into a tree
+            chain_config = replace(config, method=entry.grows_from) if config is not None else None
+            return tree_grower(entry).grow(self.new_drafter(entry.grows_from, chain_config), config)
         if config is not None and self.uses_sampled_weights(config):
             drafter = implementation(self.sampled_drafter_kinds[method]).build(self.sampled_drafter_models[method], self)
             drafter.label += ", trained for T > 0"
@@ -244,19 +256,33 @@ class Engine:
             else:  # the baseline, or a last step with room for one token only
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
             num_verified = drafter.verify_len(block, config, clock) if k else 0
-            checked = block if num_verified == k else block.head(num_verified)
+            checked = block if num_verified == block.ids.numel() else block.head(num_verified)
             confidences = block.confidences.tolist() if block.confidences is not None else None
-            with clock.span("verify", "target verify"):
+            with clock.span("verify", f"target verify, a tree of {num_verified} nodes" if block.is_tree
+                            else "target verify"):
                 verify_ids = torch.cat([state.committed_ids[:, -1:], checked.ids.view(1, -1)], dim=1)
-                logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids)
+                # a tree's nodes each see their own ancestors only, at the position their depth gives
+                tree_inputs = verify_inputs(checked.parents, num_committed - 1, self.device) if block.is_tree else {}
+                logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids, **tree_inputs)
                 target_probs = logits_to_probs(logits[0], config.temperature)
-                verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
-                                 generator)
+                if block.is_tree:
+                    verdict = verify_tree(config.temperature, checked.ids, checked.parents, target_probs, generator)
+                else:
+                    verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
+                                     generator)
             with clock.span("host", "roll back caches, commit"):
                 a = verdict.num_accepted
-                crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
-                drafter.accept(num_committed + a, features[:, : a + 1] if features is not None else None)
-                kept = self._append(state, block.ids[:a].tolist() + [verdict.bonus_id])
+                if verdict.path is None:  # a chain: its first a drafts were accepted
+                    crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
+                    accepted_ids, kept_features = block.ids[:a], features[:, : a + 1] if features is not None else None
+                else:  # a tree: keep the anchor's and the accepted path's entries, in order
+                    path = list(verdict.path)
+                    keep_cache_entries(cache, num_committed, [num_committed + node for node in path])
+                    accepted_ids = block.ids[path]
+                    rows = [0, *(node + 1 for node in path)]
+                    kept_features = features[:, rows] if features is not None else None
+                drafter.accept(num_committed + a, kept_features)
+                kept = self._append(state, accepted_ids.tolist() + [verdict.bonus_id])
             yield DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
                              state.finish_reason, clock.take())
             index += 1

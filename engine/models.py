@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from .contract.methods import DRAFTER_KINDS, DrafterKind
+from .contract.methods import DRAFTER_KINDS, DrafterKind, Method
 from .contract.presets import ASSETS_DIR, resolve_model_path
 from .contract.types import EngineError, check_device_name
 
@@ -121,6 +121,12 @@ def implementation(kind: DrafterKind) -> ModuleType:
     """The module implementing `kind` (the registry's seam: DrafterKind.module is its import path), with
     recognises(config), load(path, device, dtype), owns(model) and build(model, engine)."""
     return importlib.import_module(kind.module)
+
+
+def tree_grower(method: Method) -> ModuleType:
+    """The module that grows `method`'s draft trees (Method.tree_module is its import path), with
+    grow(chain_drafter, config) -> Drafter over the drafter of the chain method it grows from."""
+    return importlib.import_module(method.tree_module)
 
 
 def build_weightless(kind: DrafterKind, device: torch.device):
@@ -225,14 +231,32 @@ def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_t
 
 
 def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, layer_ids: list[int] | None,
-                          logits_to_keep: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                          logits_to_keep: int = 0, **tree_inputs) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Like forward_logits, and also the concatenated hidden states of `layer_ids` at every input position
-    (batch, positions, len(layer_ids) * H), which block drafters read; None when layer_ids is None."""
+    (batch, positions, len(layer_ids) * H), which block drafters read; None when layer_ids is None.
+    tree_inputs: a tree verify's own attention_mask and position_ids (engine/tree.py: verify_inputs)."""
+    kwargs = {_cache_kwarg(model): cache, **tree_inputs}
     if layer_ids is None:
-        return forward_logits(model, input_ids, cache, logits_to_keep), None
-    kwargs = {_cache_kwarg(model): cache}
+        return model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, **kwargs).logits, None
     out = model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, output_hidden_states=True, **kwargs)
     return out.logits, torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)
+
+
+def keep_cache_entries(cache: DynamicCache, length: int, positions: list[int]) -> None:
+    """Keep the cache's first `length` entries and then those at `positions` (in that order), in every layer:
+    after a tree verify, the committed context and the accepted path's nodes."""
+    layers = cache.layers if hasattr(cache, "layers") else None
+    for i in range(len(layers) if layers is not None else len(cache.key_cache)):
+        if layers is not None:  # transformers 4.54 and later: one object per layer
+            keys, values = layers[i].keys, layers[i].values
+        else:  # earlier releases: two lists of tensors
+            keys, values = cache.key_cache[i], cache.value_cache[i]
+        index = torch.tensor([*range(length), *positions], device=keys.device)
+        keys, values = keys.index_select(-2, index), values.index_select(-2, index)
+        if layers is not None:
+            layers[i].keys, layers[i].values = keys, values
+        else:
+            cache.key_cache[i], cache.value_cache[i] = keys, values
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:

@@ -40,6 +40,10 @@ class Verdict:
     bonus_id: int
     accept_probs: torch.Tensor  # (K,) chance each drafted token passes given its prefix, under this rule
     draws: torch.Tensor | None  # (K,) uniforms the rejection rule compared with accept_probs
+    # A tree's verdict (engine/tree.py): the accepted nodes from the anchor down, and every node the rule decided
+    # on, in the order it did. None for a chain, whose accepted drafts are its first num_accepted.
+    path: tuple[int, ...] | None = None
+    judged: tuple[int, ...] | None = None
 
 
 def _leading_true(mask: torch.Tensor) -> torch.Tensor:

@@ -58,8 +58,9 @@ class Tracer:
             drafted = () if record.block is None else self.drafted(
                 record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
             bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
+        parents = record.block.parents if record.block is not None else None
         return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
-                    self.clock.resolve(record.spans) + self.clock.take(), record.finish_reason)
+                    self.clock.resolve(record.spans) + self.clock.take(), record.finish_reason, parents)
 
     def top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
         """Each row's TOP_K_SHOWN likeliest tokens with their text."""
@@ -70,31 +71,42 @@ class Tracer:
     def drafted(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int,
                 confidences: list[float] | None) -> tuple[DraftedToken, ...]:
         """The drafted tokens with their probabilities and verdicts, as plain values."""
-        k, a = block.ids.numel(), verdict.num_accepted
+        k = block.ids.numel()
         if k == 0:  # the baseline's steps, and a last step with room for the bonus only
             return ()
         ids = block.ids.tolist()
         draft_p = block.probs[torch.arange(k), block.ids].tolist()
         checked = block.ids[:num_verified]
-        target_p = target_probs[torch.arange(num_verified), checked].tolist()
+        judging = target_probs[block.target_rows(num_verified)]  # the target's distribution each token was judged by
+        target_p = judging[torch.arange(num_verified), checked].tolist()
         accept_p = verdict.accept_probs.tolist()
         draws = verdict.draws.tolist() if verdict.draws is not None else [None] * num_verified
-        draft_top, target_top = self.top(block.probs), self.top(target_probs[:num_verified])
+        draft_top, target_top = self.top(block.probs), self.top(judging)
         # ½ Σ|p − q| per verified position: the rejection rule's acceptance ceiling (one small op, host side)
-        tv = (0.5 * (target_probs[:num_verified] - block.probs[:num_verified]).abs().sum(dim=-1)).tolist()
+        tv = (0.5 * (judging - block.probs[:num_verified]).abs().sum(dim=-1)).tolist()
         tokens = []
         for i in range(k):
-            judged = i <= a and i < num_verified  # the first rejected token is judged, later ones never are
-            if i >= num_verified:
-                verdict_name = "cut"
-            else:
-                verdict_name = "accepted" if i < a else "rejected" if i == a else "unverified"
+            judged, verdict_name = self.verdict_of(i, verdict, num_verified)
             tokens.append(DraftedToken(
                 id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
                 target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
                 draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else (),
                 confidence=confidences[i] if confidences is not None else None, tv=tv[i] if judged else None))
         return tuple(tokens)
+
+    @staticmethod
+    def verdict_of(i: int, verdict: Verdict, num_verified: int) -> tuple[bool, str]:
+        """Whether drafted token i was judged, and its verdict. A chain: the first rejected token is judged, later
+        ones never are, and a scheduler's cut ones are not sent. A tree: the accepted path, the nodes the rule
+        turned down on the way, and the rest (other branches) never judged."""
+        if verdict.path is None:
+            if i >= num_verified:
+                return False, "cut"
+            a = verdict.num_accepted
+            return i <= a, "accepted" if i < a else "rejected" if i == a else "unverified"
+        if i in verdict.path:
+            return True, "accepted"
+        return (True, "rejected") if i in verdict.judged else (False, "unverified")
 
 
 def build_result(engine, prompt_ids: list[int], config: GenerationConfig, steps: list[Step],

@@ -150,6 +150,25 @@ def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2):
     return DFlashDraftModel(config).eval().requires_grad_(False)
 
 
+EAGLE3_LAYER_IDS = [0, 1, 2, 3, 4]  # the layers a tiny EAGLE-3 drafter reads, of a 6-layer tiny target: never its last
+
+
+def tiny_eagle3(target, layers: int = 1, seed: int = 4):
+    """A random EAGLE-3 drafter shaped for a 6-layer `target`, its norms away from 1 (so a norm used in the wrong
+    place shows)."""
+    from engine.drafters.eagle3 import Eagle3DraftModel
+    from engine.train.eagle3 import eagle3_config
+
+    torch.manual_seed(seed)
+    model = Eagle3DraftModel(eagle3_config(target.config, EAGLE3_LAYER_IDS, layers=layers)).eval().requires_grad_(False)
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(seed)
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5, generator=generator)
+    return model
+
+
 def tiny_dspark(target, block_size: int = 7, layers: int = 1, rank: int = 8, seed: int = 3):
     """A random DSpark drafter shaped for `target`, with DeepSpec's top-level config fields."""
     from engine.drafters.dspark_model import DSparkDraftModel

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_LAYERS = (
     ("engine.contract", 0),
     ("engine.cpu", 1), ("engine.background", 1), ("engine.text", 1), ("engine.sampling", 1), ("engine.timing", 1),
+    ("engine.tree", 1),
     ("engine.models", 2), ("engine.scheduler", 2),
     ("engine.drafters", 3),
     ("engine.trace", 4), ("engine.loop", 5),

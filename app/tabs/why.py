@@ -37,7 +37,7 @@ from .compare import MAX_RUN_S
 
 def _labels(one_pass: bool) -> str:
     """The registered drafting methods' labels, serial or one-pass, for the text."""
-    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass == one_pass)
+    return ", ".join(m.label for m in METHOD_REGISTRY.values() if m.drafts and m.one_pass == one_pass and not m.tree)
 
 
 INTRO = f"""### Why parallel drafting wins, and why by how much depends on the machine

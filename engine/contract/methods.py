@@ -59,6 +59,15 @@ class Method:
     # token as a point mass); both lossless (presets.PROPOSALS)
     proposal: str = "sample"
     variants: tuple[Variant, ...] = ()
+    # A tree lane drafts with the drafter of the chain method `grows_from` (no checkpoint of its own), and the module
+    # at `tree_module` turns that drafter into one that drafts a tree of GenerationConfig.tree_nodes tokens
+    # (engine.models.tree_grower imports it; engine/tree.py verifies the tree).
+    grows_from: str = ""
+    tree_module: str = ""
+
+    @property
+    def tree(self) -> bool:
+        return bool(self.grows_from)
 
     @property
     def drafts(self) -> bool:
@@ -113,6 +122,21 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                      # the backbone drafting alone, every token verified: beside verify_all, what the head buys
                      Variant("no_markov", (("markov_head", False), ("scheduler", "none")),
                              words="without its Markov head, verifying the whole block"))),
+    Method("eagle3_tree", "AR tree", "grows a tree one draft forward per level, then one verify", 4, False,
+           ("eagle3",), "EAGLE-2's dynamic tree, arXiv 2406.16858", grows_from="eagle3",
+           tree_module="engine.drafters.eagle_tree",
+           about="EAGLE-3's drafter grows a tree (EAGLE-2's dynamic draft tree, Li et al., arXiv 2406.16858): each "
+                 "level is one draft forward over the likeliest leaves so far, which adds their likeliest children; "
+                 "the likeliest nodes overall, up to the node budget, are verified in one target forward with an "
+                 "attention mask that lets each node see its ancestors only. Every level costs another serial "
+                 "forward."),
+    Method("dflash_tree", "DFlash tree", "one parallel pass, the likeliest prefixes as a tree, one verify", 7, True,
+           ("deepspec", "dflash"), "DDTree, arXiv 2604.12989", grows_from="dflash",
+           tree_module="engine.drafters.ddtree",
+           about="DDTree over the DFlash drafter: one parallel pass gives a distribution for every position of the "
+                 "block; the likeliest prefixes under the node budget (best first, scored by the product of their "
+                 "tokens' probabilities) form a tree, verified in one target forward with an ancestor-only mask. "
+                 "Many candidates for the price of one draft forward."),
 )}
 
 # Method ids a link, a saved comparison or the command line may still use, and the id each now has.

@@ -13,6 +13,7 @@ from .methods import DEFAULT_METHOD, METHOD_REGISTRY
 from .presets import DRAFTER_WEIGHTS, PROPOSALS, SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFTS = 16
+MAX_TREE_NODES = 64  # a tree draft's node budget: what one verify forward may carry besides the anchor
 MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
 MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
@@ -29,8 +30,9 @@ RANGES: dict[str, tuple[str, float, float]] = {
     "max_new_tokens": ("max new tokens", 1, MAX_NEW_TOKENS),
     "drafts_per_step": ("draft length K", 1, MAX_DRAFTS),
     "confidence_threshold": ("confidence threshold", 0.0, 1.0),
+    "tree_nodes": ("tree node budget", 1, MAX_TREE_NODES),
 }
-INTEGER_SETTINGS = ("seed", "max_new_tokens", "drafts_per_step")
+INTEGER_SETTINGS = ("seed", "max_new_tokens", "drafts_per_step", "tree_nodes")
 
 # Why a run ended, on its last Step: end-of-text, max_new_tokens reached, the model's context full. A trace
 # whose last step carries no reason was stopped before it finished (or is still running).
@@ -88,6 +90,8 @@ class GenerationConfig:
     temperature: float = 0.0  # 0 = greedy; > 0 samples from softmax(logits / temperature)
     seed: int = 0  # seeds the one generator every random draw of a run comes from
     drafts_per_step: int = 4  # K: tokens drafted per step, the anchor never counted (ignored by the baseline)
+    # A tree lane's node budget: drafted tokens per step, spread over a tree no deeper than drafts_per_step
+    tree_nodes: int = 16
     verify_rule: str = "rejection"  # rule at temperature > 0: "rejection" or "match"
     scheduler: str = "throughput"  # DSpark: how much of the block to verify (see scheduler.py)
     confidence_threshold: float = 0.5  # DSpark static cut: verify up to the first confidence below this
@@ -206,6 +210,9 @@ class Step:
     committed: tuple[CommittedToken, ...]  # the accepted drafts then the bonus, cut at a stop
     spans: tuple[Span, ...]
     finish_reason: str | None = None  # on the run's last step: one of FINISH_REASONS; None on every other
+    # A tree draft: each drafted token's parent (an index into drafted, -1 for a child of the anchor); the accepted
+    # tokens are then a path from the anchor down, not the first num_accepted. None for a chain.
+    parents: tuple[int, ...] | None = None
 
     @property
     def drafted_ids(self) -> list[int]:
@@ -244,13 +251,18 @@ class Step:
         committed = tuple(CommittedToken(read.id(t["id"], "committed id"), read.text(t["text"], "committed text"),
                                          read.choice(t["source"], SOURCES, "committed source"))
                           for t in read.items(d["committed"], "committed"))
-        read.consistent(drafted, num_verified, num_accepted, committed)
+        parents = read.parents(d.get("parents"), len(drafted))
+        if parents is None:
+            read.consistent(drafted, num_verified, num_accepted, committed)
+        else:
+            read.consistent_tree(drafted, parents, num_accepted, committed)
         spans = tuple(read.span(x) for x in read.items(d["spans"], "spans"))
         finish = d.get("finish_reason")
         return cls(index=read.count(d["index"], "index"), kind=read.choice(d["kind"], STEP_KINDS, "kind"),
                    drafted=drafted, num_verified=num_verified, num_accepted=num_accepted,
                    bonus_id=read.id(d["bonus_id"], "bonus_id"), committed=committed, spans=spans,
-                   finish_reason=None if finish is None else read.choice(finish, FINISH_REASONS, "finish_reason"))
+                   finish_reason=None if finish is None else read.choice(finish, FINISH_REASONS, "finish_reason"),
+                   parents=parents)
 
 
 # The trace's vocabulary: what a saved step may say, and nothing else.
@@ -341,6 +353,39 @@ class _Reader:
             expected = "accepted" if i < num_accepted else "bonus"
             if token.source != expected or (expected == "accepted" and token.id != drafted[i].id):
                 raise ValueError(f"committed token {i + 1} is not the {expected} token the counts say")
+
+    def parents(self, value, num_drafted: int) -> tuple[int, ...] | None:
+        """A tree's parents: one per drafted token, each -1 or an earlier token's index (parents come first)."""
+        if value is None:
+            return None
+        items = self.items(value, "parents")
+        if len(items) != num_drafted:
+            raise ValueError(f"parents has {len(items)} entries for {num_drafted} drafted tokens")
+        for i, parent in enumerate(items):
+            if isinstance(parent, bool) or not isinstance(parent, int) or not -1 <= parent < i:
+                raise ValueError(f"drafted token {i + 1}'s parent must be -1 or an earlier token, got "
+                                 f"{str(parent)[:20]!r}")
+        return tuple(items)
+
+    @staticmethod
+    def consistent_tree(drafted: tuple[DraftedToken, ...], parents: tuple[int, ...], num_accepted: int,
+                        committed: tuple[CommittedToken, ...]) -> None:
+        """A tree step as the loop writes it: its accepted tokens a path down from the anchor, committed in that
+        order, then the bonus; no token cut (a tree is verified whole)."""
+        path = [i for i, token in enumerate(drafted) if token.verdict == "accepted"]
+        if len(path) != num_accepted:
+            raise ValueError(f"{len(path)} drafted tokens say accepted where num_accepted is {num_accepted}")
+        for depth, node in enumerate(path):
+            if parents[node] != (path[depth - 1] if depth else -1):
+                raise ValueError(f"accepted drafted token {node + 1} does not hang under the accepted path")
+        if any(token.verdict == "cut" for token in drafted):
+            raise ValueError("a tree's tokens are never cut")
+        if len(committed) > num_accepted + 1:
+            raise ValueError(f"{len(committed)} committed tokens after {num_accepted} accepted drafts")
+        for i, token in enumerate(committed):
+            expected = "accepted" if i < num_accepted else "bonus"
+            if token.source != expected or (expected == "accepted" and token.id != drafted[path[i]].id):
+                raise ValueError(f"committed token {i + 1} is not the {expected} token the tree says")
 
     def span(self, x: dict) -> Span:
         work = self.choice(x["work"] if "work" in x else x["lane"], WORKS, "span work")

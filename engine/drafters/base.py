@@ -24,16 +24,30 @@ class DraftBlock:
     ids: torch.Tensor  # (k,) drafted token ids
     probs: torch.Tensor  # (k, V) the distribution each token was drawn from (p_draft of the papers)
     confidences: torch.Tensor | None = None  # (k,) P(token survives | earlier ones did), DSpark only
+    # A tree (engine/tree.py): each token's parent, -1 for a child of the anchor; None for a chain
+    parents: tuple[int, ...] | None = None
 
     def as_point_masses(self) -> "DraftBlock":
         """The same tokens proposed with certainty: q is 1 on each drafted token (an argmax proposal), which is
         what the rule must divide by for the output to stay the target's."""
         return DraftBlock(self.ids, torch.nn.functional.one_hot(self.ids, self.probs.shape[-1]).to(self.probs.dtype),
-                          self.confidences)
+                          self.confidences, self.parents)
 
     def head(self, length: int) -> "DraftBlock":
-        """The first `length` tokens: what is sent to the target when a scheduler cuts the block."""
+        """The first `length` tokens: what is sent to the target when a scheduler cuts the block (a chain)."""
+        assert self.parents is None, "a scheduler cuts chains only"
         return DraftBlock(self.ids[:length], self.probs[:length], None)
+
+    @property
+    def is_tree(self) -> bool:
+        return self.parents is not None
+
+    def target_rows(self, num_verified: int) -> list[int]:
+        """For each verified token, the row of the verify forward whose distribution judges it: its parent's
+        (row 0 the anchor, 1 + i token i), so i for a chain's token i."""
+        if self.parents is None:
+            return list(range(num_verified))
+        return [parent + 1 for parent in self.parents[:num_verified]]
 
 
 class Drafter(Protocol):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..contract.types import GenerationConfig
+from ..contract.types import EngineError, GenerationConfig
 from ..sampling import logits_to_probs, pick
 from ..scheduler import verify_len
 from ..timing import SpanClock
@@ -77,6 +77,14 @@ class DSparkDrafter(DFlashDrafter):
                 prev_ids = torch.cat([committed_ids[0, -1:], ids[:-1]])  # the token before each drafted one
                 confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids))
         return DraftBlock(ids, probs, confidences)
+
+    def position_probs(self, committed_ids: torch.Tensor, k: int, temperature: float) -> torch.Tensor:
+        """DeepSpec's DFlash (no Markov head): (k, V), each drafted position's distribution from one pass. With a
+        Markov head each token's distribution depends on the one before, so no tree is grown from it."""
+        if self.model.markov_head is not None:
+            raise EngineError("a DSpark checkpoint drafts each token from the one before (its Markov head); "
+                              "a tree is grown from a DFlash checkpoint")
+        return logits_to_probs(self.lm_head(self.block_hidden(committed_ids)[:k]), temperature)
 
     def _bias_step(self, hidden: torch.Tensor):
         head = self.model.markov_head

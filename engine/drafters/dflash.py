@@ -67,10 +67,15 @@ class DFlashDrafter(BaseDrafter):
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel pass over the block, keep {k}"):
-            hidden = self.block_hidden(committed_ids)
-            probs = logits_to_probs(self.lm_head(hidden[1: k + 1]), temperature)  # mask positions predict themselves
+            probs = self.position_probs(committed_ids, k, temperature)
             ids = pick(probs, temperature, generator)
         return DraftBlock(ids, probs)
+
+    def position_probs(self, committed_ids: torch.Tensor, k: int, temperature: float) -> torch.Tensor:
+        """(k, V): the distribution of each of the block's first k drafted positions, from one parallel pass. Each
+        is drafted independently of the tokens before it in the block (a tree can be grown from them)."""
+        hidden = self.block_hidden(committed_ids)
+        return logits_to_probs(self.lm_head(hidden[1: k + 1]), temperature)  # mask positions predict themselves
 
     def block_hidden(self, committed_ids: torch.Tensor) -> torch.Tensor:
         """One forward over the whole block [anchor, MASK × (B − 1)] with the new context; returns the

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import torch
 
-from ..contract.methods import BASELINE, method as method_entry
+from ..contract.methods import BASELINE, method as method_entry, method_id
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from ..contract.summary import per_position_acceptance
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
-from .sweep import k_sweep
+from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
@@ -133,17 +133,23 @@ def _calibration(engine: Engine) -> dict | None:
 
 
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k: int, drafts_per_block: int | None = None,
-              with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0) -> dict:
+              with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0,
+              methods: list[str] | None = None, tree_nodes: int = GenerationConfig.tree_nodes) -> dict:
     """serial_k is K of the serial lanes (and their transformers peer); drafts_per_block the tokens drafted per block by
-    DFlash and DSpark (default: the same K). Above temperature 0 the lanes sample (no transformers peers, no
-    identity check) and each drafter with sampled weights also runs with its greedy ones."""
+    DFlash and DSpark (default: the same K); tree_nodes the tree lanes' node budget. methods: the lanes to run
+    (default every lane here; the baseline always runs). Above temperature 0 the lanes sample (no transformers
+    peers, no identity check) and each drafter with sampled weights also runs with its greedy ones."""
     drafts_per_block = drafts_per_block or serial_k
     greedy = temperature == 0
     with_hf = with_hf and greedy
+    chosen = [m for m in engine.methods() if methods is None or m == BASELINE or m in methods]
+    unknown = sorted(set(methods or ()) - set(engine.methods()))
+    if unknown:
+        raise EngineError(f"no lane {', '.join(unknown)} here; choose among {', '.join(engine.methods())}")
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                                   verify_rule=verify_rule,
+                                   verify_rule=verify_rule, tree_nodes=tree_nodes,
                                    drafts_per_step=drafts_per_block if method_entry(m).one_pass else serial_k)
-               for m in engine.methods()}
+               for m in chosen}
     configs.update(variant_configs(configs))
     if not greedy:
         configs.update({f"{m}_greedy_weights": replace(configs[m], drafter_weights="greedy")
@@ -273,7 +279,28 @@ def format_table(report: dict) -> str:
                   "|---|" + "---|" * len(sweep["rows"]),
                   "| speedup | " + " | ".join(f"{r['speedup']:.2f}×" for r in sweep["rows"].values()) + " |",
                   "| τ | " + " | ".join(f"{r['tau']:.2f}" for r in sweep["rows"].values()) + " |"]
+    if report.get("budget_sweep"):
+        lines += ["", *budget_table(report["budget_sweep"])]
     return "\n".join(lines)
+
+
+def budget_table(sweep: dict) -> list[str]:
+    """The budget sweep as markdown: per tree lane, τ, speedup and the verify's time against the node budget,
+    beside the chain it grows from."""
+    budgets = sweep["budgets"]
+    lines = [f"Node budget sweep ({sweep['num_prompts']} prompts, {sweep['max_new_tokens']} new tokens, "
+             f"{sweep['device']})", "", "| lane | " + " | ".join(["chain", *map(str, budgets)]) + " |",
+             "|---|" + "---|" * (len(budgets) + 1)]
+    for tree, lane in sweep["lanes"].items():
+        cells = [lane["chain_row"], *(lane["rows"][b] for b in budgets)]
+        lines += [f"| {tree} speedup | " + " | ".join(f"{r['speedup']:.2f}×" for r in cells) + " |",
+                  f"| {tree} τ | " + " | ".join(f"{r['tau']:.2f}" for r in cells) + " |",
+                  f"| {tree} verify ms/step | " + " | ".join(f"{r['verify_ms_per_step']:.1f}" for r in cells) + " |",
+                  f"| {tree} draft ms/step | " + " | ".join(f"{r['draft_ms_per_step']:.1f}" for r in cells) + " |"]
+    for tree, lane in sweep["lanes"].items():
+        lines.append(f"{tree}: best budget {lane['best_budget']}, {lane['draft_forwards_per_step']:g} draft forwards "
+                     f"per step, depth {lane['drafts_per_step']}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch CPU threads (default: the preset's; 1 for the embedded models)")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
     parser.add_argument("--k-sweep", action="store_true", help="also run the AR lane at K = 1..8 (its ceiling)")
+    parser.add_argument("--methods", type=lambda v: [method_id(m.strip()) for m in v.split(",") if m.strip()],
+                        default=None, help="comma-separated lanes to run (default: every lane; the baseline always runs)")
+    parser.add_argument("--tree-nodes", type=int, default=GenerationConfig.tree_nodes,
+                        help="node budget of the tree lanes (dflash_tree, eagle3_tree)")
+    parser.add_argument("--budget-sweep", type=lambda v: [int(b) for b in v.split(",")], default=None,
+                        metavar="B1,B2,...", help="also run every tree lane at these node budgets beside its chain")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")
@@ -309,9 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block,
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
-                               seed=args.seed)
+                               seed=args.seed, methods=args.methods, tree_nodes=args.tree_nodes)
             if args.k_sweep:
                 report["k_sweep"] = run_k_sweep(engine, prompts, args.max_new_tokens)
+            if args.budget_sweep:
+                report["budget_sweep"] = budget_sweep(engine, prompts, args.max_new_tokens, args.budget_sweep)
         report["busy_machine"] = args.busy
     except (EngineError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

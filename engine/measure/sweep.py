@@ -1,6 +1,7 @@
 """Sweeps against the baseline on the same prompts: a serial drafter's speedup at every draft length K (the
-K sweep: the bench's `--k-sweep` and the app's Why tab), and a method with each of its registry variants
-(what each part of it buys). One implementation each, for the bench, the app and the recorded lessons.
+K sweep: the bench's `--k-sweep` and the app's Why tab), a method with each of its registry variants
+(what each part of it buys), and the tree lanes at every node budget (the bench's `--budget-sweep`). One
+implementation each, for the bench, the app and the recorded lessons.
 
 Torch-free: it drives an Engine through `generate` and reads the plain results, so the app (which imports
 no torch) can call it too. Every configuration runs on every prompt in turn, `rounds` times, and keeps its
@@ -23,7 +24,8 @@ SWEEP_KS = tuple(range(1, 9))
 def serial_method(engine) -> str:
     """The method a sweep measures by default: the CLI's default method when it drafts serially here, else
     the first serial drafting method this engine runs."""
-    serial = [m for m in engine.methods() if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].one_pass]
+    serial = [m for m in engine.methods()
+              if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].tree]
     if not serial:
         raise EngineError("this engine has no serial drafter to sweep")
     return DEFAULT_METHOD if DEFAULT_METHOD in serial else serial[0]
@@ -94,7 +96,7 @@ def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method
     if one_pass:
         for m in engine.methods():
             entry = METHOD_REGISTRY[m]
-            if entry.one_pass:
+            if entry.one_pass and not entry.tree:  # the chains; trees have their own sweep (budget_sweep)
                 configs[(m, entry.default_drafts)] = GenerationConfig(
                     method=m, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
     fastest = measure(engine, prompts, configs, rounds, stop, what="K sweep")
@@ -236,3 +238,44 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
         report["temperatures"][str(temperature)] = {
             "lanes": rows, "target_entropy": _interval([sum(e) for e in entropies], [len(e) for e in entropies])}
     return report
+
+
+TREE_BUDGETS = (4, 8, 16, 32, 64)
+
+
+def budget_sweep(engine, prompts: list[str], max_new_tokens: int, budgets=TREE_BUDGETS, rounds: int = 1,
+                 stop=None) -> dict:
+    """Every tree lane here at every node budget in `budgets`, beside the chain it grows from, against the baseline
+    on the same prompts: τ and speedup against the budget, each tree lane's best budget, and what a step costs —
+    a tree's verify against its node count, a draft forward against a verified node."""
+    trees = [m for m in engine.methods() if METHOD_REGISTRY[m].tree]
+    if not trees:
+        raise EngineError("this engine has no tree lane to sweep")
+    budgets = list(budgets)
+    configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens)}
+    for tree in trees:
+        chain = METHOD_REGISTRY[tree].grows_from
+        drafts = METHOD_REGISTRY[chain].default_drafts
+        configs[(chain, 0)] = GenerationConfig(method=chain, max_new_tokens=max_new_tokens, drafts_per_step=drafts)
+        for budget in budgets:
+            configs[(tree, budget)] = GenerationConfig(method=tree, max_new_tokens=max_new_tokens,
+                                                       drafts_per_step=drafts, tree_nodes=budget)
+    fastest = measure(engine, prompts, configs, rounds, stop, what="budget sweep")
+    baseline = fastest.pop(BASELINE)
+    lanes = {}
+    for tree in trees:
+        chain = METHOD_REGISTRY[tree].grows_from
+        rows = {budget: row(fastest[(tree, budget)], baseline) for budget in budgets}
+        lanes[tree] = {"chain": chain, "drafter": engine.drafter_label(tree), "rows": rows,
+                       "chain_row": row(fastest[(chain, 0)], baseline),
+                       "drafts_per_step": configs[(chain, 0)].drafts_per_step,
+                       "best_budget": max(rows, key=lambda b: rows[b]["speedup"]),
+                       "draft_forwards_per_step": _draft_forwards(fastest[(tree, budgets[-1])])}
+    return {"budgets": budgets, "lanes": lanes, "device": engine.device_name, "max_new_tokens": max_new_tokens,
+            "num_prompts": len(prompts)}
+
+
+def _draft_forwards(results: list) -> float:
+    """Draft spans per decode step that drafted: the forwards a tree lane pays each step (1 for one pass)."""
+    counts = [sum(span.work == "draft" for span in step.spans) for r in results for step in r.steps if step.drafted]
+    return round(sum(counts) / len(counts), 3) if counts else 0.0

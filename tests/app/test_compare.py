@@ -31,7 +31,7 @@ def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
 
     client = Client(launched_app, verbose=False)
-    status, *lanes = run(client)[:-NUM_CHARTS]  # the last four outputs are the charts
+    status, *lanes = run(client, methods=random_engine.methods())[:-NUM_CHARTS]  # the last four: the charts
     assert "done" in status
     assert len(lanes) == len(random_engine.methods())
     expected = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24)).text
@@ -47,7 +47,8 @@ def test_only_the_selected_lanes_run(launched_app, random_engine):
     status, *lanes = run(Client(launched_app, verbose=False), methods=["dspark", "baseline"])[:-NUM_CHARTS]
     assert "done" in status
     states = {m: re.search(r'data-state="([^"]*)"', lane).group(1) for m, lane in zip(random_engine.methods(), lanes)}
-    assert states == {"baseline": "done", "eagle3": "not selected", "dflash": "not selected", "dspark": "done"}
+    assert states == {"baseline": "done", "eagle3": "not selected", "dflash": "not selected", "dspark": "done",
+                      "dflash_tree": "not selected"}
 
 
 # --- hostile input through the run handler: one clear line in the status, no traceback in the log ----------

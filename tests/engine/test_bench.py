@@ -12,7 +12,7 @@ def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
     report = run_bench(random_engine, prompts, max_new_tokens=20, serial_k=3)
     assert report["identical_outputs"], report["mismatches"]
-    assert set(report["lanes"]) == {"baseline", "eagle3", "dflash", "dspark", "dflash_overlap_on", "dflash_overlap_off", "dspark_verify_all",
+    assert set(report["lanes"]) == {"baseline", "eagle3", "dflash", "dspark", "dflash_tree", "dflash_overlap_on", "dflash_overlap_off", "dspark_verify_all",
                                     "dspark_static_cut", "dspark_no_markov",
                                     "hf_generate", "hf_assisted"}
     assert report["lanes"]["baseline"]["speedup"] == 1.0

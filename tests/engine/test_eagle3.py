@@ -15,13 +15,12 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from engine.drafters.eagle3 import Eagle3DraftModel, Eagle3Drafter
+from engine.drafters.eagle3 import Eagle3Drafter
 from engine.timing import SpanClock
 from engine.contract.types import EngineError, GenerationConfig
 
-from conftest import tiny_qwen3
+from conftest import EAGLE3_LAYER_IDS as LAYER_IDS, tiny_eagle3, tiny_qwen3
 
-LAYER_IDS = [0, 1, 2, 3, 4]  # of the 6-layer tiny target: never its last layer
 
 
 # --- the reference -------------------------------------------------------------------------------------
@@ -91,19 +90,6 @@ def reference_drafts(w: dict, config: dict, committed: torch.Tensor, features: t
 @pytest.fixture(scope="module")
 def target(tokenizer):
     return tiny_qwen3(len(tokenizer), layers=6)
-
-
-def tiny_eagle3(target, layers: int = 1, seed: int = 4) -> Eagle3DraftModel:
-    from engine.train.eagle3 import eagle3_config
-
-    torch.manual_seed(seed)
-    model = Eagle3DraftModel(eagle3_config(target.config, LAYER_IDS, layers=layers)).eval().requires_grad_(False)
-    with torch.no_grad():  # norms away from 1, so a norm used in the wrong place shows
-        generator = torch.Generator().manual_seed(seed)
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.uniform_(0.5, 1.5, generator=generator)
-    return model
 
 
 def features_of(target, ids: torch.Tensor) -> torch.Tensor:

@@ -123,7 +123,9 @@ def test_embedded_models_identity(embedded_engine):
     from engine.contract.methods import METHOD_REGISTRY
     from engine.contract.presets import PRESETS
 
-    assert set(embedded_engine.methods()) == {"baseline", *PRESETS["tiny"].drafters}  # every shipped drafter loads
+    shipped = PRESETS["tiny"].drafters
+    trees = {m for m, entry in METHOD_REGISTRY.items() if entry.grows_from in shipped}
+    assert set(embedded_engine.methods()) == {"baseline", *shipped, *trees}  # every shipped drafter loads, trees too
     for prompt in load_prompts()[:3]:  # the random models' tests above cover every length and setting
         baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:

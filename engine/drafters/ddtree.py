@@ -1,0 +1,48 @@
+"""The DFlash tree lane: DDTree (Ringel and Romano, "Accelerating Speculative Decoding with Block Diffusion Draft
+Trees", arXiv 2604.12989) over the DFlash drafter.
+
+One parallel DFlash pass gives a distribution for each position of the block, each independent of the tokens
+before it. The likeliest prefixes under the node budget (best first on the product of their tokens' probabilities:
+engine/tree.py, best_first) form the tree; the target verifies all of it in one forward. Many candidates for the
+price of the one draft forward the chain already pays. The drafter's context bookkeeping is the chain's own: it is
+told the accepted path's features as the chain is told its accepted tokens'.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..contract.types import GenerationConfig
+from ..timing import SpanClock
+from ..tree import best_first, depths
+from .base import BaseDrafter, DraftBlock
+
+
+def grow(chain, config: GenerationConfig | None) -> "DDTreeDrafter":
+    return DDTreeDrafter(chain, config.tree_nodes if config is not None else GenerationConfig.tree_nodes)
+
+
+class DDTreeDrafter(BaseDrafter):
+    def __init__(self, chain, nodes: int):
+        self.chain = chain  # a DFlash drafter (drafters/dflash.py, or DeepSpec's format without a Markov head)
+        self.nodes = nodes
+        self.target_layer_ids = chain.target_layer_ids
+        self.max_drafts = chain.max_drafts  # the tree is no deeper than the block
+        self.label = f"DDTree over {chain.label}, up to {nodes} nodes"
+
+    def prepare(self, config: GenerationConfig) -> None:
+        self.chain.prepare(config)
+
+    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
+        self.chain.start(prompt_ids, features, clock)
+
+    def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
+                clock: SpanClock) -> DraftBlock:
+        with clock.span("draft", f"one parallel pass over the block, the {self.nodes} likeliest prefixes of {k}"):
+            probs = self.chain.position_probs(committed_ids, k, temperature)
+            ids, parents = best_first(probs, self.nodes)
+            rows = torch.tensor([d - 1 for d in depths(parents)], device=probs.device)
+        return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents)
+
+    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
+        self.chain.accept(num_valid, features)

@@ -1,0 +1,137 @@
+"""Draft trees: many candidate continuations, verified by the target in one forward.
+
+A tree draft is a DraftBlock whose `parents` say where each node hangs: `parents[i]` is the index of node i's
+parent, or -1 for a child of the anchor (the newest committed token). Nodes are stored parents first, and
+siblings in the order the drafter ranks them, likeliest first. A chain is the tree whose node i hangs under
+node i − 1.
+
+The target reads the anchor and every node in one forward after its cache: each node attends to the cache, the
+anchor, its own ancestors and itself (an ancestor-only mask), at the position its depth gives. Verification then
+walks down from the anchor along the one path the target agrees with; that path's tokens are committed and only
+their cache entries kept. Rows of the verify forward: row 0 is the anchor, row 1 + i is node i; the target's
+distribution at row r is its prediction for the children of that row's token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import torch
+
+from .sampling import Verdict, sample
+
+
+def depths(parents: tuple[int, ...]) -> list[int]:
+    """Each node's depth: 1 for a child of the anchor, its parent's depth + 1 below (parents come first)."""
+    out: list[int] = []
+    for parent in parents:
+        out.append(1 if parent < 0 else out[parent] + 1)
+    return out
+
+
+def children(parents: tuple[int, ...]) -> list[list[int]]:
+    """For each verify row (0 the anchor, 1 + i node i), the nodes hanging under it, in the drafter's order."""
+    rows: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for node, parent in enumerate(parents):
+        rows[parent + 1].append(node)
+    return rows
+
+
+def verify_inputs(parents: tuple[int, ...], num_cached: int, device) -> dict[str, torch.Tensor]:
+    """The verify forward's ancestor-only mask (1, 1, 1 + N, num_cached + 1 + N), True = may attend, and its
+    positions (1, 1 + N): the anchor at num_cached, each node at num_cached + its depth."""
+    n = len(parents)
+    sees = torch.zeros(n + 1, n + 1, dtype=torch.bool)
+    sees[:, 0] = True  # the anchor, seen by every row
+    for node, parent in enumerate(parents):  # a node sees what its parent sees, and itself
+        sees[node + 1] = sees[parent + 1]
+        sees[node + 1, node + 1] = True
+    mask = torch.cat([torch.ones(n + 1, num_cached, dtype=torch.bool), sees], dim=1)
+    positions = torch.tensor([0, *depths(parents)]) + num_cached
+    return {"attention_mask": mask.to(device)[None, None], "position_ids": positions.to(device)[None]}
+
+
+def best_first(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, ...]]:
+    """The `budget` likeliest prefixes of a block whose positions are drafted independently (one parallel pass:
+    position d's distribution does not depend on the tokens before it), as a tree: (token ids, parents).
+
+    A prefix's score is the product of its tokens' probabilities. Best-first: take the likeliest prefix not yet in
+    the tree; what may come next is its next sibling (the same position's next likeliest token) and its first
+    child (the next position's likeliest token), so a heap of those candidates yields the prefixes in order."""
+    depth_limit = probs.shape[0]
+    if depth_limit == 0 or budget <= 0:
+        return [], ()
+    top_p, top_ids = probs.float().topk(min(budget, probs.shape[-1]), dim=-1)
+    log_p, top_ids = top_p.log().tolist(), top_ids.tolist()
+    width = len(top_ids[0])
+    ids: list[int] = []
+    parents: list[int] = []
+    heap = [(-log_p[0][0], 0, 0, 0, -1, 0.0)]  # (−score, tie-break, depth index, rank, parent node, parent score)
+    pushed = 1
+    while heap and len(ids) < budget:
+        neg_score, _, d, rank, parent, parent_score = heapq.heappop(heap)
+        if math.isinf(neg_score):  # only impossible tokens are left
+            break
+        node = len(ids)
+        ids.append(top_ids[d][rank])
+        parents.append(parent)
+        candidates = []
+        if rank + 1 < width:
+            candidates.append((parent_score + log_p[d][rank + 1], d, rank + 1, parent, parent_score))
+        if d + 1 < depth_limit:
+            candidates.append((-neg_score + log_p[d + 1][0], d + 1, 0, node, -neg_score))
+        for score, *rest in candidates:
+            heapq.heappush(heap, (-score, pushed, *rest))
+            pushed += 1
+    return ids, tuple(parents)
+
+
+def verify_tree(temperature: float, draft_ids: torch.Tensor, parents: tuple[int, ...], target_probs: torch.Tensor,
+                generator: torch.Generator) -> Verdict:
+    """Walk down from the anchor. Temperature 0: go to the child whose token is the target's argmax at this row;
+    where none is, the argmax is the bonus — the output equals target-only greedy decoding.
+
+    Above 0, every node is a proposal with certainty (a point mass), and a row's children are tried in order with
+    the multi-candidate rejection rule (SpecInfer, arXiv 2305.09781; EAGLE-2's tree): accept child x with
+    probability p(x) / Σp, otherwise remove x from p and try the next sibling; when all are rejected the bonus is
+    sampled from what is left of p. Each token then comes from p exactly, so the output is the target's."""
+    ids = draft_ids.tolist()
+    rows = children(parents)
+    accept_probs = [0.0] * len(ids)
+    draws = [0.0] * len(ids)
+    path: list[int] = []
+    judged: list[int] = []
+    greedy_ids = target_probs.argmax(dim=-1).tolist() if temperature == 0 else None
+    row = 0
+    while True:
+        chosen = None
+        p = None if greedy_ids is not None else target_probs[row].clone()
+        for node in rows[row]:
+            judged.append(node)
+            if greedy_ids is not None:
+                accept_probs[node] = float(ids[node] == greedy_ids[row])
+                passed = bool(accept_probs[node])
+            else:
+                total = float(p.sum())
+                accept_probs[node] = float(p[ids[node]]) / total if total > 0 else 0.0
+                draws[node] = float(torch.rand((), generator=generator, device=p.device))
+                passed = draws[node] < accept_probs[node]
+                if not passed:
+                    p[ids[node]] = 0.0
+            if passed:
+                chosen = node
+                break
+        if chosen is None:
+            break
+        path.append(chosen)
+        row = chosen + 1
+    if greedy_ids is not None:
+        bonus_id = greedy_ids[row]
+    else:
+        p = p if p is not None and float(p.sum()) > 0 else target_probs[row]  # rounding guard, as the chain's rule
+        bonus_id = int(sample(p / p.sum(), generator))
+    device = draft_ids.device
+    return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device),
+                   None if greedy_ids is not None else torch.tensor(draws, device=device),
+                   path=tuple(path), judged=tuple(judged))

@@ -21,7 +21,7 @@ from engine.contract.summary import per_position_acceptance, per_position_ceilin
 from engine.contract.types import STOPPED, RunSummary, Step
 
 from .links import control_name
-from .settings import SettingError, parse_controls
+from .settings import LATER_CONTROLS, SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 MB
@@ -242,7 +242,8 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     if not isinstance(doc.get("settings"), dict):
         raise RecordError("the comparison has no settings")
     try:  # checked like the page's own controls, so every reader of a comparison can trust its settings
-        settings = settings_dict(parse_controls({control_name(k): v for k, v in doc["settings"].items()}))
+        settings = settings_dict(parse_controls({**LATER_CONTROLS,
+                                                 **{control_name(k): v for k, v in doc["settings"].items()}}))
     except SettingError as exc:
         raise RecordError(f"the comparison's settings are invalid: {exc}") from None
     except KeyError as exc:

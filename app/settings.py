@@ -55,6 +55,7 @@ class Settings:
     scheduler: str = ENGINE_DEFAULTS.scheduler
     confidence_threshold: float = ENGINE_DEFAULTS.confidence_threshold
     overlap: str = "auto"  # a key of OVERLAP_CHOICES
+    tree_nodes: int = ENGINE_DEFAULTS.tree_nodes  # the tree lanes' node budget (AR tree, DFlash tree)
 
     def config(self, method: str) -> GenerationConfig:
         """The engine's configuration for one lane."""
@@ -62,7 +63,7 @@ class Settings:
                                 seed=self.seed, drafts_per_step=getattr(self, METHOD_REGISTRY[method].setting),
                                 verify_rule=self.verify_rule, scheduler=self.scheduler,
                                 confidence_threshold=self.confidence_threshold,
-                                overlap=OVERLAP_CHOICES[self.overlap])
+                                overlap=OVERLAP_CHOICES[self.overlap], tree_nodes=self.tree_nodes)
 
 
 def default_settings(available: Sequence[str] | None = None) -> Settings:
@@ -200,8 +201,11 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "scheduler": choice_parser("scheduler", SCHEDULERS),
     "confidence_threshold": _ranged("confidence_threshold"),
     "overlap": choice_parser("overlap", tuple(OVERLAP_CHOICES)),
+    "tree_nodes": _ranged("tree_nodes"),
 }
 assert set(PARSERS) == {f.name for f in fields(Settings)}
+# Controls added after comparison files were first saved: a file without one ran as its default does now.
+LATER_CONTROLS = {"tree_nodes": Settings.tree_nodes}
 
 
 def parse_setting(name: str, value: Any, available: Sequence[str]) -> Any:

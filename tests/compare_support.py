@@ -22,9 +22,9 @@ PROMPT = "def parse(self, text):\n"
 # Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
 RUN = dict(prompt=PROMPT, methods=["baseline", "eagle3", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
            max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
-           confidence_threshold=0.5, overlap="auto")
+           confidence_threshold=0.5, overlap="auto", tree_nodes=16)
 # The methods a share link may name, and the settings a link falls back to.
-ALL_METHODS = ["baseline", "eagle3", "classic", "dflash", "dspark"]
+ALL_METHODS = ["baseline", "eagle3", "classic", "dflash", "dspark", "eagle3_tree", "dflash_tree"]
 DEFAULTS = default_settings(ALL_METHODS)
 
 
@@ -75,11 +75,14 @@ def call_raw(url: str, data: list) -> list:
     return json.loads(payload.removeprefix("data:"))
 
 
+# The Run button's inputs in the order its handler takes them (CompareHandlers.on_run)
+RUN_ORDER = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule",
+             "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes")
+
+
 def raw_inputs(**changes) -> list:
     values = {**RUN, **changes}
-    return [values[name] for name in ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens",
-                                      "seed", "verify_rule", "show_drafts", "scheduler", "confidence_threshold",
-                                      "overlap")]
+    return [values[name] for name in RUN_ORDER]
 
 
 def query_items(query: str) -> list[tuple[str, str]]:

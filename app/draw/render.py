@@ -138,13 +138,18 @@ def step_tokens_html(step: Step, rule: str, show_drafts: bool = True, titles: bo
     def title(token: DraftedToken, position: int) -> str | None:
         return _drafted_title(token, step, position, rule) if titles else None
 
+    accepted = step.accepted_positions
+    # inline after the accepted drafts: a chain's rejected, unverified and cut ones; a tree's turned-down siblings
+    # (its other branches are drawn in the Step-through tab's tree)
+    ghosts = ([(i, step.drafted[i]) for i in range(a, len(step.drafted))] if step.parents is None else
+              [(i, t) for i, t in enumerate(step.drafted) if t.verdict == "rejected"])
     for j, token in enumerate(step.committed):
         if token.source == "accepted":
-            parts.append(_span(token.text, "accepted", title(step.drafted[j], j + 1), True))
+            parts.append(_span(token.text, "accepted", title(step.drafted[accepted[j]], accepted[j] + 1), True))
             continue
         if show_drafts:
-            for i, ghost in enumerate(step.drafted[a:], start=a):
-                if i == step.num_verified:
+            for i, ghost in ghosts:
+                if i == step.num_verified and step.parents is None:
                     parts.append('<span class="cutmark" title="the scheduler cut the block here">✂</span>')
                 parts.append(_span(ghost.text, f"{ghost.verdict} ghost", title(ghost, i + 1), False))
         parts.append(_span(token.text, "bonus", f"bonus · step {step.index}: {bonus_reason(step)}" if titles else None,
@@ -242,10 +247,15 @@ def sameness_html(comparison: Comparison, method: str) -> str:
 def _step_row(step: Step) -> str:
     """One row of the fold-out list of steps. Its tokens carry no hover text: the same tokens in the output
     above carry it (repeating it here doubled the bytes a long run sends)."""
-    block = "".join(
-        ('<span class="cutmark">✂</span>' if i == step.num_verified else "")
-        + f'<span class="tok {t.verdict}">{visible_ghost(t.text)}</span>'
-        for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
+    if step.parents is None:
+        block = "".join(
+            ('<span class="cutmark">✂</span>' if i == step.num_verified else "")
+            + f'<span class="tok {t.verdict}">{visible_ghost(t.text)}</span>'
+            for i, t in enumerate(step.drafted)) or '<span class="note">(nothing drafted)</span>'
+    else:  # a tree: its accepted path, the siblings turned down on the way, and its size
+        shown = [step.drafted[i] for i in step.accepted_positions] + [t for t in step.drafted if t.verdict == "rejected"]
+        block = ("".join(f'<span class="tok {t.verdict}">{visible_ghost(t.text)}</span>' for t in shown)
+                 + f' <span class="note">(a tree of {len(step.drafted)})</span>')
     bonus = "".join(f'<span class="tok bonus">{visible_ghost(t.text)}</span>'
                     for t in step.committed if t.source == "bonus")
     duration_ms = (step.spans[-1].end_s - step.spans[0].start_s) * 1e3 if step.spans else 0.0

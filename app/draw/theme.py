@@ -83,6 +83,7 @@ CSS += f"""
 .st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .8em; color: #888;
               white-space: pre-wrap; word-break: break-all; margin-bottom: .4em; }}
 .st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}
+.st-tree {{ margin-top: .5em; max-height: 26em; overflow: auto; border-top: 1px dashed #e5e5e5; padding-top: .4em; }}
 .st-tok {{ border: 1px solid #ddd; border-radius: .4em; padding: .3em .45em; background: white; min-width: 6.2em;
           font-size: .78em; }}
 .st-tok.selected {{ border-color: #222; box-shadow: 0 0 0 2px #222; }}

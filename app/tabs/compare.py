@@ -33,7 +33,7 @@ from engine.contract.interface import EngineLike
 from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
-from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, EngineError
+from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, EngineError
 
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
@@ -315,6 +315,11 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
             c["overlap"] = gr.Radio(list(OVERLAP_CHOICES), value=defaults.overlap, elem_id="overlap",
                                     label="Overlap each step's host work with the next step's device work "
                                           "(auto: on for CUDA, off on the CPU)")
+        trees = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.tree)
+        with gr.Row():
+            c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=defaults.tree_nodes, step=1, elem_id="tree-nodes",
+                                        label=f"{trees}: node budget (tokens drafted per step, spread over a tree no "
+                                              f"deeper than its K or block)")
     return c, show_drafts
 
 
@@ -592,11 +597,11 @@ class RunController:
     # Event handlers (their names are the events' names in tests and logs).
 
     def on_run(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
-               show_drafts, scheduler, confidence_threshold, overlap, request: gr.Request):
+               show_drafts, scheduler, confidence_threshold, overlap, tree_nodes, request: gr.Request):
         """Check every raw value (events here skip Gradio's preprocessing), then run."""
         raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                    serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
-                   confidence_threshold=confidence_threshold, overlap=overlap)
+                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes)
         try:
             settings, show = parse_controls(raw, self.views.methods), parse_show_drafts(show_drafts)
         except SettingError as exc:
@@ -750,7 +755,8 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     run_inputs = [view.prompt, view.controls["methods"], *(view.controls[n] for n in (
         "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
-        view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"]]
+        view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"],
+        view.controls["tree_nodes"]]
     view.run_button.click(run.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.

@@ -31,6 +31,7 @@ from ..comparison import MAX_FILE_BYTES, Comparison, RecordError, read_compariso
 from ..hosting.sessions import SessionStore
 from ..draw.render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
 from ..draw.theme import DRAFT_WORK, VERIFY_WORK
+from ..draw.tree import summary as tree_summary, tree_svg
 from ..hosting.uploads import SavedFileButton
 
 PLAY_EVERY_S = 0.6  # Play advances one step this often
@@ -144,6 +145,8 @@ def token_choices(comparison: Comparison, i: int) -> list[tuple[str, str]]:
     for method, steps in comparison.steps.items():
         step = step_at(steps, i)
         for position, token in enumerate(step.drafted if step else (), start=1):
+            if step.parents is not None and token.verdict == "unverified":  # a tree's other branches: in its drawing
+                continue
             label = f"{method_label(method)} · {position} · {token.text!r} ({token.verdict})"
             choices.append((label, token_key(method, position)))
     return choices
@@ -222,6 +225,8 @@ def block_summary(step: Step) -> str:
     """What became of a drafted block, counted as its cards are labelled: accepted, the one rejected, the
     unverified ones after it (the target's forward scored them, but no rule judges a draft after a rejection)
     and those a scheduler cut before the verify forward."""
+    if step.parents is not None:
+        return tree_summary(step)
     drafted, verified, accepted = len(step.drafted), step.num_verified, step.num_accepted
     parts = [f"{accepted} of {drafted} draft{'s' if drafted != 1 else ''} accepted"]
     if accepted < verified:
@@ -259,10 +264,16 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     for position, token in enumerate(step.drafted, start=1):
         if position == step.num_verified + 1 and token.verdict == "cut":
             cards.append('<div class="st-cut" title="the scheduler cut the block here">✂</div>')
+        if step.parents is not None and token.verdict == "unverified":  # a tree's other branches: drawn below
+            continue
         cards.append(token_card(method, position, token, rule, token_key(method, position) == selected))
+    tree = ""
+    if step.parents is not None and step.drafted:
+        anchor = steps[i - 1].committed[-1].text if i >= 1 and steps[i - 1].committed else ""
+        tree = f'<div class="st-tree" data-nodes="{len(step.drafted)}">{tree_svg(step, anchor)}</div>'
     return (f'<div class="st-lane" data-method="{method}" data-step="{step.index}">{head}'
             f'<div class="st-summary">{html.escape(summary)}</div>{_context_html(prompt, steps, i)}'
-            f'<div class="st-toks">{"".join(cards)}{_bonus_cards(step)}</div></div>')
+            f'<div class="st-toks">{"".join(cards)}{_bonus_cards(step)}</div>{tree}</div>')
 
 
 def blocks_html(comparison: Comparison, i: int, selected: str | None = None) -> str:

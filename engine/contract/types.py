@@ -219,6 +219,14 @@ class Step:
         return [t.id for t in self.drafted]
 
     @property
+    def accepted_positions(self) -> list[int]:
+        """The indices into `drafted` of the accepted tokens, in the order they were committed: a chain's first
+        num_accepted, a tree's path from the anchor down."""
+        if self.parents is None:
+            return list(range(self.num_accepted))
+        return [i for i, token in enumerate(self.drafted) if token.verdict == "accepted"]
+
+    @property
     def num_judged(self) -> int:
         """Drafted tokens the rule decided on: those sent to the target up to and including the first rejection
         (the ones after it are sent but never judged)."""

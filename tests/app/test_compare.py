@@ -16,7 +16,7 @@ gr = pytest.importorskip("gradio")
 
 import compare_support  # noqa: E402
 from app.main import build_app  # noqa: E402
-from app.settings import MAX_PROMPT_CHARS, repair_text  # noqa: E402
+from app.settings import MAX_PROMPT_CHARS, PARSERS, repair_text  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from app.tabs.compare import NUM_CHARTS  # noqa: E402
 from compare_support import (PROMPT, RUN, assert_clean_log, call_raw, output_text_of, raw_inputs,  # noqa: E402
@@ -182,8 +182,7 @@ def test_stop_ends_a_running_comparison(launched_app):
 
 def run_args() -> list:
     """RUN's values in the order the Run button's handler takes them."""
-    return [RUN[k] for k in ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed",
-                             "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap")]
+    return raw_inputs()
 
 
 def _handler(demo, name: str):
@@ -306,8 +305,7 @@ def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(ran
 
     make_link = _handler(build_app(random_engine), "make_link")
     values = {**RUN, "seed": "0"}
-    controls = [values[k] for k in ("prompt", "methods", "temperature", "seed", "max_new_tokens", "serial_k",
-                                    "drafts_per_block", "verify_rule", "scheduler", "confidence_threshold", "overlap")]
+    controls = [values[k] for k in PARSERS]  # the Copy link button's inputs: every control, in PARSERS' order
 
     def link(prompt: str):
         return make_link("http://127.0.0.1:7860/", prompt, *controls[1:])

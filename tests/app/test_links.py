@@ -97,3 +97,14 @@ def test_a_link_names_what_this_server_cannot_do():
     assert len(messages) == 1 and "this server runs preset tiny" in messages[0] and parsed.seed == 5
     _, messages = parse_query(query_items("&".join(f"p{i}=1" for i in range(500))), available=ALL_METHODS)
     assert len(messages) <= 12 and messages[-1].startswith("and ")
+
+
+def test_a_link_carries_the_tree_budget_and_an_old_one_gets_the_default():
+    settings, messages = parse_query({"methods": "baseline,dflash_tree", "tree_nodes": "40"}, available=ALL_METHODS)
+    assert settings.tree_nodes == 40 and settings.methods == ("baseline", "dflash_tree") and not messages
+    assert "tree_nodes=40" in build_query(settings, "tiny")
+    old, messages = parse_query({"methods": "baseline,dflash"}, available=ALL_METHODS)
+    assert old.tree_nodes == Settings.tree_nodes and not messages
+    bad, messages = parse_query({"tree_nodes": "65"}, available=ALL_METHODS)
+    assert bad.tree_nodes == Settings.tree_nodes
+    assert messages == ["tree node budget must be a whole number from 1 to 64, got '65'; using the default"]

@@ -54,6 +54,21 @@ def test_a_file_saved_before_steps_carried_why_a_run_ended_still_opens(compariso
     assert all(lane.summary == comparison.lanes[m].summary for m, lane in old.lanes.items())
 
 
+def test_a_tree_comparison_round_trips_and_a_file_from_before_trees_still_opens(random_engine, comparison):
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash_tree", max_new_tokens=16, tree_nodes=9))
+    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, tree_nodes=9,
+                                     methods=("baseline", "dflash_tree")))
+    baseline = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=16))
+    trees = Comparison.of_steps(settings, {"baseline": [baseline.prefill, *baseline.steps],
+                                           "dflash_tree": [result.prefill, *result.steps]})
+    again = read_comparison(trees.to_json().encode())
+    assert again.steps == trees.steps and again.settings["tree_nodes"] == 9
+    assert all(s.parents is not None and len(s.parents) == 9 for s in again.steps["dflash_tree"][1:] if s.drafted)
+    doc = json.loads(comparison.to_json())
+    doc["settings"].pop("tree_nodes")  # saved before the tree lanes had their budget
+    assert read_comparison(json.dumps(doc)).settings["tree_nodes"] == default_settings().tree_nodes
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda doc: "not json at all", "not a JSON file"),
     (lambda doc: json.dumps({**doc, "format": "other/1"}), "not a SpecLab comparison"),

@@ -1,0 +1,115 @@
+"""A tree step drawn: the draft tree of one step as an SVG, the accepted path and the target's bonus marked.
+
+Columns are depths (the anchor, the newest committed token, on the left); each leaf takes a row of its own and a
+node sits on its first child's row, so the likeliest continuation (every node's first child) runs along the top.
+Colours and second cues are the tokens' everywhere: accepted green, rejected vermillion and struck through,
+never judged grey and dashed, the bonus blue and bold.
+"""
+
+from __future__ import annotations
+
+import html
+
+from engine.contract.types import Step
+
+from .render import visible_ghost
+from .theme import ACCEPTED, BONUS, REJECTED, UNVERIFIED
+
+COLUMN = 96  # px between depths
+ROW = 26  # px between rows
+BOX_W, BOX_H = 84, 20
+MAX_CHARS = 10  # a token's text is cut to this many characters in its box (the hover shows it whole)
+STYLE = {  # verdict → (fill, stroke, dash, text decoration, weight)
+    "accepted": (f"{ACCEPTED}33", ACCEPTED, "", "none", 400),
+    "rejected": (f"{REJECTED}1a", REJECTED, "", "line-through", 400),
+    "unverified": ("#ffffff", UNVERIFIED, "3 2", "none", 400),
+    "bonus": ("#ffffff", BONUS, "", "none", 700),
+}
+
+
+def layout(parents: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """Each node's (depth, row): depth 1 under the anchor; rows by a walk that gives each leaf its own row and
+    each node its first child's."""
+    kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for node, parent in enumerate(parents):
+        kids[parent + 1].append(node)
+    depth, row = [0] * len(parents), [0] * len(parents)
+    next_row = 0
+
+    def place(node: int, d: int) -> int:
+        nonlocal next_row
+        depth[node] = d
+        below = [place(child, d + 1) for child in kids[node + 1]]
+        if below:
+            row[node] = below[0]
+        else:
+            row[node], next_row = next_row, next_row + 1
+        return row[node]
+
+    for child in kids[0]:
+        place(child, 1)
+    return depth, row
+
+
+def summary(step: Step) -> str:
+    """What became of the tree, in words."""
+    verdicts = [t.verdict for t in step.drafted]
+    deepest = max(layout(step.parents)[0], default=0)
+    rejected, unjudged = verdicts.count("rejected"), verdicts.count("unverified")
+    words = [f"a tree of {len(verdicts)} nodes, {deepest} deep",
+             f"the target walked {step.num_accepted} deep along the green path"]
+    if rejected:
+        words.append(f"turned down {rejected} sibling{'s' if rejected != 1 else ''} on the way")
+    if unjudged:
+        words.append(f"{unjudged} in other branches never judged")
+    return ", ".join(words)
+
+
+def _box(x: float, y: float, text: str, verdict: str, hover: str) -> str:
+    fill, stroke, dash, decoration, weight = STYLE[verdict]
+    shown = text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1] + "…"
+    return (f'<g class="tree-node" data-verdict="{verdict}"><title>{html.escape(hover)}</title>'
+            f'<rect x="{x:.0f}" y="{y - BOX_H / 2:.0f}" width="{BOX_W}" height="{BOX_H}" rx="4" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="1.5"' + (f' stroke-dasharray="{dash}"' if dash else "") + "/>"
+            f'<text x="{x + BOX_W / 2:.0f}" y="{y + 4:.0f}" text-anchor="middle" font-size="12" '
+            f'font-family="ui-monospace, monospace" text-decoration="{decoration}" font-weight="{weight}">'
+            f"{visible_ghost(shown)}</text></g>")
+
+
+def tree_svg(step: Step, anchor_text: str = "") -> str:
+    """Step `step`'s draft tree (step.parents set) as an SVG element, with the bonus after the accepted path."""
+    parents, drafted = step.parents, step.drafted
+    depth, row = layout(parents)
+    path = [i for i, t in enumerate(drafted) if t.verdict == "accepted"]
+    bonus = next((t for t in step.committed if t.source == "bonus"), None)
+    rows = max(row, default=0) + 1 + (bonus is not None)  # the bonus on a row of its own, below the tree
+    width = (max(depth, default=0) + 2) * COLUMN + BOX_W
+    height = rows * ROW + 8
+
+    def at(node: int) -> tuple[float, float]:  # a node's box's left edge and middle (-1: the anchor)
+        return (8, 4 + ROW / 2) if node < 0 else (8 + depth[node] * COLUMN, 4 + ROW / 2 + row[node] * ROW)
+
+    edges, boxes = [], []
+    for node, parent in enumerate(parents):
+        (x0, y0), (x1, y1) = at(parent), at(node)
+        on_path = node in path
+        edges.append(f'<path d="M{x0 + BOX_W:.0f},{y0:.0f} C{x0 + BOX_W + 8:.0f},{y0:.0f} {x1 - 8:.0f},{y1:.0f} '
+                     f'{x1:.0f},{y1:.0f}" fill="none" stroke="{ACCEPTED if on_path else "#bbbbbb"}" '
+                     f'stroke-width="{2.5 if on_path else 1}"/>')
+        token = drafted[node]
+        judged = (f", target p {token.target_prob:.3f}" if token.target_prob is not None else ", never judged")
+        boxes.append(_box(x1, y1, token.text, token.verdict,
+                          f"{token.text!r} at depth {depth[node]}: {token.verdict} (drafter p {token.draft_prob:.3f}"
+                          f"{judged})"))
+    boxes.insert(0, _box(*at(-1), anchor_text or "anchor", "accepted" if anchor_text else "unverified",
+                         "the anchor: the newest committed token, the root every draft hangs under"))
+    if bonus is not None:
+        x, y = at(path[-1]) if path else at(-1)
+        bx, by = x + COLUMN, 4 + ROW / 2 + (rows - 1) * ROW
+        edges.append(f'<path d="M{x + BOX_W:.0f},{y:.0f} C{x + BOX_W + 8:.0f},{y:.0f} {bx - 8:.0f},{by:.0f} '
+                     f'{bx:.0f},{by:.0f}" fill="none" stroke="{BONUS}" stroke-width="2" stroke-dasharray="4 2"/>')
+        boxes.append(_box(bx, by, bonus.text, "bonus", f"the bonus: {bonus.text!r}, written by the target"))
+        width = max(width, bx + BOX_W + 8)
+    return (f'<svg class="draft-tree" role="img" aria-label="{html.escape(summary(step))}" width="{width:.0f}" '
+            f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" xmlns="http://www.w3.org/2000/svg">'
+            + "".join(edges) + "".join(boxes) + "</svg>")

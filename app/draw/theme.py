@@ -77,13 +77,13 @@ CSS = f"""
 # The Step-through tab (app/tabs/step.py): every lane's block at one step, token by token, large.
 CSS += f"""
 .st-lanes {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: .8em; }}
-.st-lane {{ border: 1px solid #e5e5e5; border-radius: .5em; padding: .6em; background: #fcfcfc; }}
+.st-lane {{ border: 1px solid #e5e5e5; border-radius: .5em; padding: .6em; background: #fcfcfc; min-width: 0; }}
 .st-summary {{ font-size: .85em; color: #444; margin: .2em 0; }}
 .st-rule {{ font-size: .9em; color: #333; margin: 0 0 .6em; padding: .3em .6em; border-left: 3px solid {BONUS}; background: #f6f9fc; }}
 .st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .8em; color: #888;
               white-space: pre-wrap; word-break: break-all; margin-bottom: .4em; }}
 .st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}
-.st-tree {{ margin-top: .5em; max-height: 26em; overflow: auto; border-top: 1px dashed #e5e5e5; padding-top: .4em; }}
+.st-tree {{ margin-top: .5em; max-height: 26em; max-width: 100%; overflow: auto; border-top: 1px dashed #e5e5e5; padding-top: .4em; }}
 .st-tok {{ border: 1px solid #ddd; border-radius: .4em; padding: .3em .45em; background: white; min-width: 6.2em;
           font-size: .78em; }}
 .st-tok.selected {{ border-color: #222; box-shadow: 0 0 0 2px #222; }}

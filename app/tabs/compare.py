@@ -292,12 +292,17 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
     with gr.Row():
         c["temperature"] = gr.Slider(0.0, MAX_TEMPERATURE, value=defaults.temperature, step=0.05,
                                      label="Temperature (0 = greedy)", elem_id="temperature")
+        c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
+                                        label="Max new tokens", elem_id="max-new-tokens")
+    with gr.Row():  # how much each family drafts per step
         c["serial_k"] = gr.Slider(1, MAX_DRAFTS, value=defaults.serial_k, step=1, elem_id="serial-k",
                                    label=_draft_label(False))
         c["drafts_per_block"] = gr.Slider(1, block_top, value=min(defaults.drafts_per_block, block_top), step=1,
                                    elem_id="drafts-per-block", label=_draft_label(True, block_top))
-        c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
-                                        label="Max new tokens", elem_id="max-new-tokens")
+        trees = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.tree)
+        c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=defaults.tree_nodes, step=1, elem_id="tree-nodes",
+                                    label=f"{trees}: node budget (drafts per step, as a tree no deeper than K or the "
+                                          f"block)")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
             # Text, not a number box: a browser's numbers are doubles, and a seed may need all 63 bits.
@@ -315,11 +320,7 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
             c["overlap"] = gr.Radio(list(OVERLAP_CHOICES), value=defaults.overlap, elem_id="overlap",
                                     label="Overlap each step's host work with the next step's device work "
                                           "(auto: on for CUDA, off on the CPU)")
-        trees = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.tree)
-        with gr.Row():
-            c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=defaults.tree_nodes, step=1, elem_id="tree-nodes",
-                                        label=f"{trees}: node budget (tokens drafted per step, spread over a tree no "
-                                              f"deeper than its K or block)")
+
     return c, show_drafts
 
 

@@ -32,10 +32,10 @@ def busy_time(steps: list[Step]) -> float:
 def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
     """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
     decode = [s for s in steps if s.kind == "decode"]
-    longest = max((s.num_verified for s in decode), default=0)
+    longest = max((s.reach for s in decode), default=0)
     rates = []
-    for k in range(1, longest + 1):
-        reached = [s for s in decode if s.num_verified >= k and s.num_accepted >= k - 1]
+    for k in range(1, longest + 1):  # a tree's position k is its depth k
+        reached = [s for s in decode if s.reach >= k and s.num_accepted >= k - 1]
         rates.append(sum(s.num_accepted >= k for s in reached) / len(reached) if reached else None)
     return tuple(rates)
 
@@ -80,7 +80,7 @@ def per_position_ceiling(steps: list[Step]) -> tuple[float | None, ...]:
     """Mean 1 − TV(p, q) at each position k over the tokens judged there (those that reached it): under the
     rejection rule each passes with probability exactly 1 − TV, so this is what per_position_acceptance
     measures, predicted from the two distributions alone. None where no judged token carries a distance."""
-    decode = [s for s in steps if s.kind == "decode"]
+    decode = [s for s in steps if s.kind == "decode" and s.parents is None]  # chains: one judged token per position
     longest = max((s.num_verified for s in decode), default=0)
     ceilings = []
     for k in range(1, longest + 1):

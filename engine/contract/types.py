@@ -227,6 +227,16 @@ class Step:
         return [i for i, token in enumerate(self.drafted) if token.verdict == "accepted"]
 
     @property
+    def reach(self) -> int:
+        """How many positions past the anchor the verified draft reaches: a chain's verified tokens, a tree's depth."""
+        if self.parents is None:
+            return self.num_verified
+        depths: list[int] = []
+        for parent in self.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return max(depths, default=0)
+
+    @property
     def num_judged(self) -> int:
         """Drafted tokens the rule decided on: those sent to the target up to and including the first rejection
         (the ones after it are sent but never judged)."""

@@ -273,3 +273,43 @@ def test_an_example_and_a_saved_file_open_in_the_page(app_url, chromium):
     finally:
         context.close()
     assert not console_errors, console_errors
+
+
+def test_a_tree_lane_steps_through_as_a_drawn_tree(app_url, chromium, embedded_engine):
+    """A link with both tree lanes: every tree step is drawn whole (its nodes, the accepted path, the bonus) inside
+    its lane at 1024×768, and the path the drawing marks is the one the engine accepted."""
+    from urllib.parse import parse_qsl
+
+    from app.links import parse_query
+
+    query = "prompt=import%20os%0A&methods=baseline,eagle3_tree,dflash_tree&max_new_tokens=16&tree_nodes=12"
+    methods = embedded_engine.methods()
+    settings, messages = parse_query(parse_qsl(query), default_settings(methods), available=methods)
+    assert not messages and settings.tree_nodes == 12
+    lanes = {m: embedded_engine.generate(settings.prompt, settings.config(m)) for m in ("eagle3_tree", "dflash_tree")}
+    context, page, console_errors = open_page(chromium)
+    try:
+        page.set_viewport_size({"width": 1024, "height": 768})
+        page.goto(f"{app_url}?{query}", wait_until="load")
+        page.wait_for_selector("#status :text('done')", timeout=60_000)
+        assert page.locator("#tree-nodes input[type=number]").input_value() == "12"
+        page.get_by_role("tab", name="Step through").click()
+        page.click("#step-show-last")
+        page.wait_for_selector('#step-blocks .st-lanes[data-step="0"]', timeout=10_000)
+        page.click("#step-next")
+        page.wait_for_selector('#step-blocks .st-lanes[data-step="1"]', timeout=10_000)
+        for method, result in lanes.items():
+            step = result.steps[0]
+            lane = page.locator(f'#step-blocks .st-lane[data-method="{method}"]')
+            tree = lane.locator(".st-tree svg.draft-tree")
+            assert lane.locator(".st-tree").get_attribute("data-nodes") == str(len(step.drafted)) == "12"
+            verdicts = tree.locator(".tree-node").evaluate_all("nodes => nodes.map(n => n.dataset.verdict)")
+            # the anchor, every node, the bonus
+            assert len(verdicts) == len(step.drafted) + 2 and verdicts[-1] == "bonus"
+            assert verdicts.count("accepted") == step.num_accepted + 1  # the path and the anchor it hangs under
+            assert verdicts.count("rejected") == sum(t.verdict == "rejected" for t in step.drafted)
+            box, lane_box = tree.bounding_box(), lane.bounding_box()
+            assert box["height"] > 0 and lane_box["x"] + lane_box["width"] <= 1024  # in its lane, on the screen
+    finally:
+        context.close()
+    assert not console_errors, console_errors

@@ -24,7 +24,7 @@ from .links import control_name
 from .settings import LATER_CONTROLS, SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
-MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of five lanes is about 5 MB
+MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of all seven lanes, the trees at 64 nodes, is about 7 MB
 MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
 MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
 MAX_TIMING_RUNS = 100  # a saved lane claiming more timing runs than this reads as one

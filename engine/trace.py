@@ -90,7 +90,9 @@ class Tracer:
             tokens.append(DraftedToken(
                 id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
                 target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
-                draw=draws[i] if judged else None, draft_top=draft_top[i], target_top=target_top[i] if judged else (),
+                draw=draws[i] if judged else None, target_top=target_top[i] if judged else (),
+                # a tree's nodes off the judged path keep no top tokens: up to 64 a step, they would be most of a file
+                draft_top=draft_top[i] if judged or block.parents is None else (),
                 confidence=confidences[i] if confidences is not None else None, tv=tv[i] if judged else None))
         return tuple(tokens)
 

@@ -78,9 +78,13 @@ def live_sweep_prompts() -> list[str]:
     return load_prompts()[:LIVE_SWEEP_PROMPTS]
 
 
+def chain_methods(available) -> list[str]:
+    """The drafting lanes the lesson's first points measure: every one but the trees (they have a point of their own)."""
+    return [m for m in available if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].tree]
+
+
 def serial_methods(available) -> list[str]:
-    return [m for m in available
-            if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].tree]
+    return [m for m in chain_methods(available) if not METHOD_REGISTRY[m].one_pass]
 
 
 def parts_method(available) -> str | None:
@@ -109,19 +113,19 @@ def measure_sweeps_live(engine, prompts: list[str], stop=None) -> dict:
 
 
 def measure_check(engine, samples: int = LOSSLESS_SAMPLES, methods: list[str] | None = None, stop=None) -> dict:
-    """The distribution check (engine/measure/lossless.py) on the lesson's prompt, every lane (or `methods`).
+    """The distribution check (engine/measure/lossless.py) on the lesson's prompt, every chain lane (or `methods`).
     Imported here, not at the top: the engine (and so torch) is loaded by the time this runs, while importing the
     app loads no torch."""
     from engine.measure.lossless import distribution_check
 
+    methods = methods or chain_methods(engine.methods())
     return measurement(distribution_check(engine, lesson_prompt(), methods=methods, samples=samples,
                                           temperature=LOSSLESS_TEMPERATURE, stop=stop), engine.device_name)
 
 
 def measure_check_live(engine, stop=None) -> dict:
     """The distribution check at its live size: LIVE_LOSSLESS_SAMPLES seeds, every drafting lane."""
-    drafting = [m for m in engine.methods() if METHOD_REGISTRY[m].drafts]
-    return measure_check(engine, LIVE_LOSSLESS_SAMPLES, drafting, stop=stop)
+    return measure_check(engine, LIVE_LOSSLESS_SAMPLES, chain_methods(engine.methods()), stop=stop)
 
 
 def measure_parts(engine, prompts: int = PARTS_PROMPTS, max_new_tokens: int = NEW_TOKENS, rounds: int = 2,
@@ -149,7 +153,7 @@ def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=
     from engine.measure.sweep import temperature_sweep
 
     prompts = prompts or load_prompts()[:TEMPERATURE_PROMPTS]
-    return measurement(temperature_sweep(engine, prompts, max_new_tokens, temperatures,
+    return measurement(temperature_sweep(engine, prompts, max_new_tokens, temperatures, chain_methods(engine.methods()),
                                          argmax_at=argmax_at, stop=stop), engine.device_name)
 
 

@@ -58,7 +58,8 @@ def run_point(handlers, recording: str, session: str):
 
 
 def drafting(engine) -> list[str]:
-    return [m for m in engine.methods() if METHOD_REGISTRY[m].drafts]
+    """The lanes the lesson's first points measure: every drafting lane but the trees (a point of their own)."""
+    return [m for m in engine.methods() if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].tree]
 
 
 def test_the_distribution_check_runs_its_live_seeds_on_every_drafting_lane(app_handlers, random_engine):

@@ -66,7 +66,7 @@ TREE_TOKENS = 64
 TREE_ROUNDS = 2
 LIVE_TREE_BUDGETS = (4, 16, 64)
 LIVE_TREE_PROMPTS = 2
-LIVE_TREE_TOKENS = 32
+LIVE_TREE_TOKENS = 24
 LIVE_TREE_ROUNDS = 1
 
 
@@ -289,9 +289,8 @@ def size_words(item: dict) -> str:
         return (f"{_count(len(data['rows']), 'variant')} × {_count(data['num_prompts'], 'prompt')}{rounds}, "
                 f"{data['max_new_tokens']} new tokens")
     if kind == "trees":
-        budgets = sorted(map(int, data["budgets"]))
-        return (f"{_count(len(data['lanes']), 'tree lane')} × {_count(len(budgets), 'budget')} ({', '.join(map(str, budgets))} "
-                f"nodes) × {_count(data['num_prompts'], 'prompt')}{rounds}, {data['max_new_tokens']} new tokens")
+        return _trees_size(len(data["lanes"]), data["budgets"], data["num_prompts"], data.get("rounds"),
+                           data["max_new_tokens"])
     if kind == "temperatures":
         temperatures = sorted(map(float, data["temperatures"]))
         return (f"{_count(len(temperatures), 'temperature')} ({', '.join(f'{t:g}' for t in temperatures)}) × "
@@ -299,11 +298,20 @@ def size_words(item: dict) -> str:
     return ""
 
 
+def _trees_size(lanes: int, budgets, prompts: int, rounds: int | None, tokens: int) -> str:
+    """"2 tree lanes × 3 budgets (4, 16, 64 nodes) × 2 prompts × 1 round, 32 new tokens"."""
+    budgets = sorted(map(int, budgets))
+    times = f" × {_count(rounds, 'round')}" if isinstance(rounds, int) else ""
+    return (f"{_count(lanes, 'tree lane')} × {_count(len(budgets), 'budget')} ({', '.join(map(str, budgets))} nodes) × "
+            f"{_count(prompts, 'prompt')}{times}, {tokens} new tokens")
+
+
 def live_size(point: "Point") -> str:
     """What a point's "Run it live" measures, in words, before it runs (the lesson's note says it)."""
     if point.tab == "compare":
         return (f"each lane run {times_words(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
                 f"{_recorded_timing_runs(point)})")
+    trees = [m for m in METHOD_REGISTRY.values() if m.tree]
     sizes = {"lossless": f"{_count(LIVE_LOSSLESS_SAMPLES, 'seed')} × every drafting lane (the recording: "
                          f"{_count(LOSSLESS_SAMPLES, 'seed')} × every lane)",
              "sweeps": f"K = {', '.join(map(str, LIVE_SWEEP_KS))} × {_count(LIVE_SWEEP_PROMPTS, 'prompt')} × "
@@ -317,10 +325,8 @@ def live_size(point: "Point") -> str:
                              f"{_count(LIVE_TEMPERATURE_PROMPTS, 'prompt')}, {LIVE_TEMPERATURE_TOKENS} new tokens (the "
                              f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
                              f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)",
-             "trees": f"{', '.join(map(str, LIVE_TREE_BUDGETS))} nodes × {_count(LIVE_TREE_PROMPTS, 'prompt')} × "
-                      f"{_count(LIVE_TREE_ROUNDS, 'round')}, {LIVE_TREE_TOKENS} new tokens (the recording: "
-                      f"{', '.join(map(str, TREE_BUDGETS))} nodes × {_count(TREE_PROMPTS, 'prompt')} × "
-                      f"{_count(TREE_ROUNDS, 'round')}, {TREE_TOKENS} new tokens)"}
+             "trees": f"{_trees_size(len(trees), LIVE_TREE_BUDGETS, LIVE_TREE_PROMPTS, LIVE_TREE_ROUNDS, LIVE_TREE_TOKENS)}"
+                      f" (the recording: {_trees_size(len(trees), TREE_BUDGETS, TREE_PROMPTS, TREE_ROUNDS, TREE_TOKENS)})"}
     return sizes[point.recording]
 
 

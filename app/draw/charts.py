@@ -585,7 +585,7 @@ def budget_figure(sweep: dict) -> go.Figure:
         best = int(lane["best_budget"])
         for col, key in ((1, "tau"), (2, "speedup")):
             ys = [_budget_row(lane, b)[key] for b in xs]
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{method_label(tree)} ({lane['drafter']})",
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{method_label(tree)}, by budget",
                                      legendgroup=tree, showlegend=col == 1, **lane_line(tree),
                                      hovertemplate=f"{method_label(tree)}: %{{x}} nodes, %{{y:.2f}}<extra></extra>"),
                           row=1, col=col)
@@ -625,11 +625,11 @@ def tree_costs_figure(sweep: dict) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.14,
                         subplot_titles=("verify ms per step against nodes verified",
                                         "one draft forward, in verified nodes"))
-    top = 0.0
+    nodes = []
     for tree, lane in sweep["lanes"].items():
         xs = _budgets(lane)
         rows = [_budget_row(lane, b) for b in xs]
-        top = max(top, *(r["verified_per_step"] for r in rows))
+        nodes += [r["verified_per_step"] for r in rows] + [lane["chain_row"]["verified_per_step"]]
         fig.add_trace(go.Scatter(x=[r["verified_per_step"] for r in rows], y=[r["verify_ms_per_step"] for r in rows],
                                  mode="markers", name=method_label(tree), legendgroup=tree, **lane_line(tree),
                                  text=[f"{b} nodes" for b in xs],
@@ -640,21 +640,27 @@ def tree_costs_figure(sweep: dict) -> go.Figure:
                                  name=f"{method_label(chain)}, the chain", legendgroup=chain, **lane_line(chain),
                                  hovertemplate=f"{method_label(chain)} chain: %{{x:.1f}} verified, %{{y:.1f}} ms"
                                                "<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[0, top], y=[base_ms, base_ms + node_ms * top], mode="lines",
+    low, top = min(nodes), max(nodes)
+    fig.add_trace(go.Scatter(x=[low, top], y=[base_ms + node_ms * low, base_ms + node_ms * top], mode="lines",
                              name=f"least-squares line: {base_ms:.1f} ms + {node_ms:.2f} ms a node",
                              line=dict(color="#777", dash="dot")), row=1, col=1)
     trees = list(sweep["lanes"])
     lanes = costs["lanes"]
-    fig.add_trace(go.Bar(y=[method_label(t) for t in trees], x=[lanes[t]["forward_nodes"] for t in trees],
+    fig.add_trace(go.Bar(y=[f"{method_label(t)}<br>{lanes[t]['forwards']:.1f} a step" for t in trees],
+                         x=[lanes[t]["forward_nodes"] for t in trees],
                          orientation="h", marker_color=[lane_style(t)[0] for t in trees], showlegend=False,
-                         text=[f"{lanes[t]['forward_nodes']:.1f} nodes · {lanes[t]['forwards']:.1f} a step"
-                               for t in trees], textposition="auto", cliponaxis=False,
+                         text=[f"{lanes[t]['forward_nodes']:.1f}" for t in trees], textposition="outside",
                          hovertemplate="%{y}: one draft forward %{customdata:.2f} ms = %{x:.1f} verified nodes"
                                        "<extra></extra>", customdata=[lanes[t]["forward_ms"] for t in trees]),
                   row=1, col=2)
-    fig.update_xaxes(title="verified nodes per step", rangemode="tozero", showgrid=True, gridcolor="#eee", row=1, col=1)
+    # the node axis starts just short of the fewest nodes verified, so its ticks keep off the time axis's 0 at the corner
+    pad = 0.04 * (top - low) + 0.2
+    fig.update_xaxes(title="verified nodes per step", range=[low - pad, top + pad], showgrid=True, gridcolor="#eee",
+                     row=1, col=1)
     fig.update_yaxes(title="verify ms per step", rangemode="tozero", showgrid=True, gridcolor="#eee", row=1, col=1)
-    fig.update_xaxes(title="verified nodes' worth", rangemode="tozero", showgrid=True, gridcolor="#eee", row=1, col=2)
+    widest = max((lanes[t]["forward_nodes"] for t in trees), default=1.0)
+    fig.update_xaxes(title="verified nodes' worth", range=[0, 1.3 * widest], showgrid=True, gridcolor="#eee", row=1,
+                     col=2)  # room for each bar's number beyond its end
     fig.update_yaxes(autorange="reversed", row=1, col=2)
     fig.update_layout(title=dict(text="What a bigger tree costs here: verified nodes and draft forwards",
                                  font=dict(size=14)),

@@ -12,11 +12,10 @@ WORK_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}  
 
 # Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
 # cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.
-# A tree lane's colour sits near its chain's in hue (wine by rose, purple by indigo); its marker is its own.
 METHOD_STYLES = {"baseline": ("#444444", "circle"), "eagle3": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
                  "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star"),
-                 "eagle3_tree": ("#882255", "hourglass"), "dflash_tree": ("#AA4499", "triangle-down")}
-OTHER_STYLES = (("#88CCEE", "cross"), ("#DDCC77", "pentagon"), ("#117733", "hexagon"))
+                 "eagle3_tree": ("#882255", "hourglass"), "dflash_tree": ("#117733", "triangle-down")}
+OTHER_STYLES = (("#AA4499", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"))
 
 
 def lane_style(method: str) -> tuple[str, str]:

@@ -4,9 +4,10 @@ speedup ≈ τ / (1 + cost_draft / cost_target); a serial drafter pays K forward
 acceptance saturates, so it has a best K; a one-pass drafter pays one forward whatever K. Sliders move the
 prediction; the K sweep measures every serial lane on this machine beside the formula fed with its own
 measured acceptance and cost; a view sets this machine's costs beside published datacenter-GPU figures, each
-with its source. Two more measurements: the distribution check (lossless above temperature 0, counted) and
-the scheduled drafter beside its variants. Each panel opens with the lesson's recording (app/lesson.py) and
-can be measured again live.
+with its source. More measurements: the distribution check (lossless above temperature 0, counted), the
+scheduled drafter beside its variants, every lane at five temperatures, and the tree lanes at each node budget
+beside their chains and DDTree's published figures. Each panel opens with the lesson's recording (app/lesson.py)
+and can be measured again live.
 """
 
 from __future__ import annotations

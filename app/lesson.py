@@ -251,8 +251,8 @@ def recorded_words(item) -> str:
 
 
 def measurement_kind(item: dict) -> str | None:
-    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures", "trees"), from its
-    data's own keys."""
+    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures", "trees"),
+    from its data's own keys."""
     data = item.get("data", {}) if isinstance(item, dict) else {}
     if "samples" in data and "lanes" in data:
         return "lossless"
@@ -312,6 +312,8 @@ def live_size(point: "Point") -> str:
         return (f"each lane run {times_words(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
                 f"{_recorded_timing_runs(point)})")
     trees = [m for m in METHOD_REGISTRY.values() if m.tree]
+    live_trees = _trees_size(len(trees), LIVE_TREE_BUDGETS, LIVE_TREE_PROMPTS, LIVE_TREE_ROUNDS, LIVE_TREE_TOKENS)
+    recorded_trees = _trees_size(len(trees), TREE_BUDGETS, TREE_PROMPTS, TREE_ROUNDS, TREE_TOKENS)
     sizes = {"lossless": f"{_count(LIVE_LOSSLESS_SAMPLES, 'seed')} × every drafting lane (the recording: "
                          f"{_count(LOSSLESS_SAMPLES, 'seed')} × every lane)",
              "sweeps": f"K = {', '.join(map(str, LIVE_SWEEP_KS))} × {_count(LIVE_SWEEP_PROMPTS, 'prompt')} × "
@@ -325,8 +327,7 @@ def live_size(point: "Point") -> str:
                              f"{_count(LIVE_TEMPERATURE_PROMPTS, 'prompt')}, {LIVE_TEMPERATURE_TOKENS} new tokens (the "
                              f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
                              f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)",
-             "trees": f"{_trees_size(len(trees), LIVE_TREE_BUDGETS, LIVE_TREE_PROMPTS, LIVE_TREE_ROUNDS, LIVE_TREE_TOKENS)}"
-                      f" (the recording: {_trees_size(len(trees), TREE_BUDGETS, TREE_PROMPTS, TREE_ROUNDS, TREE_TOKENS)})"}
+             "trees": f"{live_trees} (the recording: {recorded_trees})"}
     return sizes[point.recording]
 
 
@@ -942,7 +943,8 @@ def _why_it_wins(w: dict, l: dict, node_ms: float) -> str:
                 f"tokens a step ({taus})" if higher != "below" else
                 f"its cheaper drafting ({drafts}) outweighs the other's higher τ ({taus})")
     if higher == "above":
-        return f"its higher τ ({taus}) pays for {'its costlier' if cheaper == 'more than' else 'its'} drafting ({drafts})"
+        costlier = "its costlier" if cheaper == "more than" else "its"
+        return f"its higher τ ({taus}) pays for {costlier} drafting ({drafts})"
     return (f"its verify costs less a step ({w['at_best']['verify_ms_per_step']:.1f} ms against "
             f"{l['at_best']['verify_ms_per_step']:.1f} ms; {drafts}, {taus})")
 
@@ -974,15 +976,17 @@ def trees_takeaway(data: dict) -> str:
         chain = r["chain_row"]
         parts.append(f"{method_label(tree)}'s τ {trend(r['at_low']['tau'], r['at_high']['tau'])} from "
                      f"{r['at_low']['tau']:.2f} at {r['low']} nodes to {r['at_high']['tau']:.2f} at {r['high']} "
-                     f"({method_label(r['chain'])}'s chain: {chain['tau']:.2f}); its speedup {_peak_words(r, tolerance)}, "
-                     f"{versus(r['at_best']['speedup'], chain['speedup'], tolerance)} the chain's {chain['speedup']:.2f}×")
+                     f"({method_label(r['chain'])}'s chain: {chain['tau']:.2f}); its speedup "
+                     f"{_peak_words(r, tolerance)}, {versus(r['at_best']['speedup'], chain['speedup'], tolerance)} "
+                     f"the chain's {chain['speedup']:.2f}×")
     text = "; ".join(parts) + "."
     winner, other, stands = _tree_winner(rows, tolerance)
     forwards = "; ".join(_forward_words(t, r) for t, r in rows.items())
     if other is not None:
         w, l = rows[winner], rows[other]
         if stands == "level with":
-            text += (f" The two trees run level at their best budgets ({method_label(winner)} {w['at_best']['speedup']:.2f}×, "
+            text += (f" The two trees run level at their best budgets ({method_label(winner)} "
+                     f"{w['at_best']['speedup']:.2f}×, "
                      f"{method_label(other)} {l['at_best']['speedup']:.2f}×).")
         else:
             text += (f" {method_label(winner)} wins here ({w['at_best']['speedup']:.2f}× against "
@@ -997,12 +1001,14 @@ def trees_slide(data: dict) -> str:
     rows, tolerance = measured["rows"], speed_tolerance(sweep)
     winner, other, stands = _tree_winner(rows, tolerance)
     w = rows[winner]
-    head = (f"{method_label(winner)} wins: {w['at_best']['speedup']:.2f}× at {w['best']} nodes" if stands != "level with"
-            else f"The trees run level: {method_label(winner)} {w['at_best']['speedup']:.2f}× at {w['best']} nodes")
+    at_best = f"{w['at_best']['speedup']:.2f}× at {w['best']} nodes"
+    head = (f"{method_label(winner)} wins: {at_best}" if stands != "level with"
+            else f"The trees run level: {method_label(winner)} {at_best}")
     if other is not None:
         head += f", {method_label(other)} {rows[other]['at_best']['speedup']:.2f}× at {rows[other]['best']}"
     chains = ", ".join(f"{method_label(r['chain'])} {r['chain_row']['speedup']:.2f}×" for r in rows.values())
-    forwards = ", ".join(f"{method_label(t)} {r['forward_nodes']:.1f} ({r['forwards']:.1f} a step)" for t, r in rows.items())
+    forwards = ", ".join(f"{method_label(t)} {r['forward_nodes']:.1f} ({r['forwards']:.1f} a step)"
+                         for t, r in rows.items())
     return f"{head} (chains: {chains}). One draft forward in verified nodes' worth: {forwards}."
 
 

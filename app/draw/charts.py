@@ -653,7 +653,7 @@ def tree_costs_figure(sweep: dict) -> go.Figure:
                          hovertemplate="%{y}: one draft forward %{customdata:.2f} ms = %{x:.1f} verified nodes"
                                        "<extra></extra>", customdata=[lanes[t]["forward_ms"] for t in trees]),
                   row=1, col=2)
-    # the node axis starts just short of the fewest nodes verified, so its ticks keep off the time axis's 0 at the corner
+    # the node axis starts just short of the fewest nodes verified: its ticks keep off the time axis's 0 at the corner
     pad = 0.04 * (top - low) + 0.2
     fig.update_xaxes(title="verified nodes per step", range=[low - pad, top + pad], showgrid=True, gridcolor="#eee",
                      row=1, col=1)
@@ -695,6 +695,7 @@ def tree_published_figure(sweep: dict, published) -> go.Figure:
                            hoverinfo="text+x", showlegend=False))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(title="speedup over the target alone (×)", rangemode="tozero", showgrid=True, gridcolor="#eee")
-    fig.update_layout(title=dict(text="Chain and tree: here (plain) and published on GPUs (hatched)", font=dict(size=14)),
+    fig.update_layout(title=dict(text="Chain and tree: here (plain) and published on GPUs (hatched)",
+                                 font=dict(size=14)),
                       height=120 + 30 * len(names), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
     return fig

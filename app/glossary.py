@@ -60,6 +60,10 @@ GLOSSARY = (
     Term("unverified", "unverified, cut", r"\b(unverified|cut)\b",
          "Unverified: drafted after a rejection, so never judged (nothing after a rejected token can be kept). "
          "Cut: drafted, but a scheduler (DSpark's) left it out of the verify forward."),
+    Term("node-budget", "node budget, verified node", r"\bnode budget\b|\bverified nodes?\b|\bup to \d+ nodes\b",
+         "A tree lane drafts several candidates per position; each drafted token is a node, and the node budget is "
+         "the most nodes the target verifies in one forward, each seeing only its ancestors. A verified node is one "
+         "of them: the verify costs more the more nodes it checks. A chain verifies one node per drafted position."),
     Term("published", "EAGLE-3 (16), EAGLE-3 (60), DFlash (16), b16", r"\(\d+\)|\bb\d+\b",
          "In the published figures, the number in brackets is how many drafted tokens the target verifies in one "
          "step: EAGLE-3 with a draft tree of 16 or of 60 tokens, DFlash with a block of 16 (“b16”, as in the "

@@ -1,4 +1,4 @@
-"""The lesson: the argument for parallel drafting in eight points, each shown with measured data.
+"""The lesson: the argument for parallel drafting in nine points, each shown with measured data.
 
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
@@ -21,7 +21,7 @@ from engine.contract.presets import ASSETS_DIR, load_prompts
 from .examples import example_prompts
 from .settings import Settings, default_settings
 from .comparison import Comparison, RecordError, drafter_words, read_comparison, verify_cost
-from .theory import speedup
+from .theory import PUBLISHED_TREES, speedup, tree_costs
 from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
@@ -58,6 +58,16 @@ LIVE_TEMPERATURES = (0.0, 1.0)  # the two ends: the target sure of itself, and s
 LIVE_TEMPERATURE_PROMPTS = 3  # intervals over the prompts, widened for so few (engine/measure/sweep.py)
 LIVE_TEMPERATURE_TOKENS = 24
 LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab's own: app/runner.py TIMING_RUNS)
+# The budget sweep: every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py
+# budget_sweep), recorded on the first TREE_PROMPTS held-out prompts; live, the two ends and the default budget.
+TREE_BUDGETS = (4, 8, 16, 32, 64)
+TREE_PROMPTS = 8
+TREE_TOKENS = 64
+TREE_ROUNDS = 2
+LIVE_TREE_BUDGETS = (4, 16, 64)
+LIVE_TREE_PROMPTS = 2
+LIVE_TREE_TOKENS = 24
+LIVE_TREE_ROUNDS = 1
 
 
 def lesson_prompt() -> str:
@@ -163,10 +173,28 @@ def measure_temperatures_live(engine, stop=None) -> dict:
                                 LIVE_TEMPERATURE_TOKENS, argmax_at=(), stop=stop)
 
 
+def measure_trees(engine, prompts: list[str] | None = None, budgets=TREE_BUDGETS, max_new_tokens: int = TREE_TOKENS,
+                  rounds: int = TREE_ROUNDS, stop=None) -> dict:
+    """Every tree lane at every node budget in `budgets` beside the chain it grows from, against the baseline on
+    `prompts` (default the first TREE_PROMPTS held-out prompts; engine/measure/sweep.py budget_sweep)."""
+    from engine.measure.sweep import budget_sweep
+
+    prompts = prompts or load_prompts()[:TREE_PROMPTS]
+    measured = budget_sweep(engine, prompts, max_new_tokens, budgets, rounds=rounds, stop=stop)
+    return measurement({**measured, "rounds": rounds}, engine.device_name)
+
+
+def measure_trees_live(engine, stop=None) -> dict:
+    """The budget sweep at its live size (LIVE_TREE_*)."""
+    return measure_trees(engine, load_prompts()[:LIVE_TREE_PROMPTS], LIVE_TREE_BUDGETS, LIVE_TREE_TOKENS,
+                         LIVE_TREE_ROUNDS, stop=stop)
+
+
 # --- what is recorded ------------------------------------------------------------------------------------
 
 RECORDINGS = {"greedy": "greedy.json", "sampled": "sampled.json", "sweeps": "k_sweeps.json",
-              "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json"}
+              "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json",
+              "trees": "trees.json"}
 COMPARISONS = ("greedy", "sampled")  # saved comparisons; the rest are plain measurements with FORMAT
 
 
@@ -227,8 +255,8 @@ def recorded_words(item) -> str:
 
 
 def measurement_kind(item: dict) -> str | None:
-    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures"), from its
-    data's own keys."""
+    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures", "trees"),
+    from its data's own keys."""
     data = item.get("data", {}) if isinstance(item, dict) else {}
     if "samples" in data and "lanes" in data:
         return "lossless"
@@ -238,6 +266,8 @@ def measurement_kind(item: dict) -> str | None:
         return "temperatures"
     if "rows" in data and "method" in data:
         return "parts"
+    if "budgets" in data and "lanes" in data:
+        return "trees"
     return None
 
 
@@ -262,6 +292,9 @@ def size_words(item: dict) -> str:
     if kind == "parts":
         return (f"{_count(len(data['rows']), 'variant')} × {_count(data['num_prompts'], 'prompt')}{rounds}, "
                 f"{data['max_new_tokens']} new tokens")
+    if kind == "trees":
+        return _trees_size(len(data["lanes"]), data["budgets"], data["num_prompts"], data.get("rounds"),
+                           data["max_new_tokens"])
     if kind == "temperatures":
         temperatures = sorted(map(float, data["temperatures"]))
         return (f"{_count(len(temperatures), 'temperature')} ({', '.join(f'{t:g}' for t in temperatures)}) × "
@@ -269,11 +302,22 @@ def size_words(item: dict) -> str:
     return ""
 
 
+def _trees_size(lanes: int, budgets, prompts: int, rounds: int | None, tokens: int) -> str:
+    """"2 tree lanes × 3 budgets (4, 16, 64 nodes) × 2 prompts × 1 round, 32 new tokens"."""
+    budgets = sorted(map(int, budgets))
+    times = f" × {_count(rounds, 'round')}" if isinstance(rounds, int) else ""
+    return (f"{_count(lanes, 'tree lane')} × {_count(len(budgets), 'budget')} ({', '.join(map(str, budgets))} nodes) × "
+            f"{_count(prompts, 'prompt')}{times}, {tokens} new tokens")
+
+
 def live_size(point: "Point") -> str:
     """What a point's "Run it live" measures, in words, before it runs (the lesson's note says it)."""
     if point.tab == "compare":
         return (f"each lane run {times_words(LIVE_TIMING_RUNS)}, each step's fastest timing kept (the recording: "
                 f"{_recorded_timing_runs(point)})")
+    trees = [m for m in METHOD_REGISTRY.values() if m.tree]
+    live_trees = _trees_size(len(trees), LIVE_TREE_BUDGETS, LIVE_TREE_PROMPTS, LIVE_TREE_ROUNDS, LIVE_TREE_TOKENS)
+    recorded_trees = _trees_size(len(trees), TREE_BUDGETS, TREE_PROMPTS, TREE_ROUNDS, TREE_TOKENS)
     sizes = {"lossless": f"{_count(LIVE_LOSSLESS_SAMPLES, 'seed')} × every drafting lane (the recording: "
                          f"{_count(LOSSLESS_SAMPLES, 'seed')} × every lane)",
              "sweeps": f"K = {', '.join(map(str, LIVE_SWEEP_KS))} × {_count(LIVE_SWEEP_PROMPTS, 'prompt')} × "
@@ -286,7 +330,8 @@ def live_size(point: "Point") -> str:
              "temperatures": f"T = {', '.join(f'{t:g}' for t in LIVE_TEMPERATURES)} × "
                              f"{_count(LIVE_TEMPERATURE_PROMPTS, 'prompt')}, {LIVE_TEMPERATURE_TOKENS} new tokens (the "
                              f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
-                             f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)"}
+                             f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)",
+             "trees": f"{live_trees} (the recording: {recorded_trees})"}
     return sizes[point.recording]
 
 
@@ -846,6 +891,131 @@ def temperature_slide(data: dict) -> str:
             f"{high['target_entropy']['mean']:.2f} nats and τ {taus}. Expected acceptance at T = {t1:g}: {overlap}.")
 
 
+# --- trees: what the budget sweep shows ----------------------------------------------------------------------
+
+def _tree_rows(data: dict) -> tuple[dict, dict]:
+    """The budget sweep and, per tree lane: its chain, its smallest, best and largest budgets with their rows, the
+    chain's row, and what one of its draft forwards costs (theory.tree_costs), with the verify line's ms a node."""
+    sweep = data["trees"]["data"]
+    costs = tree_costs(sweep)
+    rows = {}
+    for tree, lane in sweep["lanes"].items():
+        budgets = sorted(lane["rows"], key=int)
+        best = str(lane["best_budget"])
+        rows[tree] = {"chain": lane["chain"], "chain_row": lane["chain_row"], "best": int(best),
+                      "at_best": lane["rows"][best], "low": int(budgets[0]), "at_low": lane["rows"][budgets[0]],
+                      "high": int(budgets[-1]), "at_high": lane["rows"][budgets[-1]], **costs["lanes"][tree]}
+    return sweep, {"rows": rows, "node_ms": costs["verify"][1]}
+
+
+TAU_BY_BUDGET = {"rises": "rises", "falls": "falls", "holds": "holds"}
+
+
+def _peak_words(r: dict, tolerance: float) -> str:
+    """Where a tree lane's speedup is highest along the budgets, and what it does past there, in words."""
+    best = f"{r['at_best']['speedup']:.2f}× at {r['best']} nodes"
+    if r["best"] == r["high"]:
+        return f"is highest at the largest budget measured, {best}"
+    after = trend(r["at_best"]["speedup"], r["at_high"]["speedup"], tolerance)
+    if after == "falls":
+        return f"peaks at {best}, then falls to {r['at_high']['speedup']:.2f}× at {r['high']}"
+    return f"is highest at {best}, and within the noise of it at {r['high']} ({r['at_high']['speedup']:.2f}×)"
+
+
+def _tree_winner(rows: dict, tolerance: float) -> tuple[str, str | None, str]:
+    """The tree lane with the highest speedup at its best budget, the runner-up (None with one lane), and how the
+    two stand ("ahead of" or "level with")."""
+    ranked = sorted(rows, key=lambda t: rows[t]["at_best"]["speedup"], reverse=True)
+    if len(ranked) < 2:
+        return ranked[0], None, "ahead of"
+    first, second = rows[ranked[0]]["at_best"]["speedup"], rows[ranked[1]]["at_best"]["speedup"]
+    return ranked[0], ranked[1], "level with" if versus(first, second, tolerance) == "level with" else "ahead of"
+
+
+def _why_it_wins(w: dict, l: dict, node_ms: float) -> str:
+    """Why the winning tree lane beats the other, from their drafting a step (in ms and in verified nodes' worth)
+    and τ at their best budgets."""
+    draft_w, draft_l = w["at_best"]["draft_ms_per_step"], l["at_best"]["draft_ms_per_step"]
+    tau_w, tau_l = w["at_best"]["tau"], l["at_best"]["tau"]
+    drafts = f"{draft_w:.1f} ms of drafting a step against {draft_l:.1f} ms"
+    if node_ms > 0:
+        drafts += f", {draft_w / node_ms:.0f} verified nodes' worth against {draft_l / node_ms:.0f}"
+    taus = f"τ {tau_w:.2f} against {tau_l:.2f}"
+    cheaper, higher = more_or_less(draft_w, draft_l), above_or_below(tau_w, tau_l)
+    if cheaper == "less than":
+        return (f"it drafts for less ({drafts}) and commits {'more' if higher == 'above' else 'about as many'} "
+                f"tokens a step ({taus})" if higher != "below" else
+                f"its cheaper drafting ({drafts}) outweighs the other's higher τ ({taus})")
+    if higher == "above":
+        costlier = "its costlier" if cheaper == "more than" else "its"
+        return f"its higher τ ({taus}) pays for {costlier} drafting ({drafts})"
+    return (f"its verify costs less a step ({w['at_best']['verify_ms_per_step']:.1f} ms against "
+            f"{l['at_best']['verify_ms_per_step']:.1f} ms; {drafts}, {taus})")
+
+
+def _forward_words(tree: str, r: dict) -> str:
+    return (f"{method_label(tree)}'s draft forward costs {r['forward_ms']:.2f} ms, {r['forward_nodes']:.1f} verified "
+            f"nodes' worth, {r['forwards']:.1f} of them a step")
+
+
+def _published_tree_words(rows: dict) -> str:
+    """DDTree's published figures, and whether the shape it reports (τ rising with the budget, speedup peaking at an
+    intermediate budget) is the shape here."""
+    p = PUBLISHED_TREES[0]
+    same = [t for t, r in rows.items() if trend(r["at_low"]["tau"], r["at_high"]["tau"]) == "rises"
+            and r["low"] < r["best"] < r["high"]]
+    who = ("both trees show" if len(same) == len(rows) > 1 else
+           f"{' and '.join(method_label(t) for t in same)} {'shows' if len(same) == 1 else 'show'}")
+    here = f"; here {who} the same shape" if same else "; no tree here shows that shape"
+    return (f" DDTree's paper reports, on a GPU, τ rising with the budget while speedup peaks at an intermediate "
+            f"budget{here}. On {p.setting}, it reports DFlash at {p.chain_speedup:.2f}× (τ {p.chain_tau:.2f}) and "
+            f"DDTree at {p.tree_speedup:.2f}× (τ {p.tree_tau:.2f}), at its best budget.")
+
+
+def trees_takeaway(data: dict) -> str:
+    sweep, measured = _tree_rows(data)
+    rows, tolerance = measured["rows"], speed_tolerance(sweep)
+    parts = []
+    for tree, r in rows.items():
+        chain = r["chain_row"]
+        parts.append(f"{method_label(tree)}'s τ {trend(r['at_low']['tau'], r['at_high']['tau'])} from "
+                     f"{r['at_low']['tau']:.2f} at {r['low']} nodes to {r['at_high']['tau']:.2f} at {r['high']} "
+                     f"({method_label(r['chain'])}'s chain: {chain['tau']:.2f}); its speedup "
+                     f"{_peak_words(r, tolerance)}, {versus(r['at_best']['speedup'], chain['speedup'], tolerance)} "
+                     f"the chain's {chain['speedup']:.2f}×")
+    text = "; ".join(parts) + "."
+    winner, other, stands = _tree_winner(rows, tolerance)
+    forwards = "; ".join(_forward_words(t, r) for t, r in rows.items())
+    if other is not None:
+        w, l = rows[winner], rows[other]
+        if stands == "level with":
+            text += (f" The two trees run level at their best budgets ({method_label(winner)} "
+                     f"{w['at_best']['speedup']:.2f}×, "
+                     f"{method_label(other)} {l['at_best']['speedup']:.2f}×).")
+        else:
+            text += (f" {method_label(winner)} wins here ({w['at_best']['speedup']:.2f}× against "
+                     f"{l['at_best']['speedup']:.2f}×): {_why_it_wins(w, l, measured['node_ms'])}.")
+    text += (f" A verified node costs {measured['node_ms']:.2f} ms of verify here (the line through every budget); "
+             f"{forwards}.")
+    return text + _published_tree_words(rows)
+
+
+def trees_slide(data: dict) -> str:
+    sweep, measured = _tree_rows(data)
+    rows, tolerance = measured["rows"], speed_tolerance(sweep)
+    winner, other, stands = _tree_winner(rows, tolerance)
+    w = rows[winner]
+    at_best = f"{w['at_best']['speedup']:.2f}× at {w['best']} nodes"
+    head = (f"{method_label(winner)} wins: {at_best}" if stands != "level with"
+            else f"The trees run level: {method_label(winner)} {at_best}")
+    if other is not None:
+        head += f", {method_label(other)} {rows[other]['at_best']['speedup']:.2f}× at {rows[other]['best']}"
+    chains = ", ".join(f"{method_label(r['chain'])} {r['chain_row']['speedup']:.2f}×" for r in rows.values())
+    forwards = ", ".join(f"{method_label(t)} {r['forward_nodes']:.1f} ({r['forwards']:.1f} a step)"
+                         for t, r in rows.items())
+    return f"{head} (chains: {chains}). One draft forward in verified nodes' worth: {forwards}."
+
+
 # --- the points ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -926,7 +1096,18 @@ POINTS = (
           "device computes apart from the host (a GPU).",
           "compare", "greedy", "the timeline's single orange bar per DFlash step against the serial lanes' runs, "
           "and the chart “Where the time went”", dflash_takeaway, ("greedy",), "timeline", dflash_slide),
-    Point(8, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
+    Point(8, "One pass can afford many candidates",
+          "A chain verifies one guess per position; a tree verifies several at once: the target reads every node in "
+          "one forward, each node seeing only its ancestors, and keeps the longest path from the root that it agrees "
+          "with. A one-pass drafter already has a distribution for every position of its block, so the likeliest "
+          "prefixes under a node budget make a tree for no more draft forwards than its chain (DDTree over DFlash). "
+          "A serial drafter pays one more draft forward for each level of its tree (EAGLE-2's dynamic tree over AR). "
+          "Either way a bigger tree raises τ, but every verified node adds to the verify: past some budget it "
+          "stops paying.",
+          "why", "trees", "the chart “Trees against their chains” (τ and speedup by node budget, each chain a dashed "
+          "line) and, under it, what a verified node and a draft forward cost here", trees_takeaway, ("trees",),
+          "why-trees-plot", trees_slide),
+    Point(9, "DSpark: a Markov head orders the block, a scheduler decides how much to verify",
           "DSpark keeps DFlash's parallel pass and adds a cheap Markov head that samples the block left to right, "
           "each token seeing the one before it, and a confidence head whose scheduler verifies only as much of the "
           "block as is likely to pass. Switching each part off shows what it buys.",

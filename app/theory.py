@@ -68,3 +68,58 @@ PUBLISHED = (
     Published("DFlash b16", "Qwen3-4B, HumanEval, H200/B200", 5.26, 6.63, "z-lab/dflash README"),
     Published("DFlash b16", "Qwen3-4B, GSM8K, H200/B200", 5.17, 6.50, "z-lab/dflash README"),
 )
+
+
+# --- draft trees: what a verified node and a draft forward cost, measured by the budget sweep ---------------
+
+def verify_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(ms at no node, ms per verified node): the least-squares line through (verified nodes per step, verify ms per
+    step) points, the formula's verify term as this machine pays it; a flat line when every point has the same nodes."""
+    n = len(points)
+    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+    return mean_y - slope * mean_x, slope
+
+
+def tree_costs(sweep: dict) -> dict:
+    """From a budget sweep (engine/measure/sweep.py budget_sweep): the verify line over every tree lane's budgets
+    ("verify": (ms at none, ms per node)), and per tree lane its draft forwards a step ("forwards"), one draft
+    forward's ms ("forward_ms", at the largest budget) and that forward in verified nodes' worth ("forward_nodes")."""
+    points = [(row["verified_per_step"], row["verify_ms_per_step"])
+              for lane in sweep["lanes"].values() for row in lane["rows"].values()]
+    base_ms, node_ms = verify_line(points)
+    lanes = {}
+    for tree, lane in sweep["lanes"].items():
+        largest = lane["rows"][max(lane["rows"], key=int)]
+        forwards = lane["draft_forwards_per_step"] or 1.0
+        forward_ms = largest["draft_ms_per_step"] / forwards
+        lanes[tree] = {"forwards": forwards, "forward_ms": forward_ms,
+                       "forward_nodes": forward_ms / node_ms if node_ms > 0 else float("inf")}
+    return {"verify": (base_ms, node_ms), "lanes": lanes}
+
+
+@dataclass(frozen=True)
+class PublishedTree:
+    """A published chain against its tree (the tree at its best node budget), with where it comes from."""
+
+    setting: str  # target, benchmark, temperature
+    chain: str
+    chain_speedup: float
+    chain_tau: float
+    tree: str
+    tree_speedup: float
+    tree_tau: float
+    source: str
+
+
+# DDTree's Table 1 (Ringel & Romano, arXiv 2604.12989; liranringel.github.io/ddtree): DFlash against DFlash + DDTree,
+# T = 0, DDTree at its best node budget of 16 to 1024. Its project page: "On MATH-500, acceptance length rises steadily
+# as the DDTree node budget grows, but speedup peaks at an intermediate budget once verifier cost becomes dominant."
+PUBLISHED_TREES = (
+    PublishedTree("Qwen3-Coder-30B-A3B, HumanEval, T = 0, GPU", "dflash", 6.09, 8.02, "dflash_tree", 8.22, 10.72,
+                  "DDTree paper, Table 1"),
+    PublishedTree("Qwen3-8B, MATH-500, T = 0, GPU", "dflash", 5.56, 7.79, "dflash_tree", 7.52, 10.73,
+                  "DDTree paper, Table 1"),
+)
+DDTREE_BUDGETS = (16, 1024)  # the node budgets DDTree's Table 1 chose from

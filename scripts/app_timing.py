@@ -1,7 +1,7 @@
 """Does the page distort the figures it shows? The app's lanes against the engine's own CLI, same settings.
 
     python scripts/app_timing.py [--repeats 3] [--tokens 64 512] [--json runs/app_timing.json]
-    python scripts/app_timing.py --budgets [--repeats 1]
+    python scripts/app_timing.py --budgets [--repeats 1] [--points 8 ...]
 
 
 Starts the app (`python -m app`) on a free port, then, for each length and repeat, runs one comparison of
@@ -14,7 +14,7 @@ measures the page's own effect, and anything else on the cores hides it.
 --budgets: the seconds from a press to the final numbers, as a visitor waits for them: the Compare tab's Run
 with the page's default settings (its default lanes, 64 new tokens), then each lesson point's "Run it live" (its
 button's press outside the queue, then the measurement through the queue), each on a fresh session, against the
-budgets BUDGET_COMPARE_S and BUDGET_LIVE_S.
+budgets BUDGET_COMPARE_S and BUDGET_LIVE_S; --points times only those lesson points' Run it live.
 """
 
 from __future__ import annotations
@@ -103,8 +103,9 @@ def status_words(value) -> str:
     return re.sub(r"<[^>]+>", "", value if isinstance(value, str) else str(value)).strip()
 
 
-def budgets(app: App, repeats: int) -> list[dict]:
-    """Each timed press: what, the seconds to its final numbers, whether it ended well, and its last words."""
+def budgets(app: App, repeats: int, points: list[int] | None = None) -> list[dict]:
+    """Each timed press: what, the seconds to its final numbers, whether it ended well, and its last words; with
+    `points`, only those points' Run it live."""
     from app.lesson import POINTS
 
     values = {c["id"]: c.get("props", {}).get("value") for c in app.config["components"]}
@@ -112,12 +113,15 @@ def budgets(app: App, repeats: int) -> list[dict]:
     defaults = [values[i] for i in next(d for d in app.config["dependencies"] if d["id"] == run)["inputs"]]
     rows = []
     for repeat in range(repeats):
-        result = app.call(run, defaults)
-        status = status_words(result["outputs"][0] if result["outputs"] else result["error"])
-        rows.append({"what": "default comparison", "budget_s": BUDGET_COMPARE_S, "seconds": result["seconds"],
-                     "ok": result["ok"] and status.startswith("done"), "words": status[:90]})
-        print(rows[-1], flush=True)
+        if not points:
+            result = app.call(run, defaults)
+            status = status_words(result["outputs"][0] if result["outputs"] else result["error"])
+            rows.append({"what": "default comparison", "budget_s": BUDGET_COMPARE_S, "seconds": result["seconds"],
+                         "ok": result["ok"] and status.startswith("done"), "words": status[:90]})
+            print(rows[-1], flush=True)
         for point in POINTS:
+            if points and point.number not in points:
+                continue
             suffix = "" if point.number == 1 else f"_{point.number - 1}"
             session = f"budget-{repeat}-{point.number}"
             start = time.monotonic()
@@ -148,6 +152,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--budgets", action="store_true",
                         help="time the default comparison and every lesson point's Run it live to their final numbers")
+    parser.add_argument("--points", type=int, nargs="+", help="with --budgets: only these lesson points' Run it live")
     parser.add_argument("--browser", action="store_true",
                         help="run the app's side from a chromium page on this machine instead of a bare client")
     args = parser.parse_args()
@@ -156,7 +161,7 @@ def main() -> int:
     server = start_app(port)
     if args.budgets:
         try:
-            rows = budgets(App(f"http://127.0.0.1:{port}/"), args.repeats)
+            rows = budgets(App(f"http://127.0.0.1:{port}/"), args.repeats, args.points)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -2,7 +2,8 @@
 
 Writes assets/lessons/: two saved comparisons (every lane at temperature 0, and at temperature 1 under the
 rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, the
-scheduled drafter beside its variants, and every lane at five temperatures over the held-out prompts. The
+scheduled drafter beside its variants, every lane at five temperatures over the held-out prompts, and the tree
+lanes at every node budget beside their chains. The
 settings are app/lesson.py's, the same "Run it live" uses. Takes about half an hour on 2 CPU cores, the temperature
 sweep most of it (`python scripts/record_lessons.py KEY ...` records only those); run it on a quiet machine, since
 the timings are what a class will see.
@@ -44,6 +45,7 @@ def main() -> int:
         "lossless": lambda: json.dumps(lesson.measure_check(engine)),
         "parts": lambda: json.dumps(lesson.measure_parts(engine)),
         "temperatures": lambda: json.dumps(lesson.measure_temperatures(engine)),
+        "trees": lambda: json.dumps(lesson.measure_trees(engine)),
     }
     only = sys.argv[1:] or list(jobs)
     for key in only:

@@ -557,3 +557,145 @@ def temperature_acceptance_figure(sweep: dict) -> go.Figure:
     fig.update_xaxes(tickvals=xs, ticktext=labels)
     fig.update_yaxes(range=[0, 1.05])
     return fig
+
+
+# --- draft trees: the budget sweep (engine.measure.sweep.budget_sweep) -------------------------------------------
+
+CHAIN_DASH = "dash"  # a chain's value beside its tree's budgets: a flat dashed line in the chain's colour
+
+
+def _budgets(lane: dict) -> list[int]:
+    return sorted(int(b) for b in lane["rows"])
+
+
+def _budget_row(lane: dict, budget: int) -> dict:
+    return lane["rows"][str(budget)] if str(budget) in lane["rows"] else lane["rows"][budget]
+
+
+def budget_figure(sweep: dict) -> go.Figure:
+    """τ (left) and speedup (right) of every tree lane against its node budget (solid, its marker; the best budget
+    starred), each chain it grows from as a flat dashed line in the chain's colour."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("τ, tokens per step", "speedup over the target alone (×)"),
+                        horizontal_spacing=0.1)
+    budgets = sorted({b for lane in sweep["lanes"].values() for b in _budgets(lane)})
+    for tree, lane in sweep["lanes"].items():
+        chain, xs = lane["chain"], _budgets(lane)
+        best = int(lane["best_budget"])
+        for col, key in ((1, "tau"), (2, "speedup")):
+            ys = [_budget_row(lane, b)[key] for b in xs]
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{method_label(tree)}, by budget",
+                                     legendgroup=tree, showlegend=col == 1, **lane_line(tree),
+                                     hovertemplate=f"{method_label(tree)}: %{{x}} nodes, %{{y:.2f}}<extra></extra>"),
+                          row=1, col=col)
+            flat = lane["chain_row"][key]
+            fig.add_trace(go.Scatter(x=[budgets[0], budgets[-1]], y=[flat, flat], mode="lines",
+                                     name=f"{method_label(chain)}, the chain (K = {lane['drafts_per_step']})",
+                                     legendgroup=chain, showlegend=col == 1,
+                                     line=dict(color=lane_style(chain)[0], dash=CHAIN_DASH),
+                                     hovertemplate=f"{method_label(chain)} chain: %{{y:.2f}}<extra></extra>"),
+                          row=1, col=col)
+        at_best = _budget_row(lane, best)["speedup"]
+        fig.add_trace(go.Scatter(x=[best], y=[at_best], mode="markers", showlegend=False, legendgroup=tree,
+                                 marker=dict(color=lane_style(tree)[0], size=14, symbol="star"),
+                                 hovertemplate=f"{method_label(tree)}: best budget {best} nodes, {at_best:.2f}×"
+                                               "<extra></extra>"), row=1, col=2)
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1), row=1, col=2)
+    fig.update_xaxes(type="log", tickvals=budgets, ticktext=[str(b) for b in budgets], title="node budget",
+                     showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    fig.update_layout(title=dict(text="Trees against their chains: τ and speedup by node budget (★ best)",
+                                 font=dict(size=14)),
+                      height=380, margin=dict(l=10, r=10, t=60, b=40), plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return fig
+
+
+def tree_costs_figure(sweep: dict) -> go.Figure:
+    """Left: each budget's verify ms per step against its verified nodes per step (tree lanes in their markers, the
+    chains too), with the least-squares line through the trees' points: what one more verified node costs here.
+    Right: one draft forward of each tree lane in verified nodes' worth, and a step's draft forwards."""
+    from plotly.subplots import make_subplots
+
+    from ..theory import tree_costs
+
+    costs = tree_costs(sweep)
+    base_ms, node_ms = costs["verify"]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.14,
+                        subplot_titles=("verify ms per step against nodes verified",
+                                        "one draft forward, in verified nodes"))
+    nodes = []
+    for tree, lane in sweep["lanes"].items():
+        xs = _budgets(lane)
+        rows = [_budget_row(lane, b) for b in xs]
+        nodes += [r["verified_per_step"] for r in rows] + [lane["chain_row"]["verified_per_step"]]
+        fig.add_trace(go.Scatter(x=[r["verified_per_step"] for r in rows], y=[r["verify_ms_per_step"] for r in rows],
+                                 mode="markers", name=method_label(tree), legendgroup=tree, **lane_line(tree),
+                                 text=[f"{b} nodes" for b in xs],
+                                 hovertemplate=f"{method_label(tree)}, %{{text}}: %{{x:.1f}} verified, %{{y:.1f}} ms"
+                                               "<extra></extra>"), row=1, col=1)
+        chain, row = lane["chain"], lane["chain_row"]
+        fig.add_trace(go.Scatter(x=[row["verified_per_step"]], y=[row["verify_ms_per_step"]], mode="markers",
+                                 name=f"{method_label(chain)}, the chain", legendgroup=chain, **lane_line(chain),
+                                 hovertemplate=f"{method_label(chain)} chain: %{{x:.1f}} verified, %{{y:.1f}} ms"
+                                               "<extra></extra>"), row=1, col=1)
+    low, top = min(nodes), max(nodes)
+    fig.add_trace(go.Scatter(x=[low, top], y=[base_ms + node_ms * low, base_ms + node_ms * top], mode="lines",
+                             name=f"least-squares line: {base_ms:.1f} ms + {node_ms:.2f} ms a node",
+                             line=dict(color="#777", dash="dot")), row=1, col=1)
+    trees = list(sweep["lanes"])
+    lanes = costs["lanes"]
+    fig.add_trace(go.Bar(y=[f"{method_label(t)}<br>{lanes[t]['forwards']:.1f} a step" for t in trees],
+                         x=[lanes[t]["forward_nodes"] for t in trees],
+                         orientation="h", marker_color=[lane_style(t)[0] for t in trees], showlegend=False,
+                         text=[f"{lanes[t]['forward_nodes']:.1f}" for t in trees], textposition="outside",
+                         hovertemplate="%{y}: one draft forward %{customdata:.2f} ms = %{x:.1f} verified nodes"
+                                       "<extra></extra>", customdata=[lanes[t]["forward_ms"] for t in trees]),
+                  row=1, col=2)
+    # the node axis starts just short of the fewest nodes verified: its ticks keep off the time axis's 0 at the corner
+    pad = 0.04 * (top - low) + 0.2
+    fig.update_xaxes(title="verified nodes per step", range=[low - pad, top + pad], showgrid=True, gridcolor="#eee",
+                     row=1, col=1)
+    fig.update_yaxes(title="verify ms per step", rangemode="tozero", showgrid=True, gridcolor="#eee", row=1, col=1)
+    widest = max((lanes[t]["forward_nodes"] for t in trees), default=1.0)
+    fig.update_xaxes(title="verified nodes' worth", range=[0, 1.3 * widest], showgrid=True, gridcolor="#eee", row=1,
+                     col=2)  # room for each bar's number beyond its end
+    fig.update_yaxes(autorange="reversed", row=1, col=2)
+    fig.update_layout(title=dict(text="What a bigger tree costs here: verified nodes and draft forwards",
+                                 font=dict(size=14)),
+                      height=380, margin=dict(l=10, r=10, t=60, b=40), plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return fig
+
+
+def tree_published_figure(sweep: dict, published) -> go.Figure:
+    """Speedup of each chain and its tree (at its best budget): measured here, beside DDTree's published figures
+    (hatched, each with its target, benchmark and source)."""
+    names, values, colours, patterns, hovers = [], [], [], [], []
+    for tree, lane in sweep["lanes"].items():
+        best = _budget_row(lane, int(lane["best_budget"]))
+        chain = lane["chain"]
+        for method, speed, words in ((chain, lane["chain_row"]["speedup"], "chain"),
+                                     (tree, best["speedup"], f"{lane['best_budget']} nodes")):
+            names.append(f"{method_label(method)} ({words}) · here")
+            values.append(speed)
+            colours.append(lane_style(method)[0])
+            patterns.append("")
+            hovers.append(f"measured here, on {sweep.get('device', 'this machine')}")
+    for p in published:
+        for method, speed, tau in ((p.chain, p.chain_speedup, p.chain_tau), (p.tree, p.tree_speedup, p.tree_tau)):
+            names.append(f"{'DDTree' if method == p.tree else method_label(method)} · {p.setting}")
+            values.append(speed)
+            colours.append(lane_style(method)[0])
+            patterns.append("/")
+            hovers.append(f"published: {p.source}; τ {tau}")
+    fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker=dict(color=colours, pattern_shape=patterns),
+                           text=[f"{v:.2f}×" for v in values], textposition="auto", hovertext=hovers,
+                           hoverinfo="text+x", showlegend=False))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(title="speedup over the target alone (×)", rangemode="tozero", showgrid=True, gridcolor="#eee")
+    fig.update_layout(title=dict(text="Chain and tree: here (plain) and published on GPUs (hatched)",
+                                 font=dict(size=14)),
+                      height=120 + 30 * len(names), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
+    return fig

@@ -13,8 +13,9 @@ WORK_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}  
 # Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
 # cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.
 METHOD_STYLES = {"baseline": ("#444444", "circle"), "eagle3": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
-                 "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star")}
-OTHER_STYLES = (("#882255", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"), ("#117733", "hexagon"))
+                 "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star"),
+                 "eagle3_tree": ("#882255", "hourglass"), "dflash_tree": ("#117733", "triangle-down")}
+OTHER_STYLES = (("#AA4499", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"))
 
 
 def lane_style(method: str) -> tuple[str, str]:
@@ -26,6 +27,7 @@ def lane_style(method: str) -> tuple[str, str]:
 
 
 MARKER_GLYPHS = {"circle": "●", "square": "■", "diamond": "◆", "triangle-up": "▲", "star": "★", "x": "✕",
+                 "triangle-down": "▼", "hourglass": "⧗",
                  "cross": "✚", "pentagon": "⬟", "hexagon": "⬢"}  # a lane's marker as its header shows it
 
 CSS = f"""

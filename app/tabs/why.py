@@ -4,9 +4,10 @@ speedup ≈ τ / (1 + cost_draft / cost_target); a serial drafter pays K forward
 acceptance saturates, so it has a best K; a one-pass drafter pays one forward whatever K. Sliders move the
 prediction; the K sweep measures every serial lane on this machine beside the formula fed with its own
 measured acceptance and cost; a view sets this machine's costs beside published datacenter-GPU figures, each
-with its source. Two more measurements: the distribution check (lossless above temperature 0, counted) and
-the scheduled drafter beside its variants. Each panel opens with the lesson's recording (app/lesson.py) and
-can be measured again live.
+with its source. More measurements: the distribution check (lossless above temperature 0, counted), the
+scheduled drafter beside its variants, every lane at five temperatures, and the tree lanes at each node budget
+beside their chains and DDTree's published figures. Each panel opens with the lesson's recording (app/lesson.py)
+and can be measured again live.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from engine.process import run_on
 from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
-from ..draw.charts import (lossless_figure, machine_vs_gpu_figure, parts_figure, styled, sweeps_figure,
-                      temperature_acceptance_figure, temperature_tau_figure, theory_figure,
-                      variant_label, verify_cost)
+from ..draw.charts import (budget_figure, lossless_figure, machine_vs_gpu_figure, parts_figure, styled,
+                           sweeps_figure, temperature_acceptance_figure, temperature_tau_figure, theory_figure,
+                           tree_costs_figure, tree_published_figure, variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
 from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
-from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
+from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_TREES, one_pass_curve, serial_curve, speedup, tree_costs
 from .compare import MAX_RUN_S
 
 
@@ -220,6 +221,44 @@ def parts_outputs(recorded: dict, projector: bool = False) -> tuple:
     return styled(parts_figure(recorded["data"]), projector), parts_table(recorded)
 
 
+def trees_table(recorded: dict) -> str:
+    """Every tree lane's speedup, τ, nodes verified and verify and draft time a step at every budget, its chain's
+    beside it; what a verified node and a draft forward cost; where the numbers come from, ours and published."""
+    sweep = recorded["data"]
+    costs = tree_costs(sweep)
+    base_ms, node_ms = costs["verify"]
+    lines = ["| lane | nodes | speedup | τ | verified a step | verify ms a step | draft ms a step |",
+             "|---|---|---|---|---|---|---|"]
+    for tree, lane in sweep["lanes"].items():
+        chain = lane["chain_row"]
+        lines.append(f"| {method_label(lane['chain'])} (chain, K = {lane['drafts_per_step']}) | – | "
+                     f"{chain['speedup']:.2f}× | {chain['tau']:.2f} | {chain['verified_per_step']:.1f} | "
+                     f"{chain['verify_ms_per_step']:.1f} | {chain['draft_ms_per_step']:.1f} |")
+        for budget in sorted(lane["rows"], key=int):
+            row = lane["rows"][budget]
+            best = " ★" if int(budget) == int(lane["best_budget"]) else ""
+            lines.append(f"| {method_label(tree)} | {budget}{best} | {row['speedup']:.2f}× | {row['tau']:.2f} | "
+                         f"{row['verified_per_step']:.1f} | {row['verify_ms_per_step']:.1f} | "
+                         f"{row['draft_ms_per_step']:.1f} |")
+    forwards = "; ".join(f"{method_label(t)}: {c['forwards']:.1f} draft forwards a step, each {c['forward_ms']:.2f} ms "
+                         f"= {c['forward_nodes']:.1f} verified nodes' worth" for t, c in costs["lanes"].items())
+    published = "; ".join(f"{p.setting}: {method_label(p.chain)} {p.chain_speedup}× (τ {p.chain_tau}) → DDTree "
+                          f"{p.tree_speedup}× (τ {p.tree_tau})" for p in PUBLISHED_TREES)
+    return (f"{_sentence(lesson.recorded_words(recorded))}; {sweep['num_prompts']} held-out prompts, "
+            f"{sweep['max_new_tokens']} new tokens, temperature 0, every output equal to the baseline's."
+            f"{_one_round_note(recorded)} Verify time a step against verified nodes, one least-squares line through "
+            f"every tree budget: {base_ms:.1f} ms + {node_ms:.2f} ms a node. {forwards}.\n\n" + "\n".join(lines)
+            + f"\n\nPublished ({PUBLISHED_TREES[0].source}, Ringel & Romano, arXiv 2604.12989; DDTree at its best "
+            f"budget of {DDTREE_BUDGETS[0]} to {DDTREE_BUDGETS[1]} nodes): {published}. On MATH-500 its τ rises "
+            "with the budget while its speedup peaks at an intermediate budget, once the verify's cost dominates.")
+
+
+def trees_outputs(recorded: dict, projector: bool = False) -> tuple:
+    data = recorded["data"]
+    return (styled(budget_figure(data), projector), styled(tree_costs_figure(data), projector),
+            styled(tree_published_figure(data, PUBLISHED_TREES), projector), trees_table(recorded))
+
+
 def temperature_table(recorded: dict) -> str:
     """Two tables, a row per temperature with the target's entropy: every lane's τ, then its expected acceptance
     beside its 1 − TV, each with its 95 % interval over the prompts."""
@@ -298,8 +337,18 @@ PARTS_CAPTION = ("**What each part of the scheduled drafter buys.** The same che
                  f"prompts (measured live: {lesson.LIVE_PARTS_PROMPTS} prompts, {lesson.LIVE_PARTS_TOKENS} new tokens, "
                  f"each once; the recording: {lesson.PARTS_PROMPTS} prompts, {lesson.NEW_TOKENS} new tokens, the "
                  "faster of two runs).")
+TREES_CAPTION = ("**Draft trees: many candidates, one verify.** Each tree lane at node budgets "
+                 f"{', '.join(map(str, lesson.TREE_BUDGETS))} beside the chain it grows from, against the baseline on "
+                 f"the same {lesson.TREE_PROMPTS} held-out prompts (the faster of {lesson.TREE_ROUNDS} runs; measured "
+                 f"live: {', '.join(map(str, lesson.LIVE_TREE_BUDGETS))} nodes on {lesson.LIVE_TREE_PROMPTS} prompts, "
+                 f"{lesson.LIVE_TREE_TOKENS} new tokens, each once). The DFlash tree takes the likeliest prefixes of "
+                 "one parallel pass (DDTree, arXiv 2604.12989): one draft forward whatever the budget. The AR tree "
+                 "grows one level per draft forward (EAGLE-2's dynamic tree, arXiv 2406.16858). The target verifies "
+                 "each tree in one forward. Look at τ and speedup against the budget, each chain a dashed line; then "
+                 "at what the verify pays for each node it checks, and at what one draft forward costs in verified "
+                 "nodes: where a bigger tree stops paying on this machine.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
-NUM_PANELS = 10  # WhyView.panels
+NUM_PANELS = 14  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
 SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98, 0.75),
            ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
@@ -335,6 +384,11 @@ class WhyView:
     temperature_tau: gr.Plot
     temperature_acceptance: gr.Plot
     temperature_text: gr.Markdown
+    trees_button: gr.Button
+    trees_plot: gr.Plot
+    trees_cost: gr.Plot
+    trees_published: gr.Plot
+    trees_text: gr.Markdown
     focus: gr.HTML  # a lesson point's "look at" note
     stop_buttons: list  # one beside each measurement's button; each stops the session's measurement
 
@@ -345,10 +399,10 @@ class WhyView:
     @property
     def panels(self) -> list:
         """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts, the
-        temperatures."""
+        temperatures, the trees."""
         return [self.sweep_plot, self.sweep_text, self.machine_plot, self.check_plot, self.check_text,
                 self.parts_plot, self.parts_text, self.temperature_tau, self.temperature_acceptance,
-                self.temperature_text]
+                self.temperature_text, self.trees_plot, self.trees_cost, self.trees_published, self.trees_text]
 
 
 def _stop_button(elem: str) -> gr.Button:
@@ -368,7 +422,8 @@ def layout(recordings: dict) -> WhyView:
     """Build the tab's components (inside a gr.Blocks), the measured panels showing `recordings` (the
     lesson's); no behaviour."""
     (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words,
-     temperature_tau, temperature_acceptance, temperature_words) = panel_outputs(recordings)
+     temperature_tau, temperature_acceptance, temperature_words, trees_figure, trees_cost, trees_published,
+     trees_words) = panel_outputs(recordings)
     focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -392,6 +447,10 @@ def layout(recordings: dict) -> WhyView:
                                        for p in PUBLISHED) + ".", elem_classes="note")
     check_button, check_stop, check_plot, check_text = _measured_panel(
         CHECK_CAPTION, "Run the distribution check", "check", check_figure, check_words)
+    trees_button, trees_stop, trees_plot, trees_text = _measured_panel(
+        TREES_CAPTION, "Measure the budgets", "trees", trees_figure, trees_words)
+    trees_cost = gr.Plot(trees_cost, elem_id="why-trees-cost", show_label=False)
+    trees_published = gr.Plot(trees_published, elem_id="why-trees-published", show_label=False)
     parts_button, parts_stop, parts_plot, parts_text = _measured_panel(
         PARTS_CAPTION, "Measure the parts", "parts", parts_figure_, parts_words)
     temperature_button, temperature_stop, temperature_acceptance, temperature_text = _measured_panel(
@@ -401,7 +460,8 @@ def layout(recordings: dict) -> WhyView:
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,
-                   temperature_text, focus, [sweep_stop, check_stop, parts_stop, temperature_stop])
+                   temperature_text, trees_button, trees_plot, trees_cost, trees_published, trees_text, focus,
+                   [sweep_stop, check_stop, parts_stop, temperature_stop, trees_stop])
 
 
 class DrawnPanels:
@@ -446,7 +506,9 @@ def draw_panels(recordings: dict, projector: bool = False) -> tuple:
     parts = parts_outputs(recordings["parts"], projector) if "parts" in recordings else (None, NOT_RECORDED)
     temperatures = (temperature_outputs(recordings["temperatures"], projector) if "temperatures" in recordings
                     else (None, None, NOT_RECORDED))
-    return *sweep, *check, *parts, *temperatures
+    trees = (trees_outputs(recordings["trees"], projector) if "trees" in recordings
+             else (None, None, None, NOT_RECORDED))
+    return *sweep, *check, *parts, *temperatures, *trees
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -594,6 +656,10 @@ class WhyHandlers:
         return temperature_outputs(*self._shown(
             request, "temperatures", self._measured(lesson.measure_temperatures_live, request.session_hash)))
 
+    def on_trees(self, request: gr.Request):
+        return trees_outputs(*self._shown(request, "trees", self._measured(lesson.measure_trees_live,
+                                                                            request.session_hash)))
+
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
     """Connect the components to the handlers; every measurement waits in the engine's queue like a
@@ -604,7 +670,8 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     view.overlay_button.click(handlers.overlay, view.sliders, [view.prediction, view.overlay_note], **page_only)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     at_once = dict(queue=False, api_visibility="private", show_progress="hidden")
-    for button in (view.sweep_button, view.check_button, view.parts_button, view.temperature_button):  # Stop may withdraw
+    for button in (view.sweep_button, view.check_button, view.parts_button, view.temperature_button,
+                   view.trees_button):  # Stop may withdraw
         button.click(handlers.on_requested, None, None, **at_once)
     for stop in view.stop_buttons:
         stop.click(handlers.on_stop, None, None, **at_once)
@@ -617,6 +684,9 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     view.temperature_button.click(handlers.on_temperatures, None,
                                   [view.temperature_tau, view.temperature_acceptance, view.temperature_text],
                                   api_name="temperatures", **engine_queue)
+    view.trees_button.click(handlers.on_trees, None,
+                            [view.trees_plot, view.trees_cost, view.trees_published, view.trees_text],
+                            api_name="trees", **engine_queue)
 
 
 def render(engine: EngineLike, sessions: SessionStore, recordings: dict | None = None,

@@ -1,4 +1,4 @@
-"""The Lesson tab: eight points, each with a takeaway computed from the shipped recordings; "Show me" opens the
+"""The Lesson tab: nine points, each with a takeaway computed from the shipped recordings; "Show me" opens the
 right tab with the recording and what to look at; links open a point or a tab, and a bad one gets one line;
 the recordings are small, current with the code's settings, and read like any saved comparison."""
 

@@ -97,7 +97,7 @@ def test_point_3_counts_the_judged_drafts_the_lane_chip_counts():
                 [m for m in sampled.lanes if m != "baseline"].index(method)]
 
 
-def test_point_7_says_whether_the_scheduler_pays_from_the_numbers():
+def test_point_9_says_whether_the_scheduler_pays_from_the_numbers():
     data = copy.deepcopy(lesson.recorded())
     rows = data["parts"]["data"]["rows"]
     rows["dspark"]["speedup"], rows["dspark_verify_all"]["speedup"] = 2.0, 2.5
@@ -227,7 +227,7 @@ def test_slide_7_compares_draft_costs_and_says_what_the_bubbles_leave_to_hide():
     assert "costs 1.00 of a verify a step, more than AR's" in gappy and "time overlap is meant to hide" in gappy
 
 
-def test_slide_8_says_whether_the_markov_head_and_the_scheduler_pay():
+def test_slide_9_says_whether_the_markov_head_and_the_scheduler_pay():
     data = copy.deepcopy(lesson.recorded())
     rows = data["parts"]["data"]["rows"]
     rows["dspark"]["speedup"], rows["dspark_verify_all"]["speedup"] = 2.0, 2.5

@@ -108,13 +108,30 @@ def test_the_temperature_sweep_runs_its_live_temperatures_prompts_and_tokens(app
     assert lesson.size_words(measured) in table and "(the recording: 5 temperatures" in table
 
 
-@pytest.mark.parametrize("recording", ["lossless", "sweeps", "parts", "temperatures"])
+def test_the_budget_sweep_runs_its_live_budgets_prompts_tokens_and_rounds(app_handlers, random_engine):
+    _, _, (*_, table), measured = run_point(app_handlers, "trees", "live-trees")
+    runs = app_handlers.generated
+    trees = [m for m in random_engine.methods() if METHOD_REGISTRY[m].tree]
+    assert trees and sorted(measured["data"]["lanes"]) == sorted(trees)
+    assert {prompt for prompt, _ in runs} == set(SHORT_PROMPTS[:lesson.LIVE_TREE_PROMPTS])
+    assert {config.max_new_tokens for _, config in runs} == {lesson.LIVE_TREE_TOKENS}
+    for tree in trees:
+        budgets = Counter(config.tree_nodes for _, config in runs if config.method == tree)
+        # each budget on each prompt once a round (the sweep's unmeasured warm-up runs a chain)
+        assert budgets == {b: lesson.LIVE_TREE_PROMPTS * lesson.LIVE_TREE_ROUNDS for b in lesson.LIVE_TREE_BUDGETS}, tree
+    assert measured["data"]["rounds"] == lesson.LIVE_TREE_ROUNDS
+    assert lesson.size_words(measured) in table and "(the recording: 2 tree lanes × 5 budgets" in table
+    assert "Each configuration ran once" in table
+
+
+@pytest.mark.parametrize("recording", ["lossless", "sweeps", "parts", "temperatures", "trees"])
 def test_the_why_points_live_note_and_slide_name_the_live_size(app_handlers, recording, monkeypatch):
     point = point_of(recording)
     recorded = lesson.recorded()[recording]
     fake = lesson.measurement(recorded["data"], "cpu (test)")  # the measurement's path is the tests above
     monkeypatch.setattr(lesson, {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live",
-                                 "parts": "measure_parts_live", "temperatures": "measure_temperatures_live"}[recording],
+                                 "parts": "measure_parts_live", "temperatures": "measure_temperatures_live",
+                                 "trees": "measure_trees_live"}[recording],
                         lambda engine, *a, stop=None: fake)
     visitor = SimpleNamespace(session_hash=f"note-{recording}")
     prepared = app_handlers.lesson.prepare_live(point.number, visitor)

@@ -1,0 +1,43 @@
+"""Lesson point 8 in chromium at 1024×768: its link opens the Why tab on the recorded budget sweep, outlined, and the
+panel's three charts (τ and speedup by budget, what a node and a draft forward cost, the published figures) draw with
+every text whole and apart, in the page and in projector mode (text ≥ 18 px)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gradio")
+pytest.importorskip("playwright.sync_api")
+
+from app.lesson import POINTS  # noqa: E402
+
+from conftest import CHART_TEXT_JS, app_in_chromium, chart_text_problems, needs_chromium  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
+SCREEN = {"width": 1024, "height": 768}
+CHARTS = ("#why-trees-plot", "#why-trees-cost", "#why-trees-published")
+POINT = next(p for p in POINTS if p.recording == "trees")
+
+
+def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
+    page.wait_for_selector(f"{selector} .main-svg", timeout=30_000)
+    chart = page.locator(f"{selector} .js-plotly-plot").evaluate(CHART_TEXT_JS)
+    assert chart["texts"], selector
+    return chart_text_problems(chart, min_size=min_size)
+
+
+def test_the_trees_point_opens_its_charts_whole_and_apart(random_engine):
+    with app_in_chromium(random_engine) as (url, browser):
+        page = browser.new_page(viewport=SCREEN)
+        page.goto(f"{url}?lesson={POINT.number}")
+        page.wait_for_selector(f"#{POINT.chart}.lesson-target", timeout=60_000)
+        assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")
+        for selector in CHARTS:
+            assert chart_problems(page, selector) == [], selector
+        page.goto(f"{url}?lesson={POINT.number}&projector=1")
+        page.wait_for_selector("body.projector", timeout=30_000)
+        page.wait_for_function("document.querySelectorAll('#why-trees-plot .main-svg text').length > 0",
+                               timeout=30_000)
+        page.wait_for_timeout(1000)  # projector mode redraws the panels for the room
+        for selector in CHARTS:
+            assert chart_problems(page, selector, min_size=18) == [], selector

@@ -13,6 +13,7 @@ gr = pytest.importorskip("gradio")
 from app.comparison import MAX_FILE_BYTES, RecordError, read_comparison  # noqa: E402
 from app.tabs.step import step_number  # noqa: E402
 
+from compare_support import raw_inputs  # noqa: E402
 from conftest import launch_locally  # noqa: E402
 from scripts.app_client import App  # noqa: E402
 
@@ -48,7 +49,7 @@ def _triggered_by(app: App, elem_id: str, event: str) -> int:
 
 def test_the_step_controls_answer_any_number(served, capfd):
     session = "hostile-stepper"
-    run = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 3, 7, 6, "0", "rejection", True, "throughput", 0.5, "auto"]
+    run = raw_inputs(prompt="def f(x):\n", methods=["baseline", "eagle3"], serial_k=3, max_new_tokens=6, seed="0")
     assert "done" in served.call(served.fn_index(api_name="run"), run, session=session)["outputs"][0]
     shown = served.call(_triggered_by(served, "step-show-last", "click"), [], session=session)
     assert "Your last run" in shown["outputs"][0]  # the session now steps through a run, so each value is read

@@ -228,12 +228,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def embedded_engine():
-    """The shipped models of the `tiny` preset, as a user gets them."""
+    """The shipped models of the `tiny` preset, as a user gets them. Not warmed up here: the warm-up keeps first-call
+    costs out of measured runs, and the tests time nothing; each test process would pay it (seconds) for nothing.
+    It runs once, as a test of its own (tests/engine/test_identity.py)."""
     from engine.loop import Engine
 
-    engine = Engine.load("tiny", "cpu")
-    engine.warm_up()
-    return engine
+    return Engine.load("tiny", "cpu")
 
 
 @pytest.fixture(autouse=True, scope="session")

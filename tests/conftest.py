@@ -133,6 +133,41 @@ def app_in_chromium(engine, **app_settings):
 
 
 @pytest.fixture(scope="session")
+def random_app(random_engine):
+    """The address of the app over `random_engine` with build_app's defaults, served on loopback once per test
+    process (closed at its end): the browser tests that need no other settings open pages of their own on it, each
+    in a fresh context, so no cookie, storage or visitor state carries over from one test to the next."""
+    pytest.importorskip("gradio")
+    from app.main import build_app
+
+    demo = build_app(random_engine)
+    yield launch_locally(demo)
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless chromium for a module's tests (a launch costs a second or more); each test opens a context of
+    its own. Not one per session: while a sync playwright is open, the main thread's asyncio loop reads as running,
+    and the tests that call asyncio.run would be refused."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        yield browser
+        browser.close()
+
+
+@contextmanager
+def page_on(browser, **context_settings):
+    """A page in a fresh context of `browser` (new_context's keywords: viewport, ...), closed after."""
+    context = browser.new_context(**context_settings)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="session")
 def tokenizer():
     from transformers import AutoTokenizer
 
@@ -212,12 +247,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def embedded_engine():
-    """The shipped models of the `tiny` preset, as a user gets them."""
+    """The shipped models of the `tiny` preset, as a user gets them. Not warmed up here: the warm-up keeps first-call
+    costs out of measured runs, and the tests time nothing; each test process would pay it (seconds) for nothing.
+    It runs once, as a test of its own (tests/engine/test_identity.py)."""
     from engine.loop import Engine
 
-    engine = Engine.load("tiny", "cpu")
-    engine.warm_up()
-    return engine
+    return Engine.load("tiny", "cpu")
 
 
 @pytest.fixture(autouse=True, scope="session")

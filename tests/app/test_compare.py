@@ -26,6 +26,13 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 launched, launched_app = compare_support.launched, compare_support.launched_app  # the app served for this file
 
 
+@pytest.fixture(scope="module")
+def built(launched):
+    """The page of the app served for this file, for the tests that call its handlers directly (each as a visitor
+    of its own): one build for the file, not one per test."""
+    return launched[0]
+
+
 @pytest.mark.slow
 def test_run_handler_through_gradio_client(launched_app, random_engine):
     from gradio_client import Client
@@ -190,10 +197,10 @@ def _handler(demo, name: str):
     return next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == name)
 
 
-def test_stop_withdraws_a_run_still_waiting_in_the_queue(random_engine):
+def test_stop_withdraws_a_run_still_waiting_in_the_queue(built):
     from types import SimpleNamespace
 
-    demo = build_app(random_engine)
+    demo = built
     requested, stop, on_run = (_handler(demo, n) for n in ("on_requested", "on_stop", "on_run"))
     args = run_args()
     waiting = SimpleNamespace(session_hash="waiting-visitor")
@@ -223,13 +230,12 @@ def test_a_comparison_past_the_time_limit_is_stopped_with_a_clear_line(random_en
     assert len(shown) == len(RUN["methods"])
 
 
-def test_live_updates_send_values_never_gradio_updates(random_engine):
+def test_live_updates_send_values_never_gradio_updates(built):
     """Every gr.skip() / gr.update() a handler returns adds a component to the session's state in Gradio 6,
     for good: the run's updates must be plain values (the server's memory grew ~0.4 MiB a run before)."""
     from types import SimpleNamespace
 
-    demo = build_app(random_engine)
-    outputs = list(_handler(demo, "on_run")(*run_args(), request=SimpleNamespace(session_hash="soak-visitor")))
+    outputs = list(_handler(built, "on_run")(*run_args(), request=SimpleNamespace(session_hash="soak-visitor")))
     assert len(outputs) > 1 and "done" in outputs[-1][0]
     for values in outputs:
         assert not any(isinstance(v, dict) and v.get("__type__") == "update" for v in values)
@@ -300,10 +306,10 @@ def test_a_method_whose_drafter_has_no_weights_is_one_module_and_one_registry_en
     assert "**Repeat**: a drafter with no weights." in methods_text()
 
 
-def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(random_engine):
+def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(built):
     from app.tabs.compare import LONG_LINK_CHARS, MAX_LINK_CHARS
 
-    make_link = _handler(build_app(random_engine), "make_link")
+    make_link = _handler(built, "make_link")
     values = {**RUN, "seed": "0"}
     controls = [values[k] for k in PARSERS]  # the Copy link button's inputs: every control, in PARSERS' order
 
@@ -318,7 +324,7 @@ def test_copy_link_cautions_past_a_proxys_limit_and_refuses_past_the_servers(ran
     assert not shown["visible"] and "No link made" in notes["value"] and "Download this comparison" in notes["value"]
 
 
-def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_what_ran(random_engine):
+def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_what_ran(random_engine, built):
     from types import SimpleNamespace
 
     cap = random_engine.max_drafts("dflash")
@@ -327,14 +333,13 @@ def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_
     assert result.config.drafts_per_step == cap  # the CLI's JSON records what ran
     args = run_args()
     args[1], args[4], args[5] = ["baseline", "dflash"], 16, 8  # lanes, block length, max new tokens
-    status = list(_handler(build_app(random_engine), "on_run")(*args, request=SimpleNamespace(session_hash="cap")))[-1][0]
+    status = list(_handler(built, "on_run")(*args, request=SimpleNamespace(session_hash="cap")))[-1][0]
     assert f"DFlash drafted {cap} per step (its trained block), not 16" in status and "Baseline drafted" not in status
 
 
-def test_the_block_control_stops_at_what_the_loaded_drafters_can_draft(random_engine):
+def test_the_block_control_stops_at_what_the_loaded_drafters_can_draft(random_engine, built):
     """The block slider's top is the longest block a loaded one-pass drafter was trained on, and it says so."""
-    demo = build_app(random_engine)
-    slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "drafts-per-block")
+    slider = next(b for b in built.blocks.values() if getattr(b, "elem_id", None) == "drafts-per-block")
     most = max(random_engine.max_drafts(m) for m in ("dflash", "dspark"))
     assert slider.maximum == most and f"up to {most}" in slider.label
     assert slider.value <= most

@@ -16,7 +16,7 @@ from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
 from app.links import parse_query  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
-from conftest import app_in_chromium, needs_chromium  # noqa: E402
+from conftest import needs_chromium, page_on  # noqa: E402
 
 
 
@@ -157,15 +157,14 @@ def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query,
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_lesson_links_open_their_points_in_chromium(random_engine):
+def test_lesson_links_open_their_points_in_chromium(random_app, chromium):
     """One link of each kind the page handles differently: the first recorded comparison (Compare), the K sweep
     (Why, its chart drawn after the note) and the last point (Why's parts); every point's own handler is
     tested above without a browser."""
     kinds = [next(p for p in POINTS if p.tab == "compare"), point_of("sweeps"), POINTS[-1]]
-    with app_in_chromium(random_engine) as (url, browser):
-        page = browser.new_page(viewport={"width": 1024, "height": 768})
+    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
         for point in kinds:
-            page.goto(f"{url}?lesson={point.number}")
+            page.goto(f"{random_app}?lesson={point.number}")
             page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
             if point.tab == "compare":
                 page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
@@ -180,10 +179,9 @@ IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_it(random_engine):
-    with app_in_chromium(random_engine) as (url, browser):
-        page = browser.new_page(viewport={"width": 1024, "height": 768})
-        page.goto(f"{url}?lesson=3")
+def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_it(random_app, chromium):
+    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
+        page.goto(f"{random_app}?lesson=3")
         chart = page.locator("#acceptance")
         page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.wait_for_timeout(1500)  # after the late re-scrolls

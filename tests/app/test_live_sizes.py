@@ -17,32 +17,43 @@ from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
 SHORT_PROMPTS = ["def f(x):", "import os", "class A:", "x = 1"]  # the tiny random model's context holds 96 tokens
 
 
-@pytest.fixture
-def app_handlers(random_engine, monkeypatch):
-    """The built app's lesson and slide handlers, each comparison's lane runner and each engine call recorded."""
+@pytest.fixture(scope="module")
+def built_app(random_engine):
+    """The app built once for the module: its lesson and slide handlers, and every lane runner it starts and
+    engine call it makes recorded (app_handlers empties the records before each test)."""
     from app.main import build_app
     from app.tabs.lesson import LessonHandlers
     from app.tabs.slides import SlideHandlers
 
-    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
     generated, streamed, runners = [], [], []
     real_generate, real_stream = random_engine.generate, random_engine.stream
-    monkeypatch.setattr(random_engine, "generate",
-                        lambda prompt, config, *a, **k: generated.append((prompt, config)) or
-                        real_generate(prompt, config, *a, **k))
-    monkeypatch.setattr(random_engine, "stream",
-                        lambda prompt, config, *a, **k: streamed.append((prompt, config)) or
-                        real_stream(prompt, config, *a, **k))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
+        patch.setattr(random_engine, "generate",
+                      lambda prompt, config, *a, **k: generated.append((prompt, config)) or
+                      real_generate(prompt, config, *a, **k))
+        patch.setattr(random_engine, "stream",
+                      lambda prompt, config, *a, **k: streamed.append((prompt, config)) or
+                      real_stream(prompt, config, *a, **k))
 
-    def run_lanes(*args, **kwargs):
-        runners.append(kwargs)
-        yield from runner.run_lanes(*args, **kwargs)
+        def run_lanes(*args, **kwargs):
+            runners.append(kwargs)
+            yield from runner.run_lanes(*args, **kwargs)
 
-    demo = build_app(random_engine, run_lanes=run_lanes)
-    owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
-    return SimpleNamespace(lesson=next(o for o in owners if isinstance(o, LessonHandlers)),
-                           slides=next(o for o in owners if isinstance(o, SlideHandlers)),
-                           generated=generated, streamed=streamed, runners=runners)
+        demo = build_app(random_engine, run_lanes=run_lanes)
+        owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
+        yield SimpleNamespace(lesson=next(o for o in owners if isinstance(o, LessonHandlers)),
+                              slides=next(o for o in owners if isinstance(o, SlideHandlers)),
+                              generated=generated, streamed=streamed, runners=runners)
+
+
+@pytest.fixture
+def app_handlers(built_app):
+    """The built app's lesson and slide handlers, with only this test's lane runners and engine calls recorded
+    (each test runs as a visitor of its own)."""
+    for calls in (built_app.generated, built_app.streamed, built_app.runners):
+        calls.clear()
+    return built_app
 
 
 def point_of(recording: str):

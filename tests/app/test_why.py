@@ -11,7 +11,7 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 from app.theory import PUBLISHED, best_k, expected_tau, one_pass_curve, serial_curve, speedup  # noqa: E402
 
-from conftest import app_in_chromium, needs_chromium  # noqa: E402
+from conftest import needs_chromium, page_on  # noqa: E402
 
 
 PROMPT = "def parse(self, text):\n"
@@ -216,10 +216,9 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(random_engine):
-    with app_in_chromium(random_engine) as (url, browser):
-        page = browser.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(url + "?methods=baseline,eagle3,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
+def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(random_app, chromium):
+    with page_on(chromium, viewport={"width": 1400, "height": 1200}) as page:
+        page.goto(random_app + "?methods=baseline,eagle3,dflash&max_new_tokens=12&prompt=def%20h(z)%3A")  # runs on its own
         page.wait_for_function("(s => s && /done/.test(s.innerText))(document.querySelector('#status'))", timeout=60000)
         page.get_by_role("tab", name="Why").click()
         page.click("#overlay-last-run")

@@ -13,7 +13,7 @@ import os
 import pytest
 
 pytest.importorskip("gradio")
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
@@ -26,19 +26,7 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import launch_locally, needs_chromium  # noqa: E402
 
-from scripts.support import launch_chromium  # noqa: E402
-
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    """One chromium for the module's tests (a launch costs seconds); each test opens a context of its own, so no
-    cookie, storage or permission carries over from one test to the next."""
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        yield browser
-        browser.close()
 
 
 def open_page(browser):

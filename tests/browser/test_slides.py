@@ -8,16 +8,13 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("gradio")
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 from app.draw import overlap  # noqa: E402
 from app.lesson import POINTS  # noqa: E402
-from app.main import build_app  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
-from conftest import CHART_TEXT_JS, chart_text_problems, launch_locally, needs_chromium  # noqa: E402
-
-from scripts.support import launch_chromium  # noqa: E402
+from conftest import CHART_TEXT_JS, chart_text_problems, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -25,17 +22,12 @@ CHART_HEIGHT = 450  # px of a slide's chart, at least, at 1024×768
 
 
 @pytest.fixture(scope="module")
-def page(random_engine):
-    """One server and one 1024×768 page for the module (the slides draw the lesson's recordings, not the engine)."""
-    demo = build_app(random_engine)
-    url = launch_locally(demo)
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        page = browser.new_page(viewport=SCREEN)
-        page.base = url
+def page(random_app, chromium):
+    """One 1024×768 page for the module, on the app served for the browser tests (the slides draw the lesson's
+    recordings, not the engine)."""
+    with page_on(chromium, viewport=SCREEN) as page:
+        page.base = random_app
         yield page
-        browser.close()
-    demo.close()
 
 
 def shown(page, number: int) -> None:

@@ -13,7 +13,7 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.settings import PARSERS  # noqa: E402
 
-from conftest import app_in_chromium, needs_chromium  # noqa: E402
+from conftest import needs_chromium, page_on  # noqa: E402
 
 
 
@@ -58,11 +58,10 @@ def test_a_run_a_setting_or_a_tab_clears_the_lesson_notes(built):
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random_engine):
-    with app_in_chromium(random_engine) as (url, browser):
-        context = browser.new_context(viewport={"width": 1024, "height": 768})
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
-        page = context.new_page()
+def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random_app, chromium):
+    url = random_app
+    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
         page.goto(f"{url}?lesson=3")
         page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.locator("#lane-eagle3 .tok[title]").first.click()  # pin a token's numbers

@@ -132,3 +132,10 @@ def test_embedded_models_identity(embedded_engine):
             k = METHOD_REGISTRY[method].default_drafts
             other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, drafts_per_step=k))
             assert other.output_ids == baseline.output_ids, method
+
+
+@pytest.mark.slow
+def test_the_shipped_models_warm_up(embedded_engine):
+    """The warm-up the app and the engine process run before serving: every lane once briefly, and each drafter
+    that has weights for sampling once above temperature 0."""
+    embedded_engine.warm_up()

@@ -268,8 +268,9 @@ def _cli_in(tmp_path, monkeypatch):
     assets, runs = tmp_path / "assets", tmp_path / "runs"
     shutil.copytree(cli.ASSETS / "tokenizer", assets / "tokenizer")
     g = torch.Generator().manual_seed(0)
+    # held out: one 512-token window for a target, two 256-token ones for a drafter, 8 64-token calibration prefixes
     streams = {"train": torch.randint(2, 4000, (6000,), generator=g),
-               "heldout": torch.randint(2, 4000, (1100,), generator=g)}
+               "heldout": torch.randint(2, 4000, (600,), generator=g)}
     monkeypatch.setattr(cli, "ASSETS", assets)
     monkeypatch.setattr(cli, "RUNS", runs)
     monkeypatch.setattr(lm, "tokenize_corpus", lambda tokenizer, path: streams)

@@ -11,7 +11,7 @@ pytest.importorskip("playwright.sync_api")
 
 from app.lesson import POINTS  # noqa: E402
 
-from conftest import CHART_TEXT_JS, app_in_chromium, chart_text_problems, needs_chromium  # noqa: E402
+from conftest import CHART_TEXT_JS, chart_text_problems, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -26,9 +26,9 @@ def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
     return chart_text_problems(chart, min_size=min_size)
 
 
-def test_the_trees_point_opens_its_charts_whole_and_apart(random_engine):
-    with app_in_chromium(random_engine) as (url, browser):
-        page = browser.new_page(viewport=SCREEN)
+def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
+    url = random_app
+    with page_on(chromium, viewport=SCREEN) as page:
         page.goto(f"{url}?lesson={POINT.number}")
         page.wait_for_selector(f"#{POINT.chart}.lesson-target", timeout=60_000)
         assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")

@@ -28,9 +28,12 @@ def test_what_a_worker_thread_freed_is_returned_to_the_system():
         pieces = [bytes(1000) + bytes([i % 256]) for i in range(150_000)]
         del pieces
 
+    before = rss_mib()
     worker = threading.Thread(target=read_a_large_file)
     worker.start()
     worker.join()
     held = rss_mib()
+    assert held - before > 50  # the worker's arena kept a good part of the ~150 MB it freed
     assert memory.release()
-    assert rss_mib() < held - 80  # about 150 MB was freed; most of it leaves the process
+    # most of what the arena kept leaves the process (how much it kept depends on what else this process did first)
+    assert rss_mib() < held - 0.4 * (held - before)

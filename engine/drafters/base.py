@@ -103,3 +103,25 @@ class NoDrafter(BaseDrafter):
 
     def accept(self, num_valid, features) -> None:
         pass
+
+
+class TreeDrafter(BaseDrafter):
+    """A drafter that grows trees (engine/tree.py) with a chain drafter's network: the chain keeps its own context
+    bookkeeping (start, prepare, accept: it is told the accepted path's features as it is told its accepted drafts');
+    a subclass's propose drafts the tree, up to `nodes` tokens."""
+
+    def __init__(self, chain, nodes: int, label: str):
+        self.chain = chain
+        self.nodes = nodes
+        self.target_layer_ids = chain.target_layer_ids
+        self.max_drafts = chain.max_drafts  # the tree is no deeper than the chain could draft
+        self.label = f"{label} over {chain.label}, up to {nodes} nodes"
+
+    def prepare(self, config: GenerationConfig) -> None:
+        self.chain.prepare(config)
+
+    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
+        self.chain.start(prompt_ids, features, clock)
+
+    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
+        self.chain.accept(num_valid, features)

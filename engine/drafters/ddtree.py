@@ -15,26 +15,17 @@ import torch
 from ..contract.types import GenerationConfig
 from ..timing import SpanClock
 from ..tree import best_first, depths
-from .base import BaseDrafter, DraftBlock
+from .base import DraftBlock, TreeDrafter
 
 
 def grow(chain, config: GenerationConfig | None) -> "DDTreeDrafter":
     return DDTreeDrafter(chain, config.tree_nodes if config is not None else GenerationConfig.tree_nodes)
 
 
-class DDTreeDrafter(BaseDrafter):
+class DDTreeDrafter(TreeDrafter):
     def __init__(self, chain, nodes: int):
-        self.chain = chain  # a DFlash drafter (drafters/dflash.py, or DeepSpec's format without a Markov head)
-        self.nodes = nodes
-        self.target_layer_ids = chain.target_layer_ids
-        self.max_drafts = chain.max_drafts  # the tree is no deeper than the block
-        self.label = f"DDTree over {chain.label}, up to {nodes} nodes"
-
-    def prepare(self, config: GenerationConfig) -> None:
-        self.chain.prepare(config)
-
-    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
-        self.chain.start(prompt_ids, features, clock)
+        super().__init__(chain, nodes, "DDTree")  # the chain: a DFlash drafter (drafters/dflash.py, or DeepSpec's
+        # format without a Markov head), which gives each position's distribution from one pass
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
@@ -43,6 +34,3 @@ class DDTreeDrafter(BaseDrafter):
             ids, parents = best_first(probs, self.nodes)
             rows = torch.tensor([d - 1 for d in depths(parents)], device=probs.device)
         return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents)
-
-    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
-        self.chain.accept(num_valid, features)

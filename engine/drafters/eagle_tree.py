@@ -22,7 +22,7 @@ import torch
 from ..contract.types import GenerationConfig
 from ..sampling import logits_to_probs
 from ..timing import SpanClock
-from .base import BaseDrafter, DraftBlock
+from .base import DraftBlock, TreeDrafter
 
 WIDTH = 8  # candidates expanded per level, and children kept per expanded candidate (EAGLE-2's top-k)
 
@@ -69,19 +69,9 @@ class _Candidates:
         return sorted(nodes, key=lambda c: (-self.scores[c], self.depths[c], c))[:count]
 
 
-class EagleTreeDrafter(BaseDrafter):
+class EagleTreeDrafter(TreeDrafter):
     def __init__(self, chain, nodes: int):
-        self.chain = chain  # drafters/eagle3.py's Eagle3Drafter
-        self.nodes = nodes
-        self.target_layer_ids = chain.target_layer_ids
-        self.max_drafts = chain.max_drafts
-        self.label = f"EAGLE-2 dynamic tree over {chain.label}, up to {nodes} nodes"
-
-    def prepare(self, config: GenerationConfig) -> None:
-        self.chain.prepare(config)
-
-    def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
-        self.chain.start(prompt_ids, features, clock)
+        super().__init__(chain, nodes, "EAGLE-2 dynamic tree")  # the chain: drafters/eagle3.py's Eagle3Drafter
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
@@ -129,6 +119,3 @@ class EagleTreeDrafter(BaseDrafter):
         parents = tuple(index[grown.parents[c]] if grown.parents[c] >= 0 else -1 for c in chosen)
         ids = torch.tensor([grown.ids[c] for c in chosen], device=device)
         return DraftBlock(ids, torch.stack([grown.probs[c] for c in chosen]), None, parents)
-
-    def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
-        self.chain.accept(num_valid, features)

@@ -76,24 +76,30 @@ class Tracer:
             return ()
         ids = block.ids.tolist()
         draft_p = block.probs[torch.arange(k), block.ids].tolist()
-        checked = block.ids[:num_verified]
-        judging = target_probs[block.target_rows(num_verified)]  # the target's distribution each token was judged by
-        target_p = judging[torch.arange(num_verified), checked].tolist()
+        verdicts = [self.verdict_of(i, verdict, num_verified) for i in range(k)]
+        judged = [i for i, (was_judged, _) in enumerate(verdicts) if was_judged]
+        # the target's distribution each judged token was judged by (its parent's row of the verify forward)
+        rows = block.target_rows(num_verified)
+        judging = target_probs[[rows[i] for i in judged]]
+        target_p = judging[torch.arange(len(judged)), block.ids[judged]].tolist()
         accept_p = verdict.accept_probs.tolist()
-        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * num_verified
-        draft_top, target_top = self.top(block.probs), self.top(judging)
-        # ½ Σ|p − q| per verified position: the rejection rule's acceptance ceiling (one small op, host side)
-        tv = (0.5 * (judging - block.probs[:num_verified]).abs().sum(dim=-1)).tolist()
+        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * k
+        # ½ Σ|p − q| per judged token: the rejection rule's acceptance ceiling (one small op, host side)
+        tv = (0.5 * (judging - block.probs[judged]).abs().sum(dim=-1)).tolist()
+        judged_values = {i: (target_p[j], top, tv[j]) for j, (i, top) in enumerate(zip(judged, self.top(judging)))}
+        # every drafted token of a chain keeps its drafter's top tokens; a tree's nodes off the judged path do not (up
+        # to 64 a step, they would be most of a file, and of the host's work)
+        shown = list(range(k)) if block.parents is None else judged
+        draft_top = dict(zip(shown, self.top(block.probs[shown])))
         tokens = []
-        for i in range(k):
-            judged, verdict_name = self.verdict_of(i, verdict, num_verified)
+        for i, (_, verdict_name) in enumerate(verdicts):
+            target_prob, target_top, distance = judged_values.get(i, (None, (), None))
+            judged_here = i in judged_values
             tokens.append(DraftedToken(
                 id=ids[i], text=self.texts.token_text(ids[i]), verdict=verdict_name, draft_prob=draft_p[i],
-                target_prob=target_p[i] if judged else None, accept_prob=accept_p[i] if judged else None,
-                draw=draws[i] if judged else None, target_top=target_top[i] if judged else (),
-                # a tree's nodes off the judged path keep no top tokens: up to 64 a step, they would be most of a file
-                draft_top=draft_top[i] if judged or block.parents is None else (),
-                confidence=confidences[i] if confidences is not None else None, tv=tv[i] if judged else None))
+                target_prob=target_prob, accept_prob=accept_p[i] if judged_here else None,
+                draw=draws[i] if judged_here else None, target_top=target_top, draft_top=draft_top.get(i, ()),
+                confidence=confidences[i] if confidences is not None else None, tv=distance))
         return tuple(tokens)
 
     @staticmethod

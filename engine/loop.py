@@ -266,7 +266,8 @@ class Engine:
                 logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids, **tree_inputs)
                 target_probs = logits_to_probs(logits[0], config.temperature)
                 if block.is_tree:
-                    verdict = verify_tree(config.temperature, checked.ids, checked.parents, target_probs, generator)
+                    verdict = verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs,
+                                          generator)
                 else:
                     verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
                                      generator)

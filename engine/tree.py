@@ -87,15 +87,18 @@ def best_first(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, 
     return ids, tuple(parents)
 
 
-def verify_tree(temperature: float, draft_ids: torch.Tensor, parents: tuple[int, ...], target_probs: torch.Tensor,
-                generator: torch.Generator) -> Verdict:
+def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
+                target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
     """Walk down from the anchor. Temperature 0: go to the child whose token is the target's argmax at this row;
     where none is, the argmax is the bonus — the output equals target-only greedy decoding.
 
-    Above 0, every node is a proposal with certainty (a point mass), and a row's children are tried in order with
-    the multi-candidate rejection rule (SpecInfer, arXiv 2305.09781; EAGLE-2's tree): accept child x with
-    probability p(x) / Σp, otherwise remove x from p and try the next sibling; when all are rejected the bonus is
-    sampled from what is left of p. Each token then comes from p exactly, so the output is the target's."""
+    Above 0, a row's children are tried in order with the recursive rejection rule (SpecInfer, arXiv 2305.09781;
+    the rule of EAGLE's reference code): child i, drawn from q (`draft_probs`, its siblings before it taken out of
+    q: they were drawn without replacement), is accepted with probability min(1, p(x) / q_i(x)), p the target's
+    distribution less what the rejected siblings took (p ← normalize(max(p − q_i, 0)) after each rejection); when
+    all are rejected the bonus is drawn from what is left of p. Each committed token is then drawn from the target's
+    own distribution. A node proposed with certainty (q a point mass on it: a tree of the drafter's likeliest
+    tokens) is accepted with probability p(x), and a rejected one just leaves p."""
     ids = draft_ids.tolist()
     rows = children(parents)
     accept_probs = [0.0] * len(ids)
@@ -103,22 +106,29 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, parents: tuple[int,
     path: list[int] = []
     judged: list[int] = []
     greedy_ids = target_probs.argmax(dim=-1).tolist() if temperature == 0 else None
-    row = 0
+    row, p = 0, None
     while True:
         chosen = None
-        p = None if greedy_ids is not None else target_probs[row].clone()
+        if greedy_ids is None:
+            p = target_probs[row] / target_probs[row].sum()
+            tried: list[int] = []
         for node in rows[row]:
             judged.append(node)
             if greedy_ids is not None:
                 accept_probs[node] = float(ids[node] == greedy_ids[row])
                 passed = bool(accept_probs[node])
             else:
-                total = float(p.sum())
-                accept_probs[node] = float(p[ids[node]]) / total if total > 0 else 0.0
+                q = draft_probs[node].clone()
+                q[tried] = 0.0
+                q = q / q.sum() if float(q.sum()) > 0 else q
+                x = ids[node]
+                accept_probs[node] = min(1.0, float(p[x]) / float(q[x])) if float(q[x]) > 0 else 0.0
                 draws[node] = float(torch.rand((), generator=generator, device=p.device))
                 passed = draws[node] < accept_probs[node]
                 if not passed:
-                    p[ids[node]] = 0.0
+                    residual = torch.clamp(p - q, min=0.0)
+                    p = residual / residual.sum() if float(residual.sum()) > 0 else p  # rounding guard
+                    tried.append(x)
             if passed:
                 chosen = node
                 break
@@ -126,11 +136,7 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, parents: tuple[int,
             break
         path.append(chosen)
         row = chosen + 1
-    if greedy_ids is not None:
-        bonus_id = greedy_ids[row]
-    else:
-        p = p if p is not None and float(p.sum()) > 0 else target_probs[row]  # rounding guard, as the chain's rule
-        bonus_id = int(sample(p / p.sum(), generator))
+    bonus_id = greedy_ids[row] if greedy_ids is not None else int(sample(p, generator))
     device = draft_ids.device
     return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device),
                    None if greedy_ids is not None else torch.tensor(draws, device=device),

@@ -3,7 +3,9 @@ Trees", arXiv 2604.12989) over the DFlash drafter.
 
 One parallel DFlash pass gives a distribution for each position of the block, each independent of the tokens
 before it. The likeliest prefixes under the node budget (best first on the product of their tokens' probabilities:
-engine/tree.py, best_first) form the tree; the target verifies all of it in one forward. Many candidates for the
+engine/tree.py, best_first) form the tree; the target verifies all of it in one forward. Above temperature 0 the
+tree keeps that shape and its tokens are drawn from the drafter's distributions (sample_siblings), so the residual
+rule accepts each as often as a chain's sampled token. Many candidates for the
 price of the one draft forward the chain already pays. The drafter's context bookkeeping is the chain's own: it is
 told the accepted path's features as the chain is told its accepted tokens'.
 """
@@ -14,7 +16,7 @@ import torch
 
 from ..contract.types import GenerationConfig
 from ..timing import SpanClock
-from ..tree import best_first, depths
+from ..tree import best_first, children, depths
 from .base import DraftBlock, TreeDrafter
 
 
@@ -33,4 +35,24 @@ class DDTreeDrafter(TreeDrafter):
             probs = self.chain.position_probs(committed_ids, k, temperature)
             ids, parents = best_first(probs, self.nodes)
             rows = torch.tensor([d - 1 for d in depths(parents)], device=probs.device)
+            if temperature > 0:  # the same shape, its tokens drawn from q
+                # every token kept possible, so any node can draw its children distinct (the rule reads this same q)
+                probs = probs.clamp_min(1e-12)
+                probs = probs / probs.sum(dim=-1, keepdim=True)
+                ids = sample_siblings(probs, parents, generator)
         return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents)
+
+
+def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator) -> list[int]:
+    """Tokens for a tree of the shape `parents`: each node's children drawn from their position's distribution
+    without replacement, in the order drawn. The shape comes from the likeliest tokens (best_first), never from the
+    drawn ones, so how many children a node has does not depend on what they are: what the residual rule
+    (tree.verify_tree) needs to keep the output the target's."""
+    ids, depth_of = [0] * len(parents), depths(parents)
+    for row in children(parents):
+        if row:
+            depth = depth_of[row[0]]
+            drawn = torch.multinomial(probs[depth - 1], len(row), replacement=False, generator=generator)
+            for node, token in zip(row, drawn.tolist()):
+                ids[node] = token
+    return ids

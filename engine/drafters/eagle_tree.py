@@ -92,7 +92,10 @@ class EagleTreeDrafter(TreeDrafter):
             for row, node in enumerate(frontier):
                 outputs[node] = out[row]
                 newest += grown.add_children(node, probs[row])
-        return self._tree(grown, committed_ids.device)
+        tree = self._tree(grown, committed_ids.device)
+        # its tokens are the likeliest, not draws from q: proposed with certainty (each child chosen by its own
+        # value, which the residual rule for drawn siblings would not allow)
+        return tree.as_point_masses() if temperature > 0 else tree
 
     def _expand(self, frontier: list[int], grown: _Candidates, outputs: dict, slots: dict, position: int,
                 device) -> torch.Tensor:

@@ -100,7 +100,7 @@ def one_hot_rows(tokens: list[int], vocab: int = 6) -> torch.Tensor:
 def test_greedy_walk_follows_the_targets_argmax_through_the_branches():
     ids, parents = torch.tensor([1, 2, 3, 4]), (-1, -1, 1, 1)  # anchor → 1 | 2; 2 → 3 | 4
     target = one_hot_rows([2, 5, 4, 0, 5])  # rows: anchor, node 0..3: argmax 2 after the anchor, then 4, then 5
-    verdict = verify_tree(0.0, ids, parents, target, torch.Generator())
+    verdict = verify_tree(0.0, ids, one_hot_rows([1, 2, 3, 4]), parents, target, torch.Generator())
     assert verdict.path == (1, 3) and verdict.bonus_id == 5 and verdict.num_accepted == 2
     assert verdict.judged == (0, 1, 2, 3)  # node 0 turned down before 1; under node 1, 2 before 3
 
@@ -115,7 +115,7 @@ def pair_statistic(rule, samples: int = 6000) -> float:
     rows = torch.stack([first, second[2], second[1], second[0], second[3]])  # the anchor's row, then each node's
     counts: dict[tuple[int, int], int] = {}
     for _ in range(samples):
-        verdict = rule(1.0, torch.tensor(ids), parents, rows, generator)
+        verdict = rule(1.0, torch.tensor(ids), one_hot_rows(ids, 4), parents, rows, generator)
         tokens = [ids[n] for n in verdict.path] + [verdict.bonus_id]
         if len(tokens) < 2:  # the bonus came at the first level: the next step draws the second token
             tokens.append(int(torch.multinomial(second[tokens[0]], 1, generator=generator)))
@@ -129,12 +129,41 @@ def test_sampled_walk_draws_each_token_from_the_target():
     assert pair_statistic(verify_tree) < 37.7  # chi-square, 15 degrees of freedom, p = 0.001
 
 
+def test_siblings_drawn_from_q_keep_the_targets_distribution_under_the_residual_rule():
+    """Siblings drawn from the drafter's q without replacement (a DFlash tree above 0), judged against q with the
+    residual rule: the first two tokens follow the target's exact probabilities. Judged against a q they were not
+    drawn from, the same count fails."""
+    from engine.drafters.ddtree import sample_siblings
+
+    first = torch.tensor([0.1, 0.4, 0.3, 0.2])
+    second = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    q = torch.tensor([[0.3, 0.3, 0.2, 0.2], [0.1, 0.1, 0.4, 0.4]])  # the drafter's, at depths 1 and 2
+    parents = (-1, -1, 0, 0)  # two children under the anchor, two under the first
+
+    def statistic(drawn_from: torch.Tensor, samples: int = 6000) -> float:
+        generator = torch.Generator().manual_seed(1)
+        counts: dict[tuple[int, int], int] = {}
+        for _ in range(samples):
+            ids = sample_siblings(drawn_from, parents, generator)
+            rows = torch.stack([first, second[ids[0]], second[ids[1]], second[ids[2]], second[ids[3]]])
+            verdict = verify_tree(1.0, torch.tensor(ids), q[[0, 0, 1, 1]], parents, rows, generator)
+            tokens = [ids[n] for n in verdict.path] + [verdict.bonus_id]
+            if len(tokens) < 2:
+                tokens.append(int(torch.multinomial(second[tokens[0]], 1, generator=generator)))
+            counts[tuple(tokens[:2])] = counts.get(tuple(tokens[:2]), 0) + 1
+        expected = {(a, b): samples * float(first[a] * second[a, b]) for a in range(4) for b in range(4)}
+        return sum((counts.get(pair, 0) - e) ** 2 / e for pair, e in expected.items())
+
+    assert statistic(q) < 37.7  # chi-square, 15 degrees of freedom, p = 0.001
+    assert statistic(torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.45, 0.45, 0.05, 0.05]])) > 37.7
+
+
 def test_the_count_fails_a_walk_that_skips_the_residual():
     """The count above can fail: a walk that accepts a child with probability p(x) but, on rejection, samples the
     next token from p itself (not from p without the rejected siblings) is not the target's distribution."""
     from engine.sampling import Verdict
 
-    def no_residual(temperature, draft_ids, parents, target_probs, generator):
+    def no_residual(temperature, draft_ids, draft_probs, parents, target_probs, generator):
         rows, path, row = children(parents), [], 0
         while True:
             chosen = next((n for n in rows[row] if float(torch.rand((), generator=generator))

@@ -3,7 +3,8 @@
 Invariant, kept by explicit lengths: with n tokens committed (prompt + output), the target's KV cache
 holds the first n - 1 of them; the newest committed token is the anchor fed first in the next verify
 forward, followed by the K drafted tokens. After verification the cache is cropped back to the committed
-length minus one, and the drafter is told how many positions are still valid.
+length minus one, and the drafter is told how many positions are still valid. A tree draft (engine/tree.py) is
+the same step with an ancestor-only mask: the cache then keeps the anchor's entry and its accepted path's.
 """
 
 from __future__ import annotations

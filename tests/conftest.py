@@ -229,14 +229,14 @@ def random_engine(tokenizer):
     return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 
-# Test files that take longest (their slowest tests summed from `pytest --durations=40` with two workers, 2026-12-03:
-# browser 69 s, train 51 s, lesson 33 s, identity 33 s, slides 22 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its
+# Test files that take longest (their tests summed from `pytest --durations=0` with two workers, 2026-12-03:
+# browser 44 s, train 42 s, identity 31 s, tree 31 s, slides 22 s, lesson 22 s, ...) run first: scripts/test.sh has pytest-xdist hand whole files to its
 # two workers in collection order (`--dist loadfile --no-loadscope-reorder`), so a long file collected last would
 # keep one worker busy while the other waits. Order only; nothing is skipped.
 LONGEST_FIRST = ("test_browser.py", "test_train.py", "test_lesson.py", "test_identity.py", "test_slides.py",
-                 "test_engine_process.py", "test_compare.py", "test_stop.py", "test_page.py", "test_cli.py",
-                 "test_space.py", "test_why.py", "test_stale_state.py", "test_servers.py", "test_gpu_check.py",
-                 "test_live_sizes.py", "test_lesson_engine.py", "test_bench.py", "test_hostile_files.py",
+                 "test_tree.py", "test_engine_process.py", "test_compare.py", "test_stop.py", "test_page.py",
+                 "test_cli.py", "test_space.py", "test_why.py", "test_stale_state.py", "test_trees_panel.py",
+                 "test_servers.py", "test_gpu_check.py", "test_live_sizes.py", "test_lesson_engine.py", "test_bench.py", "test_hostile_files.py",
                  "test_sampling.py", "test_record.py")
 
 

@@ -126,7 +126,7 @@ def test_embedded_models_identity(embedded_engine):
     shipped = PRESETS["tiny"].drafters
     trees = {m for m, entry in METHOD_REGISTRY.items() if entry.grows_from in shipped}
     assert set(embedded_engine.methods()) == {"baseline", *shipped, *trees}  # every shipped drafter loads, trees too
-    for prompt in load_prompts()[:3]:  # the random models' tests above cover every length and setting
+    for prompt in load_prompts()[:2]:  # the random models' tests above cover every length and setting
         baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:
             k = METHOD_REGISTRY[method].default_drafts

@@ -61,7 +61,7 @@ LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab
 # The budget sweep: every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py
 # budget_sweep), recorded on the first TREE_PROMPTS held-out prompts; live, the two ends and the default budget.
 TREE_BUDGETS = (4, 8, 16, 32, 64)
-TREE_PROMPTS = 8
+TREE_PROMPTS = 16
 TREE_TOKENS = 64
 TREE_ROUNDS = 2
 LIVE_TREE_BUDGETS = (4, 16, 64)

@@ -115,7 +115,7 @@ class TreeDrafter(BaseDrafter):
         self.nodes = nodes
         self.target_layer_ids = chain.target_layer_ids
         self.max_drafts = chain.max_drafts  # the tree is no deeper than the chain could draft
-        self.label = f"{label} over {chain.label}, up to {nodes} nodes"
+        self.label = f"{label} over {chain.label}"  # the budget is the run's setting (GenerationConfig.tree_nodes)
 
     def prepare(self, config: GenerationConfig) -> None:
         self.chain.prepare(config)

@@ -972,6 +972,22 @@ def _published_tree_words(rows: dict) -> str:
             f"DDTree at {p.tree_speedup:.2f}× (τ {p.tree_tau:.2f}), at its best budget.")
 
 
+def _against_chain(r: dict, tolerance: float) -> str:
+    """Where a tree lane's best budget stands against its chain, in words: from the two lanes' times prompt by prompt
+    where the recording has them (ahead or behind only when the 95 % interval of the time ratio excludes 1), else
+    from the two speedups and the measurement's tolerance."""
+    from engine.measure.sweep import ratio_interval
+
+    chain = r["chain_row"]
+    tree_walls, chain_walls = r["at_best"].get("wall_by_prompt"), chain.get("wall_by_prompt")
+    if not tree_walls or not chain_walls or len(tree_walls) != len(chain_walls) or len(tree_walls) < 2:
+        return f"{versus(r['at_best']['speedup'], chain['speedup'], tolerance)} the chain's {chain['speedup']:.2f}×"
+    ratio, low, high = ratio_interval(chain_walls, tree_walls)  # the tree's speed over the chain's, per prompt
+    words = "ahead of" if low > 1 else "behind" if high < 1 else "level with"
+    return (f"{words} the chain's {chain['speedup']:.2f}× (prompt by prompt, {ratio:.2f} times the chain's speed, "
+            f"95 % interval {low:.2f}–{high:.2f} over {len(tree_walls)} prompts)")
+
+
 def trees_takeaway(data: dict) -> str:
     sweep, measured = _tree_rows(data)
     rows, tolerance = measured["rows"], speed_tolerance(sweep)
@@ -981,8 +997,7 @@ def trees_takeaway(data: dict) -> str:
         parts.append(f"{method_label(tree)}'s τ {trend(r['at_low']['tau'], r['at_high']['tau'])} from "
                      f"{r['at_low']['tau']:.2f} at {r['low']} nodes to {r['at_high']['tau']:.2f} at {r['high']} "
                      f"({method_label(r['chain'])}'s chain: {chain['tau']:.2f}); its speedup "
-                     f"{_peak_words(r, tolerance)}, {versus(r['at_best']['speedup'], chain['speedup'], tolerance)} "
-                     f"the chain's {chain['speedup']:.2f}×")
+                     f"{_peak_words(r, tolerance)}, {_against_chain(r, tolerance)}")
     text = "; ".join(parts) + "."
     winner, other, stands = _tree_winner(rows, tolerance)
     forwards = "; ".join(_forward_words(t, r) for t, r in rows.items())

@@ -265,14 +265,21 @@ def budget_sweep(engine, prompts: list[str], max_new_tokens: int, budgets=TREE_B
     lanes = {}
     for tree in trees:
         chain = METHOD_REGISTRY[tree].grows_from
-        rows = {budget: row(fastest[(tree, budget)], baseline) for budget in budgets}
+        rows = {budget: _with_walls(row(fastest[(tree, budget)], baseline), fastest[(tree, budget)])
+                for budget in budgets}
         lanes[tree] = {"chain": chain, "drafter": engine.drafter_label(tree), "rows": rows,
-                       "chain_row": row(fastest[(chain, 0)], baseline),
+                       "chain_row": _with_walls(row(fastest[(chain, 0)], baseline), fastest[(chain, 0)]),
                        "drafts_per_step": configs[(chain, 0)].drafts_per_step,
                        "best_budget": max(rows, key=lambda b: rows[b]["speedup"]),
                        "draft_forwards_per_step": _draft_forwards(fastest[(tree, budgets[-1])])}
     return {"budgets": budgets, "lanes": lanes, "device": engine.device_name, "max_new_tokens": max_new_tokens,
             "num_prompts": len(prompts)}
+
+
+def _with_walls(cells: dict, results: list) -> dict:
+    """A sweep row with its wall time on each prompt (the fastest run), so two rows on the same prompts can be
+    compared prompt by prompt (ratio_interval)."""
+    return {**cells, "wall_by_prompt": [round(r.summary.wall_s, 5) for r in results]}
 
 
 def _draft_forwards(results: list) -> float:

@@ -144,3 +144,24 @@ def test_the_charts_keep_each_lanes_one_colour():
             assert traces and all(t.marker.color == lane_style(tree)[0] for t in traces), tree
     assert len({lane_style(m)[0] for m in METHOD_REGISTRY}) == len(METHOD_REGISTRY)  # no two lanes share a colour
     assert tree_published_figure(data, PUBLISHED_TREES).data[0].marker.pattern.shape[-1] == "/"
+
+
+def test_a_tree_is_ahead_of_its_chain_only_where_the_prompts_interval_says_so():
+    """With each lane's time on every prompt recorded, "ahead of" and "behind" need the 95 % interval of the tree's
+    speed over the chain's (prompt by prompt) to exclude 1; a gap the prompts do not carry reads as level."""
+    data = sweep(dflash_best=2.0, ar_best=1.5)
+    lane = data["trees"]["data"]["lanes"]["dflash_tree"]
+    chain, best = lane["chain_row"], lane["rows"]["16"]
+
+    def words(chain_walls, tree_walls) -> str:
+        chain["wall_by_prompt"], best["wall_by_prompt"] = chain_walls, tree_walls
+        return lesson.trees_takeaway(data)
+
+    steady = words([1.0, 1.2, 0.9, 1.1], [0.8, 0.95, 0.72, 0.9])  # faster on every prompt
+    assert "ahead of the chain's 1.40× (prompt by prompt, 1.25 times the chain's speed, 95 % interval" in steady
+    noisy = words([1.0, 1.2, 0.9, 1.1], [0.7, 1.3, 0.6, 1.2])  # faster overall, slower on two prompts
+    assert "level with the chain's 1.40× (prompt by prompt, 1.11 times the chain's speed" in noisy
+    slower = words([1.0, 1.2, 0.9, 1.1], [1.2, 1.45, 1.1, 1.3])
+    assert "behind the chain's 1.40×" in slower
+    del chain["wall_by_prompt"]  # a recording without per-prompt times: the speedups and the tolerance decide
+    assert "ahead of the chain's 1.40×" in lesson.trees_takeaway(data)

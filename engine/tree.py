@@ -19,15 +19,8 @@ import math
 
 import torch
 
+from .contract.types import tree_depths as depths
 from .sampling import Verdict, sample
-
-
-def depths(parents: tuple[int, ...]) -> list[int]:
-    """Each node's depth: 1 for a child of the anchor, its parent's depth + 1 below (parents come first)."""
-    out: list[int] = []
-    for parent in parents:
-        out.append(1 if parent < 0 else out[parent] + 1)
-    return out
 
 
 def children(parents: tuple[int, ...]) -> list[list[int]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from engine.contract.types import Step
+from engine.contract.types import Step, tree_depths
 
 from .render import visible_ghost
 from .theme import ACCEPTED, BONUS, REJECTED, UNVERIFIED
@@ -33,13 +33,12 @@ def layout(parents: tuple[int, ...]) -> tuple[list[int], list[int]]:
     kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     for node, parent in enumerate(parents):
         kids[parent + 1].append(node)
-    depth, row = [0] * len(parents), [0] * len(parents)
+    row = [0] * len(parents)
     next_row = 0
 
-    def place(node: int, d: int) -> int:
+    def place(node: int) -> int:
         nonlocal next_row
-        depth[node] = d
-        below = [place(child, d + 1) for child in kids[node + 1]]
+        below = [place(child) for child in kids[node + 1]]
         if below:
             row[node] = below[0]
         else:
@@ -47,14 +46,14 @@ def layout(parents: tuple[int, ...]) -> tuple[list[int], list[int]]:
         return row[node]
 
     for child in kids[0]:
-        place(child, 1)
-    return depth, row
+        place(child)
+    return tree_depths(parents), row
 
 
 def summary(step: Step) -> str:
     """What became of the tree, in words."""
     verdicts = [t.verdict for t in step.drafted]
-    deepest = max(layout(step.parents)[0], default=0)
+    deepest = step.reach
     rejected, unjudged = verdicts.count("rejected"), verdicts.count("unverified")
     words = [f"a tree of {len(verdicts)} nodes, {deepest} deep",
              f"the target walked {step.num_accepted} deep along the green path"]

@@ -197,6 +197,15 @@ class CommittedToken:
     source: str
 
 
+def tree_depths(parents: tuple[int, ...]) -> list[int]:
+    """Each node of a tree draft's depth: 1 for a child of the anchor, its parent's depth + 1 below (parents come
+    first; engine/tree.py)."""
+    out: list[int] = []
+    for parent in parents:
+        out.append(1 if parent < 0 else out[parent] + 1)
+    return out
+
+
 @dataclass(frozen=True)
 class Step:
     """One step: draft, then one target forward that verifies. The prefill is step 0 with kind "prefill"."""
@@ -229,12 +238,7 @@ class Step:
     @property
     def reach(self) -> int:
         """How many positions past the anchor the verified draft reaches: a chain's verified tokens, a tree's depth."""
-        if self.parents is None:
-            return self.num_verified
-        depths: list[int] = []
-        for parent in self.parents:
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        return max(depths, default=0)
+        return self.num_verified if self.parents is None else max(tree_depths(self.parents), default=0)
 
     @property
     def num_judged(self) -> int:

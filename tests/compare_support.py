@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 
 import pytest
 
+from app.comparison import Comparison, settings_dict
 from app.main import build_app
 from app.settings import default_settings
+from engine.contract.types import GenerationConfig
 from conftest import launch_locally
 
 
@@ -78,6 +81,19 @@ def call_raw(url: str, data: list) -> list:
 # The Run button's inputs in the order its handler takes them (CompareHandlers.on_run)
 RUN_ORDER = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule",
              "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes")
+
+
+def comparison_of(engine, methods, prompt: str = PROMPT, drafters: dict | None = None, device: str = "cpu",
+                  **config) -> "Comparison":
+    """A comparison of `methods` run on `engine` as a file would hold it: every lane with `config` (GenerationConfig
+    fields), the page's settings saying the same (drafts_per_step as the serial K)."""
+    lanes = {m: engine.generate(prompt, GenerationConfig(method=m, **config)) for m in methods}
+    controls = {k: v for k, v in config.items() if k in ("max_new_tokens", "temperature", "seed", "tree_nodes")}
+    if "drafts_per_step" in config:
+        controls["serial_k"] = config["drafts_per_step"]
+    settings = settings_dict(replace(default_settings(), prompt=prompt, methods=tuple(methods), **controls))
+    return Comparison.of_steps(settings, {m: [r.prefill, *r.steps] for m, r in lanes.items()}, drafters=drafters,
+                               device=device, preset="random")
 
 
 def raw_inputs(**changes) -> list:

@@ -7,6 +7,7 @@ which exercises every branch of verification and cache rollback.
 from __future__ import annotations
 
 import copy
+import functools
 from contextlib import contextmanager
 import os
 from pathlib import Path
@@ -218,6 +219,16 @@ def tiny_dspark(target, block_size: int = 7, layers: int = 1, rank: int = 8, see
         model.markov_head.markov_w1.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(seed))
         model.confidence_head.proj.weight.mul_(5)  # spread the confidences so the schedulers cut at many places
     return model
+
+
+@functools.cache
+def baseline_of(engine, prompt: str, max_new_tokens: int):
+    """The engine's baseline run, made once per engine, prompt and length: at temperature 0 it is the same every
+    time (tests/engine/test_identity.py test_baseline_is_the_same_run_after_run), and the identity tests hold many
+    drafted runs against a few."""
+    from engine.contract.types import GenerationConfig
+
+    return engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from engine.contract.types import GenerationConfig
 
-from conftest import TINY_CONTEXT
+from conftest import TINY_CONTEXT, baseline_of
 
 PROMPTS = [
     "def parse(self, text):\n",
@@ -31,13 +29,6 @@ def _reference_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_id:
             if next_id == eos_id:
                 break
     return ids[len(prompt_ids):]
-
-
-@functools.cache
-def baseline_of(engine, prompt: str, max_new_tokens: int):
-    """The engine's baseline run, made once per engine, prompt and length: at temperature 0 it is the same every
-    time (test_baseline_is_the_same_run_after_run), and the cases below hold many drafted runs against a few."""
-    return engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

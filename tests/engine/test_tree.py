@@ -4,7 +4,6 @@ text at temperature 0 and the target's distribution above it."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
@@ -17,7 +16,7 @@ from engine.loop import Engine
 from engine.models import forward_logits, forward_with_features, keep_cache_entries, new_cache
 from engine.tree import best_first, children, depths, verify_inputs, verify_tree
 
-from conftest import tiny_dflash, tiny_eagle3, tiny_qwen3
+from conftest import baseline_of, tiny_dflash, tiny_eagle3, tiny_qwen3
 
 PROMPTS = ["def parse(self, text):\n", "import os\n", "class Queue:\n    \"\"\"A FIFO queue.\"\"\"\n"]
 TREE_LANES = ("eagle3_tree", "dflash_tree")
@@ -178,11 +177,6 @@ def test_the_count_fails_a_walk_that_skips_the_residual():
 
 
 # --- the lanes ---------------------------------------------------------------------------------------------
-
-@functools.cache
-def baseline_of(engine, prompt: str, max_new_tokens: int):
-    return engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens))
-
 
 @pytest.mark.parametrize("nodes", [1, 5, 40])  # the default budget: tests/engine/test_identity.py
 @pytest.mark.parametrize("method", TREE_LANES)

@@ -17,6 +17,7 @@ from app.comparison import Comparison, RecordError, read_comparison, settings_di
 from app.draw.render import lane_html  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
+from compare_support import comparison_of  # noqa: E402
 from scripts.reliability import draw_everything, mutate  # noqa: E402  the catalogue's own mutator and views
 
 PROMPT = "def parse(self, text):\n"
@@ -25,14 +26,9 @@ MUTATIONS = 500  # scripts/reliability.py runs more
 
 @pytest.fixture(scope="module")
 def saved(random_engine) -> dict:
-    lanes = {}
-    for method in ("baseline", "eagle3", "dspark"):
-        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=8, temperature=0.8,
-                                                                 drafts_per_step=3, seed=1))
-        lanes[method] = [result.prefill, *result.steps]
-    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=8, temperature=0.8, seed=1,
-                                     serial_k=3, methods=tuple(lanes)))
-    return json.loads(Comparison.of_steps(settings, lanes, device="cpu", preset="random").to_json())
+    comparison = comparison_of(random_engine, ("baseline", "eagle3", "dspark"), PROMPT, max_new_tokens=8,
+                               temperature=0.8, drafts_per_step=3, seed=1)
+    return json.loads(comparison.to_json())
 
 
 def test_a_mutated_file_is_shown_by_every_view_or_refused_in_one_line(saved):

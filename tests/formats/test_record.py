@@ -10,11 +10,10 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.comparison import MAX_FILE_BYTES, Comparison, LastComparisons, RecordError, read_comparison  # noqa: E402
+from app.comparison import MAX_FILE_BYTES, LastComparisons, RecordError, read_comparison  # noqa: E402
 from app.settings import default_settings  # noqa: E402
-from app.comparison import settings_dict  # noqa: E402
-from engine.contract.types import GenerationConfig  # noqa: E402
 
+from compare_support import comparison_of  # noqa: E402
 from conftest import launch_locally  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
@@ -22,15 +21,8 @@ PROMPT = "def parse(self, text):\n"
 
 @pytest.fixture(scope="module")
 def comparison(random_engine):
-    lanes = {}
-    for method in ("baseline", "eagle3", "dspark"):
-        result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=16, temperature=0.8,
-                                                                 drafts_per_step=3, seed=4))
-        lanes[method] = [result.prefill, *result.steps]
-    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, temperature=0.8, seed=4,
-                                     serial_k=3, methods=("baseline", "eagle3", "dspark")))
-    return Comparison.of_steps(settings, lanes, drafters={"eagle3": "small LM, 2 layers"}, device="cpu (2 threads)",
-                               preset="random")
+    return comparison_of(random_engine, ("baseline", "eagle3", "dspark"), PROMPT, drafters={"eagle3": "small LM, 2 layers"},
+                         device="cpu (2 threads)", max_new_tokens=16, temperature=0.8, drafts_per_step=3, seed=4)
 
 
 def test_a_comparison_round_trips_exactly(comparison):
@@ -55,12 +47,7 @@ def test_a_file_saved_before_steps_carried_why_a_run_ended_still_opens(compariso
 
 
 def test_a_tree_comparison_round_trips_and_a_file_from_before_trees_still_opens(random_engine, comparison):
-    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash_tree", max_new_tokens=16, tree_nodes=9))
-    settings = settings_dict(replace(default_settings(), prompt=PROMPT, max_new_tokens=16, tree_nodes=9,
-                                     methods=("baseline", "dflash_tree")))
-    baseline = random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=16))
-    trees = Comparison.of_steps(settings, {"baseline": [baseline.prefill, *baseline.steps],
-                                           "dflash_tree": [result.prefill, *result.steps]})
+    trees = comparison_of(random_engine, ("baseline", "dflash_tree"), PROMPT, max_new_tokens=16, tree_nodes=9)
     again = read_comparison(trees.to_json().encode())
     assert again.steps == trees.steps and again.settings["tree_nodes"] == 9
     assert all(s.parents is not None and len(s.parents) == 9 for s in again.steps["dflash_tree"][1:] if s.drafted)

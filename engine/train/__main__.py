@@ -58,6 +58,7 @@ GREEDY_STEPS = {"dflash": 8000, "dspark": 8000, "eagle3": 2000}
 # held-out prompts, docs/experiments.md). Each then trains a second cosine cycle as long as its first (the
 # default of --restart-steps for these stages): τ DFlash 2.81 -> 3.06, DSpark 3.10 -> 3.41 (2026-11-30).
 BLOCK_STEPS = {"dflash": 6000, "dspark": 3000}
+DRAFTER_BATCH = 8  # windows of 256 tokens per step, for every drafter
 CALIBRATION_ROWS = 64  # held-out greedy continuations DSpark's confidence temperatures are fitted on
 # An optional last phase of the target (unloop.py, `--unloop-steps N`): unlikelihood on tokens of its own greedy
 # continuations of UNLOOP_ROWS prompts (`--unloop-rule`), next-token loss on corpus windows beside them. On the
@@ -405,7 +406,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
         dspark.init_markov_head(drafter)
         drafter.copy_target_embeddings(target)  # frozen, stored in its checkpoint as DeepSpec's are
     dflash.init_from_target(drafter, target)
-    cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=8, seq_len=256, warmup_steps=50,
+    cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=DRAFTER_BATCH, seq_len=256, warmup_steps=50,
                   self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
     train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
@@ -455,7 +456,8 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     target = _shipped_target(args.device)
     drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
     eagle3.init_from_target(drafter, target)
-    cfg = _config(args, 1600, lr=2e-3, batch_size=8, seq_len=256, warmup_steps=40, self_data_fraction=0.5)
+    cfg = _config(args, 1600, lr=2e-3, batch_size=DRAFTER_BATCH, seq_len=256, warmup_steps=40,
+                  self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
 
     def score(windows: torch.Tensor) -> float:

@@ -37,7 +37,25 @@ def shown(page, number: int) -> None:
     page.wait_for_function("(n) => location.search.includes(`lesson=${n}&present=1`)", arg=number, timeout=10_000)
 
 
-def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_in_order_and_back(page):
+def chart_takes_the_screen(page, number: int) -> None:
+    """Slide `number`'s chart fills the room its text leaves, every text in it whole, apart and at least 18 px; its
+    claim on one line, claim and takeaway at least 18 px."""
+    page.wait_for_function(  # plotly has refitted the chart to the room the slide's text left it
+        """() => { const svg = document.querySelector('#slide-chart .main-svg'),
+                         box = document.querySelector('#slide-chart').getBoundingClientRect();
+                   return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""", timeout=10_000)
+    chart = page.locator("#slide-chart .js-plotly-plot").evaluate(CHART_TEXT_JS)
+    assert chart["frame"]["height"] >= CHART_HEIGHT, f"slide {number}: the chart is {chart['frame']['height']} px"
+    assert chart["texts"] and chart_text_problems(chart, min_size=18) == [], f"slide {number}"
+    claim = page.locator("#slides .slide-claim h2")
+    assert claim.evaluate("h => h.scrollWidth <= h.clientWidth"), f"slide {number}: its claim is cut"
+    assert claim.evaluate("h => parseFloat(getComputedStyle(h).fontSize)") >= 18
+    assert page.locator("#slides .slide-takeaway").evaluate("t => parseFloat(getComputedStyle(t).fontSize)") >= 18
+
+
+def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and_back(page):
+    """One walk (a page load costs seconds): the link opens slide 2, the keys go to the first, then through every
+    slide, each checked whole on the screen, and back."""
     page.goto(f"{page.base}?lesson=2&present=1")
     shown(page, 2)
     assert not page.locator("#tabs, [role=tablist]").first.is_visible()  # the slide, not the page
@@ -49,29 +67,13 @@ def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_in_order_and_back(
         assert height <= SCREEN["height"], f"slide {number} is {height} px tall"
         assert page.locator("#slide-widget .pq-widget").is_visible() == (number == WIDGET_POINT)
         assert page.locator("#slides .slide-takeaway").inner_text().startswith("Here:")
+        chart_takes_the_screen(page, number)
         page.keyboard.press("ArrowRight" if number % 2 else "PageDown")
     page.wait_for_timeout(500)
     shown(page, len(POINTS))  # the last slide stays the last
     for number in range(len(POINTS) - 1, 0, -1):
         page.keyboard.press("ArrowLeft" if number % 2 else "PageUp")
         shown(page, number)
-
-
-def test_every_slides_chart_takes_the_screen_with_its_text_whole_and_apart(page):
-    for number in range(1, len(POINTS) + 1):
-        page.goto(f"{page.base}?lesson={number}&present=1")
-        shown(page, number)
-        page.wait_for_function(  # plotly has refitted the chart to the room the slide's text left it
-            """() => { const svg = document.querySelector('#slide-chart .main-svg'),
-                             box = document.querySelector('#slide-chart').getBoundingClientRect();
-                       return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""", timeout=10_000)
-        chart = page.locator("#slide-chart .js-plotly-plot").evaluate(CHART_TEXT_JS)
-        assert chart["frame"]["height"] >= CHART_HEIGHT, f"slide {number}: the chart is {chart['frame']['height']} px"
-        assert chart["texts"] and chart_text_problems(chart, min_size=18) == [], f"slide {number}"
-        claim = page.locator("#slides .slide-claim h2")
-        assert claim.evaluate("h => h.scrollWidth <= h.clientWidth"), f"slide {number}: its claim is cut"
-        assert claim.evaluate("h => parseFloat(getComputedStyle(h).fontSize)") >= 18
-        assert page.locator("#slides .slide-takeaway").evaluate("t => parseFloat(getComputedStyle(t).fontSize)") >= 18
 
 
 def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page):

@@ -109,24 +109,27 @@ def test_closed_stdout_exits_quietly():
 
 
 @pytest.mark.slow
-def test_generate_writes_the_contract_json(tmp_path, embedded_engine):
-    """One real run from the command line (the AR lane, the largest seed): the report follows the contract, and
-    its tokens are the target's own greedy ones (the same models in this process)."""
+def test_generate_writes_the_contract_json(tmp_path, embedded_engine, capsys):
+    """One real run from the command line's `main` (the AR lane, the largest seed), in this process (a subprocess
+    would spend its seconds importing torch again; the closed-stdout test above runs one): the report follows the
+    contract, and its tokens are the target's own greedy ones."""
+    from engine.__main__ import main
     from engine.contract.types import GenerationConfig
 
     prompt = "import os\n\n\ndef list_files(path):"
     seed = 2**63 - 1  # the largest: it reaches the run exactly
     path = tmp_path / "ar.json"
-    result = run_cli("generate", "--method", "eagle3", "--prompt", prompt, "--max-new-tokens", "24",
-                     "--seed", str(seed), "--json", str(path))
-    assert result.returncode == 0, result.stderr
+    status = main(["generate", "--method", "eagle3", "--prompt", prompt, "--max-new-tokens", "24", "--seed", str(seed),
+                   "--json", str(path)])
+    result = capsys.readouterr()
+    assert status == 0, result.err
     run = json.loads(path.read_text())
     assert run["config"]["seed"] == seed
     assert {"method", "preset", "device", "output_ids", "text", "steps", "summary"} <= run.keys()
     assert run["method"] == "eagle3" and run["preset"] == "tiny"
     assert run["device"] == "cpu (1 thread)"  # the embedded models' own choice (presets.TINY.cpu_threads)
     assert len(run["output_ids"]) == run["summary"]["num_new_tokens"] == 24
-    assert result.stdout == run["text"] + "\n"
+    assert result.out == run["text"] + "\n"
     assert any(step["drafted_ids"] for step in run["steps"])
     for step in run["steps"]:
         assert {"drafted_ids", "num_verified", "num_accepted", "bonus_id", "spans"} <= step.keys()

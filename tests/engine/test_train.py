@@ -284,6 +284,7 @@ def _cli_in(tmp_path, monkeypatch):
         path.write_text(("x = 1\n" * 120 + "def f(y):\n    return y\n") * 3)
         files.append(CorpusFile(name, path, False))
     monkeypatch.setattr(selfdata, "corpus_files", lambda: files)
+    monkeypatch.setattr(cli, "DRAFTER_BATCH", 2)  # the stages' code runs whole; a quarter of the arithmetic
     return cli, assets, runs
 
 
@@ -795,7 +796,7 @@ def _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch) -> None:
     dspark.init_markov_head(drafters["dspark"])
     eagle3.init_from_target(drafters["eagle3"], target)
     for stage, drafter in drafters.items():
-        cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=8, seq_len=256, lr=1.5e-3),
+        cli._export(drafter, f"{stage}-drafter", TrainConfig(steps=2, batch_size=2, seq_len=256, lr=1.5e-3),
                     {"train_minutes": 0.5})
 
 

@@ -154,34 +154,32 @@ def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query,
     assert parse_query(list(query.items()))[1] == []  # not a comparison's parameter: no "unknown parameter" note
 
 
-@pytest.mark.browser
-@pytest.mark.slow
-@needs_chromium
-def test_lesson_links_open_their_points_in_chromium(random_app, chromium):
-    """One link of each kind the page handles differently: the first recorded comparison (Compare), the K sweep
-    (Why, its chart drawn after the note) and the last point (Why's parts); every point's own handler is
-    tested above without a browser."""
-    kinds = [next(p for p in POINTS if p.tab == "compare"), point_of("sweeps"), POINTS[-1]]
-    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
-        for point in kinds:
-            page.goto(f"{random_app}?lesson={point.number}")
-            page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
-            if point.tab == "compare":
-                page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
-            elif point.recording == "sweeps":  # each serial lane's optimum starred (plotly draws after the note)
-                page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
-
-
 IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
                           return r.height > 0 && r.top < window.innerHeight && r.bottom > 0; }"""
 
 
+def opened(page, point) -> None:
+    """Wait for a lesson link's point to be shown: its note on its tab, and what that tab draws after the note."""
+    page.wait_for_selector(f"#{point.tab}-focus :text('Lesson point {point.number}')", timeout=30000)
+    if point.tab == "compare":
+        page.wait_for_selector("#status :text('nothing was rerun')", timeout=30000)
+    elif point.recording == "sweeps":  # each serial lane's optimum starred (plotly draws after the note)
+        page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_it(random_app, chromium):
+def test_lesson_links_and_show_me_open_their_points_with_the_named_chart_in_view_and_outlined(random_app, chromium):
+    """One link of each kind the page handles differently: a recorded comparison (Compare, whose named chart is
+    scrolled into view and outlined), the K sweep (Why, its chart drawn after the note) and the last point (Why's
+    parts); and a Show me on the Lesson tab. Every point's own handler is tested above without a browser. One
+    page: a load costs seconds."""
+    compare_point = point_of("sampled")
+    assert compare_point.tab == "compare"
     with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
-        page.goto(f"{random_app}?lesson=3")
+        page.goto(f"{random_app}?lesson={compare_point.number}")
+        opened(page, compare_point)
         chart = page.locator("#acceptance")
         page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.wait_for_timeout(1500)  # after the late re-scrolls
@@ -193,3 +191,6 @@ def test_show_me_and_a_lesson_link_scroll_the_named_chart_into_view_and_outline_
         page.wait_for_timeout(1500)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
         assert page.locator(".lesson-target").count() == 1  # the last point's chart only
+        for point in (point_of("sweeps"), POINTS[-1]):
+            page.goto(f"{random_app}?lesson={point.number}")
+            opened(page, point)

@@ -243,20 +243,19 @@ def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, l
 
 
 def keep_cache_entries(cache: DynamicCache, length: int, positions: list[int]) -> None:
-    """Keep the cache's first `length` entries and then those at `positions` (in that order), in every layer:
-    after a tree verify, the committed context and the accepted path's nodes."""
+    """Keep the cache's first `length` entries and then those at `positions` (ascending, each at or past where it
+    goes), in every layer: after a tree verify, the committed context and the accepted path's nodes. The path's
+    entries are copied down behind the context and the rest cropped, so the work grows with the path, not the cache."""
     layers = cache.layers if hasattr(cache, "layers") else None
     for i in range(len(layers) if layers is not None else len(cache.key_cache)):
         if layers is not None:  # transformers 4.54 and later: one object per layer
             keys, values = layers[i].keys, layers[i].values
         else:  # earlier releases: two lists of tensors
             keys, values = cache.key_cache[i], cache.value_cache[i]
-        index = torch.tensor([*range(length), *positions], device=keys.device)
-        keys, values = keys.index_select(-2, index), values.index_select(-2, index)
-        if layers is not None:
-            layers[i].keys, layers[i].values = keys, values
-        else:
-            cache.key_cache[i], cache.value_cache[i] = keys, values
+        index = torch.tensor(positions, device=keys.device, dtype=torch.long)
+        for tensor in (keys, values):  # index_select copies the rows before they are written over
+            tensor[..., length: length + len(positions), :] = tensor.index_select(-2, index)
+    crop_cache(cache, length + len(positions))
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:

@@ -19,9 +19,9 @@ ENGINE_LAYERS = (
     ("engine.contract", 0),
     ("engine.cpu", 1), ("engine.background", 1), ("engine.text", 1), ("engine.sampling", 1), ("engine.timing", 1),
     ("engine.tree", 1),
-    ("engine.models", 2), ("engine.scheduler", 2),
+    ("engine.models", 2), ("engine.scheduler", 2), ("engine.ragged", 2),
     ("engine.drafters", 3),
-    ("engine.trace", 4), ("engine.loop", 5),
+    ("engine.trace", 4), ("engine.loop", 5), ("engine.batch", 5),
     ("engine.measure", 6), ("engine.process", 6), ("engine.train", 6),
     ("engine.__main__", 7), ("engine", 7),
     # app/: plain helpers (words, prompts, the formula, hosting's small parts, the servers' client), then the

@@ -66,15 +66,21 @@ class DSparkDrafter(DFlashDrafter):
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel backbone pass over the block, keep {k}"):
-            hidden = self.block_hidden(committed_ids)[:k]  # the anchor's state predicts token 1
-            base_logits = self.lm_head(hidden)
+            hidden = self.block_hidden(committed_ids)
+        return self.block_from_hidden(hidden, committed_ids[0, -1], k, temperature, generator, clock)
+
+    def block_from_hidden(self, hidden: torch.Tensor, anchor_id: torch.Tensor, k: int, temperature: float,
+                          generator: torch.Generator, clock: SpanClock) -> DraftBlock:
+        """The heads over the block's hidden states (B, H) (one request's rows of a batched pass, too): the Markov
+        head samples k tokens left to right, the confidence head scores each."""
+        hidden = hidden[:k]  # the anchor's state predicts token 1
         markov = self.model.markov_head is not None and self.use_markov_head
         with clock.span("draft", f"Markov head: {k} cheap serial steps" if markov else "sample"):
-            ids, probs = markov_sample(base_logits, committed_ids[0, -1], self._bias_step(hidden), temperature,
+            ids, probs = markov_sample(self.lm_head(hidden), anchor_id, self._bias_step(hidden), temperature,
                                        generator)
             confidences = None
             if self.model.confidence_head is not None:
-                prev_ids = torch.cat([committed_ids[0, -1:], ids[:-1]])  # the token before each drafted one
+                prev_ids = torch.cat([anchor_id.view(1), ids[:-1]])  # the token before each drafted one
                 confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids))
         return DraftBlock(ids, probs, confidences)
 

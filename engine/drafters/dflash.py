@@ -67,9 +67,14 @@ class DFlashDrafter(BaseDrafter):
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel pass over the block, keep {k}"):
-            probs = self.position_probs(committed_ids, k, temperature)
-            ids = pick(probs, temperature, generator)
-        return DraftBlock(ids, probs)
+            return self.block_from_hidden(self.block_hidden(committed_ids), committed_ids[0, -1], k, temperature,
+                                          generator, clock)
+
+    def block_from_hidden(self, hidden: torch.Tensor, anchor_id: torch.Tensor, k: int, temperature: float,
+                          generator: torch.Generator, clock: SpanClock) -> DraftBlock:
+        """The k drafts read from the block's hidden states (B, H) (one request's rows of a batched pass, too)."""
+        probs = logits_to_probs(self.lm_head(hidden[1: k + 1]), temperature)  # mask positions predict themselves
+        return DraftBlock(pick(probs, temperature, generator), probs)
 
     def position_probs(self, committed_ids: torch.Tensor, k: int, temperature: float) -> torch.Tensor:
         """(k, V): the distribution of each of the block's first k drafted positions, from one parallel pass. Each

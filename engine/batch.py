@@ -1,0 +1,210 @@
+"""Many requests at once: the speculative loop over a batch, one target forward verifying every request's drafts.
+
+The single-request loop (engine/loop.py) with a batch dimension and nothing else new. Each step, every live
+request drafts (one batched drafter pass where the drafter has one, drafters/batched.py), the target reads each
+request's anchor and drafts in one forward over a ragged cache (engine/ragged.py: each request its own length,
+positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).
+A request that finishes leaves the batch. At temperature 0 each request's output equals its own single-request
+greedy run.
+
+What a busy server sees is what this measures: with B requests in the batch a verify forward reads
+B × (1 + drafts) tokens, so each extra drafted token costs the batch, not only its own request.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .contract.types import EngineError, GenerationConfig
+from .drafters.batched import batched
+from .models import forward_with_features, new_cache
+from .ragged import RaggedCache
+from .sampling import logits_to_probs, pick, verify
+from .timing import SpanClock
+
+MAX_BATCH = 64  # requests decoded together at most (the KV caches grow with it; docs/benchmarks.md)
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    """One request of a batch: what it wrote and, step by step, how many tokens it sent to the target and how
+    many of them were accepted (plain values)."""
+
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    finish_reason: str
+    verified: tuple[int, ...]  # drafted tokens sent to the target at each decode step
+    accepted: tuple[int, ...]  # of those, accepted
+
+    @property
+    def tau(self) -> float:
+        """Tokens committed per verify step (accepted drafts and the target's own token): the papers' τ."""
+        return (sum(self.accepted) + len(self.accepted)) / max(len(self.accepted), 1)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    method: str
+    requests: tuple[RequestResult, ...]
+    wall_s: float  # the whole batch, prefill included
+    draft_s: float
+    verify_s: float
+    steps: int  # batched steps (each one target forward), the prefill not counted
+
+    @property
+    def num_new_tokens(self) -> int:
+        return sum(len(r.output_ids) for r in self.requests)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def tau(self) -> float:
+        """τ over every request's steps."""
+        steps = sum(len(r.accepted) for r in self.requests)
+        return (sum(sum(r.accepted) for r in self.requests) + steps) / max(steps, 1)
+
+    @property
+    def verified_per_request(self) -> float:
+        """Drafted tokens each request sent to the target per step, on average: what a scheduler chooses."""
+        steps = sum(len(r.verified) for r in self.requests)
+        return sum(sum(r.verified) for r in self.requests) / max(steps, 1)
+
+
+@dataclass
+class _Request:
+    ids: list[int]  # prompt and output so far
+    num_prompt: int
+    generator: torch.Generator
+    finish_reason: str | None = None
+    verified: list[int] | None = None
+    accepted: list[int] | None = None
+
+
+def generate_batch(engine, prompts: list[str], config: GenerationConfig) -> BatchResult:
+    """Decode `prompts` together with `config` (every request the same settings, each its own generator seeded
+    with config.seed). Chains only: a tree method raises EngineError with one line."""
+    config.validate()
+    if not 1 <= len(prompts) <= MAX_BATCH:
+        raise EngineError(f"a batch holds 1 to {MAX_BATCH} requests, got {len(prompts)}")
+    drafter = engine.new_drafter(config.method, config)
+    if getattr(drafter, "nodes", None) is not None:
+        raise EngineError(f"{config.method} drafts trees, which do not run in a batch; choose its chain method")
+    drafter.prepare(config)
+    prompt_ids = [engine.encode_prompt(p) for p in prompts]
+    return _BatchLoop(engine, config, batched(drafter, len(prompts), engine.device)).run(prompt_ids)
+
+
+class _BatchLoop:
+    """The device work of one batch: prefill, then draft / verify / accept until every request has finished."""
+
+    def __init__(self, engine, config: GenerationConfig, drafter):
+        self.engine = engine
+        self.config = config
+        self.drafter = drafter
+        self.device = engine.device
+        self.clock = SpanClock(engine.device)
+
+    @torch.inference_mode()
+    def run(self, prompt_ids: list[list[int]]) -> BatchResult:
+        engine, config, drafter, clock = self.engine, self.config, self.drafter, self.clock
+        start = time.perf_counter()
+        requests = [_Request(list(ids), len(ids), torch.Generator(self.device).manual_seed(config.seed), None, [], [])
+                    for ids in prompt_ids]
+        cache = RaggedCache(new_cache(engine.target), len(requests), self.device)
+        layer_ids = drafter.target_layer_ids
+
+        with clock.span("verify", "target prefill"):
+            counts = [len(ids) for ids in prompt_ids]
+            logits, features = self._forward(cache, [r.ids for r in requests], cache.causal_inputs(counts), layer_ids)
+            cache.keep([list(range(n)) for n in counts])
+        firsts = [pick(logits_to_probs(logits[b, n - 1], config.temperature), config.temperature, r.generator)
+                  for b, (r, n) in enumerate(zip(requests, counts))]
+        drafter.start([features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
+        for r, first in zip(requests, firsts):
+            self._append(r, [int(first)])
+
+        live = list(range(len(requests)))  # indices into requests of the batch's rows, in order
+        steps = 0
+        proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
+        while True:
+            rows = [i for i in live if requests[i].finish_reason is None]
+            if not rows:
+                break
+            if rows != live:  # finished requests leave the batch
+                keep = [live.index(i) for i in rows]
+                cache.select(keep)
+                drafter.select(keep)
+                live = rows
+            batch = [requests[i] for i in live]
+            ks = [self._drafts_this_step(r) for r in batch]
+            blocks = [None] * len(batch)
+            if any(ks):
+                committed = [torch.tensor(r.ids, device=self.device) for r in batch]
+                blocks = drafter.propose(committed, ks, proposal_temperature, [r.generator for r in batch], clock)
+                if proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
+                    blocks = [b.as_point_masses() if b is not None else None for b in blocks]
+            checked = []
+            for block in blocks:
+                n = drafter.verify_len(block, config, clock) if block is not None else 0
+                checked.append(block if block is None or n == block.ids.numel() else block.head(n))
+            with clock.span("verify", f"target verify, {len(batch)} requests"):
+                inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
+                logits, features = self._forward(cache, inputs, cache.causal_inputs([len(x) for x in inputs]),
+                                                 layer_ids)
+                verdicts = []
+                for b, (r, c, x) in enumerate(zip(batch, checked, inputs)):
+                    target_probs = logits_to_probs(logits[b, : len(x)], config.temperature)
+                    ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
+                    probs = c.probs if c is not None else target_probs[:0]
+                    verdicts.append(verify(config.verify_rule, config.temperature, ids, probs, target_probs,
+                                           r.generator))
+            with clock.span("host", "roll back caches, commit"):
+                cache.keep([list(range(1 + v.num_accepted)) for v in verdicts])
+                drafter.accept([features[b, : 1 + v.num_accepted] if features is not None else None
+                                for b, v in enumerate(verdicts)])
+                for r, c, v in zip(batch, checked, verdicts):
+                    r.verified.append(len(c.ids) if c is not None else 0)
+                    r.accepted.append(v.num_accepted)
+                    self._append(r, [*(c.ids[: v.num_accepted].tolist() if c is not None else []), v.bonus_id])
+            steps += 1
+        spans = clock.resolve(clock.take())
+        wall = time.perf_counter() - start
+        return BatchResult(config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]),
+                                                              tuple(r.ids[r.num_prompt:]), r.finish_reason,
+                                                              tuple(r.verified), tuple(r.accepted))
+                                                for r in requests), wall,
+                           sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
+                           sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps)
+
+    def _forward(self, cache: RaggedCache, rows: list[list[int]], inputs: dict, layer_ids):
+        """One target forward over the batch's new tokens, each row padded to the longest."""
+        width = max(len(r) for r in rows)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        for b, r in enumerate(rows):
+            ids[b, : len(r)] = torch.tensor(r)
+        return forward_with_features(self.engine.target, ids.to(self.device), cache.cache, layer_ids, **inputs)
+
+    def _drafts_this_step(self, r: _Request) -> int:
+        """K for one request, shortened as the single-request loop shortens it (Engine._drafts_this_step)."""
+        remaining = self.config.max_new_tokens - (len(r.ids) - r.num_prompt)
+        room = self.engine.context_length - len(r.ids)
+        longest = self.config.drafts_per_step if self.drafter.max_drafts is None else self.drafter.max_drafts
+        return max(0, min(self.config.drafts_per_step, longest, remaining - 1, room - 1))
+
+    def _append(self, r: _Request, new_ids: list[int]) -> None:
+        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit."""
+        for token_id in new_ids:
+            r.ids.append(int(token_id))
+            if token_id == self.engine.eos_id:
+                r.finish_reason = "eos"
+            elif len(r.ids) - r.num_prompt >= self.config.max_new_tokens:
+                r.finish_reason = "length"
+            elif len(r.ids) >= self.engine.context_length:
+                r.finish_reason = "context"
+            if r.finish_reason is not None:
+                return

@@ -1,0 +1,110 @@
+"""One KV cache for many requests of different lengths: what lets one forward serve a whole batch.
+
+A transformers DynamicCache holds one tensor per layer, (batch, heads, slots, head_dim), and every forward appends
+the same number of slots to every request. Requests in a speculative batch are ragged: each has its own committed
+length, drafts a different number of tokens and accepts a different number. So each request's entries are kept
+right-aligned: request b's n_b entries fill the last n_b of the cache's W slots and the slots before them are
+padding that no query may see (the attention mask says so; positions are given explicitly, so a request's tokens
+sit at their own positions whatever the padding).
+
+A forward appends S new slots to every request, of which each request uses its own first few (the rest padding);
+`keep` then says which of the new slots each request keeps (an anchor and its accepted drafts, or a prompt's
+tokens) and re-aligns the cache with one gather per layer. Only the mask and the alignment are new: the model,
+its weights and its arithmetic are the single-request ones.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+
+def _layer_tensors(cache: DynamicCache) -> list[tuple[object, str]]:
+    """(holder, attribute) of every key and value tensor, in either transformers layout."""
+    if hasattr(cache, "layers"):  # transformers 4.54 and later: one object per layer
+        return [(layer, name) for layer in cache.layers for name in ("keys", "values")]
+    return [(lst, i) for lst in (cache.key_cache, cache.value_cache) for i in range(len(lst))]
+
+
+def _get(holder, key):
+    return holder[key] if isinstance(holder, list) else getattr(holder, key)
+
+
+def _set(holder, key, value) -> None:
+    if isinstance(holder, list):
+        holder[key] = value
+    else:
+        setattr(holder, key, value)
+
+
+class RaggedCache:
+    """A DynamicCache for `batch` requests, request b's `lengths[b]` entries right-aligned in its row."""
+
+    def __init__(self, cache: DynamicCache, batch: int, device: torch.device):
+        self.cache = cache
+        self.lengths = [0] * batch
+        self.device = device
+        self._width_before = 0  # the cache's width when the pending forward's slots were appended
+
+    @property
+    def width(self) -> int:
+        """Slots per request row: the longest request's entries."""
+        return max(self.lengths, default=0)
+
+    def visible(self) -> torch.Tensor:
+        """(B, W) bool: which of the cached slots hold each request's own entries (the rest is padding)."""
+        width = self.width
+        slots = torch.arange(width)
+        return slots[None, :] >= width - torch.tensor(self.lengths)[:, None]
+
+    def causal_inputs(self, counts: list[int]) -> dict[str, torch.Tensor]:
+        """The mask and positions of a causal forward that appends S = max(counts) slots, request b's first
+        counts[b] of them its own tokens (a prompt, or an anchor and its drafts), each seeing its request's cached
+        entries and its own new tokens up to itself. Padding queries repeat their request's last token's view, so
+        every row of the softmax has a key and the numbers stay finite; their outputs are never read."""
+        slots = max(counts)
+        query = torch.arange(slots)
+        last = torch.minimum(query[None, :], (torch.tensor(counts) - 1).clamp_min(0)[:, None])  # (B, S)
+        new = torch.arange(slots)[None, None, :] <= last[:, :, None]  # (B, S, S)
+        cached = self.visible()[:, None, :].expand(-1, slots, -1)  # (B, S, W)
+        positions = torch.tensor(self.lengths)[:, None] + last
+        return self.inputs(torch.cat([cached, new], dim=2), positions)
+
+    def inputs(self, mask: torch.Tensor, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A forward's attention_mask (B, 1, S, W + S) and position_ids (B, S), as the model takes them; notes the
+        width the forward appends to, for `keep`."""
+        self._width_before = self.width
+        return {"attention_mask": mask[:, None].to(self.device), "position_ids": positions.to(self.device)}
+
+    def keep(self, kept: list[list[int]]) -> None:
+        """After a forward: request b keeps the new slots kept[b] (offsets among the slots that forward appended,
+        ascending) after its earlier entries; everything else is dropped and the rows re-aligned."""
+        before = self._width_before
+        lengths = [n + len(k) for n, k in zip(self.lengths, kept)]
+        width = max(lengths, default=0)
+        index = torch.zeros(len(lengths), width, dtype=torch.long)
+        for b, (n, offsets) in enumerate(zip(self.lengths, kept)):
+            sources = [*range(before - n, before), *(before + o for o in offsets)]
+            if sources:
+                index[b, width - len(sources):] = torch.tensor(sources)
+        self._gather(index)
+        self.lengths = lengths
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only the requests `rows` (in that order): the others have finished and leave the batch."""
+        lengths = [self.lengths[r] for r in rows]
+        width, old = max(lengths, default=0), self.width
+        index = torch.arange(old - width, old).expand(len(rows), -1) if rows else torch.zeros(0, 0, dtype=torch.long)
+        self._gather(index, rows)
+        self.lengths = lengths
+
+    def _gather(self, index: torch.Tensor, rows: list[int] | None = None) -> None:
+        index = index.to(self.device)
+        for holder, key in _layer_tensors(self.cache):
+            tensor = _get(holder, key)
+            if tensor is None or not torch.is_tensor(tensor) or tensor.dim() != 4:
+                continue  # a layer not yet written
+            if rows is not None:
+                tensor = tensor[torch.tensor(rows, device=self.device, dtype=torch.long)]
+            heads, dim = tensor.shape[1], tensor.shape[3]
+            _set(holder, key, tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))

@@ -63,6 +63,8 @@ class RaggedCache:
         entries and its own new tokens up to itself. Padding queries repeat their request's last token's view, so
         every row of the softmax has a key and the numbers stay finite; their outputs are never read."""
         slots = max(counts)
+        if len(set(self.lengths)) == 1 and len(set(counts)) == 1:  # no padding anywhere (one request, say): the
+            return self.inputs(None, torch.arange(slots)[None, :] + self.lengths[0])  # model's own causal mask
         query = torch.arange(slots)
         last = torch.minimum(query[None, :], (torch.tensor(counts) - 1).clamp_min(0)[:, None])  # (B, S)
         new = torch.arange(slots)[None, None, :] <= last[:, :, None]  # (B, S, S)
@@ -70,17 +72,27 @@ class RaggedCache:
         positions = torch.tensor(self.lengths)[:, None] + last
         return self.inputs(torch.cat([cached, new], dim=2), positions)
 
-    def inputs(self, mask: torch.Tensor, positions: torch.Tensor) -> dict[str, torch.Tensor]:
-        """A forward's attention_mask (B, 1, S, W + S) and position_ids (B, S), as the model takes them; notes the
-        width the forward appends to, for `keep`."""
+    def inputs(self, mask: torch.Tensor | None, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A forward's attention_mask (B, 1, S, W + S; None: the model's own causal one) and position_ids (B, S),
+        as the model takes them; notes the width the forward appends to, for `keep`."""
         self._width_before = self.width
-        return {"attention_mask": mask[:, None].to(self.device), "position_ids": positions.to(self.device)}
+        inputs = {"position_ids": positions.expand(len(self.lengths), -1).to(self.device)}
+        if mask is not None:
+            inputs["attention_mask"] = mask[:, None].to(self.device)
+        return inputs
 
     def keep(self, kept: list[list[int]]) -> None:
         """After a forward: request b keeps the new slots kept[b] (offsets among the slots that forward appended,
         ascending) after its earlier entries; everything else is dropped and the rows re-aligned."""
         before = self._width_before
         lengths = [n + len(k) for n, k in zip(self.lengths, kept)]
+        if all(k == list(range(len(kept[0]))) for k in kept) and self.width == before:  # rows stay aligned: a crop
+            for holder, key in _layer_tensors(self.cache):
+                tensor = _get(holder, key)
+                if torch.is_tensor(tensor) and tensor.dim() == 4:
+                    _set(holder, key, tensor[:, :, : before + len(kept[0])])
+            self.lengths = lengths
+            return
         width = max(lengths, default=0)
         index = torch.zeros(len(lengths), width, dtype=torch.long)
         for b, (n, offsets) in enumerate(zip(self.lengths, kept)):

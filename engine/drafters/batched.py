@@ -106,9 +106,10 @@ class BlockBatchDrafter(BatchDrafter):
         sees = torch.cat([cache.visible(), context_slots, torch.ones(batch, block_size, dtype=torch.bool)], dim=1)
         positions = torch.cat([cached[:, None] + torch.arange(width)[None, :],
                                (cached + counts)[:, None] + torch.arange(block_size)[None, :]], dim=1)
-        inputs = cache.inputs(sees[:, None, :].expand(-1, block_size, -1), positions)
+        every_key = bool(sees.all())  # no padding (one request, say): no mask, as the single-request drafter
+        inputs = cache.inputs(None if every_key else sees[:, None, :].expand(-1, block_size, -1), positions)
         hidden = model(self.drafter.embed_tokens(block), context, inputs["position_ids"], cache.cache,
-                       attention_mask=inputs["attention_mask"])
+                       attention_mask=inputs.get("attention_mask"))
         cache.keep([list(range(int(n))) for n in counts])
         self.pending = [p[:0] for p in pending]
         return hidden

@@ -31,6 +31,7 @@ from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_pr
 from ..contract.summary import per_position_acceptance
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
+from .concurrency import concurrency_sweep, concurrency_table
 from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
@@ -323,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="node budget of the tree lanes (dflash_tree, eagle3_tree)")
     parser.add_argument("--budget-sweep", type=lambda v: [int(b) for b in v.split(",")], default=None,
                         metavar="B1,B2,...", help="also run every tree lane at these node budgets beside its chain")
+    parser.add_argument("--concurrency", type=lambda v: [int(b) for b in v.split(",")], default=None,
+                        metavar="B1,B2,...", help="instead: every batched lane with this many requests at once "
+                        "(engine/measure/concurrency.py)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")
@@ -339,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"no prompts in {args.prompts}")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
         engine = Engine.load(args.preset, args.device, threads=args.threads)
+        if args.concurrency:
+            return _concurrency(engine, prompts, args)
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block,
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
@@ -356,6 +362,18 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.json}")
     return 0 if report["identical_outputs"] else 1
+
+
+def _concurrency(engine: Engine, prompts: list[str], args) -> int:
+    engine.warm_up()
+    with BusyMachine() if args.busy else contextlib.nullcontext():
+        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency)
+    report = {"concurrency": sweep, "device": engine.device_name, "preset": engine.preset, "busy_machine": args.busy,
+              "date": time.strftime("%Y-%m-%d")}
+    print("\n".join(concurrency_table(sweep)))
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0 if sweep["identical_outputs"] else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""Speculative decoding under load: every batched lane at each concurrency, measured side by side in one run.
+
+    python -m engine.measure.bench --concurrency 1,2,4,8,16,32 --json runs/concurrency.json
+
+At each batch size B, B held-out prompts (repeated where there are fewer) are decoded together by every batched
+lane (engine/batch.py) and by transformers' own batched `generate` on the same target weights, in turn, twice,
+each lane's faster round kept (so machine noise hits them alike). Per lane and B: throughput (new tokens per
+second over the whole batch), speedup over the batched baseline at the same B, τ, drafted tokens verified per
+request per step, and whether every request wrote its own single-request greedy output. At B = 1 the batched
+path is also timed against the single-request loop (engine/loop.py) on the same prompt.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..batch import MAX_BATCH, generate_batch
+from ..contract.methods import method as method_entry
+from ..contract.types import EngineError, GenerationConfig
+from ..loop import Engine
+
+BATCHED_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")  # DSpark verifying its whole block beside
+ROUNDS = 2
+
+
+def lane_config(lane: str, max_new_tokens: int) -> GenerationConfig:
+    """A lane's settings: its method's default draft length; `dspark_verify_all` is DSpark with no scheduler."""
+    method = "dspark" if lane == "dspark_verify_all" else lane
+    return GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=max(
+        method_entry(method).default_drafts, 1), scheduler="none" if lane == "dspark_verify_all" else "throughput")
+
+
+def _sync(engine: Engine) -> None:
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def hf_batched_generate(engine: Engine, prompt_ids: list[list[int]], max_new_tokens: int) -> tuple[list[list[int]], float]:
+    """transformers' `generate` over the batch, left-padded, greedy: its outputs (cut at end-of-text) and wall time."""
+    width = max(len(p) for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), engine.eos_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, p in enumerate(prompt_ids):
+        ids[b, width - len(p):] = torch.tensor(p)
+        mask[b, width - len(p):] = 1
+    _sync(engine)
+    start = time.perf_counter()
+    out = engine.target.generate(ids.to(engine.device), attention_mask=mask.to(engine.device), do_sample=False,
+                                 max_new_tokens=max_new_tokens, pad_token_id=engine.eos_id,
+                                 eos_token_id=engine.eos_id)
+    _sync(engine)
+    wall = time.perf_counter() - start
+    outputs = []
+    for row in out[:, width:].tolist():
+        outputs.append(row[: row.index(engine.eos_id) + 1] if engine.eos_id in row else row)
+    return outputs, wall
+
+
+def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
+                      lanes: tuple[str, ...] = BATCHED_LANES, log=print) -> dict:
+    """Every lane at every batch size in `sizes` (see the module's docstring); plain values, JSON-ready."""
+    for size in sizes:
+        if not 1 <= size <= MAX_BATCH:
+            raise EngineError(f"a concurrency of {size} is outside 1 to {MAX_BATCH}")
+    lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
+    greedy = {p: engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens)).output_ids
+              for p in prompts[: max(sizes)]}
+    rows = {}
+    for size in sizes:
+        batch = [prompts[i % len(prompts)] for i in range(size)]
+        best: dict[str, object] = {}
+        hf_wall = float("inf")
+        for _ in range(ROUNDS):
+            for lane in lanes:
+                result = generate_batch(engine, batch, lane_config(lane, max_new_tokens))
+                if lane not in best or result.wall_s < best[lane].wall_s:
+                    best[lane] = result
+            hf_outputs, wall = hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
+            hf_wall = min(hf_wall, wall)
+        base = best["baseline"]
+        row = {"lanes": {}, "hf_generate": {
+            "tokens_per_s": sum(len(o) for o in hf_outputs) / hf_wall,
+            "identical": [tuple(o) for o in hf_outputs] == [tuple(greedy[p]) for p in batch]}}
+        for lane, result in best.items():
+            row["lanes"][lane] = {
+                "tokens_per_s": result.tokens_per_s, "speedup": result.tokens_per_s / base.tokens_per_s,
+                "tau": result.tau, "verified_per_request": result.verified_per_request, "steps": result.steps,
+                "draft_s": result.draft_s, "verify_s": result.verify_s, "wall_s": result.wall_s,
+                "identical": [r.output_ids for r in result.requests] == [tuple(greedy[p]) for p in batch]}
+        row["baseline_vs_hf"] = base.tokens_per_s / row["hf_generate"]["tokens_per_s"]
+        if size == 1:
+            row["batched_vs_single_path"] = _batched_vs_single(engine, batch[0], lanes, max_new_tokens)
+        rows[str(size)] = row
+        log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
+                                        for lane, v in row["lanes"].items()))
+    return {"sizes": sizes, "max_new_tokens": max_new_tokens, "rounds": ROUNDS, "rows": rows,
+            "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
+
+
+def _batched_vs_single(engine: Engine, prompt: str, lanes: tuple[str, ...], max_new_tokens: int) -> dict:
+    """At B = 1, the batched path's wall time over the single-request loop's on the same prompt, per lane: faster
+    of three interleaved runs each: the batched path's speed over the single loop's (below 1: it is slower)."""
+    ratios = {}
+    for lane in lanes:
+        config = lane_config(lane, max_new_tokens)
+        single, batched = float("inf"), float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            engine.generate(prompt, config)
+            single = min(single, time.perf_counter() - start)
+            batched = min(batched, generate_batch(engine, [prompt], config).wall_s)
+        ratios[lane] = single / batched  # speed of the batched path relative to the single one
+    return ratios
+
+
+def concurrency_table(sweep: dict) -> list[str]:
+    lanes = list(next(iter(sweep["rows"].values()))["lanes"])
+    lines = [f"Concurrency sweep ({sweep['max_new_tokens']} new tokens per request, faster of {sweep['rounds']} rounds)",
+             "", "| B | " + " | ".join(f"{lane} speedup (τ, verified/req)" for lane in lanes[1:])
+             + " | baseline tok/s | HF generate tok/s |", "|---" * (len(lanes) + 2) + "|"]
+    for size, row in sweep["rows"].items():
+        cells = [f"{row['lanes'][lane]['speedup']:.2f}× ({row['lanes'][lane]['tau']:.2f}, "
+                 f"{row['lanes'][lane]['verified_per_request']:.2f})" for lane in lanes[1:]]
+        lines.append(f"| {size} | " + " | ".join(cells) + f" | {row['lanes']['baseline']['tokens_per_s']:.0f} | "
+                     f"{row['hf_generate']['tokens_per_s']:.0f} |")
+    single = next((r["batched_vs_single_path"] for r in sweep["rows"].values() if "batched_vs_single_path" in r), None)
+    if single:
+        lines += ["", "B = 1, batched path speed / single-request loop: "
+                  + ", ".join(f"{lane} {ratio:.2f}" for lane, ratio in single.items())]
+    lines.append(f"every request identical to its single-request greedy run: {sweep['identical_outputs']}")
+    return lines

@@ -31,7 +31,7 @@ from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_pr
 from ..contract.summary import per_position_acceptance
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
-from .concurrency import concurrency_sweep, concurrency_table
+from .concurrency import check_sizes, concurrency_sweep, concurrency_table
 from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
@@ -342,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         if not prompts:
             raise EngineError(f"no prompts in {args.prompts}")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
+        check_sizes(args.concurrency or [])  # before the models load
         engine = Engine.load(args.preset, args.device, threads=args.threads)
         if args.concurrency:
             return _concurrency(engine, prompts, args)

@@ -2,12 +2,13 @@
 
     python -m engine.measure.bench --concurrency 1,2,4,8,16,32 --json runs/concurrency.json
 
-At each batch size B, B held-out prompts (repeated where there are fewer) are decoded together by every batched
-lane (engine/batch.py) and by transformers' own batched `generate` on the same target weights, in turn, twice,
-each lane's faster round kept (so machine noise hits them alike). Per lane and B: throughput (new tokens per
-second over the whole batch), speedup over the batched baseline at the same B, τ, drafted tokens verified per
-request per step, and whether every request wrote its own single-request greedy output. At B = 1 the batched
-path is also timed against the single-request loop (engine/loop.py) on the same prompt.
+The same held-out prompts at every batch size: N of them (the largest size; repeated where there are fewer), cut
+into batches of B decoded one after another, so each row measures the same requests and only how many run at once
+changes. Every batched lane (engine/batch.py) and transformers' own batched `generate` on the same target weights
+run each batch in turn, twice, each lane's faster round kept (so machine noise hits them alike). Per lane and B:
+throughput (new tokens per second, all batches), speedup over the batched baseline at the same B, τ, drafted tokens
+verified per request per step, and whether every request wrote its own single-request greedy output. At B = 1 the
+batched path is also timed against the single-request loop (engine/loop.py) on the first prompt.
 """
 
 from __future__ import annotations
@@ -58,45 +59,65 @@ def hf_batched_generate(engine: Engine, prompt_ids: list[list[int]], max_new_tok
     return outputs, wall
 
 
-def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
-                      lanes: tuple[str, ...] = BATCHED_LANES, log=print) -> dict:
-    """Every lane at every batch size in `sizes` (see the module's docstring); plain values, JSON-ready."""
+def check_sizes(sizes: list[int]) -> None:
+    """One line for a batch size the engine does not take."""
     for size in sizes:
         if not 1 <= size <= MAX_BATCH:
             raise EngineError(f"a concurrency of {size} is outside 1 to {MAX_BATCH}")
+
+
+def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
+                      lanes: tuple[str, ...] = BATCHED_LANES, log=print) -> dict:
+    """Every lane at every batch size in `sizes` (see the module's docstring); plain values, JSON-ready."""
+    check_sizes(sizes)
     lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
+    requests = [prompts[i % len(prompts)] for i in range(max(sizes))]
     greedy = {p: engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens)).output_ids
-              for p in prompts[: max(sizes)]}
+              for p in set(requests)}
     rows = {}
     for size in sizes:
-        batch = [prompts[i % len(prompts)] for i in range(size)]
-        best: dict[str, object] = {}
-        hf_wall = float("inf")
+        batches = [requests[i: i + size] for i in range(0, len(requests), size)]
+        runs = {lane: [None] * len(batches) for lane in lanes}
+        hf_runs = [None] * len(batches)
         for _ in range(ROUNDS):
-            for lane in lanes:
-                result = generate_batch(engine, batch, lane_config(lane, max_new_tokens))
-                if lane not in best or result.wall_s < best[lane].wall_s:
-                    best[lane] = result
-            hf_outputs, wall = hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
-            hf_wall = min(hf_wall, wall)
-        base = best["baseline"]
-        row = {"lanes": {}, "hf_generate": {
-            "tokens_per_s": sum(len(o) for o in hf_outputs) / hf_wall,
-            "identical": [tuple(o) for o in hf_outputs] == [tuple(greedy[p]) for p in batch]}}
-        for lane, result in best.items():
-            row["lanes"][lane] = {
-                "tokens_per_s": result.tokens_per_s, "speedup": result.tokens_per_s / base.tokens_per_s,
-                "tau": result.tau, "verified_per_request": result.verified_per_request, "steps": result.steps,
-                "draft_s": result.draft_s, "verify_s": result.verify_s, "wall_s": result.wall_s,
-                "identical": [r.output_ids for r in result.requests] == [tuple(greedy[p]) for p in batch]}
-        row["baseline_vs_hf"] = base.tokens_per_s / row["hf_generate"]["tokens_per_s"]
+            for i, batch in enumerate(batches):
+                for lane in lanes:
+                    result = generate_batch(engine, batch, lane_config(lane, max_new_tokens))
+                    if runs[lane][i] is None or result.wall_s < runs[lane][i].wall_s:
+                        runs[lane][i] = result
+                outputs, wall = hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
+                if hf_runs[i] is None or wall < hf_runs[i][1]:
+                    hf_runs[i] = (outputs, wall)
+        hf_tokens = sum(len(o) for outputs, _ in hf_runs for o in outputs)
+        row = {"batches": len(batches), "lanes": {}, "hf_generate": {
+            "tokens_per_s": hf_tokens / sum(wall for _, wall in hf_runs),
+            "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}}
+        for lane, results in runs.items():
+            row["lanes"][lane] = _lane_row(results, [greedy[p] for p in requests])
+        base = row["lanes"]["baseline"]
+        for lane in row["lanes"].values():
+            lane["speedup"] = lane["tokens_per_s"] / base["tokens_per_s"]
+        row["baseline_vs_hf"] = base["tokens_per_s"] / row["hf_generate"]["tokens_per_s"]
         if size == 1:
-            row["batched_vs_single_path"] = _batched_vs_single(engine, batch[0], lanes, max_new_tokens)
+            row["batched_vs_single_path"] = _batched_vs_single(engine, requests[0], lanes, max_new_tokens)
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
                                         for lane, v in row["lanes"].items()))
-    return {"sizes": sizes, "max_new_tokens": max_new_tokens, "rounds": ROUNDS, "rows": rows,
+    return {"sizes": sizes, "requests": len(requests), "max_new_tokens": max_new_tokens, "rounds": ROUNDS, "rows": rows,
             "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
+
+
+def _lane_row(results: list, greedy: list) -> dict:
+    """One lane's totals over the batches of one size."""
+    requests = [r for result in results for r in result.requests]
+    steps = sum(len(r.accepted) for r in requests)
+    wall = sum(result.wall_s for result in results)
+    return {"tokens_per_s": sum(len(r.output_ids) for r in requests) / wall, "wall_s": wall,
+            "tau": (sum(sum(r.accepted) for r in requests) + steps) / max(steps, 1),
+            "verified_per_request": sum(sum(r.verified) for r in requests) / max(steps, 1),
+            "steps": sum(result.steps for result in results),
+            "draft_s": sum(result.draft_s for result in results), "verify_s": sum(result.verify_s for result in results),
+            "identical": [r.output_ids for r in requests] == [tuple(g) for g in greedy]}
 
 
 def _batched_vs_single(engine: Engine, prompt: str, lanes: tuple[str, ...], max_new_tokens: int) -> dict:
@@ -117,7 +138,8 @@ def _batched_vs_single(engine: Engine, prompt: str, lanes: tuple[str, ...], max_
 
 def concurrency_table(sweep: dict) -> list[str]:
     lanes = list(next(iter(sweep["rows"].values()))["lanes"])
-    lines = [f"Concurrency sweep ({sweep['max_new_tokens']} new tokens per request, faster of {sweep['rounds']} rounds)",
+    lines = [f"Concurrency sweep ({sweep['requests']} requests of {sweep['max_new_tokens']} new tokens, in batches of B; "
+             f"faster of {sweep['rounds']} rounds)",
              "", "| B | " + " | ".join(f"{lane} speedup (τ, verified/req)" for lane in lanes[1:])
              + " | baseline tok/s | HF generate tok/s |", "|---" * (len(lanes) + 2) + "|"]
     for size, row in sweep["rows"].items():

@@ -86,3 +86,33 @@ def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
     assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] is None
     monkeypatch.setattr(random_engine, "preset", "tiny")
     assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] == digests
+
+
+@pytest.mark.slow
+def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_engine):
+    """`bench --concurrency`: at each batch size every batched lane and transformers' batched generate, the
+    batched baseline the reference, every request its own greedy output; at B = 1 the batched path beside the
+    single-request loop."""
+    from engine.measure.concurrency import BATCHED_LANES, concurrency_sweep, concurrency_table
+
+    prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
+    sweep = concurrency_sweep(random_engine, prompts, 12, [1, 3], log=lambda line: None)
+    assert sweep["identical_outputs"] and list(sweep["rows"]) == ["1", "3"]
+    for size, row in sweep["rows"].items():
+        assert set(row["lanes"]) == set(BATCHED_LANES)
+        assert row["lanes"]["baseline"]["speedup"] == 1.0 and row["lanes"]["baseline"]["tau"] == 1.0
+        assert row["hf_generate"]["identical"]  # transformers' own batched greedy decoding writes the same
+        assert row["lanes"]["dspark_verify_all"]["verified_per_request"] >= row["lanes"]["dspark"]["verified_per_request"]
+        assert all(lane["tokens_per_s"] > 0 and lane["wall_s"] >= lane["verify_s"] > 0 for lane in row["lanes"].values())
+    assert set(sweep["rows"]["1"]["batched_vs_single_path"]) == set(BATCHED_LANES)
+    assert "batched_vs_single_path" not in sweep["rows"]["3"]
+    table = "\n".join(concurrency_table(sweep))
+    assert "| 3 |" in table and "identical to its single-request greedy run: True" in table
+
+
+def test_a_concurrency_outside_the_range_is_one_clear_line(capsys):
+    from engine.measure.bench import main
+
+    assert main(["--concurrency", "1,0", "--limit", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a concurrency of 0 is outside 1 to" in err[0]

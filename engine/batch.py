@@ -96,7 +96,11 @@ def generate_batch(engine, prompts: list[str], config: GenerationConfig) -> Batc
         raise EngineError(f"{config.method} drafts trees, which do not run in a batch; choose its chain method")
     drafter.prepare(config)
     prompt_ids = [engine.encode_prompt(p) for p in prompts]
-    return _BatchLoop(engine, config, batched(drafter, len(prompts), engine.device)).run(prompt_ids)
+    confident = getattr(getattr(drafter, "model", None), "confidence_head", None) is not None  # DSpark
+    if config.scheduler == "throughput" and confident and len(prompts) > 1:
+        engine.batch_verify_cost()  # its scheduler's cost model: measured once per machine, before any clock starts
+    return _BatchLoop(engine, config, batched(drafter, len(prompts), engine.device, engine.batch_verify_cost)).run(
+        prompt_ids)
 
 
 class _BatchLoop:
@@ -124,7 +128,8 @@ class _BatchLoop:
             cache.keep([list(range(n)) for n in counts])
         firsts = [pick(logits_to_probs(logits[b, n - 1], config.temperature), config.temperature, r.generator)
                   for b, (r, n) in enumerate(zip(requests, counts))]
-        drafter.start([features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
+        drafter.start([torch.tensor(ids, device=self.device) for ids in prompt_ids],
+                      [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
         for r, first in zip(requests, firsts):
             self._append(r, [int(first)])
 
@@ -148,10 +153,8 @@ class _BatchLoop:
                 blocks = drafter.propose(committed, ks, proposal_temperature, [r.generator for r in batch], clock)
                 if proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
                     blocks = [b.as_point_masses() if b is not None else None for b in blocks]
-            checked = []
-            for block in blocks:
-                n = drafter.verify_len(block, config, clock) if block is not None else 0
-                checked.append(block if block is None or n == block.ids.numel() else block.head(n))
+            checked = [block if block is None or n == block.ids.numel() else block.head(n)
+                       for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
             with clock.span("verify", f"target verify, {len(batch)} requests"):
                 inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
                 logits, features = self._forward(cache, inputs, cache.causal_inputs([len(x) for x in inputs]),
@@ -165,7 +168,8 @@ class _BatchLoop:
                                            r.generator))
             with clock.span("host", "roll back caches, commit"):
                 cache.keep([list(range(1 + v.num_accepted)) for v in verdicts])
-                drafter.accept([features[b, : 1 + v.num_accepted] if features is not None else None
+                drafter.accept([len(r.ids) + v.num_accepted for r, v in zip(batch, verdicts)],
+                               [features[b, : 1 + v.num_accepted] if features is not None else None
                                 for b, v in enumerate(verdicts)])
                 for r, c, v in zip(batch, checked, verdicts):
                     r.verified.append(len(c.ids) if c is not None else 0)

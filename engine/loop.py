@@ -9,6 +9,7 @@ the same step with an ancestor-only mask: the cache then keeps the anchor's entr
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -25,7 +26,7 @@ from .models import (build_weightless, crop_cache, describe_device, drafter_kind
                      implementation, keep_cache_entries, load_causal_lm, load_drafter, load_tokenizer, new_cache,
                      pick_device, require_runnable, set_cpu_threads, tree_grower)
 from .sampling import logits_to_probs, pick, verify
-from .scheduler import profile_verify_speed
+from .scheduler import profile_batch_verify_speed, profile_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .trace import DeviceStep, Tracer, build_result
@@ -78,6 +79,7 @@ class Engine:
         self.eos_id = tokenizer.eos_token_id
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
+        self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
@@ -122,6 +124,16 @@ class Engine:
             longest = max((self.new_drafter(m).max_drafts or 0 for m in self.drafter_models), default=0)
             self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
         return self._verify_steps_per_s
+
+    def batch_verify_cost(self) -> tuple[float, float]:
+        """(a, b) of t(N) = a + b·N, seconds for a batched verify forward of N tokens on this device, for DSpark's
+        scheduler in a batch (scheduler.batch_cut): measured once per machine, device, target and torch release,
+        and kept in SPECLAB_CACHE (default ~/.cache/speclab), so later processes read it."""
+        if self._batch_verify_cost is None:
+            self._batch_verify_cost = stored_measurement(
+                "batch_verify_cost", f"{self.preset} · {self.device_name} · {platform.node()} · torch {torch.__version__}",
+                lambda: profile_batch_verify_speed(self.target, self.device))
+        return self._batch_verify_cost
 
     @torch.inference_mode()
     def target_entropy(self, prompt_ids: list[int], output_ids: list[int], temperature: float) -> list[float]:

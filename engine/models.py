@@ -224,9 +224,11 @@ def _cache_kwarg(model) -> str:
     return _cache_kwarg_of(type(model))  # looked up once per class, not at every forward
 
 
-def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_to_keep: int = 0) -> torch.Tensor:
-    """Logits (batch, positions, vocab) of a forward that extends `cache`; logits_to_keep=0 keeps all."""
-    kwargs = {_cache_kwarg(model): cache}
+def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_to_keep: int = 0,
+                   **inputs) -> torch.Tensor:
+    """Logits (batch, positions, vocab) of a forward that extends `cache`; logits_to_keep=0 keeps all. inputs: a
+    batch's attention_mask and position_ids (engine/ragged.py)."""
+    kwargs = {_cache_kwarg(model): cache, **inputs}
     return model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, **kwargs).logits
 
 
@@ -234,7 +236,8 @@ def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, l
                           logits_to_keep: int = 0, **tree_inputs) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Like forward_logits, and also the concatenated hidden states of `layer_ids` at every input position
     (batch, positions, len(layer_ids) * H), which block drafters read; None when layer_ids is None.
-    tree_inputs: a tree verify's own attention_mask and position_ids (engine/tree.py: verify_inputs)."""
+    tree_inputs: the attention_mask and position_ids of a tree verify (engine/tree.py: verify_inputs) or of a batch
+    (engine/ragged.py)."""
     kwargs = {_cache_kwarg(model): cache, **tree_inputs}
     if layer_ids is None:
         return model(input_ids, use_cache=True, logits_to_keep=logits_to_keep, **kwargs).logits, None

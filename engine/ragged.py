@@ -102,6 +102,19 @@ class RaggedCache:
         self._gather(index)
         self.lengths = lengths
 
+    def truncate(self, lengths: list[int]) -> None:
+        """Keep request b's first lengths[b] entries (at most what it holds), dropping its newest: a serial
+        drafter's rollback after verification."""
+        width = self.width
+        new_width = max(lengths, default=0)
+        index = torch.zeros(len(lengths), new_width, dtype=torch.long)
+        for b, (n, keep) in enumerate(zip(self.lengths, lengths)):
+            assert keep <= n, "a cache is truncated, never grown"
+            if keep:
+                index[b, new_width - keep:] = torch.arange(width - n, width - n + keep)
+        self._gather(index)
+        self.lengths = list(lengths)
+
     def select(self, rows: list[int]) -> None:
         """Keep only the requests `rows` (in that order): the others have finished and leave the batch."""
         lengths = [self.lengths[r] for r in rows]

@@ -9,6 +9,14 @@ many tokens they send to the target.
   forward of n tokens; positions are admitted greedily and the search stops at the first one that does not
   improve the objective (the paper's early stop).
 
+In a batch (engine/batch.py) the cost is the batch's: one verify forward reads every request's anchor and drafts,
+each row as wide as the longest (the rows are padded), so its time grows with B · (1 + ℓ), and verifying a token
+more for one request costs the whole batch. `batch_cut` picks the verified length ℓ per step over the batch:
+each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected tokens Σ_b τ_b(ℓ) times SPS of
+B · (1 + ℓ) tokens (a shorter row would save nothing: the padding is computed anyway). SPS of a batch comes from
+`profile_batch_verify_speed`, forwards of B rows of S tokens timed once per target and device and fitted to
+t(N) = a + b·N in N = B · S.
+
 SPS comes from a cost model, not from raw timings: a verify forward of n tokens costs t(n) = a + b·n,
 fitted by least squares to the median of many timed forwards per n (b ≥ 0: verifying more never costs
 less). One noisy timing cannot then make SPS(2) look much slower than SPS(1), which would make the
@@ -17,8 +25,11 @@ throughput rule verify nothing at all (ℓ = 0) on every step.
 
 from __future__ import annotations
 
+import json
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
@@ -38,6 +49,24 @@ def throughput_cut(confidences: Sequence[float], steps_per_s: Sequence[float]) -
     for length, alive in enumerate(survival(confidences), start=1):
         expected_tokens += alive
         value = expected_tokens * steps_per_s[min(1 + length, len(steps_per_s) - 1)]
+        if value <= best_value:
+            break
+        best_len, best_value = length, value
+    return best_len
+
+
+def batch_cut(confidences: Sequence[Sequence[float]], cost: tuple[float, float]) -> int:
+    """The verified length ℓ for a whole batch: each request b verifies min(ℓ, len(confidences[b])). `cost` is
+    (a, b) of t(N) = a + b·N seconds for a verify forward of N tokens; ℓ maximises Σ_b τ_b(ℓ) / t(B · (1 + ℓ)),
+    admitted greedily with the early stop of `throughput_cut`."""
+    a, b = cost
+    batch = len(confidences)
+    alive = [survival(c) for c in confidences]
+    expected = float(batch)  # every request commits at least the target's own token
+    best_len, best_value = 0, expected / (a + b * batch)
+    for length in range(1, max((len(c) for c in confidences), default=0) + 1):
+        expected += sum(s[length - 1] for s in alive if len(s) >= length)
+        value = expected / (a + b * batch * (1 + length))
         if value <= best_value:
             break
         best_len, best_value = length, value
@@ -106,3 +135,74 @@ def time_verify_forwards(target, device: torch.device, sizes: Sequence[int], con
                 times[i].append(time.perf_counter() - start)
             crop_cache(cache, context)
     return [sorted(t)[len(t) // 2] for t in times]
+
+
+BATCH_PROFILE_SIZES = ((1, 1), (1, 8), (4, 1), (4, 4), (8, 8), (16, 2), (32, 1), (32, 4), (32, 8))
+
+
+def profile_batch_verify_speed(target, device: torch.device, context: int = 128,
+                               repeats: int = 5) -> tuple[float, float]:
+    """(a, b) of t(N) = a + b·N: seconds per verify forward of B rows of S new tokens (N = B · S) over
+    `context`-token caches, the median of `repeats` for each (B, S) in BATCH_PROFILE_SIZES, fitted by least squares
+    (b ≥ 0)."""
+    seconds = time_batch_forwards(target, device, BATCH_PROFILE_SIZES, context, repeats)
+    tokens = [rows * width for rows, width in BATCH_PROFILE_SIZES]
+    mean_n, mean_t = sum(tokens) / len(tokens), sum(seconds) / len(seconds)
+    b = max(0.0, sum((n - mean_n) * (t - mean_t) for n, t in zip(tokens, seconds))
+            / sum((n - mean_n) ** 2 for n in tokens))
+    return max(mean_t - b * mean_n, min(seconds) / 2), b
+
+
+@torch.inference_mode()
+def time_batch_forwards(target, device: torch.device, shapes: Sequence[tuple[int, int]], context: int = 128,
+                        repeats: int = 5) -> list[float]:
+    """Seconds per target forward of each (rows, new tokens) in `shapes` over caches of `context` tokens: the
+    median of `repeats` after one warm-up round, shapes interleaved."""
+    from .models import crop_cache, forward_logits, new_cache
+
+    vocab = target.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    caches = {}
+    for rows in sorted({r for r, _ in shapes}):
+        cache = new_cache(target)
+        forward_logits(target, torch.randint(2, vocab, (rows, context), generator=generator).to(device), cache,
+                       logits_to_keep=1)
+        caches[rows] = cache
+    blocks = [torch.randint(2, vocab, shape, generator=generator).to(device) for shape in shapes]
+    times: list[list[float]] = [[] for _ in shapes]
+    for r in range(repeats + 1):
+        for i, block in enumerate(blocks):
+            cache = caches[block.shape[0]]
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            forward_logits(target, block, cache)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if r:
+                times[i].append(time.perf_counter() - start)
+            crop_cache(cache, context)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def stored_measurement(name: str, key: str, measure: Callable[[], tuple[float, ...]]) -> tuple[float, ...]:
+    """A measurement of this machine kept across processes: read from SPECLAB_CACHE/<name>.json (default
+    ~/.cache/speclab) under `key`, else measured now and written there. An unreadable or unwritable file only
+    means measuring again."""
+    folder = Path(os.environ.get("SPECLAB_CACHE") or Path.home() / ".cache" / "speclab")
+    path = folder / f"{name}.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        value = stored.get(key) if isinstance(stored, dict) else None
+        if isinstance(value, list) and value and all(isinstance(v, (int, float)) and v >= 0 for v in value):
+            return tuple(float(v) for v in value)
+    except (OSError, ValueError):
+        stored = {}
+    value = tuple(measure())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stored = stored if isinstance(stored, dict) else {}
+        path.write_text(json.dumps({**stored, key: list(value)}, indent=1) + "\n", encoding="utf-8")
+    except OSError:
+        pass
+    return value

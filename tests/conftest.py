@@ -267,6 +267,19 @@ def embedded_engine():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def measurements_kept_in_a_temporary_folder(tmp_path_factory):
+    """What the engine measures once per machine and keeps (engine/scheduler.py stored_measurement) goes to a
+    folder of this test process's own, never the user's cache."""
+    saved = os.environ.get("SPECLAB_CACHE")
+    os.environ["SPECLAB_CACHE"] = str(tmp_path_factory.mktemp("speclab-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("SPECLAB_CACHE", None)
+    else:
+        os.environ["SPECLAB_CACHE"] = saved
+
+
+@pytest.fixture(autouse=True, scope="session")
 def no_settle_pause_between_lanes():
     """The app pauses 0.1 s before each lane so a browser on the same cores can draw (app/runner.py); the
     tests time nothing, and would pay it hundreds of times."""

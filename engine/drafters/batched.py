@@ -13,11 +13,15 @@ from __future__ import annotations
 import torch
 
 from ..contract.types import EngineError, GenerationConfig
-from ..models import new_cache
+from ..models import forward_logits, new_cache
+from ..sampling import logits_to_probs, pick
 from ..ragged import RaggedCache
+from ..scheduler import batch_cut
 from ..timing import SpanClock
 from .base import DraftBlock, NoDrafter
 from .dflash import DFlashDrafter
+from .eagle3 import Eagle3Drafter, new_draft_cache
+from .small_lm import SmallLMDrafter
 
 
 class BatchDrafter:
@@ -26,19 +30,21 @@ class BatchDrafter:
     target_layer_ids: list[int] | None = None
     max_drafts: int | None = None
 
-    def start(self, features: list[torch.Tensor | None], clock: SpanClock) -> None:
-        """Begin on the batch's prompts: `features[b]` are the target's features of request b's prompt, (n_b, F)."""
+    def start(self, prompt_ids: list[torch.Tensor], features: list[torch.Tensor | None], clock: SpanClock) -> None:
+        """Begin on the batch's prompts: request b's ids (n_b,) and the target's features of them, (n_b, F)."""
 
     def propose(self, committed: list[torch.Tensor], ks: list[int], temperature: float,
                 generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
         raise NotImplementedError
 
-    def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
-        return int(block.ids.numel())
+    def verify_lens(self, blocks: list[DraftBlock | None], config: GenerationConfig, clock: SpanClock) -> list[int]:
+        """How many leading drafts of each request's block to send to the target (everything, by default)."""
+        return [int(block.ids.numel()) if block is not None else 0 for block in blocks]
 
-    def accept(self, features: list[torch.Tensor | None]) -> None:
-        """After verification: request b's anchor and accepted drafts' features (None for drafters that read
-        none)."""
+    def accept(self, num_valid: list[int], features: list[torch.Tensor | None]) -> None:
+        """After verification: request b's first num_valid[b] positions still stand (committed, or drafted and
+        accepted); features[b] are the target's features of its anchor and accepted drafts (None for drafters that
+        read none)."""
 
     def select(self, rows: list[int]) -> None:
         """Only the requests `rows` go on (the others finished)."""
@@ -58,15 +64,16 @@ class BlockBatchDrafter(BatchDrafter):
     """DFlash and DSpark: the block [anchor, MASK × (B − 1)] of every request in one backbone pass, each request's
     new context features appended to its row of one ragged draft cache."""
 
-    def __init__(self, drafter: DFlashDrafter, batch: int, device: torch.device):
+    def __init__(self, drafter: DFlashDrafter, batch: int, device: torch.device, batch_cost=None):
         self.drafter = drafter
+        self.batch_cost = batch_cost  # callable: (a, b) of a batched verify's t(N) = a + b·N (Engine.batch_verify_cost)
         self.label = drafter.label
         self.target_layer_ids = drafter.target_layer_ids
         self.max_drafts = drafter.max_drafts
         self.cache = RaggedCache(new_cache(drafter.model), batch, device)
         self.pending: list[torch.Tensor] = []  # per request: target features not yet in the draft cache, (p_b, F)
 
-    def start(self, features, clock) -> None:
+    def start(self, prompt_ids, features, clock) -> None:
         self.pending = list(features)
 
     def propose(self, committed, ks, temperature, generators, clock):
@@ -75,10 +82,19 @@ class BlockBatchDrafter(BatchDrafter):
         return [self.drafter.block_from_hidden(hidden[b], committed[b][-1], k, temperature, generators[b], clock)
                 if k else None for b, k in enumerate(ks)]
 
-    def verify_len(self, block, config, clock) -> int:
-        return self.drafter.verify_len(block, config, clock)
+    def verify_lens(self, blocks, config, clock) -> list[int]:
+        """DSpark's scheduler: alone, each request's own rule (scheduler.verify_len, as in a single run); in a batch
+        with the throughput rule, one length for the batch from every request's confidences and the batch's
+        measured verify cost (scheduler.batch_cut)."""
+        live = [block for block in blocks if block is not None]
+        if config.scheduler == "throughput" and len(live) > 1 and self.batch_cost is not None \
+                and all(block.confidences is not None for block in live):
+            with clock.span("host", f"scheduler picks ℓ for {len(live)} requests"):
+                cut = batch_cut([block.confidences.tolist() for block in live], self.batch_cost())
+            return [min(cut, int(block.ids.numel())) if block is not None else 0 for block in blocks]
+        return [self.drafter.verify_len(block, config, clock) if block is not None else 0 for block in blocks]
 
-    def accept(self, features) -> None:
+    def accept(self, num_valid, features) -> None:
         self.pending = list(features)
 
     def select(self, rows) -> None:
@@ -115,11 +131,139 @@ class BlockBatchDrafter(BatchDrafter):
         return hidden
 
 
-def batched(drafter, batch: int, device: torch.device) -> BatchDrafter:
-    """The batch form of a single-request drafter, or one clear line where a method has none yet."""
+class SmallLMBatchDrafter(BatchDrafter):
+    """Classic drafting for a batch: the small LM drafts one token for every request per forward, K forwards, over a
+    ragged cache of its own (the serial loop the block drafters remove, now paid once per batch)."""
+
+    def __init__(self, drafter: SmallLMDrafter, batch: int, device: torch.device):
+        self.drafter = drafter
+        self.label = drafter.label
+        self.cache = RaggedCache(new_cache(drafter.model), batch, device)
+        self.device = device
+
+    def start(self, prompt_ids, features, clock) -> None:
+        with clock.span("draft", f"drafter prefill, {len(prompt_ids)} requests"):
+            self._forward([p.tolist() for p in prompt_ids])
+
+    def propose(self, committed, ks, temperature, generators, clock):
+        # what each request's cache has not seen: its last bonus, and after a fully accepted block its last draft
+        inputs = [c[n:].tolist() for c, n in zip(committed, self.cache.lengths)]
+        drafts: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in committed]
+        for i in range(max(ks)):
+            with clock.span("draft", f"draft forward {i + 1}/{max(ks)}, {len(committed)} requests"):
+                logits = self._forward(inputs)
+                inputs = []
+                for b, (k, row) in enumerate(zip(ks, logits)):
+                    probs = logits_to_probs(row, temperature)
+                    # a request that needs no more drafts draws nothing (its generator stays as in a single run)
+                    token = pick(probs, temperature, generators[b]) if i < k else probs.argmax()
+                    if i < k:
+                        drafts[b].append((token, probs))
+                    inputs.append([int(token)])
+        return [DraftBlock(torch.stack([t for t, _ in d]), torch.stack([p for _, p in d])) if d else None
+                for d in drafts]
+
+    def accept(self, num_valid, features) -> None:
+        self.cache.truncate([min(n, held) for n, held in zip(num_valid, self.cache.lengths)])
+
+    def select(self, rows) -> None:
+        self.cache.select(rows)
+
+    def _forward(self, rows: list[list[int]]) -> torch.Tensor:
+        """One forward of each request's new tokens (padded to the longest), all kept in the cache; returns each
+        request's logits at its last new token, (B, V)."""
+        counts = [len(r) for r in rows]
+        inputs = self.cache.causal_inputs(counts)
+        logits = forward_logits(self.drafter.model, _padded(rows, self.device), self.cache.cache, **inputs)
+        self.cache.keep([list(range(n)) for n in counts])
+        return logits[torch.arange(len(rows)), torch.tensor(counts) - 1]
+
+
+class Eagle3BatchDrafter(BatchDrafter):
+    """EAGLE-3 for a batch: each request's new target features fed in one forward for the whole batch, then K − 1
+    serial forwards, each drafting one token for every request from its own hidden state."""
+
+    def __init__(self, drafter: Eagle3Drafter, batch: int, device: torch.device):
+        self.drafter = drafter
+        self.model = drafter.model
+        self.label = drafter.label
+        self.target_layer_ids = drafter.target_layer_ids
+        self.cache = RaggedCache(new_draft_cache(), batch, device)
+        self.device = device
+        self.pending: list[torch.Tensor] = []  # per request: target features not yet in the cache, (p_b, 3H)
+        self.context: list[int] = []  # per request: cache entries built from target features
+
+    def start(self, prompt_ids, features, clock) -> None:
+        self.pending = list(features)  # f_0..f_{N−1}; they pair with t_1..t_N, and t_N comes with the first propose
+        self.context = [0] * len(features)
+
+    def propose(self, committed, ks, temperature, generators, clock):
+        model = self.model
+        counts = [p.shape[0] for p in self.pending]
+        with clock.span("draft", f"draft forward 1/{max(ks)}, {len(committed)} requests"):
+            # request b: features f_c..f_{n−2} with tokens t_{c+1}..t_{n−1} at positions c..n−2
+            tokens = _padded([c[len(c) - n:].tolist() for c, n in zip(committed, counts)], self.device)
+            features = torch.zeros(len(counts), max(counts), self.pending[0].shape[-1], dtype=self.pending[0].dtype,
+                                   device=self.device)
+            for b, p in enumerate(self.pending):
+                features[b, : p.shape[0]] = p
+            inputs = self.cache.causal_inputs(counts)
+            hidden = model(tokens, model.fc(features), inputs["position_ids"], self.cache.cache,
+                           inputs.get("attention_mask"))
+            self.cache.keep([list(range(n)) for n in counts])
+            self.context = list(self.cache.lengths)
+            self.pending = [p[:0] for p in self.pending]
+            hidden = hidden[torch.arange(len(counts)), torch.tensor(counts) - 1][:, None]  # (B, 1, H)
+            drafts = self._draw(hidden, ks, 0, temperature, generators, [[] for _ in committed])
+        for i in range(1, max(ks)):  # own hidden state and the previous draft, at the next position
+            with clock.span("draft", f"draft forward {i + 1}/{max(ks)}, {len(committed)} requests"):
+                inputs = self.cache.causal_inputs([1] * len(committed))
+                last = torch.stack([d[-1][0] if d else torch.tensor(0) for d in drafts]).view(-1, 1).to(self.device)
+                hidden = model(last, hidden, inputs["position_ids"], self.cache.cache, inputs.get("attention_mask"))
+                self.cache.keep([[0]] * len(committed))
+                drafts = self._draw(hidden, ks, i, temperature, generators, drafts)
+        return [DraftBlock(torch.stack([t for t, _ in d]), torch.stack([p for _, p in d])) if d else None
+                for d in drafts]
+
+    def _draw(self, hidden, ks, i, temperature, generators, drafts):
+        """Each request's draft i from its row of `hidden` (B, 1, H); a request that needs no more draws nothing
+        and goes on with its last token."""
+        logits = self.model.logits(hidden)[:, -1]
+        for b, k in enumerate(ks):
+            if i < k:
+                probs = logits_to_probs(logits[b], temperature)
+                drafts[b].append((pick(probs, temperature, generators[b]), probs))
+        return drafts
+
+    def accept(self, num_valid, features) -> None:
+        # the serial steps' entries were built from the drafter's own hidden states: drop them; the target's
+        # features of the anchor and the accepted tokens take their place at the next propose
+        self.cache.truncate(self.context)
+        self.pending = list(features)
+
+    def select(self, rows) -> None:
+        self.cache.select(rows)
+        self.pending = [self.pending[r] for r in rows]
+        self.context = [self.context[r] for r in rows]
+
+
+def _padded(rows: list[list[int]], device: torch.device) -> torch.Tensor:
+    """(B, longest) token ids, each row's after it as padding (never seen: the masks hide it)."""
+    ids = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return ids.to(device)
+
+
+def batched(drafter, batch: int, device: torch.device, batch_cost=None) -> BatchDrafter:
+    """The batch form of a single-request drafter, or one clear line where a method has none yet. batch_cost:
+    the batch's verify cost model, for a scheduler (Engine.batch_verify_cost)."""
     if isinstance(drafter, NoDrafter):
         return NoBatchDrafter()
     if isinstance(drafter, DFlashDrafter):  # DSpark's and DeepSpec's DFlash too (drafters/deepspec.py)
-        return BlockBatchDrafter(drafter, batch, device)
-    raise EngineError(f"{drafter.label} does not run in a batch yet; the batched lanes are the baseline, "
-                      "DFlash and DSpark")
+        return BlockBatchDrafter(drafter, batch, device, batch_cost)
+    if isinstance(drafter, Eagle3Drafter):
+        return Eagle3BatchDrafter(drafter, batch, device)
+    if isinstance(drafter, SmallLMDrafter):
+        return SmallLMBatchDrafter(drafter, batch, device)
+    raise EngineError(f"{drafter.label} does not run in a batch")

@@ -22,7 +22,8 @@ from ..contract.methods import method as method_entry
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
 
-BATCHED_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")  # DSpark verifying its whole block beside
+# every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
+BATCHED_LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "dspark_verify_all")
 ROUNDS = 2
 
 

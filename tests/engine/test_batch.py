@@ -11,8 +11,9 @@ from engine.batch import MAX_BATCH, generate_batch
 from engine.contract.types import EngineError, GenerationConfig
 from engine.models import _cache_kwarg, new_cache
 from engine.ragged import RaggedCache
+from engine.scheduler import batch_cut, profile_batch_verify_speed, stored_measurement
 
-BATCHED = ("baseline", "dflash", "dspark")
+BATCHED = ("baseline", "eagle3", "classic", "dflash", "dspark")
 PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    print(", "x = [", "class Stack:\n    def",
            "# sort a list of numbers\n", "while True:", "print('hello, world')\n"]
 
@@ -28,7 +29,8 @@ def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, meth
     batch = generate_batch(embedded_engine, prompts, config)
     for prompt, request in zip(prompts, batch.requests):
         assert request.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids, (method, prompt)
-    if method != "baseline":  # each request's drafts are what it drafts alone
+    if method not in ("baseline", "dspark"):  # each request's drafts are what it drafts alone (DSpark's scheduler
+        # reads the whole batch, so how much it verifies depends on the batch: tested below)
         for prompt, request in list(zip(prompts, batch.requests))[:3]:
             alone = embedded_engine.generate(prompt, config)
             assert request.accepted == tuple(s.num_accepted for s in alone.steps), (method, prompt)
@@ -36,10 +38,10 @@ def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, meth
         assert len({len(r.accepted) for r in batch.requests}) > 1  # some requests left before others
 
 
-@pytest.mark.parametrize("method", BATCHED)
+@pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash", "dspark"])
 def test_a_batch_runs_to_the_context_limit_and_stops_each_request_there(random_engine, method):
     """Requests of different lengths reach the context limit (96 tokens on the random models) at different
-    steps; each stops there as it does alone."""
+    steps; each stops there as it does alone. (The random engine's eagle3 lane drafts with a small LM.)"""
     prompts = ["def f(x):\n    return x\n" * 5, "x = 1\n", "def g(y):\n" * 9]
     config = GenerationConfig(method=method, max_new_tokens=200)
     batch = generate_batch(random_engine, prompts, config)
@@ -53,7 +55,9 @@ def test_sampling_in_a_batch_draws_what_each_request_draws_alone(embedded_engine
     """Above temperature 0 every request draws from its own generator, seeded as a single run is, in the same order:
     the batch writes each request's single-request sample (so it passes the distribution check the single runs
     pass: tests/engine/test_lesson_engine.py)."""
-    config = GenerationConfig(method=method, max_new_tokens=20, temperature=1.0, seed=5)
+    # DSpark's static cut: its throughput rule reads the whole batch (any rule that reads only what was drafted
+    # keeps the output the target's), so its draws would follow another schedule than a single run's
+    config = GenerationConfig(method=method, max_new_tokens=20, temperature=1.0, seed=5, scheduler="static")
     batch = generate_batch(embedded_engine, PROMPTS[:4], config)
     assert [r.output_ids for r in batch.requests] == [embedded_engine.generate(p, config).output_ids
                                                       for p in PROMPTS[:4]]
@@ -77,7 +81,7 @@ def test_bad_batches_are_one_clear_line(random_engine):
         generate_batch(random_engine, [], config)
     with pytest.raises(EngineError, match="a batch holds 1 to"):
         generate_batch(random_engine, ["x"] * (MAX_BATCH + 1), config)
-    with pytest.raises(EngineError, match="trees"):
+    with pytest.raises(EngineError, match="trees"):  # a tree lane's chain runs batched
         generate_batch(random_engine, ["x"], GenerationConfig(method="dflash_tree", max_new_tokens=4))
     with pytest.raises(EngineError, match="the prompt is empty"):
         generate_batch(random_engine, ["x", " "], config)
@@ -101,9 +105,61 @@ def test_the_ragged_cache_keeps_each_requests_own_entries(random_engine):
         assert ragged.lengths == [6, 3, 5]
         ragged.select([2, 0])  # the second request finished
         assert ragged.lengths == [5, 6]
-        for row, sequence in ((0, [12, 13, 14, 24, 25]), (1, [5, 6, 7, 8, 9, 20])):
-            alone = new_cache(target)
-            target(torch.tensor([sequence]), **{_cache_kwarg(target): alone})
-            for layer, single in zip(ragged.cache.layers, alone.layers):
-                kept = layer.keys[row, :, layer.keys.shape[2] - len(sequence):]
-                torch.testing.assert_close(kept, single.keys[0], rtol=1e-5, atol=1e-5)
+        assert_rows_hold(target, ragged, [[12, 13, 14, 24, 25], [5, 6, 7, 8, 9, 20]])
+        ragged.truncate([2, 4])  # a serial drafter's rollback: each request's newest entries dropped
+        assert ragged.lengths == [2, 4]
+        assert_rows_hold(target, ragged, [[12, 13], [5, 6, 7, 8]])
+
+
+def assert_rows_hold(target, ragged: RaggedCache, sequences: list[list[int]]) -> None:
+    """Each row's entries, read right-aligned, are a single request's cache after a forward over its sequence."""
+    for row, sequence in enumerate(sequences):
+        alone = new_cache(target)
+        target(torch.tensor([sequence]), **{_cache_kwarg(target): alone})
+        for layer, single in zip(ragged.cache.layers, alone.layers):
+            for name in ("keys", "values"):
+                mine, theirs = getattr(layer, name), getattr(single, name)
+                torch.testing.assert_close(mine[row, :, mine.shape[2] - len(sequence):], theirs[0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_batch_scheduler_verifies_less_as_the_batch_grows():
+    """scheduler.batch_cut: one verified length for the batch, the batch's expected tokens over the verify time of
+    B · (1 + ℓ) tokens. Free tokens: everything drafted; a fixed cost per token: less as B grows."""
+    sure, unsure = [0.95] * 7, [0.9, 0.5, 0.2, 0.1, 0.1, 0.1, 0.1]
+    assert batch_cut([sure, unsure], (0.01, 0.0)) == 7  # verifying costs nothing more: all of it
+    cuts = [batch_cut([sure] * size, (0.008, 0.0003)) for size in (1, 4, 16, 64)]
+    assert cuts == sorted(cuts, reverse=True) and cuts[0] > cuts[-1]
+    assert batch_cut([unsure] * 32, (0.008, 0.0003)) <= batch_cut([sure] * 32, (0.008, 0.0003))
+    assert batch_cut([[0.01] * 7] * 8, (0.008, 0.001)) == 0  # hopeless drafts: the target's own token only
+
+
+def test_a_machines_measurement_is_made_once_and_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return (0.01, 0.0002)
+
+    assert stored_measurement("cost", "this machine", measure) == (0.01, 0.0002)
+    assert stored_measurement("cost", "this machine", measure) == (0.01, 0.0002) and len(calls) == 1
+    assert stored_measurement("cost", "another device", measure) == (0.01, 0.0002) and len(calls) == 2
+    (tmp_path / "cost.json").write_text("{not json")
+    assert stored_measurement("cost", "this machine", measure) == (0.01, 0.0002) and len(calls) == 3
+
+
+def test_the_batch_verify_cost_grows_with_the_tokens_of_the_batch(random_engine):
+    a, b = profile_batch_verify_speed(random_engine.target, torch.device("cpu"), context=32, repeats=2)
+    assert a > 0 and b >= 0
+
+
+def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_engine):
+    """The throughput rule in a batch cuts every request's block at one length from the batch's measured cost;
+    verifying everything sends more; both write the target's greedy output."""
+    prompts = PROMPTS[:6]
+    scheduled = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=20))
+    everything = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=20,
+                                                                            scheduler="none"))
+    for prompt, one, other in zip(prompts, scheduled.requests, everything.requests):
+        assert one.output_ids == other.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids
+    assert scheduled.verified_per_request < everything.verified_per_request

@@ -99,12 +99,12 @@ def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_
     sweep = concurrency_sweep(random_engine, prompts, 12, [1, 3], log=lambda line: None)
     assert sweep["identical_outputs"] and list(sweep["rows"]) == ["1", "3"]
     for size, row in sweep["rows"].items():
-        assert set(row["lanes"]) == set(BATCHED_LANES)
+        assert set(row["lanes"]) == set(BATCHED_LANES) - {"classic"}  # the random engine has no small-LM lane
         assert row["lanes"]["baseline"]["speedup"] == 1.0 and row["lanes"]["baseline"]["tau"] == 1.0
         assert row["hf_generate"]["identical"]  # transformers' own batched greedy decoding writes the same
         assert row["lanes"]["dspark_verify_all"]["verified_per_request"] >= row["lanes"]["dspark"]["verified_per_request"]
         assert all(lane["tokens_per_s"] > 0 and lane["wall_s"] >= lane["verify_s"] > 0 for lane in row["lanes"].values())
-    assert set(sweep["rows"]["1"]["batched_vs_single_path"]) == set(BATCHED_LANES)
+    assert set(sweep["rows"]["1"]["batched_vs_single_path"]) == set(BATCHED_LANES) - {"classic"}
     assert "batched_vs_single_path" not in sweep["rows"]["3"]
     table = "\n".join(concurrency_table(sweep))
     assert "| 3 |" in table and "identical to its single-request greedy run: True" in table

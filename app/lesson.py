@@ -1,4 +1,4 @@
-"""The lesson: the argument for parallel drafting in nine points, each shown with measured data.
+"""The lesson: the argument for parallel drafting in ten points, each shown with measured data.
 
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
@@ -21,7 +21,7 @@ from engine.contract.presets import ASSETS_DIR, load_prompts
 from .examples import example_prompts
 from .settings import Settings, default_settings
 from .comparison import Comparison, RecordError, drafter_words, read_comparison, verify_cost
-from .theory import PUBLISHED_TREES, speedup, tree_costs
+from .theory import PUBLISHED_LOAD, PUBLISHED_TREES, speedup, tree_costs
 from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
@@ -68,6 +68,17 @@ LIVE_TREE_BUDGETS = (4, 16, 64)
 LIVE_TREE_PROMPTS = 2
 LIVE_TREE_TOKENS = 24
 LIVE_TREE_ROUNDS = 1
+# Under load: every batched lane with B requests at once (engine/measure/concurrency.py), the same LOAD_REQUESTS
+# held-out prompts at every B; live, two batch sizes over a few requests and the lanes the point compares.
+LOAD_SIZES = (1, 2, 4, 8, 16, 32)
+LOAD_REQUESTS = 32
+LOAD_TOKENS = 64
+LOAD_ROUNDS = 2
+LIVE_LOAD_SIZES = (1, 8)
+LIVE_LOAD_REQUESTS = 8
+LIVE_LOAD_TOKENS = 16
+LIVE_LOAD_ROUNDS = 1
+LIVE_LOAD_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")
 
 
 def lesson_prompt() -> str:
@@ -190,11 +201,30 @@ def measure_trees_live(engine, stop=None) -> dict:
                          LIVE_TREE_ROUNDS, stop=stop)
 
 
+def measure_load(engine, prompts: list[str] | None = None, sizes=LOAD_SIZES, num_requests: int = LOAD_REQUESTS,
+                 max_new_tokens: int = LOAD_TOKENS, rounds: int = LOAD_ROUNDS, lanes=None, stop=None) -> dict:
+    """Every batched lane at every batch size in `sizes` over the same `num_requests` requests (default the first
+    held-out prompts), beside the batched baseline and transformers' batched generate
+    (engine/measure/concurrency.py)."""
+    from engine.measure.concurrency import BATCHED_LANES, concurrency_sweep
+
+    prompts = prompts or load_prompts()[:num_requests]
+    measured = concurrency_sweep(engine, prompts, max_new_tokens, list(sizes), tuple(lanes or BATCHED_LANES),
+                                 log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop)
+    return measurement(measured, engine.device_name)
+
+
+def measure_load_live(engine, stop=None) -> dict:
+    """The concurrency sweep at its live size (LIVE_LOAD_*)."""
+    return measure_load(engine, None, LIVE_LOAD_SIZES, LIVE_LOAD_REQUESTS, LIVE_LOAD_TOKENS, LIVE_LOAD_ROUNDS,
+                        LIVE_LOAD_LANES, stop=stop)
+
+
 # --- what is recorded ------------------------------------------------------------------------------------
 
 RECORDINGS = {"greedy": "greedy.json", "sampled": "sampled.json", "sweeps": "k_sweeps.json",
               "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json",
-              "trees": "trees.json"}
+              "trees": "trees.json", "load": "load.json"}
 COMPARISONS = ("greedy", "sampled")  # saved comparisons; the rest are plain measurements with FORMAT
 
 
@@ -255,8 +285,8 @@ def recorded_words(item) -> str:
 
 
 def measurement_kind(item: dict) -> str | None:
-    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures", "trees"),
-    from its data's own keys."""
+    """Which of the lesson's measurements a document holds ("lossless", "sweeps", "parts", "temperatures", "trees",
+    "load"), from its data's own keys."""
     data = item.get("data", {}) if isinstance(item, dict) else {}
     if "samples" in data and "lanes" in data:
         return "lossless"
@@ -268,6 +298,8 @@ def measurement_kind(item: dict) -> str | None:
         return "parts"
     if "budgets" in data and "lanes" in data:
         return "trees"
+    if "sizes" in data and "requests" in data:
+        return "load"
     return None
 
 
@@ -295,6 +327,9 @@ def size_words(item: dict) -> str:
     if kind == "trees":
         return _trees_size(len(data["lanes"]), data["budgets"], data["num_prompts"], data.get("rounds"),
                            data["max_new_tokens"])
+    if kind == "load":
+        return _load_size(len(data["lanes"]), data["sizes"], data["requests"], data.get("rounds"),
+                          data["max_new_tokens"])
     if kind == "temperatures":
         temperatures = sorted(map(float, data["temperatures"]))
         return (f"{_count(len(temperatures), 'temperature')} ({', '.join(f'{t:g}' for t in temperatures)}) × "
@@ -308,6 +343,14 @@ def _trees_size(lanes: int, budgets, prompts: int, rounds: int | None, tokens: i
     times = f" × {_count(rounds, 'round')}" if isinstance(rounds, int) else ""
     return (f"{_count(lanes, 'tree lane')} × {_count(len(budgets), 'budget')} ({', '.join(map(str, budgets))} nodes) × "
             f"{_count(prompts, 'prompt')}{times}, {tokens} new tokens")
+
+
+def _load_size(lanes: int, sizes, requests: int, rounds: int | None, tokens: int) -> str:
+    """"4 lanes × 2 batch sizes (1, 8) × 8 requests × 1 round, 16 new tokens"."""
+    sizes = sorted(map(int, sizes))
+    times = f" × {_count(rounds, 'round')}" if isinstance(rounds, int) else ""
+    return (f"{_count(lanes, 'lane')} × {_count(len(sizes), 'batch size')} ({', '.join(map(str, sizes))}) × "
+            f"{_count(requests, 'request')}{times}, {tokens} new tokens")
 
 
 def live_size(point: "Point") -> str:
@@ -331,7 +374,10 @@ def live_size(point: "Point") -> str:
                              f"{_count(LIVE_TEMPERATURE_PROMPTS, 'prompt')}, {LIVE_TEMPERATURE_TOKENS} new tokens (the "
                              f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
                              f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)",
-             "trees": f"{live_trees} (the recording: {recorded_trees})"}
+             "trees": f"{live_trees} (the recording: {recorded_trees})",
+             "load": _load_size(len(LIVE_LOAD_LANES), LIVE_LOAD_SIZES, LIVE_LOAD_REQUESTS, LIVE_LOAD_ROUNDS,
+                                LIVE_LOAD_TOKENS) + (f" (the recording: {size_words(recorded()['load'])})"
+                                                     if "load" in recorded() else "")}
     return sizes[point.recording]
 
 
@@ -1031,6 +1077,78 @@ def trees_slide(data: dict) -> str:
     return f"{head} (chains: {chains}). One draft forward in verified nodes' worth: {forwards}."
 
 
+# --- load: what the concurrency sweep shows ---------------------------------------------------------------
+
+LOAD_LANES_WORDED = ("dflash", "dspark", "eagle3", "classic")  # in this order, those the measurement has
+
+
+def _load_rows(data: dict) -> tuple[dict, int, int, dict, dict]:
+    """The sweep, its smallest and largest batch sizes and their rows."""
+    sweep = data["load"]["data"]
+    sizes = sorted(map(int, sweep["rows"]))
+    return sweep, sizes[0], sizes[-1], sweep["rows"][str(sizes[0])]["lanes"], sweep["rows"][str(sizes[-1])]["lanes"]
+
+
+def _moves(first: float, last: float, tolerance: float, unit: str = "×") -> str:
+    """"falls from 2.18× to 0.62×", "rises from …", or "holds at 1.02×"."""
+    direction = trend(first, last, tolerance)
+    if direction == "holds":
+        return f"holds at {last:.2f}{unit}"
+    return f"{direction} from {first:.2f}{unit} to {last:.2f}{unit}"
+
+
+def _slower_from(sweep: dict, lane: str) -> int | None:
+    """The smallest batch size at which `lane` is slower than the target alone, and stays so at every larger one."""
+    sizes = sorted(map(int, sweep["rows"]))
+    slower = [b for b in sizes if sweep["rows"][str(b)]["lanes"][lane]["speedup"] < 1]
+    return slower[0] if slower and slower == sizes[sizes.index(slower[0]):] else None
+
+
+def load_takeaway(data: dict) -> str:
+    sweep, b0, b1, low, high = _load_rows(data)
+    tolerance = speed_tolerance(sweep)
+    lanes = [lane for lane in LOAD_LANES_WORDED if lane in low]
+    parts = []
+    for lane in lanes:
+        change = (high[lane]["tau"] - low[lane]["tau"]) / low[lane]["tau"]
+        tau = (f"τ within {abs(change) * 100:.0f} % ({low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})"
+               if abs(change) <= 0.10 else f"τ {_moves(low[lane]['tau'], high[lane]['tau'], 0.10, '')}")
+        slower = _slower_from(sweep, lane)
+        parts.append(f"{method_label(lane)}'s speedup {_moves(low[lane]['speedup'], high[lane]['speedup'], tolerance)}, "
+                     f"{tau}" + (f", slower than the target alone from B = {slower}" if slower else ""))
+    base_low, base_high = low[BASELINE]["tokens_per_s"], high[BASELINE]["tokens_per_s"]
+    text = (f"From {b0} request{'s' if b0 > 1 else ''} at once to {b1}: " + "; ".join(parts) + ". "
+            f"The target alone writes {base_low:.0f} tokens/s at B = {b0} and {base_high:.0f} at B = {b1}: a batch "
+            f"{'shares' if base_high > base_low else 'does not share'} each forward among its requests, and a verify "
+            f"of B × (1 + ℓ) tokens costs the whole batch for every drafted token it reads.")
+    if "dspark" in high and "dspark_verify_all" in high:
+        ours, everything = high["dspark"], high["dspark_verify_all"]
+        ratio = ours["tokens_per_s"] / everything["tokens_per_s"]
+        stands = versus(ours["tokens_per_s"], everything["tokens_per_s"], tolerance)
+        text += (f" At B = {b1} DSpark's scheduler verifies {ours['verified_per_request']:.1f} drafts a request a step "
+                 f"against {everything['verified_per_request']:.1f} verifying everything, and runs {stands} it "
+                 f"({ratio:.2f} times its speed)")
+        alone, all_alone = low["dspark"], low["dspark_verify_all"]
+        text += (f"; at B = {b0}, {versus(alone['tokens_per_s'], all_alone['tokens_per_s'], tolerance)} it "
+                 f"({alone['speedup']:.2f}× against {all_alone['speedup']:.2f}×).")
+    published = "; ".join(f"{p.setting}: {' → '.join(f'{x:.2f}× at {c}' for c, x in p.speedups)}"
+                          for p in PUBLISHED_LOAD if len(p.speedups) > 1)
+    return text + f" Published on GPUs ({published}): speedup falls with concurrency there too."
+
+
+def load_slide(data: dict) -> str:
+    sweep, b0, b1, low, high = _load_rows(data)
+    lanes = [lane for lane in ("dflash", "dspark") if lane in low]
+    head = "; ".join(f"{method_label(lane)} {low[lane]['speedup']:.2f}× → {high[lane]['speedup']:.2f}× "
+                     f"(τ {low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})" for lane in lanes)
+    text = f"B = {b0} → {b1}: {head}."
+    if "dspark" in high and "dspark_verify_all" in high:
+        ratio = high["dspark"]["tokens_per_s"] / high["dspark_verify_all"]["tokens_per_s"]
+        text += (f" At B = {b1} the scheduler verifies {high['dspark']['verified_per_request']:.1f} a request: "
+                 f"{ratio:.2f} times verifying everything's speed.")
+    return text
+
+
 # --- the points ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -1128,6 +1246,15 @@ POINTS = (
           "block as is likely to pass. Switching each part off shows what it buys.",
           "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
           ("parts",), "why-parts-plot", parts_slide),
+    Point(10, "Under load, every verified token is paid by the batch",
+          "A server decodes many requests together. One forward then serves the whole batch, so the target alone "
+          "gets cheaper per token as the batch grows, while a verify reads every request's drafts: each token "
+          "verified for one request takes room another request's token could have had. Acceptance does not change "
+          "with the batch, so τ stays where it was while the speedup shrinks. A scheduler that verifies less "
+          "when the batch is big can then win back part of it.",
+          "why", "load", "the chart “Under load” (speedup and τ against requests at once, the published curves "
+          "dashed grey)", load_takeaway, ("load",), "why-load-plot", load_slide,
+          "Under load, each verified token costs the batch"),
 )
 TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
 

@@ -123,3 +123,24 @@ PUBLISHED_TREES = (
                   "DDTree paper, Table 1"),
 )
 DDTREE_BUDGETS = (16, 1024)  # the node budgets DDTree's Table 1 chose from
+
+
+@dataclass(frozen=True)
+class PublishedLoad:
+    """A published speedup against how many requests run at once, with its hardware and where it comes from."""
+
+    setting: str  # drafter, target, hardware, serving stack
+    method: str  # the lane of ours it stands beside
+    speedups: tuple[tuple[int, float], ...]  # (concurrency, speedup over the same server without speculation)
+    source: str
+
+
+# Speedups under load as their authors report them (GPUs, production servers): the fall with concurrency is the
+# shape to compare, not the heights (another model, another machine).
+PUBLISHED_LOAD = (
+    PublishedLoad("DFlash, Qwen3.5-4B, block 16, B200, SGLang", "dflash", ((1, 3.5), (8, 3.0), (16, 2.3), (32, 1.8)),
+                  "z-lab's Qwen3.5-4B DFlash model card"),
+    PublishedLoad("DFlash 2, one H200, SGLang", "dflash", ((1, 3.43), (8, 2.84), (32, 1.45)),
+                  "SGLang's DFlash 2 benchmark"),
+    PublishedLoad("EAGLE-3, batch 64, SGLang", "eagle3", ((64, 1.38),), "EAGLE-3 paper"),
+)

@@ -46,6 +46,7 @@ def main() -> int:
         "parts": lambda: json.dumps(lesson.measure_parts(engine)),
         "temperatures": lambda: json.dumps(lesson.measure_temperatures(engine)),
         "trees": lambda: json.dumps(lesson.measure_trees(engine)),
+        "load": lambda: json.dumps(lesson.measure_load(engine)),
     }
     only = sys.argv[1:] or list(jobs)
     for key in only:

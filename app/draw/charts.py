@@ -699,3 +699,52 @@ def tree_published_figure(sweep: dict, published) -> go.Figure:
                                  font=dict(size=14)),
                       height=120 + 30 * len(names), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
     return fig
+
+
+# --- under load: speedup and τ against requests at once ----------------------------------------------------------
+
+def _load_lane(lane: str) -> tuple[str, str, dict]:
+    """A load lane's method, its name in the legend, and its line: DSpark verifying everything dotted in DSpark's
+    colour."""
+    if lane == "dspark_verify_all":
+        return "dspark", f"{method_label('dspark')}, verifying everything", {"line": {"dash": "dot"}}
+    return lane, method_label(lane), {}
+
+
+PUBLISHED_STYLES = (("dash", "circle"), ("dashdot", "square"), ("longdash", "diamond"))  # grey, told apart by these
+
+
+def load_figure(sweep: dict, published=()) -> go.Figure:
+    """Speedup over the batched target alone (left) and τ (right) of every batched lane against how many requests
+    run at once; `published` (theory.PUBLISHED_LOAD) in dashed grey on the speedup side, labelled with their
+    hardware."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup over the target alone (×)", "τ, tokens per step"),
+                        horizontal_spacing=0.1)
+    sizes = sorted(map(int, sweep["rows"]))
+    for lane in next(iter(sweep["rows"].values()))["lanes"]:
+        if lane == BASELINE:
+            continue
+        method, name, extra = _load_lane(lane)
+        for col, key in ((1, "speedup"), (2, "tau")):
+            ys = [sweep["rows"][str(b)]["lanes"][lane][key] for b in sizes]
+            fig.add_trace(go.Scatter(x=sizes, y=ys, mode="lines+markers", name=name, legendgroup=lane,
+                                     showlegend=col == 1, **lane_line(method, **dict(extra)),
+                                     hovertemplate=f"{name}: B = %{{x}}, %{{y:.2f}}<extra></extra>"), row=1, col=col)
+    for paper, (dash, symbol) in zip(published, PUBLISHED_STYLES):
+        xs, ys = zip(*paper.speedups)
+        fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="lines+markers", name=f"published: {paper.setting}",
+                                 line=dict(color="#9a9a9a", dash=dash), marker=dict(color="#9a9a9a", size=7,
+                                                                                     symbol=symbol),
+                                 hovertemplate=f"{paper.setting} ({paper.source}): B = %{{x}}, %{{y:.2f}}×"
+                                               "<extra></extra>"), row=1, col=1)
+    ticks = sorted(set(sizes) | {c for paper in published for c, _ in paper.speedups})
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1), row=1, col=1)
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[str(b) for b in ticks], title="requests at once (B)",
+                     showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    fig.update_layout(title=dict(text="Under load: speedup and τ against requests at once", font=dict(size=14)),
+                      height=420, margin=dict(l=10, r=10, t=70, b=40), plot_bgcolor="white",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return fig

@@ -1,4 +1,4 @@
-"""The Lesson tab: the argument in nine points (app/lesson.py), each with the data that shows it, one click away.
+"""The Lesson tab: the argument in ten points (app/lesson.py), each with the data that shows it, one click away.
 
 "Show me" opens the tab that shows the point with the lesson's recording (the same numbers in every class),
 sets that tab's controls to the recording's settings and says what to look at; "Run it live" measures the
@@ -32,7 +32,7 @@ from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
 from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs
 
 INTRO = ("### The argument, point by point\nWhy drafting a whole block in one pass can beat drafting token by "
-         "token, and what decides whether it does here, in nine steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
+         "token, and what decides whether it does here, in ten steps. Each point says what it claims, and **Show me** opens the measurement that shows it: "
          "recorded on the embedded models, so the numbers are the same in every class; **Run it live** measures "
          "it again on this machine. Links: `?lesson=N` opens point N, `?tab=why` a tab, `?lesson=N&present=1` "
          "point N as a slide: [present the lesson as slides](?lesson=1&present=1) (→ / Page Down: next, ← / "
@@ -68,7 +68,7 @@ class Targets:
     def run_buttons(self) -> list:
         """Every button that runs or shows something new."""
         w = self.why
-        return [self.compare.run_button, w.sweep_button, w.check_button, w.parts_button, w.trees_button,
+        return [self.compare.run_button, w.sweep_button, w.check_button, w.parts_button, w.trees_button, w.load_button,
                 w.overlay_button]
 
     @property
@@ -214,6 +214,8 @@ class LessonHandlers:
             yield self.why.on_temperatures(request)
         elif point.recording == "trees":
             yield self.why.on_trees(request)
+        elif point.recording == "load":
+            yield self.why.on_under_load(request)
         else:
             yield self.why.on_parts(request)
 
@@ -284,6 +286,8 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
         elif point.recording == "trees":
             measured = [targets.why.trees_plot, targets.why.trees_cost, targets.why.trees_published,
                         targets.why.trees_text]
+        elif point.recording == "load":
+            measured = [targets.why.load_plot, targets.why.load_text]
         else:
             measured = [targets.why.parts_plot, targets.why.parts_text]
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \

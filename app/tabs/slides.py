@@ -23,9 +23,10 @@ import plotly.graph_objects as go
 
 from .. import lesson
 from ..draw import overlap
-from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, lossless_figure, parts_figure,
-                           sweeps_figure, temperature_acceptance_figure)
+from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
+                           parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
+from ..theory import PUBLISHED_LOAD
 from ..comparison import Comparison
 from ..draw.render import status_html
 from ..hosting.sessions import SessionStore
@@ -38,7 +39,7 @@ WIDGET_POINT = 3  # the point whose slide carries the p/q widget: the ceiling 1 
 # The Why tab's charts a point may name, each drawn from its recording's data (the tab draws the same: app/tabs/why.py)
 WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-check-plot": lossless_figure,
               "why-parts-plot": parts_figure, "why-temperatures-plot": temperature_acceptance_figure,
-              "why-trees-plot": budget_figure}
+              "why-trees-plot": budget_figure, "why-load-plot": lambda data: load_figure(data, PUBLISHED_LOAD)}
 
 
 def evidence_figure(point: Point, data: dict) -> go.Figure | None:

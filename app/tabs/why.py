@@ -20,19 +20,19 @@ from dataclasses import dataclass
 import gradio as gr
 
 from engine.contract.interface import EngineLike
-from engine.contract.methods import METHOD_REGISTRY, method_label
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
 from engine.process import run_on
 from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
-from ..draw.charts import (budget_figure, lossless_figure, machine_vs_gpu_figure, parts_figure, styled,
+from ..draw.charts import (budget_figure, load_figure, lossless_figure, machine_vs_gpu_figure, parts_figure, styled,
                            sweeps_figure, temperature_acceptance_figure, temperature_tau_figure, theory_figure,
                            tree_costs_figure, tree_published_figure, variant_label, verify_cost)
 from ..examples import example_choices
 from ..glossary import meaning
 from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
-from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_TREES, one_pass_curve, serial_curve, speedup, tree_costs
+from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_LOAD, PUBLISHED_TREES, one_pass_curve, serial_curve, speedup, tree_costs
 from .compare import MAX_RUN_S
 
 
@@ -259,6 +259,39 @@ def trees_outputs(recorded: dict, projector: bool = False) -> tuple:
             styled(tree_published_figure(data, PUBLISHED_TREES), projector), trees_table(recorded))
 
 
+def load_table(recorded: dict) -> str:
+    """Every batched lane's speedup, τ and drafts verified a request at every batch size, the target alone's and
+    transformers' batched generate's tokens/s, and where the numbers come from, ours and published."""
+    sweep = recorded["data"]
+    lanes = [lane for lane in sweep["lanes"] if lane != BASELINE]
+    names = [method_label("dspark") + ", verifying everything" if lane == "dspark_verify_all" else method_label(lane)
+             for lane in lanes]
+    sizes = sorted(sweep["rows"], key=int)
+    rows = [sweep["rows"][size] for size in sizes]
+    lines = ["| lane: speedup (τ, drafts verified a request) | " + " | ".join(f"B = {size}" for size in sizes) + " |",
+             "|---" * (len(sizes) + 1) + "|"]
+    for lane, name in zip(lanes, names):
+        lines.append(f"| {name} | " + " | ".join(
+            f"{row['lanes'][lane]['speedup']:.2f}× ({row['lanes'][lane]['tau']:.2f}, "
+            f"{row['lanes'][lane]['verified_per_request']:.1f})" for row in rows) + " |")
+    lines.append("| the target alone, tokens/s | " + " | ".join(
+        f"{row['lanes'][BASELINE]['tokens_per_s']:.0f}" for row in rows) + " |")
+    lines.append("| transformers' batched generate, tokens/s | " + " | ".join(
+        f"{row['hf_generate']['tokens_per_s']:.0f}" for row in rows) + " |")
+    published = "; ".join(f"{p.setting} ({p.source}): " + ", ".join(f"{x}× at {c}" for c, x in p.speedups)
+                          for p in PUBLISHED_LOAD)
+    identical = ("every request's output equal to its own single-request greedy run" if sweep["identical_outputs"]
+                 else "**some request's output differs from its single-request greedy run**")
+    return (f"{_sentence(lesson.recorded_words(recorded))}; the same {sweep['requests']} held-out prompts at every "
+            f"batch size, cut into batches of B, {sweep['max_new_tokens']} new tokens each, temperature 0, "
+            f"{identical}.{_one_round_note(recorded)}\n\n" + "\n".join(lines)
+            + f"\n\nPublished, on GPUs: {published}.")
+
+
+def load_outputs(recorded: dict, projector: bool = False) -> tuple:
+    return styled(load_figure(recorded["data"], PUBLISHED_LOAD), projector), load_table(recorded)
+
+
 def temperature_table(recorded: dict) -> str:
     """Two tables, a row per temperature with the target's entropy: every lane's τ, then its expected acceptance
     beside its 1 − TV, each with its 95 % interval over the prompts."""
@@ -347,8 +380,16 @@ TREES_CAPTION = ("**Draft trees: many candidates, one verify.** Each tree lane a
                  "each tree in one forward. Look at τ and speedup against the budget, each chain a dashed line; then "
                  "at what the verify pays for each node it checks, and at what one draft forward costs in verified "
                  "nodes: where a bigger tree stops paying on this machine.")
+LOAD_CAPTION = ("**Under load: many requests at once.** Every lane decodes the same "
+                f"{lesson.LOAD_REQUESTS} held-out prompts in batches of B = {', '.join(map(str, lesson.LOAD_SIZES))} "
+                f"requests (the faster of {lesson.LOAD_ROUNDS} runs; measured live: B = "
+                f"{', '.join(map(str, lesson.LIVE_LOAD_SIZES))} over {lesson.LIVE_LOAD_REQUESTS} prompts, "
+                f"{lesson.LIVE_LOAD_TOKENS} new tokens, once). One target forward verifies every request of a batch, "
+                "each row its anchor and drafts; the speedup is over the target alone decoding the same batches. "
+                "DSpark's scheduler picks how much of every block to verify from the batch's measured verify cost; "
+                "beside it, DSpark verifying everything. Look at the speedup against B and at τ beside it.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
-NUM_PANELS = 14  # WhyView.panels
+NUM_PANELS = 16  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
 SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98, 0.75),
            ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
@@ -389,6 +430,9 @@ class WhyView:
     trees_cost: gr.Plot
     trees_published: gr.Plot
     trees_text: gr.Markdown
+    load_button: gr.Button
+    load_plot: gr.Plot
+    load_text: gr.Markdown
     focus: gr.HTML  # a lesson point's "look at" note
     stop_buttons: list  # one beside each measurement's button; each stops the session's measurement
 
@@ -399,10 +443,11 @@ class WhyView:
     @property
     def panels(self) -> list:
         """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts, the
-        temperatures, the trees."""
+        temperatures, the trees, under load."""
         return [self.sweep_plot, self.sweep_text, self.machine_plot, self.check_plot, self.check_text,
                 self.parts_plot, self.parts_text, self.temperature_tau, self.temperature_acceptance,
-                self.temperature_text, self.trees_plot, self.trees_cost, self.trees_published, self.trees_text]
+                self.temperature_text, self.trees_plot, self.trees_cost, self.trees_published, self.trees_text,
+                self.load_plot, self.load_text]
 
 
 def _stop_button(elem: str) -> gr.Button:
@@ -423,7 +468,7 @@ def layout(recordings: dict) -> WhyView:
     lesson's); no behaviour."""
     (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words,
      temperature_tau, temperature_acceptance, temperature_words, trees_figure, trees_cost, trees_published,
-     trees_words) = panel_outputs(recordings)
+     trees_words, load_figure_, load_words) = panel_outputs(recordings)
     focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -457,11 +502,14 @@ def layout(recordings: dict) -> WhyView:
         TEMPERATURE_CAPTION, "Measure it live (a small version)", "temperatures", temperature_acceptance,
         temperature_words)
     temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
+    load_button, load_stop, load_plot, load_text = _measured_panel(
+        LOAD_CAPTION, "Measure it under load (a small version)", "load", load_figure_, load_words)
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,
-                   temperature_text, trees_button, trees_plot, trees_cost, trees_published, trees_text, focus,
-                   [sweep_stop, check_stop, parts_stop, temperature_stop, trees_stop])
+                   temperature_text, trees_button, trees_plot, trees_cost, trees_published, trees_text,
+                   load_button, load_plot, load_text, focus,
+                   [sweep_stop, check_stop, parts_stop, temperature_stop, trees_stop, load_stop])
 
 
 class DrawnPanels:
@@ -508,7 +556,8 @@ def draw_panels(recordings: dict, projector: bool = False) -> tuple:
                     else (None, None, NOT_RECORDED))
     trees = (trees_outputs(recordings["trees"], projector) if "trees" in recordings
              else (None, None, None, NOT_RECORDED))
-    return *sweep, *check, *parts, *temperatures, *trees
+    load = load_outputs(recordings["load"], projector) if "load" in recordings else (None, NOT_RECORDED)
+    return *sweep, *check, *parts, *temperatures, *trees, *load
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -660,6 +709,10 @@ class WhyHandlers:
         return trees_outputs(*self._shown(request, "trees", self._measured(lesson.measure_trees_live,
                                                                             request.session_hash)))
 
+    def on_under_load(self, request: gr.Request):
+        return load_outputs(*self._shown(request, "load", self._measured(lesson.measure_load_live,
+                                                                          request.session_hash)))
+
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
     """Connect the components to the handlers; every measurement waits in the engine's queue like a
@@ -671,7 +724,7 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     at_once = dict(queue=False, api_visibility="private", show_progress="hidden")
     for button in (view.sweep_button, view.check_button, view.parts_button, view.temperature_button,
-                   view.trees_button):  # Stop may withdraw
+                   view.trees_button, view.load_button):  # Stop may withdraw
         button.click(handlers.on_requested, None, None, **at_once)
     for stop in view.stop_buttons:
         stop.click(handlers.on_stop, None, None, **at_once)
@@ -687,6 +740,8 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     view.trees_button.click(handlers.on_trees, None,
                             [view.trees_plot, view.trees_cost, view.trees_published, view.trees_text],
                             api_name="trees", **engine_queue)
+    view.load_button.click(handlers.on_under_load, None, [view.load_plot, view.load_text], api_name="under_load",
+                           **engine_queue)
 
 
 def render(engine: EngineLike, sessions: SessionStore, recordings: dict | None = None,

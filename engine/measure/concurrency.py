@@ -19,7 +19,7 @@ import torch
 
 from ..batch import MAX_BATCH, generate_batch
 from ..contract.methods import method as method_entry
-from ..contract.types import EngineError, GenerationConfig
+from ..contract.types import EngineError, GenerationConfig, check_stop
 from ..loop import Engine
 
 # every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
@@ -68,11 +68,13 @@ def check_sizes(sizes: list[int]) -> None:
 
 
 def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
-                      lanes: tuple[str, ...] = BATCHED_LANES, log=print) -> dict:
-    """Every lane at every batch size in `sizes` (see the module's docstring); plain values, JSON-ready."""
+                      lanes: tuple[str, ...] = BATCHED_LANES, log=print, rounds: int = ROUNDS,
+                      num_requests: int | None = None, stop=None) -> dict:
+    """Every lane at every batch size in `sizes` (see the module's docstring) over `num_requests` requests (default
+    the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch."""
     check_sizes(sizes)
     lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
-    requests = [prompts[i % len(prompts)] for i in range(max(sizes))]
+    requests = [prompts[i % len(prompts)] for i in range(num_requests or max(sizes))]
     greedy = {p: engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens)).output_ids
               for p in set(requests)}
     rows = {}
@@ -80,10 +82,11 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
         batches = [requests[i: i + size] for i in range(0, len(requests), size)]
         runs = {lane: [None] * len(batches) for lane in lanes}
         hf_runs = [None] * len(batches)
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             for i, batch in enumerate(batches):
                 for lane in lanes:
                     result = generate_batch(engine, batch, lane_config(lane, max_new_tokens))
+                    check_stop(stop)
                     if runs[lane][i] is None or result.wall_s < runs[lane][i].wall_s:
                         runs[lane][i] = result
                 outputs, wall = hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
@@ -104,7 +107,8 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
                                         for lane, v in row["lanes"].items()))
-    return {"sizes": sizes, "requests": len(requests), "max_new_tokens": max_new_tokens, "rounds": ROUNDS, "rows": rows,
+    return {"sizes": list(sizes), "requests": len(requests), "max_new_tokens": max_new_tokens, "rounds": rounds,
+            "lanes": list(lanes), "rows": rows,
             "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
 
 

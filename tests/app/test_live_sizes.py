@@ -135,14 +135,26 @@ def test_the_budget_sweep_runs_its_live_budgets_prompts_tokens_and_rounds(app_ha
     assert "Each configuration ran once" in table
 
 
-@pytest.mark.parametrize("recording", ["lossless", "sweeps", "parts", "temperatures", "trees"])
+def test_the_load_point_runs_its_live_batch_sizes_requests_tokens_and_lanes(app_handlers, random_engine):
+    """Under load, live: each batch size over the live requests, the lanes the point compares, each once; the
+    batched runs go through engine/batch.py, not the single-request loop the spy counts."""
+    _, _, (_, table), measured = run_point(app_handlers, "load", "live-load")
+    data = measured["data"]
+    assert data["sizes"] == list(lesson.LIVE_LOAD_SIZES) and data["requests"] == lesson.LIVE_LOAD_REQUESTS
+    assert data["max_new_tokens"] == lesson.LIVE_LOAD_TOKENS and data["rounds"] == lesson.LIVE_LOAD_ROUNDS
+    assert data["lanes"] == [lane for lane in lesson.LIVE_LOAD_LANES]
+    assert data["identical_outputs"]
+    assert lesson.size_words(measured) in table and "Each configuration ran once" in table
+
+
+@pytest.mark.parametrize("recording", ["lossless", "sweeps", "parts", "temperatures", "trees", "load"])
 def test_the_why_points_live_note_and_slide_name_the_live_size(app_handlers, recording, monkeypatch):
     point = point_of(recording)
     recorded = lesson.recorded()[recording]
     fake = lesson.measurement(recorded["data"], "cpu (test)")  # the measurement's path is the tests above
     monkeypatch.setattr(lesson, {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live",
                                  "parts": "measure_parts_live", "temperatures": "measure_temperatures_live",
-                                 "trees": "measure_trees_live"}[recording],
+                                 "trees": "measure_trees_live", "load": "measure_load_live"}[recording],
                         lambda engine, *a, stop=None: fake)
     visitor = SimpleNamespace(session_hash=f"note-{recording}")
     prepared = app_handlers.lesson.prepare_live(point.number, visitor)

@@ -1,4 +1,4 @@
-"""Lesson point 8 in chromium at 1024×768: its link opens the Why tab on the recorded budget sweep, outlined, and the
+"""Lesson points 8 and 10 in chromium at 1024×768: its link opens the Why tab on the recorded budget sweep, outlined, and the
 panel's three charts (τ and speedup by budget, what a node and a draft forward cost, the published figures) draw with
 every text whole and apart, in the page and in projector mode (text ≥ 18 px)."""
 
@@ -41,3 +41,22 @@ def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
         page.wait_for_timeout(1000)  # projector mode redraws the panels for the room
         for selector in CHARTS:
             assert chart_problems(page, selector, min_size=18) == [], selector
+
+
+LOAD = next(p for p in POINTS if p.recording == "load")
+
+
+def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
+    """Lesson point 10: its link opens the Why tab's load panel, outlined, its chart's texts whole and apart, in the
+    page and for the room."""
+    with page_on(chromium, viewport=SCREEN) as page:
+        page.goto(f"{random_app}?lesson={LOAD.number}")
+        page.wait_for_selector(f"#{LOAD.chart}.lesson-target", timeout=60_000)
+        assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
+        assert chart_problems(page, "#why-load-plot") == []
+        page.goto(f"{random_app}?lesson={LOAD.number}&projector=1")
+        page.wait_for_selector("body.projector", timeout=30_000)
+        page.wait_for_function("document.querySelectorAll('#why-load-plot .main-svg text').length > 0",
+                               timeout=30_000)
+        page.wait_for_timeout(1000)  # projector mode redraws the panels for the room
+        assert chart_problems(page, "#why-load-plot", min_size=18) == []

@@ -146,6 +146,7 @@ class _BatchLoop:
                 drafter.select(keep)
                 live = rows
             batch = [requests[i] for i in live]
+            step_start = time.perf_counter()
             ks = [self._drafts_this_step(r) for r in batch]
             blocks = [None] * len(batch)
             if any(ks):
@@ -175,6 +176,7 @@ class _BatchLoop:
                     r.verified.append(len(c.ids) if c is not None else 0)
                     r.accepted.append(v.num_accepted)
                     self._append(r, [*(c.ids[: v.num_accepted].tolist() if c is not None else []), v.bonus_id])
+            drafter.last_step = (time.perf_counter() - step_start, sum(len(x) for x in inputs))
             steps += 1
         spans = clock.resolve(clock.take())
         wall = time.perf_counter() - start

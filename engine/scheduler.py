@@ -12,10 +12,12 @@ many tokens they send to the target.
 In a batch (engine/batch.py) the cost is the batch's: one verify forward reads every request's anchor and drafts,
 each row as wide as the longest (the rows are padded), so its time grows with B · (1 + ℓ), and verifying a token
 more for one request costs the whole batch. `batch_cut` picks the verified length ℓ per step over the batch:
-each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected tokens Σ_b τ_b(ℓ) times SPS of
-B · (1 + ℓ) tokens (a shorter row would save nothing: the padding is computed anyway). SPS of a batch comes from
-`profile_batch_verify_speed`, forwards of B rows of S tokens timed once per target and device and fitted to
-t(N) = a + b·N in N = B · S.
+each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected tokens Σ_b τ_b(ℓ) per second of a step
+that costs c + b · B · (1 + ℓ) (a shorter row would save nothing: the padding is computed anyway). b, the time of
+one more verified token, comes from `profile_batch_verify_speed` (forwards of B rows of S tokens timed once per
+target and device, fitted to t(N) = a + b·N in N = B · S); c, everything a step costs whatever ℓ is (drafting, the
+verify's work per request over its cache, the host's), from the run itself: the last step's time less b times the
+tokens it verified.
 
 SPS comes from a cost model, not from raw timings: a verify forward of n tokens costs t(n) = a + b·n,
 fitted by least squares to the median of many timed forwards per n (b ≥ 0: verifying more never costs
@@ -57,7 +59,7 @@ def throughput_cut(confidences: Sequence[float], steps_per_s: Sequence[float]) -
 
 def batch_cut(confidences: Sequence[Sequence[float]], cost: tuple[float, float]) -> int:
     """The verified length ℓ for a whole batch: each request b verifies min(ℓ, len(confidences[b])). `cost` is
-    (a, b) of t(N) = a + b·N seconds for a verify forward of N tokens; ℓ maximises Σ_b τ_b(ℓ) / t(B · (1 + ℓ)),
+    (a, b): a step of N verified tokens takes a + b·N seconds; ℓ maximises Σ_b τ_b(ℓ) / (a + b · B · (1 + ℓ)),
     admitted greedily with the early stop of `throughput_cut`."""
     a, b = cost
     batch = len(confidences)

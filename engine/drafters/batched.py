@@ -29,6 +29,7 @@ class BatchDrafter:
 
     target_layer_ids: list[int] | None = None
     max_drafts: int | None = None
+    last_step: tuple[float, int] | None = None  # set by the loop: the last step's seconds and tokens verified
 
     def start(self, prompt_ids: list[torch.Tensor], features: list[torch.Tensor | None], clock: SpanClock) -> None:
         """Begin on the batch's prompts: request b's ids (n_b,) and the target's features of them, (n_b, F)."""
@@ -67,6 +68,7 @@ class BlockBatchDrafter(BatchDrafter):
     def __init__(self, drafter: DFlashDrafter, batch: int, device: torch.device, batch_cost=None):
         self.drafter = drafter
         self.batch_cost = batch_cost  # callable: (a, b) of a batched verify's t(N) = a + b·N (Engine.batch_verify_cost)
+        self.last_step: tuple[float, int] | None = None  # the last step's seconds and verified tokens (the loop's)
         self.label = drafter.label
         self.target_layer_ids = drafter.target_layer_ids
         self.max_drafts = drafter.max_drafts
@@ -90,7 +92,11 @@ class BlockBatchDrafter(BatchDrafter):
         if config.scheduler == "throughput" and len(live) > 1 and self.batch_cost is not None \
                 and all(block.confidences is not None for block in live):
             with clock.span("host", f"scheduler picks ℓ for {len(live)} requests"):
-                cut = batch_cut([block.confidences.tolist() for block in live], self.batch_cost())
+                fixed, per_token = self.batch_cost()
+                if self.last_step is not None:  # what the last step cost whatever ℓ was, measured
+                    seconds, tokens = self.last_step
+                    fixed = max(seconds - per_token * tokens, fixed)
+                cut = batch_cut([block.confidences.tolist() for block in live], (fixed, per_token))
             return [min(cut, int(block.ids.numel())) if block is not None else 0 for block in blocks]
         return [self.drafter.verify_len(block, config, clock) if block is not None else 0 for block in blocks]
 

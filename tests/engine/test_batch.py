@@ -153,9 +153,11 @@ def test_the_batch_verify_cost_grows_with_the_tokens_of_the_batch(random_engine)
     assert a > 0 and b >= 0
 
 
-def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_engine):
-    """The throughput rule in a batch cuts every request's block at one length from the batch's measured cost;
-    verifying everything sends more; both write the target's greedy output."""
+def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_engine, monkeypatch):
+    """The throughput rule in a batch cuts every request's block at one length from the batch's cost; verifying
+    everything sends more; both write the target's greedy output. The cost is set here (a verified token as dear as
+    10 ms, far above what a step costs whatever ℓ is), so the cut does not depend on this machine's load."""
+    monkeypatch.setattr(embedded_engine, "batch_verify_cost", lambda: (0.001, 0.01))
     prompts = PROMPTS[:6]
     scheduled = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=20))
     everything = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=20,

@@ -26,6 +26,15 @@ def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
     return chart_text_problems(chart, min_size=min_size)
 
 
+def redrawn_for_the_room(page, selector: str) -> None:
+    """Wait until projector mode has redrawn the chart: every text in it at least 18 px (the panels are redrawn one
+    after another, later on a busy machine)."""
+    page.wait_for_function(
+        """(sel) => { const texts = [...document.querySelectorAll(`${sel} .main-svg text`)];
+                      return texts.length > 0 && texts.every(t => !t.textContent.trim() ||
+                          parseFloat(getComputedStyle(t).fontSize) >= 18); }""", arg=selector, timeout=30_000)
+
+
 def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
     url = random_app
     with page_on(chromium, viewport=SCREEN) as page:
@@ -36,9 +45,8 @@ def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
             assert chart_problems(page, selector) == [], selector
         page.goto(f"{url}?lesson={POINT.number}&projector=1")
         page.wait_for_selector("body.projector", timeout=30_000)
-        page.wait_for_function("document.querySelectorAll('#why-trees-plot .main-svg text').length > 0",
-                               timeout=30_000)
-        page.wait_for_timeout(1000)  # projector mode redraws the panels for the room
+        for selector in CHARTS:
+            redrawn_for_the_room(page, selector)
         for selector in CHARTS:
             assert chart_problems(page, selector, min_size=18) == [], selector
 
@@ -56,7 +64,5 @@ def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
         assert chart_problems(page, "#why-load-plot") == []
         page.goto(f"{random_app}?lesson={LOAD.number}&projector=1")
         page.wait_for_selector("body.projector", timeout=30_000)
-        page.wait_for_function("document.querySelectorAll('#why-load-plot .main-svg text').length > 0",
-                               timeout=30_000)
-        page.wait_for_timeout(1000)  # projector mode redraws the panels for the room
+        redrawn_for_the_room(page, "#why-load-plot")
         assert chart_problems(page, "#why-load-plot", min_size=18) == []

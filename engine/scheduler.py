@@ -116,27 +116,7 @@ def time_verify_forwards(target, device: torch.device, sizes: Sequence[int], con
                          repeats: int = 9) -> list[float]:
     """Seconds per target forward of n new tokens over a `context`-token cache, for each n in `sizes`:
     the median of `repeats` after one warm-up round, sizes interleaved so a burst of load hits all alike."""
-    from .models import crop_cache, forward_logits, new_cache
-
-    vocab = target.config.vocab_size
-    generator = torch.Generator().manual_seed(0)
-    prefix = torch.randint(2, vocab, (1, context), generator=generator).to(device)
-    cache = new_cache(target)
-    forward_logits(target, prefix, cache, logits_to_keep=1)
-    blocks = [torch.randint(2, vocab, (1, n), generator=generator).to(device) for n in sizes]
-    times: list[list[float]] = [[] for _ in blocks]
-    for r in range(repeats + 1):
-        for i, block in enumerate(blocks):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            forward_logits(target, block, cache)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            if r:  # the first round warms up
-                times[i].append(time.perf_counter() - start)
-            crop_cache(cache, context)
-    return [sorted(t)[len(t) // 2] for t in times]
+    return time_batch_forwards(target, device, [(1, n) for n in sizes], context, repeats)
 
 
 BATCH_PROFILE_SIZES = ((1, 1), (1, 8), (4, 1), (4, 4), (8, 8), (16, 2), (32, 1), (32, 4), (32, 8))

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .contract.methods import method as method_entry
 from .contract.types import EngineError, GenerationConfig
 from .drafters.batched import batched
+from .loop import drafts_this_step, finish_reason
 from .models import forward_with_features, new_cache
-from .ragged import RaggedCache
+from .ragged import RaggedCache, padded
 from .sampling import logits_to_probs, pick, verify
 from .timing import SpanClock
 
@@ -91,9 +93,9 @@ def generate_batch(engine, prompts: list[str], config: GenerationConfig) -> Batc
     config.validate()
     if not 1 <= len(prompts) <= MAX_BATCH:
         raise EngineError(f"a batch holds 1 to {MAX_BATCH} requests, got {len(prompts)}")
-    drafter = engine.new_drafter(config.method, config)
-    if getattr(drafter, "nodes", None) is not None:
+    if method_entry(config.method).tree:
         raise EngineError(f"{config.method} drafts trees, which do not run in a batch; choose its chain method")
+    drafter = engine.new_drafter(config.method, config)
     drafter.prepare(config)
     prompt_ids = [engine.encode_prompt(p) for p in prompts]
     confident = getattr(getattr(drafter, "model", None), "confidence_head", None) is not None  # DSpark
@@ -112,30 +114,17 @@ class _BatchLoop:
         self.drafter = drafter
         self.device = engine.device
         self.clock = SpanClock(engine.device)
+        self.proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
 
     @torch.inference_mode()
     def run(self, prompt_ids: list[list[int]]) -> BatchResult:
-        engine, config, drafter, clock = self.engine, self.config, self.drafter, self.clock
         start = time.perf_counter()
-        requests = [_Request(list(ids), len(ids), torch.Generator(self.device).manual_seed(config.seed), None, [], [])
-                    for ids in prompt_ids]
-        cache = RaggedCache(new_cache(engine.target), len(requests), self.device)
-        layer_ids = drafter.target_layer_ids
-
-        with clock.span("verify", "target prefill"):
-            counts = [len(ids) for ids in prompt_ids]
-            logits, features = self._forward(cache, [r.ids for r in requests], cache.causal_inputs(counts), layer_ids)
-            cache.keep([list(range(n)) for n in counts])
-        firsts = [pick(logits_to_probs(logits[b, n - 1], config.temperature), config.temperature, r.generator)
-                  for b, (r, n) in enumerate(zip(requests, counts))]
-        drafter.start([torch.tensor(ids, device=self.device) for ids in prompt_ids],
-                      [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
-        for r, first in zip(requests, firsts):
-            self._append(r, [int(first)])
-
+        requests = [_Request(list(ids), len(ids), torch.Generator(self.device).manual_seed(self.config.seed), None,
+                             [], []) for ids in prompt_ids]
+        cache = RaggedCache(new_cache(self.engine.target), len(requests), self.device)
+        self._prefill(requests, cache)
         live = list(range(len(requests)))  # indices into requests of the batch's rows, in order
         steps = 0
-        proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
         while True:
             rows = [i for i in live if requests[i].finish_reason is None]
             if not rows:
@@ -143,74 +132,77 @@ class _BatchLoop:
             if rows != live:  # finished requests leave the batch
                 keep = [live.index(i) for i in rows]
                 cache.select(keep)
-                drafter.select(keep)
+                self.drafter.select(keep)
                 live = rows
-            batch = [requests[i] for i in live]
-            step_start = time.perf_counter()
-            ks = [self._drafts_this_step(r) for r in batch]
-            blocks = [None] * len(batch)
-            if any(ks):
-                committed = [torch.tensor(r.ids, device=self.device) for r in batch]
-                blocks = drafter.propose(committed, ks, proposal_temperature, [r.generator for r in batch], clock)
-                if proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
-                    blocks = [b.as_point_masses() if b is not None else None for b in blocks]
-            checked = [block if block is None or n == block.ids.numel() else block.head(n)
-                       for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
-            with clock.span("verify", f"target verify, {len(batch)} requests"):
-                inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
-                logits, features = self._forward(cache, inputs, cache.causal_inputs([len(x) for x in inputs]),
-                                                 layer_ids)
-                verdicts = []
-                for b, (r, c, x) in enumerate(zip(batch, checked, inputs)):
-                    target_probs = logits_to_probs(logits[b, : len(x)], config.temperature)
-                    ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
-                    probs = c.probs if c is not None else target_probs[:0]
-                    verdicts.append(verify(config.verify_rule, config.temperature, ids, probs, target_probs,
-                                           r.generator))
-            with clock.span("host", "roll back caches, commit"):
-                cache.keep([list(range(1 + v.num_accepted)) for v in verdicts])
-                drafter.accept([len(r.ids) + v.num_accepted for r, v in zip(batch, verdicts)],
-                               [features[b, : 1 + v.num_accepted] if features is not None else None
-                                for b, v in enumerate(verdicts)])
-                for r, c, v in zip(batch, checked, verdicts):
-                    r.verified.append(len(c.ids) if c is not None else 0)
-                    r.accepted.append(v.num_accepted)
-                    self._append(r, [*(c.ids[: v.num_accepted].tolist() if c is not None else []), v.bonus_id])
-            drafter.last_step = (time.perf_counter() - step_start, sum(len(x) for x in inputs))
+            self._step([requests[i] for i in live], cache)
             steps += 1
-        spans = clock.resolve(clock.take())
-        wall = time.perf_counter() - start
-        return BatchResult(config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]),
-                                                              tuple(r.ids[r.num_prompt:]), r.finish_reason,
-                                                              tuple(r.verified), tuple(r.accepted))
-                                                for r in requests), wall,
+        spans = self.clock.resolve(self.clock.take())
+        return BatchResult(self.config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]),
+                                                                   tuple(r.ids[r.num_prompt:]), r.finish_reason,
+                                                                   tuple(r.verified), tuple(r.accepted))
+                                                     for r in requests), time.perf_counter() - start,
                            sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
                            sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps)
 
-    def _forward(self, cache: RaggedCache, rows: list[list[int]], inputs: dict, layer_ids):
-        """One target forward over the batch's new tokens, each row padded to the longest."""
-        width = max(len(r) for r in rows)
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        for b, r in enumerate(rows):
-            ids[b, : len(r)] = torch.tensor(r)
-        return forward_with_features(self.engine.target, ids.to(self.device), cache.cache, layer_ids, **inputs)
+    def _prefill(self, requests: list[_Request], cache: RaggedCache) -> None:
+        """Every prompt in one forward; each request's first token, and the drafter's start."""
+        config, clock = self.config, self.clock
+        counts = [len(r.ids) for r in requests]
+        with clock.span("verify", "target prefill"):
+            logits, features = self._forward(cache, [r.ids for r in requests], cache.causal_inputs(counts))
+            cache.keep([list(range(n)) for n in counts])
+        firsts = [pick(logits_to_probs(logits[b, n - 1], config.temperature), config.temperature, r.generator)
+                  for b, (r, n) in enumerate(zip(requests, counts))]
+        self.drafter.start([torch.tensor(r.ids, device=self.device) for r in requests],
+                           [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
+        for r, first in zip(requests, firsts):
+            self._append(r, [int(first)])
 
-    def _drafts_this_step(self, r: _Request) -> int:
-        """K for one request, shortened as the single-request loop shortens it (Engine._drafts_this_step)."""
-        remaining = self.config.max_new_tokens - (len(r.ids) - r.num_prompt)
-        room = self.engine.context_length - len(r.ids)
-        longest = self.config.drafts_per_step if self.drafter.max_drafts is None else self.drafter.max_drafts
-        return max(0, min(self.config.drafts_per_step, longest, remaining - 1, room - 1))
+    def _step(self, batch: list[_Request], cache: RaggedCache) -> None:
+        """One step for the live requests: draft, verify every request's drafts in one forward, commit."""
+        config, drafter, clock = self.config, self.drafter, self.clock
+        step_start = time.perf_counter()
+        ks = [drafts_this_step(config, drafter.max_drafts, len(r.ids) - r.num_prompt, len(r.ids),
+                               self.engine.context_length) for r in batch]
+        blocks = [None] * len(batch)
+        if any(ks):
+            committed = [torch.tensor(r.ids, device=self.device) for r in batch]
+            blocks = drafter.propose(committed, ks, self.proposal_temperature, [r.generator for r in batch], clock)
+            if self.proposal_temperature != config.temperature:  # argmax proposals above 0: q is a point mass
+                blocks = [b.as_point_masses() if b is not None else None for b in blocks]
+        checked = [block if block is None or n == block.ids.numel() else block.head(n)
+                   for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
+        with clock.span("verify", f"target verify, {len(batch)} requests"):
+            inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
+            logits, features = self._forward(cache, inputs, cache.causal_inputs([len(x) for x in inputs]))
+            verdicts = []
+            for b, (r, c, x) in enumerate(zip(batch, checked, inputs)):
+                target_probs = logits_to_probs(logits[b, : len(x)], config.temperature)
+                ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
+                probs = c.probs if c is not None else target_probs[:0]
+                verdicts.append(verify(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator))
+        with clock.span("host", "roll back caches, commit"):
+            cache.keep([list(range(1 + v.num_accepted)) for v in verdicts])
+            drafter.accept([len(r.ids) + v.num_accepted for r, v in zip(batch, verdicts)],
+                           [features[b, : 1 + v.num_accepted] if features is not None else None
+                            for b, v in enumerate(verdicts)])
+            for r, c, v in zip(batch, checked, verdicts):
+                r.verified.append(len(c.ids) if c is not None else 0)
+                r.accepted.append(v.num_accepted)
+                self._append(r, [*(c.ids[: v.num_accepted].tolist() if c is not None else []), v.bonus_id])
+        drafter.last_step = (time.perf_counter() - step_start, sum(len(x) for x in inputs))
+
+    def _forward(self, cache: RaggedCache, rows: list[list[int]], inputs: dict):
+        """One target forward over the batch's new tokens, each row padded to the longest."""
+        return forward_with_features(self.engine.target, padded(rows, self.device), cache.cache,
+                                     self.drafter.target_layer_ids, **inputs)
 
     def _append(self, r: _Request, new_ids: list[int]) -> None:
-        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit."""
+        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (loop.finish_reason)."""
+        engine = self.engine
         for token_id in new_ids:
             r.ids.append(int(token_id))
-            if token_id == self.engine.eos_id:
-                r.finish_reason = "eos"
-            elif len(r.ids) - r.num_prompt >= self.config.max_new_tokens:
-                r.finish_reason = "length"
-            elif len(r.ids) >= self.engine.context_length:
-                r.finish_reason = "context"
+            r.finish_reason = finish_reason(int(token_id), len(r.ids), r.num_prompt, engine.eos_id,
+                                            self.config.max_new_tokens, engine.context_length)
             if r.finish_reason is not None:
                 return

@@ -302,27 +302,40 @@ class Engine:
             index += 1
 
     def _drafts_this_step(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
-        """K, shortened so a step never drafts past max_new_tokens, the context (the bonus always fits) or
-        the block a block drafter was trained on."""
-        remaining = config.max_new_tokens - state.num_new
-        room = self.context_length - state.committed_ids.shape[1]
-        longest = config.drafts_per_step if drafter.max_drafts is None else drafter.max_drafts
-        return max(0, min(config.drafts_per_step, longest, remaining - 1, room - 1))
+        return drafts_this_step(config, drafter.max_drafts, state.num_new, state.committed_ids.shape[1],
+                                self.context_length)
 
     def _append(self, state: _RunState, new_ids: list[int]) -> list[int]:
         """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit; returns those kept."""
         kept = []
         for token_id in new_ids:
             kept.append(token_id)
-            total = state.committed_ids.shape[1] + len(kept)
-            if token_id == self.eos_id:
-                state.finish_reason = "eos"
-            elif total - state.num_prompt >= state.max_new_tokens:
-                state.finish_reason = "length"
-            elif total >= self.context_length:
-                state.finish_reason = "context"
+            state.finish_reason = finish_reason(token_id, state.committed_ids.shape[1] + len(kept), state.num_prompt,
+                                                self.eos_id, state.max_new_tokens, self.context_length)
             if state.finish_reason is not None:
                 break
         kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
         return kept
+
+
+def drafts_this_step(config: GenerationConfig, max_drafts: int | None, num_new: int, length: int,
+                     context_length: int) -> int:
+    """K for a request with `num_new` tokens written and `length` committed, shortened so a step never drafts past
+    max_new_tokens, the context (the bonus always fits) or the block a block drafter was trained on."""
+    remaining = config.max_new_tokens - num_new
+    room = context_length - length
+    longest = config.drafts_per_step if max_drafts is None else max_drafts
+    return max(0, min(config.drafts_per_step, longest, remaining - 1, room - 1))
+
+
+def finish_reason(token_id: int, length: int, num_prompt: int, eos_id: int, max_new_tokens: int,
+                  context_length: int) -> str | None:
+    """Why a request ends with `token_id` committed as its `length`-th token, or None when it goes on."""
+    if token_id == eos_id:
+        return "eos"
+    if length - num_prompt >= max_new_tokens:
+        return "length"
+    if length >= context_length:
+        return "context"
+    return None

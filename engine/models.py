@@ -245,19 +245,26 @@ def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, l
     return out.logits, torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)
 
 
+def cache_tensors(cache: DynamicCache) -> list[tuple[torch.Tensor, object]]:
+    """Every written key and value tensor of `cache`, (batch, heads, positions, head_dim), each with a function that
+    puts a replacement in its place: transformers 4.54 and later hold one object per layer, earlier releases two
+    lists of tensors."""
+    if hasattr(cache, "layers"):
+        places = [(layer, name) for layer in cache.layers for name in ("keys", "values")]
+        found = [(getattr(layer, name), functools.partial(setattr, layer, name)) for layer, name in places]
+    else:
+        found = [(tensors[i], functools.partial(tensors.__setitem__, i))
+                 for tensors in (cache.key_cache, cache.value_cache) for i in range(len(tensors))]
+    return [(tensor, put) for tensor, put in found if torch.is_tensor(tensor) and tensor.dim() == 4]
+
+
 def keep_cache_entries(cache: DynamicCache, length: int, positions: list[int]) -> None:
     """Keep the cache's first `length` entries and then those at `positions` (ascending, each at or past where it
     goes), in every layer: after a tree verify, the committed context and the accepted path's nodes. The path's
     entries are copied down behind the context and the rest cropped, so the work grows with the path, not the cache."""
-    layers = cache.layers if hasattr(cache, "layers") else None
-    for i in range(len(layers) if layers is not None else len(cache.key_cache)):
-        if layers is not None:  # transformers 4.54 and later: one object per layer
-            keys, values = layers[i].keys, layers[i].values
-        else:  # earlier releases: two lists of tensors
-            keys, values = cache.key_cache[i], cache.value_cache[i]
-        index = torch.tensor(positions, device=keys.device, dtype=torch.long)
-        for tensor in (keys, values):  # index_select copies the rows before they are written over
-            tensor[..., length: length + len(positions), :] = tensor.index_select(-2, index)
+    for tensor, _ in cache_tensors(cache):
+        index = torch.tensor(positions, device=tensor.device, dtype=torch.long)
+        tensor[..., length: length + len(positions), :] = tensor.index_select(-2, index)  # copied before written over
     crop_cache(cache, length + len(positions))
 
 

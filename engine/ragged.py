@@ -18,23 +18,14 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-
-def _layer_tensors(cache: DynamicCache) -> list[tuple[object, str]]:
-    """(holder, attribute) of every key and value tensor, in either transformers layout."""
-    if hasattr(cache, "layers"):  # transformers 4.54 and later: one object per layer
-        return [(layer, name) for layer in cache.layers for name in ("keys", "values")]
-    return [(lst, i) for lst in (cache.key_cache, cache.value_cache) for i in range(len(lst))]
+from .models import cache_tensors, crop_cache
 
 
-def _get(holder, key):
-    return holder[key] if isinstance(holder, list) else getattr(holder, key)
-
-
-def _set(holder, key, value) -> None:
-    if isinstance(holder, list):
-        holder[key] = value
-    else:
-        setattr(holder, key, value)
+def padded(rows: list, device: torch.device) -> torch.Tensor:
+    """Rows of different lengths (token ids, or (n, F) features) as one (B, longest, ...) tensor, each row's padding
+    after it as zeros (never seen: the masks hide it)."""
+    tensors = [r if torch.is_tensor(r) else torch.tensor(r, dtype=torch.long) for r in rows]
+    return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True).to(device)
 
 
 class RaggedCache:
@@ -86,11 +77,8 @@ class RaggedCache:
         ascending) after its earlier entries; everything else is dropped and the rows re-aligned."""
         before = self._width_before
         lengths = [n + len(k) for n, k in zip(self.lengths, kept)]
-        if all(k == list(range(len(kept[0]))) for k in kept) and self.width == before:  # rows stay aligned: a crop
-            for holder, key in _layer_tensors(self.cache):
-                tensor = _get(holder, key)
-                if torch.is_tensor(tensor) and tensor.dim() == 4:
-                    _set(holder, key, tensor[:, :, : before + len(kept[0])])
+        if all(k == list(range(len(kept[0]))) for k in kept):  # each keeps its first c: the rows stay aligned
+            crop_cache(self.cache, before + len(kept[0]))
             self.lengths = lengths
             return
         width = max(lengths, default=0)
@@ -125,11 +113,8 @@ class RaggedCache:
 
     def _gather(self, index: torch.Tensor, rows: list[int] | None = None) -> None:
         index = index.to(self.device)
-        for holder, key in _layer_tensors(self.cache):
-            tensor = _get(holder, key)
-            if tensor is None or not torch.is_tensor(tensor) or tensor.dim() != 4:
-                continue  # a layer not yet written
+        for tensor, put in cache_tensors(self.cache):
             if rows is not None:
                 tensor = tensor[torch.tensor(rows, device=self.device, dtype=torch.long)]
             heads, dim = tensor.shape[1], tensor.shape[3]
-            _set(holder, key, tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))
+            put(tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))

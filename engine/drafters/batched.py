@@ -15,7 +15,7 @@ import torch
 from ..contract.types import EngineError, GenerationConfig
 from ..models import forward_logits, new_cache
 from ..sampling import logits_to_probs, pick
-from ..ragged import RaggedCache
+from ..ragged import RaggedCache, padded
 from ..scheduler import batch_cut
 from ..timing import SpanClock
 from .base import DraftBlock, NoDrafter
@@ -113,11 +113,9 @@ class BlockBatchDrafter(BatchDrafter):
         model, cache = self.drafter.model, self.cache
         batch, block_size = len(anchors), model.block_size
         pending = [p.reshape(-1, p.shape[-1]) for p in self.pending]
-        width = max(p.shape[0] for p in pending)
         device = pending[0].device
-        context = pending[0].new_zeros(batch, width, pending[0].shape[-1])
-        for b, p in enumerate(pending):
-            context[b, : p.shape[0]] = p  # request b's new context first, padding after
+        context = padded(pending, device)  # request b's new context first, padding after
+        width = context.shape[1]
         counts = torch.tensor([p.shape[0] for p in pending])
         cached = torch.tensor(cache.lengths)
         block = torch.full((batch, block_size), model.mask_token_id, dtype=torch.long, device=device)
@@ -180,7 +178,7 @@ class SmallLMBatchDrafter(BatchDrafter):
         request's logits at its last new token, (B, V)."""
         counts = [len(r) for r in rows]
         inputs = self.cache.causal_inputs(counts)
-        logits = forward_logits(self.drafter.model, _padded(rows, self.device), self.cache.cache, **inputs)
+        logits = forward_logits(self.drafter.model, padded(rows, self.device), self.cache.cache, **inputs)
         self.cache.keep([list(range(n)) for n in counts])
         return logits[torch.arange(len(rows)), torch.tensor(counts) - 1]
 
@@ -208,11 +206,8 @@ class Eagle3BatchDrafter(BatchDrafter):
         counts = [p.shape[0] for p in self.pending]
         with clock.span("draft", f"draft forward 1/{max(ks)}, {len(committed)} requests"):
             # request b: features f_c..f_{n−2} with tokens t_{c+1}..t_{n−1} at positions c..n−2
-            tokens = _padded([c[len(c) - n:].tolist() for c, n in zip(committed, counts)], self.device)
-            features = torch.zeros(len(counts), max(counts), self.pending[0].shape[-1], dtype=self.pending[0].dtype,
-                                   device=self.device)
-            for b, p in enumerate(self.pending):
-                features[b, : p.shape[0]] = p
+            tokens = padded([c[len(c) - n:] for c, n in zip(committed, counts)], self.device)
+            features = padded(self.pending, self.device)
             inputs = self.cache.causal_inputs(counts)
             hidden = model(tokens, model.fc(features), inputs["position_ids"], self.cache.cache,
                            inputs.get("attention_mask"))
@@ -251,14 +246,6 @@ class Eagle3BatchDrafter(BatchDrafter):
         self.cache.select(rows)
         self.pending = [self.pending[r] for r in rows]
         self.context = [self.context[r] for r in rows]
-
-
-def _padded(rows: list[list[int]], device: torch.device) -> torch.Tensor:
-    """(B, longest) token ids, each row's after it as padding (never seen: the masks hide it)."""
-    ids = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)
-    for b, r in enumerate(rows):
-        ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return ids.to(device)
 
 
 def batched(drafter, batch: int, device: torch.device, batch_cost=None) -> BatchDrafter:

@@ -28,11 +28,11 @@ def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
 
 def redrawn_for_the_room(page, selector: str) -> None:
     """Wait until projector mode has redrawn the chart: every text in it at least 18 px (the panels are redrawn one
-    after another, later on a busy machine)."""
+    after another, later on a busy machine: as patient as the lesson's own waits)."""
     page.wait_for_function(
         """(sel) => { const texts = [...document.querySelectorAll(`${sel} .main-svg text`)];
                       return texts.length > 0 && texts.every(t => !t.textContent.trim() ||
-                          parseFloat(getComputedStyle(t).fontSize) >= 18); }""", arg=selector, timeout=30_000)
+                          parseFloat(getComputedStyle(t).fontSize) >= 18); }""", arg=selector, timeout=60_000)
 
 
 def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):

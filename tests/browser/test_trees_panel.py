@@ -30,9 +30,11 @@ def redrawn_for_the_room(page, selector: str) -> None:
     """Wait until projector mode has redrawn the chart: every text in it at least 18 px (the panels are redrawn one
     after another, later on a busy machine: as patient as the lesson's own waits)."""
     page.wait_for_function(
-        """(sel) => { const texts = [...document.querySelectorAll(`${sel} .main-svg text`)];
-                      return texts.length > 0 && texts.every(t => !t.textContent.trim() ||
-                          parseFloat(getComputedStyle(t).fontSize) >= 18); }""", arg=selector, timeout=60_000)
+        """(sel) => { const texts = [...document.querySelectorAll(`${sel} .main-svg text`)].filter(t => {
+                          const r = t.getBoundingClientRect();  // the texts CHART_TEXT_JS reads: shown ones
+                          return t.textContent.trim() && r.width > 0 && r.height > 0; });
+                      return texts.length > 0 && texts.every(t => parseFloat(getComputedStyle(t).fontSize) >= 18); }""",
+        arg=selector, timeout=60_000)
 
 
 def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):

@@ -178,6 +178,15 @@ class ChartRedraw:
         return self.redraw(request.session_hash, step, token)
 
 
+def adopt_from_link(sessions, request: gr.Request | None) -> None:
+    """A link's ?projector=1 puts the session in projector mode before anything opens from it is drawn. The page's
+    toggle tells the server too (ChartRedraw.on_toggle), but as a separate event that may be answered before or after
+    the link's own: a chart the link opens drawn for the page could then replace the toggle's redraw."""
+    params = getattr(request, "query_params", None) if request is not None else None
+    if params is not None and dict(params).get(PARAMETER) == "1":
+        sessions.get(request.session_hash).projector = True
+
+
 # With the server's half: the Step-through tab's step and token travel with the toggle's value.
 TOGGLE_WITH_STEP_JS = "(on, step, token) => [window.speclabProjector(on), step, token]"
 

@@ -35,6 +35,7 @@ from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
 from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, EngineError
 
+from ..draw.projector import adopt_from_link
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
 from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, default_settings,
@@ -692,6 +693,7 @@ class LinkHandlers:
         whose comparison this server has recorded is shown at once, from here: it never waits in the
         engine's queue behind other visitors' runs (a classroom on one link), nor fills it."""
         items = query_items(request)
+        adopt_from_link(self.replays.sessions, request)
         settings, messages = parse_query(items, self.views.defaults, available=self.views.methods,
                                          preset=self.engine.preset)
         outputs = 1 + len(self.views.methods) + NUM_CHARTS

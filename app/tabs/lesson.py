@@ -21,6 +21,7 @@ from engine.contract.methods import method_label
 
 from .. import lesson
 from ..draw import overlap
+from ..draw.projector import adopt_from_link
 from ..draw.charts import NUM_CHARTS
 from ..lesson import POINTS, TABS, Point
 from ..settings import PARSERS, Settings, parse_controls
@@ -230,6 +231,7 @@ class LessonHandlers:
         slides show the point instead (app/tabs/slides.py). A bad value: one line on the Lesson tab, and the page
         as it opens by default."""
         params = dict(getattr(request, "query_params", None) or {})
+        adopt_from_link(self.sessions, request)
         number, tab, present = params.get("lesson"), params.get("tab"), params.get("present")
         if present == "1":
             return self.outputs()

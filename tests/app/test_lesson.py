@@ -5,6 +5,7 @@ the recordings are small, current with the code's settings, and read like any sa
 from __future__ import annotations
 
 import html
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +15,7 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.lesson import POINTS, RECORDINGS, recorded  # noqa: E402
 from app.links import parse_query  # noqa: E402
+from app.draw.charts import PROJECTOR_FONT  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
 from conftest import needs_chromium, page_on  # noqa: E402
@@ -152,6 +154,24 @@ def test_a_link_opens_a_point_or_a_tab_and_a_bad_one_gets_one_line(built, query,
     else:
         assert status == gr.skip()
     assert parse_query(list(query.items()))[1] == []  # not a comparison's parameter: no "unknown parameter" note
+
+
+@pytest.mark.parametrize("recording, chart", [("load", "why-load-plot"), ("sampled", "acceptance")])
+def test_a_projector_link_draws_its_points_chart_for_the_room_before_the_toggle_says_so(built, recording, chart):
+    """The page's toggle tells the server of ?projector=1 in an event of its own, which may be answered after the
+    link's: the link's chart is drawn for the room all the same, and a link without it for the page."""
+    _, handlers, _, components = built
+    point = point_of(recording)
+    for session, query, size in ((f"room-{recording}", {"lesson": str(point.number), "projector": "1"}, PROJECTOR_FONT),
+                                 (f"desk-{recording}", {"lesson": str(point.number)}, None)):
+        outputs = handlers.on_load(SimpleNamespace(session_hash=session, query_params=query))
+        assert font_size(_value(outputs, components, chart)) == size, query
+
+
+def font_size(plot) -> float | None:
+    """A chart output's layout font size: a figure, or what the page's replay cache keeps (gr.Plot's own data)."""
+    layout = plot.layout if hasattr(plot, "layout") else json.loads(plot.plot)["layout"]
+    return (layout.get("font") or {}).get("size") if isinstance(layout, dict) else layout.font.size
 
 
 IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();

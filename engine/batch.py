@@ -24,7 +24,7 @@ from .drafters.batched import batched
 from .loop import drafts_this_step, finish_reason
 from .models import forward_with_features, new_cache
 from .ragged import RaggedCache, padded
-from .sampling import logits_to_probs, pick, verify
+from .sampling import logits_to_probs, pick, verify, verify_greedy_batch
 from .timing import SpanClock
 
 MAX_BATCH = 64  # requests decoded together at most (the KV caches grow with it; docs/benchmarks.md)
@@ -145,14 +145,17 @@ class _BatchLoop:
                            sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps)
 
     def _prefill(self, requests: list[_Request], cache: RaggedCache) -> None:
-        """Every prompt in one forward; each request's first token, and the drafter's start."""
+        """Every prompt in one forward; each request's first token, and the drafter's start. Logits only where some
+        prompt ends (the vocabulary's projection at every prompt position would be most of a long prefill's work)."""
         config, clock = self.config, self.clock
         counts = [len(r.ids) for r in requests]
+        ends = sorted({n - 1 for n in counts})
         with clock.span("verify", "target prefill"):
-            logits, features = self._forward(cache, [r.ids for r in requests], cache.causal_inputs(counts))
+            logits, features = self._forward(cache, padded([r.ids for r in requests], self.device),
+                                             cache.causal_inputs(counts), torch.tensor(ends, device=self.device))
             cache.keep([list(range(n)) for n in counts])
-        firsts = [pick(logits_to_probs(logits[b, n - 1], config.temperature), config.temperature, r.generator)
-                  for b, (r, n) in enumerate(zip(requests, counts))]
+        firsts = [pick(logits_to_probs(logits[b, ends.index(n - 1)], config.temperature), config.temperature,
+                       r.generator) for b, (r, n) in enumerate(zip(requests, counts))]
         self.drafter.start([torch.tensor(r.ids, device=self.device) for r in requests],
                            [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
         for r, first in zip(requests, firsts):
@@ -174,28 +177,41 @@ class _BatchLoop:
                    for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
         with clock.span("verify", f"target verify, {len(batch)} requests"):
             inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
-            logits, features = self._forward(cache, inputs, cache.causal_inputs([len(x) for x in inputs]))
-            verdicts = []
-            for b, (r, c, x) in enumerate(zip(batch, checked, inputs)):
-                target_probs = logits_to_probs(logits[b, : len(x)], config.temperature)
-                ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
-                probs = c.probs if c is not None else target_probs[:0]
-                verdicts.append(verify(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator))
+            counts, tokens = [len(x) for x in inputs], padded(inputs, self.device)
+            logits, features = self._forward(cache, tokens, cache.causal_inputs(counts))
+            accepted, bonuses = self._verdicts(batch, checked, tokens, counts, logits)
         with clock.span("host", "roll back caches, commit"):
-            cache.keep([list(range(1 + v.num_accepted)) for v in verdicts])
-            drafter.accept([len(r.ids) + v.num_accepted for r, v in zip(batch, verdicts)],
-                           [features[b, : 1 + v.num_accepted] if features is not None else None
-                            for b, v in enumerate(verdicts)])
-            for r, c, v in zip(batch, checked, verdicts):
+            cache.keep([list(range(1 + n)) for n in accepted])
+            drafter.accept([len(r.ids) + n for r, n in zip(batch, accepted)],
+                           [features[b, : 1 + n] if features is not None else None for b, n in enumerate(accepted)])
+            for r, c, n, bonus in zip(batch, checked, accepted, bonuses):
                 r.verified.append(len(c.ids) if c is not None else 0)
-                r.accepted.append(v.num_accepted)
-                self._append(r, [*(c.ids[: v.num_accepted].tolist() if c is not None else []), v.bonus_id])
-        drafter.last_step = (time.perf_counter() - step_start, sum(len(x) for x in inputs))
+                r.accepted.append(n)
+                self._append(r, [*(c.ids[:n].tolist() if c is not None else []), bonus])
+        drafter.last_step = (time.perf_counter() - step_start, sum(counts))
 
-    def _forward(self, cache: RaggedCache, rows: list[list[int]], inputs: dict):
-        """One target forward over the batch's new tokens, each row padded to the longest."""
-        return forward_with_features(self.engine.target, padded(rows, self.device), cache.cache,
-                                     self.drafter.target_layer_ids, **inputs)
+    def _verdicts(self, batch: list[_Request], checked: list, tokens: torch.Tensor, counts: list[int],
+                  logits: torch.Tensor) -> tuple[list[int], list[int]]:
+        """Each request's accepted drafts and bonus token under the run's rule: at temperature 0 for the whole batch
+        at once (sampling.verify_greedy_batch), above it request by request with its own generator."""
+        config = self.config
+        if config.temperature == 0:
+            return verify_greedy_batch(tokens, torch.tensor(counts, device=self.device), logits)
+        accepted, bonuses = [], []
+        for b, (r, c, n) in enumerate(zip(batch, checked, counts)):
+            target_probs = logits_to_probs(logits[b, :n], config.temperature)
+            ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
+            probs = c.probs if c is not None else target_probs[:0]
+            verdict = verify(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator)
+            accepted.append(verdict.num_accepted)
+            bonuses.append(verdict.bonus_id)
+        return accepted, bonuses
+
+    def _forward(self, cache: RaggedCache, tokens: torch.Tensor, inputs: dict, logits_at: torch.Tensor | int = 0):
+        """One target forward over the batch's new tokens (B, S), each row padded to the longest; logits at every
+        position, or only at `logits_at` (positions, the same for every row)."""
+        return forward_with_features(self.engine.target, tokens, cache.cache, self.drafter.target_layer_ids,
+                                     logits_at, **inputs)
 
     def _append(self, r: _Request, new_ids: list[int]) -> None:
         """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (loop.finish_reason)."""

@@ -233,8 +233,10 @@ def forward_logits(model, input_ids: torch.Tensor, cache: DynamicCache, logits_t
 
 
 def forward_with_features(model, input_ids: torch.Tensor, cache: DynamicCache, layer_ids: list[int] | None,
-                          logits_to_keep: int = 0, **tree_inputs) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Like forward_logits, and also the concatenated hidden states of `layer_ids` at every input position
+                          logits_to_keep: int | torch.Tensor = 0,
+                          **tree_inputs) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Like forward_logits (logits_to_keep may also be a tensor of positions, kept in every row), and also the
+    concatenated hidden states of `layer_ids` at every input position
     (batch, positions, len(layer_ids) * H), which block drafters read; None when layer_ids is None.
     tree_inputs: the attention_mask and position_ids of a tree verify (engine/tree.py: verify_inputs) or of a batch
     (engine/ragged.py)."""

@@ -104,17 +104,17 @@ class RaggedCache:
         self.lengths = list(lengths)
 
     def select(self, rows: list[int]) -> None:
-        """Keep only the requests `rows` (in that order): the others have finished and leave the batch."""
+        """Keep only the requests `rows` (in that order): the others have finished and leave the batch. Rows stay
+        right-aligned, so this is one row selection per layer and a slice: no per-slot gather."""
         lengths = [self.lengths[r] for r in rows]
         width, old = max(lengths, default=0), self.width
-        index = torch.arange(old - width, old).expand(len(rows), -1) if rows else torch.zeros(0, 0, dtype=torch.long)
-        self._gather(index, rows)
+        index = torch.tensor(rows, device=self.device, dtype=torch.long)
+        for tensor, put in cache_tensors(self.cache):
+            put(tensor.index_select(0, index)[:, :, old - width:])
         self.lengths = lengths
 
-    def _gather(self, index: torch.Tensor, rows: list[int] | None = None) -> None:
+    def _gather(self, index: torch.Tensor) -> None:
         index = index.to(self.device)
         for tensor, put in cache_tensors(self.cache):
-            if rows is not None:
-                tensor = tensor[torch.tensor(rows, device=self.device, dtype=torch.long)]
             heads, dim = tensor.shape[1], tensor.shape[3]
             put(tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))

@@ -61,6 +61,20 @@ def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdic
     return Verdict(num_accepted_int, bonus_id, matches.float(), None)
 
 
+def verify_greedy_batch(tokens: torch.Tensor, counts: torch.Tensor, logits: torch.Tensor) -> tuple[list[int], list[int]]:
+    """verify_greedy for a whole batch in a few tensor operations: row b of `tokens` (B, S) is request b's anchor and
+    drafts, its first counts[b] slots real and the rest padding, and `logits` (B, S, V) the target's over them.
+    Returns each request's number of accepted drafts and its bonus token, the same as verify_greedy's row by row
+    (the same softmax and argmax: its ties broken alike)."""
+    target_ids = logits_to_probs(logits, 0.0).argmax(dim=-1)  # (B, S)
+    slots = torch.arange(tokens.shape[1] - 1, device=tokens.device)
+    matches = (tokens[:, 1:] == target_ids[:, :-1]) & (slots[None, :] < counts[:, None] - 1)  # padding never matches
+    num_accepted = matches.int().cumprod(dim=1).sum(dim=1)
+    bonus_ids = target_ids.gather(1, num_accepted[:, None])[:, 0]
+    accepted, bonuses = torch.stack([num_accepted, bonus_ids]).tolist()
+    return accepted, bonuses
+
+
 def verify_rejection(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
                      generator: torch.Generator) -> Verdict:
     """Speculative sampling (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.sampling import logits_to_probs, sample, verify, verify_greedy, verify_match, verify_rejection
+from engine.sampling import (logits_to_probs, sample, verify, verify_greedy, verify_greedy_batch, verify_match,
+                             verify_rejection)
 
 CHI2_DF5_999 = 20.52  # 99.9% quantile of chi-square with 5 degrees of freedom (6 outcomes)
 TRIALS = 20_000
@@ -90,6 +91,25 @@ def test_greedy_accepts_the_matching_prefix_and_adds_the_argmax():
     verdict = verify_greedy(torch.tensor([0, 5, 1]), target)
     assert (verdict.num_accepted, verdict.bonus_id) == (0, 2)
     assert verdict.accept_probs.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_greedy_over_a_batch_gives_each_row_what_greedy_gives_it_alone():
+    """Ragged rows (an anchor alone, drafts that all match, padding the argmax would match, tied logits): the
+    batched verdicts equal verify_greedy's on each row's own slots."""
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 4, 7, generator=generator)
+    logits[4, 1, 2] = logits[4, 1, 5] = 9.0  # a tie: the first index wins in both
+    target = logits.argmax(dim=-1)
+    tokens = torch.randint(0, 7, (5, 4), generator=generator)
+    tokens[1, 1:] = target[1, :-1]  # every draft matches
+    tokens[2, 1:3] = target[2, :2]  # two match, then padding that matches too: never accepted
+    tokens[2, 3] = target[2, 2]
+    tokens[4, 1] = target[4, 0]  # one draft, matching: the bonus is the tied position's
+    counts = [1, 4, 3, 2, 2]
+    accepted, bonuses = verify_greedy_batch(tokens, torch.tensor(counts), logits)
+    alone = [verify_greedy(tokens[b, 1:n], logits_to_probs(logits[b, :n], 0.0)) for b, n in enumerate(counts)]
+    assert accepted == [v.num_accepted for v in alone] and bonuses == [v.bonus_id for v in alone]
+    assert accepted[:3] == [0, 3, 2] and accepted[4] == 1 and bonuses[1] == int(target[1, 3]) and bonuses[4] == 2
 
 
 def test_rejection_accept_probability_is_min_one_ratio():

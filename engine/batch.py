@@ -4,30 +4,40 @@ The single-request loop (engine/loop.py) with a batch dimension and nothing else
 request drafts (one batched drafter pass where the drafter has one, drafters/batched.py), the target reads each
 request's anchor and drafts in one forward over a ragged cache (engine/ragged.py: each request its own length,
 positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).
-A request that finishes leaves the batch. At temperature 0 each request's output equals its own single-request
-greedy run.
+A request that finishes leaves the batch, and the next waiting request joins it (its prompt prefilled, its rows
+appended): a serving engine's continuous batching, which keeps the batch full. At temperature 0 each request's
+output equals its own single-request greedy run.
 
 What a busy server sees is what this measures: with B requests in the batch a verify forward reads
 B × (1 + drafts) tokens, so each extra drafted token costs the batch, not only its own request.
+
+Two ways in: `generate_batch` decodes a list of prompts and returns plain per-request values (the bench);
+`traced_steps` decodes one request among others and yields that request's steps for its trace (a Compare lane
+with requests at once above 1: the loop's own DeviceSteps, each step the batch's).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 
 from .contract.methods import method as method_entry
-from .contract.types import EngineError, GenerationConfig
+from .contract.presets import load_prompts
+from .contract.types import MAX_REQUESTS_AT_ONCE, EngineError, GenerationConfig
+from .drafters.base import DraftBlock
 from .drafters.batched import batched
 from .loop import drafts_this_step, finish_reason
 from .models import forward_with_features, new_cache
 from .ragged import RaggedCache, padded
-from .sampling import logits_to_probs, pick, verify, verify_greedy_batch
+from .sampling import Verdict, logits_to_probs, pick, verify, verify_greedy, verify_greedy_batch
 from .timing import SpanClock
+from .trace import DeviceStep
 
-MAX_BATCH = 64  # requests decoded together at most (the KV caches grow with it; docs/benchmarks.md)
+MAX_BATCH = MAX_REQUESTS_AT_ONCE  # requests decoded together at most (the KV caches grow with it; docs/benchmarks.md)
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,8 @@ class BatchResult:
     wall_s: float  # the whole batch, prefill included
     draft_s: float
     verify_s: float
-    steps: int  # batched steps (each one target forward), the prefill not counted
+    steps: int  # batched steps (each one target forward), the prefills not counted
+    concurrency: int = 0  # requests decoded at once at most
 
     @property
     def num_new_tokens(self) -> int:
@@ -77,89 +88,155 @@ class BatchResult:
         return sum(sum(r.verified) for r in self.requests) / max(steps, 1)
 
 
-@dataclass
+@dataclass(eq=False)  # one request is equal to itself only (`in`, `index`)
 class _Request:
     ids: list[int]  # prompt and output so far
     num_prompt: int
     generator: torch.Generator
     finish_reason: str | None = None
-    verified: list[int] | None = None
-    accepted: list[int] | None = None
+    verified: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
 
 
-def generate_batch(engine, prompts: list[str], config: GenerationConfig) -> BatchResult:
-    """Decode `prompts` together with `config` (every request the same settings, each its own generator seeded
-    with config.seed). Chains only: a tree method raises EngineError with one line."""
+def _batch_loop(engine, config: GenerationConfig, concurrency: int, drafter=None, clock: SpanClock | None = None):
+    """The loop for `config` with at most `concurrency` requests at once, or one clear line (EngineError): a tree
+    method, a concurrency out of range. `drafter`: the run's single-request drafter, prepared (made here if None)."""
     config.validate()
-    if not 1 <= len(prompts) <= MAX_BATCH:
-        raise EngineError(f"a batch holds 1 to {MAX_BATCH} requests, got {len(prompts)}")
+    if not 1 <= concurrency <= MAX_BATCH:
+        raise EngineError(f"requests at once must be from 1 to {MAX_BATCH}, got {concurrency}")
     if method_entry(config.method).tree:
         raise EngineError(f"{config.method} drafts trees, which do not run in a batch; choose its chain method")
-    drafter = engine.new_drafter(config.method, config)
-    drafter.prepare(config)
-    prompt_ids = [engine.encode_prompt(p) for p in prompts]
+    if drafter is None:
+        drafter = engine.new_drafter(config.method, config)
+        drafter.prepare(config)
     confident = getattr(getattr(drafter, "model", None), "confidence_head", None) is not None  # DSpark
-    if config.scheduler == "throughput" and confident and len(prompts) > 1:
+    if config.scheduler == "throughput" and confident and concurrency > 1:
         engine.batch_verify_cost()  # its scheduler's cost model: measured once per machine, before any clock starts
-    return _BatchLoop(engine, config, batched(drafter, len(prompts), engine.device, engine.batch_verify_cost)).run(
-        prompt_ids)
+    return _BatchLoop(engine, config, batched(drafter, engine.device, engine.batch_verify_cost), concurrency, clock)
+
+
+def generate_batch(engine, prompts: list[str], config: GenerationConfig, concurrency: int | None = None) -> BatchResult:
+    """Decode `prompts` with `config` (every request the same settings, each its own generator seeded with
+    config.seed), at most `concurrency` at once (default: all of them): as one finishes, the next joins."""
+    if not prompts:
+        raise EngineError("a batch needs at least one prompt")
+    loop = _batch_loop(engine, config, len(prompts) if concurrency is None else concurrency)
+    requests = [loop.request(engine.encode_prompt(p)) for p in prompts]
+    start, spans, steps = time.perf_counter(), [], 0
+    for kind in loop.run(iter(requests)):
+        steps += kind == "decode"
+        spans.extend(loop.clock.resolve(loop.clock.take()))
+    return BatchResult(config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]), tuple(r.ids[r.num_prompt:]),
+                                                          r.finish_reason, tuple(r.verified), tuple(r.accepted))
+                                            for r in requests), time.perf_counter() - start,
+                       sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
+                       sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps, loop.concurrency)
+
+
+def traced_steps(engine, prompt_ids: list[int], config: GenerationConfig, drafter, clock: SpanClock) -> Iterator:
+    """One request (`prompt_ids`) decoded among config.requests_at_once: the others are the held-out prompts with
+    the same settings, cycled, each replaced as it finishes, so the batch stays full while this request runs.
+    Yields this request's DeviceSteps (engine/trace.py) as the single loop does, each carrying the batch's size
+    and what every request committed during it; ends when this request finishes."""
+    loop = _batch_loop(engine, config, config.requests_at_once, drafter, clock)
+    traced = loop.request(prompt_ids)
+    others = (loop.request(engine.encode_prompt(p)) for p in itertools.cycle(load_prompts()))
+    index = 0
+    for _ in loop.run(itertools.chain([traced], others), traced):
+        if loop.record is None:  # others joined: their prefill is part of this request's next step
+            continue
+        yield loop.record.step(index, clock.take())
+        loop.record = None
+        index += 1
+        if traced.finish_reason is not None:
+            return
+
+
+@dataclass
+class _Record:
+    """What the traced request did in one step of the batch (the DeviceStep's fields but the index and spans)."""
+
+    kind: str
+    block: DraftBlock | None
+    verdict: Verdict | None
+    target_probs: torch.Tensor | None
+    num_verified: int
+    confidences: list[float] | None
+    kept: list[int]
+    finish_reason: str | None
+    batch_size: int
+    batch_tokens: int
+
+    def step(self, index: int, spans: tuple) -> DeviceStep:
+        return DeviceStep(index, self.kind, self.block, self.verdict, self.target_probs, self.num_verified,
+                          self.confidences, self.kept, self.finish_reason, spans, self.batch_size, self.batch_tokens)
 
 
 class _BatchLoop:
-    """The device work of one batch: prefill, then draft / verify / accept until every request has finished."""
+    """The device work of a batch: prefill the requests that join, then draft / verify / accept for the live ones,
+    until every request has finished. `clock` times the batch's work (a new one by default)."""
 
-    def __init__(self, engine, config: GenerationConfig, drafter):
+    def __init__(self, engine, config: GenerationConfig, drafter, concurrency: int, clock: SpanClock | None = None):
         self.engine = engine
         self.config = config
         self.drafter = drafter
+        self.concurrency = concurrency
         self.device = engine.device
-        self.clock = SpanClock(engine.device)
+        self.clock = clock or SpanClock(engine.device)
         self.proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
+        self.traced: _Request | None = None  # the request whose steps are recorded (traced_steps)
+        self.record: _Record | None = None  # what it did in the last step or prefill
+        self.committed = 0  # tokens committed by every request since the last record
+
+    def request(self, prompt_ids: list[int]) -> _Request:
+        return _Request(list(prompt_ids), len(prompt_ids), torch.Generator(self.device).manual_seed(self.config.seed))
 
     @torch.inference_mode()
-    def run(self, prompt_ids: list[list[int]]) -> BatchResult:
-        start = time.perf_counter()
-        requests = [_Request(list(ids), len(ids), torch.Generator(self.device).manual_seed(self.config.seed), None,
-                             [], []) for ids in prompt_ids]
-        cache = RaggedCache(new_cache(self.engine.target), len(requests), self.device)
-        self._prefill(requests, cache)
-        live = list(range(len(requests)))  # indices into requests of the batch's rows, in order
-        steps = 0
+    def run(self, waiting: Iterable[_Request], traced: _Request | None = None) -> Iterator[str]:
+        """Decode the `waiting` requests (an iterator, read as places free up), yielding "prefill" after requests
+        joined and "decode" after each step of the batch; `traced`: the request to record."""
+        waiting, self.traced = iter(waiting), traced
+        cache = RaggedCache(new_cache(self.engine.target), 0, self.device)
+        live: list[_Request] = []
         while True:
-            rows = [i for i in live if requests[i].finish_reason is None]
-            if not rows:
-                break
-            if rows != live:  # finished requests leave the batch
-                keep = [live.index(i) for i in rows]
-                cache.select(keep)
-                self.drafter.select(keep)
-                live = rows
-            self._step([requests[i] for i in live], cache)
-            steps += 1
-        spans = self.clock.resolve(self.clock.take())
-        return BatchResult(self.config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]),
-                                                                   tuple(r.ids[r.num_prompt:]), r.finish_reason,
-                                                                   tuple(r.verified), tuple(r.accepted))
-                                                     for r in requests), time.perf_counter() - start,
-                           sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
-                           sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps)
+            if any(r.finish_reason is not None for r in live):  # finished requests leave the batch
+                rows = [b for b, r in enumerate(live) if r.finish_reason is None]
+                cache.select(rows)
+                self.drafter.select(rows)
+                live = [live[b] for b in rows]
+            joining = list(itertools.islice(waiting, self.concurrency - len(live)))
+            if joining:  # they join at the end; one may finish at its first token and leave at once
+                self._prefill(joining, cache)
+                live += joining
+                yield "prefill"
+            elif not live:
+                return
+            else:
+                self._step(live, cache)
+                yield "decode"
 
     def _prefill(self, requests: list[_Request], cache: RaggedCache) -> None:
-        """Every prompt in one forward; each request's first token, and the drafter's start. Logits only where some
-        prompt ends (the vocabulary's projection at every prompt position would be most of a long prefill's work)."""
+        """The joining requests' prompts in one forward, into rows appended to the batch's cache; each request's
+        first token, and the drafter's start on them. Logits only where some prompt ends (the vocabulary's
+        projection at every prompt position would be most of a long prefill's work)."""
         config, clock = self.config, self.clock
         counts = [len(r.ids) for r in requests]
         ends = sorted({n - 1 for n in counts})
-        with clock.span("verify", "target prefill"):
-            logits, features = self._forward(cache, padded([r.ids for r in requests], self.device),
-                                             cache.causal_inputs(counts), torch.tensor(ends, device=self.device))
-            cache.keep([list(range(n)) for n in counts])
+        joining = RaggedCache(new_cache(self.engine.target), len(requests), self.device)
+        with clock.span("verify", f"target prefill, {len(requests)} joining"):
+            logits, features = self._forward(joining, padded([r.ids for r in requests], self.device),
+                                             joining.causal_inputs(counts), torch.tensor(ends, device=self.device))
+            joining.keep([list(range(n)) for n in counts])
+            cache.extend(joining)
         firsts = [pick(logits_to_probs(logits[b, ends.index(n - 1)], config.temperature), config.temperature,
                        r.generator) for b, (r, n) in enumerate(zip(requests, counts))]
         self.drafter.start([torch.tensor(r.ids, device=self.device) for r in requests],
                            [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
-        for r, first in zip(requests, firsts):
-            self._append(r, [int(first)])
+        kept = [self._append(r, [int(first)]) for r, first in zip(requests, firsts)]
+        if self.traced in requests:
+            traced = self.traced
+            self.record = _Record("prefill", None, None, None, 0, None, kept[requests.index(traced)],
+                                  traced.finish_reason, len(cache.lengths), self._take_committed())
 
     def _step(self, batch: list[_Request], cache: RaggedCache) -> None:
         """One step for the live requests: draft, verify every request's drafts in one forward, commit."""
@@ -179,25 +256,46 @@ class _BatchLoop:
             inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
             counts, tokens = [len(x) for x in inputs], padded(inputs, self.device)
             logits, features = self._forward(cache, tokens, cache.causal_inputs(counts))
-            accepted, bonuses = self._verdicts(batch, checked, tokens, counts, logits)
+            accepted, bonuses, verdicts = self._verdicts(batch, checked, tokens, counts, logits)
         with clock.span("host", "roll back caches, commit"):
             cache.keep([list(range(1 + n)) for n in accepted])
             drafter.accept([len(r.ids) + n for r, n in zip(batch, accepted)],
                            [features[b, : 1 + n] if features is not None else None for b, n in enumerate(accepted)])
+            kept = []
             for r, c, n, bonus in zip(batch, checked, accepted, bonuses):
                 r.verified.append(len(c.ids) if c is not None else 0)
                 r.accepted.append(n)
-                self._append(r, [*(c.ids[:n].tolist() if c is not None else []), bonus])
+                kept.append(self._append(r, [*(c.ids[:n].tolist() if c is not None else []), bonus]))
         drafter.last_step = (time.perf_counter() - step_start, sum(counts))
+        if self.traced in batch:
+            b = batch.index(self.traced)
+            self._record_step(blocks[b], checked[b], logits[b, : counts[b]], verdicts[b] if verdicts else None,
+                              kept[b], len(batch))
+
+    def _record_step(self, block: DraftBlock | None, checked: DraftBlock | None, logits: torch.Tensor,
+                     verdict: Verdict | None, kept: list[int], batch_size: int) -> None:
+        """The traced request's step as the single loop records it (its verdict in full: at temperature 0 the
+        batch's was reached without one)."""
+        temperature, traced = self.config.temperature, self.traced
+        target_probs = logits_to_probs(logits, temperature)
+        if block is None:  # nothing drafted: the baseline, or a last step with room for one token only
+            block = DraftBlock(torch.empty(0, dtype=torch.long, device=self.device), target_probs[:0])
+        checked = checked if checked is not None else block
+        if verdict is None:
+            verdict = verify_greedy(checked.ids, target_probs)
+        confidences = block.confidences.tolist() if block.confidences is not None else None
+        self.record = _Record("decode", block, verdict, target_probs, int(checked.ids.numel()), confidences, kept,
+                              traced.finish_reason, batch_size, self._take_committed())
 
     def _verdicts(self, batch: list[_Request], checked: list, tokens: torch.Tensor, counts: list[int],
-                  logits: torch.Tensor) -> tuple[list[int], list[int]]:
-        """Each request's accepted drafts and bonus token under the run's rule: at temperature 0 for the whole batch
-        at once (sampling.verify_greedy_batch), above it request by request with its own generator."""
+                  logits: torch.Tensor) -> tuple[list[int], list[int], list[Verdict] | None]:
+        """Each request's accepted drafts and bonus token under the run's rule, and above temperature 0 its whole
+        verdict: at 0 for the whole batch at once (sampling.verify_greedy_batch), above it request by request with
+        its own generator."""
         config = self.config
         if config.temperature == 0:
-            return verify_greedy_batch(tokens, torch.tensor(counts, device=self.device), logits)
-        accepted, bonuses = [], []
+            return *verify_greedy_batch(tokens, torch.tensor(counts, device=self.device), logits), None
+        accepted, bonuses, verdicts = [], [], []
         for b, (r, c, n) in enumerate(zip(batch, checked, counts)):
             target_probs = logits_to_probs(logits[b, :n], config.temperature)
             ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
@@ -205,7 +303,8 @@ class _BatchLoop:
             verdict = verify(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator)
             accepted.append(verdict.num_accepted)
             bonuses.append(verdict.bonus_id)
-        return accepted, bonuses
+            verdicts.append(verdict)
+        return accepted, bonuses, verdicts
 
     def _forward(self, cache: RaggedCache, tokens: torch.Tensor, inputs: dict, logits_at: torch.Tensor | int = 0):
         """One target forward over the batch's new tokens (B, S), each row padded to the longest; logits at every
@@ -213,12 +312,21 @@ class _BatchLoop:
         return forward_with_features(self.engine.target, tokens, cache.cache, self.drafter.target_layer_ids,
                                      logits_at, **inputs)
 
-    def _append(self, r: _Request, new_ids: list[int]) -> None:
-        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (loop.finish_reason)."""
-        engine = self.engine
+    def _append(self, r: _Request, new_ids: list[int]) -> list[int]:
+        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (loop.finish_reason);
+        returns those kept."""
+        engine, kept = self.engine, []
         for token_id in new_ids:
+            kept.append(int(token_id))
             r.ids.append(int(token_id))
             r.finish_reason = finish_reason(int(token_id), len(r.ids), r.num_prompt, engine.eos_id,
                                             self.config.max_new_tokens, engine.context_length)
             if r.finish_reason is not None:
-                return
+                break
+        self.committed += len(kept)
+        return kept
+
+    def _take_committed(self) -> int:
+        """Tokens every request committed since the last call."""
+        committed, self.committed = self.committed, 0
+        return committed

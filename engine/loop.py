@@ -243,6 +243,11 @@ class Engine:
     def _device_steps(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter,
                       clock: SpanClock) -> Iterator[DeviceStep]:
         """The control flow of decoding: everything the next step depends on, and nothing else."""
+        if config.requests_at_once > 1:  # this request among others: the batched loop's steps (engine/batch.py)
+            from .batch import traced_steps  # imported here: the batched loop builds on this module's rules
+
+            yield from traced_steps(self, prompt_ids, config, drafter, clock)
+            return
         generator = torch.Generator(self.device).manual_seed(config.seed)
         ids = torch.tensor([prompt_ids], device=self.device)
         state = _RunState(ids, len(prompt_ids), config.max_new_tokens)

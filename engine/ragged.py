@@ -113,8 +113,38 @@ class RaggedCache:
             put(tensor.index_select(0, index)[:, :, old - width:])
         self.lengths = lengths
 
+    def extend(self, other: "RaggedCache") -> None:
+        """Append `other`'s requests after this cache's, as rows of their own (requests joining a running batch):
+        both sides left-padded to the wider one, so every row stays right-aligned. A cache never written to (new,
+        or a drafter's that fills at its first pass) contributes rows of padding only."""
+        mine, theirs = cache_tensors(self.cache), cache_tensors(other.cache)
+        width = max(self.width, other.width)
+        if theirs and not mine:  # this side was never written: other's tensors, below rows of padding for ours
+            for tensor, put in theirs:
+                put(torch.cat([_empty_rows(tensor, len(self.lengths), width), _left_padded(tensor, width)]))
+            self.cache = other.cache
+        elif mine:
+            others = [tensor for tensor, _ in theirs] or [None] * len(mine)
+            for (tensor, put), their in zip(mine, others):
+                their = _empty_rows(tensor, len(other.lengths), width) if their is None else _left_padded(their, width)
+                put(torch.cat([_left_padded(tensor, width), their]))
+        self.lengths = self.lengths + other.lengths
+
     def _gather(self, index: torch.Tensor) -> None:
         index = index.to(self.device)
         for tensor, put in cache_tensors(self.cache):
             heads, dim = tensor.shape[1], tensor.shape[3]
             put(tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))
+
+
+def _left_padded(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    """A (B, heads, slots, dim) cache tensor widened to `width` slots by padding on the left."""
+    missing = width - tensor.shape[2]
+    if missing == 0:
+        return tensor
+    return torch.cat([tensor.new_zeros(tensor.shape[0], tensor.shape[1], missing, tensor.shape[3]), tensor], dim=2)
+
+
+def _empty_rows(like: torch.Tensor, rows: int, width: int) -> torch.Tensor:
+    """`rows` rows of padding shaped as `like`'s, `width` slots wide."""
+    return like.new_zeros(rows, like.shape[1], width, like.shape[3])

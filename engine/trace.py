@@ -35,6 +35,8 @@ class DeviceStep:
     kept_ids: list[int]  # tokens committed by this step, cut at a stop
     finish_reason: str | None  # set on the run's last step: why it ended
     spans: tuple  # the device clock's spans, resolved by the host work (SpanClock.resolve)
+    batch_size: int = 1  # requests in the batch that verified this step (engine/batch.py)
+    batch_tokens: int | None = None  # tokens every request of that batch committed during it; None when alone
 
 
 class Tracer:
@@ -60,7 +62,8 @@ class Tracer:
             bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
         parents = record.block.parents if record.block is not None else None
         return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
-                    self.clock.resolve(record.spans) + self.clock.take(), record.finish_reason, parents)
+                    self.clock.resolve(record.spans) + self.clock.take(), record.finish_reason, parents,
+                    record.batch_size, record.batch_tokens)
 
     def top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
         """Each row's TOP_K_SHOWN likeliest tokens with their text."""

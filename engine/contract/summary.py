@@ -58,6 +58,8 @@ def summarize(steps: list[Step]) -> RunSummary:
     finish = (steps[-1].finish_reason if steps else None) or STOPPED
     cpu = [span.cpu_s for s in steps for span in s.spans]
     cpu_s = sum(cpu) if cpu and None not in cpu else None
+    batch = [s.batch_tokens for s in steps]
+    batch_tokens = sum(batch) if batch and None not in batch else None
     return RunSummary(
         num_new_tokens=len(output_ids),
         num_steps=num_steps,
@@ -73,6 +75,7 @@ def summarize(steps: list[Step]) -> RunSummary:
         finish_reason=finish,
         cpu_s=cpu_s,
         tokens_per_cpu_s=len(output_ids) / cpu_s if cpu_s else None,
+        batch_tokens_per_s=batch_tokens / wall_s if batch_tokens is not None and wall_s > 0 else None,
     )
 
 

@@ -14,6 +14,7 @@ from .presets import DRAFTER_WEIGHTS, PROPOSALS, SCHEDULERS, VERIFY_RULES
 
 MAX_DRAFTS = 16
 MAX_TREE_NODES = 64  # a tree draft's node budget: what one verify forward may carry besides the anchor
+MAX_REQUESTS_AT_ONCE = 64  # requests decoded together at most (engine/batch.py; their KV caches grow with it)
 MAX_NEW_TOKENS = 4096
 MAX_PROMPT_CHARS = 100_000  # longer prompts are refused before they are read whole or tokenized
 MAX_SEED = 2**63 - 1  # seeds are non-negative signed 64-bit integers
@@ -31,8 +32,9 @@ RANGES: dict[str, tuple[str, float, float]] = {
     "drafts_per_step": ("draft length K", 1, MAX_DRAFTS),
     "confidence_threshold": ("confidence threshold", 0.0, 1.0),
     "tree_nodes": ("tree node budget", 1, MAX_TREE_NODES),
+    "requests_at_once": ("requests at once", 1, MAX_REQUESTS_AT_ONCE),
 }
-INTEGER_SETTINGS = ("seed", "max_new_tokens", "drafts_per_step", "tree_nodes")
+INTEGER_SETTINGS = ("seed", "max_new_tokens", "drafts_per_step", "tree_nodes", "requests_at_once")
 
 # Why a run ended, on its last Step: end-of-text, max_new_tokens reached, the model's context full. A trace
 # whose last step carries no reason was stopped before it finished (or is still running).
@@ -102,6 +104,9 @@ class GenerationConfig:
     # Above temperature 0: "sample" proposes draws from the drafter's distribution, "argmax" its likeliest tokens,
     # "auto" the method's own choice (presets.PROPOSALS); at temperature 0 every drafter proposes its argmax.
     proposal: str = "auto"
+    # Requests decoded together (engine/batch.py): above 1 the run's prompt is the first request of a batch whose
+    # others are held-out prompts with the same settings; its trace is that request's, its steps the batch's.
+    requests_at_once: int = 1
 
     @property
     def proposes(self) -> str:
@@ -222,6 +227,10 @@ class Step:
     # A tree draft: each drafted token's parent (an index into drafted, -1 for a child of the anchor); the accepted
     # tokens are then a path from the anchor down, not the first num_accepted. None for a chain.
     parents: tuple[int, ...] | None = None
+    # Many requests at once (engine/batch.py): how many the step's verify forward served, and the tokens all of them
+    # committed during the step (None for a request decoded alone).
+    batch_size: int = 1
+    batch_tokens: int | None = None
 
     @property
     def drafted_ids(self) -> list[int]:
@@ -280,11 +289,15 @@ class Step:
             read.consistent_tree(drafted, parents, num_accepted, committed)
         spans = tuple(read.span(x) for x in read.items(d["spans"], "spans"))
         finish = d.get("finish_reason")
+        batch_size, batch_tokens = d.get("batch_size", 1), d.get("batch_tokens")
+        if read.count(batch_size, "batch_size") < 1:
+            raise ValueError("batch_size must be at least 1, got 0")
+        batch_tokens = None if batch_tokens is None else read.count(batch_tokens, "batch_tokens")
         return cls(index=read.count(d["index"], "index"), kind=read.choice(d["kind"], STEP_KINDS, "kind"),
                    drafted=drafted, num_verified=num_verified, num_accepted=num_accepted,
                    bonus_id=read.id(d["bonus_id"], "bonus_id"), committed=committed, spans=spans,
                    finish_reason=None if finish is None else read.choice(finish, FINISH_REASONS, "finish_reason"),
-                   parents=parents)
+                   parents=parents, batch_size=batch_size, batch_tokens=batch_tokens)
 
 
 # The trace's vocabulary: what a saved step may say, and nothing else.
@@ -437,6 +450,9 @@ class RunSummary:
     # per second of it. None on CUDA, or for a trace saved without CPU times.
     cpu_s: float | None = None
     tokens_per_cpu_s: float | None = None
+    # Many requests at once: the batch's throughput while this request ran, every request's new tokens per second
+    # of its wall time; None for a request decoded alone.
+    batch_tokens_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ class BatchDrafter:
     last_step: tuple[float, int] | None = None  # set by the loop: the last step's seconds and tokens verified
 
     def start(self, prompt_ids: list[torch.Tensor], features: list[torch.Tensor | None], clock: SpanClock) -> None:
-        """Begin on the batch's prompts: request b's ids (n_b,) and the target's features of them, (n_b, F)."""
+        """Requests join the batch, as its last rows: request b's prompt ids (n_b,) and the target's features of
+        them, (n_b, F)."""
 
     def propose(self, committed: list[torch.Tensor], ks: list[int], temperature: float,
                 generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
@@ -65,18 +66,20 @@ class BlockBatchDrafter(BatchDrafter):
     """DFlash and DSpark: the block [anchor, MASK × (B − 1)] of every request in one backbone pass, each request's
     new context features appended to its row of one ragged draft cache."""
 
-    def __init__(self, drafter: DFlashDrafter, batch: int, device: torch.device, batch_cost=None):
+    def __init__(self, drafter: DFlashDrafter, device: torch.device, batch_cost=None):
         self.drafter = drafter
         self.batch_cost = batch_cost  # callable: (a, b) of a batched verify's t(N) = a + b·N (Engine.batch_verify_cost)
         self.last_step: tuple[float, int] | None = None  # the last step's seconds and verified tokens (the loop's)
         self.label = drafter.label
         self.target_layer_ids = drafter.target_layer_ids
         self.max_drafts = drafter.max_drafts
-        self.cache = RaggedCache(new_cache(drafter.model), batch, device)
+        self.cache = RaggedCache(new_cache(drafter.model), 0, device)
+        self.device = device
         self.pending: list[torch.Tensor] = []  # per request: target features not yet in the draft cache, (p_b, F)
 
     def start(self, prompt_ids, features, clock) -> None:
-        self.pending = list(features)
+        self.cache.extend(RaggedCache(new_cache(self.drafter.model), len(features), self.device))
+        self.pending += features
 
     def propose(self, committed, ks, temperature, generators, clock):
         with clock.span("draft", f"one parallel pass over {len(committed)} blocks"):
@@ -139,15 +142,17 @@ class SmallLMBatchDrafter(BatchDrafter):
     """Classic drafting for a batch: the small LM drafts one token for every request per forward, K forwards, over a
     ragged cache of its own (the serial loop the block drafters remove, now paid once per batch)."""
 
-    def __init__(self, drafter: SmallLMDrafter, batch: int, device: torch.device):
+    def __init__(self, drafter: SmallLMDrafter, device: torch.device):
         self.drafter = drafter
         self.label = drafter.label
-        self.cache = RaggedCache(new_cache(drafter.model), batch, device)
+        self.cache = RaggedCache(new_cache(drafter.model), 0, device)
         self.device = device
 
     def start(self, prompt_ids, features, clock) -> None:
-        with clock.span("draft", f"drafter prefill, {len(prompt_ids)} requests"):
-            self._forward([p.tolist() for p in prompt_ids])
+        with clock.span("draft", f"drafter prefill, {len(prompt_ids)} joining"):
+            joining = RaggedCache(new_cache(self.drafter.model), len(prompt_ids), self.device)
+            self._forward([p.tolist() for p in prompt_ids], joining)
+            self.cache.extend(joining)
 
     def propose(self, committed, ks, temperature, generators, clock):
         # what each request's cache has not seen: its last bonus, and after a fully accepted block its last draft
@@ -155,7 +160,7 @@ class SmallLMBatchDrafter(BatchDrafter):
         drafts: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in committed]
         for i in range(max(ks)):
             with clock.span("draft", f"draft forward {i + 1}/{max(ks)}, {len(committed)} requests"):
-                logits = self._forward(inputs)
+                logits = self._forward(inputs, self.cache)
                 inputs = []
                 for b, (k, row) in enumerate(zip(ks, logits)):
                     probs = logits_to_probs(row, temperature)
@@ -173,13 +178,13 @@ class SmallLMBatchDrafter(BatchDrafter):
     def select(self, rows) -> None:
         self.cache.select(rows)
 
-    def _forward(self, rows: list[list[int]]) -> torch.Tensor:
-        """One forward of each request's new tokens (padded to the longest), all kept in the cache; returns each
+    def _forward(self, rows: list[list[int]], cache: RaggedCache) -> torch.Tensor:
+        """One forward of each request's new tokens (padded to the longest), all kept in `cache`; returns each
         request's logits at its last new token, (B, V)."""
         counts = [len(r) for r in rows]
-        inputs = self.cache.causal_inputs(counts)
-        logits = forward_logits(self.drafter.model, padded(rows, self.device), self.cache.cache, **inputs)
-        self.cache.keep([list(range(n)) for n in counts])
+        inputs = cache.causal_inputs(counts)
+        logits = forward_logits(self.drafter.model, padded(rows, self.device), cache.cache, **inputs)
+        cache.keep([list(range(n)) for n in counts])
         return logits[torch.arange(len(rows)), torch.tensor(counts) - 1]
 
 
@@ -187,19 +192,20 @@ class Eagle3BatchDrafter(BatchDrafter):
     """EAGLE-3 for a batch: each request's new target features fed in one forward for the whole batch, then K − 1
     serial forwards, each drafting one token for every request from its own hidden state."""
 
-    def __init__(self, drafter: Eagle3Drafter, batch: int, device: torch.device):
+    def __init__(self, drafter: Eagle3Drafter, device: torch.device):
         self.drafter = drafter
         self.model = drafter.model
         self.label = drafter.label
         self.target_layer_ids = drafter.target_layer_ids
-        self.cache = RaggedCache(new_draft_cache(), batch, device)
+        self.cache = RaggedCache(new_draft_cache(), 0, device)
         self.device = device
         self.pending: list[torch.Tensor] = []  # per request: target features not yet in the cache, (p_b, 3H)
         self.context: list[int] = []  # per request: cache entries built from target features
 
     def start(self, prompt_ids, features, clock) -> None:
-        self.pending = list(features)  # f_0..f_{N−1}; they pair with t_1..t_N, and t_N comes with the first propose
-        self.context = [0] * len(features)
+        self.cache.extend(RaggedCache(new_draft_cache(), len(features), self.device))
+        self.pending += features  # f_0..f_{N−1}; they pair with t_1..t_N, and t_N comes with the first propose
+        self.context += [0] * len(features)
 
     def propose(self, committed, ks, temperature, generators, clock):
         model = self.model
@@ -248,15 +254,16 @@ class Eagle3BatchDrafter(BatchDrafter):
         self.context = [self.context[r] for r in rows]
 
 
-def batched(drafter, batch: int, device: torch.device, batch_cost=None) -> BatchDrafter:
-    """The batch form of a single-request drafter, or one clear line where a method has none yet. batch_cost:
-    the batch's verify cost model, for a scheduler (Engine.batch_verify_cost)."""
+def batched(drafter, device: torch.device, batch_cost=None) -> BatchDrafter:
+    """The batch form of a single-request drafter (no request yet: they join through `start`), or one clear line
+    where a method has none yet. batch_cost: the batch's verify cost model, for a scheduler
+    (Engine.batch_verify_cost)."""
     if isinstance(drafter, NoDrafter):
         return NoBatchDrafter()
     if isinstance(drafter, DFlashDrafter):  # DSpark's and DeepSpec's DFlash too (drafters/deepspec.py)
-        return BlockBatchDrafter(drafter, batch, device, batch_cost)
+        return BlockBatchDrafter(drafter, device, batch_cost)
     if isinstance(drafter, Eagle3Drafter):
-        return Eagle3BatchDrafter(drafter, batch, device)
+        return Eagle3BatchDrafter(drafter, device)
     if isinstance(drafter, SmallLMDrafter):
-        return SmallLMBatchDrafter(drafter, batch, device)
+        return SmallLMBatchDrafter(drafter, device)
     raise EngineError(f"{drafter.label} does not run in a batch")

@@ -2,13 +2,15 @@
 
     python -m engine.measure.bench --concurrency 1,2,4,8,16,32 --json runs/concurrency.json
 
-The same held-out prompts at every batch size: N of them (the largest size; repeated where there are fewer), cut
-into batches of B decoded one after another, so each row measures the same requests and only how many run at once
-changes. Every batched lane (engine/batch.py) and transformers' own batched `generate` on the same target weights
-run each batch in turn, twice, each lane's faster round kept (so machine noise hits them alike). Per lane and B:
-throughput (new tokens per second, all batches), speedup over the batched baseline at the same B, τ, drafted tokens
-verified per request per step, and whether every request wrote its own single-request greedy output. At B = 1 the
-batched path is also timed against the single-request loop (engine/loop.py) on the first prompt.
+The same held-out prompts at every concurrency B: N of them (twice the largest B; repeated where there are fewer),
+decoded at most B at once, a finished request replaced by the next waiting one (continuous batching, as a serving
+engine keeps its batch full), so each row measures the same requests and only how many run at once changes.
+transformers' batched `generate` has no such refill: it decodes them in batches of B, one after another. Every
+batched lane (engine/batch.py) and transformers run in turn, twice, each lane's faster round kept (so machine noise
+hits them alike). Per lane and B: throughput (new tokens per second over all N), speedup over the batched baseline
+at the same B, τ, drafted tokens verified per request per step, and whether every request wrote its own
+single-request greedy output. At B = 1 the batched path is also timed against the single-request loop
+(engine/loop.py) on the first prompt.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..loop import Engine
 # every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
 BATCHED_LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "dspark_verify_all")
 ROUNDS = 2
+REQUESTS_PER_SLOT = 2  # requests per place in the largest batch: the batch stays full for most of the run
 
 
 def lane_config(lane: str, max_new_tokens: int) -> GenerationConfig:
@@ -74,30 +77,31 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
     the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch."""
     check_sizes(sizes)
     lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
-    requests = [prompts[i % len(prompts)] for i in range(num_requests or max(sizes))]
+    requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(sizes))]
     greedy = {p: engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens)).output_ids
               for p in set(requests)}
     rows = {}
     for size in sizes:
-        batches = [requests[i: i + size] for i in range(0, len(requests), size)]
-        runs = {lane: [None] * len(batches) for lane in lanes}
-        hf_runs = [None] * len(batches)
+        batches = [requests[i: i + size] for i in range(0, len(requests), size)]  # transformers': one after another
+        runs: dict[str, object] = {lane: None for lane in lanes}
+        hf_runs = None
         for _ in range(rounds):
-            for i, batch in enumerate(batches):
-                for lane in lanes:
-                    result = generate_batch(engine, batch, lane_config(lane, max_new_tokens))
-                    check_stop(stop)
-                    if runs[lane][i] is None or result.wall_s < runs[lane][i].wall_s:
-                        runs[lane][i] = result
-                outputs, wall = hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
-                if hf_runs[i] is None or wall < hf_runs[i][1]:
-                    hf_runs[i] = (outputs, wall)
+            for lane in lanes:
+                result = generate_batch(engine, requests, lane_config(lane, max_new_tokens), concurrency=size)
+                check_stop(stop)
+                if runs[lane] is None or result.wall_s < runs[lane].wall_s:
+                    runs[lane] = result
+            hf_round = [hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
+                        for batch in batches]
+            check_stop(stop)
+            if hf_runs is None or sum(w for _, w in hf_round) < sum(w for _, w in hf_runs):
+                hf_runs = hf_round
         hf_tokens = sum(len(o) for outputs, _ in hf_runs for o in outputs)
         row = {"batches": len(batches), "lanes": {}, "hf_generate": {
             "tokens_per_s": hf_tokens / sum(wall for _, wall in hf_runs),
             "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}}
-        for lane, results in runs.items():
-            row["lanes"][lane] = _lane_row(results, [greedy[p] for p in requests])
+        for lane, result in runs.items():
+            row["lanes"][lane] = _lane_row([result], [greedy[p] for p in requests])
         base = row["lanes"]["baseline"]
         for lane in row["lanes"].values():
             lane["speedup"] = lane["tokens_per_s"] / base["tokens_per_s"]

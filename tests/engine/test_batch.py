@@ -3,12 +3,15 @@ size, with ragged prompts, drafts and finishes; the ragged cache keeps each requ
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 import torch
 from conftest import baseline_of
 
 from engine.batch import MAX_BATCH, generate_batch
-from engine.contract.types import EngineError, GenerationConfig
+from engine.contract.types import EngineError, GenerationConfig, Step
 from engine.models import _cache_kwarg, new_cache
 from engine.ragged import RaggedCache
 from engine.scheduler import batch_cut, profile_batch_verify_speed, stored_measurement
@@ -19,14 +22,15 @@ PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    pri
 
 
 @pytest.mark.parametrize("method", BATCHED)
-@pytest.mark.parametrize("size", [1, 3, 7])
-def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, method, size):
+@pytest.mark.parametrize("size, at_once", [(1, 1), (3, 3), (7, 3)])
+def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, method, size, at_once):
     """Temperature 0: token for token the target's greedy output, whatever else is in the batch (prompts of different
     lengths, requests that accept different numbers of drafts, so take different numbers of steps and leave the
-    batch one by one); and each request accepts what it accepts alone, step by step."""
+    batch one by one, and with more requests than places, others joining as they leave); and each request accepts
+    what it accepts alone, step by step."""
     prompts = PROMPTS[:size]
     config = GenerationConfig(method=method, max_new_tokens=20)
-    batch = generate_batch(embedded_engine, prompts, config)
+    batch = generate_batch(embedded_engine, prompts, config, concurrency=at_once)
     for prompt, request in zip(prompts, batch.requests):
         assert request.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids, (method, prompt)
     if method not in ("baseline", "dspark"):  # each request's drafts are what it drafts alone (DSpark's scheduler
@@ -77,10 +81,16 @@ def test_a_batch_counts_its_work(embedded_engine):
 
 def test_bad_batches_are_one_clear_line(random_engine):
     config = GenerationConfig(method="dflash", max_new_tokens=4)
-    with pytest.raises(EngineError, match="a batch holds 1 to"):
+    with pytest.raises(EngineError, match="at least one prompt"):
         generate_batch(random_engine, [], config)
-    with pytest.raises(EngineError, match="a batch holds 1 to"):
+    with pytest.raises(EngineError, match=f"requests at once must be from 1 to {MAX_BATCH}, got {MAX_BATCH + 1}"):
         generate_batch(random_engine, ["x"] * (MAX_BATCH + 1), config)
+    with pytest.raises(EngineError, match="requests at once must be from 1"):
+        generate_batch(random_engine, ["x"], config, concurrency=0)
+    with pytest.raises(EngineError, match="requests at once must be an integer from 1 to"):
+        GenerationConfig(requests_at_once=MAX_BATCH + 1).validate()
+    with pytest.raises(EngineError, match="trees"):  # and a tree lane's trace among others
+        random_engine.generate("x", GenerationConfig(method="dflash_tree", max_new_tokens=4, requests_at_once=2))
     with pytest.raises(EngineError, match="trees"):  # a tree lane's chain runs batched
         generate_batch(random_engine, ["x"], GenerationConfig(method="dflash_tree", max_new_tokens=4))
     with pytest.raises(EngineError, match="the prompt is empty"):
@@ -109,6 +119,14 @@ def test_the_ragged_cache_keeps_each_requests_own_entries(random_engine):
         ragged.truncate([2, 4])  # a serial drafter's rollback: each request's newest entries dropped
         assert ragged.lengths == [2, 4]
         assert_rows_hold(target, ragged, [[12, 13], [5, 6, 7, 8]])
+        joining = RaggedCache(new_cache(target), 2, torch.device("cpu"))  # two requests join, one longer than all
+        target(torch.tensor([[30, 31, 32, 33, 34, 35], [36, 37, 0, 0, 0, 0]]), **{_cache_kwarg(target): joining.cache},
+               **joining.causal_inputs([6, 2]))
+        joining.keep([[0, 1, 2, 3, 4, 5], [0, 1]])
+        ragged.extend(joining)
+        ragged.extend(RaggedCache(new_cache(target), 1, torch.device("cpu")))  # a drafter's row, still empty
+        assert ragged.lengths == [2, 4, 6, 2, 0]
+        assert_rows_hold(target, ragged, [[12, 13], [5, 6, 7, 8], [30, 31, 32, 33, 34, 35], [36, 37]])
 
 
 def assert_rows_hold(target, ragged: RaggedCache, sequences: list[list[int]]) -> None:
@@ -165,3 +183,21 @@ def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_en
     for prompt, one, other in zip(prompts, scheduled.requests, everything.requests):
         assert one.output_ids == other.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids
     assert scheduled.verified_per_request < everything.verified_per_request
+
+
+@pytest.mark.parametrize("method", ["baseline", "dflash"])
+def test_a_request_among_others_is_traced_as_it_runs_alone(embedded_engine, method):
+    """requests_at_once above 1: the run's prompt decoded in a full batch of held-out prompts (replaced as they
+    finish); its trace is its own, token for token and (DFlash) draft for draft its single run's, each step saying
+    the batch's size and what the whole batch committed meanwhile."""
+    config = GenerationConfig(method=method, max_new_tokens=24)
+    alone = embedded_engine.generate(PROMPTS[1], config)
+    among = embedded_engine.generate(PROMPTS[1], replace(config, requests_at_once=4))
+    assert among.output_ids == alone.output_ids and among.text == alone.text
+    assert [s.drafted_ids for s in among.steps] == [s.drafted_ids for s in alone.steps]
+    assert [s.num_accepted for s in among.steps] == [s.num_accepted for s in alone.steps]
+    assert {s.batch_size for s in (among.prefill, *among.steps)} == {4}
+    assert all(s.batch_tokens >= len(s.committed) for s in among.steps)
+    assert among.summary.batch_tokens_per_s > among.summary.tokens_per_s and alone.summary.batch_tokens_per_s is None
+    assert Step.from_dict(json.loads(json.dumps(among.steps[0].to_dict()))) == among.steps[0]  # saved and read back
+    assert {s.batch_size for s in alone.steps} == {1} and alone.steps[0].batch_tokens is None

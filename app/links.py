@@ -3,7 +3,7 @@
 A link carries its own settings (a restart loses nothing), named as the CLI's options: `prompt`, `methods`
 (a comma list), `temperature`, `seed`, `max_new_tokens`, `draft_len` (the serial drafters' K), `block_len`
 (tokens per block of the one-pass drafters), `verify_rule`, `scheduler`, `confidence_threshold`, `overlap`,
-`tree_nodes` (the tree lanes' node budget), and `preset` (which models the link was made on; only compared with the server's). Pure and torch-free.
+`tree_nodes` (the tree lanes' node budget), `requests_at_once` (the prompt among that many requests), and `preset` (which models the link was made on; only compared with the server's). Pure and torch-free.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from .examples import example_prompts
 
 ENGINE_DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
+MAX_REQUESTS_AT_ONCE_UI = 32  # the slider's end: the published curves' largest concurrency (the engine takes 64)
 DEFAULT_SERIAL_K = max(m.default_drafts for m in METHOD_REGISTRY.values() if not m.one_pass)
 DEFAULT_DRAFTS_PER_BLOCK = max(m.default_drafts for m in METHOD_REGISTRY.values() if m.one_pass)
 MAX_EXACT_FLOAT_INT = 2**53  # a float this large may be a neighbour of the integer it was meant to be
@@ -56,6 +57,7 @@ class Settings:
     confidence_threshold: float = ENGINE_DEFAULTS.confidence_threshold
     overlap: str = "auto"  # a key of OVERLAP_CHOICES
     tree_nodes: int = ENGINE_DEFAULTS.tree_nodes  # the tree lanes' node budget (AR tree, DFlash tree)
+    requests_at_once: int = ENGINE_DEFAULTS.requests_at_once  # the prompt among this many requests, one batch
 
     def config(self, method: str) -> GenerationConfig:
         """The engine's configuration for one lane."""
@@ -63,7 +65,8 @@ class Settings:
                                 seed=self.seed, drafts_per_step=getattr(self, METHOD_REGISTRY[method].setting),
                                 verify_rule=self.verify_rule, scheduler=self.scheduler,
                                 confidence_threshold=self.confidence_threshold,
-                                overlap=OVERLAP_CHOICES[self.overlap], tree_nodes=self.tree_nodes)
+                                overlap=OVERLAP_CHOICES[self.overlap], tree_nodes=self.tree_nodes,
+                                requests_at_once=self.requests_at_once)
 
 
 def default_settings(available: Sequence[str] | None = None) -> Settings:
@@ -202,10 +205,11 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "confidence_threshold": _ranged("confidence_threshold"),
     "overlap": choice_parser("overlap", tuple(OVERLAP_CHOICES)),
     "tree_nodes": _ranged("tree_nodes"),
+    "requests_at_once": _ranged("requests_at_once", high=MAX_REQUESTS_AT_ONCE_UI),
 }
 assert set(PARSERS) == {f.name for f in fields(Settings)}
 # Controls added after comparison files were first saved: a file without one ran as its default does now.
-LATER_CONTROLS = {"tree_nodes": Settings.tree_nodes}
+LATER_CONTROLS = {"tree_nodes": Settings.tree_nodes, "requests_at_once": Settings.requests_at_once}
 
 
 def parse_setting(name: str, value: Any, available: Sequence[str]) -> Any:

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       if m.default_drafts) + ")")
     gen.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes,
                      help="node budget of the tree lanes (eagle3_tree, dflash_tree): drafts per step, as a tree")
+    gen.add_argument("--requests-at-once", type=int, default=DEFAULTS.requests_at_once,
+                     help="decode the prompt among this many requests (the others held-out prompts, the batch kept "
+                          "full): a busy server's step")
     gen.add_argument("--verify-rule", default=DEFAULTS.verify_rule, help=f"at temperature > 0: {', '.join(VERIFY_RULES)}")
     gen.add_argument("--scheduler", default=DEFAULTS.scheduler, help=f"DSpark: {', '.join(SCHEDULERS)}")
     gen.add_argument("--confidence-threshold", type=float, default=DEFAULTS.confidence_threshold,
@@ -130,7 +133,8 @@ def generate(args) -> int:
     config = GenerationConfig(method=args.method, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               seed=args.seed, drafts_per_step=_drafts_per_step(args), verify_rule=args.verify_rule,
                               scheduler=args.scheduler, confidence_threshold=args.confidence_threshold,
-                              overlap=OVERLAP_CHOICES[args.overlap], tree_nodes=args.tree_nodes)
+                              overlap=OVERLAP_CHOICES[args.overlap], tree_nodes=args.tree_nodes,
+                              requests_at_once=args.requests_at_once)
     config.validate()
     if args.threads is not None and not 1 <= args.threads <= 1024:
         raise EngineError(f"--threads must be between 1 and 1024, got {args.threads}")

@@ -105,7 +105,8 @@ def _batch_loop(engine, config: GenerationConfig, concurrency: int, drafter=None
     if not 1 <= concurrency <= MAX_BATCH:
         raise EngineError(f"requests at once must be from 1 to {MAX_BATCH}, got {concurrency}")
     if method_entry(config.method).tree:
-        raise EngineError(f"{config.method} drafts trees, which do not run in a batch; choose its chain method")
+        raise EngineError(f"{config.method} drafts trees, which do not run in a batch: run it with requests at once 1, "
+                          "or batch its chain method")
     if drafter is None:
         drafter = engine.new_drafter(config.method, config)
         drafter.prepare(config)
@@ -140,7 +141,8 @@ def traced_steps(engine, prompt_ids: list[int], config: GenerationConfig, drafte
     and what every request committed during it; ends when this request finishes."""
     loop = _batch_loop(engine, config, config.requests_at_once, drafter, clock)
     traced = loop.request(prompt_ids)
-    others = (loop.request(engine.encode_prompt(p)) for p in itertools.cycle(load_prompts()))
+    companions = companion_prompts(engine, prompt_ids, config.max_new_tokens)
+    others = (loop.request(ids) for ids in itertools.cycle(companions))
     index = 0
     for _ in loop.run(itertools.chain([traced], others), traced):
         if loop.record is None:  # others joined: their prefill is part of this request's next step
@@ -150,6 +152,21 @@ def traced_steps(engine, prompt_ids: list[int], config: GenerationConfig, drafte
         index += 1
         if traced.finish_reason is not None:
             return
+
+
+def companion_prompts(engine, prompt_ids: list[int], max_new_tokens: int) -> list[list[int]]:
+    """The held-out prompts, tokenized, that leave room in the model's context for `max_new_tokens` (or at least
+    as much as `prompt_ids` leaves); the prompt itself where none does."""
+    longest = max(engine.context_length - max_new_tokens, len(prompt_ids))
+    fitting = []
+    for prompt in load_prompts():
+        try:
+            ids = engine.encode_prompt(prompt)
+        except EngineError:  # longer than the whole context
+            continue
+        if len(ids) <= longest:
+            fitting.append(ids)
+    return fitting or [list(prompt_ids)]
 
 
 @dataclass

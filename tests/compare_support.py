@@ -25,7 +25,7 @@ PROMPT = "def parse(self, text):\n"
 # Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
 RUN = dict(prompt=PROMPT, methods=["baseline", "eagle3", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
            max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
-           confidence_threshold=0.5, overlap="auto", tree_nodes=16)
+           confidence_threshold=0.5, overlap="auto", tree_nodes=16, requests_at_once=1)
 # The methods a share link may name, and the settings a link falls back to.
 ALL_METHODS = ["baseline", "eagle3", "classic", "dflash", "dspark", "eagle3_tree", "dflash_tree"]
 DEFAULTS = default_settings(ALL_METHODS)
@@ -80,7 +80,7 @@ def call_raw(url: str, data: list) -> list:
 
 # The Run button's inputs in the order its handler takes them (CompareHandlers.on_run)
 RUN_ORDER = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule",
-             "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes")
+             "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes", "requests_at_once")
 
 
 def comparison_of(engine, methods, prompt: str = PROMPT, drafters: dict | None = None, device: str = "cpu",
@@ -88,7 +88,8 @@ def comparison_of(engine, methods, prompt: str = PROMPT, drafters: dict | None =
     """A comparison of `methods` run on `engine` as a file would hold it: every lane with `config` (GenerationConfig
     fields), the page's settings saying the same (drafts_per_step as the serial K)."""
     lanes = {m: engine.generate(prompt, GenerationConfig(method=m, **config)) for m in methods}
-    controls = {k: v for k, v in config.items() if k in ("max_new_tokens", "temperature", "seed", "tree_nodes")}
+    controls = {k: v for k, v in config.items() if k in ("max_new_tokens", "temperature", "seed", "tree_nodes",
+                                                         "requests_at_once")}
     if "drafts_per_step" in config:
         controls["serial_k"] = config["drafts_per_step"]
     settings = settings_dict(replace(default_settings(), prompt=prompt, methods=tuple(methods), **controls))

@@ -38,8 +38,8 @@ from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, E
 from ..draw.projector import adopt_from_link
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
-from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, PARSERS, SettingError, Settings, default_settings,
-                        parse_controls, quoted)
+from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, MAX_REQUESTS_AT_ONCE_UI, PARSERS, SettingError, Settings,
+                        default_settings, parse_controls, quoted)
 from ..links import build_query, is_link, parse_query
 from ..comparison import Comparison, LaneResult, RecordError, read_comparison, settings_dict
 from ..draw.render import LEGEND_HTML, empty_lane_html, lane_html, status_html
@@ -193,6 +193,16 @@ def query_items(request: gr.Request | None) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in dict(params).items()]  # a pickled request holds a plain dict
 
 
+def load_note(settings: Settings) -> str:
+    """What a run with requests at once above 1 measured: one request of a full batch."""
+    n = settings.requests_at_once
+    if n == 1:
+        return ""
+    return (f" Each lane decoded your prompt among {n} requests at once, one batch (the others held-out prompts, each "
+            "replaced as it finished): the lane shows your request, each step is the whole batch's, and its batch "
+            "tokens/s is what all of them wrote.")
+
+
 def running_message(lane: LaneRun, device: str, max_new_tokens: int) -> str:
     """The status while a lane runs: its numbers so far (its own box shows only its tokens until it ends)."""
     message = f"running {method_label(lane.method)} on {device}…"
@@ -295,6 +305,10 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
                                      label="Temperature (0 = greedy)", elem_id="temperature")
         c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS_UI, value=defaults.max_new_tokens, step=1,
                                         label="Max new tokens", elem_id="max-new-tokens")
+        c["requests_at_once"] = gr.Slider(1, MAX_REQUESTS_AT_ONCE_UI, value=defaults.requests_at_once, step=1,
+                                          elem_id="requests-at-once",
+                                          label="Requests at once (a busy server: your prompt among held-out ones, "
+                                                "one batch; each lane shows your request)")
     with gr.Row():  # how much each family drafts per step
         c["serial_k"] = gr.Slider(1, MAX_DRAFTS, value=defaults.serial_k, step=1, elem_id="serial-k",
                                    label=_draft_label(False))
@@ -574,7 +588,7 @@ class RunController:
         if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
             self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
-        text += self._capped_note(settings) + clock_note(comparison)
+        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison)
         yield status_html(text, error=error), *self.views.lanes_html(comparison, show, shown, drawn, False), \
             *comparison_figures(comparison, state.projector)
 
@@ -599,11 +613,13 @@ class RunController:
     # Event handlers (their names are the events' names in tests and logs).
 
     def on_run(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
-               show_drafts, scheduler, confidence_threshold, overlap, tree_nodes, request: gr.Request):
+               show_drafts, scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once,
+               request: gr.Request):
         """Check every raw value (events here skip Gradio's preprocessing), then run."""
         raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                    serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
-                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes)
+                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
+                   requests_at_once=requests_at_once)
         try:
             settings, show = parse_controls(raw, self.views.methods), parse_show_drafts(show_drafts)
         except SettingError as exc:
@@ -759,7 +775,7 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     run_inputs = [view.prompt, view.controls["methods"], *(view.controls[n] for n in (
         "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"],
-        view.controls["tree_nodes"]]
+        view.controls["tree_nodes"], view.controls["requests_at_once"]]
     view.run_button.click(run.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="hidden", **engine_queue).then(**download)
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.

@@ -58,7 +58,8 @@ LOAD = next(p for p in POINTS if p.recording == "load")
 
 def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
     """Lesson point 10: its link opens the Why tab's load panel, outlined, its chart's texts whole and apart, in the
-    page and for the room."""
+    page and for the room; and the Compare tab's requests-at-once control, set by a link, runs each lane among
+    others."""
     with page_on(chromium, viewport=SCREEN) as page:
         page.goto(f"{random_app}?lesson={LOAD.number}")
         page.wait_for_selector(f"#{LOAD.chart}.lesson-target", timeout=60_000)
@@ -68,3 +69,10 @@ def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
         page.wait_for_selector("body.projector", timeout=30_000)
         redrawn_for_the_room(page, "#why-load-plot")
         assert chart_problems(page, "#why-load-plot", min_size=18) == []
+        # the Compare control: a link's requests at once set the slider, and each lane says what its batch wrote
+        page.goto(f"{random_app}?methods=baseline,dflash&max_new_tokens=8&requests_at_once=4")
+        page.wait_for_selector("#status :text('among 4 requests at once')", timeout=60_000)
+        assert page.locator("#requests-at-once input[type=number]").input_value() == "4"
+        for method in ("baseline", "dflash"):
+            chips = page.locator(f".lane-card[data-method='{method}'] .chips").inner_text()
+            assert "batch tokens/s" in chips, chips

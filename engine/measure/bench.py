@@ -31,7 +31,7 @@ from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_pr
 from ..contract.summary import per_position_acceptance
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
-from .concurrency import check_sizes, concurrency_sweep, concurrency_table
+from .concurrency import BATCHED_LANES, check_sizes, concurrency_sweep, concurrency_table, lane_config
 from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
@@ -327,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=lambda v: [int(b) for b in v.split(",")], default=None,
                         metavar="B1,B2,...", help="instead: every batched lane with this many requests at once "
                         "(engine/measure/concurrency.py)")
+    parser.add_argument("--lanes", type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()), default=None,
+                        help="with --concurrency: these batched lanes (default: "
+                             "baseline,eagle3,classic,dflash,dspark,dspark_verify_all; dspark_verify_N verifies N)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")
@@ -343,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"no prompts in {args.prompts}")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
         check_sizes(args.concurrency or [])  # before the models load
+        for lane in args.lanes or ():
+            lane_config(lane, 1)  # an unknown lane: one line, before the models load
         engine = Engine.load(args.preset, args.device, threads=args.threads)
         if args.concurrency:
             return _concurrency(engine, prompts, args)
@@ -368,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 def _concurrency(engine: Engine, prompts: list[str], args) -> int:
     engine.warm_up()
     with BusyMachine() if args.busy else contextlib.nullcontext():
-        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency)
+        lanes = ("baseline", *(lane for lane in args.lanes if lane != "baseline")) if args.lanes else BATCHED_LANES
+        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency, lanes)
     report = {"concurrency": sweep, "device": engine.device_name, "preset": engine.preset, "busy_machine": args.busy,
               "date": time.strftime("%Y-%m-%d")}
     print("\n".join(concurrency_table(sweep)))

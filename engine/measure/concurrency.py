@@ -20,7 +20,7 @@ import time
 import torch
 
 from ..batch import MAX_BATCH, generate_batch
-from ..contract.methods import method as method_entry
+from ..contract.methods import METHOD_REGISTRY, method as method_entry
 from ..contract.types import EngineError, GenerationConfig, check_stop
 from ..loop import Engine
 
@@ -31,8 +31,16 @@ REQUESTS_PER_SLOT = 2  # requests per place in the largest batch: the batch stay
 
 
 def lane_config(lane: str, max_new_tokens: int) -> GenerationConfig:
-    """A lane's settings: its method's default draft length; `dspark_verify_all` is DSpark with no scheduler."""
+    """A lane's settings: its method's default draft length. `dspark_verify_all` is DSpark with no scheduler, and
+    `dspark_verify_N` DSpark verifying its first N drafts every step (a fixed cut: what no scheduler can beat by
+    much unless some fixed cut does)."""
+    fixed = lane.removeprefix("dspark_verify_")
+    if lane.startswith("dspark_verify_") and fixed.isdigit():
+        return GenerationConfig(method="dspark", max_new_tokens=max_new_tokens, drafts_per_step=int(fixed),
+                                scheduler="none")
     method = "dspark" if lane == "dspark_verify_all" else lane
+    if method not in METHOD_REGISTRY:
+        raise EngineError(f"no batched lane {lane!r}; choose among {', '.join(BATCHED_LANES)} or dspark_verify_N")
     return GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=max(
         method_entry(method).default_drafts, 1), scheduler="none" if lane == "dspark_verify_all" else "throughput")
 

@@ -97,7 +97,7 @@ def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_
 
     prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
     sweep = concurrency_sweep(random_engine, prompts, 12, [1, 3], log=lambda line: None)
-    assert sweep["identical_outputs"] and list(sweep["rows"]) == ["1", "3"]
+    assert sweep["identical_outputs"] and list(sweep["rows"]) == ["1", "3"] and sweep["requests"] == 6  # 2 a place
     for size, row in sweep["rows"].items():
         assert set(row["lanes"]) == set(BATCHED_LANES) - {"classic"}  # the random engine has no small-LM lane
         assert row["lanes"]["baseline"]["speedup"] == 1.0 and row["lanes"]["baseline"]["tau"] == 1.0
@@ -116,3 +116,13 @@ def test_a_concurrency_outside_the_range_is_one_clear_line(capsys):
     assert main(["--concurrency", "1,0", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a concurrency of 0 is outside 1 to" in err[0]
+    assert main(["--concurrency", "2", "--lanes", "dspark_verify_x", "--limit", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no batched lane 'dspark_verify_x'" in err[0]
+
+
+def test_a_fixed_cut_lane_verifies_that_many_drafts():
+    from engine.measure.concurrency import lane_config
+
+    assert (lane_config("dspark_verify_3", 8).drafts_per_step, lane_config("dspark_verify_3", 8).scheduler) == (3, "none")
+    assert lane_config("dspark_verify_all", 8).scheduler == "none" and lane_config("dspark", 8).scheduler == "throughput"

@@ -71,7 +71,7 @@ LIVE_TREE_ROUNDS = 1
 # Under load: every batched lane with B requests at once (engine/measure/concurrency.py), the same LOAD_REQUESTS
 # held-out prompts at every B; live, two batch sizes over a few requests and the lanes the point compares.
 LOAD_SIZES = (1, 2, 4, 8, 16, 32)
-LOAD_REQUESTS = 32
+LOAD_REQUESTS = 64  # two a place at the largest B: the batch stays full for most of the run
 LOAD_TOKENS = 64
 LOAD_ROUNDS = 2
 LIVE_LOAD_SIZES = (1, 8)
@@ -1248,12 +1248,14 @@ POINTS = (
           "why", "parts", "the variants' per-position acceptance and the table beside it", parts_takeaway,
           ("parts",), "why-parts-plot", parts_slide),
     Point(10, "Under load, every verified token is paid by the batch",
-          "A server decodes many requests together. One forward then serves the whole batch, so the target alone "
+          "A server decodes many requests together, and as one finishes the next waiting one takes its place, so "
+          "the batch stays full. One forward then serves the whole batch, so the target alone "
           "gets cheaper per token as the batch grows, while a verify reads every request's drafts: each token "
           "verified for one request takes room another request's token could have had. Acceptance does not change "
           "with the batch, so τ stays where it was while the speedup shrinks. A scheduler that verifies less "
           "when the batch is big can win back part of it where a verified token costs the batch enough; the "
-          "takeaway says whether it does here.",
+          "takeaway says whether it does here. On the Compare tab, “Requests at once” runs your own prompt among "
+          "others.",
           "why", "load", "the chart “Under load” (speedup and τ against requests at once, the published curves "
           "dashed grey)", load_takeaway, ("load",), "why-load-plot", load_slide,
           "Under load, each verified token costs the batch"),

@@ -282,8 +282,10 @@ def load_table(recorded: dict) -> str:
                           for p in PUBLISHED_LOAD)
     identical = ("every request's output equal to its own single-request greedy run" if sweep["identical_outputs"]
                  else "**some request's output differs from its single-request greedy run**")
+    batching = ("at most B at once, the next joining as one finishes" if sweep.get("batching") == "continuous"
+                else "cut into batches of B decoded one after another")  # how measurements before the refill ran
     return (f"{_sentence(lesson.recorded_words(recorded))}; the same {sweep['requests']} held-out prompts at every "
-            f"batch size, cut into batches of B, {sweep['max_new_tokens']} new tokens each, temperature 0, "
+            f"batch size, {batching}, {sweep['max_new_tokens']} new tokens each, temperature 0, "
             f"{identical}.{_one_round_note(recorded)}\n\n" + "\n".join(lines)
             + f"\n\nPublished, on GPUs: {published}.")
 
@@ -381,11 +383,12 @@ TREES_CAPTION = ("**Draft trees: many candidates, one verify.** Each tree lane a
                  "at what the verify pays for each node it checks, and at what one draft forward costs in verified "
                  "nodes: where a bigger tree stops paying on this machine.")
 LOAD_CAPTION = ("**Under load: many requests at once.** Every lane decodes the same "
-                f"{lesson.LOAD_REQUESTS} held-out prompts in batches of B = {', '.join(map(str, lesson.LOAD_SIZES))} "
-                f"requests (the faster of {lesson.LOAD_ROUNDS} runs; measured live: B = "
+                f"{lesson.LOAD_REQUESTS} held-out prompts, B = {', '.join(map(str, lesson.LOAD_SIZES))} at once, "
+                f"each finished one replaced by the next as a server does (the faster of {lesson.LOAD_ROUNDS} runs; "
+                "measured live: B = "
                 f"{', '.join(map(str, lesson.LIVE_LOAD_SIZES))} over {lesson.LIVE_LOAD_REQUESTS} prompts, "
                 f"{lesson.LIVE_LOAD_TOKENS} new tokens, once). One target forward verifies every request of a batch, "
-                "each row its anchor and drafts; the speedup is over the target alone decoding the same batches. "
+                "each row its anchor and drafts; the speedup is over the target alone decoding the same requests. "
                 "DSpark's scheduler picks how much of every block to verify from the batch's measured verify cost; "
                 "beside it, DSpark verifying everything. Look at the speedup against B and at τ beside it.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."

@@ -45,6 +45,15 @@ def lane_config(lane: str, max_new_tokens: int) -> GenerationConfig:
         method_entry(method).default_drafts, 1), scheduler="none" if lane == "dspark_verify_all" else "throughput")
 
 
+def peak_rss_mib() -> float | None:
+    """The process's peak resident memory so far, MiB (None where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
 def _sync(engine: Engine) -> None:
     if engine.device.type == "cuda":
         torch.cuda.synchronize()
@@ -119,7 +128,8 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
                                         for lane, v in row["lanes"].items()))
-    return {"sizes": list(sizes), "requests": len(requests), "max_new_tokens": max_new_tokens, "rounds": rounds,
+    return {"sizes": list(sizes), "requests": len(requests), "batching": "continuous",
+            "max_new_tokens": max_new_tokens, "rounds": rounds, "peak_rss_mib": peak_rss_mib(),
             "lanes": list(lanes), "rows": rows,
             "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
 
@@ -155,8 +165,8 @@ def _batched_vs_single(engine: Engine, prompt: str, lanes: tuple[str, ...], max_
 
 def concurrency_table(sweep: dict) -> list[str]:
     lanes = list(next(iter(sweep["rows"].values()))["lanes"])
-    lines = [f"Concurrency sweep ({sweep['requests']} requests of {sweep['max_new_tokens']} new tokens, in batches of B; "
-             f"faster of {sweep['rounds']} rounds)",
+    lines = [f"Concurrency sweep ({sweep['requests']} requests of {sweep['max_new_tokens']} new tokens, at most B at "
+             f"once, the next joining as one finishes; faster of {sweep['rounds']} rounds)",
              "", "| B | " + " | ".join(f"{lane} speedup (τ, verified/req)" for lane in lanes[1:])
              + " | baseline tok/s | HF generate tok/s |", "|---" * (len(lanes) + 2) + "|"]
     for size, row in sweep["rows"].items():
@@ -169,4 +179,6 @@ def concurrency_table(sweep: dict) -> list[str]:
         lines += ["", "B = 1, batched path speed / single-request loop: "
                   + ", ".join(f"{lane} {ratio:.2f}" for lane, ratio in single.items())]
     lines.append(f"every request identical to its single-request greedy run: {sweep['identical_outputs']}")
+    if sweep.get("peak_rss_mib") is not None:
+        lines.append(f"the process's peak resident memory: {sweep['peak_rss_mib']:.0f} MiB")
     return lines

@@ -66,6 +66,10 @@ class BatchResult:
     verify_s: float
     steps: int  # batched steps (each one target forward), the prefills not counted
     concurrency: int = 0  # requests decoded at once at most
+    # While all `concurrency` places were taken (a server's steady state, before the last requests drain): the
+    # tokens every request committed and the seconds it took, the joining requests' prefills included
+    full_tokens: int = 0
+    full_s: float = 0.0
 
     @property
     def num_new_tokens(self) -> int:
@@ -74,6 +78,11 @@ class BatchResult:
     @property
     def tokens_per_s(self) -> float:
         return self.num_new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def steady_tokens_per_s(self) -> float | None:
+        """New tokens per second while the batch was full (None if it never was)."""
+        return self.full_tokens / self.full_s if self.full_s > 0 else None
 
     @property
     def tau(self) -> float:
@@ -124,14 +133,21 @@ def generate_batch(engine, prompts: list[str], config: GenerationConfig, concurr
     loop = _batch_loop(engine, config, len(prompts) if concurrency is None else concurrency)
     requests = [loop.request(engine.encode_prompt(p)) for p in prompts]
     start, spans, steps = time.perf_counter(), [], 0
+    full_tokens, full_s, since = 0, 0.0, start  # each step timed from the one before: joiners' prefills included
     for kind in loop.run(iter(requests)):
-        steps += kind == "decode"
         spans.extend(loop.clock.resolve(loop.clock.take()))
+        if kind == "decode":
+            steps += 1
+            now, committed = time.perf_counter(), loop.take_committed()
+            if loop.size == loop.concurrency:
+                full_tokens, full_s = full_tokens + committed, full_s + now - since
+            since = now
     return BatchResult(config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]), tuple(r.ids[r.num_prompt:]),
                                                           r.finish_reason, tuple(r.verified), tuple(r.accepted))
                                             for r in requests), time.perf_counter() - start,
                        sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
-                       sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps, loop.concurrency)
+                       sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps, loop.concurrency,
+                       full_tokens, full_s)
 
 
 def traced_steps(engine, prompt_ids: list[int], config: GenerationConfig, drafter, clock: SpanClock) -> Iterator:
@@ -204,6 +220,7 @@ class _BatchLoop:
         self.traced: _Request | None = None  # the request whose steps are recorded (traced_steps)
         self.record: _Record | None = None  # what it did in the last step or prefill
         self.committed = 0  # tokens committed by every request since the last record
+        self.size = 0  # requests in the batch's last step
 
     def request(self, prompt_ids: list[int]) -> _Request:
         return _Request(list(prompt_ids), len(prompt_ids), torch.Generator(self.device).manual_seed(self.config.seed))
@@ -229,6 +246,7 @@ class _BatchLoop:
             elif not live:
                 return
             else:
+                self.size = len(live)
                 self._step(live, cache)
                 yield "decode"
 
@@ -253,7 +271,7 @@ class _BatchLoop:
         if self.traced in requests:
             traced = self.traced
             self.record = _Record("prefill", None, None, None, 0, None, kept[requests.index(traced)],
-                                  traced.finish_reason, len(cache.lengths), self._take_committed())
+                                  traced.finish_reason, len(cache.lengths), self.take_committed())
 
     def _step(self, batch: list[_Request], cache: RaggedCache) -> None:
         """One step for the live requests: draft, verify every request's drafts in one forward, commit."""
@@ -302,7 +320,7 @@ class _BatchLoop:
             verdict = verify_greedy(checked.ids, target_probs)
         confidences = block.confidences.tolist() if block.confidences is not None else None
         self.record = _Record("decode", block, verdict, target_probs, int(checked.ids.numel()), confidences, kept,
-                              traced.finish_reason, batch_size, self._take_committed())
+                              traced.finish_reason, batch_size, self.take_committed())
 
     def _verdicts(self, batch: list[_Request], checked: list, tokens: torch.Tensor, counts: list[int],
                   logits: torch.Tensor) -> tuple[list[int], list[int], list[Verdict] | None]:
@@ -343,7 +361,7 @@ class _BatchLoop:
         self.committed += len(kept)
         return kept
 
-    def _take_committed(self) -> int:
+    def take_committed(self) -> int:
         """Tokens every request committed since the last call."""
         committed, self.committed = self.committed, 0
         return committed

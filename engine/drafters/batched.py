@@ -104,7 +104,8 @@ class BlockBatchDrafter(BatchDrafter):
         return [self.drafter.verify_len(block, config, clock) if block is not None else 0 for block in blocks]
 
     def accept(self, num_valid, features) -> None:
-        self.pending = list(features)
+        # after the target's features of anchors and accepted drafts: what a step that drafted nothing left unread
+        self.pending = [torch.cat([p, f]) for p, f in zip(self.pending, features)]
 
     def select(self, rows) -> None:
         self.cache.select(rows)
@@ -246,7 +247,7 @@ class Eagle3BatchDrafter(BatchDrafter):
         # the serial steps' entries were built from the drafter's own hidden states: drop them; the target's
         # features of the anchor and the accepted tokens take their place at the next propose
         self.cache.truncate(self.context)
-        self.pending = list(features)
+        self.pending = [torch.cat([p, f]) for p, f in zip(self.pending, features)]  # unread ones kept (nothing drafted)
 
     def select(self, rows) -> None:
         self.cache.select(rows)

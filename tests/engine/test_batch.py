@@ -77,6 +77,10 @@ def test_a_batch_counts_its_work(embedded_engine):
         assert sum(r.accepted) + len(r.accepted) + 1 >= len(r.output_ids)  # the prefill's token, then each step's
     assert 1.0 <= batch.tau <= 1 + max(max(r.verified) for r in batch.requests)
     assert batch.wall_s >= batch.draft_s + batch.verify_s > 0
+    # while all places were taken: part of the run (requests leave one by one at the end); one at a time, all of it
+    assert 0 < batch.full_tokens < batch.num_new_tokens and 0 < batch.full_s < batch.wall_s
+    alone = generate_batch(embedded_engine, PROMPTS[:2], GenerationConfig(method="dflash", max_new_tokens=8), 1)
+    assert alone.full_tokens == alone.num_new_tokens == 16 and alone.steady_tokens_per_s > 0
 
 
 def test_bad_batches_are_one_clear_line(random_engine):

@@ -101,6 +101,7 @@ def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_
     for size, row in sweep["rows"].items():
         assert set(row["lanes"]) == set(BATCHED_LANES) - {"classic"}  # the random engine has no small-LM lane
         assert row["lanes"]["baseline"]["speedup"] == 1.0 and row["lanes"]["baseline"]["tau"] == 1.0
+        assert all(lane["steady_tokens_per_s"] > 0 and lane["speedup_all"] > 0 for lane in row["lanes"].values())
         assert row["hf_generate"]["identical"]  # transformers' own batched greedy decoding writes the same
         assert row["lanes"]["dspark_verify_all"]["verified_per_request"] >= row["lanes"]["dspark"]["verified_per_request"]
         assert all(lane["tokens_per_s"] > 0 and lane["wall_s"] >= lane["verify_s"] > 0 for lane in row["lanes"].values())

@@ -1089,6 +1089,12 @@ def _load_rows(data: dict) -> tuple[dict, int, int, dict, dict]:
     return sweep, sizes[0], sizes[-1], sweep["rows"][str(sizes[0])]["lanes"], sweep["rows"][str(sizes[-1])]["lanes"]
 
 
+def _rate(lane: dict) -> float:
+    """A load lane's tokens per second while all B places were taken (what its speedup compares), or over the whole
+    run for a measurement made before the steady state was recorded."""
+    return lane.get("steady_tokens_per_s") or lane["tokens_per_s"]
+
+
 def _moves(first: float, last: float, tolerance: float, unit: str = "×") -> str:
     """"falls from 2.18× to 0.62×", "rises from …", or "holds at 1.02×"."""
     direction = trend(first, last, tolerance)
@@ -1117,20 +1123,20 @@ def load_takeaway(data: dict) -> str:
         slower = _slower_from(sweep, lane, tolerance)
         parts.append(f"{method_label(lane)}'s speedup {_moves(low[lane]['speedup'], high[lane]['speedup'], tolerance)}, "
                      f"{tau}" + (f", slower than the target alone from B = {slower}" if slower else ""))
-    base_low, base_high = low[BASELINE]["tokens_per_s"], high[BASELINE]["tokens_per_s"]
+    base_low, base_high = _rate(low[BASELINE]), _rate(high[BASELINE])
     text = (f"From {b0} request{'s' if b0 > 1 else ''} at once to {b1}: " + "; ".join(parts) + ". "
             f"The target alone writes {base_low:.0f} tokens/s at B = {b0} and {base_high:.0f} at B = {b1}: a batch "
             f"{'shares' if base_high > base_low else 'does not share'} each forward among its requests, and a verify "
             f"of B × (1 + ℓ) tokens costs the whole batch for every drafted token it reads.")
     if "dspark" in high and "dspark_verify_all" in high:
         ours, everything = high["dspark"], high["dspark_verify_all"]
-        ratio = ours["tokens_per_s"] / everything["tokens_per_s"]
-        stands = versus(ours["tokens_per_s"], everything["tokens_per_s"], tolerance)
+        ratio = _rate(ours) / _rate(everything)
+        stands = versus(_rate(ours), _rate(everything), tolerance)
         text += (f" At B = {b1} DSpark's scheduler verifies {ours['verified_per_request']:.1f} drafts a request a step "
                  f"against {everything['verified_per_request']:.1f} verifying everything, and runs {stands} it "
                  f"({ratio:.2f} times its speed)")
         alone, all_alone = low["dspark"], low["dspark_verify_all"]
-        text += (f"; at B = {b0}, {versus(alone['tokens_per_s'], all_alone['tokens_per_s'], tolerance)} it "
+        text += (f"; at B = {b0}, {versus(_rate(alone), _rate(all_alone), tolerance)} it "
                  f"({alone['speedup']:.2f}× against {all_alone['speedup']:.2f}×).")
     published = "; ".join(f"{p.setting}: {' → '.join(f'{x:.2f}× at {c}' for c, x in p.speedups)}"
                           for p in PUBLISHED_LOAD if len(p.speedups) > 1)
@@ -1144,7 +1150,7 @@ def load_slide(data: dict) -> str:
                      f"(τ {low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})" for lane in lanes)
     text = f"B = {b0} → {b1}: {head}."
     if "dspark" in high and "dspark_verify_all" in high:
-        ratio = high["dspark"]["tokens_per_s"] / high["dspark_verify_all"]["tokens_per_s"]
+        ratio = _rate(high["dspark"]) / _rate(high["dspark_verify_all"])
         text += (f" At B = {b1} the scheduler verifies {high['dspark']['verified_per_request']:.1f} a request: "
                  f"{ratio:.2f} times verifying everything's speed.")
     return text

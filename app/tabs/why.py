@@ -274,7 +274,7 @@ def load_table(recorded: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(
             f"{row['lanes'][lane]['speedup']:.2f}× ({row['lanes'][lane]['tau']:.2f}, "
             f"{row['lanes'][lane]['verified_per_request']:.1f})" for row in rows) + " |")
-    lines.append("| the target alone, tokens/s | " + " | ".join(
+    lines.append("| the target alone, tokens/s (all requests) | " + " | ".join(
         f"{row['lanes'][BASELINE]['tokens_per_s']:.0f}" for row in rows) + " |")
     lines.append("| transformers' batched generate, tokens/s | " + " | ".join(
         f"{row['hf_generate']['tokens_per_s']:.0f}" for row in rows) + " |")
@@ -282,7 +282,8 @@ def load_table(recorded: dict) -> str:
                           for p in PUBLISHED_LOAD)
     identical = ("every request's output equal to its own single-request greedy run" if sweep["identical_outputs"]
                  else "**some request's output differs from its single-request greedy run**")
-    batching = ("at most B at once, the next joining as one finishes" if sweep.get("batching") == "continuous"
+    batching = ("at most B at once, the next joining as one finishes; each speedup over the target alone while all B "
+                "places were taken" if sweep.get("batching") == "continuous"
                 else "cut into batches of B decoded one after another")  # how measurements before the refill ran
     return (f"{_sentence(lesson.recorded_words(recorded))}; the same {sweep['requests']} held-out prompts at every "
             f"batch size, {batching}, {sweep['max_new_tokens']} new tokens each, temperature 0, "

@@ -166,6 +166,9 @@ def test_a_projector_link_draws_its_points_chart_for_the_room_before_the_toggle_
                                  (f"desk-{recording}", {"lesson": str(point.number)}, None)):
         outputs = handlers.on_load(SimpleNamespace(session_hash=session, query_params=query))
         assert font_size(_value(outputs, components, chart)) == size, query
+    restore = next(d.fn for d in built[0].fns.values() if d.name == "restore")  # the Compare tab's link handler
+    restore(SimpleNamespace(session_hash=f"link-{recording}", query_params={"projector": "1"}))
+    assert handlers.sessions.get(f"link-{recording}").projector
 
 
 def font_size(plot) -> float | None:

@@ -1118,8 +1118,12 @@ def load_takeaway(data: dict) -> str:
     parts = []
     for lane in lanes:
         change = (high[lane]["tau"] - low[lane]["tau"]) / low[lane]["tau"]
-        tau = (f"τ within {abs(change) * 100:.0f} % ({low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})"
-               if abs(change) <= 0.10 else f"τ {_moves(low[lane]['tau'], high[lane]['tau'], 0.10, '')}")
+        if abs(change) < 0.005:  # each request accepts what it accepts alone, whatever the batch
+            tau = f"τ unchanged at {high[lane]['tau']:.2f}"
+        elif abs(change) <= 0.10:
+            tau = f"τ within {abs(change) * 100:.0f} % ({low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})"
+        else:
+            tau = f"τ {_moves(low[lane]['tau'], high[lane]['tau'], 0.10, '')}"
         slower = _slower_from(sweep, lane, tolerance)
         parts.append(f"{method_label(lane)}'s speedup {_moves(low[lane]['speedup'], high[lane]['speedup'], tolerance)}, "
                      f"{tau}" + (f", slower than the target alone from B = {slower}" if slower else ""))

@@ -62,6 +62,7 @@ def test_the_takeaway_says_what_the_numbers_do():
     assert "slower than the target alone" not in rising and "runs behind it (0.83 times its speed)" in rising
     level = lesson.load_takeaway(sweep((2.0, 1.0), (4.0, 4.0), scheduled=1.0, everything=1.0))
     assert "runs level with it (1.00 times its speed)" in level
+    assert "τ unchanged at 4.00" in level  # each request accepts what it does alone
     for text in (falling, rising, level):
         assert "Published on GPUs" in text and "B200" in text
 

@@ -22,7 +22,7 @@ PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    pri
 
 
 @pytest.mark.parametrize("method", BATCHED)
-@pytest.mark.parametrize("size, at_once", [(1, 1), (3, 3), (7, 3)])
+@pytest.mark.parametrize("size, at_once", [(1, 1), (7, 3)])
 def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, method, size, at_once):
     """Temperature 0: token for token the target's greedy output, whatever else is in the batch (prompts of different
     lengths, requests that accept different numbers of drafts, so take different numbers of steps and leave the
@@ -93,7 +93,7 @@ def test_bad_batches_are_one_clear_line(random_engine):
         generate_batch(random_engine, ["x"], config, concurrency=0)
     with pytest.raises(EngineError, match="requests at once must be an integer from 1 to"):
         GenerationConfig(requests_at_once=MAX_BATCH + 1).validate()
-    with pytest.raises(EngineError, match="trees"):  # and a tree lane's trace among others
+    with pytest.raises(EngineError, match="trees, which do not run in a batch: run it with requests at once 1"):
         random_engine.generate("x", GenerationConfig(method="dflash_tree", max_new_tokens=4, requests_at_once=2))
     with pytest.raises(EngineError, match="trees"):  # a tree lane's chain runs batched
         generate_batch(random_engine, ["x"], GenerationConfig(method="dflash_tree", max_new_tokens=4))

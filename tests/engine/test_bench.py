@@ -96,7 +96,7 @@ def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_
     from engine.measure.concurrency import BATCHED_LANES, concurrency_sweep, concurrency_table
 
     prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
-    sweep = concurrency_sweep(random_engine, prompts, 12, [1, 3], log=lambda line: None)
+    sweep = concurrency_sweep(random_engine, prompts, 12, [1, 3], log=lambda line: None, rounds=1)
     assert sweep["identical_outputs"] and list(sweep["rows"]) == ["1", "3"] and sweep["requests"] == 6  # 2 a place
     for size, row in sweep["rows"].items():
         assert set(row["lanes"]) == set(BATCHED_LANES) - {"classic"}  # the random engine has no small-LM lane

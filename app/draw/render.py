@@ -212,8 +212,8 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]
     beside = ([mark(_chip("wall", wall, f"{later}the same speedup on {CLOCK_WORDS['wall']}"))]
               if clock == "compute" and wall != "—" and method != BASELINE else [])
-    batch = max((s.batch_size for s in steps), default=1)
     if summary.batch_tokens_per_s is not None:  # this request ran among others: what the whole batch wrote
+        batch = max(s.batch_size for s in steps)
         extra.append(_chip("batch tokens/s", f"{summary.batch_tokens_per_s:.0f}",
                            f"every request of the batch of {batch} (this one and {batch - 1} held-out prompts, each "
                            "replaced as it finishes): their new tokens per second of this request's wall time"))

@@ -328,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="B1,B2,...", help="instead: every batched lane with this many requests at once "
                         "(engine/measure/concurrency.py)")
     parser.add_argument("--lanes", type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()), default=None,
-                        help="with --concurrency: these batched lanes (default: "
-                             "baseline,eagle3,classic,dflash,dspark,dspark_verify_all; dspark_verify_N verifies N)")
+                        help=f"with --concurrency: these batched lanes (default: {','.join(BATCHED_LANES)}; "
+                             "dspark_verify_N verifies N)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")

@@ -118,7 +118,7 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
             "tokens_per_s": hf_tokens / sum(wall for _, wall in hf_runs),
             "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}}
         for lane, result in runs.items():
-            row["lanes"][lane] = _lane_row([result], [greedy[p] for p in requests])
+            row["lanes"][lane] = _lane_row(result, [greedy[p] for p in requests])
         base = row["lanes"]["baseline"]
         for lane in row["lanes"].values():
             lane["speedup"] = steady_ratio(lane, base)
@@ -143,19 +143,13 @@ def steady_ratio(lane: dict, base: dict) -> float:
     return lane["tokens_per_s"] / base["tokens_per_s"]
 
 
-def _lane_row(results: list, greedy: list) -> dict:
-    """One lane's totals over the batches of one size."""
-    requests = [r for result in results for r in result.requests]
-    steps = sum(len(r.accepted) for r in requests)
-    wall = sum(result.wall_s for result in results)
-    full_s = sum(result.full_s for result in results)
-    return {"tokens_per_s": sum(len(r.output_ids) for r in requests) / wall, "wall_s": wall,
-            "steady_tokens_per_s": sum(result.full_tokens for result in results) / full_s if full_s > 0 else None,
-            "tau": (sum(sum(r.accepted) for r in requests) + steps) / max(steps, 1),
-            "verified_per_request": sum(sum(r.verified) for r in requests) / max(steps, 1),
-            "steps": sum(result.steps for result in results),
-            "draft_s": sum(result.draft_s for result in results), "verify_s": sum(result.verify_s for result in results),
-            "identical": [r.output_ids for r in requests] == [tuple(g) for g in greedy]}
+def _lane_row(result, greedy: list) -> dict:
+    """One lane's figures at one concurrency, from its faster run (a BatchResult)."""
+    return {"tokens_per_s": result.tokens_per_s, "wall_s": result.wall_s,
+            "steady_tokens_per_s": result.steady_tokens_per_s, "tau": result.tau,
+            "verified_per_request": result.verified_per_request, "steps": result.steps,
+            "draft_s": result.draft_s, "verify_s": result.verify_s,
+            "identical": [r.output_ids for r in result.requests] == [tuple(g) for g in greedy]}
 
 
 def _batched_vs_single(engine: Engine, prompt: str, lanes: tuple[str, ...], max_new_tokens: int) -> dict:

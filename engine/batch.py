@@ -279,6 +279,8 @@ class _BatchLoop:
         step_start = time.perf_counter()
         ks = [drafts_this_step(config, drafter.max_drafts, len(r.ids) - r.num_prompt, len(r.ids),
                                self.engine.context_length) for r in batch]
+        if any(ks) and not drafter.drafts_now(len(batch), config):  # the scheduler's call: drafting does not pay
+            ks = [0] * len(batch)
         blocks = [None] * len(batch)
         if any(ks):
             committed = [torch.tensor(r.ids, device=self.device) for r in batch]
@@ -301,7 +303,7 @@ class _BatchLoop:
                 r.verified.append(len(c.ids) if c is not None else 0)
                 r.accepted.append(n)
                 kept.append(self._append(r, [*(c.ids[:n].tolist() if c is not None else []), bonus]))
-        drafter.last_step = (time.perf_counter() - step_start, sum(counts))
+        drafter.step_done(len(batch), any(ks), time.perf_counter() - step_start, sum(counts), sum(map(len, kept)))
         if self.traced in batch:
             b = batch.index(self.traced)
             self._record_step(blocks[b], checked[b], logits[b, : counts[b]], verdicts[b] if verdicts else None,

@@ -75,6 +75,58 @@ def batch_cut(confidences: Sequence[Sequence[float]], cost: tuple[float, float])
     return best_len
 
 
+class DraftGate:
+    """Whether a batch's step should draft at all: the limit of verifying less, ℓ = 0 for every request, where the
+    drafter's pass is saved too (a serving engine turning speculation off under heavy load).
+
+    It keeps, for each batch size, what a step that drafted and a step of the target alone cost and committed on
+    this machine (moving averages of measured seconds and tokens), and drafts while drafting commits more tokens a
+    second. The first steps at a batch size try both; after that the losing kind is tried again now and then, so a
+    change of load or of text is noticed: once the winning kind has run long enough that the try costs about
+    PROBE_COST of the time (a try loses its step's seconds times the margin between the two rates), and never
+    sooner than PROBE_STEPS[0] steps nor later than PROBE_STEPS[1]. At one request drafting always pays on these
+    machines and the gate is not consulted (engine/drafters/batched.py)."""
+
+    SMOOTHING = 0.5  # weight of the newest step in the moving averages (text changes fast: so must the estimate)
+    PROBE_COST = 0.01  # what the tries of the losing kind may cost, as a share of the time
+    PROBE_STEPS = (8, 64)  # the fewest and most steps of the winning kind between two tries
+
+    def __init__(self):
+        self.measured: dict[tuple[int, bool], tuple[float, float]] = {}  # (batch, drafted) -> (seconds, tokens)
+        self.streak: dict[int, tuple[bool, int]] = {}  # batch -> (the kind chosen last, steps of it in a row)
+
+    def rate(self, batch: int, drafted: bool) -> float | None:
+        """Committed tokens per second of a step of that kind at that batch size (None: none measured yet)."""
+        seconds, tokens = self.measured.get((batch, drafted), (0.0, 0.0))
+        return tokens / seconds if seconds > 0 else None
+
+    def should_draft(self, batch: int) -> bool:
+        drafting, plain = self.rate(batch, True), self.rate(batch, False)
+        if drafting is None or plain is None:
+            choice = drafting is None  # try drafting first, then the target alone
+        else:
+            choice = drafting >= plain
+            last, run = self.streak.get(batch, (choice, 0))
+            if last == choice and run >= self._patience(batch, choice, abs(drafting - plain) / max(drafting, plain)):
+                choice = not choice  # the other kind, once, to see whether it still loses
+        last, run = self.streak.get(batch, (choice, 0))
+        self.streak[batch] = (choice, run + 1 if last == choice else 1)
+        return choice
+
+    def _patience(self, batch: int, winner: bool, margin: float) -> int:
+        """Steps of the winning kind before the losing one is tried again."""
+        win_s, lose_s = self.measured[(batch, winner)][0], self.measured[(batch, not winner)][0]
+        steps = lose_s * margin / self.PROBE_COST / win_s
+        return int(min(max(steps, self.PROBE_STEPS[0]), self.PROBE_STEPS[1]))
+
+    def record(self, batch: int, drafted: bool, seconds: float, tokens: int) -> None:
+        """A finished step: its batch size, whether it drafted, its measured seconds and the tokens it committed."""
+        old = self.measured.get((batch, drafted))
+        w = self.SMOOTHING
+        self.measured[(batch, drafted)] = ((seconds, float(tokens)) if old is None else
+                                           ((1 - w) * old[0] + w * seconds, (1 - w) * old[1] + w * tokens))
+
+
 def verify_len(scheduler: str, confidences: Sequence[float], threshold: float,
                steps_per_s: Sequence[float] | None) -> int:
     if scheduler == "static":

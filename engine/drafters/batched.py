@@ -16,7 +16,7 @@ from ..contract.types import EngineError, GenerationConfig
 from ..models import forward_logits, new_cache
 from ..sampling import logits_to_probs, pick
 from ..ragged import RaggedCache, padded
-from ..scheduler import batch_cut
+from ..scheduler import DraftGate, batch_cut
 from ..timing import SpanClock
 from .base import DraftBlock, NoDrafter
 from .dflash import DFlashDrafter
@@ -29,7 +29,6 @@ class BatchDrafter:
 
     target_layer_ids: list[int] | None = None
     max_drafts: int | None = None
-    last_step: tuple[float, int] | None = None  # set by the loop: the last step's seconds and tokens verified
 
     def start(self, prompt_ids: list[torch.Tensor], features: list[torch.Tensor | None], clock: SpanClock) -> None:
         """Requests join the batch, as its last rows: request b's prompt ids (n_b,) and the target's features of
@@ -39,9 +38,17 @@ class BatchDrafter:
                 generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
         raise NotImplementedError
 
+    def drafts_now(self, batch_size: int, config: GenerationConfig) -> bool:
+        """Whether this step drafts at all (always, by default)."""
+        return True
+
     def verify_lens(self, blocks: list[DraftBlock | None], config: GenerationConfig, clock: SpanClock) -> list[int]:
         """How many leading drafts of each request's block to send to the target (everything, by default)."""
         return [int(block.ids.numel()) if block is not None else 0 for block in blocks]
+
+    def step_done(self, batch_size: int, drafted: bool, seconds: float, verified: int, committed: int) -> None:
+        """The loop's measure of the step just done: requests in it, whether it drafted, its seconds, the tokens
+        its verify forward read and the tokens it committed."""
 
     def accept(self, num_valid: list[int], features: list[torch.Tensor | None]) -> None:
         """After verification: request b's first num_valid[b] positions still stand (committed, or drafted and
@@ -69,7 +76,8 @@ class BlockBatchDrafter(BatchDrafter):
     def __init__(self, drafter: DFlashDrafter, device: torch.device, batch_cost=None):
         self.drafter = drafter
         self.batch_cost = batch_cost  # callable: (a, b) of a batched verify's t(N) = a + b·N (Engine.batch_verify_cost)
-        self.last_step: tuple[float, int] | None = None  # the last step's seconds and verified tokens (the loop's)
+        self.last_step: tuple[float, int] | None = None  # the last drafting step's seconds and verified tokens
+        self.gate = DraftGate()  # DSpark's scheduler in a batch: whether drafting pays at this load
         self.label = drafter.label
         self.target_layer_ids = drafter.target_layer_ids
         self.max_drafts = drafter.max_drafts
@@ -86,6 +94,18 @@ class BlockBatchDrafter(BatchDrafter):
             hidden = self._block_hidden([c[-1] for c in committed])
         return [self.drafter.block_from_hidden(hidden[b], committed[b][-1], k, temperature, generators[b], clock)
                 if k else None for b, k in enumerate(ks)]
+
+    def drafts_now(self, batch_size, config) -> bool:
+        """With DSpark's throughput scheduler and more than one request: drafting while it commits more tokens a
+        second than the target alone, as measured at this batch size (scheduler.DraftGate). Alone, always."""
+        if config.scheduler != "throughput" or batch_size < 2 or getattr(self.drafter.model, "confidence_head", None) is None:
+            return True
+        return self.gate.should_draft(batch_size)
+
+    def step_done(self, batch_size, drafted, seconds, verified, committed) -> None:
+        self.gate.record(batch_size, drafted, seconds, committed)
+        if drafted:
+            self.last_step = (seconds, verified)
 
     def verify_lens(self, blocks, config, clock) -> list[int]:
         """DSpark's scheduler: alone, each request's own rule (scheduler.verify_len, as in a single run); in a batch

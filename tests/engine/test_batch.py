@@ -14,7 +14,7 @@ from engine.batch import MAX_BATCH, generate_batch
 from engine.contract.types import EngineError, GenerationConfig, Step
 from engine.models import _cache_kwarg, new_cache
 from engine.ragged import RaggedCache
-from engine.scheduler import batch_cut, profile_batch_verify_speed, stored_measurement
+from engine.scheduler import DraftGate, batch_cut, profile_batch_verify_speed, stored_measurement
 
 BATCHED = ("baseline", "eagle3", "classic", "dflash", "dspark")
 PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    print(", "x = [", "class Stack:\n    def",
@@ -153,6 +153,51 @@ def test_the_batch_scheduler_verifies_less_as_the_batch_grows():
     assert cuts == sorted(cuts, reverse=True) and cuts[0] > cuts[-1]
     assert batch_cut([unsure] * 32, (0.008, 0.0003)) <= batch_cut([sure] * 32, (0.008, 0.0003))
     assert batch_cut([[0.01] * 7] * 8, (0.008, 0.001)) == 0  # hopeless drafts: the target's own token only
+
+
+def test_the_draft_gate_drafts_only_while_drafting_commits_more_a_second():
+    """scheduler.DraftGate: each batch size its own measurements; both kinds tried first; then the faster kind, and
+    the slower one tried again once in a while (the sooner the closer they are), so a change is noticed."""
+    gate = DraftGate()
+
+    def run(size, seconds_drafting, tokens_drafting, steps):
+        chosen = []
+        for _ in range(steps):
+            drafted = gate.should_draft(size)
+            chosen.append(drafted)
+            gate.record(size, drafted, *((seconds_drafting, tokens_drafting) if drafted else (0.05, size)))
+        return chosen
+
+    busy = run(32, 0.25, 100, 80)  # drafting: 400 tokens/s; the target alone: 640
+    assert busy[:2] == [True, False] and busy.count(True) < 8  # tried, then mostly not
+    tries = [i for i, drafted in enumerate(busy) if drafted][1:]
+    assert tries and all(later - earlier > DraftGate.PROBE_STEPS[0] for earlier, later in zip(tries, tries[1:]))
+    assert gate.rate(32, True) == pytest.approx(400) and gate.rate(32, False) == pytest.approx(640)
+    quiet = run(4, 0.02, 14, 40)  # another batch size, its own figures: drafting 700 tokens/s against 80
+    assert quiet[:2] == [True, False] and quiet[2:].count(False) <= 40 // DraftGate.PROBE_STEPS[0]
+    easier = run(32, 0.1, 100, 160)  # the text got easier: drafting pays at 32 too (1000 tokens/s), and is noticed
+    assert easier[-40:].count(True) > 30
+
+
+def test_dspark_in_a_batch_that_stops_and_starts_drafting_writes_the_greedy_run(embedded_engine, monkeypatch):
+    """Steps of the target alone between drafting steps (the gate's choice, here every other step): each request's
+    drafter catches up on the context it missed, and every request still writes the target's greedy output."""
+    calls = []
+
+    def every_other(gate, size):
+        calls.append(size)
+        return len(calls) % 2 == 1
+
+    monkeypatch.setattr(DraftGate, "should_draft", every_other)
+    prompts = PROMPTS[:5]
+    batch = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=24),
+                           concurrency=3)
+    for prompt, request in zip(prompts, batch.requests):
+        assert request.output_ids == baseline_of(embedded_engine, prompt, 24).output_ids, prompt
+    assert calls and all(size > 1 for size in calls)  # consulted only with requests at once
+    verified = [r.verified for r in batch.requests]
+    assert any(0 in v[:-1] for v in verified)  # steps that drafted nothing ...
+    assert any(v[i] == 0 and v[i + 1] > 0 for v in verified for i in range(len(v) - 1))  # ... and drafting after
 
 
 def test_a_machines_measurement_is_made_once_and_kept(tmp_path, monkeypatch):

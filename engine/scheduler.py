@@ -16,8 +16,14 @@ each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected 
 that costs c + b · B · (1 + ℓ) (a shorter row would save nothing: the padding is computed anyway). b, the time of
 one more verified token, comes from `profile_batch_verify_speed` (forwards of B rows of S tokens timed once per
 target and device, fitted to t(N) = a + b·N in N = B · S); c, everything a step costs whatever ℓ is (drafting, the
-verify's work per request over its cache, the host's), from the run itself: the last step's time less b times the
-tokens it verified.
+verify's work per request over its cache, the host's), from the run itself: the last drafting step's time less b
+times the tokens it verified.
+
+ℓ = 0 for every request saves more than the verify: with nothing to verify the drafter's pass need not run either.
+`DraftGate` decides that before each step of a batch, from what drafting and not drafting measurably commit per
+second at the batch's size on this machine: under heavy load a step of the target alone can commit more (a serving
+engine's speculation switched off at its highest throughput), and the gate then leaves drafting off, trying it again
+now and then.
 
 SPS comes from a cost model, not from raw timings: a verify forward of n tokens costs t(n) = a + b·n,
 fitted by least squares to the median of many timed forwards per n (b ≥ 0: verifying more never costs
@@ -94,6 +100,7 @@ class DraftGate:
     def __init__(self):
         self.measured: dict[tuple[int, bool], tuple[float, float]] = {}  # (batch, drafted) -> (seconds, tokens)
         self.streak: dict[int, tuple[bool, int]] = {}  # batch -> (the kind chosen last, steps of it in a row)
+        self.unsettled: set[int] = set()  # batch sizes whose last step drafted but was not a steady one
 
     def rate(self, batch: int, drafted: bool) -> float | None:
         """Committed tokens per second of a step of that kind at that batch size (None: none measured yet)."""
@@ -102,7 +109,9 @@ class DraftGate:
 
     def should_draft(self, batch: int) -> bool:
         drafting, plain = self.rate(batch, True), self.rate(batch, False)
-        if drafting is None or plain is None:
+        if batch in self.unsettled:
+            choice = True  # the last step drafted after steps that did not: the next one is a steady one, measured
+        elif drafting is None or plain is None:
             choice = drafting is None  # try drafting first, then the target alone
         else:
             choice = drafting >= plain
@@ -119,8 +128,14 @@ class DraftGate:
         steps = lose_s * margin / self.PROBE_COST / win_s
         return int(min(max(steps, self.PROBE_STEPS[0]), self.PROBE_STEPS[1]))
 
-    def record(self, batch: int, drafted: bool, seconds: float, tokens: int) -> None:
-        """A finished step: its batch size, whether it drafted, its measured seconds and the tokens it committed."""
+    def record(self, batch: int, drafted: bool, seconds: float, tokens: int, settled: bool = True) -> None:
+        """A finished step: its batch size, whether it drafted, its measured seconds and the tokens it committed.
+        Not `settled`: a drafting step whose pass also read the context of steps that drafted nothing, dearer than
+        drafting step after step; not counted, and the next step drafts again to be measured."""
+        self.unsettled.discard(batch)
+        if not settled:
+            self.unsettled.add(batch)
+            return
         old = self.measured.get((batch, drafted))
         w = self.SMOOTHING
         self.measured[(batch, drafted)] = ((seconds, float(tokens)) if old is None else

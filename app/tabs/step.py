@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import gradio as gr
 import plotly.graph_objects as go
 
-from engine.contract.methods import method_label
+from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.types import DraftedToken, Step, TopToken
 
 from ..draw.charts import styled, timeline_figure
@@ -256,6 +256,10 @@ def lane_block_html(method: str, steps: list[Step], i: int, rule: Rule, selected
     of = f"step {step.index} of {steps[-1].index}"
     if step.kind == "prefill":
         summary = f"{of}, the prefill: the target reads the prompt and writes the first token"
+    elif (not step.drafted and step.batch_size > 1 and step.index < steps[-1].index
+          and getattr(METHOD_REGISTRY.get(method), "cuts", False)):  # not the last token: the scheduler's choice
+        summary = (f"{of}: nothing drafted: among {step.batch_size} requests the scheduler measured a step of the "
+                   "target alone committing more tokens a second, so the target writes one token")
     elif not step.drafted:
         summary = f"{of}: nothing drafted, the target writes one token"
     else:

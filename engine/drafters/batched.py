@@ -84,14 +84,26 @@ class BlockBatchDrafter(BatchDrafter):
         self.cache = RaggedCache(new_cache(drafter.model), 0, device)
         self.device = device
         self.pending: list[torch.Tensor] = []  # per request: target features not yet in the draft cache, (p_b, F)
+        self.catching_up = False  # the last pass also read context of steps that drafted nothing
 
     def start(self, prompt_ids, features, clock) -> None:
-        self.cache.extend(RaggedCache(new_cache(self.drafter.model), len(features), self.device))
-        self.pending += features
+        """The joining requests' prompts read into their own draft cache rows now, beside the target's prefill (a
+        pass with a one-token block, its output unused: the context's keys and values do not depend on the block),
+        so a step's drafting pass only ever reads what the last step committed."""
+        joining = RaggedCache(new_cache(self.drafter.model), len(features), self.device)
+        with clock.span("draft", f"drafter reads {len(features)} joining prompts"):
+            self._block_hidden(joining, features, [ids[-1] for ids in prompt_ids], 1)
+        self.cache.extend(joining)
+        self.pending += [f[:0] for f in features]
 
     def propose(self, committed, ks, temperature, generators, clock):
+        # more context waiting than one step commits (its drafts and the bonus): steps went by without drafting
+        # (DraftGate), and this pass also reads what they committed
+        self.catching_up = max(p.shape[0] for p in self.pending) > (self.max_drafts or 0) + 1
         with clock.span("draft", f"one parallel pass over {len(committed)} blocks"):
-            hidden = self._block_hidden([c[-1] for c in committed])
+            hidden = self._block_hidden(self.cache, self.pending, [c[-1] for c in committed],
+                                        self.drafter.model.block_size)
+            self.pending = [p[:0] for p in self.pending]
         return [self.drafter.block_from_hidden(hidden[b], committed[b][-1], k, temperature, generators[b], clock)
                 if k else None for b, k in enumerate(ks)]
 
@@ -103,7 +115,7 @@ class BlockBatchDrafter(BatchDrafter):
         return self.gate.should_draft(batch_size)
 
     def step_done(self, batch_size, drafted, seconds, verified, committed) -> None:
-        self.gate.record(batch_size, drafted, seconds, committed)
+        self.gate.record(batch_size, drafted, seconds, committed, settled=not (drafted and self.catching_up))
         if drafted:
             self.last_step = (seconds, verified)
 
@@ -131,12 +143,14 @@ class BlockBatchDrafter(BatchDrafter):
         self.cache.select(rows)
         self.pending = [self.pending[r] for r in rows]
 
-    def _block_hidden(self, anchors: list[torch.Tensor]) -> torch.Tensor:
-        """(B, block, H): every request's block with its new context, one forward; the draft cache then holds
-        each request's committed context only (the blocks' own keys and values dropped)."""
-        model, cache = self.drafter.model, self.cache
-        batch, block_size = len(anchors), model.block_size
-        pending = [p.reshape(-1, p.shape[-1]) for p in self.pending]
+    def _block_hidden(self, cache: RaggedCache, pending: list[torch.Tensor], anchors: list[torch.Tensor],
+                      block_size: int) -> torch.Tensor:
+        """(B, block_size, H): every request's block, [anchor, MASK × (block_size − 1)], with its new context
+        (`pending`: request b's target features not yet in `cache`), one forward; `cache` then holds each request's
+        committed context only (the blocks' own keys and values dropped)."""
+        model = self.drafter.model
+        batch = len(anchors)
+        pending = [p.reshape(-1, p.shape[-1]) for p in pending]
         device = pending[0].device
         context = padded(pending, device)  # request b's new context first, padding after
         width = context.shape[1]
@@ -155,7 +169,6 @@ class BlockBatchDrafter(BatchDrafter):
         hidden = model(self.drafter.embed_tokens(block), context, inputs["position_ids"], cache.cache,
                        attention_mask=inputs.get("attention_mask"))
         cache.keep([list(range(int(n))) for n in counts])
-        self.pending = [p[:0] for p in pending]
         return hidden
 
 

@@ -54,8 +54,9 @@ def test_the_takeaway_says_what_the_numbers_do():
     falling = lesson.load_takeaway(sweep((2.4, 0.7), (4.2, 4.1), scheduled=0.9, everything=0.7))
     assert "DFlash's speedup falls from 2.40× to 0.70×, τ within 2 % (4.20 → 4.10)" in falling
     assert "slower than the target alone from B = 32" in falling
-    assert "At B = 32 DSpark's scheduler verifies 2.0 drafts a request a step against 7.0 verifying everything, " \
-           "and runs ahead of it (1.29 times its speed)" in falling
+    assert "At B = 32 DSpark's scheduler verifies 2.0 drafts a request a step against 7.0 verifying everything " \
+           "(τ 4.10 against 4.10), and runs ahead of it (1.29 times its speed)" in falling
+    assert "DSpark's speedup verifying everything falls from 2.40× to 0.70×" in falling
     assert "at B = 1, level with it" in falling
     rising = lesson.load_takeaway(sweep((1.2, 1.8), (3.0, 4.0), scheduled=1.5, everything=1.8))
     assert "DFlash's speedup rises from 1.20× to 1.80×, τ rises from 3.00 to 4.00" in rising

@@ -288,3 +288,19 @@ def test_a_lanes_drafter_name_explains_its_words_on_hover(comparison):
                            drafter="DFlash, 3 layers, block 8 = anchor + 7 drafts")
     title = html.unescape(re.search(r'<span class="lane-drafter" title="([^"]*)"', lane).group(1))
     assert title.startswith("anchor: The newest committed token")
+
+
+def test_a_step_the_batch_scheduler_left_undrafted_says_why(random_engine, monkeypatch):
+    """DSpark among other requests, its scheduler choosing the target alone for every step (as under heavy load):
+    each such step says so, not that the lane had nothing to draft; the last token's step says only what it did."""
+    from engine.scheduler import DraftGate
+
+    monkeypatch.setattr(DraftGate, "should_draft", lambda gate, size: False)
+    config = GenerationConfig(method="dspark", max_new_tokens=6, drafts_per_step=7, requests_at_once=3)
+    result = random_engine.generate(PROMPT, config)
+    steps = [result.prefill, *result.steps]
+    assert len(steps) > 2 and not any(s.drafted for s in steps)
+    middle = lane_block_html("dspark", steps, 1, rule_of(Comparison.of_steps(SETTINGS, {"dspark": steps})))
+    assert "among 3 requests the scheduler measured a step of the target alone committing more tokens" in middle
+    last = lane_block_html("dspark", steps, len(steps) - 1, rule_of(Comparison.of_steps(SETTINGS, {"dspark": steps})))
+    assert "nothing drafted, the target writes one token" in last and "among 3" not in last

@@ -177,6 +177,9 @@ def test_the_draft_gate_drafts_only_while_drafting_commits_more_a_second():
     assert quiet[:2] == [True, False] and quiet[2:].count(False) <= 40 // DraftGate.PROBE_STEPS[0]
     easier = run(32, 0.1, 100, 160)  # the text got easier: drafting pays at 32 too (1000 tokens/s), and is noticed
     assert easier[-40:].count(True) > 30
+    before = gate.rate(8, True)
+    gate.record(8, True, 5.0, 1, settled=False)  # a pass that caught up on skipped steps: not what drafting costs
+    assert gate.rate(8, True) == before is None and gate.should_draft(8)  # ... and the next step drafts, measured
 
 
 def test_dspark_in_a_batch_that_stops_and_starts_drafting_writes_the_greedy_run(embedded_engine, monkeypatch):

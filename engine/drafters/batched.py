@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ..contract.survival import expected_tokens
 from ..contract.types import EngineError, GenerationConfig
 from ..models import forward_logits, new_cache
 from ..sampling import logits_to_probs, pick
@@ -85,6 +86,7 @@ class BlockBatchDrafter(BatchDrafter):
         self.device = device
         self.pending: list[torch.Tensor] = []  # per request: target features not yet in the draft cache, (p_b, F)
         self.catching_up = False  # the last pass also read context of steps that drafted nothing
+        self.expected: float | None = None  # tokens this step's verify is expected to commit, from the confidences
 
     def start(self, prompt_ids, features, clock) -> None:
         """The joining requests' prompts read into their own draft cache rows now, beside the target's prefill (a
@@ -115,7 +117,11 @@ class BlockBatchDrafter(BatchDrafter):
         return self.gate.should_draft(batch_size)
 
     def step_done(self, batch_size, drafted, seconds, verified, committed) -> None:
-        self.gate.record(batch_size, drafted, seconds, committed, settled=not (drafted and self.catching_up))
+        # a drafting step's tokens as its confidences expected them: what drafting returns, without the luck of
+        # which drafts happened to pass (a few requests' acceptances swing far from step to step)
+        tokens = self.expected if drafted and self.expected is not None else committed
+        self.expected = None
+        self.gate.record(batch_size, drafted, seconds, tokens, settled=not (drafted and self.catching_up))
         if drafted:
             self.last_step = (seconds, verified)
 
@@ -131,7 +137,10 @@ class BlockBatchDrafter(BatchDrafter):
                 if self.last_step is not None:  # what the last step cost whatever ℓ was, measured
                     seconds, tokens = self.last_step
                     fixed = max(seconds - per_token * tokens, fixed)
-                cut = batch_cut([block.confidences.tolist() for block in live], (fixed, per_token))
+                confidences = [block.confidences.tolist() for block in live]
+                cut = batch_cut(confidences, (fixed, per_token))
+                self.expected = (sum(expected_tokens(c, min(cut, len(c))) for c in confidences)
+                                 + len(blocks) - len(live))  # a request that drafted nothing: its one token
             return [min(cut, int(block.ids.numel())) if block is not None else 0 for block in blocks]
         return [self.drafter.verify_len(block, config, clock) if block is not None else 0 for block in blocks]
 

@@ -112,7 +112,8 @@ class BlockBatchDrafter(BatchDrafter):
     def drafts_now(self, batch_size, config) -> bool:
         """With DSpark's throughput scheduler and more than one request: drafting while it commits more tokens a
         second than the target alone, as measured at this batch size (scheduler.DraftGate). Alone, always."""
-        if config.scheduler != "throughput" or batch_size < 2 or getattr(self.drafter.model, "confidence_head", None) is None:
+        confident = getattr(self.drafter.model, "confidence_head", None) is not None
+        if config.scheduler != "throughput" or batch_size < 2 or not confident:
             return True
         return self.gate.should_draft(batch_size)
 

@@ -70,7 +70,8 @@ def test_the_takeaway_says_what_the_numbers_do():
 
 def test_the_slide_gives_the_key_numbers():
     slide = lesson.load_slide(sweep((2.4, 0.7), (4.2, 4.1), scheduled=0.9, everything=0.7))
-    assert slide.startswith("B = 1 → 32: DFlash 2.40× → 0.70× (τ 4.20 → 4.10)")
+    assert slide.startswith("B = 1 → 32: DFlash 2.40× → 0.70× (τ 4.20 → 4.10); "
+                            "DSpark verifying everything 2.40× → 0.70× (τ 4.20 → 4.10).")
     assert "the scheduler verifies 2.0 a request: 1.29 times verifying everything's speed" in slide
 
 

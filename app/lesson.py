@@ -1154,8 +1154,9 @@ def load_takeaway(data: dict) -> str:
 def load_slide(data: dict) -> str:
     sweep, b0, b1, low, high = _load_rows(data)
     lanes = [lane for lane in ("dflash", "dspark_verify_all") if lane in low]  # those that draft every step
-    head = "; ".join(f"{LOAD_LANE_NAMES.get(lane, method_label(lane))} {low[lane]['speedup']:.2f}× → {high[lane]['speedup']:.2f}× "
-                     f"(τ {low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})" for lane in lanes)
+    head = "; ".join(f"{LOAD_LANE_NAMES.get(lane, method_label(lane))} {low[lane]['speedup']:.2f}× → "
+                     f"{high[lane]['speedup']:.2f}× (τ {low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})"
+                     for lane in lanes)
     text = f"B = {b0} → {b1}: {head}."
     if "dspark" in high and "dspark_verify_all" in high:
         ratio = _rate(high["dspark"]) / _rate(high["dspark_verify_all"])

@@ -392,7 +392,8 @@ LOAD_CAPTION = ("**Under load: many requests at once.** Every lane decodes the s
                 "each row its anchor and drafts; the speedup is over the target alone decoding the same requests. "
                 "DSpark's scheduler picks how much of every block to verify from the batch's measured verify cost, "
                 "and drafts only while a step that drafts commits more tokens a second than the target alone at "
-                "that batch size; beside it, DSpark verifying everything. Look at the speedup against B and at τ beside it.")
+                "that batch size; beside it, DSpark verifying everything. Look at the speedup against B and at τ "
+                "beside it.")
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
 NUM_PANELS = 16  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.

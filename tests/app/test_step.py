@@ -300,7 +300,8 @@ def test_a_step_the_batch_scheduler_left_undrafted_says_why(random_engine, monke
     result = random_engine.generate(PROMPT, config)
     steps = [result.prefill, *result.steps]
     assert len(steps) > 2 and not any(s.drafted for s in steps)
-    middle = lane_block_html("dspark", steps, 1, rule_of(Comparison.of_steps(SETTINGS, {"dspark": steps})))
+    rule = rule_of(Comparison.of_steps(SETTINGS, {"dspark": steps}))
+    middle = lane_block_html("dspark", steps, 1, rule)
     assert "among 3 requests the scheduler measured a step of the target alone committing more tokens" in middle
-    last = lane_block_html("dspark", steps, len(steps) - 1, rule_of(Comparison.of_steps(SETTINGS, {"dspark": steps})))
+    last = lane_block_html("dspark", steps, len(steps) - 1, rule)
     assert "nothing drafted, the target writes one token" in last and "among 3" not in last

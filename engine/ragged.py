@@ -131,10 +131,18 @@ class RaggedCache:
         self.lengths = self.lengths + other.lengths
 
     def _gather(self, index: torch.Tensor) -> None:
+        """Every row re-built from its slots `index[b]` (B, W'): one row selection over each layer's tensor seen
+        as (B·heads·W, dim), a copy of whole head vectors (a `gather` over the slot axis reads an index per number
+        and costs about three times as much here)."""
         index = index.to(self.device)
+        flat, shape = None, None
         for tensor, put in cache_tensors(self.cache):
-            heads, dim = tensor.shape[1], tensor.shape[3]
-            put(tensor.gather(2, index[:, None, :, None].expand(-1, heads, -1, dim)))
+            batch, heads, width, dim = tensor.shape
+            if tensor.shape[:3] != shape:  # once: every layer's tensors have the same shape
+                shape = tensor.shape[:3]
+                starts = torch.arange(batch * heads, device=self.device).view(batch, heads, 1) * width
+                flat = (starts + index[:, None, :]).reshape(-1)
+            put(tensor.reshape(-1, dim).index_select(0, flat).view(batch, heads, index.shape[1], dim))
 
 
 def _left_padded(tensor: torch.Tensor, width: int) -> torch.Tensor:

@@ -1,12 +1,11 @@
-"""Drafters for a batch of requests (engine/batch.py): the expensive pass batched, the cheap per-token work per
-request with the single-request drafter's own code.
+"""Drafters for a batch of requests (engine/batch.py): the drafter's passes batched over every live request.
 
 A block drafter's backbone pass (DFlash, DSpark) runs once for the whole batch over a ragged draft cache
-(engine/ragged.py); each request's drafts are then read from its rows of that pass by the single-request drafter
-(`block_from_hidden`: DFlash's LM head, DSpark's Markov and confidence heads), and its scheduler picks how much
-of each request's block to verify. So a batch drafts exactly what each request would have drafted alone, up to
-the floating-point order of a batched product.
-"""
+(engine/ragged.py); every request's drafts are then read from that pass by the single-request drafter's own heads,
+run over all requests at once (`blocks_from_hidden`: DFlash's LM head, DSpark's Markov head one block position at
+a time for every request together, and its confidence head), each request drawing from its own generator; its
+scheduler then picks how much of each request's block to verify. So a batch drafts exactly what each request
+would have drafted alone, up to the floating-point order of a batched product."""
 
 from __future__ import annotations
 
@@ -106,8 +105,8 @@ class BlockBatchDrafter(BatchDrafter):
             hidden = self._block_hidden(self.cache, self.pending, [c[-1] for c in committed],
                                         self.drafter.model.block_size)
             self.pending = [p[:0] for p in self.pending]
-        return [self.drafter.block_from_hidden(hidden[b], committed[b][-1], k, temperature, generators[b], clock)
-                if k else None for b, k in enumerate(ks)]
+        anchors = torch.stack([c[-1] for c in committed])
+        return self.drafter.blocks_from_hidden(hidden, anchors, ks, temperature, generators, clock)
 
     def drafts_now(self, batch_size, config) -> bool:
         """With DSpark's throughput scheduler and more than one request: drafting while it commits more tokens a

@@ -71,18 +71,26 @@ class DSparkDrafter(DFlashDrafter):
 
     def block_from_hidden(self, hidden: torch.Tensor, anchor_id: torch.Tensor, k: int, temperature: float,
                           generator: torch.Generator, clock: SpanClock) -> DraftBlock:
-        """The heads over the block's hidden states (B, H) (one request's rows of a batched pass, too): the Markov
-        head samples k tokens left to right, the confidence head scores each."""
-        hidden = hidden[:k]  # the anchor's state predicts token 1
+        """The heads over one block's hidden states (B, H): `blocks_from_hidden` for a batch of one."""
+        return self.blocks_from_hidden(hidden[None], anchor_id.view(1), [k], temperature, [generator], clock)[0]
+
+    def blocks_from_hidden(self, hidden: torch.Tensor, anchor_ids: torch.Tensor, ks: list[int], temperature: float,
+                           generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
+        """The heads over R blocks' hidden states (R, B, H) at once: the Markov head samples request r's ks[r]
+        tokens left to right, every request's position together (each draw from its own generator), and the
+        confidence head scores each token. A request with ks[r] = 0 drafts nothing (None)."""
+        hidden = hidden[:, : max(ks)]  # the anchor's state predicts token 1
         markov = self.model.markov_head is not None and self.use_markov_head
-        with clock.span("draft", f"Markov head: {k} cheap serial steps" if markov else "sample"):
-            ids, probs = markov_sample(self.lm_head(hidden), anchor_id, self._bias_step(hidden), temperature,
-                                       generator)
+        label = f"Markov head: {hidden.shape[1]} cheap serial steps" if markov else "sample"
+        with clock.span("draft", label + (f" over {len(ks)} blocks" if len(ks) > 1 else "")):
+            ids, probs = markov_sample(self.lm_head(hidden), anchor_ids, self._bias_step(hidden), temperature,
+                                       generators, ks)
             confidences = None
             if self.model.confidence_head is not None:
-                prev_ids = torch.cat([anchor_id.view(1), ids[:-1]])  # the token before each drafted one
+                prev_ids = torch.cat([anchor_ids[:, None], ids[:, :-1]], dim=1)  # the token before each drafted one
                 confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids))
-        return DraftBlock(ids, probs, confidences)
+        return [DraftBlock(ids[r, :k], probs[r, :k], confidences[r, :k] if confidences is not None else None)
+                if k else None for r, k in enumerate(ks)]
 
     def position_probs(self, committed_ids: torch.Tensor, k: int, temperature: float) -> torch.Tensor:
         """DeepSpec's DFlash (no Markov head): (k, V), each drafted position's distribution from one pass. With a
@@ -96,7 +104,7 @@ class DSparkDrafter(DFlashDrafter):
         head = self.model.markov_head
         if head is None or not self.use_markov_head:
             return None
-        return lambda prev, k, state: head.step(prev, hidden[k], state)
+        return lambda prev, k, state: head.step(prev, hidden[..., k, :], state)
 
     def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         if block.confidences is None:
@@ -106,19 +114,37 @@ class DSparkDrafter(DFlashDrafter):
             return verify_len(config.scheduler, block.confidences.tolist(), config.confidence_threshold, sps)
 
 
-def markov_sample(base_logits: torch.Tensor, anchor_id: torch.Tensor, bias_step, temperature: float,
-                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample the block left to right: p_k ∝ exp(U_k + B_k), B_k = bias_step(x_{k−1}, k, state) with x_0 the
-    anchor (bias_step None: no Markov head, every position drawn from U_k at once).
-    Returns the ids (k,) and the distributions they were drawn from (k, V)."""
+def markov_sample(base_logits: torch.Tensor, anchor_ids: torch.Tensor, bias_step, temperature: float,
+                  generators: list[torch.Generator], ks: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample R blocks left to right, all R at each position together: p_k ∝ exp(U_k + B_k), B_k =
+    bias_step(x_{k−1}, k, state) with x_0 the anchor (bias_step None: no Markov head, every position drawn from U_k
+    at once). base_logits (R, K, V), anchor_ids (R,); request r draws its first ks[r] tokens (default all K) from
+    its own generator, in order, and no more (a request's draws never depend on the others in the batch).
+    Returns the ids (R, K) and the distributions they were drawn from (R, K, V); past ks[r], argmax fillers."""
+    ks = [base_logits.shape[1]] * base_logits.shape[0] if ks is None else ks
     if bias_step is None:
         probs = logits_to_probs(base_logits, temperature)
-        return pick(probs, temperature, generator), probs
-    prev, state, ids, probs = anchor_id, None, [], []
-    for k, row in enumerate(base_logits):
+        return _draw(probs, temperature, generators, ks, None), probs
+    prev, state, ids, probs = anchor_ids, None, [], []
+    for k in range(base_logits.shape[1]):
         bias, state = bias_step(prev, k, state)
-        step_probs = logits_to_probs(row + bias, temperature)
-        prev = pick(step_probs, temperature, generator)
+        step_probs = logits_to_probs(base_logits[:, k] + bias, temperature)
+        prev = _draw(step_probs, temperature, generators, ks, k)
         ids.append(prev)
         probs.append(step_probs)
-    return torch.stack(ids), torch.stack(probs)
+    return torch.stack(ids, dim=1), torch.stack(probs, dim=1)
+
+
+def _draw(probs: torch.Tensor, temperature: float, generators: list[torch.Generator], ks: list[int],
+          position: int | None) -> torch.Tensor:
+    """Each request's token(s) from its rows of `probs` ((R, V) at one `position`, or (R, K, V) for all K): the
+    argmax at temperature 0, else draws from request r's generator, only at positions below ks[r]."""
+    picked = probs.argmax(dim=-1)
+    if temperature == 0:
+        return picked
+    for r, (generator, k) in enumerate(zip(generators, ks)):
+        if position is None:
+            picked[r, :k] = pick(probs[r, :k], temperature, generator)
+        elif position < k:
+            picked[r] = pick(probs[r], temperature, generator)
+    return picked

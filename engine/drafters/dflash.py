@@ -72,9 +72,16 @@ class DFlashDrafter(BaseDrafter):
 
     def block_from_hidden(self, hidden: torch.Tensor, anchor_id: torch.Tensor, k: int, temperature: float,
                           generator: torch.Generator, clock: SpanClock) -> DraftBlock:
-        """The k drafts read from the block's hidden states (B, H) (one request's rows of a batched pass, too)."""
-        probs = logits_to_probs(self.lm_head(hidden[1: k + 1]), temperature)  # mask positions predict themselves
-        return DraftBlock(pick(probs, temperature, generator), probs)
+        """The k drafts read from one block's hidden states (B, H): `blocks_from_hidden` for a batch of one."""
+        return self.blocks_from_hidden(hidden[None], anchor_id.view(1), [k], temperature, [generator], clock)[0]
+
+    def blocks_from_hidden(self, hidden: torch.Tensor, anchor_ids: torch.Tensor, ks: list[int], temperature: float,
+                           generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
+        """R blocks' drafts from their hidden states (R, B, H), one LM head over all of them: request r's first
+        ks[r] drafts, drawn with its own generator (None where ks[r] = 0)."""
+        probs = logits_to_probs(self.lm_head(hidden[:, 1: max(ks) + 1]), temperature)  # masks predict themselves
+        return [DraftBlock(pick(probs[r, :k], temperature, generator), probs[r, :k]) if k else None
+                for r, (k, generator) in enumerate(zip(ks, generators))]
 
     def position_probs(self, committed_ids: torch.Tensor, k: int, temperature: float) -> torch.Tensor:
         """(k, V): the distribution of each of the block's first k drafted positions, from one parallel pass. Each

@@ -28,15 +28,34 @@ def test_markov_head_adds_the_bigram_bias_of_the_previous_token():
     bias_table[2, 4] = 3.0
     bias_table[4, 1] = 2.0
     base = torch.tensor([[0.0, 0.5, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0, 0.0], [0.3, 0.0, 0.0, 0.0, 0.0]])
-    ids, probs = markov_sample(base, torch.tensor(2), lambda prev, k, state: (bias_table[prev], state), 0.0, torch.Generator())
-    assert ids.tolist() == [4, 1, 0]  # 4 (1+3 wins), then 1 (0+2 beats 1), then 0 (0.3, no bias after 1)
-    assert torch.allclose(probs[0], torch.softmax(base[0] + bias_table[2], -1))
-    assert torch.allclose(probs[1], torch.softmax(base[1] + bias_table[4], -1))
-    ids, probs = markov_sample(base, torch.tensor(2), lambda prev, k, state: (bias_table[prev], state), 1.0,
-                               torch.Generator().manual_seed(0))
+    bias = lambda prev, k, state: (bias_table[prev], state)  # noqa: E731
+    ids, probs = markov_sample(base[None], torch.tensor([2]), bias, 0.0, [torch.Generator()])
+    assert ids[0].tolist() == [4, 1, 0]  # 4 (1+3 wins), then 1 (0+2 beats 1), then 0 (0.3, no bias after 1)
+    assert torch.allclose(probs[0, 0], torch.softmax(base[0] + bias_table[2], -1))
+    assert torch.allclose(probs[0, 1], torch.softmax(base[1] + bias_table[4], -1))
+    ids, probs = markov_sample(base[None], torch.tensor([2]), bias, 1.0, [torch.Generator().manual_seed(0)])
     for k in range(3):
-        prev = 2 if k == 0 else ids[k - 1].item()
-        assert torch.allclose(probs[k], torch.softmax(base[k] + bias_table[prev], -1))
+        prev = 2 if k == 0 else ids[0, k - 1].item()
+        assert torch.allclose(probs[0, k], torch.softmax(base[k] + bias_table[prev], -1))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_markov_head_samples_a_batch_as_each_block_alone(temperature):
+    """Blocks of several requests sampled together, position by position: each request's tokens and distributions
+    are those it samples alone, its draws from its own generator, and one that keeps fewer drafts draws no more
+    (so its generator is where a single run would leave it)."""
+    torch.manual_seed(0)
+    vocab, rows, length = 7, 3, 4
+    bias_table, base = torch.randn(vocab, vocab), torch.randn(rows, length, vocab)
+    bias = lambda prev, k, state: (bias_table[prev], state)  # noqa: E731
+    anchors, ks = torch.tensor([1, 5, 2]), [4, 2, 3]
+    together = [torch.Generator().manual_seed(r) for r in range(rows)]
+    ids, probs = markov_sample(base, anchors, bias, temperature, together, ks)
+    for r, k in enumerate(ks):
+        alone = torch.Generator().manual_seed(r)
+        own_ids, own_probs = markov_sample(base[r: r + 1, :k], anchors[r: r + 1], bias, temperature, [alone])
+        assert torch.equal(ids[r, :k], own_ids[0]) and torch.allclose(probs[r, :k], own_probs[0])
+        assert torch.equal(together[r].get_state(), alone.get_state())
 
 
 def test_markov_head_of_the_model_is_low_rank_w2_of_w1(random_engine):

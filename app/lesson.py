@@ -22,7 +22,7 @@ from .examples import example_prompts
 from .settings import Settings, default_settings
 from .comparison import Comparison, RecordError, drafter_words, read_comparison, verify_cost
 from .theory import PUBLISHED_LOAD, PUBLISHED_TREES, speedup, tree_costs
-from .words import above_or_below, interval_trend, more_or_less, span, survival, trend, versus
+from .words import above_or_below, interval_trend, interval_versus, more_or_less, span, survival, trend, versus
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 FORMAT = "speclab-lesson/1"  # the sweeps, the distribution check and the variant sweep as recorded
@@ -74,6 +74,7 @@ LOAD_SIZES = (1, 2, 4, 8, 16, 32)
 LOAD_REQUESTS = 64  # two a place at the largest B: the batch stays full for most of the run
 LOAD_TOKENS = 64
 LOAD_ROUNDS = 2
+LOAD_PAIRS = 6  # adjacent runs of DSpark's scheduler and of verifying everything at the largest B: a ratio's interval
 LIVE_LOAD_SIZES = (1, 8)
 LIVE_LOAD_REQUESTS = 8
 LIVE_LOAD_TOKENS = 16
@@ -202,22 +203,25 @@ def measure_trees_live(engine, stop=None) -> dict:
 
 
 def measure_load(engine, prompts: list[str] | None = None, sizes=LOAD_SIZES, num_requests: int = LOAD_REQUESTS,
-                 max_new_tokens: int = LOAD_TOKENS, rounds: int = LOAD_ROUNDS, lanes=None, stop=None) -> dict:
+                 max_new_tokens: int = LOAD_TOKENS, rounds: int = LOAD_ROUNDS, lanes=None, stop=None,
+                 pairs: int = LOAD_PAIRS) -> dict:
     """Every batched lane at every batch size in `sizes` over the same `num_requests` requests (default the first
     held-out prompts), beside the batched baseline and transformers' batched generate
-    (engine/measure/concurrency.py)."""
+    (engine/measure/concurrency.py), and at the largest size DSpark's scheduler against verifying everything over
+    `pairs` adjacent pairs of runs."""
     from engine.measure.concurrency import BATCHED_LANES, concurrency_sweep
 
     prompts = prompts or load_prompts()[:num_requests]
     measured = concurrency_sweep(engine, prompts, max_new_tokens, list(sizes), tuple(lanes or BATCHED_LANES),
-                                 log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop)
+                                 log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop,
+                                 pairs=pairs)
     return measurement(measured, engine.device_name)
 
 
 def measure_load_live(engine, stop=None) -> dict:
     """The concurrency sweep at its live size (LIVE_LOAD_*)."""
     return measure_load(engine, None, LIVE_LOAD_SIZES, LIVE_LOAD_REQUESTS, LIVE_LOAD_TOKENS, LIVE_LOAD_ROUNDS,
-                        LIVE_LOAD_LANES, stop=stop)
+                        LIVE_LOAD_LANES, stop=stop, pairs=0)
 
 
 # --- what is recorded ------------------------------------------------------------------------------------
@@ -1138,17 +1142,27 @@ def load_takeaway(data: dict) -> str:
             f"of B × (1 + ℓ) tokens costs the whole batch for every drafted token it reads.")
     if "dspark" in high and "dspark_verify_all" in high:
         ours, everything = high["dspark"], high["dspark_verify_all"]
-        ratio = _rate(ours) / _rate(everything)
-        stands = versus(_rate(ours), _rate(everything), tolerance)
         text += (f" At B = {b1} DSpark's scheduler verifies {ours['verified_per_request']:.1f} drafts a request a step "
                  f"against {everything['verified_per_request']:.1f} verifying everything (τ {ours['tau']:.2f} against "
-                 f"{everything['tau']:.2f}), and runs {stands} it ({ratio:.2f} times its speed)")
+                 f"{everything['tau']:.2f}), and runs {_scheduler_stands(sweep, ours, everything, tolerance)}")
         alone, all_alone = low["dspark"], low["dspark_verify_all"]
         text += (f"; at B = {b0}, {versus(_rate(alone), _rate(all_alone), tolerance)} it "
                  f"({alone['speedup']:.2f}× against {all_alone['speedup']:.2f}×).")
     published = "; ".join(f"{p.setting}: {' → '.join(f'{x:.2f}× at {c}' for c, x in p.speedups)}"
                           for p in PUBLISHED_LOAD if len(p.speedups) > 1)
     return text + f" Published on GPUs ({published}): speedup falls with concurrency there too."
+
+
+def _scheduler_stands(sweep: dict, ours: dict, everything: dict, tolerance: float) -> str:
+    """Where DSpark's scheduler stands against verifying everything at the largest batch: from the paired runs and
+    their interval where recorded (engine/measure/concurrency.py, scheduler_versus_all), else from the sweep's two
+    figures."""
+    paired = sweep.get("scheduler_vs_all")
+    if paired:
+        return (f"{interval_versus(paired)} it ({paired['mean']:.2f} times its speed, 95 % interval "
+                f"{paired['low']:.2f}–{paired['high']:.2f} over {paired['pairs']} pairs of runs side by side)")
+    ratio = _rate(ours) / _rate(everything)
+    return f"{versus(_rate(ours), _rate(everything), tolerance)} it ({ratio:.2f} times its speed)"
 
 
 def load_slide(data: dict) -> str:
@@ -1159,9 +1173,11 @@ def load_slide(data: dict) -> str:
                      for lane in lanes)
     text = f"B = {b0} → {b1}: {head}."
     if "dspark" in high and "dspark_verify_all" in high:
-        ratio = _rate(high["dspark"]) / _rate(high["dspark_verify_all"])
+        paired = sweep.get("scheduler_vs_all")
+        ratio = (f"{paired['mean']:.2f} ({paired['low']:.2f}–{paired['high']:.2f})" if paired else
+                 f"{_rate(high['dspark']) / _rate(high['dspark_verify_all']):.2f}")
         text += (f" At B = {b1} the scheduler verifies {high['dspark']['verified_per_request']:.1f} a request: "
-                 f"{ratio:.2f} times verifying everything's speed.")
+                 f"{ratio} times verifying everything's speed.")
     return text
 
 

@@ -40,6 +40,16 @@ def above_or_below(a: float, b: float, tolerance: float = TOLERANCE) -> str:
     return _compare(a, b, tolerance, "above", "below", "level with")
 
 
+def interval_versus(ratio: dict, level: float = 1.0) -> str:
+    """"ahead of", "behind" or "level with": a ratio with its interval ({"mean", "low", "high"}) against `level`,
+    apart only where the interval leaves it out."""
+    if ratio["low"] > level:
+        return "ahead of"
+    if ratio["high"] < level:
+        return "behind"
+    return "level with"
+
+
 def interval_trend(start: dict, end: dict) -> str:
     """"rises" or "falls" when two figures with intervals ({"mean", "low", "high"}) are apart by more than their
     intervals allow, else "holds"."""

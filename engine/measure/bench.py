@@ -330,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()), default=None,
                         help=f"with --concurrency: these batched lanes (default: {','.join(BATCHED_LANES)}; "
                              "dspark_verify_N verifies N)")
+    parser.add_argument("--pairs", type=int, default=0, metavar="N",
+                        help="with --concurrency: also N adjacent pairs of runs of DSpark's scheduler against DSpark "
+                             "verifying everything at the largest B, their ratio with a 95 %% interval")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
                         help="0 (greedy, outputs compared with the baseline's) or above: every lane samples")
@@ -374,7 +377,7 @@ def _concurrency(engine: Engine, prompts: list[str], args) -> int:
     engine.warm_up()
     with BusyMachine() if args.busy else contextlib.nullcontext():
         lanes = ("baseline", *(lane for lane in args.lanes if lane != "baseline")) if args.lanes else BATCHED_LANES
-        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency, lanes)
+        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency, lanes, pairs=args.pairs)
     report = {"concurrency": sweep, "device": engine.device_name, "preset": engine.preset, "busy_machine": args.busy,
               "date": time.strftime("%Y-%m-%d")}
     print("\n".join(concurrency_table(sweep)))

@@ -11,6 +11,11 @@ hits them alike). Per lane and B: throughput (new tokens per second over all N),
 at the same B, τ, drafted tokens verified per request per step, and whether every request wrote its own
 single-request greedy output. At B = 1 the batched path is also timed against the single-request loop
 (engine/loop.py) on the first prompt.
+
+With `pairs`, DSpark's scheduler is also set against DSpark verifying everything at the largest B in that many
+adjacent pairs of runs, the order alternating (`scheduler_versus_all`): the ratio of their speeds with its 95 %
+interval over the pairs, where the sweep's faster-of-two rounds give one figure and no spread (two such figures
+for lanes a few percent apart can come out either way on this machine).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..batch import MAX_BATCH, generate_batch
 from ..contract.methods import METHOD_REGISTRY, method as method_entry
 from ..contract.types import EngineError, GenerationConfig, check_stop
 from ..loop import Engine
+from .sweep import ratio_interval
 
 # every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
 BATCHED_LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "dspark_verify_all")
@@ -89,9 +95,11 @@ def check_sizes(sizes: list[int]) -> None:
 
 def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
                       lanes: tuple[str, ...] = BATCHED_LANES, log=print, rounds: int = ROUNDS,
-                      num_requests: int | None = None, stop=None) -> dict:
+                      num_requests: int | None = None, stop=None, pairs: int = 0) -> dict:
     """Every lane at every batch size in `sizes` (see the module's docstring) over `num_requests` requests (default
-    the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch."""
+    the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch. pairs: that many
+    paired runs of DSpark's scheduler against verifying everything at the largest size (none when either lane is
+    not among `lanes`)."""
     check_sizes(sizes)
     lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
     requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(sizes))]
@@ -129,10 +137,36 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
                                         for lane, v in row["lanes"].items()))
-    return {"sizes": list(sizes), "requests": len(requests), "batching": "continuous",
-            "max_new_tokens": max_new_tokens, "rounds": rounds, "peak_rss_mib": peak_rss_mib(),
-            "lanes": list(lanes), "rows": rows,
-            "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
+    sweep = {"sizes": list(sizes), "requests": len(requests), "batching": "continuous",
+             "max_new_tokens": max_new_tokens, "rounds": rounds, "lanes": list(lanes), "rows": rows,
+             "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
+    if pairs and {"dspark", "dspark_verify_all"} <= set(lanes):
+        sweep["scheduler_vs_all"] = scheduler_versus_all(engine, requests, [greedy[p] for p in requests],
+                                                         max_new_tokens, max(sizes), pairs, stop)
+        log(f"B = {max(sizes)}: DSpark's scheduler / verifying everything {sweep['scheduler_vs_all']['mean']:.3f} "
+            f"(95 % interval {sweep['scheduler_vs_all']['low']:.3f}–{sweep['scheduler_vs_all']['high']:.3f})")
+        sweep["identical_outputs"] = sweep["identical_outputs"] and sweep["scheduler_vs_all"]["identical"]
+    return {**sweep, "peak_rss_mib": peak_rss_mib()}
+
+
+def scheduler_versus_all(engine: Engine, requests: list[str], greedy: list, max_new_tokens: int, size: int,
+                         pairs: int, stop=None) -> dict:
+    """DSpark's scheduler against DSpark verifying everything at batch size `size`: `pairs` adjacent pairs of runs
+    over the same requests, the order alternating so that a drift of the machine's speed falls on both. Each pair
+    gives the ratio of their steady speeds; returned with their mean and its 95 % interval (Student's t over the
+    pairs), and whether every request wrote its greedy output in every run."""
+    ratios, identical = [], True
+    for i in range(pairs):
+        rates = {}
+        for lane in ("dspark", "dspark_verify_all")[:: 1 if i % 2 == 0 else -1]:
+            result = generate_batch(engine, requests, lane_config(lane, max_new_tokens), concurrency=size)
+            check_stop(stop)
+            rates[lane] = result.steady_tokens_per_s or result.tokens_per_s
+            identical = identical and [r.output_ids for r in result.requests] == [tuple(g) for g in greedy]
+        ratios.append(rates["dspark"] / rates["dspark_verify_all"])
+    mean, low, high = ratio_interval(ratios, [1.0] * len(ratios))
+    return {"size": size, "pairs": pairs, "ratios": [round(r, 4) for r in ratios], "mean": round(mean, 4),
+            "low": round(low, 4), "high": round(high, 4), "identical": identical}
 
 
 def steady_ratio(lane: dict, base: dict) -> float:
@@ -185,6 +219,12 @@ def concurrency_table(sweep: dict) -> list[str]:
     if single:
         lines += ["", "B = 1, batched path speed / single-request loop: "
                   + ", ".join(f"{lane} {ratio:.2f}" for lane, ratio in single.items())]
+    paired = sweep.get("scheduler_vs_all")
+    if paired:
+        lines += ["", f"B = {paired['size']}, DSpark's scheduler / verifying everything over {paired['pairs']} "
+                  f"adjacent pairs of runs: {paired['mean']:.3f} (95 % interval "
+                  f"{paired['low']:.3f}–{paired['high']:.3f}; pairs "
+                  + ", ".join(f"{r:.3f}" for r in paired["ratios"]) + ")"]
     lines.append(f"every request identical to its single-request greedy run: {sweep['identical_outputs']}")
     if sweep.get("peak_rss_mib") is not None:
         lines.append(f"the process's peak resident memory: {sweep['peak_rss_mib']:.0f} MiB")

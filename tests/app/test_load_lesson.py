@@ -68,6 +68,21 @@ def test_the_takeaway_says_what_the_numbers_do():
         assert "Published on GPUs" in text and "B200" in text
 
 
+def test_paired_runs_decide_whether_the_scheduler_is_ahead_not_two_separate_figures():
+    """With paired runs recorded, the scheduler is ahead of or behind verifying everything only where their
+    interval leaves 1 out, whatever the sweep's two faster-of-two figures say; the interval is given."""
+    data = sweep((2.4, 0.7), (4.2, 4.1), scheduled=0.75, everything=0.7)  # 1.07 times apart in the sweep
+    paired = data["load"]["data"]["scheduler_vs_all"] = {"size": 32, "pairs": 6, "ratios": [0.97, 1.05, 1.01],
+                                                          "mean": 1.01, "low": 0.96, "high": 1.06, "identical": True}
+    assert ("runs level with it (1.01 times its speed, 95 % interval 0.96–1.06 over 6 pairs of runs side by side)"
+            in lesson.load_takeaway(data))
+    assert "1.01 (0.96–1.06) times verifying everything's speed" in lesson.load_slide(data)
+    paired.update(mean=1.12, low=1.08, high=1.16)
+    assert "runs ahead of it (1.12 times its speed, 95 % interval 1.08–1.16" in lesson.load_takeaway(data)
+    paired.update(mean=0.9, low=0.85, high=0.95)
+    assert "runs behind it (0.90 times its speed" in lesson.load_takeaway(data)
+
+
 def test_the_slide_gives_the_key_numbers():
     slide = lesson.load_slide(sweep((2.4, 0.7), (4.2, 4.1), scheduled=0.9, everything=0.7))
     assert slide.startswith("B = 1 → 32: DFlash 2.40× → 0.70× (τ 4.20 → 4.10); "

@@ -109,6 +109,26 @@ def test_the_concurrency_sweep_measures_every_batched_lane_at_every_size(random_
     assert "batched_vs_single_path" not in sweep["rows"]["3"]
     table = "\n".join(concurrency_table(sweep))
     assert "| 3 |" in table and "identical to its single-request greedy run: True" in table
+    assert "scheduler_vs_all" not in sweep and "adjacent pairs" not in table  # only when asked for
+
+
+def test_paired_runs_set_the_scheduler_against_verifying_everything_with_an_interval(random_engine):
+    """`bench --concurrency … --pairs N`: at the largest size, N adjacent pairs of runs of DSpark's scheduler and of
+    DSpark verifying everything; each pair's ratio of speeds, their mean inside its 95 % interval, every run's
+    requests their own greedy output."""
+    from engine.measure.concurrency import concurrency_sweep, concurrency_table
+
+    prompts = ["def parse(self, text):\n", "import os\n"]
+    sweep = concurrency_sweep(random_engine, prompts, 8, [2], ("baseline", "dspark", "dspark_verify_all"),
+                              log=lambda line: None, rounds=1, pairs=3)
+    paired = sweep["scheduler_vs_all"]
+    assert paired["size"] == 2 and paired["pairs"] == 3 and len(paired["ratios"]) == 3 and paired["identical"]
+    assert paired["low"] <= paired["mean"] <= paired["high"] and paired["low"] < paired["high"]
+    assert abs(paired["mean"] - sum(paired["ratios"]) / 3) < 1e-3
+    assert "over 3 adjacent pairs of runs" in "\n".join(concurrency_table(sweep))
+    without = concurrency_sweep(random_engine, prompts, 8, [2], ("baseline", "dflash"), log=lambda line: None,
+                                rounds=1, pairs=3)
+    assert "scheduler_vs_all" not in without  # no DSpark lanes to pair
 
 
 def test_a_concurrency_outside_the_range_is_one_clear_line(capsys):

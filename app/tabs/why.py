@@ -285,9 +285,14 @@ def load_table(recorded: dict) -> str:
     batching = ("at most B at once, the next joining as one finishes; each speedup over the target alone while all B "
                 "places were taken" if sweep.get("batching") == "continuous"
                 else "cut into batches of B decoded one after another")  # how measurements before the refill ran
+    paired = sweep.get("scheduler_vs_all")
+    pairs = (f"\n\nDSpark's scheduler against DSpark verifying everything at B = {paired['size']}, in "
+             f"{paired['pairs']} pairs of runs one after the other: {paired['mean']:.2f} times its speed (95 % "
+             f"interval {paired['low']:.2f}–{paired['high']:.2f}; the pairs "
+             + ", ".join(f"{r:.2f}" for r in paired["ratios"]) + ")." if paired else "")
     return (f"{_sentence(lesson.recorded_words(recorded))}; the same {sweep['requests']} held-out prompts at every "
             f"batch size, {batching}, {sweep['max_new_tokens']} new tokens each, temperature 0, "
-            f"{identical}.{_one_round_note(recorded)}\n\n" + "\n".join(lines)
+            f"{identical}.{_one_round_note(recorded)}\n\n" + "\n".join(lines) + pairs
             + f"\n\nPublished, on GPUs: {published}.")
 
 

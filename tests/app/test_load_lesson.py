@@ -99,3 +99,14 @@ def test_the_panel_draws_every_lane_against_the_batch_size_with_the_published_cu
     dflash = next(t for t in figure.data if t.name == "DFlash" and t.xaxis == "x")
     assert list(dflash.x) == data["sizes"]
     assert list(dflash.y) == [data["rows"][str(b)]["lanes"]["dflash"]["speedup"] for b in data["sizes"]]
+
+
+def test_the_panels_table_gives_the_paired_runs_where_recorded():
+    from app.tabs.why import load_table
+
+    data = sweep((2.4, 0.7), (4.2, 4.1), scheduled=0.75, everything=0.7)
+    assert "pairs of runs" not in load_table(data["load"])
+    data["load"]["data"]["scheduler_vs_all"] = {"size": 32, "pairs": 3, "ratios": [0.97, 1.05, 1.01], "mean": 1.01,
+                                                "low": 0.91, "high": 1.11, "identical": True}
+    assert ("at B = 32, in 3 pairs of runs one after the other: 1.01 times its speed (95 % interval 0.91–1.11; "
+            "the pairs 0.97, 1.05, 1.01)") in load_table(data["load"])

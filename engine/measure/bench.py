@@ -349,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"no prompts in {args.prompts}")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
         check_sizes(args.concurrency or [])  # before the models load
+        if args.pairs < 0:
+            raise EngineError(f"--pairs is how many pairs of runs to make: 0 or more, got {args.pairs}")
         for lane in args.lanes or ():
             lane_config(lane, 1)  # an unknown lane: one line, before the models load
         engine = Engine.load(args.preset, args.device, threads=args.threads)

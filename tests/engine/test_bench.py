@@ -140,6 +140,9 @@ def test_a_concurrency_outside_the_range_is_one_clear_line(capsys):
     assert main(["--concurrency", "2", "--lanes", "dspark_verify_x", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no batched lane 'dspark_verify_x'" in err[0]
+    assert main(["--concurrency", "2", "--pairs", "-1", "--limit", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--pairs is how many pairs of runs to make: 0 or more, got -1" in err[0]
 
 
 def test_a_fixed_cut_lane_verifies_that_many_drafts():

@@ -86,12 +86,12 @@ class DraftGate:
     drafter's pass is saved too (a serving engine turning speculation off under heavy load).
 
     It keeps, for each batch size, what a step that drafted and a step of the target alone cost and committed on
-    this machine (moving averages of the measured seconds and of the tokens), and drafts while drafting commits more tokens a
-    second. The first steps at a batch size try both; after that the losing kind is tried again now and then, so a
-    change of load or of text is noticed: once the winning kind has run long enough that the try costs about
-    PROBE_COST of the time (a try loses its step's seconds times the margin between the two rates), and never
-    sooner than PROBE_STEPS[0] steps nor later than PROBE_STEPS[1]. At one request drafting always pays on these
-    machines and the gate is not consulted (engine/drafters/batched.py)."""
+    this machine (moving averages of the measured seconds and of the tokens), and drafts while drafting commits more
+    tokens a second. The first steps at a batch size try both; after that the losing kind is tried again now and
+    then, so a change of load or of text is noticed: once the winning kind has run long enough that the try costs
+    about PROBE_COST of the time (a try loses its step's seconds times the margin between the two rates), and never
+    sooner than PROBE_STEPS[0] steps nor later than PROBE_STEPS[1]. A request alone has no batch to share a step
+    with, and the gate is not consulted (engine/drafters/batched.py)."""
 
     SMOOTHING = 0.5  # weight of the newest step in the moving averages (text changes fast: so must the estimate)
     PROBE_COST = 0.01  # what the tries of the losing kind may cost, as a share of the time
@@ -130,8 +130,9 @@ class DraftGate:
 
     def record(self, batch: int, drafted: bool, seconds: float, tokens: float, settled: bool = True) -> None:
         """A finished step: its batch size, whether it drafted, its measured seconds and the tokens it committed (a
-        drafting step: those it was expected to commit, engine/drafters/batched.py). Not `settled`: a drafting step whose pass also read the context of steps that drafted nothing, dearer than
-        drafting step after step; not counted, and the next step drafts again to be measured."""
+        drafting step: those it was expected to commit, engine/drafters/batched.py). Not `settled`: a drafting step
+        whose pass also read the context of steps that drafted nothing, dearer than drafting step after step; not
+        counted, and the next step drafts again to be measured."""
         self.unsettled.discard(batch)
         if not settled:
             self.unsettled.add(batch)

@@ -69,11 +69,6 @@ class DSparkDrafter(DFlashDrafter):
             hidden = self.block_hidden(committed_ids)
         return self.block_from_hidden(hidden, committed_ids[0, -1], k, temperature, generator, clock)
 
-    def block_from_hidden(self, hidden: torch.Tensor, anchor_id: torch.Tensor, k: int, temperature: float,
-                          generator: torch.Generator, clock: SpanClock) -> DraftBlock:
-        """The heads over one block's hidden states (B, H): `blocks_from_hidden` for a batch of one."""
-        return self.blocks_from_hidden(hidden[None], anchor_id.view(1), [k], temperature, [generator], clock)[0]
-
     def blocks_from_hidden(self, hidden: torch.Tensor, anchor_ids: torch.Tensor, ks: list[int], temperature: float,
                            generators: list[torch.Generator], clock: SpanClock) -> list[DraftBlock | None]:
         """The heads over R blocks' hidden states (R, B, H) at once: the Markov head samples request r's ks[r]

@@ -141,11 +141,12 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
              "max_new_tokens": max_new_tokens, "rounds": rounds, "lanes": list(lanes), "rows": rows,
              "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
     if pairs and {"dspark", "dspark_verify_all"} <= set(lanes):
-        sweep["scheduler_vs_all"] = scheduler_versus_all(engine, requests, [greedy[p] for p in requests],
-                                                         max_new_tokens, max(sizes), pairs, stop)
-        log(f"B = {max(sizes)}: DSpark's scheduler / verifying everything {sweep['scheduler_vs_all']['mean']:.3f} "
-            f"(95 % interval {sweep['scheduler_vs_all']['low']:.3f}–{sweep['scheduler_vs_all']['high']:.3f})")
-        sweep["identical_outputs"] = sweep["identical_outputs"] and sweep["scheduler_vs_all"]["identical"]
+        paired = scheduler_versus_all(engine, requests, [greedy[p] for p in requests], max_new_tokens, max(sizes),
+                                      pairs, stop)
+        log(f"B = {max(sizes)}: DSpark's scheduler / verifying everything {paired['mean']:.3f} "
+            f"(95 % interval {paired['low']:.3f}–{paired['high']:.3f})")
+        sweep["scheduler_vs_all"] = paired
+        sweep["identical_outputs"] = sweep["identical_outputs"] and paired["identical"]
     return {**sweep, "peak_rss_mib": peak_rss_mib()}
 
 
@@ -157,13 +158,12 @@ def scheduler_versus_all(engine: Engine, requests: list[str], greedy: list, max_
     pairs), and whether every request wrote its greedy output in every run."""
     ratios, identical = [], True
     for i in range(pairs):
-        rates = {}
+        rows = {}
         for lane in ("dspark", "dspark_verify_all")[:: 1 if i % 2 == 0 else -1]:
-            result = generate_batch(engine, requests, lane_config(lane, max_new_tokens), concurrency=size)
+            rows[lane] = _lane_row(generate_batch(engine, requests, lane_config(lane, max_new_tokens), size), greedy)
             check_stop(stop)
-            rates[lane] = result.steady_tokens_per_s or result.tokens_per_s
-            identical = identical and [r.output_ids for r in result.requests] == [tuple(g) for g in greedy]
-        ratios.append(rates["dspark"] / rates["dspark_verify_all"])
+            identical = identical and rows[lane]["identical"]
+        ratios.append(steady_ratio(rows["dspark"], rows["dspark_verify_all"]))
     mean, low, high = ratio_interval(ratios, [1.0] * len(ratios))
     return {"size": size, "pairs": pairs, "ratios": [round(r, 4) for r in ratios], "mean": round(mean, 4),
             "low": round(low, 4), "high": round(high, 4), "identical": identical}

@@ -269,9 +269,13 @@ def embedded_engine():
 @pytest.fixture(autouse=True, scope="session")
 def measurements_kept_in_a_temporary_folder(tmp_path_factory):
     """What the engine measures once per machine and keeps (engine/scheduler.py stored_measurement) goes to a
-    folder of this test process's own, never the user's cache."""
+    folder of this test run's own, never the user's cache; shared by the run's worker processes, so a measurement
+    one of them made (seconds of timed forwards) is read by the other instead of made again."""
     saved = os.environ.get("SPECLAB_CACHE")
-    os.environ["SPECLAB_CACHE"] = str(tmp_path_factory.mktemp("speclab-cache"))
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "speclab-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ["SPECLAB_CACHE"] = str(folder)
     yield
     if saved is None:
         os.environ.pop("SPECLAB_CACHE", None)

@@ -37,6 +37,9 @@ body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) 
 body.projector .chart-row {{ flex-direction: column !important; flex-wrap: nowrap !important; }}
 body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
+body.projector .prose td:not(:first-child) {{ white-space: normal; }}
+body.projector .prose td, body.projector .prose th {{ overflow-wrap: normal; word-break: normal; }}
+body.projector .prose td:first-child, body.projector .prose th:first-child {{ min-width: 7em; }}
 #copy-confirm {{ color: {ACCEPTED}; font-weight: 600; font-size: .9em; text-align: center; }}
 #copy-confirm[hidden] {{ display: none; }}
 .lesson-target {{ outline: 4px solid {BONUS}; outline-offset: 4px; border-radius: .4em; }}

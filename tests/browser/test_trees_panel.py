@@ -69,6 +69,8 @@ def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
         page.wait_for_selector("body.projector", timeout=30_000)
         redrawn_for_the_room(page, "#why-load-plot")
         assert chart_problems(page, "#why-load-plot", min_size=18) == []
+        # the table for the room: the lane names keep a column of their own beside the wider figures
+        assert page.locator("#why-load-table th").first.bounding_box()["width"] > 100
         # the Compare control: a link's requests at once set the slider, and each lane says what its batch wrote
         page.goto(f"{random_app}?methods=baseline,dflash&max_new_tokens=8&requests_at_once=4")
         page.wait_for_selector("#status :text('among 4 requests at once')", timeout=60_000)

@@ -22,9 +22,9 @@ from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, Run
 from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
 from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .models import (build_weightless, crop_cache, describe_device, drafter_kind_of, forward_with_features,
-                     implementation, keep_cache_entries, load_causal_lm, load_drafter, load_tokenizer, new_cache,
-                     pick_device, require_runnable, set_cpu_threads, tree_grower)
+from .models import (build_weightless, crop_cache, default_dtype, describe_device, drafter_kind_of,
+                     forward_with_features, implementation, keep_cache_entries, load_causal_lm, load_drafter,
+                     load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads, tree_grower)
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_batch_verify_speed, profile_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
@@ -93,12 +93,14 @@ class Engine:
         torch_device = pick_device(device)
         set_cpu_threads(torch_device, threads if threads is not None else spec.cpu_threads)
         hub = require_runnable(spec, device, torch_device, cache_dir, offline)
-        drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
+        dtype = default_dtype(torch_device, spec.cuda_dtype)
+        drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                     for m, name in spec.drafters.items()}
-        sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, **hub)
+        sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                    for m, name in spec.sampled_drafters.items()}
-        return cls(load_causal_lm(spec.target, torch_device, **hub), load_tokenizer(spec.tokenizer, **hub), drafters,
-                   torch_device, preset, chat=spec.chat, sampled_drafter_models=sampled)
+        target = load_causal_lm(spec.target, torch_device, dtype, **hub)
+        return cls(target, load_tokenizer(spec.tokenizer, **hub), drafters, torch_device, preset, chat=spec.chat,
+                   sampled_drafter_models=sampled)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""

@@ -1,8 +1,9 @@
 """The only place that loads weights: a folder in assets/, any local folder, or a hub id.
 
-Device "auto" means CUDA when present, else the CPU; weights run in float32 on the CPU and bfloat16 on
-CUDA (the embedded models are stored in float16 and upcast here). Also hides the one API difference
-between transformers releases the engine touches: the name of the KV-cache argument.
+Device "auto" means CUDA when present, else the CPU; weights run in float32 on the CPU and, on CUDA, in the
+preset's `cuda_dtype` (bfloat16 unless it says otherwise). The embedded models are stored in float16 and upcast
+here. Also hides the one API difference between transformers releases the engine touches: the name of the
+KV-cache argument.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def set_cpu_threads(device: torch.device, threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
-def default_dtype(device: torch.device) -> torch.dtype:
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+def default_dtype(device: torch.device, cuda_dtype: str = "bfloat16") -> torch.dtype:
+    """float32 on the CPU; on CUDA `cuda_dtype` (a preset's choice: contract/presets.py)."""
+    return getattr(torch, cuda_dtype) if device.type == "cuda" else torch.float32
 
 
 def describe_device(device: torch.device) -> str:

@@ -1,7 +1,7 @@
 """The device check: every method on the embedded models and on a Qwen3-4B-shaped target with drafters of
 the public checkpoints' shapes, measured side by side in one run, written to one JSON file.
 
-    python -m scripts.gpu_check                 # on CUDA (bfloat16), under 5 minutes on one H200
+    python -m scripts.gpu_check                 # on CUDA (embedded models float32, the 4B shape bfloat16)
     python -m scripts.gpu_check --cpu           # the same checks on the CPU (the 4B shape narrowed)
 
 Needs torch and transformers only (no gradio, no network). For each family and lane: identity with the

@@ -285,3 +285,16 @@ def test_the_last_step_says_why_a_run_ended(random_engine, monkeypatch, method):
     monkeypatch.setattr(random_engine, "eos_id", written[5])  # the sixth token ends the text now
     ended = list(random_engine.stream(PROMPT, GenerationConfig(method=method, max_new_tokens=12)))
     assert summarize(ended).finish_reason == "eos" and [t.id for s in ended for t in s.committed][-1] == written[5]
+
+
+def test_the_embedded_models_run_in_float32_on_cuda_and_the_large_presets_in_bfloat16():
+    """What Engine.load asks for on a GPU, read without one: the embedded models keep the CPU's float32 (a
+    near-tie rounded one way by a one-token step and the other by a verify would turn a run away from the
+    baseline), the Qwen3-4B presets halve their memory in bfloat16; the CPU is float32 whatever the preset."""
+    from engine.contract.presets import PRESETS
+    from engine.models import default_dtype
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert default_dtype(cuda, PRESETS["tiny"].cuda_dtype) == torch.float32
+    assert {default_dtype(cuda, PRESETS[name].cuda_dtype) for name in ("qwen3-4b", "qwen3-4b-zlab")} == {torch.bfloat16}
+    assert {default_dtype(cpu, preset.cuda_dtype) for preset in PRESETS.values()} == {torch.float32}

@@ -1,6 +1,6 @@
-"""CUDA checks, for a machine with a GPU (skipped cleanly elsewhere): the embedded models in bfloat16 on
-the device, every method equal to the baseline at temperature 0, overlap on by default, spans measured
-with device synchronisation."""
+"""CUDA checks, for a machine with a GPU (skipped cleanly elsewhere): the embedded models in float32 on the
+device (their preset's choice: in bfloat16 a near-tie can turn a run away from the baseline), every method equal
+to the baseline at temperature 0, overlap on by default, spans measured with device synchronisation."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def cuda_engine():
     return engine
 
 
-def test_models_run_in_bfloat16_on_the_device(cuda_engine):
-    assert cuda_engine.target.dtype == torch.bfloat16
+def test_models_run_in_float32_on_the_device(cuda_engine):
+    assert cuda_engine.target.dtype == torch.float32
     assert next(cuda_engine.target.parameters()).device.type == "cuda"
     assert cuda_engine.device_name.startswith("cuda")
 

@@ -26,6 +26,13 @@ def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
     return chart_text_problems(chart, min_size=min_size)
 
 
+def for_the_room(page) -> None:
+    """Projector mode from the page's own toggle, on the page already open: a page load costs seconds (a link's
+    ?projector=1 opens the room's view in tests/browser/test_browser.py)."""
+    page.click("#projector input")
+    page.wait_for_selector("body.projector", timeout=30_000)
+
+
 def redrawn_for_the_room(page, selector: str) -> None:
     """Wait until projector mode has redrawn the chart: every text in it at least 18 px (the panels are redrawn one
     after another, later on a busy machine: as patient as the lesson's own waits)."""
@@ -45,8 +52,7 @@ def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
         assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")
         for selector in CHARTS:
             assert chart_problems(page, selector) == [], selector
-        page.goto(f"{url}?lesson={POINT.number}&projector=1")
-        page.wait_for_selector("body.projector", timeout=30_000)
+        for_the_room(page)
         for selector in CHARTS:
             redrawn_for_the_room(page, selector)
         for selector in CHARTS:
@@ -65,8 +71,7 @@ def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
         page.wait_for_selector(f"#{LOAD.chart}.lesson-target", timeout=60_000)
         assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
         assert chart_problems(page, "#why-load-plot") == []
-        page.goto(f"{random_app}?lesson={LOAD.number}&projector=1")
-        page.wait_for_selector("body.projector", timeout=30_000)
+        for_the_room(page)
         redrawn_for_the_room(page, "#why-load-plot")
         assert chart_problems(page, "#why-load-plot", min_size=18) == []
         # the table for the room: the lane names keep a column of their own beside the wider figures

@@ -28,7 +28,7 @@ from ..batch import MAX_BATCH, generate_batch
 from ..contract.methods import METHOD_REGISTRY, method as method_entry
 from ..contract.types import EngineError, GenerationConfig, check_stop
 from ..loop import Engine
-from .sweep import ratio_interval
+from .sweep import interval_row
 
 # every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
 BATCHED_LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "dspark_verify_all")
@@ -164,9 +164,8 @@ def scheduler_versus_all(engine: Engine, requests: list[str], greedy: list, max_
             check_stop(stop)
             identical = identical and rows[lane]["identical"]
         ratios.append(steady_ratio(rows["dspark"], rows["dspark_verify_all"]))
-    mean, low, high = ratio_interval(ratios, [1.0] * len(ratios))
-    return {"size": size, "pairs": pairs, "ratios": [round(r, 4) for r in ratios], "mean": round(mean, 4),
-            "low": round(low, 4), "high": round(high, 4), "identical": identical}
+    return {"size": size, "pairs": pairs, "ratios": [round(r, 4) for r in ratios],
+            **interval_row(ratios, [1.0] * len(ratios)), "identical": identical}
 
 
 def steady_ratio(lane: dict, base: dict) -> float:

@@ -161,7 +161,8 @@ def ratio_interval(numerators: list[float], denominators: list[float], z: float 
     return ratio, ratio - half, ratio + half
 
 
-def _interval(numerators: list[float], denominators: list[float]) -> dict:
+def interval_row(numerators: list[float], denominators: list[float]) -> dict:
+    """ratio_interval as plain values: {"mean", "low", "high"}, rounded to four places."""
     mean, low, high = ratio_interval(numerators, denominators)
     return {"mean": round(mean, 4), "low": round(low, 4), "high": round(high, 4)}
 
@@ -173,10 +174,10 @@ def acceptance_row(results: list) -> dict:
     judged = [[t for s in r.steps for t in s.drafted if t.accept_prob is not None] for r in results]
     counts = [len(tokens) for tokens in judged]
     return {"judged": sum(counts),
-            "expected_acceptance": _interval([sum(t.accept_prob for t in ts) for ts in judged], counts),
-            "verdict_rate": _interval([sum(t.verdict == "accepted" for t in ts) for ts in judged], counts),
-            "one_minus_tv": _interval([sum(1 - (t.tv or 0.0) for t in ts) for ts in judged], counts),
-            "tau": _interval([sum(len(s.committed) for s in r.steps) for r in results],
+            "expected_acceptance": interval_row([sum(t.accept_prob for t in ts) for ts in judged], counts),
+            "verdict_rate": interval_row([sum(t.verdict == "accepted" for t in ts) for ts in judged], counts),
+            "one_minus_tv": interval_row([sum(1 - (t.tv or 0.0) for t in ts) for ts in judged], counts),
+            "tau": interval_row([sum(len(s.committed) for s in r.steps) for r in results],
                              [r.summary.num_steps for r in results])}
 
 
@@ -236,7 +237,7 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
                 rows[key]["survival"] = survival_rows(runs)
         entropies = [engine.target_entropy(r.prompt_ids, r.output_ids, temperature) for r in baseline]
         report["temperatures"][str(temperature)] = {
-            "lanes": rows, "target_entropy": _interval([sum(e) for e in entropies], [len(e) for e in entropies])}
+            "lanes": rows, "target_entropy": interval_row([sum(e) for e in entropies], [len(e) for e in entropies])}
     return report
 
 

@@ -265,10 +265,13 @@ class Eagle3BatchDrafter(BatchDrafter):
             self.pending = [p[:0] for p in self.pending]
             hidden = hidden[torch.arange(len(counts)), torch.tensor(counts) - 1][:, None]  # (B, 1, H)
             drafts = self._draw(hidden, ks, 0, temperature, generators, [[] for _ in committed])
+            no_token = torch.zeros((), dtype=committed[0].dtype, device=self.device)
         for i in range(1, max(ks)):  # own hidden state and the previous draft, at the next position
             with clock.span("draft", f"draft forward {i + 1}/{max(ks)}, {len(committed)} requests"):
                 inputs = self.cache.causal_inputs([1] * len(committed))
-                last = torch.stack([d[-1][0] if d else torch.tensor(0) for d in drafts]).view(-1, 1).to(self.device)
+                # a request that drafts nothing more reads a stand-in token (on the device: no host tensor, and
+                # one device for every row), whose row nobody reads
+                last = torch.stack([d[-1][0] if d else no_token for d in drafts]).view(-1, 1)
                 hidden = model(last, hidden, inputs["position_ids"], self.cache.cache, inputs.get("attention_mask"))
                 self.cache.keep([[0]] * len(committed))
                 drafts = self._draw(hidden, ks, i, temperature, generators, drafts)

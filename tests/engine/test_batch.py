@@ -253,3 +253,25 @@ def test_a_request_among_others_is_traced_as_it_runs_alone(embedded_engine, meth
     assert among.summary.batch_tokens_per_s > among.summary.tokens_per_s and alone.summary.batch_tokens_per_s is None
     assert Step.from_dict(json.loads(json.dumps(among.steps[0].to_dict()))) == among.steps[0]  # saved and read back
     assert {s.batch_size for s in alone.steps} == {1} and alone.steps[0].batch_tokens is None
+
+
+def test_eagle3_in_a_batch_drafts_on_the_models_device_when_one_request_drafts_nothing():
+    """A request that drafts 0 beside one drafting 2 (EAGLE-3 at requests at once 2, near a request's last token):
+    every tensor of the serial draft forwards stays on the drafter's device. On the meta device (shapes only), as on
+    CUDA, a host tensor among them is an error."""
+    from conftest import tiny_eagle3, tiny_qwen3
+
+    from engine.drafters.batched import Eagle3BatchDrafter
+    from engine.drafters.eagle3 import Eagle3Drafter
+    from engine.timing import SpanClock
+
+    meta = torch.device("meta")
+    model = tiny_eagle3(tiny_qwen3(200, layers=6)).to(meta)
+    drafter, clock = Eagle3BatchDrafter(Eagle3Drafter(model), meta), SpanClock(torch.device("cpu"))
+    features = model.fc.in_features
+    drafter.start([torch.zeros(5, dtype=torch.long, device=meta)] * 2, [torch.zeros(5, features, device=meta)] * 2,
+                  clock)
+    committed = [torch.zeros(6, dtype=torch.long, device=meta)] * 2
+    blocks = drafter.propose(committed, [0, 2], 0.0, [torch.Generator(), torch.Generator()], clock)
+    assert blocks[0] is None
+    assert blocks[1].ids.shape == (2,) and blocks[1].ids.device == meta and blocks[1].probs.device == meta

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
+from statistics import median
 
 from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_id
 from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
@@ -116,8 +117,13 @@ class Comparison:
         return "compute" if ended and all(s.tokens_per_cpu_s for s in ended) else "wall"
 
     def speedup(self, method: str, clock: str | None = None) -> float | None:
-        """The lane's tokens per second over the baseline lane's, both measured in this comparison, on
-        `clock` ("compute" or "wall"; default: the comparison's own, see `clock`)."""
+        """The lane's speed over the baseline lane's, both measured in this comparison, on `clock` ("compute" or
+        "wall"; default: the comparison's own, see `clock`). With two or more timing rounds that both lanes have,
+        the median of the rounds' own speedups (`round_speedups`), so it always lies within their spread
+        (`speedup_spread`); else the lane's tokens per second over the baseline's."""
+        rounds = self.round_speedups(method, clock)
+        if len(rounds) > 1:
+            return median(rounds)
         lane, base = self.lanes.get(method), self.baseline
         if lane is None or lane.summary is None or base is None:
             return None
@@ -125,16 +131,21 @@ class Comparison:
         mine, theirs = getattr(lane.summary, rate), getattr(base.summary, rate)
         return mine / theirs if mine and theirs else None
 
-    def speedup_spread(self, method: str, clock: str | None = None) -> tuple[float, float] | None:
-        """The lowest and highest speedup over the timing runs: each run of the lane over the baseline's run of the
-        same round (the lanes take turns, so a round's runs ran close in time), on `clock`. None with fewer than two
-        rounds that both lanes have (a recording without them, a lane timed once)."""
+    def round_speedups(self, method: str, clock: str | None = None) -> list[float]:
+        """Each timing round's own speedup: the lane's run over the baseline's run of the same round (the lanes
+        take turns, so a round's runs ran close in time), on `clock`; empty without the runs' figures."""
         lane, base = self.lanes.get(method), self.baseline
         if lane is None or base is None or method == BASELINE:
-            return None
+            return []
         column = 0 if (clock or self.clock) == "compute" else 1
-        ratios = [mine[column] / theirs[column] for mine, theirs in zip(lane.run_rates, base.run_rates)
-                  if mine[column] and theirs[column]]
+        return [mine[column] / theirs[column] for mine, theirs in zip(lane.run_rates, base.run_rates)
+                if mine[column] and theirs[column]]
+
+    def speedup_spread(self, method: str, clock: str | None = None) -> tuple[float, float] | None:
+        """The lowest and highest of the rounds' own speedups (`round_speedups`), on `clock`: the range the
+        headline speedup (their median) is drawn from. None with fewer than two rounds that both lanes have (a
+        recording without them, a lane timed once)."""
+        ratios = self.round_speedups(method, clock)
         return (min(ratios), max(ratios)) if len(ratios) > 1 else None
 
     def differs_from_baseline(self, method: str) -> int | None:

@@ -193,8 +193,8 @@ def _speedup_value(comparison: Comparison, method: str, clock: str | None = None
         return f"{speedup:.2f}×", ""
     runs = len(comparison.lanes[method].run_rates)
     return (f"{speedup:.2f}× ({spread[0]:.2f}–{spread[1]:.2f})",
-            f"; in brackets the lowest and highest of its {runs} timing runs' own speedups (each run over the "
-            "baseline's run of the same round)")
+            f"; the median of its {runs} timing runs' own speedups (each run over the baseline's run of the same "
+            "round), in brackets the lowest and highest of them")
 
 
 def chips_html(comparison: Comparison, method: str, steps: list[Step], provisional: bool = False) -> str:
@@ -204,7 +204,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     summary, clock = comparison.lanes[method].summary, comparison.clock
     (speedup, spread_words), (wall, _) = _speedup_value(comparison, method), _speedup_value(comparison, method, "wall")
     runs = comparison.lanes[method].timing_runs
-    timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 else ""
+    timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 and not spread_words else ""
     mark = (lambda chip: chip.replace('class="chip"', 'class="chip provisional"', 1).replace(
         "</b></span>", '</b> <span class="tag">provisional</span></span>', 1)) if provisional else (lambda chip: chip)
     later = f"{PROVISIONAL}. " if provisional else ""

@@ -4,7 +4,7 @@ Writes assets/lessons/: two saved comparisons (every lane at temperature 0, and 
 rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, the
 scheduled drafter beside its variants, every lane at five temperatures over the held-out prompts, and the tree
 lanes at every node budget beside their chains. The
-settings are app/lesson.py's, the same "Run it live" uses. Takes about half an hour on 2 CPU cores, the temperature
+settings are app/lesson's, the same "Run it live" uses. Takes about half an hour on 2 CPU cores, the temperature
 sweep most of it (`python scripts/record_lessons.py KEY ...` records only those); run it on a quiet machine, since
 the timings are what a class will see.
 """

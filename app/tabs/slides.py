@@ -2,7 +2,7 @@
 
 `?lesson=N&present=1` opens point N as a slide in place of the page (`?lesson=N` without it opens the point in its
 tab). A slide holds, in one 1024×768 screen: the point's claim in one line, the chart its "Show me" names drawn large
-for a room, and its takeaway with the numbers (app/lesson.py), from the lesson's recording, so a class sees the same
+for a room, and its takeaway with the numbers (app/lesson), from the lesson's recording, so a class sees the same
 numbers every time; point 3 also carries the p/q widget (app/draw/overlap.py). The arrow keys and a clicker's Page Up /
 Page Down move between points, and the address follows, so each slide can be linked. "Run it live" measures the
 point again on this machine and puts the live numbers on the slide, saying so; its Stop ends it as the page's Stop does (withdrawn while it waits in the queue,

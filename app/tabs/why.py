@@ -6,7 +6,7 @@ prediction; the K sweep measures every serial lane on this machine beside the fo
 measured acceptance and cost; a view sets this machine's costs beside published datacenter-GPU figures, each
 with its source. More measurements: the distribution check (lossless above temperature 0, counted), the
 scheduled drafter beside its variants, every lane at five temperatures, and the tree lanes at each node budget
-beside their chains and DDTree's published figures. Each panel opens with the lesson's recording (app/lesson.py)
+beside their chains and DDTree's published figures. Each panel opens with the lesson's recording (app/lesson)
 and can be measured again live.
 """
 
@@ -21,7 +21,6 @@ import gradio as gr
 
 from engine.contract.interface import EngineLike
 from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
-from engine.process import run_on
 from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
@@ -658,8 +657,8 @@ class WhyHandlers:
         timer.daemon = True
         timer.start()
         try:
-            # where the models are (the engine's own process, when it has one); marked as measured live
-            measured = lesson.live_measurement(run_on(self.engine, measure, *args, stop=stop))
+            # the lesson's recipe, run where the models are (app/lesson); marked as measured live
+            measured = lesson.live_measurement(measure(self.engine, *args, stop=stop))
             self.shared.remember(key, measured)
             return measured
         except Stopped:

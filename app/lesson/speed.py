@@ -1,0 +1,310 @@
+"""The lesson's words on speed: points 1 (the formula), 5 (the K sweep), 6 (the three bottlenecks), 7 (DFlash's one
+pass) and 9 (DSpark's parts), each a takeaway for the page and a shorter one for its slide, computed from the
+recordings (or a live measurement in a recording's place). Torch-free and Gradio-free."""
+
+from __future__ import annotations
+
+from engine.contract.methods import METHOD_REGISTRY, method_label
+
+from ..comparison import Comparison, verify_cost
+from ..theory import speedup
+from ..words import TOLERANCE, above_or_below, more_or_less, span, survival, trend, versus
+
+def _drafting(comparison: Comparison) -> list[str]:
+    return [m for m, lane in comparison.lanes.items() if METHOD_REGISTRY[m].drafts and lane.summary is not None]
+
+
+def _formula_rows(c: Comparison) -> tuple[dict, dict, list[float]]:
+    """Each drafting lane's measured speedup and its formula's, and what one verify cost in baseline forwards."""
+    measured, formula, costs = {}, {}, []
+    for m in _drafting(c):
+        s, ratio = c.lanes[m].summary, c.speedup(m)
+        if ratio is None or not s.verify_s:
+            continue
+        measured[m], formula[m] = ratio, speedup(s.tau, s.draft_s / s.verify_s)
+        cost = verify_cost(c, m)
+        if cost is not None:
+            costs.append(cost)
+    return measured, formula, costs
+
+
+def _below_formula(measured: dict, formula: dict) -> str:
+    below = [m for m in measured if measured[m] < formula[m]]
+    return ("every lane's measured speedup sits below its formula" if len(below) == len(measured) else
+            "no lane's measured speedup sits below its formula" if not below else
+            f"{', '.join(method_label(m) for m in below)} sit below the formula, the others at or above it")
+
+
+def _verify_cost_words(costs: list[float]) -> str:
+    """"1.11–1.38 baseline forwards (more than one)": what one verify cost, against the formula's one forward."""
+    return f"{span(costs)} baseline forwards ({more_or_less(sum(costs) / len(costs), 1.0, 0.05)} one)"
+
+
+def formula_takeaway(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    measured, formula, costs = _formula_rows(c)
+    parts = []
+    for m in measured:
+        s = c.lanes[m].summary
+        parts.append(f"{method_label(m)} τ {s.tau:.2f}, draft/verify {s.draft_s / s.verify_s:.2f} → formula "
+                     f"{formula[m]:.2f}×, measured {measured[m]:.2f}×")
+    if not parts:
+        return "No drafting lane has a speedup in this recording."
+    heldout = heldout_formula(data)
+    where = _below_formula(measured, formula)
+    why = ""
+    if costs:
+        why = (f" The formula counts a verify as one baseline forward; here one verify cost {_verify_cost_words(costs)}"
+               ", and host work, bubbles and the prefill are not in the formula at all.")
+    serial, one_pass = _first_serial_and_one_pass(c)
+    race = ""
+    if serial in measured and one_pass in measured:
+        race = (f" On this one prompt {method_label(serial)} (serial, {measured[serial]:.2f}×) is "
+                f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
+                f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
+                "One prompt moves these: the K sweep (point 5) averages several.")
+    return "; ".join(parts) + f". Here {where}." + why + race + heldout
+
+
+def formula_slide(data: dict) -> str:
+    measured, formula, costs = _formula_rows(data["greedy"])
+    if not measured:
+        return "No drafting lane has a speedup in this recording."
+    lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
+    where = _below_formula(measured, formula)
+    cost = f" One verify cost {_verify_cost_words(costs)}." if costs else ""
+    return f"Measured: {lanes}; {where}.{cost}"
+
+
+def heldout_formula(data: dict) -> str:
+    """The formula's two numbers and the measured speedup over every held-out prompt at temperature 0 (the
+    temperature sweep), each lane's spread over the prompts beside them, and where the example prompt's lanes
+    sit in it ("" without the sweep)."""
+    if "temperatures" not in data or "0.0" not in data["temperatures"]["data"]["temperatures"]:
+        return ""
+    sweep = data["temperatures"]["data"]
+    lanes = {m: row for m, row in sweep["temperatures"]["0.0"]["lanes"].items() if m in METHOD_REGISTRY}
+    parts = []
+    for m, row in lanes.items():
+        spread = row["speedup_by_prompt"]
+        parts.append(f"{method_label(m)} τ {row['tau']['mean']:.2f}, draft/verify {row['draft_cost']:.2f} → formula "
+                     f"{speedup(row['tau']['mean'], row['draft_cost']):.2f}×, measured {row['speedup']:.2f}× (one "
+                     f"prompt alone: {spread['min']:.2f}× to {spread['max']:.2f}×)")
+    ranked = sorted(lanes, key=lambda m: lanes[m]["speedup"], reverse=True)
+    example = data["greedy"]
+    outside = [m for m in lanes if (example.speedup(m) is not None and not
+               lanes[m]["speedup_by_prompt"]["min"] <= example.speedup(m) <= lanes[m]["speedup_by_prompt"]["max"])]
+    where = (f"; the example prompt's {', '.join(method_label(m) for m in outside)} lie outside that spread"
+             if outside else "; the example prompt's lanes lie within that spread")
+    return (f" Over {sweep['num_prompts']} held-out prompts at temperature 0 (the temperature sweep, point 4): "
+            + "; ".join(parts) + f". The fastest there is {method_label(ranked[0])}{where}.")
+
+
+
+ONE_ROUND_NOISE = 0.10
+
+
+def speed_tolerance(measured: dict) -> float:
+    """How far apart two speedups of a measurement's data must be to be worded as different."""
+    return ONE_ROUND_NOISE if measured.get("rounds") == 1 else TOLERANCE
+
+
+def _sweep_rows(data: dict):
+    """Per serial lane: (method, its sweep, best K, speedup there, longest K, speedup there, how the speedup moves
+    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured)."""
+    tolerance = speed_tolerance(data["sweeps"]["data"])
+    for m, sweep in data["sweeps"]["data"]["sweeps"].items():
+        best = str(sweep["best_k"])
+        longest = str(max(int(k) for k in sweep["rows"]))
+        at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
+        moves = None if best == longest else {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[
+            trend(at_best, at_longest, tolerance)]
+        yield m, sweep, best, at_best, longest, at_longest, moves
+
+
+def sweep_takeaway(data: dict) -> str:
+    parts = []
+    for m, sweep, best, at_best, longest, at_longest, moves in _sweep_rows(data):
+        if moves is None:
+            after = "the longest measured, so the sweep did not reach a K past which it falls"
+        else:
+            after = f"past it the speedup {moves} {at_longest:.2f}× at K = {longest}"
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}× ({after}; one draft forward costs "
+                     f"{sweep['per_forward_cost']:.2f} of a verify)")
+    return "; ".join(parts) + "."
+
+
+def sweep_slide(data: dict) -> str:
+    parts = []
+    for m, _, best, at_best, longest, at_longest, moves in _sweep_rows(data):
+        after = ("the longest measured" if moves is None else f"then {moves} {at_longest:.2f}× at K = {longest}")
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×, {after}")
+    return "; ".join(parts) + "."
+
+
+def _first_serial_and_one_pass(c: Comparison) -> tuple[str | None, str | None]:
+    """The comparison's first serial drafting lane and its first one-pass lane (None where it has none)."""
+    drafting = _drafting(c)
+    return (next((m for m in drafting if not METHOD_REGISTRY[m].one_pass), None),
+            next((m for m in drafting if METHOD_REGISTRY[m].one_pass), None))
+
+
+def along_block(rates) -> str:
+    """Conditional acceptance and survival along a block, each with its direction, in words."""
+    known = [(k, r) for k, r in enumerate(rates, start=1) if r is not None]
+    alive = survival(rates)
+    if not known:
+        return ""
+    (k0, first), (k1, last) = known[0], known[-1]
+    words = (f"its conditional acceptance (position k passing, given 1..k−1 passed) {trend(first, last)}, "
+             f"{first:.2f} at position {k0} → {last:.2f} at {k1}")
+    if len(alive) > 1:
+        words += (f", while its survival (1..k all passing) {trend(alive[0], alive[-1])}, {alive[0]:.2f} → "
+                  f"{alive[-1]:.2f} at position {len(alive)}")
+    return words
+
+
+def bottlenecks_takeaway(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    parts = []
+    if serial:
+        parts.append(_drafting_share(c, serial))
+    if one_pass:
+        words = along_block(c.lanes[one_pass].per_position_acceptance)
+        if words:
+            parts.append(f"along {method_label(one_pass)}'s block {words}")
+    unordered = _unordered(data)
+    if unordered:
+        m, alone, than, full = unordered
+        parts.append(f"drafting a block with no order inside it ({method_label(m)}'s backbone alone) gives τ "
+                     f"{alone:.2f}, {than} {full:.2f} with its Markov head")
+    return "; ".join(parts) + "."
+
+
+def _drafting_share(c: Comparison, serial: str) -> str:
+    """How much of a serial lane's time went to drafting, in words (the takeaway and the slide say it alike)."""
+    s = c.lanes[serial].summary
+    return f"{method_label(serial)} spends {s.draft_s / s.wall_s:.0%} of its time drafting, K forwards in a row"
+
+
+def _unordered(data: dict):
+    """(method, τ of its backbone alone, "higher than" / "lower than" / "level with", τ with its Markov head), or
+    None without both variants."""
+    ablation = data["parts"]["data"]
+    m = ablation["method"]
+    full, alone = ablation["rows"].get(f"{m}_verify_all"), ablation["rows"].get(f"{m}_no_markov")
+    if not (full and alone):
+        return None
+    than = {"above": "higher than", "below": "lower than", "level with": "level with"}[
+        above_or_below(alone["tau"], full["tau"])]
+    return m, alone["tau"], than, full["tau"]
+
+
+def bottlenecks_slide(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    parts = []
+    if serial:
+        parts.append(_drafting_share(c, serial))
+    if one_pass:
+        alive = survival(c.lanes[one_pass].per_position_acceptance)
+        if len(alive) > 1:
+            parts.append(f"{method_label(one_pass)}'s survival {trend(alive[0], alive[-1])} along its block, "
+                         f"{alive[0]:.2f} → {alive[-1]:.2f} at position {len(alive)}")
+    unordered = _unordered(data)
+    if unordered:
+        m, alone, than, full = unordered
+        parts.append(f"with no order inside its block {method_label(m)}'s τ is {alone:.2f}, {than} {full:.2f} with "
+                     "its Markov head")
+    return "; ".join(parts) + "."
+
+
+def overlap_on(comparison: Comparison) -> bool:
+    """Whether the comparison ran with overlap: "on", or "auto" on a CUDA device."""
+    overlap = comparison.settings.get("overlap", "auto")
+    return overlap == "on" or (overlap == "auto" and "cuda" in comparison.device.lower())
+
+
+BUBBLES_WORTH_HIDING = 0.05  # a lane whose bubbles are under this share of its time has little for overlap to hide
+
+
+def dflash_takeaway(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    if serial is None or one_pass is None:
+        return ""
+    k_one, k_serial = c.settings.get("drafts_per_block"), c.settings.get("serial_k")
+    cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
+    state = "on" if overlap_on(c) else "off"
+    return (f"{method_label(one_pass)} drafts {k_one} tokens in one pass costing {cost_one:.2f} of a verify per "
+            f"step, {more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {k_serial} serial forwards "
+            f"({cost_serial:.2f}). Bubbles (nothing running) are {bubbles:.0%} of {method_label(one_pass)}'s time "
+            f"here, overlap {state}: {hide}. This recording does not show what overlap does: that takes the same "
+            "comparison with overlap on and off (More settings), read on the timeline's gaps and “Where the time "
+            "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
+            "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books.")
+
+
+def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:
+    """The one-pass lane's and the serial lane's draft cost per step (of a verify), the one-pass lane's share of
+    bubbles, and what that share leaves for overlap."""
+    a, b = c.lanes[one_pass].summary, c.lanes[serial].summary
+    bubbles = a.bubble_s / a.wall_s
+    hide = "little for overlap to hide" if bubbles < BUBBLES_WORTH_HIDING else "time overlap is meant to hide"
+    return a.draft_s / a.verify_s, b.draft_s / b.verify_s, bubbles, hide
+
+
+def dflash_slide(data: dict) -> str:
+    c: Comparison = data["greedy"]
+    serial, one_pass = _first_serial_and_one_pass(c)
+    if serial is None or one_pass is None:
+        return ""
+    cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
+    return (f"{method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify a step, "
+            f"{more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {c.settings.get('serial_k')} serial "
+            f"forwards ({cost_serial:.2f}). Bubbles are {bubbles:.0%} of its time here: {hide}.")
+
+
+def _parts_rows(data: dict):
+    """The scheduled drafter as shipped, verifying everything and without its Markov head (None without all)."""
+    parts = data["parts"]["data"]
+    rows, m = parts["rows"], parts["method"]
+    shipped, full, alone = rows.get(m), rows.get(f"{m}_verify_all"), rows.get(f"{m}_no_markov")
+    return (shipped, full, alone) if shipped and full and alone else None
+
+
+SCHEDULER_VERDICT = {"rises": "here the scheduler pays", "falls": "here the scheduler does not pay",
+                     "holds": "here the scheduler makes no measurable difference"}
+
+
+def parts_slide(data: dict) -> str:
+    rows = _parts_rows(data)
+    if rows is None:
+        return ""
+    shipped, full, alone = rows
+    head = {"rises": "lifts", "falls": "lowers", "holds": "leaves"}[trend(alone["tau"], full["tau"])]
+    return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
+            f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
+            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}.")
+
+
+def parts_takeaway(data: dict) -> str:
+    rows = _parts_rows(data)
+    if rows is None:
+        return ""
+    shipped, full, alone = rows
+    head = {"rises": f"lifts τ from {alone['tau']:.2f} to {full['tau']:.2f}",
+            "falls": f"lowers τ from {alone['tau']:.2f} to {full['tau']:.2f}",
+            "holds": f"leaves τ where it was ({alone['tau']:.2f} alone, {full['tau']:.2f} with it)"}[
+        trend(alone["tau"], full["tau"])]
+    verdict = SCHEDULER_VERDICT[trend(full["speedup"], shipped["speedup"], speed_tolerance(data["parts"]["data"]))]
+    saved = full["verify_ms_per_step"] - shipped["verify_ms_per_step"]
+    verify = (f"verifying {shipped['verified_per_step']:.2f} tokens a step instead of "
+              f"{full['verified_per_step']:.2f} {'saved' if saved >= 0 else 'took'} {abs(saved):.1f} ms "
+              f"{'' if saved >= 0 else 'more '}of verify a step ({full['verify_ms_per_step']:.1f} ms verifying "
+              "everything)")
+    tau = {"rises": "raised", "falls": "lowered", "holds": "kept"}[trend(full["tau"], shipped["tau"])]
+    return (f"The Markov head {head}. The scheduler runs at {shipped['speedup']:.2f}× against "
+            f"{full['speedup']:.2f}× verifying everything: {verdict}. Its cut {tau} τ ({full['tau']:.2f} → "
+            f"{shipped['tau']:.2f}), and {verify}.")

@@ -1,0 +1,100 @@
+"""The lesson's measurements as the engine makes them: the recipes behind every recorded lesson figure and every
+"Run it live", each a function of the engine, its prompts and its sizes, returning one plain JSON document.
+
+The app decides the sizes (its recorded and live ones, app/lesson) and sends one of these functions to where the
+models are (engine/process.py run_on), so the engine's process runs only engine code. Torch-free on import: each
+recipe imports its measurement tool when it runs, where the engine (and torch) is loaded already.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from ..contract.methods import METHOD_REGISTRY
+
+FORMAT = "speclab-lesson/1"  # the sweeps, the distribution check, the variants and the other sweeps as recorded
+
+
+def measurement(data: dict, device: str) -> dict:
+    """A measurement as it is recorded: JSON's own types (a live run reads exactly as a recorded one)."""
+    doc = {"format": FORMAT, "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "device": device, "data": data}
+    return json.loads(json.dumps(doc))
+
+
+def chain_methods(available) -> list[str]:
+    """The drafting lanes the lesson's first points measure: every one but the trees (they have a point of their own)."""
+    return [m for m in available if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].tree]
+
+
+def serial_methods(available) -> list[str]:
+    return [m for m in chain_methods(available) if not METHOD_REGISTRY[m].one_pass]
+
+
+def parts_method(available) -> str | None:
+    """The method whose parts the lesson takes apart: the first scheduled one with variants."""
+    return next((m for m in available if METHOD_REGISTRY[m].cuts and METHOD_REGISTRY[m].variants), None)
+
+
+def sweeps(engine, prompts: list[str], ks, max_new_tokens: int, rounds: int, stop=None) -> dict:
+    """Every serial lane at every K, and the block drafters once at their default block (with the first lane),
+    against the baseline on the same prompts (engine/measure/sweep.py k_sweep). stop (here and below): a
+    threading.Event that ends the measurement (engine.contract.types.Stopped)."""
+    from .sweep import k_sweep
+
+    measured = {m: k_sweep(engine, prompts, max_new_tokens, tuple(ks), m, rounds=rounds, one_pass=i == 0, stop=stop)
+                for i, m in enumerate(serial_methods(engine.methods()))}
+    return measurement({"sweeps": measured, "rounds": rounds}, engine.device_name)
+
+
+def check(engine, prompt: str, samples: int, temperature: float, methods: list[str] | None = None,
+          stop=None) -> dict:
+    """The distribution check (engine/measure/lossless.py) on `prompt`, every chain lane (or `methods`)."""
+    from .lossless import distribution_check
+
+    methods = methods or chain_methods(engine.methods())
+    return measurement(distribution_check(engine, prompt, methods=methods, samples=samples, temperature=temperature,
+                                          stop=stop), engine.device_name)
+
+
+def parts(engine, prompts: list[str], max_new_tokens: int, rounds: int, stop=None) -> dict:
+    """The scheduled drafter beside each of its variants (engine/measure/sweep.py variant_sweep) on `prompts`."""
+    from .sweep import variant_sweep
+
+    method = parts_method(engine.methods())
+    if method is None:
+        raise ValueError("this engine runs no scheduled drafter with variants")
+    measured = variant_sweep(engine, method, prompts, max_new_tokens, rounds=rounds, stop=stop)
+    return measurement({**measured, "rounds": rounds}, engine.device_name)
+
+
+def temperatures(engine, prompts: list[str], temperatures, max_new_tokens: int, argmax_at=(), stop=None) -> dict:
+    """Every chain lane at every temperature against the baseline at the same temperature
+    (engine/measure/sweep.py temperature_sweep), argmax proposals beside sampled ones at `argmax_at`."""
+    from .sweep import temperature_sweep
+
+    return measurement(temperature_sweep(engine, prompts, max_new_tokens, tuple(temperatures),
+                                         chain_methods(engine.methods()), argmax_at=tuple(argmax_at), stop=stop),
+                       engine.device_name)
+
+
+def trees(engine, prompts: list[str], budgets, max_new_tokens: int, rounds: int, stop=None) -> dict:
+    """Every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py budget_sweep)."""
+    from .sweep import budget_sweep
+
+    measured = budget_sweep(engine, prompts, max_new_tokens, tuple(budgets), rounds=rounds, stop=stop)
+    return measurement({**measured, "rounds": rounds}, engine.device_name)
+
+
+def load(engine, prompts: list[str], sizes, num_requests: int, max_new_tokens: int, rounds: int, lanes=None,
+         pairs: int = 0, stop=None) -> dict:
+    """Every batched lane (or `lanes`) at every batch size over the same `num_requests` requests, beside the
+    batched baseline and transformers' batched generate (engine/measure/concurrency.py), and at the largest size
+    DSpark's scheduler against verifying everything over `pairs` adjacent pairs of runs."""
+    from .concurrency import BATCHED_LANES, concurrency_sweep
+
+    measured = concurrency_sweep(engine, prompts, max_new_tokens, list(sizes), tuple(lanes or BATCHED_LANES),
+                                 log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop,
+                                 pairs=pairs)
+    return measurement(measured, engine.device_name)

@@ -110,11 +110,18 @@ class Comparison:
         return lane if lane is not None and lane.summary is not None else None
 
     @property
+    def busy(self) -> bool:
+        """Whether each lane decoded its prompt among other requests, one batch (requests at once above 1)."""
+        return (self.settings.get("requests_at_once") or 1) > 1
+
+    @property
     def clock(self) -> str:
         """Which time the speedups divide: "compute" (the decoding threads' CPU time, on the CPU: a second
-        process on the machine does not stretch it) when every lane has it, else "wall"."""
+        process on the machine does not stretch it) when every lane has it, else "wall". A busy server's run
+        (`busy`) is read by wall time, as the Lesson's load measurement is: a request among others waits for the
+        whole batch's work, which one thread's CPU time does not count."""
         ended = [lane.summary for lane in self.lanes.values() if lane.summary is not None]
-        return "compute" if ended and all(s.tokens_per_cpu_s for s in ended) else "wall"
+        return "compute" if ended and not self.busy and all(s.tokens_per_cpu_s for s in ended) else "wall"
 
     def speedup(self, method: str, clock: str | None = None) -> float | None:
         """The lane's speed over the baseline lane's, both measured in this comparison, on `clock` ("compute" or

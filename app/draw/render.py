@@ -189,6 +189,9 @@ def _speedup_value(comparison: Comparison, method: str, clock: str | None = None
     if not speedup:
         return "—", ""
     spread = comparison.speedup_spread(method, clock)
+    if (spread is None and method != BASELINE and comparison.lanes[method].timing_runs == 1
+            and comparison.baseline.timing_runs == 1):
+        return f"{speedup:.2f}×", "; from one run of each lane: no spread to give, so read it as one measurement"
     if spread is None:
         return f"{speedup:.2f}×", ""
     runs = len(comparison.lanes[method].run_rates)
@@ -207,6 +210,8 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 and not spread_words else ""
     mark = (lambda chip: chip.replace('class="chip"', 'class="chip provisional"', 1).replace(
         "</b></span>", '</b> <span class="tag">provisional</span></span>', 1)) if provisional else (lambda chip: chip)
+    if not provisional and "one run" in spread_words:  # a single measurement says so on itself, without a bracket
+        mark = lambda chip: chip.replace("</b></span>", '</b> <span class="tag">one run</span></span>', 1)  # noqa: E731
     later = f"{PROVISIONAL}. " if provisional else ""
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]

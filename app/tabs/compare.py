@@ -226,7 +226,11 @@ def clock_note(comparison: Comparison) -> str:
     if comparison.baseline is None or len(comparison.lanes) < 2:
         return ""
     runs = comparison.timing_runs
-    fastest = f", each step's fastest timing over {runs} runs of its lane" if runs > 1 else ""
+    fastest = f", the median of {runs} runs of each lane, the lanes taking turns" if runs > 1 else ""
+    if comparison.busy:
+        once = " Each lane ran once, so its speedup says “one run” and gives no spread." if runs == 1 else ""
+        return (" Speedups: wall time, as a request on a busy server waits for the whole batch's work, which the "
+                f"decoding thread's compute time does not all count; the Lesson's point 10 reads load the same way.{once}")
     if comparison.clock == "compute":
         return (f" Speedups: compute time of the decoding thread{fastest} (CPU seconds, which another program on "
                 "the machine does not stretch); the wall-time speedup is beside each.")

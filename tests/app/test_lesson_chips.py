@@ -78,3 +78,19 @@ def test_no_recorded_headline_lies_outside_its_bracket():
     recorded = [item for item in lesson.recorded().values() if isinstance(item, Comparison)]
     assert recorded
     assert [problem for c in recorded for problem in outside_bracket(c)] == []
+
+
+def test_a_busy_servers_run_reads_by_wall_time_and_says_it_ran_once():
+    base = LaneResult.ended("baseline", baseline())
+    ar = LaneResult.ended("eagle3", lane([(4, 3)] * 10, 2.0, 10.0))
+    quiet = Comparison({**SETTINGS, "methods": ["baseline", "eagle3"]}, {"baseline": base, "eagle3": ar})
+    busy = Comparison({**quiet.settings, "requests_at_once": 8}, quiet.lanes)
+    assert busy.clock == "wall" and busy.speedup("eagle3") == busy.speedup("eagle3", "wall")
+    chips = chips_html(busy, "eagle3", list(ar.steps))
+    assert "wall time" in chips and ">wall <b>" not in chips  # one speedup, the one a batch is read by
+    assert '<span class="tag">one run</span>' in chips and not CHIP.search(chips)
+    assert "one run" not in chips_html(busy, "baseline", list(base.steps))
+    from app.tabs.compare import clock_note
+
+    assert "wall time" in clock_note(busy) and "ran once" in clock_note(busy)
+    assert "ran once" not in clock_note(quiet)

@@ -30,9 +30,9 @@ from .contract.presets import load_prompts
 from .contract.types import MAX_REQUESTS_AT_ONCE, EngineError, GenerationConfig
 from .drafters.base import DraftBlock
 from .drafters.batched import batched
-from .loop import drafts_this_step, finish_reason
 from .models import forward_with_features, new_cache
 from .ragged import RaggedCache, padded
+from .rules import drafts_this_step, finish_reason
 from .sampling import Verdict, logits_to_probs, pick, verify, verify_greedy, verify_greedy_batch
 from .timing import SpanClock
 from .trace import DeviceStep
@@ -350,7 +350,7 @@ class _BatchLoop:
                                      logits_at, **inputs)
 
     def _append(self, r: _Request, new_ids: list[int]) -> list[int]:
-        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (loop.finish_reason);
+        """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (rules.finish_reason);
         returns those kept."""
         engine, kept = self.engine, []
         for token_id in new_ids:

@@ -16,21 +16,24 @@ from dataclasses import dataclass, replace
 import torch
 
 from .background import BackgroundSteps
+from .batch import traced_steps
 from .contract.methods import method as method_entry, method_names, weightless_kind
 from .contract.presets import DEFAULT_PRESET, PRESETS, Preset
 from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, RunResult, Step, check_stop
 from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
 from .drafters.base import DraftBlock, Drafter, NoDrafter
-from .models import (build_weightless, crop_cache, default_dtype, describe_device, drafter_kind_of,
-                     forward_with_features, implementation, keep_cache_entries, load_causal_lm, load_drafter,
-                     load_tokenizer, new_cache, pick_device, require_runnable, set_cpu_threads, tree_grower)
+from .models import (build_weightless, default_dtype, describe_device, drafter_kind_of, implementation,
+                     load_causal_lm, load_drafter, load_tokenizer, pick_device, require_runnable, set_cpu_threads,
+                     tree_grower)
+from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_batch_verify_speed, profile_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .trace import DeviceStep, Tracer, build_result
-from .tree import verify_inputs, verify_tree
+from .target import FusedQwen3, target_for
+from .tree import verify_tree
 
 
 @dataclass
@@ -80,6 +83,8 @@ class Engine:
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
         self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
+        # the target's fused forward (engine/target.py), built after the CPU layout above; None: transformers' own
+        self.fused_target = FusedQwen3(target) if FusedQwen3.supports(target) else None
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
@@ -246,19 +251,16 @@ class Engine:
                       clock: SpanClock) -> Iterator[DeviceStep]:
         """The control flow of decoding: everything the next step depends on, and nothing else."""
         if config.requests_at_once > 1:  # this request among others: the batched loop's steps (engine/batch.py)
-            from .batch import traced_steps  # imported here: the batched loop builds on this module's rules
-
             yield from traced_steps(self, prompt_ids, config, drafter, clock)
             return
         generator = torch.Generator(self.device).manual_seed(config.seed)
         ids = torch.tensor([prompt_ids], device=self.device)
         state = _RunState(ids, len(prompt_ids), config.max_new_tokens)
-        cache = new_cache(self.target)
+        target = self.new_target(drafter.target_layer_ids, len(prompt_ids) + config.max_new_tokens)
         vocab_size = self.target.config.vocab_size
-        layer_ids = drafter.target_layer_ids
 
         with clock.span("verify", "target prefill"):
-            logits, features = forward_with_features(self.target, ids, cache, layer_ids, logits_to_keep=1)
+            logits, features = target.prefill(ids)
             first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
         drafter.start(ids, features, clock)
         kept = self._append(state, [first_id])
@@ -267,7 +269,8 @@ class Engine:
         index = 1
         proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
         while state.finish_reason is None:
-            num_committed = state.committed_ids.shape[1]
+            num_committed = state.committed_ids.shape[1]  # the cache holds all of them but the newest, the anchor
+            # 1. draft: K tokens (a chain) or a tree of nodes; the scheduler may verify fewer
             k = self._drafts_this_step(config, state, drafter)
             if k:
                 block = drafter.propose(state.committed_ids, k, proposal_temperature, generator, clock)
@@ -278,35 +281,37 @@ class Engine:
             num_verified = drafter.verify_len(block, config, clock) if k else 0
             checked = block if num_verified == block.ids.numel() else block.head(num_verified)
             confidences = block.confidences.tolist() if block.confidences is not None else None
+            # 2. verify: the anchor and the checked drafts in one target forward
             with clock.span("verify", f"target verify, a tree of {num_verified} nodes" if block.is_tree
                             else "target verify"):
                 verify_ids = torch.cat([state.committed_ids[:, -1:], checked.ids.view(1, -1)], dim=1)
-                # a tree's nodes each see their own ancestors only, at the position their depth gives
-                tree_inputs = verify_inputs(checked.parents, num_committed - 1, self.device) if block.is_tree else {}
-                logits, features = forward_with_features(self.target, verify_ids, cache, layer_ids, **tree_inputs)
+                logits, features = target.verify(verify_ids, checked.parents if block.is_tree else None)
                 target_probs = logits_to_probs(logits[0], config.temperature)
+                # 3. accept: the rule's verdict, how many drafts stand and the target's own token
                 if block.is_tree:
                     verdict = verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs,
                                           generator)
                 else:
                     verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
                                      generator)
+            # 4. commit: the caches keep the anchor and what was accepted; the tokens join the output
             with clock.span("host", "roll back caches, commit"):
                 a = verdict.num_accepted
-                if verdict.path is None:  # a chain: its first a drafts were accepted
-                    crop_cache(cache, num_committed + a)  # committed tokens but the newest, plus the accepted drafts
-                    accepted_ids, kept_features = block.ids[:a], features[:, : a + 1] if features is not None else None
-                else:  # a tree: keep the anchor's and the accepted path's entries, in order
-                    path = list(verdict.path)
-                    keep_cache_entries(cache, num_committed, [num_committed + node for node in path])
-                    accepted_ids = block.ids[path]
-                    rows = [0, *(node + 1 for node in path)]
-                    kept_features = features[:, rows] if features is not None else None
+                nodes = list(range(a)) if verdict.path is None else list(verdict.path)  # the accepted drafts
+                rows = [0, *(node + 1 for node in nodes)]  # the verify's rows that stand: the anchor's and theirs
+                target.keep(num_committed - 1, rows)
+                accepted_ids = block.ids[:a] if verdict.path is None else block.ids[nodes]
+                kept_features = None if features is None else features[:, rows]
                 drafter.accept(num_committed + a, kept_features)
                 kept = self._append(state, accepted_ids.tolist() + [verdict.bonus_id])
             yield DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
                              state.finish_reason, clock.take())
             index += 1
+
+    def new_target(self, layer_ids: list[int] | None, length: int):
+        """The target for one run that may reach `length` tokens, with a cache of its own (engine/target.py), and
+        room for a verify of a large tree past it."""
+        return target_for(self.target, self.fused_target, layer_ids, min(length, self.context_length) + 72)
 
     def _drafts_this_step(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         return drafts_this_step(config, drafter.max_drafts, state.num_new, state.committed_ids.shape[1],
@@ -324,25 +329,3 @@ class Engine:
         kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
         return kept
-
-
-def drafts_this_step(config: GenerationConfig, max_drafts: int | None, num_new: int, length: int,
-                     context_length: int) -> int:
-    """K for a request with `num_new` tokens written and `length` committed, shortened so a step never drafts past
-    max_new_tokens, the context (the bonus always fits) or the block a block drafter was trained on."""
-    remaining = config.max_new_tokens - num_new
-    room = context_length - length
-    longest = config.drafts_per_step if max_drafts is None else max_drafts
-    return max(0, min(config.drafts_per_step, longest, remaining - 1, room - 1))
-
-
-def finish_reason(token_id: int, length: int, num_prompt: int, eos_id: int, max_new_tokens: int,
-                  context_length: int) -> str | None:
-    """Why a request ends with `token_id` committed as its `length`-th token, or None when it goes on."""
-    if token_id == eos_id:
-        return "eos"
-    if length - num_prompt >= max_new_tokens:
-        return "length"
-    if length >= context_length:
-        return "context"
-    return None

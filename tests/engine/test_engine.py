@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-import engine.loop
+from engine.target import Target
 from engine.drafters.small_lm import SmallLMDrafter
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
 from engine.timing import SpanClock
@@ -39,13 +39,18 @@ def test_crop_then_extend_matches_a_fresh_forward(random_engine):
 def test_target_cache_holds_all_committed_tokens_but_the_newest(random_engine, monkeypatch, method):
     """Spy on every target forward: the cache must hold exactly the committed length minus one."""
     seen = []
-    real_forward = engine.loop.forward_with_features
+    real_prefill, real_verify = Target.prefill, Target.verify
 
-    def spy(model, input_ids, cache, layer_ids, logits_to_keep=0):
-        seen.append((cache.get_seq_length(), input_ids.shape[1]))
-        return real_forward(model, input_ids, cache, layer_ids, logits_to_keep)
+    def prefill(self, ids):
+        seen.append((self.length, ids.shape[1]))
+        return real_prefill(self, ids)
 
-    monkeypatch.setattr(engine.loop, "forward_with_features", spy)
+    def verify(self, ids, parents=None):
+        seen.append((self.length, ids.shape[1]))
+        return real_verify(self, ids, parents)
+
+    monkeypatch.setattr(Target, "prefill", prefill)
+    monkeypatch.setattr(Target, "verify", verify)
     result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=40, drafts_per_step=5))
     assert seen[0] == (0, len(result.prompt_ids))  # the prefill
     committed = len(result.prompt_ids) + len(result.prefill.committed)

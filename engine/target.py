@@ -1,0 +1,262 @@
+"""The target model of one run and the KV cache it owns: prefill, verify, keep.
+
+Every speculative loop asks the same three things of the target (engine/loop.py):
+
+- `prefill(ids)`: read the prompt; the logits of its last position and the features block drafters read;
+- `verify(ids, parents=None)`: read the anchor and the drafted tokens after the cache, a chain (each token sees
+  those before it) or a tree (`parents`: each node sees its own ancestors only, at the position its depth gives);
+  the logits and features of every row;
+- `keep(length, rows)`: after verification, keep the cache's first `length` entries and then the verify's rows
+  `rows` (a chain: the anchor and the accepted drafts, its first rows; a tree: the anchor and the accepted path).
+
+The cache's length is a host integer, counted here, never read back from the device.
+
+`Target` runs Qwen3-architecture models (the embedded family and the Qwen3 presets) with a forward of its own over
+a cache preallocated for the run (one key and one value tensor per layer, written in place), with the query, key
+and value projections as one product and the MLP's gate and up projections as another, RoPE applied to queries and
+keys together, and norms as one operation each: the arithmetic of transformers' Qwen3 layers in about a third of
+its dispatched operations (tests/engine/test_target.py counts them and checks its greedy output against
+transformers'). A chain's rollback is a new length, nothing copied; a tree's keeps its path with one index for
+every layer. Any other architecture runs through transformers' own forward and cache (`TransformersTarget`), with
+the same three calls.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import DynamicCache
+
+from .contract.types import tree_depths
+from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
+from .tree import verify_inputs
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """transformers' rotate_half: the second half of the last dimension, negated, before the first."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+class _Layer:
+    """One Qwen3 decoder layer's weights as the fused forward reads them."""
+
+    def __init__(self, layer: nn.Module):
+        attn, mlp = layer.self_attn, layer.mlp
+        self.qkv = _joined([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+        self.o = attn.o_proj.weight
+        self.gate_up = _joined([mlp.gate_proj.weight, mlp.up_proj.weight])
+        self.down = mlp.down_proj.weight
+        self.q_norm, self.k_norm = attn.q_norm.weight, attn.k_norm.weight
+        self.input_norm, self.post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
+        self.scaling = attn.scaling
+
+
+def _joined(weights: list[torch.Tensor]) -> torch.Tensor:
+    """Linear weights stacked along their outputs, one product for all of them, in the layout the first one has
+    (engine/cpu/layout.py lays float32 CPU weights out column by column)."""
+    joined = torch.cat([w.detach() for w in weights], dim=0)
+    first = weights[0]
+    if first.dim() == 2 and first.shape[1] > 1 and first.stride() == (1, first.shape[0]):  # column-major
+        joined = joined.t().contiguous().t()
+    return joined
+
+
+class FusedQwen3:
+    """A transformers Qwen3ForCausalLM's weights, arranged for the fused forward; built once per engine and shared
+    by every run's Target. The model itself is kept: its embedding, rotary embedding, final norm and LM head (and
+    any CPU layout given them) are called as they are."""
+
+    def __init__(self, model: nn.Module):
+        config = model.config
+        self.model = model
+        self.layers = [_Layer(layer) for layer in model.model.layers]
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.eps = config.rms_norm_eps
+        self.num_layers = len(self.layers)
+
+    @staticmethod
+    def supports(model: nn.Module) -> bool:
+        """A Qwen3 causal LM with full attention everywhere and no attention bias: what `forward` computes."""
+        config = getattr(model, "config", None)
+        return (type(model).__name__ == "Qwen3ForCausalLM" and not getattr(config, "attention_bias", False)
+                and not getattr(config, "use_sliding_window", False)
+                and all(t == "full_attention" for t in (getattr(config, "layer_types", None) or ["full_attention"])))
+
+    def new_cache(self, capacity: int, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values for `capacity` positions, every layer: (layers, batch, kv_heads, capacity, head_dim)."""
+        weight = self.layers[0].o
+        shape = (self.num_layers, batch, self.kv_heads, capacity, self.head_dim)
+        return (torch.zeros(shape, dtype=weight.dtype, device=weight.device),
+                torch.zeros(shape, dtype=weight.dtype, device=weight.device))
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                start: int, mask: torch.Tensor | None, causal: bool, layer_ids: list[int] | None,
+                logits_at: int | torch.Tensor = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Read `ids` (B, S) at `positions` (B, S), their keys and values written to the cache's slots
+        start..start + S − 1, each query seeing the slots before `start` and the new ones `mask` (B, 1, S,
+        start + S; True = may attend) allows, or with no mask all of them (`causal`: each new token only those up
+        to itself). Returns logits at `logits_at` (0: every row; an int k > 0: the last k; a tensor: those rows)
+        and the features of `layer_ids` (B, S, len · H), or None."""
+        model = self.model.model
+        batch, length = ids.shape
+        end = start + length
+        hidden = model.embed_tokens(ids)
+        cos, sin = model.rotary_emb(hidden, positions)
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, S, D): one rotation for every head
+        wanted = set(layer_ids or ())
+        features = {}  # layer index -> its output (transformers' hidden_states[index + 1])
+        h, kv, d = self.heads, self.kv_heads, self.head_dim
+        for index, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, self.eps)
+            qkv = F.linear(x, layer.qkv).view(batch, length, h + 2 * kv, d)
+            q = F.rms_norm(qkv[:, :, :h], (d,), layer.q_norm, self.eps)
+            k = F.rms_norm(qkv[:, :, h: h + kv], (d,), layer.k_norm, self.eps)
+            qk = torch.cat([q, k], dim=2).transpose(1, 2)  # (B, h + kv, S, D)
+            qk = qk * cos + rotate_half(qk) * sin
+            keys[index, :, :, start:end] = qk[:, h:]
+            values[index, :, :, start:end] = qkv[:, :, h + kv:].transpose(1, 2)
+            attended = F.scaled_dot_product_attention(
+                qk[:, :h], keys[index, :, :, :end], values[index, :, :, :end], attn_mask=mask,
+                is_causal=causal and mask is None and length > 1, scale=layer.scaling, enable_gqa=h != kv)
+            hidden = hidden + F.linear(attended.transpose(1, 2).reshape(batch, length, h * d), layer.o)
+            x = F.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, self.eps)
+            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, layer.down)
+            if index in wanted:
+                features[index] = hidden
+        if isinstance(logits_at, int):
+            kept = hidden[:, -logits_at:] if logits_at > 0 else hidden
+        else:
+            kept = hidden[:, logits_at]
+        logits = self.model.lm_head(model.norm(kept))
+        if layer_ids is None:
+            return logits, None
+        return logits, torch.cat([features[i] for i in layer_ids], dim=-1)
+
+
+class Target:
+    """One run's target: the fused Qwen3 forward over a cache of its own, preallocated for `capacity` positions
+    (grown, by copying into a larger one, should a run need more)."""
+
+    def __init__(self, fused: FusedQwen3, layer_ids: list[int] | None, capacity: int):
+        self.fused = fused
+        self.layer_ids = layer_ids
+        self.keys, self.values = fused.new_cache(capacity)
+        self.length = 0  # cache entries that stand: a host integer, never read back from the device
+        device = self.keys.device
+        self._arange = torch.arange(capacity, device=device)  # positions and masks are slices and comparisons of it
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[3]
+
+    def _reserve(self, end: int) -> None:
+        if end <= self.capacity:
+            return
+        capacity = max(end, 2 * self.capacity)
+        keys, values = self.fused.new_cache(capacity)
+        keys[:, :, :, : self.length] = self.keys[:, :, :, : self.length]
+        values[:, :, :, : self.length] = self.values[:, :, :, : self.length]
+        self.keys, self.values = keys, values
+        self._arange = torch.arange(capacity, device=keys.device)
+
+    def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The prompt (1, n) into an empty cache: logits of its last position (1, 1, V) and the features of every
+        position (1, n, F) or None."""
+        n = ids.shape[1]
+        self._reserve(n)
+        self.length = 0
+        positions = self._arange[:n][None]
+        logits, features = self.fused.forward(ids, positions, self.keys, self.values, 0, None, True, self.layer_ids,
+                                              logits_at=1)
+        self.length = n
+        return logits, features
+
+    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Rows (1, 1 + N) after the cache: the anchor, then a chain of drafts or, with `parents`, a tree's nodes
+        (engine/tree.py). Logits (1, 1 + N, V) and features (1, 1 + N, F) of every row. The rows' entries are
+        written after the cache's; `keep` says which of them stand."""
+        start, rows = self.length, ids.shape[1]
+        end = start + rows
+        self._reserve(end)
+        if parents is None:  # a chain: row r sits at start + r and sees every key up to its own
+            positions = self._arange[start:end][None]
+            mask = None if rows == 1 else (self._arange[:end][None, :] <= positions[0][:, None])[None, None]
+        else:
+            positions, mask = self._tree_inputs(parents, start)
+        return self.fused.forward(ids, positions, self.keys, self.values, start, mask, False, self.layer_ids)
+
+    def _tree_inputs(self, parents: tuple[int, ...], start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A tree verify's positions (1, 1 + N) and ancestor-only mask (1, 1, 1 + N, start + 1 + N), built on the
+        device from one small tensor of parents: each row sees the cache, the anchor, its ancestors and itself, at
+        the position its depth gives. Every row walks up one level at a time, all rows together."""
+        n = len(parents)
+        device = self.keys.device
+        parent_rows = torch.tensor([0, *(p + 1 for p in parents)], device=device)  # row r's parent's row; 0: anchor
+        rows = self._arange[: n + 1]
+        sees = torch.eye(n + 1, dtype=torch.bool, device=device)
+        depth = torch.zeros(n + 1, dtype=torch.long, device=device)
+        ancestor = rows
+        for _ in range(max(tree_depths(parents), default=0)):
+            depth += ancestor != 0
+            ancestor = parent_rows[ancestor]
+            sees[rows, ancestor] = True
+        mask = torch.cat([sees.new_ones(n + 1, start), sees], dim=1)
+        return (depth + start)[None], mask[None, None]
+
+    def keep(self, length: int, rows: list[int] | None = None) -> None:
+        """Keep the cache's first `length` entries and then the last verify's rows `rows` (offsets from its anchor,
+        ascending; None: none). A chain keeps its first rows, already in place, so only the length changes; a
+        tree's path is copied down behind the context with one index for every layer."""
+        rows = rows or []
+        if length == self.length and rows == list(range(len(rows))):  # in place
+            self.length = length + len(rows)
+            return
+        if rows:
+            source = torch.tensor(rows, device=self.keys.device) + self.length
+            for tensor in (self.keys, self.values):
+                tensor[:, :, :, length: length + len(rows)] = tensor.index_select(3, source)
+        self.length = length + len(rows)
+
+
+class TransformersTarget:
+    """The same three calls over transformers' own forward and DynamicCache: any architecture FusedQwen3 does not
+    compute."""
+
+    def __init__(self, model: nn.Module, layer_ids: list[int] | None):
+        self.model = model
+        self.layer_ids = layer_ids
+        self.cache: DynamicCache = new_cache(model)
+        self.length = 0
+        self._rows = 0  # rows of the last verify, written after `length`
+
+    def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self.cache = new_cache(self.model)
+        logits, features = forward_with_features(self.model, ids, self.cache, self.layer_ids, logits_to_keep=1)
+        self.length = ids.shape[1]
+        return logits, features
+
+    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        device = ids.device
+        inputs = verify_inputs(parents, self.length, device) if parents is not None else {}
+        return forward_with_features(self.model, ids, self.cache, self.layer_ids, **inputs)
+
+    def keep(self, length: int, rows: list[int] | None = None) -> None:
+        rows = rows or []
+        if length == self.length and rows == list(range(len(rows))):
+            crop_cache(self.cache, length + len(rows))
+        else:
+            keep_cache_entries(self.cache, length, [self.length + r for r in rows])
+        self.length = length + len(rows)
+
+
+def target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None, capacity: int):
+    """One run's target over `model`: the fused forward where it has one (`fused`), else transformers'."""
+    if fused is not None:
+        return Target(fused, layer_ids, capacity)
+    return TransformersTarget(model, layer_ids)

@@ -1,0 +1,116 @@
+"""The target and its cache (engine/target.py): the fused forward computes transformers' numbers for a prefill, a
+chain verify and a tree verify; keep leaves the cache a fresh prefill would build; and a forward dispatches at
+most the operations its ceiling allows (a census of what a GPU would launch one by one)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from conftest import tiny_qwen3
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from engine.cpu.attention import use_lean_attention
+from engine.cpu.layout import use_column_major_weights
+from engine.models import crop_cache, forward_with_features, new_cache
+from engine.target import FusedQwen3, Target, TransformersTarget
+from engine.tree import verify_inputs
+
+LAYERS = [0, 2]  # features read from the first and the third of 4 layers
+
+
+@pytest.fixture(scope="module")
+def model():
+    model = tiny_qwen3(300, layers=4, seed=5)
+    use_lean_attention(model)  # as the engine runs it on the CPU
+    use_column_major_weights(model)
+    return model
+
+
+def _close(a, b):
+    assert a.shape == b.shape
+    assert torch.allclose(a, b, atol=2e-5, rtol=1e-5), (a - b).abs().max()
+
+
+@torch.inference_mode()
+def test_the_fused_forward_computes_transformers_numbers(model):
+    ids = torch.randint(2, 300, (1, 20), generator=torch.Generator().manual_seed(0))
+    target = Target(FusedQwen3(model), LAYERS, capacity=8)  # grows as the forwards need
+    logits, features = target.prefill(ids[:, :12])
+    cache = new_cache(model)
+    expected_logits, expected_features = forward_with_features(model, ids[:, :12], cache, LAYERS, logits_to_keep=1)
+    _close(logits, expected_logits)
+    _close(features, expected_features)
+    target.keep(11)  # the anchor (token 12) is read again by the verify, as the loop does
+    crop_cache(cache, 11)
+    chain = ids[:, 11:17]
+    _close(target.verify(chain)[0], forward_with_features(model, chain, cache, LAYERS)[0])
+    crop_cache(cache, 11)
+    parents = (-1, -1, 0, 0, 2, 1)  # two children of the anchor, two under the first, one deeper, one under the second
+    tree = ids[:, 11:18]
+    got_logits, got_features = target.verify(tree, parents)
+    want_logits, want_features = forward_with_features(model, tree, cache, LAYERS, **verify_inputs(parents, 11, "cpu"))
+    _close(got_logits, want_logits)
+    _close(got_features, want_features)
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("kind", ["fused", "transformers"])
+def test_keep_leaves_the_cache_a_fresh_prefill_of_the_path_builds(model, kind):
+    """After a tree verify, keeping the anchor and the path (nodes 0, 2, 4) leaves the cache of the committed
+    sequence: the next token's logits equal those of a fresh prefill over it."""
+    ids = torch.randint(2, 300, (1, 10), generator=torch.Generator().manual_seed(1))
+    target = Target(FusedQwen3(model), None, 64) if kind == "fused" else TransformersTarget(model, None)
+    target.prefill(ids)
+    target.keep(9)
+    parents = (-1, -1, 0, 0, 2)
+    nodes = torch.tensor([[ids[0, -1], 11, 12, 13, 14, 15]])
+    target.verify(nodes, parents)
+    target.keep(9, [0, 1, 3, 5])  # the anchor, then nodes 0, 2 and 4
+    assert target.length == 13
+    committed = torch.cat([ids, torch.tensor([[11, 13, 15]])], dim=1)
+    following = torch.tensor([[7]])
+    fresh = Target(FusedQwen3(model), None, 64)
+    fresh.prefill(committed)
+    fresh.keep(13)
+    _close(target.verify(torch.cat([committed[:, -1:], following], dim=1))[0],
+           fresh.verify(torch.cat([committed[:, -1:], following], dim=1))[0])
+
+
+class _Census(TorchDispatchMode):
+    """Operations dispatched, by name, views (no kernel, no data) left out."""
+
+    VIEWS = {"view", "_unsafe_view", "transpose", "t", "slice", "select", "unsqueeze", "squeeze", "expand", "alias",
+             "as_strided", "detach", "split", "split_with_sizes", "chunk", "reshape", "permute", "unbind"}
+
+    def __init__(self):
+        super().__init__()
+        self.counts = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name not in self.VIEWS:
+            self.counts[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+# transformers' Qwen3 on the embedded 24-layer target: 1,366 operations for a one-token forward (2026-12-04); the
+# fused forward 524. The ceiling leaves room for a release's small changes, and fails a change that adds one per layer.
+OPERATIONS_CEILING = 540
+
+
+@torch.inference_mode()
+def test_a_target_forward_dispatches_under_its_ceiling(embedded_engine):
+    model = embedded_engine.target
+    ids = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+    counts = {}
+    for name, target in (("fused", Target(embedded_engine.fused_target, None, 64)),
+                         ("transformers", TransformersTarget(model, None))):
+        target.prefill(ids)
+        target.keep(ids.shape[1] - 1)
+        with _Census() as census:
+            target.verify(ids[:, -1:])
+        counts[name] = sum(census.counts.values())
+    assert counts["fused"] <= OPERATIONS_CEILING, counts
+    assert counts["fused"] <= 0.6 * counts["transformers"], counts

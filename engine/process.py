@@ -282,7 +282,8 @@ class EngineProcess:
 
 def run_on(engine, fn: Callable, *args, **kwargs):
     """fn(engine, *args, **kwargs) where the engine's models are: in its child process for an EngineProcess,
-    here for an Engine. Whole measurements (sweeps, checks) go this way, so only their plain results travel."""
-    if isinstance(engine, EngineProcess):
+    here for an Engine. Whole measurements (sweeps, checks) go this way, so only their plain results travel. Any
+    other engine whose models run elsewhere offers `call` too (app/hosting/zerogpu.py: a ZeroGPU Space's GPU calls)."""
+    if isinstance(engine, EngineProcess) or callable(getattr(engine, "call", None)):
         return engine.call(fn, *args, **kwargs)
     return fn(engine, *args, **kwargs)

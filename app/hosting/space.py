@@ -7,8 +7,9 @@ app/, engine/ and assets/. The entry point is not called app.py so that it never
 Anything else already in DIR (its .git, say) is left alone; what the build writes is replaced.
 
 At run time the entry point calls `create_demo()`: it loads the preset named by SPECLAB_PRESET (default
-qwen3-4b; the embedded tiny models with a notice when that cannot run) at import time, as ZeroGPU requires,
-and runs the lanes' device work through app/hosting/gpu.py under `spaces.GPU`.
+qwen3-4b; the embedded tiny models with a notice when that cannot run) at import time, as ZeroGPU requires; on
+ZeroGPU every model computation then runs inside a `spaces.GPU` call (app/hosting/zerogpu.py), each Compare lane in
+one of its own (app/hosting/gpu.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from engine.contract.methods import METHOD_REGISTRY
 from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
-from .gpu import gpu_decorator, lane_runner, no_gpu, warm_up_once, zero_gpu
+from .gpu import gpu_decorator, lane_runner, warm_up_once, zero_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = "space_app.py"
@@ -67,9 +68,11 @@ Models: {description}.
 
 ## On this Space
 
-- Runs are queued one at a time. Each run borrows a ZeroGPU GPU for at most {cap} s (about {base:.0f} s plus
-  {per_token} s per token of every lane), which counts against your daily ZeroGPU quota; lower "Max new
-  tokens" for a shorter request. Timings are measured on the borrowed GPU, so compare lanes within one run.
+- Runs are queued one at a time. Each lane, and each of the Why tab's measurements, borrows a ZeroGPU GPU for
+  one call of at most {cap} s, sized from what the same work measured on a GPU (a lane: about {base:.0f} s plus
+  {per_token:g} s per new token), which counts against your daily ZeroGPU quota; lower "Max new tokens" for a
+  shorter request. Stop ends the GPU's work within a step. Timings are measured on the borrowed GPU, so compare
+  lanes within one run.
 - The Space variable `SPECLAB_PRESET` picks the models: `{presets}` (default `{default}`). A preset that
   cannot run here (no GPU, weights not downloadable) is replaced by the embedded `tiny` models, with a notice.
 - Built from the SpecLab repository by `python -m app.hosting.space build DIR`; the entry point is `{entry}`.
@@ -133,12 +136,14 @@ def lanes_text() -> str:
 def readme_text(sdk_version: str) -> str:
     import yaml
 
-    from .gpu import GPU_BASE_S, GPU_CAP_S, GPU_PER_TOKEN_S
+    from .zerogpu import GPU_CAP_S, MARGIN, MEASURED_PER_TOKEN_S, WARM_UP_TOKENS, WORKER_START_S
 
+    per_token = MEASURED_PER_TOKEN_S.get(SPACE_DEFAULT_PRESET) or MEASURED_PER_TOKEN_S["tiny"]
     header = yaml.safe_dump(front_matter(sdk_version), sort_keys=False, allow_unicode=True, width=1000)
     body = README_BODY.format(count=len(METHOD_REGISTRY), lanes=lanes_text(),
                               description=PRESETS[SPACE_DEFAULT_PRESET].description, cap=GPU_CAP_S,
-                              base=GPU_BASE_S, per_token=GPU_PER_TOKEN_S, presets="`, `".join(PRESETS),
+                              base=WORKER_START_S + MARGIN * per_token * WARM_UP_TOKENS,
+                              per_token=round(MARGIN * per_token, 2), presets="`, `".join(PRESETS),
                               default=SPACE_DEFAULT_PRESET, entry=ENTRY)
     return f"---\n{header}---\n{body}"
 
@@ -215,10 +220,17 @@ def create_demo():
     from ..main import build_app
     from ..recordings import default_folder
 
+    from ..runner import run_lanes
+    from .zerogpu import ZeroGPUEngine
+
     engine, notice = load_space_engine(space_preset())
-    gpu = gpu_decorator() if engine.device.type == "cuda" else no_gpu
-    print(f"SpecLab Space: {engine.preset} models on {engine.device_name}" + (" (ZeroGPU)" if zero_gpu() else ""))
-    return build_app(engine, notice=notice, run_lanes=lane_runner(engine, gpu), recordings=default_folder(),
+    if zero_gpu() and engine.device.type == "cuda":  # every model computation in a GPU call; the lanes one call each
+        engine = ZeroGPUEngine(engine, gpu_decorator())
+        run_lanes = lane_runner(engine)
+        print(f"SpecLab Space: {engine.preset} models on ZeroGPU")
+    else:  # a CPU, or a GPU of the Space's own: the app's process has the device
+        print(f"SpecLab Space: {engine.preset} models on {engine.device_name}")
+    return build_app(engine, notice=notice, run_lanes=run_lanes, recordings=default_folder(),
                      pin_key=os.environ.get("SPECLAB_PIN_KEY"))
 
 

@@ -45,7 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", action="append", metavar="NAME=URL", default=[],
                         help="a vLLM or SGLang server shown as a lane beside the local ones (repeatable; also "
                              "SPECLAB_SERVERS; NAME=URL,kind=vllm|sglang,model=ID; see docs/servers.md)")
+    parser.add_argument("--job-budget", type=float, default=None, metavar="SECONDS",
+                        help="the most engine time one visitor's comparison may be estimated to take (default 15; a "
+                             "browser with the presenter key, SPECLAB_PRESENTER_KEY, is not limited; docs/hosting.md)")
     args = parser.parse_args(argv)
+    if args.job_budget is not None and not 1 <= args.job_budget <= 3600:
+        parser.error("--job-budget must be a number of seconds from 1 to 3600")
+    from .hosting.presenter import ENVIRONMENT, checked_key
+
+    try:
+        presenter_key = checked_key(os.environ.get(ENVIRONMENT))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.timing_runs is not None and not 1 <= args.timing_runs <= 10:
         parser.error("--timing-runs must be a whole number from 1 to 10")
     from .servers.client import servers_from
@@ -82,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     run_lanes = runner.run_lanes if args.timing_runs is None else \
         functools.partial(runner.run_lanes, timing_runs=args.timing_runs)
     launch(build_app(engine, notice=notice, run_lanes=run_lanes, servers=servers,
-                     recordings=args.recordings or default_folder(), pin_key=os.environ.get("SPECLAB_PIN_KEY")),
+                     recordings=args.recordings or default_folder(), pin_key=os.environ.get("SPECLAB_PIN_KEY"),
+                     presenter_key=presenter_key, **({} if args.job_budget is None else {"job_budget_s": args.job_budget})),
            server_name=args.host, server_port=args.port)
     return 0
 

@@ -14,7 +14,7 @@ from engine.contract.presets import PRESETS
 from . import runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
-from .hosting import page_sessions
+from .hosting import fairness, page_sessions, presenter as presenting
 from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .hosting.sessions import SessionStore
 from .servers import lanes as server_lanes
@@ -31,8 +31,8 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
 
 # Runs waiting at once; past this a visitor is told the app is busy, the expected wait and to try again. A class
 # of 35 pressing one lesson point's "Run it live" together must all get in (they share one measurement), with
-# room left for other visitors' runs.
-QUEUE_SIZE = 64
+# room left for other visitors' runs: one address holds at most fairness.PLACES_PER_ADDRESS of them.
+QUEUE_SIZE = 128
 # Browser sessions whose state Gradio keeps (each holds a copy of the page's config, ~0.6 MiB here); past
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256
@@ -43,12 +43,15 @@ CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 
 def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
-              recordings: Path | None = None, pin_key: str | None = None) -> gr.Blocks:
+              recordings: Path | None = None, pin_key: str | None = None, presenter_key: str | None = None,
+              job_budget_s: float = fairness.JOB_BUDGET_S) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/hosting/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
     each a lane beside the local ones (app/servers/lanes.py); recordings: the folder that keeps recorded runs
     across restarts (app/recordings.py; None: memory only); pin_key: a link opened with `pin=` this key pins
-    its recorded run, never evicted (None: no pins). The app's server-side state is one bounded
+    its recorded run, never evicted (None: no pins); presenter_key: the operator's secret whose browsers' runs go
+    ahead of the queue (app/hosting/presenter.py; None: no presenter); job_budget_s: the most engine time a visitor's
+    comparison may be estimated to take (app/hosting/fairness.py). The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
@@ -91,22 +94,33 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
                        [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
                         step_view.target_plot], [step_view.slider, step_view.token])
     demo.queue(max_size=queue_size)
+    presenter = presenting.Presenter(presenter_key)
+    door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS))
+    sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
+    if presenter.key is not None:  # a visitor's comparison lets a presenter's job have the engine between its lanes
+        runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
+            (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
+    demo.speclab_door, demo.speclab_presenter = door, presenter
     return demo
 
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the app (Gradio's launch, same keywords): the page's style and script; an over-long address, a
     visitor past the limit on requests that bypass the queue, and a full queue answered by the app
-    (app/hosting/addresses.py); the page served from memory and lean per-visitor sessions
+    (app/hosting/addresses.py); bad events, the queue's shares, the budget and the presenter's lane
+    (app/hosting/fairness.py, app/hosting/presenter.py); the page served from memory and lean per-visitor sessions
     (app/hosting/page_sessions.py); uploads of at most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
-                                Middleware(LongAddressGuard), Middleware(VisitorLimit), Middleware(FullQueueWords, blocks=demo),
+                                Middleware(LongAddressGuard), Middleware(VisitorLimit),
+                                Middleware(presenting.PresenterPage, presenter=demo.speclab_presenter),
+                                Middleware(FullQueueWords, blocks=demo, job_s=fairness.job_seconds(runner.COSTS)),
+                                Middleware(fairness.QueueDoor, door=demo.speclab_door),
                                 Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
-    launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD, theme=gr.themes.Default(), footer_links=["api"],
+    launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
     if block:

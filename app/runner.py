@@ -19,9 +19,10 @@ than REPEAT_WITHIN_S is not repeated: a long run averages such moments out itsel
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from engine.background import BackgroundSteps
@@ -67,7 +68,61 @@ def run_rates(steps: list[Step]) -> tuple[float | None, float]:
 
 
 TIMING_RUNS = 3  # complete runs of each lane, the fastest kept (1 = the live pass only)
-REPEAT_WITHIN_S = 15.0  # lanes are repeated only when the live pass of all of them took less than this
+REPEAT_WITHIN_S = 15.0  # a comparison's runs (the live pass and its repeats) fit in this many seconds
+
+
+def runs_that_fit(live_s: float, timing_runs: int, within_s: float = REPEAT_WITHIN_S) -> int:
+    """How many complete runs of a comparison whose live pass took `live_s` fit in `within_s` (at least 1)."""
+    return max(1, min(timing_runs, math.floor(within_s / live_s) if live_s > 0 else timing_runs))
+
+
+class RunCosts:
+    """A comparison's engine time before it runs: each lane's new tokens times the time of one token, which grows
+    with the requests decoded at once (`token_s` for one request, `request_token_s` for each more), scaled by what
+    the engine's live passes have measured here (`scale`, a moving mean of measured over estimated time).
+    The starting figures were measured on a 2-core CPU with the embedded models (docs/hosting.md#bounds)."""
+
+    def __init__(self, token_s: float = 0.012, request_token_s: float = 0.001, weight: float = 0.3):
+        self.token_s, self.request_token_s, self.weight = token_s, request_token_s, weight
+        self.scale = 1.0
+        self._lock = threading.Lock()
+
+    def per_token_s(self, requests_at_once: int) -> float:
+        """One lane's time for one new token at `requests_at_once` requests, as measured so far."""
+        return (self.token_s + self.request_token_s * max(0, requests_at_once - 1)) * self.scale
+
+    def live_s(self, lanes: Sequence[tuple[int, int]]) -> float:
+        """The live pass of lanes given as (new tokens, requests at once)."""
+        return sum(tokens * self.per_token_s(requests) for tokens, requests in lanes)
+
+    def total_s(self, lanes: Sequence[tuple[int, int]], timing_runs: int = TIMING_RUNS) -> float:
+        """The whole comparison: the live pass and the repeats that fit."""
+        live = self.live_s(lanes)
+        return live * runs_that_fit(live, timing_runs)
+
+    def observe(self, lanes: Sequence[tuple[int, int]], measured_s: float) -> None:
+        """A live pass of `lanes` took `measured_s` (complete lanes only)."""
+        estimated = sum(tokens * (self.token_s + self.request_token_s * max(0, requests - 1))
+                        for tokens, requests in lanes)
+        if estimated <= 0 or not measured_s > 0:
+            return
+        with self._lock:
+            self.scale += self.weight * (measured_s / estimated - self.scale)
+
+
+COSTS = RunCosts()
+# Asked before each lane and each repeat with the run's stop event: True while another job should have the engine
+# first (app/hosting/fairness.py sets it when a presenter key is set); the run waits, Stop still ends it.
+YIELD_TO: Callable[[threading.Event], bool] = lambda stop: False
+MAX_YIELD_S = 180.0  # the longest a run waits for others' jobs between two of its lanes
+
+
+def take_turn(stop: threading.Event) -> float:
+    """Wait while another job should have the engine first; the seconds waited."""
+    started = time.monotonic()
+    while YIELD_TO(stop) and not stop.is_set() and time.monotonic() - started < MAX_YIELD_S:
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once when a lane ends)
@@ -92,10 +147,13 @@ def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threa
               timing_runs: int = TIMING_RUNS) -> Iterator[None]:
     """Advance the lanes in order, yielding after every batch of steps so the caller can redraw; then the
     timing runs (module docstring)."""
-    started = time.monotonic()
-    yield from _live_pass(engine, prompt, lanes, stop)
-    if time.monotonic() - started < REPEAT_WITHIN_S:
-        yield from _repeats(engine, prompt, lanes, stop, timing_runs)
+    started, waited = time.monotonic(), [0.0]
+    yield from _live_pass(engine, prompt, lanes, stop, waited)
+    live_s = time.monotonic() - started - waited[0]
+    if all(lane.state == "done" for lane in lanes) and not stop.is_set():
+        COSTS.observe([(lane.config.max_new_tokens, lane.config.requests_at_once) for lane in lanes], live_s)
+    if runs_that_fit(live_s, timing_runs) > 1:
+        yield from _repeats(engine, prompt, lanes, stop, runs_that_fit(live_s, timing_runs))
 
 
 def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:
@@ -106,6 +164,7 @@ def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, t
         for lane in lanes:
             if stop.is_set() or lane.state != "done":
                 continue
+            take_turn(stop)
             lane.repeating = True
             yield
             try:
@@ -134,7 +193,7 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
 
 
 def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
-                settle_s: float = SETTLE_S) -> Iterator[LaneEvent]:
+                settle_s: float = SETTLE_S, waited: list[float] | None = None) -> Iterator[LaneEvent]:
     """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
     ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too)."""
     for index, config in enumerate(configs):
@@ -142,6 +201,9 @@ def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig]
             yield LaneEvent(index, "stopped")
             continue
         yield LaneEvent(index, "running")
+        paused = take_turn(stop)
+        if waited is not None:
+            waited[0] += paused
         time.sleep(settle_s)  # let the page draw the lane that just ended before this one is timed
         try:
             for steps in stream_steps(engine, prompt, config, stop):
@@ -152,7 +214,8 @@ def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig]
         yield LaneEvent(index, "stopped" if stop.is_set() else "done")
 
 
-def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event) -> Iterator[None]:
-    for event in lane_events(engine, prompt, [lane.config for lane in lanes], stop):
+def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event,
+               waited: list[float] | None = None) -> Iterator[None]:
+    for event in lane_events(engine, prompt, [lane.config for lane in lanes], stop, waited=waited):
         lanes[event.index].apply(event)
         yield

@@ -33,6 +33,7 @@ ENGINE_LAYERS = (
     ("app.settings", 11), ("app.links", 12),
     ("app.comparison", 13),
     ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),
+    ("app.hosting.presenter", 10), ("app.hosting.fairness", 14),
     ("app.draw", 15),
     ("app.lesson", 16), ("app.servers", 16),
     ("app.tabs", 17),

@@ -4,13 +4,18 @@ Columns are depths (the anchor, the newest committed token, on the left); each l
 node sits on its first child's row, so the likeliest continuation (every node's first child) runs along the top.
 Colours and second cues are the tokens' everywhere: accepted green, rejected vermillion and struck through,
 never judged grey and dashed, the bonus blue and bold.
+
+A tree read from a file may be any shape: at most MAX_DRAWN_NODES nodes and MAX_DRAWN_DEPTH levels are drawn (four
+and one times the engine's own node budget), the rest counted in one line under the tree, and nothing here
+recurses, so a chain thousands deep or a node with forty thousand children costs no more than a tree the engine
+makes.
 """
 
 from __future__ import annotations
 
 import html
 
-from engine.contract.types import Step, tree_depths
+from engine.contract.types import MAX_TREE_NODES, Step, tree_depths
 
 from .render import visible_ghost
 from .theme import ACCEPTED, BONUS, REJECTED, UNVERIFIED
@@ -25,28 +30,41 @@ STYLE = {  # verdict → (fill, stroke, dash, text decoration, weight)
     "unverified": ("#ffffff", UNVERIFIED, "3 2", "none", 400),
     "bonus": ("#ffffff", BONUS, "", "none", 700),
 }
+MAX_DRAWN_NODES = 4 * MAX_TREE_NODES  # nodes of one tree drawn (the engine's trees have at most MAX_TREE_NODES)
+MAX_DRAWN_DEPTH = MAX_TREE_NODES  # levels drawn
+
+
+def drawn_nodes(parents: tuple[int, ...], most: int = MAX_DRAWN_NODES, deepest: int = MAX_DRAWN_DEPTH) -> list[int]:
+    """The nodes drawn: in order, each whose parent is drawn, at most `deepest` deep, at most `most` of them (parents
+    come before their children, so the anchor's subtree is kept whole down from the top)."""
+    depth, kept = tree_depths(parents), set()
+    for node, parent in enumerate(parents):
+        if len(kept) >= most:
+            break
+        if (parent < 0 or parent in kept) and depth[node] <= deepest:
+            kept.add(node)
+    return sorted(kept)
 
 
 def layout(parents: tuple[int, ...]) -> tuple[list[int], list[int]]:
     """Each node's (depth, row): depth 1 under the anchor; rows by a walk that gives each leaf its own row and
-    each node its first child's."""
+    each node its first child's (an explicit stack: no recursion, whatever the depth)."""
     kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
     for node, parent in enumerate(parents):
         kids[parent + 1].append(node)
     row = [0] * len(parents)
     next_row = 0
-
-    def place(node: int) -> int:
-        nonlocal next_row
-        below = [place(child) for child in kids[node + 1]]
-        if below:
-            row[node] = below[0]
-        else:
+    stack = [(child, False) for child in reversed(kids[0])]
+    while stack:
+        node, placed_children = stack.pop()
+        children = kids[node + 1]
+        if not children:
             row[node], next_row = next_row, next_row + 1
-        return row[node]
-
-    for child in kids[0]:
-        place(child)
+        elif placed_children:
+            row[node] = row[children[0]]
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(children))
     return tree_depths(parents), row
 
 
@@ -76,12 +94,17 @@ def _box(x: float, y: float, text: str, verdict: str, hover: str) -> str:
 
 
 def tree_svg(step: Step, anchor_text: str = "") -> str:
-    """Step `step`'s draft tree (step.parents set) as an SVG element, with the bonus after the accepted path."""
-    parents, drafted = step.parents, step.drafted
+    """Step `step`'s draft tree (step.parents set) as an SVG element, with the bonus after the accepted path; a tree
+    larger than MAX_DRAWN_NODES or MAX_DRAWN_DEPTH drawn in part, with a line counting what is not."""
+    kept = drawn_nodes(step.parents)
+    index = {node: i for i, node in enumerate(kept)}
+    parents = tuple(index.get(step.parents[node], -1) for node in kept)
+    drafted = tuple(step.drafted[node] for node in kept)
+    left_out = len(step.parents) - len(kept)
     depth, row = layout(parents)
     path = [i for i, t in enumerate(drafted) if t.verdict == "accepted"]
     bonus = next((t for t in step.committed if t.source == "bonus"), None)
-    rows = max(row, default=0) + 1 + (bonus is not None)  # the bonus on a row of its own, below the tree
+    rows = max(row, default=0) + 1 + (bonus is not None) + (left_out > 0)  # the bonus and the count on rows of their own
     width = (max(depth, default=0) + 2) * COLUMN + BOX_W
     height = rows * ROW + 8
 
@@ -109,6 +132,11 @@ def tree_svg(step: Step, anchor_text: str = "") -> str:
                      f'{bx:.0f},{by:.0f}" fill="none" stroke="{BONUS}" stroke-width="2" stroke-dasharray="4 2"/>')
         boxes.append(_box(bx, by, bonus.text, "bonus", f"the bonus: {bonus.text!r}, written by the target"))
         width = max(width, bx + BOX_W + 8)
+    if left_out:
+        y = 4 + ROW / 2 + (rows - 1 - (bonus is not None)) * ROW + 4
+        boxes.append(f'<text class="tree-left-out" x="8" y="{y:.0f}" font-size="12">{left_out:,} more '
+                     f'node{"s" if left_out != 1 else ""} not drawn: a tree of the engine has at most '
+                     f'{MAX_TREE_NODES}</text>')
     return (f'<svg class="draft-tree" role="img" aria-label="{html.escape(summary(step))}" width="{width:.0f}" '
             f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" xmlns="http://www.w3.org/2000/svg">'
             + "".join(edges) + "".join(boxes) + "</svg>")

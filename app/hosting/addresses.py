@@ -6,9 +6,10 @@ visitor's address, a full queue. Each is an ASGI middleware that `app.main.launc
 answers it first, with HTTP 414 and one line a visitor can act on. The app's "Copy link" never makes a link this
 long (app/tabs/compare.py MAX_LINK_CHARS), so only a hand-made or truncated-and-pasted address ever meets it.
 
-**Requests that bypass the queue.** Runs wait their turn in Gradio's queue, but a page load, a file, an event the
-app answers at once (Stop, a lesson's "Show me") is served as it comes. `VisitorLimit` gives each client address
-a bucket of BURST such requests, refilled at RATE a second; an empty bucket gets HTTP 429, a Retry-After and one
+**Requests that bypass the queue, and joining it.** Runs wait their turn in Gradio's queue, but a page load, a
+file, an event the app answers at once (Stop, a lesson's "Show me") is served as it comes; asking for a place in
+the queue is counted too (each place is also bounded per address: app/hosting/fairness.py). `VisitorLimit` gives
+each client address a bucket of BURST such requests, refilled at RATE a second; an empty bucket gets HTTP 429, a Retry-After and one
 line. A class behind one address (a school's NAT) opening a link together is CLASS_PAGES pages of PAGE_REQUESTS
 counted requests each, and fits in the bucket twice over. The client address is the one the HTTP server (uvicorn)
 reports: the connection's own, or, from a trusted proxy (uvicorn's FORWARDED_ALLOW_IPS: the loopback unless set;
@@ -18,7 +19,7 @@ did not add itself.
 **A full queue.** Gradio refuses a run past the queue's size with HTTP 503 and "Queue is full. Max size is 32 and
 size is 32.", and the page then shows its own fixed sentence instead of the server's. `FullQueueWords` answers
 HTTP 429 instead (a status whose words the page shows), in the app's words, with the expected wait (each waiting
-job's mean duration so far, identical ones once) in the text and in Retry-After.
+job's estimated duration, identical ones once, and what is left of the running one) in the text and in Retry-After.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ BURST = 2 * CLASS_PAGES * PAGE_REQUESTS  # requests one address may make at once
 RATE = 20.0  # requests a second one address may keep making: a class clicking along, one click each every 2 s
 MAX_ADDRESSES = 10_000  # buckets kept; past this the least recently used goes (a fresh bucket is a full one)
 QUEUE_PREFIXES = ("/gradio_api/queue/", "/gradio_api/heartbeat/")  # the queue's own protocol: its size bounds it
+JOIN = "/gradio_api/queue/join"  # ... but a place in the queue is asked for with a counted request
 STATIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/favicon.ico")  # Gradio's frontend, files a browser caches
 TOO_MANY = "SpecLab: too many requests from your address at once; please try again in {s} s."
 
@@ -70,9 +72,10 @@ def client_address(scope: dict) -> str:
 
 
 def counted(scope: dict) -> bool:
-    """Whether the request bypasses the queue and is not one of the frontend's static files."""
+    """Whether the request bypasses the queue or asks to join it, and is not one of the frontend's static files."""
     path = scope.get("path", "")
-    return scope["type"] == "http" and not path.startswith(QUEUE_PREFIXES) and not path.startswith(STATIC_PREFIXES)
+    return scope["type"] == "http" and (path == JOIN or not path.startswith(QUEUE_PREFIXES)) \
+        and not path.startswith(STATIC_PREFIXES)
 
 
 async def answer(send, status: int, text: str, retry_after_s: int | None = None, as_json: bool = False) -> None:
@@ -136,15 +139,29 @@ class VisitorLimit:
         await answer(send, 429, TOO_MANY.format(s=retry), retry, as_json=scope["path"].startswith("/gradio_api/"))
 
 
-def expected_wait_s(queue, default_job_s: float = 15.0) -> float:
-    """The seconds a run joining `queue` (Gradio's) would wait: each waiting job's function's mean duration so far
-    (default_job_s before one has run), summed; jobs asking one function the same thing count once (a class
-    pressing one "Run it live" waits for one measurement: the app computes it once for all of them). The engine
-    runs one job at a time, so the sum is the wait."""
-    waiting = {(event.fn, repr(getattr(event.data, "data", None))): event.fn
+def expected_wait_s(queue, default_job_s: float = 15.0, job_s=None) -> float:
+    """The seconds a run joining `queue` (Gradio's) would wait: each waiting job's estimated duration (`job_s(event)`,
+    a comparison's from its settings; else its function's mean duration so far, default_job_s before one has run),
+    summed, and what is left of the running ones by the same estimates; jobs asking one function the same thing
+    count once (a class pressing one "Run it live" waits for one measurement: the app computes it once for all of
+    them). The engine runs one job at a time, so the sum is the wait."""
+
+    def duration(event) -> float:
+        estimated = job_s(event) if job_s is not None else None
+        if estimated is not None:
+            return estimated
+        fn = event.fn
+        return queue.process_time_per_fn[fn].avg_time if fn in queue.process_time_per_fn else default_job_s
+
+    waiting = {(event.fn, repr(getattr(event.data, "data", None))): event
                for events in queue.event_queue_per_concurrency_id.values() for event in events.queue}
-    return sum(queue.process_time_per_fn[fn].avg_time if fn in queue.process_time_per_fn else default_job_s
-               for fn in waiting.values())
+    running = [event for jobs in getattr(queue, "active_jobs", ()) if jobs for event in jobs
+               if event.concurrency_id == "engine"]
+    engine = queue.event_queue_per_concurrency_id.get("engine")
+    started = getattr(engine, "start_times_per_fn", {})
+    now = time.time()  # Gradio's start times are wall-clock times
+    left = sum(max(0.0, duration(event) - (now - min(started.get(event.fn) or {now}))) for event in running)
+    return left + sum(duration(event) for event in waiting.values())
 
 
 def full_queue_words(wait_s: float) -> str:
@@ -161,8 +178,8 @@ class FullQueueWords:
     JOIN = "/gradio_api/queue/join"
     GRADIO_FULL = "Queue is full."  # how Gradio's refusal begins (gradio/queueing.py; tests/app/test_page.py checks it)
 
-    def __init__(self, app, blocks):
-        self.app, self.blocks = app, blocks
+    def __init__(self, app, blocks, job_s=None):
+        self.app, self.blocks, self.job_s = app, blocks, job_s
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("path") != self.JOIN:
@@ -188,5 +205,5 @@ class FullQueueWords:
             for message in held:
                 await send(message)
             return
-        wait_s = expected_wait_s(self.blocks._queue)
+        wait_s = expected_wait_s(self.blocks._queue, job_s=self.job_s)
         await answer(send, 429, full_queue_words(wait_s), max(1, math.ceil(wait_s)), as_json=True)

@@ -208,7 +208,7 @@ def wire(view, handlers: ServerLaneHandlers) -> None:
     quiet = dict(api_visibility="private", show_progress="hidden")
     inputs = [view.prompt, view.controls["temperature"], view.controls["max_new_tokens"], view.controls["seed"]]
     view.run_button.click(handlers.run, inputs=inputs, outputs=view.server_boxes, preprocess=False,
-                          concurrency_limit=4, concurrency_id="servers", **quiet)
+                          concurrency_limit=4, concurrency_id="servers", api_name="server_lanes", **quiet)
     view.stop_button.click(handlers.stop, inputs=None, outputs=None, queue=False, **quiet)
 
 

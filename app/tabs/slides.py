@@ -15,6 +15,7 @@ them. The page's half (hiding the rest of the page, the keys, the address) is ST
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ import plotly.graph_objects as go
 
 from .. import lesson
 from ..draw import overlap
+from ..draw.evidence import slide_figure
 from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
                            parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
@@ -48,7 +50,10 @@ def evidence_figure(point: Point, data: dict) -> go.Figure | None:
     item = data.get(point.recording)
     if item is None:
         return None
-    if point.tab == "compare":
+    own = slide_figure(point.number, data)  # a chart of the slide's own where the tab's does not show its claim
+    if own is not None:
+        figure = for_projector(own)
+    elif point.tab == "compare":
         figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
@@ -74,10 +79,10 @@ def fit_title(figure: go.Figure, chars: int) -> None:
     figure.layout.title.subtitle.text = f"{rest}. {subtitle}" if subtitle else rest
 
 
-def claim_html(point: Point) -> str:
+def claim_html(point: Point, data: dict | None = None) -> str:
     """The slide's head: which point of how many, and its claim (the page's script fits it to one line)."""
     return (f'<div class="slide-claim" data-point="{point.number}"><span class="slide-count">{point.number} / '
-            f'{len(POINTS)}</span><h2>{html.escape(point.slide_claim)}</h2></div>')
+            f'{len(POINTS)}</span><h2>{html.escape(lesson.slide_claim(point, data))}</h2></div>')
 
 
 def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
@@ -113,6 +118,29 @@ def parse_number(value) -> int | None:
     if text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= len(POINTS):
         return int(text)
     return None
+
+
+def slide_number(value) -> int | None:
+    """The slide the page's script (or an API client) asks for, whatever it sent: a whole number (an int, a float
+    that is one, or its digits) from 1 to len(POINTS); else None. Never raises."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        value = int(value) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, str):
+        value = value.strip()
+    return parse_number(value) if isinstance(value, (int, str)) else None
+
+
+def first_values(request) -> dict[str, str]:
+    """The page's query parameters, each its first value, as the page's own script reads them (URLSearchParams.get),
+    so the page and the server agree on `?present=1&present=0`."""
+    params = getattr(request, "query_params", None)
+    items = (params.multi_items() if hasattr(params, "multi_items") else dict(params or {}).items())
+    first: dict[str, str] = {}
+    for name, value in items:
+        first.setdefault(str(name), str(value))
+    return first
 
 
 @dataclass
@@ -170,13 +198,13 @@ class SlideHandlers:
             figure, takeaway = self.recorded_slides[number]
         else:
             figure, takeaway = evidence_figure(point, data), takeaway_html(point, data, live)
-        return (claim_html(point), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),
+        return (claim_html(point, data), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),
                 takeaway, status_html(status, error=status.startswith("⚠")) if status else "")
 
     def on_load(self, request: gr.Request):
         """`present=1`: the slide of the link's `lesson=N` (the first without one; a bad N, the first and one line).
         Without it nothing changes (the Lesson tab answers a bad `present`)."""
-        params = dict(getattr(request, "query_params", None) or {})
+        params = first_values(request)
         if params.get(PARAMETER) != "1":
             return (gr.skip(),) * 5
         asked = params.get("lesson")
@@ -188,13 +216,13 @@ class SlideHandlers:
 
     def on_move(self, number):
         """The slide the page's script asks for (the keys, the buttons); one out of range stays where it was."""
-        number = parse_number(int(number)) if isinstance(number, (int, float)) else None
+        number = slide_number(number)
         return self.slide(number) if number else (gr.skip(),) * 5
 
     def on_press(self, number, request: gr.Request):
         """"Run it live" pressed (outside the queue): the press is the session's, so a Stop while the measurement
         waits in the queue withdraws it, as on the page."""
-        if isinstance(number, (int, float)) and parse_number(int(number)):
+        if slide_number(number):
             self.sessions.get(request.session_hash).press_run()
 
     def on_stop(self, request: gr.Request):
@@ -205,7 +233,11 @@ class SlideHandlers:
     def run_live(self, number, request: gr.Request):
         """The point measured again here (the Lesson's "Run it live"), then its slide from the live numbers; stopped
         or withdrawn, the recording's slide and one line saying so."""
-        point = POINTS[parse_number(int(number)) - 1]
+        asked = slide_number(number)
+        if asked is None:
+            raise gr.Error(f"there is no slide {str(number)[:20]!r}: the slides are numbered 1 to {len(POINTS)}",
+                           print_exception=False)
+        point = POINTS[asked - 1]
         state = self.sessions.get(request.session_hash)
         before = self._live(point, state)
         yield self.slide(point.number, status="measuring live on this machine (Stop ends it); the slide shows the "
@@ -305,11 +337,11 @@ def wire(view: SlideView, handlers: SlideHandlers, demo: gr.Blocks) -> None:
     shown = dict(fn=None, inputs=None, outputs=None, js="() => window.speclabSlideShown()")
     for button, step in ((view.previous, -1), (view.next, 1)):
         button.click(handlers.on_move, [view.number], view.outputs, js=f"() => window.speclabSlide({step})",
-                     queue=False, **quiet).then(**shown)
+                     queue=False, preprocess=False, **quiet).then(**shown)
     view.live.click(handlers.on_press, [view.number], None, js="() => window.speclabSlide(0)", queue=False,
-                    **quiet) \
+                    preprocess=False, **quiet) \
         .then(handlers.run_live, [view.number], view.outputs, js="() => window.speclabSlide(0)",
-              concurrency_limit=1, concurrency_id="engine", **quiet).then(**shown)
+              concurrency_limit=1, concurrency_id="engine", preprocess=False, **quiet).then(**shown)
     view.stop.click(handlers.on_stop, None, None, queue=False, **quiet)
     demo.load(handlers.on_load, None, view.outputs, queue=False, **quiet).then(**shown)
 

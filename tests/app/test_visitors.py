@@ -124,7 +124,7 @@ def test_the_buckets_kept_are_bounded():
     assert list(buckets.buckets) == ["7", "8", "9"]
 
 
-def test_past_its_bucket_an_address_gets_429_in_the_apps_words_and_the_queue_and_static_files_pass():
+def test_past_its_bucket_an_address_gets_429_in_the_apps_words_joins_included_and_static_files_pass():
     inner = Inner(b"ok", content_type=b"text/plain")
     limit = VisitorLimit(inner, TokenBuckets(burst=2, rate=0.5, clock=Clock()))
     assert [serve(limit, request("/"))[0] for _ in range(2)] == [200, 200]
@@ -133,7 +133,8 @@ def test_past_its_bucket_an_address_gets_429_in_the_apps_words_and_the_queue_and
     assert body.decode() == "SpecLab: too many requests from your address at once; please try again in 2 s.\n"
     status, headers, body = serve(limit, request("/gradio_api/run/predict", method="POST"))
     assert status == 429 and json.loads(body)["error"].startswith("SpecLab: too many requests")  # as the page reads it
-    for path in ("/gradio_api/queue/join", "/gradio_api/queue/data", "/assets/index.js", "/static/fonts/a.woff2"):
+    assert serve(limit, request("/gradio_api/queue/join", method="POST"))[0] == 429  # a place in the queue counts
+    for path in ("/gradio_api/queue/data", "/gradio_api/heartbeat/x", "/assets/index.js", "/static/fonts/a.woff2"):
         assert serve(limit, request(path))[0] == 200
     assert serve(limit, request("/", client="198.51.100.9"))[0] == 200
 

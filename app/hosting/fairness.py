@@ -1,0 +1,334 @@
+"""The engine's queue, shared fairly: what a request to join it, or to read its answers, must be, and who goes first.
+
+The engine runs one job at a time from Gradio's queue. `QueueDoor`, an ASGI middleware that `app.main.launch`
+installs, reads every request that names one of the page's events (`fn_index`) before Gradio does:
+
+- **Bad requests, one line each.** An event index that is not a whole number of the page's events, or one of the
+  page's script-only events (they have no server half), is answered HTTP 400 in the app's words; Gradio would end
+  the first in a bare HTTP 500 and a traceback. A request body over MAX_BODY_BYTES is refused (HTTP 413). An
+  answer stream opened for a session with nothing pending is answered HTTP 404 in one line (Gradio's own answer
+  logs two tracebacks).
+- **A stated share of the queue.** One address holds at most PLACES_PER_ADDRESS of the queue's places (a class of
+  35 and its lecturer behind a school's one address pressing one lesson point's "Run it live" fit), and at most
+  JOBS_PER_ADDRESS distinct jobs among them (identical requests count once: the app computes them once), so one
+  address flooding the queue leaves the other places to everyone else; past either it gets HTTP 429 and one line.
+- **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
+  the engine's measured time per token); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
+  refused in one line naming the largest settings that fit. A presenter's runs are not limited.
+- **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
+  has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
+  that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`).
+- **Stop withdraws at once.** A session's jobs still waiting are moved to a lane that starts them at once, where
+  each handler sees the Stop and answers "withdrawn" without running anything (`withdraw`).
+
+The queue's internals used here (Gradio 6: `Queue.event_queue_per_concurrency_id`, `EventQueue`, an `Event`'s
+`concurrency_id`, `request`, `data`, `session_hash`, `Queue.pending_messages_per_session`, `delete_lock`) are
+checked by tests/app/test_visitors.py on the installed Gradio, so an upgrade that moves them fails a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from urllib.parse import parse_qsl
+
+from gradio.queueing import EventQueue
+
+from .addresses import answer, client_address
+
+JOIN = "/gradio_api/queue/join"
+PREDICT = "/gradio_api/run/predict"
+STREAMS = ("/gradio_api/queue/data", "/gradio_api/queue/data/stream")
+MAX_BODY_BYTES = 1_000_000  # an event's body: its inputs (a prompt is at most 100,000 characters), never a file
+PLACES_PER_ADDRESS = 40  # a class of 35, its lecturer, a few second tabs
+JOBS_PER_ADDRESS = 8  # distinct jobs one address may have waiting
+JOB_BUDGET_S = 15.0  # a visitor's comparison's estimated engine time, at most (the operator's --job-budget)
+PRESENTER_LANE = "presenter"  # the presenter's jobs: started at once, one at a time
+WITHDRAWN_LANE = "withdrawn"  # jobs whose session pressed Stop while they waited: started at once, they run nothing
+
+NOT_AN_EVENT = "SpecLab: there is no event {value} on this page; the page's events are numbered 0 to {last}."
+SCRIPT_ONLY = "SpecLab: event {value} runs in the page itself and has nothing to run on the server."
+NOT_JSON = "SpecLab: this request's body is not an event's JSON (data, fn_index, session_hash)."
+TOO_BIG = f"SpecLab: this request's body is over {MAX_BODY_BYTES // 1_000_000} MB; an event's inputs are far smaller."
+NO_STREAM = "SpecLab: nothing is waiting for this session; open the page again to start."
+TOO_MANY_PLACES = ("SpecLab: your address already has {n} runs waiting in the queue, the most one address may have "
+                   "({most} at once, {jobs} different ones); please wait for one to finish.")
+
+
+def is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def event_address(event) -> str:
+    client = getattr(getattr(event, "request", None), "client", None)
+    return getattr(client, "host", "") or ""
+
+
+def job_key(event) -> tuple:
+    """What makes two waiting jobs the same job: the same function asked the same thing."""
+    return event.fn, repr(getattr(event.data, "data", None))
+
+
+def waiting_events(queue) -> list:
+    return [event for lane in queue.event_queue_per_concurrency_id.values() for event in lane.queue]
+
+
+def address_share(queue, address: str) -> tuple[int, int]:
+    """The places one address holds in the queue, and the distinct jobs among them."""
+    mine = [event for event in waiting_events(queue) if event_address(event) == address]
+    return len(mine), len({job_key(event) for event in mine})
+
+
+def lane(queue, name: str, limit: int | None):
+    """The queue's lane `name` (made on first use)."""
+    lanes = queue.event_queue_per_concurrency_id
+    if name not in lanes:
+        lanes[name] = EventQueue(name, limit)
+    return lanes[name]
+
+
+def move(queue, event, name: str, limit: int | None, first: bool = False) -> bool:
+    """Take a waiting event out of its lane into lane `name`; False when it no longer waits. Call on the server's
+    loop, holding `queue.delete_lock`."""
+    source = queue.event_queue_per_concurrency_id.get(event.concurrency_id)
+    if source is None or event not in source.queue:
+        return False
+    source.queue.remove(event)
+    target = lane(queue, name, limit)
+    event.concurrency_id = name
+    target.queue.insert(0, event) if first else target.queue.append(event)
+    return True
+
+
+class Door:
+    """What the middleware and the handlers share: the launched Blocks, the server's loop once seen, the budget,
+    the presenter check, and the sessions marked as presenters."""
+
+    def __init__(self, blocks, budget_s: float = JOB_BUDGET_S, presenter: Callable[[dict], bool] | None = None,
+                 estimate: Callable[[object, list, float], tuple[float, str] | None] | None = None):
+        self.blocks, self.budget_s = blocks, budget_s
+        self.is_presenter = presenter or (lambda scope: False)
+        self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.presenters: set[str] = set()  # session hashes that joined with the key
+
+    @property
+    def queue(self):
+        return self.blocks._queue
+
+    def withdraw(self, session: str, timeout_s: float = 1.0) -> int:
+        """Move the session's waiting jobs to the withdrawn lane, where they start at once (each handler sees its
+        Stop and runs nothing); from any thread. Returns how many were moved."""
+        if self.loop is None or self.loop.is_closed():
+            return 0
+
+        async def work():
+            async with self.queue.delete_lock:
+                events = [e for e in waiting_events(self.queue)
+                          if e.session_hash == session and e.concurrency_id != WITHDRAWN_LANE]
+                return sum(move(self.queue, e, WITHDRAWN_LANE, None) for e in events)
+
+        try:
+            if _on_loop(self.loop):
+                return 0  # never from the loop itself (the handlers that call this run in worker threads)
+            return asyncio.run_coroutine_threadsafe(work(), self.loop).result(timeout_s)
+        except Exception:  # noqa: BLE001 - the job then answers Stop at its turn, as it always could
+            return 0
+
+    def presenter_running(self) -> bool:
+        """Whether a presenter's job waits or runs in its own lane."""
+        presenting = self.queue.event_queue_per_concurrency_id.get(PRESENTER_LANE)
+        return presenting is not None and (presenting.current_concurrency > 0 or bool(presenting.queue))
+
+
+def _on_loop(loop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def read_body(receive, limit: int) -> bytes | None:
+    """The request's whole body, or None past `limit` bytes."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+class QueueDoor:
+    """ASGI middleware (module docstring). `door`: the shared Door."""
+
+    def __init__(self, app, door: Door):
+        self.app, self.door = app, door
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        self.door.loop = self.door.loop or asyncio.get_running_loop()
+        path, method = scope.get("path", ""), scope.get("method")
+        if method == "GET" and path in STREAMS:
+            session = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("session_hash", "")
+            if session not in self.door.queue.pending_messages_per_session:
+                return await answer(send, 404, NO_STREAM, as_json=True)
+            return await self.app(scope, receive, send)
+        if method != "POST" or path not in (JOIN, PREDICT):
+            return await self.app(scope, receive, send)
+        body = await read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            return await answer(send, 413, TOO_BIG, as_json=True)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return await answer(send, 400, NOT_JSON, as_json=True)
+        if not isinstance(request, dict):
+            return await answer(send, 400, NOT_JSON, as_json=True)
+        refusal = self.check(request, scope, path)
+        if refusal is not None:
+            return await answer(send, *refusal, as_json=True)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        if path != JOIN or not self.door.is_presenter(scope):
+            return await self.app(scope, replay, send)
+        answered: list[bytes] = []
+
+        async def keep(message):
+            if message["type"] == "http.response.body":
+                answered.append(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, replay, keep)
+        await self.first(b"".join(answered), request)
+
+    def check(self, request: dict, scope: dict, path: str) -> tuple[int, str] | tuple[int, str, int] | None:
+        """Why this event may not go on, as (status, line[, retry-after]); None when it may."""
+        fns = self.door.blocks.fns
+        index = request.get("fn_index")
+        last = max(fns, default=0)
+        if index is None and path == JOIN:
+            return None  # Gradio's own one line ("No function index provided.")
+        if not is_whole(index) or index not in fns:
+            return 400, NOT_AN_EVENT.format(value=json.dumps(index)[:40], last=last)
+        fn = fns[index]
+        if fn.fn is None:
+            return 400, SCRIPT_ONLY.format(value=index)
+        if path != JOIN or self.door.is_presenter(scope):
+            return None
+        address = client_address(scope)
+        places, jobs = address_share(self.door.queue, address)
+        data = request.get("data")
+        if places >= PLACES_PER_ADDRESS or (jobs >= JOBS_PER_ADDRESS and not any(
+                job_key(e) == (fn, repr(data)) for e in waiting_events(self.door.queue)
+                if event_address(e) == address)):
+            return 429, TOO_MANY_PLACES.format(n=places, most=PLACES_PER_ADDRESS, jobs=JOBS_PER_ADDRESS), 10
+        if self.door.estimate is not None and isinstance(data, list):
+            estimate = self.door.estimate(fn, data, self.door.budget_s)
+            if estimate is not None and estimate[0] > self.door.budget_s:
+                return 429, estimate[1], max(1, math.ceil(estimate[0]))
+        return None
+
+    async def first(self, answered: bytes, request: dict) -> None:
+        """A presenter's job that joined: into the presenter's lane, where it starts at once."""
+        try:
+            event_id = json.loads(answered).get("event_id")
+        except (ValueError, AttributeError):
+            return
+        queue = self.door.queue
+        event = queue.event_ids_to_events.get(event_id) if event_id else None
+        if event is None:
+            return
+        async with queue.delete_lock:
+            if move(queue, event, PRESENTER_LANE, 1, first=True):
+                self.door.presenters.add(event.session_hash)
+
+
+def counts_of(queue) -> Counter:
+    """Places held per address (for the reliability script and the tests)."""
+    return Counter(event_address(e) for e in waiting_events(queue))
+
+
+def same_key(given: str, key: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), key.encode("utf-8", "surrogatepass"))
+
+
+# --- a comparison's cost, before it joins -----------------------------------------------------------------
+
+RUN_POSITIONS = {"methods": 1, "max_new_tokens": 5, "requests_at_once": 13}  # in the Run event's inputs (compare.py)
+
+
+def comparison_lanes(fn, data: list) -> list[tuple[int, int]] | None:
+    """The (new tokens, requests at once) of each lane a Run or a share link's run asks for; None for other events
+    and for values the handler will refuse itself."""
+    from ..links import parse_query
+    from ..settings import PARSERS, SettingError
+
+    name = getattr(fn.fn, "__name__", "")
+    try:
+        if name == "on_run" and len(data) > max(RUN_POSITIONS.values()):
+            methods = PARSERS["methods"](data[RUN_POSITIONS["methods"]])
+            tokens = PARSERS["max_new_tokens"](data[RUN_POSITIONS["max_new_tokens"]])
+            requests = PARSERS["requests_at_once"](data[RUN_POSITIONS["requests_at_once"]])
+        elif name == "run_link" and data and isinstance(data[0], str) and data[0]:
+            settings, _ = parse_query(parse_qsl(data[0][:MAX_BODY_BYTES], keep_blank_values=True))
+            methods, tokens, requests = settings.methods, settings.max_new_tokens, settings.requests_at_once
+        else:
+            return None
+    except (SettingError, ValueError, TypeError):
+        return None
+    return [(tokens, requests)] * len(methods)
+
+
+def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tuple[float, str]:
+    """The estimate of a comparison's live pass, and the one line refusing it with the largest settings that fit."""
+    seconds = costs.live_s(lanes)
+    n, (tokens, requests) = len(lanes), lanes[0]
+    fits_here = int(budget_s / (n * costs.per_token_s(requests)))
+    fits_alone = int(budget_s / (n * costs.per_token_s(1)))
+    other = f", or {fits_alone} at 1 request at once" if requests > 1 and fits_alone > fits_here else ""
+    fits = (f"{n} lane{'s' if n != 1 else ''} of up to {fits_here} new tokens at {requests} requests at once{other}"
+            if fits_here >= 1 else f"{n} lanes of up to {fits_alone} new tokens at 1 request at once")
+    return seconds, (f"SpecLab: this comparison would hold the shared engine about {math.ceil(seconds)} s ({n} lanes × "
+                     f"{tokens} new tokens × {requests} requests at once); one visitor's run may take at most "
+                     f"{budget_s:.0f} s here, so that every visitor waits at most that long behind another's. What "
+                     f"fits: {fits}, or fewer lanes.")
+
+
+def comparison_estimate(costs) -> Callable[[object, list, float], tuple[float, str] | None]:
+    """The Door's estimate: a comparison's live pass and its refusal line at a budget; None for any other event."""
+
+    def estimate(fn, data: list, budget_s: float):
+        lanes = comparison_lanes(fn, data)
+        return None if not lanes else over_budget_line(lanes, costs, budget_s)
+
+    return estimate
+
+
+def job_seconds(costs) -> Callable[[object], float | None]:
+    """A waiting job's estimated engine time: a comparison's from its settings (its live pass and the repeats that
+    fit); None for other jobs (their mean duration so far is used instead)."""
+
+    def seconds(event) -> float | None:
+        data = getattr(getattr(event, "data", None), "data", None)
+        lanes = comparison_lanes(event.fn, data) if isinstance(data, list) else None
+        return costs.total_s(lanes) if lanes else None
+
+    return seconds

@@ -1,0 +1,257 @@
+"""The engine's queue shared fairly, without a server: bad events answered in one line, each address's share of the
+queue, the per-run budget, the presenter's lane, Stop withdrawing a waiting job, and the session store's bounds.
+(tests/app/test_queue_served.py checks the same through a launched app.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from gradio.queueing import EventQueue  # noqa: E402
+
+from app import runner  # noqa: E402
+from app.hosting import fairness  # noqa: E402
+from app.hosting.fairness import Door, QueueDoor  # noqa: E402
+from app.hosting.presenter import COOKIE, Presenter, PresenterPage, token  # noqa: E402
+from app.hosting.sessions import SessionStore  # noqa: E402
+from test_visitors import Inner, request  # noqa: E402
+
+
+def on_run(*args):  # named as the Compare tab's Run handler, which the budget reads
+    return args
+
+
+class Fn:
+    """A block function as the door reads it: its Python function (None for one that runs in the page only)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+FNS = {0: Fn(on_run), 1: Fn(None), 2: Fn(lambda x: x)}
+
+
+def fns() -> dict:
+    return FNS
+
+
+def event(fn, data, address: str = "203.0.113.5", session: str = "s", lane: str = "engine"):
+    return SimpleNamespace(fn=fn, data=SimpleNamespace(data=data), request=SimpleNamespace(client=SimpleNamespace(
+        host=address)), session_hash=session, concurrency_id=lane, _id=f"{session}-{id(data)}")
+
+
+def blocks(*events, pending=()) -> SimpleNamespace:
+    engine = EventQueue("engine", 1)
+    engine.queue.extend(events)
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"engine": engine}, pending_messages_per_session=set(pending),
+                            event_ids_to_events={e._id: e for e in events}, delete_lock=asyncio.Lock())
+    return SimpleNamespace(fns=fns(), _queue=queue)
+
+
+def serve_body(app, scope: dict, body: bytes) -> tuple[int, bytes]:
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": body}
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def join(door: Door, fn_index, data=(), client: str = "203.0.113.5", path: str = fairness.JOIN, cookie: str = ""):
+    headers = {"cookie": cookie} if cookie else {}
+    body = json.dumps({"data": list(data), "fn_index": fn_index, "session_hash": "s"}).encode()
+    return serve_body(QueueDoor(Inner(b'{"event_id": "x"}'), door), request(path, method="POST", client=client,
+                                                                           headers=headers), body)
+
+
+def one_line(body: bytes) -> str:
+    text = json.loads(body)["error"]
+    assert text.startswith("SpecLab:") and "\n" not in text, text
+    return text
+
+
+def test_an_event_that_does_not_exist_or_runs_only_in_the_page_is_answered_in_one_line():
+    door = Door(blocks())
+    for path in (fairness.JOIN, fairness.PREDICT):
+        for index in (99, -1, True, 2.5, "0", [0], 10**30):
+            status, body = join(door, index, path=path)
+            assert status == 400 and "no event" in one_line(body), (index, path)
+        status, body = join(door, 1, path=path)
+        assert status == 400 and "runs in the page itself" in one_line(body)
+        assert join(door, 2, ["x"], path=path)[0] == 200
+    status, body = serve_body(QueueDoor(Inner(), door), request(fairness.JOIN, method="POST"), b"{not json")
+    assert status == 400 and one_line(body)
+    status, body = serve_body(QueueDoor(Inner(), door), request(fairness.JOIN, method="POST"),
+                              b"x" * (fairness.MAX_BODY_BYTES + 1))
+    assert status == 413 and one_line(body)
+
+
+def test_an_answer_stream_for_a_session_with_nothing_pending_is_one_line_and_a_known_one_passes():
+    door = Door(blocks(pending={"known"}))
+    status, body = serve_body(QueueDoor(Inner(), door), request("/gradio_api/queue/data", b"session_hash=nope"), b"")
+    assert status == 404 and "nothing is waiting" in one_line(body)
+    assert serve_body(QueueDoor(Inner(), door), request("/gradio_api/queue/data", b"session_hash=known"), b"")[0] == 200
+
+
+def test_one_address_holds_at_most_its_share_of_the_queue_and_identical_jobs_count_once():
+    flood = [event(fns()[2], [f"prompt {i}"], session=f"f{i}") for i in range(fairness.JOBS_PER_ADDRESS)]
+    door = Door(blocks(*flood))
+    status, body = join(door, 2, ["another prompt"])
+    assert status == 429 and "already has 8 runs waiting" in one_line(body)
+    assert join(door, 2, ["prompt 3"])[0] == 200  # the same as one waiting: computed once, so it may join
+    assert join(door, 2, ["another prompt"], client="198.51.100.7")[0] == 200  # every other address has its places
+    class_of = [event(fns()[2], ["point 1"], session=f"c{i}") for i in range(fairness.PLACES_PER_ADDRESS)]
+    door = Door(blocks(*class_of))
+    status, body = join(door, 2, ["point 1"])
+    assert status == 429 and f"({fairness.PLACES_PER_ADDRESS} at once" in one_line(body)
+    assert fairness.PLACES_PER_ADDRESS <= 128 // 3  # the stated share of the app's queue (app/main.py QUEUE_SIZE)
+
+
+RUN = ["def f(x):\n", ["baseline", "eagle3", "dflash", "dspark"], 0.0, 4, 7, 64, 0, "rejection", True, "throughput",
+       0.5, "auto", 16, 1]
+
+
+def test_a_comparison_over_the_budget_is_refused_in_one_line_with_the_largest_settings_that_fit():
+    costs = runner.RunCosts(token_s=0.01, request_token_s=0.001)
+    door = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(costs))
+    assert join(door, 0, RUN)[0] == 200  # 4 lanes × 64 tokens: about 2.6 s
+    big = list(RUN)
+    big[5], big[13] = 512, 32
+    status, body = join(door, 0, big)
+    text = one_line(body)
+    assert status == 429 and "about 84 s (4 lanes × 512 new tokens × 32 requests at once)" in text
+    fits = int(15 / (4 * costs.per_token_s(32)))
+    assert f"up to {fits} new tokens at 32 requests at once, or {int(15 / (4 * 0.01))} at 1 request" in text
+    fitting = list(big)
+    fitting[5] = fits
+    assert join(door, 0, fitting)[0] == 200 and costs.live_s([(fits, 32)] * 4) <= 15
+    raised = Door(blocks(), budget_s=120.0, estimate=fairness.comparison_estimate(costs))
+    assert join(raised, 0, big)[0] == 200  # the operator's --job-budget
+    bad = list(big)
+    bad[5] = "many"
+    assert join(door, 0, bad)[0] == 200  # the handler refuses it itself, in its own line
+
+
+def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time():
+    costs = runner.RunCosts(token_s=0.01, request_token_s=0.0, weight=0.5)
+    costs.observe([(100, 1)], 2.0)  # twice the estimate
+    assert costs.live_s([(100, 1)]) == pytest.approx(1.5)
+    assert [runner.runs_that_fit(s, 3) for s in (1.0, 5.0, 6.0, 7.5, 8.0, 20.0)] == [3, 3, 2, 2, 1, 1]
+    assert costs.total_s([(100, 1)]) == pytest.approx(4.5)
+
+
+def test_a_presenters_join_goes_to_a_lane_of_its_own_and_the_budget_does_not_hold_it():
+    presenter = Presenter("a-long-presenter-key")
+    waiting = [event(fns()[2], [f"p{i}"], session=f"v{i}") for i in range(3)]
+    mine = event(fns()[2], ["live"], session="lecturer")
+    gradio = blocks(*waiting, mine)
+    gradio._queue.event_ids_to_events["x"] = mine
+    costs = runner.RunCosts()
+    door = Door(gradio, budget_s=1.0, presenter=presenter.holds, estimate=fairness.comparison_estimate(costs))
+    big = list(RUN)
+    big[5] = 512
+    assert join(door, 0, big)[0] == 429  # a visitor's
+    assert join(door, 0, big, cookie=f"{COOKIE}=forged")[0] == 429
+    assert join(door, 2, ["live"], cookie=f"theme=dark; {COOKIE}={token('a-long-presenter-key')}")[0] == 200
+    lanes = gradio._queue.event_queue_per_concurrency_id
+    assert lanes[fairness.PRESENTER_LANE].queue == [mine] and mine.concurrency_id == fairness.PRESENTER_LANE
+    assert lanes["engine"].queue == waiting and door.presenters == {"lecturer"} and door.presenter_running()
+
+
+def test_the_presenter_page_sets_a_cookie_of_the_keys_digest_and_a_wrong_key_is_one_line(monkeypatch):
+    monkeypatch.setattr("app.hosting.presenter.WRONG_KEY_PAUSE_S", 0)
+    page = PresenterPage(Inner(), Presenter("a-long-presenter-key"))
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    def post(body: bytes):
+        sent.clear()
+
+        async def receive():
+            return {"type": "http.request", "body": body}
+
+        asyncio.run(page(request("/presenter", method="POST"), receive, send))
+        return sent[0]["status"], dict(sent[0]["headers"]) if sent[0]["status"] == 303 else {}, sent[0]["headers"]
+
+    status, _, _ = post(b"key=wrong")
+    assert status == 403
+    status, _, headers = post(b"key=a-long-presenter-key")
+    cookies = [v.decode() for k, v in headers if k == b"set-cookie"]
+    assert status == 303 and any(token("a-long-presenter-key") in c and "HttpOnly" in c for c in cookies)
+    assert not any("a-long-presenter-key" in c for c in cookies)  # the digest, never the key
+    assert serve_body(PresenterPage(Inner(), Presenter(None)), request("/presenter"), b"")[0] == 404
+    with pytest.raises(ValueError):
+        Presenter("short")
+
+
+def test_stop_moves_the_sessions_waiting_jobs_to_a_lane_that_starts_them_at_once():
+    mine = [event(fns()[2], [i], session="me") for i in range(2)]
+    other = event(fns()[2], ["x"], session="someone")
+    gradio = blocks(other, *mine)
+    door = Door(gradio)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        door.loop = loop
+        sessions = SessionStore()
+        sessions.withdraw = door.withdraw
+        state = sessions.get("me")
+        state.press_run()
+        started = time.monotonic()
+        state.press_stop()
+        assert time.monotonic() - started < 1.0
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+    lanes = gradio._queue.event_queue_per_concurrency_id
+    assert lanes["engine"].queue == [other] and lanes[fairness.WITHDRAWN_LANE].queue == mine
+    assert lanes[fairness.WITHDRAWN_LANE].concurrency_limit is None and state.withdrawn()
+
+
+def test_a_crowd_of_new_sessions_never_drops_one_with_a_job_and_the_store_is_bounded_by_bytes_and_idle_time(
+        random_engine):
+    from compare_support import comparison_of
+
+    clock = [0.0]
+    comparison = comparison_of(random_engine, ["baseline", "eagle3"], max_new_tokens=8)
+    from app.hosting.sessions import session_bytes
+
+    store = SessionStore(limit=64, clock=lambda: clock[0])
+    running = store.get("running")
+    running.stop, running.last = threading.Event(), comparison
+    queued = store.get("queued")
+    queued.press_run()
+    queued.last = comparison
+    for i in range(70):
+        clock[0] += 1
+        store.get(f"fresh-{i}").last = comparison
+    assert store.peek("running").last is comparison and store.peek("queued").last is comparison
+    assert len(store) <= 64
+    one = session_bytes(store.peek("running"))
+    small = SessionStore(max_bytes=10 * one, clock=lambda: clock[0])
+    busy = small.get("busy")
+    busy.stop = threading.Event()
+    for i in range(40):
+        small.get(f"v{i}").last = comparison
+        small.sweep()
+    assert small.bytes() <= 10 * one and small.peek("busy") is busy
+    idle = SessionStore(idle_s=60, clock=lambda: clock[0])
+    idle.get("old")
+    clock[0] += 61
+    for i in range(70):
+        idle.get(f"n{i}")
+    assert idle.peek("old") is None and idle.peek("n69") is not None

@@ -29,7 +29,7 @@ from ..comparison import Comparison, RecordError, drafter_words, read_comparison
 from .acceptance import *  # noqa: F401,F403  (the points' words, one module a kind of point)
 from .speed import *  # noqa: F401,F403
 from .sweeps import *  # noqa: F401,F403
-from .acceptance import ceiling_slide, ceiling_takeaway, rule_slide, rule_takeaway
+from .acceptance import ceiling_claim, ceiling_slide, ceiling_takeaway, rule_slide, rule_takeaway
 from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflash_takeaway, formula_slide,
                     formula_takeaway, parts_slide, parts_takeaway, sweep_slide, sweep_takeaway)
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
@@ -376,10 +376,17 @@ class Point:
     chart: str = ""  # the element id of the chart it names: Show me scrolls it into view and outlines it
     slide: Callable[[dict], str] | None = None  # the takeaway's key numbers in a sentence or two, for its slide
     claim: str = ""  # the title in one line of a slide at 1024×768, where the title is longer
+    claim_from: Callable[[dict], str] | None = None  # the slide's title chosen from the numbers its chart shows
 
     @property
     def slide_claim(self) -> str:
         return self.claim or self.title
+
+
+def slide_claim(point: Point, data: dict | None = None) -> str:
+    """The title of the point's slide: chosen from `data` (default the recordings) where the point words it from its
+    numbers, else its one-line claim."""
+    return point.claim_from(recorded() if data is None else data) if point.claim_from else point.slide_claim
 
 
 def _serial_names() -> str:
@@ -408,7 +415,8 @@ POINTS = (
           "while staying lossless, so a drafter's acceptance is capped by how close it is to the target, position "
           "by position.",
           "compare", "sampled", "the chart “Per position: conditional acceptance and survival”: each lane's solid "
-          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance", ceiling_slide),
+          "conditional acceptance beside its dashed 1 − TV", ceiling_takeaway, ("sampled",), "acceptance", ceiling_slide,
+          claim_from=ceiling_claim),
     Point(4, "Above temperature 0, acceptance is the overlap of two distributions, and temperature moves both",
           "At temperature T the target samples from softmax(logits / T): the higher T, the flatter its distribution. "
           "A draft x drawn from the drafter's q passes with probability min(1, p(x) / q(x)), whose mean is the "

@@ -181,10 +181,10 @@ def test_slide_2_says_whether_a_lane_fails_the_distribution_check(p_value, words
 def test_slide_3_counts_the_lanes_within_chance_of_their_ceiling():
     within = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1), (1, 0)] * 50, 1.0, 10.0, tv=0.5)},
                                     temperature=1.0)}
-    assert "AR 50% (1 − TV 50%); 1 of 1 lanes within chance" in lesson.ceiling_slide(within)
+    assert "AR 50% (1 − TV 50%); 1 of 1 within chance" in lesson.ceiling_slide(within)
     above = {"sampled": comparison({"baseline": baseline(), "eagle3": lane([(1, 1)] * 100, 1.0, 10.0, tv=0.5)},
                                    temperature=1.0)}
-    assert "AR 100% (1 − TV 50%); 0 of 1 lanes within chance" in lesson.ceiling_slide(above)
+    assert "AR 100% (1 − TV 50%); 0 of 1 within chance" in lesson.ceiling_slide(above)
 
 
 def test_slide_4_words_each_lanes_tau_from_its_own_direction():
@@ -214,9 +214,11 @@ def test_slide_6_words_survival_and_the_markov_head_from_the_numbers():
     assert "DFlash's survival holds along its block" in lesson.bottlenecks_slide(_block([(3, 3)] * 4))
     rows = falling["parts"]["data"]["rows"]
     rows["dspark_no_markov"]["tau"], rows["dspark_verify_all"]["tau"] = 1.5, 4.0
-    assert "DSpark's τ is 1.50, lower than 4.00 with its Markov head" in lesson.bottlenecks_slide(falling)
+    assert "DSpark's τ is 1.50 with no order in its block, lower than 4.00 with a Markov head" in \
+        lesson.bottlenecks_slide(falling)
     rows["dspark_no_markov"]["tau"] = 5.0
-    assert "DSpark's τ is 5.00, higher than 4.00 with its Markov head" in lesson.bottlenecks_slide(falling)
+    assert "DSpark's τ is 5.00 with no order in its block, higher than 4.00 with a Markov head" in \
+        lesson.bottlenecks_slide(falling)
 
 
 def test_slide_7_compares_draft_costs_and_says_what_the_bubbles_leave_to_hide():
@@ -237,3 +239,11 @@ def test_slide_9_says_whether_the_markov_head_and_the_scheduler_pay():
     rows["dspark"]["speedup"], rows["dspark_no_markov"]["tau"] = 3.0, 4.5
     text = lesson.parts_slide(data)
     assert "lowers τ 4.50 → 4.00" in text and "here the scheduler pays" in text and "does not pay" not in text
+
+
+def test_the_rejected_drafts_probabilities_are_printed_so_their_arithmetic_holds():
+    words = lesson.rule_takeaway(lesson.recorded())
+    found = re.search(r"p_target ([\d.]+) against p_draft ([\d.]+): it passed with probability ([\d.]+)", words)
+    target, draft, passed = map(float, found.groups())
+    assert target > 0 and draft > 0
+    assert min(1.0, target / draft) == pytest.approx(passed, rel=0.1)  # 0.000 / 0.001 would print "0.05" beside 0

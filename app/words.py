@@ -6,6 +6,8 @@ fed the opposite numbers, it says the opposite. Plain functions, no gradio, no p
 
 from __future__ import annotations
 
+import math
+
 TOLERANCE = 0.02  # relative: closer than this, two figures read as level (a measurement's own jitter)
 
 
@@ -77,3 +79,15 @@ def span(values) -> str:
     """"1.17" for one value, "0.99–1.17" for several: the range of a set of figures, two decimals."""
     low, high = min(values), max(values)
     return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f}"
+
+
+def probability(p: float | None) -> str:
+    """A probability as every page prints it: 3 decimals, 2 significant digits below 0.01 (never "0.000" beside a
+    ratio far from 0, so the arithmetic shown holds; in decimals down to 0.00001), "—" for none."""
+    if p is None:
+        return "—"
+    if p >= 0.01 or p <= 0:
+        return f"{p:.3f}"
+    if p < 1e-5:
+        return f"{p:.2g}"  # 4.4e-07
+    return f"{p:.{1 - math.floor(math.log10(p))}f}"  # two significant digits, in decimals: 0.000038

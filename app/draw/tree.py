@@ -17,6 +17,7 @@ import html
 
 from engine.contract.types import MAX_TREE_NODES, Step, tree_depths
 
+from ..words import probability
 from .render import visible_ghost
 from .theme import ACCEPTED, BONUS, REJECTED, UNVERIFIED
 
@@ -119,9 +120,9 @@ def tree_svg(step: Step, anchor_text: str = "") -> str:
                      f'{x1:.0f},{y1:.0f}" fill="none" stroke="{ACCEPTED if on_path else "#bbbbbb"}" '
                      f'stroke-width="{2.5 if on_path else 1}"/>')
         token = drafted[node]
-        judged = (f", target p {token.target_prob:.3f}" if token.target_prob is not None else ", never judged")
+        judged = (f", target p {probability(token.target_prob)}" if token.target_prob is not None else ", never judged")
         boxes.append(_box(x1, y1, token.text, token.verdict,
-                          f"{token.text!r} at depth {depth[node]}: {token.verdict} (drafter p {token.draft_prob:.3f}"
+                          f"{token.text!r} at depth {depth[node]}: {token.verdict} (drafter p {probability(token.draft_prob)}"
                           f"{judged})"))
     boxes.insert(0, _box(*at(-1), anchor_text or "anchor", "accepted" if anchor_text else "unverified",
                          "the anchor: the newest committed token, the root every draft hangs under"))

@@ -27,6 +27,7 @@ from engine.contract.types import DraftedToken, Step, TopToken
 
 from ..draw.charts import styled, timeline_figure
 from ..glossary import hover
+from ..words import probability
 from ..comparison import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
 from ..hosting.sessions import SessionStore
 from ..draw.render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
@@ -125,11 +126,7 @@ def rule_of(comparison: Comparison) -> Rule:
     return Rule(False, "match" if settings.get("verify_rule") == "match" else "rejection", temperature)
 
 
-def fmt(p: float | None) -> str:
-    """A probability as the tab prints it: 3 decimals, 2 significant digits below 0.01, "—" for none."""
-    if p is None:
-        return "—"
-    return f"{p:.3f}" if p >= 0.01 or p == 0 else f"{p:.2g}"
+fmt = probability  # a probability as the tab prints it (app/words.py)
 
 
 # --- tokens and their keys -------------------------------------------------------------------------------

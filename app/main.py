@@ -44,14 +44,16 @@ CACHE_SWEEP_S, CACHE_AGE_S = 600, 3600
 def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE, run_lanes=runner.run_lanes,
               max_run_s: float = compare.MAX_RUN_S, servers=(), server_timeouts=None,
               recordings: Path | None = None, pin_key: str | None = None, presenter_key: str | None = None,
-              job_budget_s: float = fairness.JOB_BUDGET_S) -> gr.Blocks:
+              job_budget_s: float = fairness.JOB_BUDGET_S, presenter_lane: bool | None = None) -> gr.Blocks:
     """notice: one line shown above the lanes (e.g. why the asked-for preset was replaced); run_lanes: what
     advances the lanes (app/hosting/gpu.py's lane_runner on a ZeroGPU Space); servers: the operator's ServerSpecs,
     each a lane beside the local ones (app/servers/lanes.py); recordings: the folder that keeps recorded runs
     across restarts (app/recordings.py; None: memory only); pin_key: a link opened with `pin=` this key pins
     its recorded run, never evicted (None: no pins); presenter_key: the operator's secret whose browsers' runs go
     ahead of the queue (app/hosting/presenter.py; None: no presenter); job_budget_s: the most engine time a visitor's
-    comparison may be estimated to take (app/hosting/fairness.py). The app's server-side state is one bounded
+    comparison may be estimated to take (app/hosting/fairness.py); presenter_lane: whether a presenter's jobs
+    start beside a visitor's (default: when the engine runs in a process of its own, which takes one job at a time
+    from any thread), else at the head of the line. The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
@@ -95,9 +97,10 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
                         step_view.target_plot], [step_view.slider, step_view.token])
     demo.queue(max_size=queue_size)
     presenter = presenting.Presenter(presenter_key)
-    door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS))
+    own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
+    door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane)
     sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
-    if presenter.key is not None:  # a visitor's comparison lets a presenter's job have the engine between its lanes
+    if presenter.key is not None and own_lane:  # a visitor's comparison lets a presenter's job go between its lanes
         runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
             (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
     demo.speclab_door, demo.speclab_presenter = door, presenter

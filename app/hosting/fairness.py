@@ -17,7 +17,9 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   refused in one line naming the largest settings that fit. A presenter's runs are not limited.
 - **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
   has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
-  that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`).
+  that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`). That needs an
+  engine that takes jobs from two threads one at a time (the engine's own process, engine/process.py); an engine
+  in the server's process (a ZeroGPU Space) gets the presenter's jobs at the head of the line instead.
 - **Stop withdraws at once.** A session's jobs still waiting are moved to a lane that starts them at once, where
   each handler sees the Stop and answers "withdrawn" without running anything (`withdraw`).
 
@@ -109,8 +111,9 @@ class Door:
     the presenter check, and the sessions marked as presenters."""
 
     def __init__(self, blocks, budget_s: float = JOB_BUDGET_S, presenter: Callable[[dict], bool] | None = None,
-                 estimate: Callable[[object, list, float], tuple[float, str] | None] | None = None):
-        self.blocks, self.budget_s = blocks, budget_s
+                 estimate: Callable[[object, list, float], tuple[float, str] | None] | None = None,
+                 own_lane: bool = True):
+        self.blocks, self.budget_s, self.own_lane = blocks, budget_s, own_lane
         self.is_presenter = presenter or (lambda scope: False)
         self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -257,7 +260,12 @@ class QueueDoor:
         if event is None:
             return
         async with queue.delete_lock:
-            if move(queue, event, PRESENTER_LANE, 1, first=True):
+            if not self.door.own_lane:  # the head of its own line
+                line = queue.event_queue_per_concurrency_id.get(event.concurrency_id)
+                if line is not None and event in line.queue:
+                    line.queue.remove(event)
+                    line.queue.insert(0, event)
+            elif move(queue, event, PRESENTER_LANE, 1, first=True):
                 self.door.presenters.add(event.session_hash)
 
 

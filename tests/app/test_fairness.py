@@ -255,3 +255,15 @@ def test_a_crowd_of_new_sessions_never_drops_one_with_a_job_and_the_store_is_bou
     for i in range(70):
         idle.get(f"n{i}")
     assert idle.peek("old") is None and idle.peek("n69") is not None
+
+
+def test_with_the_engine_in_the_servers_process_a_presenters_join_goes_to_the_head_of_the_line():
+    presenter = Presenter("a-long-presenter-key")
+    waiting = [event(fns()[2], [f"p{i}"], session=f"v{i}") for i in range(3)]
+    mine = event(fns()[2], ["live"], session="lecturer")
+    gradio = blocks(*waiting, mine)
+    gradio._queue.event_ids_to_events["x"] = mine
+    door = Door(gradio, presenter=presenter.holds, own_lane=False)
+    assert join(door, 2, ["live"], cookie=f"{COOKIE}={token('a-long-presenter-key')}")[0] == 200
+    assert gradio._queue.event_queue_per_concurrency_id["engine"].queue == [mine, *waiting]
+    assert not door.presenter_running()

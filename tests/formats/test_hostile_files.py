@@ -141,3 +141,24 @@ def test_identical_to_the_baseline_is_computed_from_the_files_tokens_not_taken_f
     bonus["id"] = last["bonus_id"] = (bonus["id"] + 1) % 4096  # the file's last token, changed alone
     shown = sameness_html(read_comparison(json.dumps(doc)), "eagle3")
     assert "differs from the baseline at token 8 ✗" in shown
+
+
+@pytest.mark.parametrize("shape", ["a chain 3,000 deep", "40,000 siblings"])
+def test_a_files_tree_of_any_shape_is_drawn_capped_and_says_what_it_left_out(random_engine, shape):
+    import time
+
+    from app.draw.tree import MAX_DRAWN_DEPTH, MAX_DRAWN_NODES, tree_svg
+
+    run = comparison_of(random_engine, ("eagle3",), PROMPT, max_new_tokens=4, drafts_per_step=2)
+    step = next(s for s in run.lanes["eagle3"].steps if s.drafted)
+    token = replace(step.drafted[0], verdict="unverified")
+    n = 3000 if shape.startswith("a chain") else 40_000
+    parents = tuple(range(-1, n - 1)) if shape.startswith("a chain") else (-1,) * n
+    huge = replace(step, drafted=(token,) * n, parents=parents, num_accepted=0)
+    started = time.process_time()
+    svg = tree_svg(huge)
+    assert time.process_time() - started < 1.0 and len(svg) < 200_000
+    drawn = MAX_DRAWN_DEPTH if shape.startswith("a chain") else MAX_DRAWN_NODES
+    bonus = any(t.source == "bonus" for t in step.committed)
+    assert svg.count('class="tree-node"') == 1 + drawn + bonus  # the anchor, the nodes drawn, the bonus
+    assert f"{n - drawn:,} more nodes not drawn" in svg

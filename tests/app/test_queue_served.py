@@ -1,0 +1,132 @@
+"""The fair queue through a launched app (the random models): a Stop pressed while a run waits answers at once, and a
+presenter's run starts at once behind three visitors' runs while a visitor's waits its turn."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("gradio")
+
+import httpx  # noqa: E402
+
+from app import runner  # noqa: E402
+from app.hosting import fairness  # noqa: E402
+from app.hosting.presenter import COOKIE, token  # noqa: E402
+from compare_support import raw_inputs  # noqa: E402
+from conftest import launch_locally  # noqa: E402
+from scripts.app_client import App  # noqa: E402
+
+KEY = "the-lecturers-own-key"
+HOLD_S = 1.5  # how long each visitor's run holds the engine here
+
+
+def slow_lanes(engine, prompt, lanes, stop, **kwargs):
+    """The real lanes after HOLD_S of other work that, like a lane, lets a presenter's job go first between its parts
+    and ends at Stop."""
+    for _ in range(int(HOLD_S / 0.25)):
+        runner.take_turn(stop)
+        time.sleep(0.25)
+        yield
+        if stop.is_set():
+            return
+    yield from runner.run_lanes(engine, prompt, lanes, stop, timing_runs=1)
+
+
+@pytest.fixture(scope="module")
+def served(random_engine):
+    from app.main import build_app
+
+    # the presenter's own lane, as with the engine in a process of its own (here the visitors' runs leave the
+    # engine alone while the presenter's runs: slow_lanes)
+    demo = build_app(random_engine, run_lanes=slow_lanes, presenter_key=KEY, presenter_lane=True)
+    try:
+        yield App(launch_locally(demo)), demo
+    finally:
+        runner.YIELD_TO = lambda stop: False
+        demo.close()
+
+
+def joined(app: App, data: list, session: str, cookie: str = "") -> tuple[httpx.Client, str]:
+    client = httpx.Client(timeout=60, headers={"cookie": cookie} if cookie else {})
+    answer = client.post(f"{app.base}/gradio_api/queue/join", json={
+        "data": data, "fn_index": app.fn_index(api_name="run"), "session_hash": session})
+    answer.raise_for_status()
+    return client, answer.json()["event_id"]
+
+
+def messages(app: App, client: httpx.Client, session: str, event_id: str, until: str, timeout_s: float = 30):
+    """(seconds, message) of the event's messages until the one named `until`."""
+    start, seen = time.monotonic(), []
+    with client.stream("GET", f"{app.base}/gradio_api/queue/data", params={"session_hash": session},
+                       timeout=timeout_s) as stream:
+        for line in stream.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            message = json.loads(line[5:])
+            if message.get("event_id") != event_id:
+                continue
+            seen.append((time.monotonic() - start, message))
+            if message.get("msg") == until:
+                break
+    return seen
+
+
+def visitors(app: App, n: int) -> list[threading.Thread]:
+    threads = [threading.Thread(target=app.call, args=(app.fn_index(api_name="run"), raw_inputs(
+        prompt=f"def visitor_{i}(x):\n", max_new_tokens=4)), kwargs={"session": f"visitor-{i}"}) for i in range(n)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.1)
+    return threads
+
+
+def wait_for(check, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
+    app, demo = served
+    threads = visitors(app, 1)
+    wait_for(lambda: demo._queue.event_queue_per_concurrency_id["engine"].current_concurrency == 1)
+    session = "stops-while-waiting"
+    app.call(app.fn_index(api_name="on_requested"), [], session=session)
+    client, event_id = joined(app, raw_inputs(prompt="def waits(x):\n", max_new_tokens=4), session)
+    started = time.monotonic()
+    app.call(app.fn_index(api_name="stop"), [], session=session)
+    seen = messages(app, client, session, event_id, "process_completed")
+    assert time.monotonic() - started < 1.0  # the visitor ahead still holds the engine for seconds
+    assert "withdrawn" in seen[-1][1]["output"]["data"][0]
+    for thread in threads:
+        thread.join(30)
+    assert "Traceback" not in "".join(capfd.readouterr())
+
+
+def test_a_presenters_run_starts_at_once_behind_three_visitors_and_a_visitors_waits(served):
+    app, demo = served
+    threads = visitors(app, 3)
+    engine = demo._queue.event_queue_per_concurrency_id["engine"]
+    wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 2)
+    client, event_id = joined(app, raw_inputs(prompt="def lecture(x):\n", max_new_tokens=4), "lecturer",
+                              cookie=f"{COOKIE}={token(KEY)}")
+    seen = messages(app, client, "lecturer", event_id, "process_completed")
+    starts = next(at for at, message in seen if message["msg"] == "process_starts")
+    assert starts < 2.0 and "done" in seen[-1][1]["output"]["data"][0]
+    assert seen[-1][0] < HOLD_S * 2 + 1  # its lanes ran while the visitor's run waited between its parts
+    assert len(engine.queue) >= 1  # the visitors' runs still wait
+    client, event_id = joined(app, raw_inputs(prompt="def student(x):\n", max_new_tokens=4), "student")
+    time.sleep(1.0)
+    assert any(e._id == event_id for e in engine.queue)  # without the key: behind the runs ahead of it
+    assert not demo._queue.event_queue_per_concurrency_id[fairness.PRESENTER_LANE].queue
+    for session in ("student", *(f"visitor-{i}" for i in range(3))):  # Stop: each queued run withdrawn at once
+        app.call(app.fn_index(api_name="on_requested"), [], session=session)
+        app.call(app.fn_index(api_name="stop"), [], session=session)
+    for thread in threads:
+        thread.join(HOLD_S)
+        assert not thread.is_alive()

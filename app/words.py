@@ -91,3 +91,22 @@ def probability(p: float | None) -> str:
     if p < 1e-5:
         return f"{p:.2g}"  # 4.4e-07
     return f"{p:.{1 - math.floor(math.log10(p))}f}"  # two significant digits, in decimals: 0.000038
+
+
+CODE_MARKS = set("()[]{}=:#<>_\"'`\\")  # characters prose seldom has and Python source has on nearly every line
+PROSE_NOTE = (" The embedded models were trained only on Python source (the standard library's), so a prompt in "
+              "plain words gets Python-like text back: comments, names, fragments. Every method still writes exactly "
+              "the target's tokens at temperature 0.")
+
+
+def looks_like_prose(prompt: str) -> bool:
+    """Whether a prompt reads as sentences rather than code: several words, and almost none of the characters that
+    mark code."""
+    words = prompt.split()
+    marks = sum(ch in CODE_MARKS for ch in prompt)
+    return len(words) >= 4 and marks <= len(prompt) // 50 and sum(w.isalpha() for w in words) >= 0.7 * len(words)
+
+
+def prose_note(prompt: str) -> str:
+    """One line for a prose prompt saying what the embedded models know; "" for code."""
+    return PROSE_NOTE if looks_like_prose(prompt) else ""

@@ -38,6 +38,7 @@ from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, E
 from ..draw.projector import adopt_from_link
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
+from ..words import prose_note
 from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, MAX_REQUESTS_AT_ONCE_UI, PARSERS, SettingError, Settings,
                         default_settings, parse_controls, quoted)
 from ..links import build_query, is_link, parse_query
@@ -592,7 +593,7 @@ class RunController:
         if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
             self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
-        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison)
+        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison) + prose_note(settings.prompt)
         yield status_html(text, error=error), *self.views.lanes_html(comparison, show, shown, drawn, False), \
             *comparison_figures(comparison, state.projector)
 

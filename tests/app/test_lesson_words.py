@@ -247,3 +247,18 @@ def test_the_rejected_drafts_probabilities_are_printed_so_their_arithmetic_holds
     target, draft, passed = map(float, found.groups())
     assert target > 0 and draft > 0
     assert min(1.0, target / draft) == pytest.approx(passed, rel=0.1)  # 0.000 / 0.001 would print "0.05" beside 0
+
+
+@pytest.mark.parametrize("prompt, prose", [
+    ("Write a short story about a robot who learns to paint.", True),
+    ("What is the capital of France and why is it famous?", True),
+    ("import os\n\n\ndef list_files(path):", False), ("def f(x):", False), ("class Point:", False),
+    ("for i in range(10):\n    print(i)", False), ("hello", False)])
+def test_a_prose_prompt_gets_one_line_on_what_the_models_were_trained_on(prompt, prose):
+    from app.words import prose_note
+
+    from app.examples import example_prompts
+    from engine.contract.presets import load_prompts
+
+    assert ("trained only on Python source" in prose_note(prompt)) == prose
+    assert not any(prose_note(p) for p in example_prompts() + load_prompts())  # code is never told it is prose

@@ -14,7 +14,7 @@ from engine.contract.presets import PRESETS
 from . import runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
-from .hosting import fairness, page_sessions, presenter as presenting
+from .hosting import disk, fairness, page_sessions, presenter as presenting
 from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .hosting.sessions import SessionStore
 from .servers import lanes as server_lanes
@@ -111,13 +111,16 @@ def launch(demo: gr.Blocks, **kwargs):
     """Serve the app (Gradio's launch, same keywords): the page's style and script; an over-long address, a
     visitor past the limit on requests that bypass the queue, and a full queue answered by the app
     (app/hosting/addresses.py); bad events, the queue's shares, the budget and the presenter's lane
-    (app/hosting/fairness.py, app/hosting/presenter.py); the page served from memory and lean per-visitor sessions
+    (app/hosting/fairness.py, app/hosting/presenter.py); the disk's budget for uploads and downloads
+    (app/hosting/disk.py); the page served from memory and lean per-visitor sessions
     (app/hosting/page_sessions.py); uploads of at most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
+    budget = disk.DiskBudget([demo.GRADIO_CACHE, disk.DOWNLOADS])  # uploads and downloads, in all and per address
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
                                 Middleware(LongAddressGuard), Middleware(VisitorLimit),
+                                Middleware(disk.UploadBudget, budget=budget),
                                 Middleware(presenting.PresenterPage, presenter=demo.speclab_presenter),
                                 Middleware(FullQueueWords, blocks=demo, job_s=fairness.job_seconds(runner.COSTS)),
                                 Middleware(fairness.QueueDoor, door=demo.speclab_door),
@@ -126,6 +129,7 @@ def launch(demo: gr.Blocks, **kwargs):
     launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
+    budget.every()
     if block:
         demo.block_thread()
     return launched

@@ -32,6 +32,7 @@ from ..glossary import meaning
 from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
 from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_LOAD, PUBLISHED_TREES, one_pass_curve, serial_curve, speedup, tree_costs
+from . import device_recordings
 from .compare import MAX_RUN_S
 
 
@@ -506,6 +507,7 @@ def layout(recordings: dict) -> WhyView:
         TREES_CAPTION, "Measure the budgets", "trees", trees_figure, trees_words)
     trees_cost = gr.Plot(trees_cost, elem_id="why-trees-cost", show_label=False)
     trees_published = gr.Plot(trees_published, elem_id="why-trees-published", show_label=False)
+    device_recordings.layout("trees")  # a GPU's recording beside these figures (a CPU's until one exists)
     parts_button, parts_stop, parts_plot, parts_text = _measured_panel(
         PARTS_CAPTION, "Measure the parts", "parts", parts_figure_, parts_words)
     temperature_button, temperature_stop, temperature_acceptance, temperature_text = _measured_panel(
@@ -514,6 +516,7 @@ def layout(recordings: dict) -> WhyView:
     temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
     load_button, load_stop, load_plot, load_text = _measured_panel(
         LOAD_CAPTION, "Measure it under load (a small version)", "load", load_figure_, load_words)
+    device_recordings.layout("load")
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,

@@ -1,0 +1,98 @@
+"""Device recordings: scripts/device_recordings.py writes a device's default comparison, trees and load points in the
+formats the app reads, marked with the device, the date and the versions, without gradio or plotly; the Why tab's
+panel (app/tabs/device_recordings.py) shows a GPU's recording before a CPU's, labelled as a recording."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from app.tabs import device_recordings as shown
+from scripts import device_recordings as recorder
+
+from conftest import ROOT
+
+BLOCKED = ("import sys\n"
+           "class Blocked:\n"
+           "    def find_spec(self, name, path=None, target=None):\n"
+           "        if name.split('.')[0] in ('gradio', 'plotly'):\n"
+           "            raise ImportError('no ' + name + ' on this machine')\n"
+           "sys.meta_path.insert(0, Blocked())\n")
+
+
+def test_the_recorder_needs_no_gradio_nor_plotly():
+    """The device machine has torch and transformers only: the recorder and what it calls import without the rest."""
+    code = BLOCKED + ("import scripts.device_recordings as r, app.comparison, app.runner, app.settings, app.lesson; "
+                      "print('imported', r.write_recordings.__name__)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "imported write_recordings" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def written(random_engine, tmp_path_factory):
+    """The recordings of the random models at the live sizes, as the device check writes them (seconds), on short
+    prompts: the random models' context is shorter than the held-out prompts."""
+    from app import lesson, settings
+
+    default = settings.default_settings
+    out = tmp_path_factory.mktemp("device")
+    with pytest.MonkeyPatch.context() as patch:  # smaller still: the suite's time
+        patch.setattr(lesson, "load_prompts", lambda: [f"def f{i}(x):\n" for i in range(4)])
+        patch.setattr(lesson, "LIVE_LOAD_REQUESTS", 2)
+        patch.setattr(lesson, "LIVE_LOAD_SIZES", (1, 2))
+        patch.setattr(lesson, "LIVE_LOAD_TOKENS", 6)
+        patch.setattr(lesson, "LIVE_TREE_TOKENS", 8)
+        patch.setattr(lesson, "LIVE_TREE_PROMPTS", 1)
+        patch.setattr(settings, "default_settings", lambda available: replace(default(available), max_new_tokens=12))
+        return out, recorder.write_recordings(out, "cpu", quick=True, engine=random_engine)
+
+
+def test_the_recordings_are_written_marked_and_read_back(written, random_engine):
+    out, paths = written
+    assert [p.name for p in paths] == ["comparison.json", "trees.json", "load.json"]
+    assert {p.parent for p in paths} == {out / "cpu"}  # named after the device
+    for path in paths:
+        doc = json.loads(path.read_text())
+        assert doc["device"] == random_engine.device_name and doc["recorded_at"][:2] == "20"
+        assert set(doc["versions"]) == {"torch", "transformers"} and doc["size"] == "quick"
+    found = shown.device_recordings(out)
+    assert set(found) == {"comparison", "trees", "load"}
+    comparison = found["comparison"].item
+    assert set(comparison.lanes) == set(comparison.settings["methods"]) and comparison.baseline is not None
+    assert all(lane.summary is not None and lane.timing_runs == 3 for lane in comparison.lanes.values())
+    assert found["trees"].item["data"]["budgets"] and found["load"].item["data"]["rows"]
+
+
+def test_a_gpu_recording_is_shown_before_a_cpus_and_never_as_live(written, tmp_path):
+    out, paths = written
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    for path in paths:
+        doc = json.loads(path.read_text())
+        if "device" in doc:
+            doc["device"] = "cuda (NVIDIA H200)"
+        (gpu / path.name).write_text(json.dumps(doc))
+    (tmp_path / "cpu").mkdir()
+    for path in paths:
+        (tmp_path / "cpu" / path.name).write_text(path.read_text())
+    (tmp_path / "cpu" / "trees.json").write_text('{"format": "speclab-lesson/1", "data": {}}')  # unreadable: ignored
+    found = shown.device_recordings(tmp_path)
+    assert found["trees"].device == found["load"].device == "cuda (NVIDIA H200)"
+    for kind in ("trees", "load"):
+        text = shown.panel_markdown(found[kind])
+        assert text.startswith(f"**Recorded on NVIDIA H200 on {found[kind].recorded_at[:10]} (torch ")
+        assert "not a live run" in text and "made on a CPU" not in text and "live 20" not in text
+        assert "| lane: speedup (τ) |" in text
+    cpu_only = shown.device_recordings(out)
+    assert "made on a CPU until a GPU's recording" in shown.panel_markdown(cpu_only["load"])
+
+
+def test_the_repository_holds_a_recording_for_each_panel():
+    found = shown.device_recordings()
+    assert {"comparison", "trees", "load"} <= set(found)
+    assert sum(path.stat().st_size for path in shown.DEVICE_DIR.rglob("*.json")) < 2 * 2**20

@@ -16,6 +16,7 @@ import threading
 import time
 import types
 from dataclasses import replace
+from pathlib import Path
 
 import gradio as gr
 import pytest
@@ -161,8 +162,11 @@ def forwards_after(log, moment: float) -> int:
     return sum(float(line) > moment for line in log.read_text().split())
 
 
-def many_runs(engine, prompt: str, runs: int, stop=None) -> int:
-    """A measurement: `runs` whole runs of the baseline, stopped between any two steps."""
+def many_runs(engine, prompt: str, runs: int, stop=None, started: str = "") -> int:
+    """A measurement: `runs` whole runs of the baseline, stopped between any two steps; `started`: a file it
+    creates as it starts (after the worker's warm-up)."""
+    if started:
+        Path(started).touch()
     for _ in range(runs):
         engine.generate(prompt, GenerationConfig(max_new_tokens=40), stop)
     return runs
@@ -214,13 +218,17 @@ def test_stop_ends_a_measurements_gpu_work_within_a_step(random_engine, guarded,
     PACE["step_s"] = 0.03
     engine, stop, pressed = zero_engine(random_engine, tmp_path), threading.Event(), []
 
-    def press():
+    def press():  # a few steps into the measurement itself, past the worker's warm-up
+        while not started.exists():
+            time.sleep(0.01)
+        time.sleep(0.2)
         pressed.append(time.monotonic())
         stop.set()
 
-    threading.Timer(1.0, press).start()
+    started = tmp_path / "started"
+    threading.Thread(target=press, daemon=True).start()
     with pytest.raises(Stopped):
-        run_on(engine, many_runs, PROMPT, 50, stop=stop)  # as the Why tab and "Run it live" call it
+        run_on(engine, many_runs, PROMPT, 50, stop=stop, started=str(started))  # as the Why tab and "Run it live" do
     assert forwards_after(guarded, pressed[0]) <= 1  # the step in progress, no other
     assert len(guarded.read_text().split()) < 50 * 40  # it ended early
 
@@ -228,14 +236,14 @@ def test_stop_ends_a_measurements_gpu_work_within_a_step(random_engine, guarded,
 def test_the_run_limit_ends_the_gpu_work_before_zerogpu_would(random_engine, guarded, tmp_path):
     PACE["step_s"] = 0.02
     stand_in = StandInZeroGPU()
-    engine = zero_engine(random_engine, tmp_path, stand_in, cap_s=3)  # every call asks for at most 3 s
-    with pytest.raises(Stopped, match="stopped after 3 s, the GPU time this measurement asked for"):
+    engine = zero_engine(random_engine, tmp_path, stand_in, cap_s=2)  # every call asks for at most 2 s
+    with pytest.raises(Stopped, match="stopped after 2 s, the GPU time this measurement asked for"):
         engine.call(many_runs, PROMPT, 50, stop=threading.Event())
-    assert stand_in.declared == [3] and not stand_in.aborted and stand_in.elapsed[0] < 3
+    assert stand_in.declared == [2] and not stand_in.aborted and stand_in.elapsed[0] < 2
     lanes = lanes_for(["baseline"], max_new_tokens=400)
     for _ in gpu.lane_runner(engine)(engine, PROMPT, lanes, threading.Event()):
         pass
-    assert lanes[0].state == "error: stopped after 3 s, the GPU time this lane asked for" and not stand_in.aborted
+    assert lanes[0].state == "error: stopped after 2 s, the GPU time this lane asked for" and not stand_in.aborted
 
 
 def test_a_refused_call_is_shown_on_the_lanes(random_engine, tmp_path):

@@ -130,6 +130,33 @@ def panel_markdown(recording: DeviceRecording) -> str:
     return (f"**{html.escape(label(recording), quote=False)}.** {html.escape(size, quote=False)}.\n\n{html.escape(takeaway, quote=False)}\n\n{table}")
 
 
+def comparison_markdown(recording: DeviceRecording) -> str:
+    """The device's default comparison, lane by lane, as the Compare tab's chips give it: tokens/s, the speedup over
+    the same comparison's baseline with its spread over the timing runs, τ."""
+    comparison: Comparison = recording.item
+    lines = ["| lane | drafter | tokens/s | speedup (spread over the timing runs) | τ |", "|---|---|---|---|---|"]
+    for method, lane in comparison.lanes.items():
+        if lane.summary is None:
+            continue
+        speedup, spread = comparison.speedup(method), comparison.speedup_spread(method)
+        shown = "–" if not speedup else f"{speedup:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else "")
+        lines.append(f"| {method_label(method)} | {html.escape(lane.drafter, quote=False)} | "
+                     f"{lane.summary.tokens_per_s:.0f} | {shown} | {lane.summary.tau:.2f} |")
+    settings = comparison.settings
+    return (f"**{html.escape(label(recording), quote=False)}.** The default comparison: "
+            f"{settings.get('max_new_tokens')} new tokens at temperature {settings.get('temperature'):g}, each lane "
+            f"timed {max(lane.timing_runs for lane in comparison.lanes.values())} times.\n\n" + "\n".join(lines))
+
+
+def compare_layout(folder: Path = DEVICE_DIR) -> gr.Markdown | None:
+    """Under the Compare tab's charts (inside a gr.Blocks): the device's default comparison, or nothing."""
+    recording = device_recordings(folder).get("comparison")
+    if recording is None:
+        return None
+    return gr.Markdown(comparison_markdown(recording), elem_id="device-comparison",
+                       elem_classes=["note", "device-recording"])
+
+
 def layout(kind: str, folder: Path = DEVICE_DIR) -> gr.Markdown | None:
     """Under a Why panel (inside a gr.Blocks): the device recording of `kind`, or nothing when there is none."""
     recording = device_recordings(folder).get(kind)

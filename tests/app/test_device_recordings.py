@@ -1,6 +1,6 @@
 """Device recordings: scripts/device_recordings.py writes a device's default comparison, trees and load points in the
-formats the app reads, marked with the device, the date and the versions, without gradio or plotly; the Why tab's
-panel (app/tabs/device_recordings.py) shows a GPU's recording before a CPU's, labelled as a recording."""
+formats the app reads, marked with the device, the date and the versions, without gradio or plotly; the panels
+(app/tabs/device_recordings.py) show a GPU's recording before a CPU's, labelled as a recording."""
 
 from __future__ import annotations
 
@@ -88,6 +88,10 @@ def test_a_gpu_recording_is_shown_before_a_cpus_and_never_as_live(written, tmp_p
         assert text.startswith(f"**Recorded on NVIDIA H200 on {found[kind].recorded_at[:10]} (torch ")
         assert "not a live run" in text and "made on a CPU" not in text and "live 20" not in text
         assert "| lane: speedup (τ) |" in text
+    comparison = shown.comparison_markdown(found["comparison"])
+    assert comparison.startswith("**Recorded on NVIDIA H200 on ") and "not a live run" in comparison
+    lanes = found["comparison"].item.lanes
+    assert all(f"| {shown.method_label(m)} | " in comparison for m in lanes)
     cpu_only = shown.device_recordings(out)
     assert "made on a CPU until a GPU's recording" in shown.panel_markdown(cpu_only["load"])
 

@@ -320,7 +320,7 @@ class _BatchLoop:
         checked = checked if checked is not None else block
         if verdict is None:
             verdict = verify_greedy(checked.ids, target_probs)
-        confidences = block.confidences.tolist() if block.confidences is not None else None
+        confidences = block.confidence_values
         self.record = _Record("decode", block, verdict, target_probs, int(checked.ids.numel()), confidences, kept,
                               traced.finish_reason, batch_size, self.take_committed())
 

@@ -261,9 +261,9 @@ class Engine:
 
         with clock.span("verify", "target prefill"):
             logits, features = target.prefill(ids)
-            first_id = int(pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator))
+            first = pick(logits_to_probs(logits[0, -1], config.temperature), config.temperature, generator).view(1)
         drafter.start(ids, features, clock)
-        kept = self._append(state, [first_id])
+        kept = self._append(state, first.tolist(), first)
         yield DeviceStep(0, "prefill", None, None, None, 0, None, kept, state.finish_reason, clock.take())
 
         index = 1
@@ -280,7 +280,7 @@ class Engine:
                 block = DraftBlock(state.committed_ids.new_empty(0), torch.empty(0, vocab_size, device=self.device))
             num_verified = drafter.verify_len(block, config, clock) if k else 0
             checked = block if num_verified == block.ids.numel() else block.head(num_verified)
-            confidences = block.confidences.tolist() if block.confidences is not None else None
+            confidences = block.confidence_values  # read once: the scheduler's read, if it made one
             # 2. verify: the anchor and the checked drafts in one target forward
             with clock.span("verify", f"target verify, a tree of {num_verified} nodes" if block.is_tree
                             else "target verify"):
@@ -290,7 +290,7 @@ class Engine:
                 # 3. accept: the rule's verdict, how many drafts stand and the target's own token
                 if block.is_tree:
                     verdict = verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs,
-                                          generator)
+                                          generator, checked.host_ids)
                 else:
                     verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
                                      generator)
@@ -300,10 +300,10 @@ class Engine:
                 nodes = list(range(a)) if verdict.path is None else list(verdict.path)  # the accepted drafts
                 rows = [0, *(node + 1 for node in nodes)]  # the verify's rows that stand: the anchor's and theirs
                 target.keep(num_committed - 1, rows)
-                accepted_ids = block.ids[:a] if verdict.path is None else block.ids[nodes]
-                kept_features = None if features is None else features[:, rows]
-                drafter.accept(num_committed + a, kept_features)
-                kept = self._append(state, accepted_ids.tolist() + [verdict.bonus_id])
+                if features is not None:  # a chain's are its first rows: a slice, no index from the host
+                    features = features[:, : a + 1] if verdict.path is None else features[:, rows]
+                drafter.accept(num_committed + a, features)
+                kept = self._append(state, list(verdict.committed_ids), verdict.committed)
             yield DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
                              state.finish_reason, clock.take())
             index += 1
@@ -317,8 +317,9 @@ class Engine:
         return drafts_this_step(config, drafter.max_drafts, state.num_new, state.committed_ids.shape[1],
                                 self.context_length)
 
-    def _append(self, state: _RunState, new_ids: list[int]) -> list[int]:
-        """Append new tokens, stopping at end-of-text, max_new_tokens or the context limit; returns those kept."""
+    def _append(self, state: _RunState, new_ids: list[int], on_device: torch.Tensor) -> list[int]:
+        """Append new tokens (`new_ids` on the host, the same on the device), stopping at end-of-text,
+        max_new_tokens or the context limit; returns those kept."""
         kept = []
         for token_id in new_ids:
             kept.append(token_id)
@@ -326,6 +327,6 @@ class Engine:
                                                 self.eos_id, state.max_new_tokens, self.context_length)
             if state.finish_reason is not None:
                 break
-        kept_tensor = torch.tensor([kept], device=self.device, dtype=state.committed_ids.dtype)
+        kept_tensor = on_device[: len(kept)].view(1, -1).to(state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
         return kept

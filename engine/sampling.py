@@ -44,6 +44,20 @@ class Verdict:
     # on, in the order it did. None for a chain, whose accepted drafts are its first num_accepted.
     path: tuple[int, ...] | None = None
     judged: tuple[int, ...] | None = None
+    # The committed tokens: the accepted drafts and the bonus, on the host (read with the verdict, in one copy) and
+    # on the device (where the committed ids grow without a copy from the host)
+    committed_ids: tuple[int, ...] = ()
+    committed: torch.Tensor | None = None
+
+
+def chain_verdict(num_accepted: torch.Tensor, bonus: torch.Tensor, draft_ids: torch.Tensor, accept_probs: torch.Tensor,
+                  draws: torch.Tensor | None) -> Verdict:
+    """A chain's verdict from its device values, read in one small copy: the accepted count (0-d), the bonus token
+    (0-d or (1,)) and the drafts, to know the accepted ones' ids. The committed tokens stay on the device too."""
+    values = torch.cat([num_accepted.view(1).long(), bonus.view(1).long(), draft_ids.view(-1).long()]).tolist()
+    a, bonus_id = values[0], values[1]
+    committed = torch.cat([draft_ids.view(-1)[:a].long(), bonus.view(1).long()])
+    return Verdict(a, bonus_id, accept_probs, draws, committed_ids=(*values[2: 2 + a], bonus_id), committed=committed)
 
 
 def _leading_true(mask: torch.Tensor) -> torch.Tensor:
@@ -57,8 +71,7 @@ def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdic
     target_ids = target_probs.argmax(dim=-1)
     matches = draft_ids == target_ids[:-1]
     num_accepted = _leading_true(matches)
-    num_accepted_int, bonus_id = torch.stack([num_accepted, target_ids[num_accepted]]).tolist()
-    return Verdict(num_accepted_int, bonus_id, matches.float(), None)
+    return chain_verdict(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids, matches.float(), None)
 
 
 def verify_greedy_batch(tokens: torch.Tensor, counts: torch.Tensor, logits: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -87,15 +100,16 @@ def verify_rejection(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_
     q = draft_probs[positions, draft_ids]
     accept_probs = torch.clamp(p / q, max=1.0)
     draws = torch.rand(k, generator=generator, device=draft_ids.device)
-    num_accepted = int(_leading_true(draws < accept_probs))
-    if num_accepted < k:
-        residual = torch.clamp(target_probs[num_accepted] - draft_probs[num_accepted], min=0.0)
-        # The residual is never all zero after a real rejection; guard against rounding anyway.
-        next_probs = residual if residual.sum() > 0 else target_probs[num_accepted]
-    else:
-        next_probs = target_probs[k]
-    bonus_id = int(sample(next_probs / next_probs.sum(), generator))
-    return Verdict(num_accepted, bonus_id, accept_probs, draws)
+    num_accepted = _leading_true(draws < accept_probs)  # stays on the device: the bonus is drawn there too
+    at = num_accepted.view(1)
+    p_next = target_probs.index_select(0, at)[0]  # the row after the accepted drafts: k when every draft passed
+    q_next = torch.cat([draft_probs, draft_probs.new_zeros(1, draft_probs.shape[-1])]).index_select(0, at)[0]
+    residual = torch.clamp(p_next - q_next, min=0.0)  # p itself after a block that passed whole (q's row is 0)
+    # The residual is never all zero after a real rejection; guard against rounding anyway.
+    residual_sum = residual.sum()
+    next_probs = torch.where(residual_sum > 0, residual / residual_sum.clamp_min(1e-30), p_next / p_next.sum())
+    bonus = sample(next_probs, generator)
+    return chain_verdict(num_accepted, bonus, draft_ids, accept_probs, draws)
 
 
 def verify_match(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
@@ -105,9 +119,9 @@ def verify_match(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator:
     k = draft_ids.numel()
     target_ids = sample(target_probs, generator)
     num_accepted = _leading_true(draft_ids == target_ids[:-1])
-    num_accepted_int, bonus_id = torch.stack([num_accepted, target_ids[num_accepted]]).tolist()
     positions = torch.arange(k, device=draft_ids.device)
-    return Verdict(num_accepted_int, bonus_id, target_probs[positions, draft_ids], None)
+    return chain_verdict(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids,
+                         target_probs[positions, draft_ids], None)
 
 
 def verify(rule: str, temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor,

@@ -199,12 +199,13 @@ class Target:
         parent_rows = torch.tensor([0, *(p + 1 for p in parents)], device=device)  # row r's parent's row; 0: anchor
         rows = self._arange[: n + 1]
         sees = torch.eye(n + 1, dtype=torch.bool, device=device)
+        seen = sees.new_ones(n + 1)  # the values written, made on the device (a Python True would be copied there)
         depth = torch.zeros(n + 1, dtype=torch.long, device=device)
         ancestor = rows
         for _ in range(max(tree_depths(parents), default=0)):
             depth += ancestor != 0
             ancestor = parent_rows[ancestor]
-            sees[rows, ancestor] = True
+            sees.index_put_((rows, ancestor), seen)
         mask = torch.cat([sees.new_ones(n + 1, start), sees], dim=1)
         return (depth + start)[None], mask[None, None]
 

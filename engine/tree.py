@@ -56,8 +56,10 @@ def best_first(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, 
     if depth_limit == 0 or budget <= 0:
         return [], ()
     top_p, top_ids = probs.float().topk(min(budget, probs.shape[-1]), dim=-1)
-    log_p, top_ids = top_p.log().tolist(), top_ids.tolist()
-    width = len(top_ids[0])
+    # one read from the device: the log-probabilities and the token ids (exact in float64) side by side
+    both = torch.cat([top_p.log().double(), top_ids.double()], dim=-1).tolist()
+    width = top_ids.shape[-1]
+    log_p, top_ids = [row[:width] for row in both], [[int(t) for t in row[width:]] for row in both]
     ids: list[int] = []
     parents: list[int] = []
     heap = [(-log_p[0][0], 0, 0, 0, -1, 0.0)]  # (−score, tie-break, depth index, rank, parent node, parent score)
@@ -81,7 +83,8 @@ def best_first(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, 
 
 
 def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
-                target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+                target_probs: torch.Tensor, generator: torch.Generator, host_ids: tuple[int, ...] | None = None
+                ) -> Verdict:
     """Walk down from the anchor. Temperature 0: go to the child whose token is the target's argmax at this row;
     where none is, the argmax is the bonus — the output equals target-only greedy decoding.
 
@@ -91,8 +94,9 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
     distribution less what the rejected siblings took (p ← normalize(max(p − q_i, 0)) after each rejection); when
     all are rejected the bonus is drawn from what is left of p. Each committed token is then drawn from the target's
     own distribution. A node proposed with certainty (q a point mass on it: a tree of the drafter's likeliest
-    tokens) is accepted with probability p(x), and a rejected one just leaves p."""
-    ids = draft_ids.tolist()
+    tokens) is accepted with probability p(x), and a rejected one just leaves p. `host_ids`: the nodes' tokens where
+    the drafter has them on the host (a tree is grown there), saving a read of `draft_ids`."""
+    ids = list(host_ids) if host_ids is not None else draft_ids.tolist()
     rows = children(parents)
     accept_probs = [0.0] * len(ids)
     draws = [0.0] * len(ids)
@@ -131,6 +135,8 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
         row = chosen + 1
     bonus_id = greedy_ids[row] if greedy_ids is not None else int(sample(p, generator))
     device = draft_ids.device
+    committed_ids = (*(ids[node] for node in path), bonus_id)
     return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device),
                    None if greedy_ids is not None else torch.tensor(draws, device=device),
-                   path=tuple(path), judged=tuple(judged))
+                   path=tuple(path), judged=tuple(judged), committed_ids=committed_ids,
+                   committed=torch.tensor(committed_ids, device=device))

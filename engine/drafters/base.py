@@ -10,6 +10,7 @@ accepted tokens (at `accept`). The baseline is `NoDrafter`, which drafts nothing
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,17 +27,23 @@ class DraftBlock:
     confidences: torch.Tensor | None = None  # (k,) P(token survives | earlier ones did), DSpark only
     # A tree (engine/tree.py): each token's parent, -1 for a child of the anchor; None for a chain
     parents: tuple[int, ...] | None = None
+    host_ids: tuple[int, ...] | None = None  # the ids on the host too, where the drafter made them there (a tree)
 
     def as_point_masses(self) -> "DraftBlock":
         """The same tokens proposed with certainty: q is 1 on each drafted token (an argmax proposal), which is
         what the rule must divide by for the output to stay the target's."""
         return DraftBlock(self.ids, torch.nn.functional.one_hot(self.ids, self.probs.shape[-1]).to(self.probs.dtype),
-                          self.confidences, self.parents)
+                          self.confidences, self.parents, self.host_ids)
 
     def head(self, length: int) -> "DraftBlock":
         """The first `length` tokens: what is sent to the target when a scheduler cuts the block (a chain)."""
         assert self.parents is None, "a scheduler cuts chains only"
         return DraftBlock(self.ids[:length], self.probs[:length], None)
+
+    @functools.cached_property
+    def confidence_values(self) -> list[float] | None:
+        """The confidences on the host, read from the device once: the scheduler's read and the trace's are one."""
+        return self.confidences.tolist() if self.confidences is not None else None
 
     @property
     def is_tree(self) -> bool:

@@ -40,7 +40,7 @@ class DDTreeDrafter(TreeDrafter):
                 probs = probs.clamp_min(1e-12)
                 probs = probs / probs.sum(dim=-1, keepdim=True)
                 ids = sample_siblings(probs, parents, generator)
-        return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents)
+        return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents, tuple(ids))
 
 
 def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator) -> list[int]:

@@ -106,7 +106,7 @@ class DSparkDrafter(DFlashDrafter):
             return int(block.ids.numel())
         with clock.span("host", "scheduler picks ℓ"):
             sps = self.verify_steps_per_s() if config.scheduler == "throughput" else None
-            return verify_len(config.scheduler, block.confidences.tolist(), config.confidence_threshold, sps)
+            return verify_len(config.scheduler, block.confidence_values, config.confidence_threshold, sps)
 
 
 def markov_sample(base_logits: torch.Tensor, anchor_ids: torch.Tensor, bias_step, temperature: float,

@@ -142,5 +142,7 @@ class DSparkDraftModel(DFlashDraftModel):
 
     def calibrated_confidence(self, logits: torch.Tensor) -> torch.Tensor:
         """σ(logit_k / t_k) along the last dimension (block positions)."""
-        t = torch.tensor(self.confidence_temperatures[: logits.shape[-1]], dtype=logits.dtype, device=logits.device)
-        return torch.sigmoid(logits / t)
+        key = (tuple(self.confidence_temperatures), logits.dtype, logits.device)
+        if getattr(self, "_temperatures", (None, None))[0] != key:  # copied to the device once, not at every draft
+            self._temperatures = (key, torch.tensor(key[0], dtype=logits.dtype, device=logits.device))
+        return torch.sigmoid(logits / self._temperatures[1][: logits.shape[-1]])

@@ -200,10 +200,10 @@ class Eagle3Drafter(BaseDrafter):
             token, token_probs = self._next(hidden, temperature, generator)
         ids.append(token)
         probs.append(token_probs)
+        positions = torch.arange(n - 1, n - 2 + k, device=committed_ids.device)  # made on the device, not copied there
         for i in range(1, k):  # own hidden state and the previous draft, at the next position
             with clock.span("draft", f"draft forward {i + 1}/{k}"):
-                position = torch.tensor([[n - 2 + i]], device=committed_ids.device)
-                hidden = self.model(token.view(1, 1), hidden, position, self.cache)
+                hidden = self.model(token.view(1, 1), hidden, positions[i - 1].view(1, 1), self.cache)
                 token, token_probs = self._next(hidden, temperature, generator)
             ids.append(token)
             probs.append(token_probs)

@@ -42,20 +42,24 @@ class _Candidates:
         self.scores: list[float] = []
         self.probs: list[torch.Tensor] = []
 
-    def add_children(self, parent: int, probs: torch.Tensor) -> list[int]:
-        """The likeliest WIDTH tokens of `probs` as children of `parent`; returns their indices."""
-        depth = self.depths[parent] + 1 if parent >= 0 else 1
-        base = self.scores[parent] if parent >= 0 else 0.0
-        top_p, top_ids = probs.topk(min(WIDTH, probs.shape[-1]))
+    def add_children(self, parents: list[int], probs: torch.Tensor) -> list[int]:
+        """The likeliest WIDTH tokens of each row of `probs` (one row per parent) as children of that parent, read
+        from the device in one copy; returns their indices."""
+        top_p, top_ids = probs.topk(min(WIDTH, probs.shape[-1]), dim=-1)
+        width = top_ids.shape[-1]
+        both = torch.cat([top_p.double(), top_ids.double()], dim=-1).tolist()  # ids exact in float64
         added = []
-        for p, token in zip(top_p.tolist(), top_ids.tolist()):
-            if p > 0:
-                added.append(len(self.ids))
-                self.ids.append(token)
-                self.parents.append(parent)
-                self.depths.append(depth)
-                self.scores.append(base + math.log(p))
-                self.probs.append(probs)
+        for parent, row, parent_probs in zip(parents, both, probs):
+            depth = self.depths[parent] + 1 if parent >= 0 else 1
+            base = self.scores[parent] if parent >= 0 else 0.0
+            for p, token in zip(row[:width], row[width:]):
+                if p > 0:
+                    added.append(len(self.ids))
+                    self.ids.append(int(token))
+                    self.parents.append(parent)
+                    self.depths.append(depth)
+                    self.scores.append(base + math.log(p))
+                    self.probs.append(parent_probs)
         return added
 
     def ancestors(self, node: int) -> list[int]:
@@ -80,7 +84,7 @@ class EagleTreeDrafter(TreeDrafter):
         grown = _Candidates()
         with clock.span("draft", f"tree level 1/{k}: draft forward ({chain.pending.shape[1]} new target features)"):
             hidden = chain._feed_context(committed_ids)[0, -1]  # the anchor's output: it predicts depth 1
-            newest = grown.add_children(-1, logits_to_probs(chain.model.logits(hidden), temperature))
+            newest = grown.add_children([-1], logits_to_probs(chain.model.logits(hidden), temperature)[None])
         outputs = {-1: hidden}  # each expanded candidate's output hidden state, which predicts its children
         slots: dict[int, int] = {}  # each expanded candidate's entry in the draft cache
         for level in range(2, k + 1):
@@ -88,10 +92,9 @@ class EagleTreeDrafter(TreeDrafter):
             with clock.span("draft", f"tree level {level}/{k}: one draft forward over {len(frontier)} nodes"):
                 out = self._expand(frontier, grown, outputs, slots, position=n - 3 + level, device=committed_ids.device)
                 probs = logits_to_probs(chain.model.logits(out), temperature)
-            newest = []
             for row, node in enumerate(frontier):
                 outputs[node] = out[row]
-                newest += grown.add_children(node, probs[row])
+            newest = grown.add_children(frontier, probs)
         tree = self._tree(grown, committed_ids.device)
         # its tokens are the likeliest, not draws from q: proposed with certainty (each child chosen by its own
         # value, which the residual rule for drawn siblings would not allow)
@@ -103,16 +106,19 @@ class EagleTreeDrafter(TreeDrafter):
         `position`, seeing the drafter's context, its ancestors' entries and itself. Returns (len(frontier), H)."""
         chain = self.chain
         cached, m = chain.cache.get_seq_length(), len(frontier)
-        mask = torch.zeros(m, cached + m, dtype=torch.bool)
-        mask[:, : chain.context_len] = True
+        rows = []  # built on the host as plain lists, then sent in one copy with the frontier's tokens
         for row, node in enumerate(frontier):
-            mask[row, [slots[a] for a in grown.ancestors(node)]] = True
-            mask[row, cached + row] = True
+            sees = [True] * chain.context_len + [False] * (cached - chain.context_len + m)
+            for a in grown.ancestors(node):
+                sees[slots[a]] = True
+            sees[cached + row] = True
             slots[node] = cached + row
-        ids = torch.tensor([[grown.ids[c] for c in frontier]], device=device)
+            rows.append([*sees, grown.ids[node]])
+        sent = torch.tensor(rows, device=device)  # (m, cached + m + 1): the mask, then each node's token
+        mask, ids = sent[:, :-1].bool(), sent[:, -1][None]
         hidden = torch.stack([outputs[grown.parents[c]] for c in frontier])[None]
         positions = torch.full((1, m), position, device=device)
-        return chain.model(ids, hidden, positions, chain.cache, mask.to(device))[0]
+        return chain.model(ids, hidden, positions, chain.cache, mask)[0]
 
     def _tree(self, grown: _Candidates, device) -> DraftBlock:
         """The likeliest candidates up to the node budget, parents first and siblings likeliest first."""
@@ -120,5 +126,6 @@ class EagleTreeDrafter(TreeDrafter):
         chosen.sort(key=lambda c: (grown.depths[c], -grown.scores[c], c))
         index = {c: i for i, c in enumerate(chosen)}
         parents = tuple(index[grown.parents[c]] if grown.parents[c] >= 0 else -1 for c in chosen)
-        ids = torch.tensor([grown.ids[c] for c in chosen], device=device)
-        return DraftBlock(ids, torch.stack([grown.probs[c] for c in chosen]), None, parents)
+        host_ids = tuple(grown.ids[c] for c in chosen)
+        return DraftBlock(torch.tensor(host_ids, device=device), torch.stack([grown.probs[c] for c in chosen]), None,
+                          parents, host_ids)

@@ -5,6 +5,7 @@ that shows lossless sampling by counting (and fails a rule that is not lossless)
 from __future__ import annotations
 
 import pytest
+import torch
 
 import engine.sampling
 from engine.measure.lossless import chi_square, distribution_check
@@ -70,8 +71,9 @@ def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(r
 
     def accept_everything(draft_ids, draft_probs, target_probs, generator):  # keeps the drafter's distribution
         verdict = engine.sampling.verify_greedy(draft_ids, target_probs)
-        return engine.sampling.Verdict(draft_ids.numel(), int(engine.sampling.sample(target_probs[-1], generator)),
-                                       verdict.accept_probs * 0 + 1, None)
+        return engine.sampling.chain_verdict(torch.tensor(draft_ids.numel()),
+                                             engine.sampling.sample(target_probs[-1], generator), draft_ids,
+                                             verdict.accept_probs * 0 + 1, None)
 
     monkeypatch.setattr(engine.sampling, "verify_rejection", accept_everything)
     broken = distribution_check(random_engine, PROMPT, methods=["dflash"], samples=160, temperature=0.5)

@@ -1,0 +1,56 @@
+"""What would stall a GPU, counted per step on the CPU (engine/measure/census.py): a read of a device value on the
+host, a tensor built from host values, a `nonzero`. Each lane is held to its ceiling at every step after its first
+(whose drafter caches are made then); a change that adds one fails here before it costs a bubble on a GPU.
+
+Chains read the device once a step (the verdict: accepted count, bonus and drafts in one copy) and send it nothing;
+DSpark reads twice (its scheduler reads the confidences before it sizes the verify). A DFlash tree reads twice (the
+drafter's likeliest tokens, the verdict); an EAGLE tree once per level it grows and once for its verdict. Above
+temperature 0 a tree's recursive rejection still reads per node it judges, so trees are held at 0 here."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.contract.types import GenerationConfig
+from engine.measure.census import census, stalls_per_step
+from engine.timing import SpanClock
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
+CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
+TREES = {  # at temperature 0: (host reads, tensors sent from the host) a step, the trees grown at the default budget
+    "dflash_tree": (2, 7),  # parents, mask walk's index, tree ids and rows, the verdict's path, kept features, keep
+    "eagle3_tree": (5, 9),  # one read a level (K = 4 levels), a mask and tokens sent each level
+}
+
+
+def _steady_steps(engine, method: str, temperature: float) -> list[dict[str, int]]:
+    config = GenerationConfig(method=method, max_new_tokens=20, temperature=temperature, seed=3)
+    prompt_ids, drafter = engine._prepare(PROMPT, config)
+    steps = stalls_per_step(engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device)))
+    assert len(steps) >= 4, method
+    return steps[2:]  # after the prefill and the first decode step
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("method", sorted(CHAINS))
+def test_a_chain_reads_the_device_once_a_step_and_sends_it_nothing(embedded_engine, method, temperature):
+    for index, step in enumerate(_steady_steps(embedded_engine, method, temperature)):
+        assert step["read"] <= CHAINS[method] and step["to_device"] == step["nonzero"] == 0, (method, index, step)
+
+
+@pytest.mark.parametrize("method", sorted(TREES))
+def test_a_tree_stays_under_its_ceiling(embedded_engine, method):
+    reads, sent = TREES[method]
+    for index, step in enumerate(_steady_steps(embedded_engine, method, 0.0)):
+        assert step["read"] <= reads and step["to_device"] <= sent and step["nonzero"] == 0, (method, index, step)
+
+
+def test_the_census_sees_each_kind_of_stall():
+    import torch
+
+    with torch.inference_mode(), census() as counts:
+        x = torch.arange(6)
+        int(x[1]), x.tolist(), bool(x[2] > 0)  # three reads
+        torch.tensor([1, 2])  # a tensor from host values
+        x[x > 2], x.nonzero()  # two of unknown size
+    assert dict(counts) == {"read": 3, "to_device": 1, "nonzero": 2}

@@ -100,6 +100,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane)
     sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
+    fairness.install_estimates(demo._queue, fairness.job_seconds(runner.COSTS))  # each waiting job's place and start
     if presenter.key is not None and own_lane:  # a visitor's comparison lets a presenter's job go between its lanes
         runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
             (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))

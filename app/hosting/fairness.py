@@ -340,3 +340,55 @@ def job_seconds(costs) -> Callable[[object], float | None]:
         return costs.total_s(lanes) if lanes else None
 
     return seconds
+
+
+# --- each waiting job told its place and expected start ---------------------------------------------------
+
+def install_estimates(queue, job_s: Callable[[object], float | None], default_job_s: float = 15.0) -> None:
+    """Have Gradio's queue tell each job waiting for the engine its place and when its result is expected from the
+    estimated durations of the jobs ahead (`job_s`; else their function's mean so far), identical ones once, and
+    what is left of the running one, instead of its function's mean duration times its place. Gradio sends these
+    as a job joins and every second while it waits (the page shows them on the Compare tab's status line)."""
+    from gradio.server_messages import EstimationMessage
+
+    from .addresses import expected_wait_s
+
+    original = queue.broadcast_estimations
+
+    def duration(event) -> float:
+        estimated = job_s(event)
+        if estimated is not None:
+            return estimated
+        times = queue.process_time_per_fn.get(event.fn)
+        return times.avg_time if times is not None else default_job_s
+
+    def broadcast(concurrency_id, after=None):
+        line = queue.event_queue_per_concurrency_id.get(concurrency_id)
+        if concurrency_id != "engine" or line is None:
+            return original(concurrency_id, after)
+        ahead = expected_wait_s(SimpleQueue(queue, []), default_job_s, job_s)  # what is left of the running job
+        counted: set = set()
+        for rank, event in enumerate(list(line.queue)):
+            own = duration(event)
+            if after is None or rank >= after:
+                queue.send_message(event, EstimationMessage(rank=rank, rank_eta=ahead + own,
+                                                            queue_size=len(line.queue)))
+            key = job_key(event)
+            if key not in counted:
+                counted.add(key)
+                ahead += own
+
+    queue.broadcast_estimations = broadcast
+
+
+class SimpleQueue:
+    """A view of Gradio's queue with other waiting jobs (expected_wait_s reads the running ones from it)."""
+
+    def __init__(self, queue, waiting: list):
+        self.active_jobs = queue.active_jobs
+        self.process_time_per_fn = queue.process_time_per_fn
+        engine = queue.event_queue_per_concurrency_id.get("engine")
+        lane = EventQueue("engine", 1)
+        lane.start_times_per_fn = getattr(engine, "start_times_per_fn", {})
+        lane.queue = waiting
+        self.event_queue_per_concurrency_id = {"engine": lane}

@@ -782,7 +782,8 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
         view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"],
         view.controls["tree_nodes"], view.controls["requests_at_once"]]
     view.run_button.click(run.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
-                          api_name="run", show_progress="hidden", **engine_queue).then(**download)
+                          api_name="run", show_progress="minimal", show_progress_on=[view.status],  # its place in line
+                          **engine_queue).then(**download)
     # One file read at a time (each takes many times its size while it is read and drawn), apart from the engine.
     view.upload.upload(run.open_saved, inputs=[view.upload, view.show_drafts], outputs=view.run_outputs,
                        concurrency_limit=1, concurrency_id="open-file", api_name="open_saved", show_progress="hidden")

@@ -108,6 +108,24 @@ def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
     assert "Traceback" not in "".join(capfd.readouterr())
 
 
+def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(served):
+    app, demo = served
+    threads = visitors(app, 2)
+    engine = demo._queue.event_queue_per_concurrency_id["engine"]
+    wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 1)
+    client, event_id = joined(app, raw_inputs(prompt="def third(x):\n", max_new_tokens=4), "third")
+    seen = messages(app, client, "third", event_id, "estimation")
+    at, told = seen[-1]
+    assert at < 3.0 and told["rank"] == 1 and told["queue_size"] == 2
+    ahead = fairness.job_seconds(runner.COSTS)(engine.queue[0])
+    assert told["rank_eta"] >= 2 * ahead  # the run ahead and its own, besides what is left of the running one
+    for session in ("third", "visitor-0", "visitor-1"):
+        app.call(app.fn_index(api_name="on_requested"), [], session=session)
+        app.call(app.fn_index(api_name="stop"), [], session=session)
+    for thread in threads:
+        thread.join(HOLD_S)
+
+
 def test_a_presenters_run_starts_at_once_behind_three_visitors_and_a_visitors_waits(served):
     app, demo = served
     threads = visitors(app, 3)

@@ -28,11 +28,11 @@ from .models import (build_weightless, default_dtype, describe_device, drafter_k
                      tree_grower)
 from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
-from .scheduler import profile_batch_verify_speed, profile_verify_speed, stored_measurement
+from .scheduler import profile_batch_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .trace import DeviceStep, Tracer, build_result
-from .target import FusedQwen3, target_for
+from .target import FusedQwen3, profile_verify_speed, target_for
 from .tree import verify_tree
 
 
@@ -128,8 +128,9 @@ class Engine:
     def verify_steps_per_s(self) -> list[float]:
         """SPS(n), target verify steps per second for n tokens, profiled on this device once."""
         if self._verify_steps_per_s is None:
-            longest = max((self.new_drafter(m).max_drafts or 0 for m in self.drafter_models), default=0)
-            self._verify_steps_per_s = profile_verify_speed(self.target, self.device, max(longest, 8) + 1)
+            longest = max(max((self.new_drafter(m).max_drafts or 0 for m in self.drafter_models), default=0), 8) + 1
+            self._verify_steps_per_s = profile_verify_speed(self.new_target(None, 128 + longest),
+                                                            self.target.config.vocab_size, longest)
         return self._verify_steps_per_s
 
     def batch_verify_cost(self) -> tuple[float, float]:

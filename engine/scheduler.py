@@ -172,13 +172,6 @@ def steps_per_s_from_timings(seconds: Sequence[float]) -> list[float]:
     return [0.0] + [1.0 / (a + b * n) for n in range(1, len(seconds) + 1)]
 
 
-def profile_verify_speed(target, device: torch.device, max_tokens: int, context: int = 128,
-                         repeats: int = 9) -> list[float]:
-    """SPS(n) for n = 1..max_tokens on this device: timed verify forwards smoothed through the linear cost
-    model. Index 0 holds 0.0."""
-    return steps_per_s_from_timings(time_verify_forwards(target, device, range(1, max_tokens + 1), context, repeats))
-
-
 @torch.inference_mode()
 def time_verify_forwards(target, device: torch.device, sizes: Sequence[int], context: int = 128,
                          repeats: int = 9) -> list[float]:

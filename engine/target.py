@@ -30,6 +30,7 @@ from transformers import DynamicCache
 
 from .contract.types import tree_depths
 from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
+from .scheduler import steps_per_s_from_timings
 from .tree import verify_inputs
 
 
@@ -261,3 +262,39 @@ def target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] 
     if fused is not None:
         return Target(fused, layer_ids, capacity)
     return TransformersTarget(model, layer_ids)
+
+
+def profile_verify_speed(target, vocab_size: int, max_tokens: int, context: int = 128) -> list[float]:
+    """SPS(n), verify steps per second for n = 1..max_tokens tokens, of a run's `target` (a fresh one: its cache is
+    written over) after a `context`-token prompt, smoothed through the linear cost model; index 0 holds 0.0."""
+    return steps_per_s_from_timings(time_verifies(target, vocab_size, range(1, max_tokens + 1), context))
+
+
+@torch.inference_mode()
+def time_verifies(target, vocab_size: int, sizes, context: int = 128, repeats: int = 9) -> list[float]:
+    """Seconds per `target.verify` of n tokens after a `context`-token prompt, for each n in `sizes`: the median of
+    `repeats` after one warm-up round, sizes interleaved so a burst of load hits all alike (the cache is rolled back
+    to the prompt after each). What DSpark's scheduler and the device check read as the verify's cost."""
+    import time
+
+    device = _device_of(target)
+    generator = torch.Generator().manual_seed(0)
+    target.prefill(torch.randint(2, vocab_size, (1, context), generator=generator).to(device))
+    blocks = [torch.randint(2, vocab_size, (1, n), generator=generator).to(device) for n in sizes]
+    times: list[list[float]] = [[] for _ in blocks]
+    for r in range(repeats + 1):
+        for i, block in enumerate(blocks):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            target.verify(block)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if r:
+                times[i].append(time.perf_counter() - start)
+            target.keep(context)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def _device_of(target) -> torch.device:
+    return target.keys.device if isinstance(target, Target) else next(target.model.parameters()).device

@@ -44,7 +44,7 @@ def output_text_of(lane: str) -> str:
 @pytest.fixture(scope="module")
 def launched(random_engine):
     """The app served in this process: (its Blocks, its URL)."""
-    demo = build_app(random_engine)
+    demo = build_app(random_engine, job_budget_s=600)  # the Stop test runs the longest comparison the page has
     yield demo, launch_locally(demo)
     demo.close()
 

@@ -246,7 +246,7 @@ def random_engine(tokenizer):
 # keep one worker busy while the other waits. Order only; nothing is skipped.
 LONGEST_FIRST = ("test_browser.py", "test_train.py", "test_lesson.py", "test_identity.py", "test_slides.py",
                  "test_tree.py", "test_engine_process.py", "test_compare.py", "test_stop.py", "test_page.py",
-                 "test_cli.py", "test_space.py", "test_why.py", "test_stale_state.py", "test_trees_panel.py",
+                 "test_cli.py", "test_space.py", "test_zerogpu.py", "test_why.py", "test_stale_state.py", "test_trees_panel.py",
                  "test_servers.py", "test_batch.py", "test_gpu_check.py", "test_live_sizes.py", "test_lesson_engine.py", "test_bench.py", "test_hostile_files.py",
                  "test_sampling.py", "test_record.py")
 

@@ -130,6 +130,7 @@ def launch(demo: gr.Blocks, **kwargs):
     launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
+    budget.sweep()  # what the folders hold already
     budget.every()
     if block:
         demo.block_thread()

@@ -8,7 +8,8 @@ older than an hour; neither bounds a total. `DiskBudget` does:
 - **in all**: after every upload, and every SWEEP_EVERY_S besides, the folders that hold uploads and downloads
   (Gradio's cache, the "Download this comparison" folder) are measured; over MAX_DISK_BYTES, the oldest files go
   first until the folders are back under it, never one younger than KEEP_YOUNGER_S (an upload the page is about to
-  open, a download just offered).
+  open, a download just offered). An upload that would take the folders past MAX_DISK_BYTES when nothing more can
+  be swept is refused (HTTP 429, one line), so uploads never take the folders past it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ KEEP_YOUNGER_S = 60.0  # a file this new is never swept
 SWEEP_EVERY_S = 30.0
 MAX_ADDRESSES = 10_000
 DOWNLOADS = Path(tempfile.gettempdir()) / "speclab-comparisons"  # app/tabs/compare.py download_path
+FULL = "SpecLab: the server's room for uploaded files is full just now; please try again in a minute."
 TOO_MUCH = ("SpecLab: your address has uploaded {mb} MB in the last {minutes} minutes, the most one address may; "
             "please try again in {s} s.")
 
@@ -64,6 +66,7 @@ class DiskBudget:
         self.uploads: OrderedDict[str, deque] = OrderedDict()  # address -> (when, bytes) in the window
         self.lock = threading.Lock()
         self.swept_bytes = 0  # removed so far (the reliability script reads it)
+        self.last_total = 0  # the folders' bytes at the last sweep, and the uploads admitted since
 
     def admit(self, address: str, length: int) -> float:
         """Count an upload of `length` bytes from `address`: 0 when it may go on, else seconds until it may."""
@@ -83,6 +86,14 @@ class DiskBudget:
                 self.uploads.popitem(last=False)
             return wait
 
+    def has_room(self, length: int) -> bool:
+        """Whether an upload of `length` bytes fits under the total (counted at once when it does)."""
+        with self.lock:
+            if self.last_total + length > self.max_bytes:
+                return False
+            self.last_total += length
+            return True
+
     def total(self) -> int:
         return sum(size for _, size, _ in files_in(self.folders))
 
@@ -101,6 +112,7 @@ class DiskBudget:
                 except OSError:
                     continue
             self.swept_bytes += removed
+            self.last_total = total - removed
             return removed
 
     def every(self, seconds: float = SWEEP_EVERY_S) -> threading.Thread:
@@ -128,6 +140,10 @@ class UploadBudget:
             return await self.app(scope, receive, send)
         declared = b"".join(v for k, v in scope.get("headers", []) if k == b"content-length")
         length = int(declared) if declared.isdigit() else self.budget.per_address  # unknown: counted as the most
+        if not self.budget.has_room(length):
+            await asyncio.to_thread(self.budget.sweep)
+            if not self.budget.has_room(length):
+                return await answer(send, 429, FULL, 60, as_json=True)
         wait = self.budget.admit(client_address(scope), length)
         if wait:
             retry = math.ceil(wait)

@@ -32,6 +32,21 @@ def test_an_address_past_its_upload_budget_is_refused_in_one_line_before_the_upl
     assert send(10 * MB)[0] == 200  # the window has passed
 
 
+def test_an_upload_that_would_fill_the_folders_past_their_total_is_refused(tmp_path):
+    budget = DiskBudget([tmp_path], max_bytes=25 * MB)
+    inner = Inner(b'["/tmp/x"]')
+
+    async def keeps_the_file(scope, receive, send):  # as Gradio does before it answers
+        (tmp_path / f"upload-{inner.calls}").write_bytes(b"0" * 10 * MB)
+        await inner(scope, receive, send)
+
+    upload = UploadBudget(keeps_the_file, budget)
+    scope = request("/gradio_api/upload", method="POST", headers={"content-length": str(10 * MB)})
+    assert [serve_body(upload, {**scope, "client": (f"203.0.113.{i}", 1)}, b"")[0] for i in range(3)] == [200, 200, 429]
+    status, body = serve_body(upload, {**scope, "client": ("203.0.113.9", 1)}, b"")
+    assert status == 429 and json.loads(body)["error"].startswith("SpecLab: the server's room for uploaded files")
+
+
 def test_the_folders_are_swept_back_under_their_total_oldest_first_never_a_new_file(tmp_path):
     uploads, downloads = tmp_path / "cache", tmp_path / "downloads"
     now = 10_000.0

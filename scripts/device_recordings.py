@@ -55,7 +55,7 @@ def record_comparison(engine) -> dict:
     for _ in run_lanes(engine, settings.prompt, lanes, threading.Event()):
         pass
     hot = settings.temperature > 0
-    results = {lane.method: LaneResult.ended(lane.method, lane.steps, engine.drafter_label(lane.method, 1.0 if hot else 0.0),
+    results = {lane.method: LaneResult.ended(lane.method, lane.steps, engine.drafter_label(lane.method, float(hot)),
                                              lane.state, max(1, lane.timing_runs), lane.rates) for lane in lanes}
     comparison = Comparison(settings_dict(settings), results, engine.device_name, engine.preset, versions())
     return json.loads(comparison.to_json())

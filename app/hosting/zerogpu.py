@@ -94,7 +94,8 @@ class StopFlags:
     """Run ids and their flag files, in a folder the app's process and its forks share (the same machine)."""
 
     def __init__(self, folder: Path | None = None):
-        self.folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / STOPS_FOLDER / str(os.getpid())
+        default = Path(tempfile.gettempdir()) / STOPS_FOLDER / str(os.getpid())
+        self.folder = Path(folder) if folder is not None else default
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def new(self) -> str:

@@ -112,7 +112,8 @@ def _trees_table(data: dict) -> str:
 def _load_table(data: dict) -> str:
     sizes = sorted(data["rows"], key=int)
     lanes = [lane for lane in data["rows"][sizes[0]]["lanes"] if lane != BASELINE]
-    lines = ["| lane: speedup (τ) | " + " | ".join(f"B = {size}" for size in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    lines = ["| lane: speedup (τ) | " + " | ".join(f"B = {size}" for size in sizes) + " |",
+             "|---" * (len(sizes) + 1) + "|"]
     for lane in lanes:
         name = method_label("dspark") + ", verifying everything" if lane == "dspark_verify_all" else method_label(lane)
         lines.append(f"| {name} | " + " | ".join(
@@ -127,7 +128,8 @@ def panel_markdown(recording: DeviceRecording) -> str:
     takeaway = lesson.takeaway(point, {recording.kind: recording.item})
     table = _trees_table(recording.item["data"]) if recording.kind == "trees" else _load_table(recording.item["data"])
     size = lesson.size_words(recording.item)
-    return (f"**{html.escape(label(recording), quote=False)}.** {html.escape(size, quote=False)}.\n\n{html.escape(takeaway, quote=False)}\n\n{table}")
+    heading, size, takeaway = (html.escape(text, quote=False) for text in (label(recording), size, takeaway))
+    return f"**{heading}.** {size}.\n\n{takeaway}\n\n{table}"
 
 
 def comparison_markdown(recording: DeviceRecording) -> str:
@@ -139,7 +141,8 @@ def comparison_markdown(recording: DeviceRecording) -> str:
         if lane.summary is None:
             continue
         speedup, spread = comparison.speedup(method), comparison.speedup_spread(method)
-        shown = "–" if not speedup else f"{speedup:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else "")
+        shown = ("–" if not speedup else
+                 f"{speedup:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""))
         lines.append(f"| {method_label(method)} | {html.escape(lane.drafter, quote=False)} | "
                      f"{lane.summary.tokens_per_s:.0f} | {shown} | {lane.summary.tau:.2f} |")
     settings = comparison.settings

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -69,7 +68,8 @@ def test_the_device_is_a_build_argument_and_the_command_runs_the_app_on_it(shell
 def test_the_cuda_image_installs_the_pinned_torch_and_refuses_one_without_cuda(shell):
     install = instruction("RUN", "requirements.txt")
     pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), flags=re.M).group(0)
-    code, err, calls, held = shell(install, DEVICE="cuda", TORCH_INDEX="https://example.invalid/cuda", TORCH_CUDA="12.8")
+    code, err, calls, held = shell(install, DEVICE="cuda", TORCH_INDEX="https://example.invalid/cuda",
+                                   TORCH_CUDA="12.8")
     assert code == 0, err
     assert calls[0] == f"pip install --no-cache-dir {pin} --index-url https://example.invalid/cuda"
     assert calls[1].startswith("pip install --no-cache-dir -r ") and "torch.version.cuda" in calls[2]

@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--overlap", choices=list(OVERLAP_CHOICES), default="auto",
                      help="run each step's host work during the next step (auto: on for CUDA, off on the CPU)")
     gen.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    gen.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
+                     help="replay the target's verifies as CUDA graphs (auto: on the GPUs the device check passed on)")
     gen.add_argument("--threads", type=int, default=None,
                      help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
     gen.add_argument("--json", help="write the run as JSON to this path ('-' for stdout)")
@@ -150,7 +152,7 @@ def generate(args) -> int:
 
     from .loop import Engine  # torch loads only once the arguments are known to be good
 
-    engine = Engine.load(args.preset, args.device, threads=args.threads)
+    engine = Engine.load(args.preset, args.device, threads=args.threads, cuda_graphs=args.cuda_graphs)
     if args.warm_up:
         engine.warm_up()
     result = engine.generate(prompt, config)

@@ -32,7 +32,8 @@ from .scheduler import profile_batch_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .trace import DeviceStep, Tracer, build_result
-from .target import FusedQwen3, profile_verify_speed, target_for
+from .target import (GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies, graphs_wanted,
+                     profile_verify_speed, target_for)
 from .tree import verify_tree
 
 
@@ -54,7 +55,8 @@ class Engine:
     """The models of one preset on one device, and the runs over them."""
 
     def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
-                 preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None):
+                 preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None,
+                 cuda_graphs: str = "auto"):
         self.target = target
         self.tokenizer = tokenizer
         # method -> loaded drafter network; a method whose drafter needs no weights gets its own built here
@@ -85,10 +87,16 @@ class Engine:
         self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
         # the target's fused forward (engine/target.py), built after the CPU layout above; None: transformers' own
         self.fused_target = FusedQwen3(target) if FusedQwen3.supports(target) else None
+        # On CUDA every verify runs at one fixed width (every row computed by the same kernels whatever the lane, and
+        # replayable as a CUDA graph); on the CPU each verify costs by its rows, so it runs exactly the rows it has
+        self.verify_width = VERIFY_WIDTH if device.type == "cuda" and self.fused_target is not None else None
+        self.cuda_graphs = graphs_wanted(cuda_graphs, device) and self.verify_width is not None
+        self._graphed: GraphedVerifies | None = None  # captured lazily, over one cache every run shares
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
-             offline: bool | None = None, threads: int | None = None) -> "Engine":
+             offline: bool | None = None, threads: int | None = None, cuda_graphs: str = "auto",
+             dtype: str | None = None) -> "Engine":
         """Load an allowlisted preset. Hub checkpoints come from the local cache (`cache_dir`, default the
         hub's own) and are downloaded only when the hub is reachable and not `offline`. On the CPU, torch
         runs `threads` threads (default: the preset's choice); this is set for the whole process."""
@@ -98,14 +106,14 @@ class Engine:
         torch_device = pick_device(device)
         set_cpu_threads(torch_device, threads if threads is not None else spec.cpu_threads)
         hub = require_runnable(spec, device, torch_device, cache_dir, offline)
-        dtype = default_dtype(torch_device, spec.cuda_dtype)
+        dtype = getattr(torch, dtype) if dtype is not None else default_dtype(torch_device, spec.cuda_dtype)
         drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                     for m, name in spec.drafters.items()}
         sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                    for m, name in spec.sampled_drafters.items()}
         target = load_causal_lm(spec.target, torch_device, dtype, **hub)
         return cls(target, load_tokenizer(spec.tokenizer, **hub), drafters, torch_device, preset, chat=spec.chat,
-                   sampled_drafter_models=sampled)
+                   sampled_drafter_models=sampled, cuda_graphs=cuda_graphs)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""
@@ -310,9 +318,15 @@ class Engine:
             index += 1
 
     def new_target(self, layer_ids: list[int] | None, length: int):
-        """The target for one run that may reach `length` tokens, with a cache of its own (engine/target.py), and
-        room for a verify of a large tree past it."""
-        return target_for(self.target, self.fused_target, layer_ids, min(length, self.context_length) + 72)
+        """The target for one run that may reach `length` tokens, with a cache of its own (engine/target.py) and
+        room for a verify of a large tree past it; with CUDA graphs, the engine's one cache and its graphs, where
+        the run fits in it."""
+        capacity = min(length, self.context_length) + TREE_ROOM
+        if self.cuda_graphs and capacity <= GRAPHED_CONTEXT:
+            if self._graphed is None:
+                self._graphed = GraphedVerifies(self.fused_target, GRAPHED_CONTEXT)
+            return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width, self._graphed)
+        return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width)
 
     def _drafts_this_step(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         return drafts_this_step(config, drafter.max_drafts, state.num_new, state.committed_ids.shape[1],

@@ -28,10 +28,29 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from .contract.types import tree_depths
+from .contract.types import EngineError, tree_depths
 from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
 from .scheduler import steps_per_s_from_timings
 from .tree import verify_inputs
+
+
+VERIFY_WIDTH = 8  # rows of a fixed-width verify: an anchor and the embedded drafters' block of 7 (then 16, 32, ...)
+TREE_ROOM = 136  # cache positions a run keeps free past its longest output: a verify of a 64-node tree, padded
+GRAPHED_CONTEXT = 4096  # positions of the one cache CUDA graphs are captured over; longer runs verify eagerly
+CUDA_GRAPHS = ("auto", "on", "off")
+# Device names on which the device check (scripts/gpu_check.py, section "steps") found graphed verifies writing the
+# eager ones' tokens: `--cuda-graphs auto` turns graphs on there only
+GRAPHS_CHECKED_ON: tuple[str, ...] = ()
+
+
+def graphs_wanted(choice: str, device: torch.device) -> bool:
+    """Whether verifies are replayed as CUDA graphs: "on" on any CUDA device, "off" never, "auto" on the devices
+    GRAPHS_CHECKED_ON names. Raises ValueError for any other choice."""
+    if choice not in CUDA_GRAPHS:
+        raise EngineError(f"cuda graphs must be one of {', '.join(CUDA_GRAPHS)}, got {choice!r}")
+    if device.type != "cuda" or choice == "off":
+        return False
+    return choice == "on" or torch.cuda.get_device_name(device) in GRAPHS_CHECKED_ON
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -94,16 +113,21 @@ class FusedQwen3:
                 torch.zeros(shape, dtype=weight.dtype, device=weight.device))
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                start: int, mask: torch.Tensor | None, causal: bool, layer_ids: list[int] | None,
+                start: int | torch.Tensor, mask: torch.Tensor | None, causal: bool, layer_ids: list[int] | None,
                 logits_at: int | torch.Tensor = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Read `ids` (B, S) at `positions` (B, S), their keys and values written to the cache's slots
         start..start + S − 1, each query seeing the slots before `start` and the new ones `mask` (B, 1, S,
         start + S; True = may attend) allows, or with no mask all of them (`causal`: each new token only those up
         to itself). Returns logits at `logits_at` (0: every row; an int k > 0: the last k; a tensor: those rows)
-        and the features of `layer_ids` (B, S, len · H), or None."""
+        and the features of `layer_ids` (B, S, len · H), or None.
+
+        With `start` a tensor of slots (S,) instead, every shape is fixed by the inputs' alone, with no host integer
+        (what a CUDA graph replays): row r's key and value are written to slot start[r], and each query attends the
+        whole cache as `mask` (B, 1, S, capacity) allows."""
         model = self.model.model
         batch, length = ids.shape
-        end = start + length
+        fixed = torch.is_tensor(start)
+        end = None if fixed else start + length
         hidden = model.embed_tokens(ids)
         cos, sin = model.rotary_emb(hidden, positions)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, S, D): one rotation for every head
@@ -117,11 +141,17 @@ class FusedQwen3:
             k = F.rms_norm(qkv[:, :, h: h + kv], (d,), layer.k_norm, self.eps)
             qk = torch.cat([q, k], dim=2).transpose(1, 2)  # (B, h + kv, S, D)
             qk = qk * cos + rotate_half(qk) * sin
-            keys[index, :, :, start:end] = qk[:, h:]
-            values[index, :, :, start:end] = qkv[:, :, h + kv:].transpose(1, 2)
-            attended = F.scaled_dot_product_attention(
-                qk[:, :h], keys[index, :, :, :end], values[index, :, :, :end], attn_mask=mask,
-                is_causal=causal and mask is None and length > 1, scale=layer.scaling, enable_gqa=h != kv)
+            if fixed:
+                keys[index].index_copy_(2, start, qk[:, h:])
+                values[index].index_copy_(2, start, qkv[:, :, h + kv:].transpose(1, 2))
+                attended = F.scaled_dot_product_attention(qk[:, :h], keys[index], values[index], attn_mask=mask,
+                                                          scale=layer.scaling, enable_gqa=h != kv)
+            else:
+                keys[index, :, :, start:end] = qk[:, h:]
+                values[index, :, :, start:end] = qkv[:, :, h + kv:].transpose(1, 2)
+                attended = F.scaled_dot_product_attention(
+                    qk[:, :h], keys[index, :, :, :end], values[index, :, :, :end], attn_mask=mask,
+                    is_causal=causal and mask is None and length > 1, scale=layer.scaling, enable_gqa=h != kv)
             hidden = hidden + F.linear(attended.transpose(1, 2).reshape(batch, length, h * d), layer.o)
             x = F.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, self.eps)
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
@@ -140,15 +170,27 @@ class FusedQwen3:
 
 class Target:
     """One run's target: the fused Qwen3 forward over a cache of its own, preallocated for `capacity` positions
-    (grown, by copying into a larger one, should a run need more)."""
+    (grown, by copying into a larger one, should a run need more).
 
-    def __init__(self, fused: FusedQwen3, layer_ids: list[int] | None, capacity: int):
+    `width`: None verifies exactly the rows it is given (the CPU's way: its cost grows with every row). A number W
+    pads every verify to a fixed width (W, or the next doubling that holds a tree) over the whole cache with a
+    mask, so every verify of a run, the baseline's one-token steps included, runs the same kernels on the same
+    shapes: a row's numbers do not depend on how many rows were verified beside it, and a GPU can replay the
+    forward as a CUDA graph (`graphs`: the engine's captured graphs, shared by its runs with `cache`, the engine's
+    one cache they were captured over)."""
+
+    def __init__(self, fused: FusedQwen3, layer_ids: list[int] | None, capacity: int, width: int | None = None,
+                 graphs: "GraphedVerifies | None" = None):
         self.fused = fused
         self.layer_ids = layer_ids
-        self.keys, self.values = fused.new_cache(capacity)
+        self.width = width
+        self.graphs = graphs
+        if graphs is not None:  # the cache the graphs read and write: the engine's, of a fixed size
+            self.keys, self.values = graphs.keys, graphs.values
+        else:
+            self.keys, self.values = fused.new_cache(capacity)
         self.length = 0  # cache entries that stand: a host integer, never read back from the device
-        device = self.keys.device
-        self._arange = torch.arange(capacity, device=device)  # positions and masks are slices and comparisons of it
+        self._arange = torch.arange(self.capacity, device=self.keys.device)
 
     @property
     def capacity(self) -> int:
@@ -157,6 +199,8 @@ class Target:
     def _reserve(self, end: int) -> None:
         if end <= self.capacity:
             return
+        if self.graphs is not None:
+            raise ValueError(f"a graphed target holds {self.capacity} positions; {end} asked for")
         capacity = max(end, 2 * self.capacity)
         keys, values = self.fused.new_cache(capacity)
         keys[:, :, :, : self.length] = self.keys[:, :, :, : self.length]
@@ -168,7 +212,7 @@ class Target:
         """The prompt (1, n) into an empty cache: logits of its last position (1, 1, V) and the features of every
         position (1, n, F) or None."""
         n = ids.shape[1]
-        self._reserve(n)
+        self._reserve(n + (self.width or 0))
         self.length = 0
         positions = self._arange[:n][None]
         logits, features = self.fused.forward(ids, positions, self.keys, self.values, 0, None, True, self.layer_ids,
@@ -181,6 +225,8 @@ class Target:
         """Rows (1, 1 + N) after the cache: the anchor, then a chain of drafts or, with `parents`, a tree's nodes
         (engine/tree.py). Logits (1, 1 + N, V) and features (1, 1 + N, F) of every row. The rows' entries are
         written after the cache's; `keep` says which of them stand."""
+        if self.width is not None:
+            return self._verify_fixed(ids, parents)
         start, rows = self.length, ids.shape[1]
         end = start + rows
         self._reserve(end)
@@ -188,13 +234,39 @@ class Target:
             positions = self._arange[start:end][None]
             mask = None if rows == 1 else (self._arange[:end][None, :] <= positions[0][:, None])[None, None]
         else:
-            positions, mask = self._tree_inputs(parents, start)
+            positions, sees = self._tree_inputs(parents, start)
+            mask = torch.cat([sees.new_ones(rows, start), sees], dim=1)[None, None]
         return self.fused.forward(ids, positions, self.keys, self.values, start, mask, False, self.layer_ids)
 
+    def _verify_fixed(self, ids: torch.Tensor, parents: tuple[int, ...] | None):
+        """The verify at a fixed width: `rows` real rows, then padding rows (token 0, each at the slot after the
+        last, seeing every slot up to its own) whose entries land past the cache's length and are never kept."""
+        start, rows = self.length, ids.shape[1]
+        width = self.width
+        while width < rows:
+            width *= 2
+        self._reserve(start + width)
+        slots = self._arange[start: start + width]
+        mask = self._arange[None, :] <= slots[:, None]  # (width, capacity): a chain, padding rows alike
+        positions = slots.clone()
+        if parents is not None:
+            tree_positions, sees = self._tree_inputs(parents, start)
+            positions[:rows] = tree_positions[0]
+            mask[:rows, start: start + rows] = sees
+        padded = ids.new_zeros(1, width)
+        padded[:, :rows] = ids
+        if self.graphs is not None:
+            logits, features = self.graphs.replay(width, self.layer_ids, padded, positions[None], slots,
+                                                  mask[None, None])
+        else:
+            logits, features = self.fused.forward(padded, positions[None], self.keys, self.values, slots,
+                                                  mask[None, None], False, self.layer_ids)
+        return logits[:, :rows], features[:, :rows] if features is not None else None
+
     def _tree_inputs(self, parents: tuple[int, ...], start: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A tree verify's positions (1, 1 + N) and ancestor-only mask (1, 1, 1 + N, start + 1 + N), built on the
-        device from one small tensor of parents: each row sees the cache, the anchor, its ancestors and itself, at
-        the position its depth gives. Every row walks up one level at a time, all rows together."""
+        """A tree verify's positions (1, 1 + N) and which of its own rows each row sees (1 + N, 1 + N), built on the
+        device from one small tensor of parents: a row sees the anchor, its ancestors and itself, and sits at the
+        position its depth gives. Every row walks up one level at a time, all rows together."""
         n = len(parents)
         device = self.keys.device
         parent_rows = torch.tensor([0, *(p + 1 for p in parents)], device=device)  # row r's parent's row; 0: anchor
@@ -207,8 +279,7 @@ class Target:
             depth += ancestor != 0
             ancestor = parent_rows[ancestor]
             sees.index_put_((rows, ancestor), seen)
-        mask = torch.cat([sees.new_ones(n + 1, start), sees], dim=1)
-        return (depth + start)[None], mask[None, None]
+        return (depth + start)[None], sees
 
     def keep(self, length: int, rows: list[int] | None = None) -> None:
         """Keep the cache's first `length` entries and then the last verify's rows `rows` (offsets from its anchor,
@@ -223,6 +294,51 @@ class Target:
             for tensor in (self.keys, self.values):
                 tensor[:, :, :, length: length + len(rows)] = tensor.index_select(3, source)
         self.length = length + len(rows)
+
+
+class GraphedVerifies:
+    """A target's fixed-width verifies captured as CUDA graphs, one per width and set of feature layers, captured
+    the first time each is needed and replayed after, over one cache of `capacity` positions that every run of the
+    engine shares (a graph reads and writes the memory it was captured with). Inputs are copied into the graph's
+    own buffers; outputs are copied out of its, since the next replay writes them again."""
+
+    def __init__(self, fused: FusedQwen3, capacity: int):
+        self.fused = fused
+        self.keys, self.values = fused.new_cache(capacity)
+        self.graphs: dict[tuple, tuple] = {}
+
+    def replay(self, width: int, layer_ids: list[int] | None, ids, positions, slots, mask):
+        key = (width, tuple(layer_ids) if layer_ids is not None else None)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(width, layer_ids)
+        graph, inputs, outputs = self.graphs[key]
+        for buffer, value in zip(inputs, (ids, positions, slots, mask)):
+            buffer.copy_(value)
+        graph.replay()
+        logits, features = outputs
+        return logits.clone(), features.clone() if features is not None else None
+
+    def _capture(self, width: int, layer_ids: list[int] | None) -> tuple:
+        device = self.keys.device
+        capacity = self.keys.shape[3]
+        slots = torch.arange(capacity - width, capacity, device=device)  # warm-up writes land in the last slots
+        inputs = (torch.zeros(1, width, dtype=torch.long, device=device), slots[None].clone(), slots,
+                  torch.ones(1, 1, width, capacity, dtype=torch.bool, device=device))
+
+        def run():
+            return self.fused.forward(inputs[0], inputs[1], self.keys, self.values, inputs[2], inputs[3], False,
+                                      layer_ids)
+
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # kernels chosen and memory allocated before capture, as capture requires
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = run()
+        return graph, inputs, outputs
 
 
 class TransformersTarget:
@@ -257,10 +373,12 @@ class TransformersTarget:
         self.length = length + len(rows)
 
 
-def target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None, capacity: int):
-    """One run's target over `model`: the fused forward where it has one (`fused`), else transformers'."""
+def target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None, capacity: int,
+               width: int | None = None, graphs: GraphedVerifies | None = None):
+    """One run's target over `model`: the fused forward where it has one (`fused`; at a fixed `width`, replayed
+    from `graphs` where given), else transformers'."""
     if fused is not None:
-        return Target(fused, layer_ids, capacity)
+        return Target(fused, layer_ids, capacity, width, graphs)
     return TransformersTarget(model, layer_ids)
 
 

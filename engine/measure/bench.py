@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-len", dest="serial_k", type=int, default=4, help="K of the AR lane")
     parser.add_argument("--block-len", dest="drafts_per_block", type=int, default=7, help="tokens per block of DFlash and DSpark")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
+                        help="replay the target's verifies as CUDA graphs (auto: on the GPUs the device check passed on)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models)")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers peer runs")
@@ -353,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"--pairs is how many pairs of runs to make: 0 or more, got {args.pairs}")
         for lane in args.lanes or ():
             lane_config(lane, 1)  # an unknown lane: one line, before the models load
-        engine = Engine.load(args.preset, args.device, threads=args.threads)
+        engine = Engine.load(args.preset, args.device, threads=args.threads, cuda_graphs=args.cuda_graphs)
         if args.concurrency:
             return _concurrency(engine, prompts, args)
         with BusyMachine() if args.busy else contextlib.nullcontext():

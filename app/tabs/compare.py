@@ -49,6 +49,7 @@ from ..hosting import memory
 from ..servers import lanes as server_lanes
 from ..hosting.sessions import SessionStore
 from ..hosting.uploads import SavedFileButton
+from . import device_recordings
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
@@ -366,6 +367,7 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str],
     with gr.Row(elem_classes="chart-row"):
         lower = [gr.Plot(elem_id=e, show_label=False) for e in ("accepted-histogram", "formula-vs-measured",
                                                                  "time-split")]
+    device_recordings.compare_layout()  # the default comparison recorded on a GPU (a CPU's until one exists)
     return boxes, [timeline, *small, *lower], server_boxes
 
 

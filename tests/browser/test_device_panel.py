@@ -1,6 +1,6 @@
 """The device recordings beside the lesson's trees and load points, in chromium at 1024×768: point 8's link opens
 the Why tab, where under the live panels the device's recording names its device and date, says it is a recording,
-and fits the page's width, in the page and in projector mode."""
+and fits the page's width, in the page and in projector mode; the Compare tab shows the default comparison's."""
 
 from __future__ import annotations
 
@@ -45,3 +45,10 @@ def test_the_device_recording_sits_beside_the_trees_and_load_panels(random_app, 
                 assert box["visible"] and box["left"] >= 0 and box["widest"] <= SCREEN["width"], (kind, room, box)
                 fonts[(kind, room)] = box["font"]
         assert fonts[("trees", True)] >= fonts[("trees", False)]  # the room's view is no smaller
+        page.get_by_role("tab", name="Compare").click()  # the default comparison, beside the live run's lanes
+        panel = page.locator("#device-comparison")
+        panel.scroll_into_view_if_needed()
+        recording = recordings["comparison"]
+        assert panel.inner_text().startswith(f"Recorded on {recording.device_words} on {recording.recorded_at[:10]}")
+        box = panel.evaluate(FITS_JS)
+        assert box["visible"] and box["left"] >= 0 and box["widest"] <= SCREEN["width"], box

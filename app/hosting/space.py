@@ -69,8 +69,9 @@ Models: {description}.
 ## On this Space
 
 - Runs are queued one at a time. Each lane, and each of the Why tab's measurements, borrows a ZeroGPU GPU for
-  one call of at most {cap} s, sized from what the same work measured on a GPU (a lane: about {base:.0f} s plus
-  {per_token:g} s per new token), which counts against your daily ZeroGPU quota; lower "Max new tokens" for a
+  one call of at most {cap} s, sized from what the same work cost on a GPU (a lane of the embedded models: about
+  {base:.0f} s plus {per_token:g} s per new token; models whose cost has not been measured yet ask for {cap} s
+  until this Space has measured it), which counts against your daily ZeroGPU quota; lower "Max new tokens" for a
   shorter request. Stop ends the GPU's work within a step. Timings are measured on the borrowed GPU, so compare
   lanes within one run.
 - The Space variable `SPECLAB_PRESET` picks the models: `{presets}` (default `{default}`). A preset that
@@ -138,7 +139,7 @@ def readme_text(sdk_version: str) -> str:
 
     from .zerogpu import GPU_CAP_S, MARGIN, MEASURED_PER_TOKEN_S, WARM_UP_TOKENS, WORKER_START_S
 
-    per_token = MEASURED_PER_TOKEN_S.get(SPACE_DEFAULT_PRESET) or MEASURED_PER_TOKEN_S["tiny"]
+    per_token = MEASURED_PER_TOKEN_S["tiny"]
     header = yaml.safe_dump(front_matter(sdk_version), sort_keys=False, allow_unicode=True, width=1000)
     body = README_BODY.format(count=len(METHOD_REGISTRY), lanes=lanes_text(),
                               description=PRESETS[SPACE_DEFAULT_PRESET].description, cap=GPU_CAP_S,

@@ -27,7 +27,9 @@ from engine.contract.types import GenerationConfig, Stopped
 from engine.process import run_on
 
 PROMPT = "def parse(self, text):\n"
-PACE = {"step_s": 0.0}  # a target forward's pace in the worker (a GPU step), set by the tests that time a stop
+# a target forward's pace in the worker (a GPU step), set by the tests that time a stop; from the moment the file
+# "after" exists, where one is named
+PACE = {"step_s": 0.0, "after": ""}
 
 
 class PlainUnpickler(pickle.Unpickler):
@@ -132,7 +134,8 @@ def guarded(random_engine, tmp_path, monkeypatch):
         if os.getpid() != parent:
             with open(log, "a") as f:
                 f.write(f"{time.monotonic()}\n")
-            time.sleep(PACE["step_s"])
+            if not PACE["after"] or os.path.exists(PACE["after"]):
+                time.sleep(PACE["step_s"])
 
     models = [random_engine.target, *random_engine.drafter_models.values(),
               *random_engine.sampled_drafter_models.values()]
@@ -141,7 +144,7 @@ def guarded(random_engine, tmp_path, monkeypatch):
     yield log
     for handle in handles:
         handle.remove()
-    PACE["step_s"] = 0.0
+    PACE.update(step_s=0.0, after="")
 
 
 def zero_engine(engine, tmp_path, stand_in=None, **kwargs) -> zerogpu.ZeroGPUEngine:
@@ -201,7 +204,7 @@ def test_outputs_behind_the_boundary_equal_the_plain_runner(random_engine, tmp_p
 
 
 def test_stop_ends_a_lanes_gpu_work_within_a_step(random_engine, guarded, tmp_path):
-    PACE["step_s"] = 0.03
+    PACE["step_s"] = 0.05
     stop, lanes = threading.Event(), lanes_for(["baseline", "dflash"], max_new_tokens=60)
     engine, stopped_at = zero_engine(random_engine, tmp_path), None
     started = time.monotonic()
@@ -215,7 +218,8 @@ def test_stop_ends_a_lanes_gpu_work_within_a_step(random_engine, guarded, tmp_pa
 
 
 def test_stop_ends_a_measurements_gpu_work_within_a_step(random_engine, guarded, tmp_path):
-    PACE["step_s"] = 0.03
+    started = tmp_path / "started"
+    PACE.update(step_s=0.05, after=str(started))  # the measurement's own steps, not the worker's warm-up
     engine, stop, pressed = zero_engine(random_engine, tmp_path), threading.Event(), []
 
     def press():  # a few steps into the measurement itself, past the worker's warm-up
@@ -225,7 +229,6 @@ def test_stop_ends_a_measurements_gpu_work_within_a_step(random_engine, guarded,
         pressed.append(time.monotonic())
         stop.set()
 
-    started = tmp_path / "started"
     threading.Thread(target=press, daemon=True).start()
     with pytest.raises(Stopped):
         run_on(engine, many_runs, PROMPT, 50, stop=stop, started=str(started))  # as the Why tab and "Run it live" do

@@ -1,42 +1,69 @@
-"""The device check: every method on the embedded models and on a Qwen3-4B-shaped target with drafters of
-the public checkpoints' shapes, measured side by side in one run, written to one JSON file.
+"""The device check: what a GPU does with the engine, in sections that each write their own JSON as they end, so
+one lease of a lent GPU (15 minutes in all, 10 a command) measures what it can and a failing section stops nothing.
 
-    python -m scripts.gpu_check                 # on CUDA (embedded models float32, the 4B shape bfloat16)
-    python -m scripts.gpu_check --cpu           # the same checks on the CPU (the 4B shape narrowed)
+    python -m scripts.gpu_check --out runs/gpu                        # every section on CUDA (about 7 minutes)
+    python -m scripts.gpu_check --out runs/gpu --only facts,identity  # some of them
+    python -m scripts.gpu_check --cpu --smoke --out runs/cpu          # every code path on the CPU, in seconds
 
-Needs torch and transformers only (no gradio, no network). For each family and lane: identity with the
-baseline at temperature 0, τ, tokens/s, speedup, draft cost (draft time / verify time per step) and the
-share of wall time in bubbles, with overlap off and on; and the target's verify cost against the number of
-tokens verified. The Qwen3-4B-shaped models have random weights: their costs are real, their τ is not
-(random drafters are rarely accepted), so only the embedded family's τ means anything.
+Needs torch and transformers only (no gradio, no network). Sections, with estimates on an H200 at the speeds last
+measured there (a plain step ≈ 60 ms eager; faster with the fused target and graphs):
+
+- facts (≈ 10 s): versions, the device, and what one kernel launch, one sync and one small host-to-device copy
+  cost, alone and beside a busy Python thread.
+- identity (≈ 70 s): every lane of the embedded models against the baseline in float32 and bfloat16 (chains, trees
+  at 16 and 64 nodes, a batch of 2 and of 8), each lane's first token that leaves the baseline named.
+- census (≈ 15 s): per lane, the reads, host-built tensors and syncs a step (engine/measure/census.py; on CUDA
+  also what `torch.cuda.set_sync_debug_mode` reports).
+- profile (≈ 20 s): `torch.profiler` over one baseline and one DFlash step: top kernels, kernel launches and syncs
+  a step, and a chrome trace each.
+- steps (≈ 60 s): step times, eager against CUDA graphs and overlap on against off; whether the graphs write the
+  eager verifies' tokens; DFlash's draft-to-verify cost ratio.
+- trees (≈ 60 s): the DFlash and EAGLE trees at 8, 16, 32 and 64 nodes beside their chains (τ, speedup).
+- concurrency (≈ 60 s): the batched lanes at 1, 8 and 32 requests at once.
+- qwen3_4b (≈ 90 s): a Qwen3-4B-shaped target with drafters of the public checkpoints' shapes (random weights):
+  its verify cost against the tokens verified, every lane's draft cost.
+- recordings (≈ 60 s): the Compare tab's default comparison and the lesson's trees and load points recorded on this
+  device (scripts/device_recordings.py), for the app to show beside its live CPU runs.
+
+Each section writes OUT/<section>.json and one log line; a section that fails writes its error there and the others
+run on. Exit status 0 when every section ran and every identity held, else 1; 2 for bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import platform
 import sys
+import threading
 import time
+import traceback
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a file (python scripts/gpu_check.py), the project's packages importable
+    sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from engine.measure.bench import load_prompts  # noqa: E402
+from engine.batch import generate_batch  # noqa: E402
+from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
 from engine.drafters.dflash_model import DFlashDraftModel  # noqa: E402
 from engine.drafters.dspark_model import DSparkDraftModel  # noqa: E402
 from engine.drafters.eagle3 import Eagle3DraftModel  # noqa: E402
 from engine.loop import Engine  # noqa: E402
-from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
+from engine.measure.bench import load_prompts  # noqa: E402
+from engine.measure.census import KINDS, census  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
-from engine.scheduler import time_verify_forwards  # noqa: E402
-from engine.contract.types import GenerationConfig  # noqa: E402
+from engine.target import time_verifies  # noqa: E402
+from engine.timing import SpanClock  # noqa: E402
 
 # Qwen3-4B and Qwen3-0.6B as published; --cpu narrows the width and keeps every depth.
 QWEN3_4B = dict(num_hidden_layers=36, hidden_size=2560, intermediate_size=9728, num_attention_heads=32,
@@ -45,6 +72,8 @@ QWEN3_06B = dict(num_hidden_layers=28, hidden_size=1024, intermediate_size=3072,
                  num_key_value_heads=8, head_dim=128)
 NARROW = dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
 FEATURE_LAYERS = [1, 9, 17, 25, 33]  # DeepSpec's and z-lab's for a 36-layer target
+CHAINS = ("baseline", "eagle3", "classic", "dflash", "dspark")
+TREES = ("dflash_tree", "eagle3_tree")
 
 
 def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bool = False) -> tuple[Engine, dict]:
@@ -148,59 +177,360 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, draft
     return report
 
 
-def verify_cost(engine: Engine, repeats: int, sizes=(1, 2, 4, 8, 16, 32)) -> dict:
-    """Milliseconds per target forward of n new tokens over a 128-token cache, and relative to n = 1."""
-    seconds = time_verify_forwards(engine.target, engine.device, sizes, repeats=repeats)
+def verify_cost(engine: Engine, repeats: int, sizes=(1, 2, 4, 8, 16, 32, 64)) -> dict:
+    """Milliseconds per target verify (the run's Target, as the loop runs it) of n tokens after a 128-token prompt,
+    and relative to n = 1."""
+    target = engine.new_target(None, 128 + max(sizes))
+    seconds = time_verifies(target, engine.target.config.vocab_size, sizes, repeats=repeats)
     return {str(n): {"ms": round(t * 1e3, 3), "vs_one_token": round(t / seconds[0], 3)} for n, t in zip(sizes, seconds)}
+
+
+class Check:
+    """What the sections share: the arguments, the device, the prompts, and engines loaded once."""
+
+    def __init__(self, args):
+        self.args = args
+        self.device = torch.device("cpu" if args.cpu else "cuda")
+        self.prompts = load_prompts()[: args.prompts]
+        self.tokens = args.max_new_tokens
+        self._engines: dict = {}
+
+    def engine(self, dtype: str = "float32", cuda_graphs: str = "off") -> Engine:
+        """The embedded models on this device in `dtype`, warmed up once (not in --smoke)."""
+        key = (dtype, cuda_graphs)
+        if key not in self._engines:
+            engine = Engine.load("tiny", str(self.device), dtype=dtype, cuda_graphs=cuda_graphs)
+            if not self.args.smoke:
+                engine.warm_up()
+            self._engines[key] = engine
+        return self._engines[key]
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _first_difference(ours, baseline) -> int | None:
+    """The index of the first token where `ours` leaves `baseline` (None: identical)."""
+    ours, baseline = list(ours), list(baseline)
+    for i, (a, b) in enumerate(zip(ours, baseline)):
+        if a != b:
+            return i
+    return None if len(ours) == len(baseline) else min(len(ours), len(baseline))
+
+
+# --- the sections ---------------------------------------------------------------------------------------------
+
+def section_facts(check: Check) -> dict:
+    device, n = check.device, 200 if check.args.smoke else 2000
+    x = torch.zeros(16, device=device)
+
+    def per_call(work, calls: int) -> float:
+        check.sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            work()
+        check.sync()
+        return (time.perf_counter() - start) / calls * 1e6
+
+    def costs() -> dict:
+        return {"launch_us": round(per_call(lambda: x.add_(1), n), 2),
+                "sync_us": round(per_call(lambda: x[0].item(), n // 4), 2),  # a kernel's value read on the host
+                "host_to_device_us": round(per_call(lambda: torch.tensor([1, 2, 3], device=device), n // 4), 2)}
+
+    quiet = costs()
+    stop = threading.Event()
+
+    def busy() -> None:  # a Python thread holding the interpreter lock in turns, as the app's UI thread does
+        while not stop.is_set():
+            sum(range(1000))
+
+    thread = threading.Thread(target=busy, daemon=True)
+    thread.start()
+    try:
+        loaded = costs()
+    finally:
+        stop.set()
+        thread.join()
+    facts = {"device": torch.cuda.get_device_name(device) if device.type == "cuda"
+             else platform.processor() or platform.machine(),
+             "torch": torch.__version__, "transformers": transformers.__version__,
+             "python": platform.python_version(), "cuda": torch.version.cuda, "quiet": quiet,
+             "beside_a_busy_python_thread": loaded}
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        facts["memory_gib"] = {"free": round(free / 2**30, 1), "total": round(total / 2**30, 1)}
+    return facts
+
+
+def section_identity(check: Check) -> dict:
+    report, prompts = {}, check.prompts[: 2 if check.args.smoke else 3]
+    for dtype in ("float32", "bfloat16"):
+        engine = check.engine(dtype)
+        lanes = {m: GenerationConfig(method=m, max_new_tokens=check.tokens) for m in CHAINS if m in engine.methods()}
+        for tree in TREES:
+            if tree in engine.methods():
+                for nodes in (16,) if check.args.smoke else (16, 64):
+                    lanes[f"{tree}/{nodes}"] = GenerationConfig(method=tree, max_new_tokens=check.tokens,
+                                                                tree_nodes=nodes)
+        rows = {}
+        baselines = [engine.generate(p, lanes[BASELINE]).output_ids for p in prompts]
+        for name, config in lanes.items():
+            firsts = [_first_difference(engine.generate(p, config).output_ids, b) for p, b in zip(prompts, baselines)]
+            rows[name] = {"identical": all(f is None for f in firsts), "first_difference": firsts}
+        for size in (2,) if check.args.smoke else (2, 8):
+            requests = [prompts[i % len(prompts)] for i in range(size)]
+            for method in ("baseline", "dflash", "dspark"):
+                result = generate_batch(engine, requests, GenerationConfig(method=method, max_new_tokens=check.tokens))
+                firsts = [_first_difference(r.output_ids, baselines[prompts.index(p)])
+                          for r, p in zip(result.requests, requests)]
+                rows[f"{method}/batch_{size}"] = {"identical": all(f is None for f in firsts),
+                                                  "first_difference": firsts}
+        report[dtype] = {"device": engine.device_name, "lanes": rows,
+                         "identical": all(r["identical"] for r in rows.values())}
+    return report
+
+
+def section_census(check: Check) -> dict:
+    engine = check.engine()
+    prompt, report = check.prompts[0], {}
+    debug = check.device.type == "cuda"
+    for method in [*CHAINS, *TREES]:
+        if method not in engine.methods():
+            continue
+        for temperature in (0.0, 1.0):
+            config = GenerationConfig(method=method, max_new_tokens=check.tokens, temperature=temperature)
+            prompt_ids, drafter = engine._prepare(prompt, config)
+            steps = engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
+            per_step = []
+            if debug:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                while True:
+                    with warnings.catch_warnings(record=True) as caught, census() as counts:
+                        warnings.simplefilter("always")
+                        try:
+                            next(steps)
+                        except StopIteration:
+                            break
+                    row = {kind: counts[kind] for kind in KINDS}
+                    if debug:
+                        row["cuda_syncs"] = sum("synchroniz" in str(w.message) for w in caught)
+                    per_step.append(row)
+            finally:
+                if debug:
+                    torch.cuda.set_sync_debug_mode("default")
+            steady = per_step[2:] or per_step[1:]
+            report[f"{method}/T{temperature:g}"] = {
+                kind: max((row[kind] for row in steady), default=0) for kind in steady[0]} if steady else {}
+    return report
+
+
+def section_profile(check: Check, out: Path) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    engine = check.engine()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if check.device.type == "cuda" else [])
+    report = {}
+    for method in ("baseline", "dflash"):
+        config = GenerationConfig(method=method, max_new_tokens=max(check.tokens, 32))
+        prompt_ids, drafter = engine._prepare(check.prompts[0], config)
+        steps = engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
+        for _ in range(3):  # the prefill and two steps: caches made, kernels chosen
+            next(steps)
+        check.sync()
+        with profile(activities=activities) as prof:
+            next(steps)
+            check.sync()
+        steps.close()
+        events = prof.key_averages()
+        device_events = [e for e in events if getattr(e, "device_type", None) is not None
+                         and str(e.device_type).endswith("CUDA")]
+        by_name = {e.key: e.count for e in events}
+        top = sorted(device_events or events, key=lambda e: -(getattr(e, "self_device_time_total", 0)
+                                                               or e.self_cpu_time_total))[:10]
+        trace = out / f"profile_{method}.json"
+        prof.export_chrome_trace(str(trace))
+        report[method] = {
+            "kernel_launches": sum(c for name, c in by_name.items() if "LaunchKernel" in name),
+            "syncs": sum(c for name, c in by_name.items()
+                         if name in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")),
+            "copies": sum(c for name, c in by_name.items() if name.startswith("cudaMemcpy")),
+            "aten_ops": sum(c for name, c in by_name.items() if name.startswith("aten::")),
+            "top": [{"name": e.key[:80], "count": e.count,
+                     "us": round((getattr(e, "self_device_time_total", 0) or e.self_cpu_time_total), 1)}
+                    for e in top],
+            "chrome_trace": trace.name}
+    return report
+
+
+def _lane_times(engine: Engine, prompts: list[str], configs: dict) -> dict:
+    """Per lane: ms per step (wall), draft and verify ms per step, τ and output ids, over `prompts`, lanes
+    interleaved per prompt."""
+    totals = {name: {"wall": 0.0, "draft": 0.0, "verify": 0.0, "steps": 0, "tokens": 0, "outputs": []}
+              for name in configs}
+    for prompt in prompts:
+        for name, config in configs.items():
+            r = engine.generate(prompt, config)
+            t, s = totals[name], r.summary
+            t["wall"] += s.wall_s
+            t["draft"] += s.draft_s
+            t["verify"] += s.verify_s
+            t["steps"] += s.num_steps
+            t["tokens"] += s.num_new_tokens
+            t["outputs"].append(list(r.output_ids))
+    return {name: {"ms_per_step": round(t["wall"] / max(t["steps"], 1) * 1e3, 3),
+                   "draft_ms_per_step": round(t["draft"] / max(t["steps"], 1) * 1e3, 3),
+                   "verify_ms_per_step": round(t["verify"] / max(t["steps"], 1) * 1e3, 3),
+                   "tau": round(t["tokens"] / max(t["steps"], 1), 3),
+                   "tokens_per_s": round(t["tokens"] / t["wall"], 2) if t["wall"] else None,
+                   "outputs": t["outputs"]} for name, t in totals.items()}
+
+
+def section_steps(check: Check) -> dict:
+    prompts = check.prompts[: 2 if check.args.smoke else 4]
+    modes = {"eager": "off"}
+    if check.device.type == "cuda":
+        modes["graphs"] = "on"
+    report = {}
+    for mode, graphs in modes.items():
+        engine = check.engine(cuda_graphs=graphs)
+        configs = {}
+        for method in ("baseline", "dflash", "dspark", "eagle3"):
+            if method in engine.methods():
+                for overlap in (False, True):
+                    configs[f"{method}/overlap_{'on' if overlap else 'off'}"] = GenerationConfig(
+                        method=method, max_new_tokens=check.tokens, overlap=overlap)
+        for name, config in configs.items():  # one round first: graphs captured, kernels chosen
+            engine.generate(prompts[0], replace(config, max_new_tokens=8))
+        report[mode] = _lane_times(engine, prompts, configs)
+    eager = report["eager"]
+    base = eager["baseline/overlap_off"]["outputs"]
+    summary = {"plain_step_ms": {mode: lanes["baseline/overlap_off"]["ms_per_step"] for mode, lanes in report.items()},
+               "dflash_draft_to_verify": {
+                   mode: round(lanes["dflash/overlap_off"]["draft_ms_per_step"]
+                               / lanes["dflash/overlap_off"]["verify_ms_per_step"], 3)
+                   for mode, lanes in report.items() if "dflash/overlap_off" in lanes},
+               "identical": {mode: {name: lane["outputs"] == base for name, lane in lanes.items()}
+                             for mode, lanes in report.items()}}
+    for lanes in report.values():
+        for lane in lanes.values():
+            del lane["outputs"]
+    return {"summary": summary, "lanes": report}
+
+
+def section_trees(check: Check) -> dict:
+    from engine.measure.sweep import budget_sweep
+
+    engine = check.engine()
+    budgets = (8, 16) if check.args.smoke else (8, 16, 32, 64)
+    prompts = check.prompts[: 2 if check.args.smoke else 6]
+    return budget_sweep(engine, prompts, check.tokens, budgets=budgets)
+
+
+def section_concurrency(check: Check) -> dict:
+    from engine.measure.concurrency import concurrency_sweep
+
+    engine = check.engine()
+    sizes = [1, 2] if check.args.smoke else [1, 8, 32]
+    return concurrency_sweep(engine, check.prompts, min(check.tokens, 48), sizes, lanes=("baseline", "dflash", "dspark"),
+                             log=lambda *a, **k: None, rounds=1)
+
+
+def section_qwen3_4b(check: Check) -> dict:
+    shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), check.device,
+                                        narrow=check.args.cpu, smoke=check.args.smoke)
+    return {"narrowed": check.args.cpu, "smoke": check.args.smoke, "dtype": str(default_dtype(check.device)),
+            "verify_cost": verify_cost(shaped, check.args.repeats),
+            "lanes": measure_lanes(shaped, check.prompts[:2], check.tokens, 7, extra, warm_up=not check.args.smoke)}
+
+
+def section_recordings(check: Check, out: Path) -> dict:
+    from scripts.device_recordings import write_recordings
+
+    written = write_recordings(out / "recordings", str(check.device), quick=check.args.smoke or check.args.cpu,
+                               engine=check.engine())
+    return {"files": [str(p.relative_to(out)) for p in written],
+            "bytes": sum(p.stat().st_size for p in written)}
+
+
+SECTIONS = {
+    "facts": lambda check, out: section_facts(check),
+    "identity": lambda check, out: section_identity(check),
+    "census": lambda check, out: section_census(check),
+    "profile": section_profile,
+    "steps": lambda check, out: section_steps(check),
+    "trees": lambda check, out: section_trees(check),
+    "concurrency": lambda check, out: section_concurrency(check),
+    "qwen3_4b": lambda check, out: section_qwen3_4b(check),
+    "recordings": section_recordings,
+}
+
+
+def _sections(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown section(s) {', '.join(unknown) or '(none)'}; "
+                                         f"choose among {', '.join(SECTIONS)}")
+    return names
+
+
+def _failed(name: str, result: dict) -> bool:
+    """Whether a section's result says something is wrong (a lane that left the baseline)."""
+    if "error" in result:
+        return True
+    if name == "identity":
+        return not all(r["identical"] for r in result.values())
+    if name == "steps":
+        return not all(all(lanes.values()) for lanes in result["summary"]["identical"].values())
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check",
+                        help="folder for each section's JSON, the profiles' traces and the recordings")
+    parser.add_argument("--only", type=_sections, default=list(SECTIONS),
+                        help=f"comma-separated sections to run (default all): {', '.join(SECTIONS)}")
     parser.add_argument("--cpu", action="store_true", help="run on the CPU (the 4B shape narrowed to width 256)")
-    parser.add_argument("--prompts", type=int, default=4, help="held-out prompts per family")
+    parser.add_argument("--prompts", type=int, default=4, help="held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=9, help="timed forwards per size for the verify cost")
     parser.add_argument("--smoke", action="store_true",
-                        help="8 target layers, a small vocabulary, no warm-up: every code path quickly, "
-                             "no figures worth reading")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check.json")
+                        help="8 target layers for the 4B shape, fewer prompts and sizes, no warm-up: every code path "
+                             "quickly, no figures worth reading")
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():
         print("error: no CUDA device here; pass --cpu to run the same checks on the CPU", file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)  # fail before the run, not after it
-    device = torch.device("cpu" if args.cpu else "cuda")
-    started = time.perf_counter()
-    prompts = load_prompts()[: args.prompts]
-    report = {"device": None, "torch": torch.__version__, "transformers": transformers.__version__,
-              "python": platform.python_version(), "max_new_tokens": args.max_new_tokens, "prompts": len(prompts)}
-
-    embedded = Engine.load("tiny", str(device))
-    report["device"] = embedded.device_name
-    print(f"embedded models on {embedded.device_name}", file=sys.stderr)
-    report["embedded"] = {"lanes": measure_lanes(embedded, prompts, args.max_new_tokens, 7, warm_up=not args.smoke),
-                          "verify_cost": verify_cost(embedded, args.repeats)}
-    print(f"Qwen3-4B-shaped random models ({'narrowed, ' if args.cpu else ''}{default_dtype(device)})", file=sys.stderr)
-    shaped, extra = qwen3_shaped_engine(load_tokenizer("tokenizer", local_files_only=True), device, narrow=args.cpu,
-                                        smoke=args.smoke)
-    report["qwen3_4b_shape"] = {"narrowed": args.cpu, "smoke": args.smoke,
-                                "lanes": measure_lanes(shaped, prompts[:2], args.max_new_tokens, 7, extra,
-                                                       warm_up=not args.smoke),
-                                "verify_cost": verify_cost(shaped, args.repeats)}
-    report["wall_s"] = round(time.perf_counter() - started, 1)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    for family in ("embedded", "qwen3_4b_shape"):
-        print(f"\n{family}: lane | identical | tokens/s | speedup | τ | draft cost | bubble share")
-        for name, r in report[family]["lanes"].items():
-            print(f"  {name} | {r['identical_to_baseline']} | {r['tokens_per_s']} | {r['speedup']}× | {r['tau']} | "
-                  f"{r['draft_cost']} | {r['bubble_share']}")
-        print("  verify cost vs tokens: " + ", ".join(f"{n}: {v['vs_one_token']}×" for n, v in
-                                                      report[family]["verify_cost"].items()))
-    print(f"\nwrote {args.out} in {report['wall_s']} s")
-    identical = all(r["identical_to_baseline"] for f in ("embedded", "qwen3_4b_shape") for r in report[f]["lanes"].values())
-    return 0 if identical else 1
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)  # fail before any section runs, not after
+    except OSError as exc:
+        print(f"error: cannot write to {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    check, failures, started = Check(args), [], time.perf_counter()
+    for name in args.only:
+        began = time.perf_counter()
+        try:
+            result = SECTIONS[name](check, args.out)
+        except Exception as exc:  # a section that fails is written down; the others still run
+            result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        seconds = round(time.perf_counter() - began, 1)
+        document = {"section": name, "seconds": seconds, "device": str(check.device), "smoke": args.smoke,
+                    "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **result}
+        (args.out / f"{name}.json").write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
+        failed = _failed(name, result)
+        failures += [name] if failed else []
+        print(f"[{name}] {'FAILED' if failed else 'ok'} in {seconds} s -> {args.out / (name + '.json')}"
+              + (f": {result['error']}" if "error" in result else ""), file=sys.stderr, flush=True)
+    print(f"{len(args.only) - len(failures)} of {len(args.only)} sections ok in "
+          f"{time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failures)}" if failures else ""),
+          file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

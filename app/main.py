@@ -91,10 +91,10 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
         slides.wire(slide_view, slides.SlideHandlers(recordings, sessions, lesson_handlers), demo)
         redraw = projector.ChartRedraw(sessions, lambda session, at, token: (
             *compare_handlers.run.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
-            *step_handlers.redraw_charts(session, at, token)))
+            *step_handlers.redraw_charts(session, at, token), why_handlers.prediction(session)))
         projector.wire(projector_toggle, demo, redraw,
                        [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
-                        step_view.target_plot], [step_view.slider, step_view.token])
+                        step_view.target_plot, why_view.prediction], [step_view.slider, step_view.token])
     demo.queue(max_size=queue_size)
     presenter = presenting.Presenter(presenter_key)
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy

@@ -16,12 +16,11 @@ from ..comparison import verify_cost
 from .render import chart_label
 from ..words import more_or_less, span as value_span
 from ..words import survival as survival_along
-from .theme import ACCEPTED as ACCEPTED_COLOUR
-from .theme import DRAFT_WORK as DRAFT_WORK_COLOUR
 from .theme import WORK_COLOURS, lane_style
-from .theme import REJECTED as REJECTED_COLOUR
-from .theme import VERIFY_WORK as VERIFY_COLOUR
 
+HERE_COLOUR = "#555555"  # a figure measured on this machine, beside published ones
+PUBLISHED_COLOUR = "#BBBBBB"  # a published figure (a paper's, on its GPU)
+PREDICTION_DARK = "#8A3F73"  # a second prediction beside the first, in a darker shade of the same hue
 PREDICTION_COLOUR = "#CC79A7"  # predictions beside measurements (reddish purple)
 PREDICTION_DASH = "dash"  # predictions are dashed, measurements solid with markers (predictions are labelled)
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
@@ -43,6 +42,8 @@ def lane_line(method: str, **extra) -> dict:
 
 PROJECTOR_FONT = 18  # the smallest text of any chart in projector mode
 PROJECTOR_TITLE_FONT = 24
+PROJECTOR_TITLE_CHARS = 48  # characters of a 24-pixel title that fit a chart of the page at 1024 pixels
+PROJECTOR_SUBTITLE_CHARS = 84
 
 
 def for_projector(fig: go.Figure) -> go.Figure:
@@ -57,7 +58,18 @@ def for_projector(fig: go.Figure) -> go.Figure:
                     font=dict(size=PROJECTOR_FONT), entrywidthmode="pixels"),
         margin=dict(l=10, r=20, t=90 if fig.layout.title.text else 30, b=10, autoexpand=True),
         hoverlabel=dict(font=dict(size=PROJECTOR_FONT)))
+    for trace in fig.data:  # one chart a row: a legend entry on one line again
+        if trace.name and "<br>" in trace.name:
+            trace.name = trace.name.replace("<br>", " ")
     if fig.layout.title.text:
+        title, subtitle = split_title(fig.layout.title.text, fig.layout.title.subtitle.text or "",
+                                      PROJECTOR_TITLE_CHARS)
+        fig.layout.title.text = title  # the subtitle's own line breaks kept (a half-width chart's), long lines broken
+        fig.layout.title.subtitle.text = "<br>".join(wrapped(line, PROJECTOR_SUBTITLE_CHARS)
+                                                     for line in subtitle.split("<br>"))
+        above = [a for a in fig.layout.annotations or () if a.yref == "paper" and (a.y or 0) >= 1]
+        if above and subtitle:  # panel titles sit above the plot, under the subtitle's lines: room for both
+            fig.update_layout(margin_t=90 + 30 * (1 + fig.layout.title.subtitle.text.count("<br>")))
         fig.update_layout(title=dict(font=dict(size=PROJECTOR_TITLE_FONT), automargin=True, yref="container",
                                      y=0.98, yanchor="top", x=0, xanchor="left", xref="container",
                                      subtitle=dict(font=dict(size=PROJECTOR_FONT))))
@@ -143,10 +155,50 @@ def _add(data: dict, row: str, start_ms: float, end_ms: float, text: str) -> Non
     data["text"].append(text)
 
 
+SMALL_CHART_CHARS = 44  # characters of 14-pixel title text that fit a chart three to a row at 1024 pixels
+LEGEND_CHARS = 30  # characters of a legend entry that fit one line of such a chart
+
+
+def wrapped(text: str, width: int) -> str:
+    """Text broken into lines of at most `width` characters at its spaces (plotly's <br>): plotly never wraps."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join(lines + [line])
+
+
+def split_title(title: str, subtitle: str, chars: int) -> tuple[str, str]:
+    """A title of one line of at most `chars` characters (plotly draws a title of several lines above its own
+    anchor, out of the figure): its words before a colon, or the first that fit, stay; the rest opens the
+    subtitle, which may take several lines (`wrapped`)."""
+    title = title.replace("<br>", " ")
+    if len(title) <= chars:
+        return title, subtitle
+    colon = title.find(": ")
+    head = title[:colon] if 0 < colon <= chars else title[:chars + 1].rsplit(" ", 1)[0]
+    rest = title[len(head):].lstrip(": ")
+    return head, f"{rest}. {subtitle}" if subtitle else rest
+
+
 def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=300, margin=dict(l=10, r=10, t=40, b=40),
+    """A chart of the page's (three to a row at 1024 pixels, one a row in projector mode): a title longer than a
+    row keeps one line and opens its subtitle with the rest; legend entries wrap to fit."""
+    title, subtitle = split_title(title, "", SMALL_CHART_CHARS)
+    for trace in fig.data:
+        if trace.name and len(trace.name) > LEGEND_CHARS and "<br>" not in trace.name:
+            trace.name = wrapped(trace.name, LEGEND_CHARS)
+    legend_lines = sum(1 + (t.name or "").count("<br>") for t in fig.data if t.showlegend is not False and t.name)
+    below = 50 + 9 * legend_lines  # about two entries a row: the legend's rows under the x-axis title
+    fig.update_layout(title=dict(text=title, font=dict(size=14), automargin=True,
+                                 yref="container", y=0.98, yanchor="top", x=0.01, xanchor="left", xref="container",
+                                 subtitle=dict(text=wrapped(subtitle, SMALL_CHART_CHARS + 8), font=dict(size=12))),
+                      height=300 + 9 * legend_lines, margin=dict(l=10, r=10, t=40, b=below),
                       xaxis_title=x_title, yaxis_title=y_title, plot_bgcolor="white",
-                      legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     return fig
@@ -272,12 +324,13 @@ def predicted_vs_measured_figure(comparison) -> go.Figure:
                          hovertext=[f"{n}: one verify cost {c:.2f} baseline forwards" for n, c in zip(names, costs)],
                          hoverinfo="text+y", marker=dict(color="white", line=dict(color=PREDICTION_COLOUR, width=1.5),
                                                          pattern=dict(shape="/", fgcolor=PREDICTION_COLOUR))))
-    fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=ACCEPTED_COLOUR))
+    fig.add_trace(go.Bar(x=names, y=measured, name="measured speedup", marker_color=HERE_COLOUR))
     fig.update_layout(barmode="group")
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
-    _small_layout(fig, "Speedup: measured vs the formula", "lane", "× the baseline's tokens/s")
+    _small_layout(fig, "Speedup: measured vs the formula", "lane", "speedup (×)")
     if costs:
-        fig.update_layout(title_subtitle_text=verify_cost_words(costs), margin_t=64)
+        fig.update_layout(title_subtitle=dict(text=wrapped(verify_cost_words(costs), SMALL_CHART_CHARS + 8),
+                                              font=dict(size=12)))
     return fig
 
 
@@ -366,8 +419,8 @@ def theory_figure(serial: list[float], one_pass: list[float], measured: dict[int
     fig = go.Figure()
     # Each optimum is named in its curve's legend entry and marked on the curve: labels printed at the points
     # fell over each other (and over the crosses) wherever two optima shared a K.
-    for name, curve, colour in (("serial drafter (K forwards), predicted", serial, DRAFT_WORK_COLOUR),
-                                ("one-pass drafter (1 forward), predicted", one_pass, ACCEPTED_COLOUR)):
+    for name, curve, colour in (("serial drafter (K forwards), predicted", serial, PREDICTION_COLOUR),
+                                ("one-pass drafter (1 forward), predicted", one_pass, PREDICTION_DARK)):
         k = best_k(curve)
         fig.add_trace(go.Scatter(x=ks, y=curve, mode="lines", name=f"{name}, best K = {k} ◆", legendgroup=name,
                                  line=dict(color=colour, dash=PREDICTION_DASH)))
@@ -407,20 +460,20 @@ def machine_vs_gpu_figure(here: dict[str, dict], published) -> go.Figure:
     datacenter-GPU figures (cost implied by their τ and speedup through the formula), each with its source."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("draft cost / verify cost", "speedup (×)"))
+    fig = make_subplots(rows=2, cols=1, subplot_titles=("draft cost / verify cost", "speedup (×)"),
+                        vertical_spacing=0.18)  # one above the other: the bars' long names fit a projector's row
     names = [f"{lane} (here, measured)" for lane in here] + [f"{p.method} · {p.setting}" for p in published]
     costs = [r["draft_cost"] for r in here.values()] + [p.implied_draft_cost for p in published]
     speeds = [r["speedup"] for r in here.values()] + [p.speedup for p in published]
-    colours = [REJECTED_COLOUR] * len(here) + [VERIFY_COLOUR] * len(published)
+    colours = [HERE_COLOUR] * len(here) + [PUBLISHED_COLOUR] * len(published)  # greys: no hue of a token or a lane
     sources = ["measured in this run on this machine"] * len(here) + \
               [f"{p.source}; cost implied by τ {p.tau} and {p.speedup}×" for p in published]
-    for col, values in ((1, costs), (2, speeds)):
+    for row, values in ((1, costs), (2, speeds)):
         fig.add_trace(go.Bar(y=names, x=values, orientation="h", marker_color=colours, showlegend=False,
                              hovertext=[f"{n}<br>{v:.2f}<br>{s}" for n, v, s in zip(names, values, sources)],
-                             hoverinfo="text"), row=1, col=col)
-    fig.update_layout(height=140 + 34 * len(names), margin=dict(l=10, r=10, t=40, b=30), plot_bgcolor="white")
+                             hoverinfo="text"), row=row, col=1)
+    fig.update_layout(height=160 + 2 * 24 * len(names), margin=dict(l=10, r=10, t=40, b=30), plot_bgcolor="white")
     fig.update_yaxes(autorange="reversed")
-    fig.update_yaxes(showticklabels=False, row=1, col=2)  # the left panel names the bars for both
     return fig
 
 
@@ -476,7 +529,7 @@ def parts_figure(parts: dict) -> go.Figure:
     """A method beside its variants (engine.measure.sweep.variant_sweep): per position, each one's conditional acceptance
     (solid) and survival (dotted, in the same colour)."""
     fig = go.Figure()
-    palette = (ACCEPTED_COLOUR, DRAFT_WORK_COLOUR, VERIFY_COLOUR, PREDICTION_COLOUR, "#444444")
+    palette = variant_shades(parts["method"])
     for i, (name, row) in enumerate(parts["rows"].items()):
         rates, colour = row["per_position_acceptance"], palette[i % len(palette)]
         label = f"{variant_label(parts['method'], name)} (τ {row['tau']:.2f})"
@@ -490,6 +543,14 @@ def parts_figure(parts: dict) -> go.Figure:
     fig.update_yaxes(range=[0, 1.05])
     return _small_layout(fig, "Each variant per position: conditional acceptance and survival",
                          "position k in the block", "share of steps")
+
+
+def variant_shades(method: str) -> tuple[str, ...]:
+    """A method's variants in shades of its own lane colour (darker, lighter, then grey): one hue, one method."""
+    base = lane_style(method)[0].lstrip("#")
+    r, g, b = (int(base[i:i + 2], 16) for i in (0, 2, 4))
+    mix = lambda t, to: "#" + "".join(f"{round(c + (to - c) * t):02X}" for c in (r, g, b))  # noqa: E731
+    return (f"#{base}", mix(0.45, 0), mix(0.5, 255), "#777777", mix(0.7, 0))
 
 
 def variant_label(method: str, name: str) -> str:

@@ -19,7 +19,7 @@ from ..comparison import Comparison
 from ..theory import speedup
 from ..words import survival
 from .charts import PREDICTION_COLOUR, _error_bars, _small_layout
-from .theme import DRAFT_WORK, lane_style
+from .theme import lane_style
 
 KEY_COLOUR = "#555555"  # a legend entry that names a kind of mark, not a lane
 HELD_OUT_NOTE = "bars: {n} held-out prompts, whiskers: one prompt's lowest to highest"

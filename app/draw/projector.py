@@ -35,6 +35,11 @@ body.projector .gradio-container button, body.projector .gradio-container textar
 body.projector .gradio-container input, body.projector .gradio-container [role="tab"] {{ font-size: 20px !important; }}
 body.projector:not(.drafts-shown) .tok.ghost, body.projector:not(.drafts-shown) .cutmark {{ display: none; }}
 body.projector .chart-row {{ flex-direction: column !important; flex-wrap: nowrap !important; }}
+/* Nothing a room reads under 18 px: the page's own small print and Gradio's labels, slider ends and folds. */
+body.projector .gradio-container :is(.legend, .steps, .note, .cutmark, .chip .tag, .lane-desc, .lane-drafter,
+  .lane-state, .sameness, .st-summary, .st-context, .st-pos, .st-rule, .tok.ghost, .focus-note, .min_value,
+  .max_value, [data-testid="block-info"], .label-wrap span, .label, .prose, .prose *),
+body.projector footer * {{ font-size: max(18px, 1em) !important; }}
 body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
 body.projector .prose td:not(:first-child) {{ white-space: normal; }}

@@ -36,15 +36,15 @@ CSS = f"""
 .lane-name {{ font-size: 1.15em; font-weight: 700; }}
 .lane-swatch {{ font-size: 1.1em; }}
 .lane-card {{ border-left: 5px solid var(--lane-colour, transparent); padding-left: .5em; }}
-.lane-desc {{ color: #666; font-size: .9em; }}
-.lane-drafter {{ font-size: .8em; padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
-.lane-state {{ margin-left: auto; font-size: .8em; color: #666; }}
+.lane-desc {{ color: #666; font-size: max(11px, .9em); }}
+.lane-drafter {{ font-size: max(11px, .8em); padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
+.lane-state {{ margin-left: auto; font-size: max(11px, .8em); color: #666; }}
 .chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
-.chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: .9em; white-space: nowrap; }}
+.chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: max(11px, .9em); white-space: nowrap; }}
 .chip b {{ font-variant-numeric: tabular-nums; }}
 .chip.provisional {{ opacity: .55; border-style: dashed; }}
-.chip .tag {{ font-size: .75em; text-transform: uppercase; letter-spacing: .04em; color: #666; }}
-.tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; white-space: pre-wrap;
+.chip .tag {{ font-size: max(11px, .75em); text-transform: uppercase; letter-spacing: .04em; color: #666; }}
+.tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: max(11px, .85em); white-space: pre-wrap;
           word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
           padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}
 .prompt-text {{ color: #888; }}
@@ -57,39 +57,39 @@ CSS = f"""
 .tok.rejected {{ color: {REJECTED}; text-decoration: line-through; background: {REJECTED}1a; }}
 .tok.unverified {{ color: {UNVERIFIED}; outline: 1px dashed {UNVERIFIED}; outline-offset: -1px; }}
 .tok.cut {{ color: {UNVERIFIED}; outline: 1px dashed {UNVERIFIED}; outline-offset: -1px; font-style: italic; }}
-.cutmark {{ color: {UNVERIFIED}; font-size: .8em; }}
-.tok.ghost {{ font-size: .85em; }}
-.legend {{ display: flex; flex-wrap: wrap; gap: 1em; font-size: .85em; margin: .2em 0; }}
+.cutmark {{ color: {UNVERIFIED}; font-size: max(11px, .8em); }}
+.tok.ghost {{ font-size: max(11px, .85em); }}
+.legend {{ display: flex; flex-wrap: wrap; gap: 1em; font-size: max(11px, .85em); margin: .2em 0; }}
 .legend .tok {{ cursor: default; padding: 0 .3em; }}
-.steps {{ margin-top: .5em; font-size: .85em; overflow-x: auto; }}
+.steps {{ margin-top: .5em; font-size: max(11px, .85em); overflow-x: auto; }}
 .steps table {{ border-collapse: collapse; width: 100%; }}
 .steps td {{ padding: .15em .4em; border-top: 1px solid #eee; vertical-align: top; }}
 .steps td.block {{ font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }}
 .steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
-.sameness {{ font-size: .9em; font-weight: 600; margin: .1em 0; }}
+.sameness {{ font-size: max(11px, .9em); font-weight: 600; margin: .1em 0; }}
 .sameness.same {{ color: {ACCEPTED}; }}
 .sameness.differs {{ color: {REJECTED}; }}
 .sameness.sample {{ color: #555; font-weight: 400; cursor: help; }}
 .status-error {{ color: {REJECTED}; font-weight: 600; }}
 .link-notes ul {{ margin: .2em 0 0 1.2em; padding: 0; }}
 .link-notes li {{ font-weight: 400; }}
-.note {{ color: #555; font-size: .9em; }}
+.note {{ color: #555; font-size: max(11px, .9em); }}
 """
 
 # The Step-through tab (app/tabs/step.py): every lane's block at one step, token by token, large.
 CSS += f"""
 .st-lanes {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: .8em; }}
 .st-lane {{ border: 1px solid #e5e5e5; border-radius: .5em; padding: .6em; background: #fcfcfc; min-width: 0; }}
-.st-summary {{ font-size: .85em; color: #444; margin: .2em 0; }}
-.st-rule {{ font-size: .9em; color: #333; margin: 0 0 .6em; padding: .3em .6em; border-left: 3px solid {BONUS}; background: #f6f9fc; }}
-.st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .8em; color: #888;
+.st-summary {{ font-size: max(11px, .85em); color: #444; margin: .2em 0; }}
+.st-rule {{ font-size: max(11px, .9em); color: #333; margin: 0 0 .6em; padding: .3em .6em; border-left: 3px solid {BONUS}; background: #f6f9fc; }}
+.st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: max(11px, .8em); color: #888;
               white-space: pre-wrap; word-break: break-all; margin-bottom: .4em; }}
 .st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}
 .st-tree {{ margin-top: .5em; max-height: 26em; max-width: 100%; overflow: auto; border-top: 1px dashed #e5e5e5; padding-top: .4em; }}
 .st-tok {{ border: 1px solid #ddd; border-radius: .4em; padding: .3em .45em; background: white; min-width: 6.2em;
-          font-size: .78em; }}
+          font-size: max(11px, .78em); }}
 .st-tok.selected {{ border-color: #222; box-shadow: 0 0 0 2px #222; }}
-.st-pos {{ color: #999; font-size: .85em; }}
+.st-pos {{ color: #999; font-size: max(11px, .85em); }}
 .st-text {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 1.7em; text-align: center;
            margin: .15em 0 .3em; white-space: pre; }}
 .st-text .tok {{ cursor: default; padding: 0 .15em; }}
@@ -107,5 +107,5 @@ CSS += f"""
 # The Lesson tab (app/tabs/lesson.py) and the note a lesson point leaves on the tab it opens.
 CSS += f"""
 .lesson-point {{ padding: .6em .9em; margin-bottom: .6em; }}
-.focus-note {{ border-left: 4px solid {BONUS}; background: #f3f8fc; padding: .5em .8em; font-size: .95em; }}
+.focus-note {{ border-left: 4px solid {BONUS}; background: #f3f8fc; padding: .5em .8em; font-size: max(11px, .95em); }}
 """

@@ -54,6 +54,9 @@ more. The curves below are **predictions** from that formula (dashed); move the 
 acceptance and cost move the best K."""
 
 
+MAX_SLIDER_SESSIONS = 256  # sessions whose slider values the prediction's redraw remembers
+
+
 def _settings_prediction(acceptance: float, serial_cost: float, block_cost: float, points=None):
     return theory_figure(serial_curve([acceptance], serial_cost), one_pass_curve([acceptance], block_cost),
                          run_points=points)
@@ -406,6 +409,7 @@ SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98,
            ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
            ("one-pass drafter: the whole block's cost / a verify forward's", "block draft cost", 0.05, 1.5, 0.4))
 SLIDER_PARSERS = tuple(float_parser(name, low, high) for _, name, low, high, _ in SLIDERS)
+DEFAULT_SLIDERS = tuple(value for *_, value in SLIDERS)
 NOT_RECORDED = "Not recorded here: press the button to measure it on this machine."
 
 
@@ -609,6 +613,7 @@ class WhyHandlers:
         self.sessions = sessions
         self.max_run_s = max_run_s  # a measurement's wall-time limit, as a comparison's
         self.shared = SharedMeasurements()
+        self.sliders: OrderedDict = OrderedDict()  # session -> the sliders it last drew the prediction at (bounded)
 
     def _last(self, session: str):
         return self.sessions.get(session).last
@@ -625,9 +630,19 @@ class WhyHandlers:
     def predict(self, p, c, b, request: gr.Request):
         """The prediction at the sliders' values, with the session's last run's lanes as crosses."""
         p, c, b = self._sliders(p, c, b)
-        comparison = self._last(request.session_hash)
+        self.sliders[request.session_hash] = (p, c, b)
+        self.sliders.move_to_end(request.session_hash)
+        while len(self.sliders) > MAX_SLIDER_SESSIONS:
+            self.sliders.popitem(last=False)
+        return self.prediction(request.session_hash)
+
+    def prediction(self, session: str):
+        """The prediction at the session's sliders (their defaults until it moved one), with its last run's lanes as
+        crosses, laid out for the session's mode: projector mode's toggle draws it again."""
+        p, c, b = self.sliders.get(session, DEFAULT_SLIDERS)
+        comparison = self._last(session)
         return styled(_settings_prediction(p, c, b, run_points(comparison) if comparison else None),
-                      self.sessions.get(request.session_hash).projector)
+                      self.sessions.get(session).projector)
 
     def overlay(self, p, c, b, request: gr.Request):
         self._sliders(p, c, b)

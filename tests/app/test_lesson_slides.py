@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -34,7 +35,8 @@ def test_slide_3_sets_each_lanes_acceptance_beside_its_cap_over_thousands_of_jud
     marks = {t.name: t for t in figure.data if t.x and t.x[0] is not None}
     for name in ("measured rate", "expected min(1, p/q)", "1 − TV (the cap)"):
         assert len(marks[name].y) >= 4 and marks[name].error_y.array is not None  # every lane, with its interval
-    judged = [int(n.replace(",", "")) for n in figure.layout.title.subtitle.text.split("<br>")[1].split()[0].split("–")]
+    judged = [int(n.replace(",", "")) for n in
+              re.search(r"([\d,]+)–([\d,]+) judged drafts", figure.layout.title.subtitle.text).groups()]
     assert min(judged) >= 2000
     assert "4 of 4 lanes" in lesson.slide_claim(point, recorded)
     # the title follows the numbers: a lane whose rate leaves its 1 − TV's interval is counted out

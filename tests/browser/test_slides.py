@@ -108,3 +108,59 @@ def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q
     sizes = widget.evaluate("""w => [...w.querySelectorAll('*')].filter(e => [...e.childNodes].some(
         c => c.nodeType === 3 && c.textContent.trim())).map(e => parseFloat(getComputedStyle(e).fontSize))""")
     assert min(sizes) >= 18  # read from the back of the room
+
+
+# Every text element of the page that is shown, with its computed size (charts' own text is read by CHART_TEXT_JS)
+PAGE_TEXT_JS = """(min) => {
+  const small = [], walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode, el = node.parentElement;
+    if (!node.textContent.trim() || !el || el.closest('svg, #slides') || el.offsetParent === null) continue;
+    const box = el.getBoundingClientRect(), size = parseFloat(getComputedStyle(el).fontSize);
+    if (box.width && box.height && size < min) small.push(`${node.textContent.trim().slice(0, 30)} at ${size} px`);
+  }
+  return small;
+}"""
+
+
+def readable(page, where: str, min_size: float) -> None:
+    """Every text shown on the page at least `min_size` px, and every chart shown whole, apart and that large."""
+    assert page.evaluate(PAGE_TEXT_JS, min_size) == [], where
+    for plot in page.locator(".js-plotly-plot").all():
+        if plot.is_visible():
+            chart = plot.evaluate(CHART_TEXT_JS)
+            name = plot.evaluate("p => p.closest('[id]') && p.closest('[id]').id")
+            assert chart_text_problems(chart, min_size=min_size) == [], f"{where}: {name}"
+
+
+def projector(page, on: bool) -> None:
+    """Switch projector mode with the page's own toggle, and wait for the charts drawn again for it."""
+    page.locator("#projector input").set_checked(on)
+    page.wait_for_function("(on) => document.body.classList.contains('projector') === on", arg=on, timeout=10_000)
+    size = 18 if on else 12
+    page.wait_for_function(  # every visible chart's tick labels redrawn at the mode's size
+        """(size) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
+             .every(p => [...p.querySelectorAll('.xtick text')].every(t =>
+               (parseFloat(getComputedStyle(t).fontSize) >= 18) === (size >= 18)))""", arg=size, timeout=30_000)
+
+
+def test_compare_step_through_and_why_read_at_18_px_in_projector_mode_and_11_outside(page):
+    """At 1024×768, a lesson comparison on Compare, its step through and the Why tab: in projector mode no text
+    under 18 px, no chart text cut or overlapping; outside it none under 11 px."""
+    page.goto(f"{page.base}?lesson=1")
+    page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
+    readable(page, "Compare", 11)
+    projector(page, True)
+    readable(page, "Compare, projector mode", 18)
+    page.get_by_role("tab", name="Step through").click()
+    page.get_by_role("button", name="Show my last run").click()
+    page.wait_for_selector(".st-tok", timeout=30_000)
+    page.get_by_role("button", name="Next").click()
+    page.wait_for_timeout(1000)
+    readable(page, "Step through, projector mode", 18)
+    page.get_by_role("tab", name="Why").click()
+    page.wait_for_selector("#why-load-plot .main-svg", timeout=30_000)
+    projector(page, True)
+    readable(page, "Why, projector mode", 18)
+    projector(page, False)
+    readable(page, "Why", 11)

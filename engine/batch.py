@@ -30,10 +30,9 @@ from .contract.presets import load_prompts
 from .contract.types import MAX_REQUESTS_AT_ONCE, EngineError, GenerationConfig
 from .drafters.base import DraftBlock
 from .drafters.batched import batched
-from .models import forward_with_features, new_cache
-from .ragged import RaggedCache, padded
 from .rules import drafts_this_step, finish_reason
 from .sampling import Verdict, logits_to_probs, pick, verify, verify_greedy, verify_greedy_batch
+from .target import BatchTarget
 from .timing import SpanClock
 from .trace import DeviceStep
 
@@ -230,39 +229,34 @@ class _BatchLoop:
         """Decode the `waiting` requests (an iterator, read as places free up), yielding "prefill" after requests
         joined and "decode" after each step of the batch; `traced`: the request to record."""
         waiting, self.traced = iter(waiting), traced
-        cache = RaggedCache(new_cache(self.engine.target), 0, self.device)
+        target = BatchTarget(self.engine.target, self.engine.fused_target, self.drafter.target_layer_ids, self.device)
         live: list[_Request] = []
         while True:
             if any(r.finish_reason is not None for r in live):  # finished requests leave the batch
                 rows = [b for b, r in enumerate(live) if r.finish_reason is None]
-                cache.select(rows)
+                target.select(rows)
                 self.drafter.select(rows)
                 live = [live[b] for b in rows]
             joining = list(itertools.islice(waiting, self.concurrency - len(live)))
             if joining:  # they join at the end; one may finish at its first token and leave at once
-                self._prefill(joining, cache)
+                self._prefill(joining, target)
                 live += joining
                 yield "prefill"
             elif not live:
                 return
             else:
                 self.size = len(live)
-                self._step(live, cache)
+                self._step(live, target)
                 yield "decode"
 
-    def _prefill(self, requests: list[_Request], cache: RaggedCache) -> None:
+    def _prefill(self, requests: list[_Request], target: BatchTarget) -> None:
         """The joining requests' prompts in one forward, into rows appended to the batch's cache; each request's
         first token, and the drafter's start on them. Logits only where some prompt ends (the vocabulary's
         projection at every prompt position would be most of a long prefill's work)."""
         config, clock = self.config, self.clock
         counts = [len(r.ids) for r in requests]
-        ends = sorted({n - 1 for n in counts})
-        joining = RaggedCache(new_cache(self.engine.target), len(requests), self.device)
         with clock.span("verify", f"target prefill, {len(requests)} joining"):
-            logits, features = self._forward(joining, padded([r.ids for r in requests], self.device),
-                                             joining.causal_inputs(counts), torch.tensor(ends, device=self.device))
-            joining.keep([list(range(n)) for n in counts])
-            cache.extend(joining)
+            logits, ends, features = target.join([r.ids for r in requests])
         firsts = [pick(logits_to_probs(logits[b, ends.index(n - 1)], config.temperature), config.temperature,
                        r.generator) for b, (r, n) in enumerate(zip(requests, counts))]
         self.drafter.start([torch.tensor(r.ids, device=self.device) for r in requests],
@@ -271,9 +265,9 @@ class _BatchLoop:
         if self.traced in requests:
             traced = self.traced
             self.record = _Record("prefill", None, None, None, 0, None, kept[requests.index(traced)],
-                                  traced.finish_reason, len(cache.lengths), self.take_committed())
+                                  traced.finish_reason, target.size, self.take_committed())
 
-    def _step(self, batch: list[_Request], cache: RaggedCache) -> None:
+    def _step(self, batch: list[_Request], target: BatchTarget) -> None:
         """One step for the live requests: draft, verify every request's drafts in one forward, commit."""
         config, drafter, clock = self.config, self.drafter, self.clock
         step_start = time.perf_counter()
@@ -291,11 +285,11 @@ class _BatchLoop:
                    for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
         with clock.span("verify", f"target verify, {len(batch)} requests"):
             inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
-            counts, tokens = [len(x) for x in inputs], padded(inputs, self.device)
-            logits, features = self._forward(cache, tokens, cache.causal_inputs(counts))
+            counts = [len(x) for x in inputs]
+            tokens, logits, features = target.verify(inputs)
             accepted, bonuses, verdicts = self._verdicts(batch, checked, tokens, counts, logits)
         with clock.span("host", "roll back caches, commit"):
-            cache.keep([list(range(1 + n)) for n in accepted])
+            target.keep([list(range(1 + n)) for n in accepted])
             drafter.accept([len(r.ids) + n for r, n in zip(batch, accepted)],
                            [features[b, : 1 + n] if features is not None else None for b, n in enumerate(accepted)])
             kept = []
@@ -342,12 +336,6 @@ class _BatchLoop:
             bonuses.append(verdict.bonus_id)
             verdicts.append(verdict)
         return accepted, bonuses, verdicts
-
-    def _forward(self, cache: RaggedCache, tokens: torch.Tensor, inputs: dict, logits_at: torch.Tensor | int = 0):
-        """One target forward over the batch's new tokens (B, S), each row padded to the longest; logits at every
-        position, or only at `logits_at` (positions, the same for every row)."""
-        return forward_with_features(self.engine.target, tokens, cache.cache, self.drafter.target_layer_ids,
-                                     logits_at, **inputs)
 
     def _append(self, r: _Request, new_ids: list[int]) -> list[int]:
         """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (rules.finish_reason);

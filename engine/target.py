@@ -30,6 +30,7 @@ from transformers import DynamicCache
 
 from .contract.types import EngineError, tree_depths
 from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
+from .ragged import RaggedCache, padded
 from .scheduler import steps_per_s_from_timings
 from .tree import verify_inputs
 
@@ -114,7 +115,8 @@ class FusedQwen3:
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 start: int | torch.Tensor, mask: torch.Tensor | None, causal: bool, layer_ids: list[int] | None,
-                logits_at: int | torch.Tensor = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                logits_at: int | torch.Tensor = 0, cache: DynamicCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Read `ids` (B, S) at `positions` (B, S), their keys and values written to the cache's slots
         start..start + S − 1, each query seeing the slots before `start` and the new ones `mask` (B, 1, S,
         start + S; True = may attend) allows, or with no mask all of them (`causal`: each new token only those up
@@ -123,7 +125,11 @@ class FusedQwen3:
 
         With `start` a tensor of slots (S,) instead, every shape is fixed by the inputs' alone, with no host integer
         (what a CUDA graph replays): row r's key and value are written to slot start[r], and each query attends the
-        whole cache as `mask` (B, 1, S, capacity) allows."""
+        whole cache as `mask` (B, 1, S, capacity) allows.
+
+        With a transformers `cache` instead (a batch's ragged cache, engine/ragged.py), each layer's new keys and
+        values are appended to it and every query attends all of its entries as `mask` allows (`keys`, `values`
+        and `start` unused)."""
         model = self.model.model
         batch, length = ids.shape
         fixed = torch.is_tensor(start)
@@ -141,7 +147,11 @@ class FusedQwen3:
             k = F.rms_norm(qkv[:, :, h: h + kv], (d,), layer.k_norm, self.eps)
             qk = torch.cat([q, k], dim=2).transpose(1, 2)  # (B, h + kv, S, D)
             qk = qk * cos + rotate_half(qk) * sin
-            if fixed:
+            if cache is not None:
+                every_key, every_value = cache.update(qk[:, h:], qkv[:, :, h + kv:].transpose(1, 2), index)
+                attended = F.scaled_dot_product_attention(qk[:, :h], every_key, every_value, attn_mask=mask,
+                                                          scale=layer.scaling, enable_gqa=h != kv)
+            elif fixed:
                 keys[index].index_copy_(2, start, qk[:, h:])
                 values[index].index_copy_(2, start, qkv[:, :, h + kv:].transpose(1, 2))
                 attended = F.scaled_dot_product_attention(qk[:, :h], keys[index], values[index], attn_mask=mask,
@@ -339,6 +349,64 @@ class GraphedVerifies:
         with torch.cuda.graph(graph):
             outputs = run()
         return graph, inputs, outputs
+
+
+class BatchTarget:
+    """The target of a batch of requests (engine/batch.py): their ragged cache (engine/ragged.py) and the fused
+    forward where there is one (else transformers'). Requests join (their prompts read into rows of their own),
+    each step verifies every request's anchor and drafts in one forward, `keep` says what each request keeps, and
+    `select` lets finished requests leave."""
+
+    def __init__(self, model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None,
+                 device: torch.device):
+        self.model = model
+        self.fused = fused
+        self.layer_ids = layer_ids
+        self.device = device
+        self.cache = RaggedCache(new_cache(model), 0, device)
+
+    @property
+    def size(self) -> int:
+        return len(self.cache.lengths)
+
+    def join(self, prompts: list[list[int]]) -> tuple[torch.Tensor, list[int], torch.Tensor | None]:
+        """Read the joining requests' prompts in one forward into rows appended to the batch's. Returns the logits
+        at the distinct prompt ends (B, E, V), those ends (positions, ascending), and the features of every prompt
+        position (B, longest, F) or None."""
+        counts = [len(p) for p in prompts]
+        ends = sorted({n - 1 for n in counts})
+        joining = RaggedCache(new_cache(self.model), len(prompts), self.device)
+        logits, features = self._forward(joining, padded(prompts, self.device), counts,
+                                         torch.tensor(ends, device=self.device))
+        joining.keep([list(range(n)) for n in counts])
+        self.cache.extend(joining)
+        return logits, ends, features
+
+    def verify(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Every request's anchor and drafts (row b: rows[b]) after its cache, in one forward: the tokens as one
+        padded tensor (B, S), the logits (B, S, V) and features (B, S, F) of every slot."""
+        tokens = padded(rows, self.device)
+        logits, features = self._forward(self.cache, tokens, [len(r) for r in rows])
+        return tokens, logits, features
+
+    def keep(self, kept: list[list[int]]) -> None:
+        """Request b keeps its last forward's slots kept[b] (engine/ragged.py RaggedCache.keep)."""
+        self.cache.keep(kept)
+
+    def select(self, rows: list[int]) -> None:
+        self.cache.select(rows)
+
+    def _forward(self, cache: RaggedCache, tokens: torch.Tensor, counts: list[int], logits_at=0):
+        inputs = cache.causal_inputs(counts)
+        if self.fused is None:
+            return forward_with_features(self.model, tokens, cache.cache, self.layer_ids, logits_at, **inputs)
+        mask = inputs.get("attention_mask")
+        width, slots = cache._width_before, tokens.shape[1]
+        if mask is None and slots > 1:  # no padding anywhere: each new token sees the cache and itself, causally
+            keys = torch.arange(width + slots, device=self.device)
+            mask = (keys[None, :] <= width + torch.arange(slots, device=self.device)[:, None])[None, None]
+        return self.fused.forward(tokens, inputs["position_ids"], None, None, 0, mask, False, self.layer_ids,
+                                  logits_at, cache=cache.cache)
 
 
 class TransformersTarget:

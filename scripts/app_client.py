@@ -177,3 +177,34 @@ class App:
                                 "seconds": time.monotonic() - start}
         return {"ok": False, "queue_full": False, "outputs": None, "error": "stream ended", "bytes": received,
                 "messages": messages, "seconds": time.monotonic() - start}
+
+
+def join(app: App, fn_index: int, data: list, session: str, address: str | None = None,
+         cookie: str | None = None) -> tuple[int, dict]:
+    """Ask for a place in the queue as the page does, from `address` (sent as X-Forwarded-For, which the server
+    honours from the loopback: one machine plays many visitors); (HTTP status, its JSON)."""
+    headers = {**({"x-forwarded-for": address} if address else {}), **({"cookie": cookie} if cookie else {})}
+    status, _, content = app.request("POST", f"/{API}/queue/join", _body(data, fn_index, session).encode(),
+                                     headers=headers)
+    try:
+        return status, json.loads(content)
+    except ValueError:
+        return status, {"detail": content.decode("utf-8", "replace")}
+
+
+def messages(app: App, session: str, event_id: str, until: tuple[str, ...] = ("process_completed",),
+             timeout_s: float = 600) -> list[tuple[float, dict]]:
+    """(seconds since called, message) of one event's messages on its session's stream, until one named in `until`."""
+    start, seen = time.monotonic(), []
+    with httpx.Client(timeout=timeout_s) as client, \
+            client.stream("GET", f"{app.base}/{API}/queue/data", params={"session_hash": session}) as stream:
+        for line in stream.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            message = json.loads(line[5:])
+            if message.get("event_id") != event_id:
+                continue
+            seen.append((time.monotonic() - start, message))
+            if message.get("msg") in until:
+                break
+    return seen

@@ -13,6 +13,16 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
 - memory: 20 large files (about 9 MB each) opened at once; the server's resident memory before, at its peak, and
   after.
 - crowd: N visitors opening one recorded link together (scripts/app_load.py); p50/p95 seconds.
+- new controls: the slides' handlers, the batch control, event indexes that do not exist, script-only events,
+  answer streams for unknown sessions, `?present=1&present=0`, trees from files thousands deep or wide; counted
+  as the endpoints are.
+- fairness (one machine playing many addresses with X-Forwarded-For, which the server honours from the loopback):
+  one address flooding the queue and another's place after it; the largest comparison against the budget; 35
+  distinct runs from 35 addresses, each one's seconds to its place and expected start; Stop on a waiting run; a
+  running visitor's Stop and last result after 70 fresh sessions.
+- disk: 100 uploads of 9.9 MB from 8 addresses; the folders of uploads and downloads before and after.
+
+`--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk).
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 
 
-from scripts.app_client import API, ROOT, App, rss_mib, start_app
+from scripts.app_client import API, ROOT, App, join, messages, rss_mib, start_app
 from scripts.support import free_port
 
 SAVED = ROOT / "assets" / "lessons" / "sampled.json"
@@ -136,8 +147,10 @@ BAD_RUN_VALUES = {  # the Run endpoint's inputs, by position, and what to send i
     5: [0, 10**9, "many", 2.5],
     6: ["-1", "1e99", "x", 2**80],
     7: ["maybe", None],
+    13: [0, 33, "many", None, 2.5, [4]],  # the batch control (requests at once)
 }
-RUN_INPUTS = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto"]
+RUN_INPUTS = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto",
+              16, 1]  # the Run event's inputs in order (app/tabs/compare.py wire), the last two the tree and batch
 TAMPERED_LINKS = ["temperature=nan", "max_new_tokens=-5", "methods=<script>alert(1)</script>", "seed=1e99",
                   "prompt=%00%ff", "lesson=99", "tab=<b>x", "draft_len=1&draft_len=2", "preset=elsewhere",
                   "block_len=16&methods=baseline,dflash", "temperature=1e-40", "lesson=%C2%B2", "lesson=" + "9" * 5000]
@@ -183,7 +196,6 @@ def endpoints(app: App) -> dict:
     examples = app.fn_index(first_input_elem="examples")
     for value in NOT_EXAMPLES:
         count(app.call(examples, [value]))
-    load = app.fn_index(trigger="load")
     for query in TAMPERED_LINKS:
         result = app.call(load, [], query=query)
         counts["calls"] += 1
@@ -244,34 +256,250 @@ def tracebacks() -> int:
     return LOG.read_text(errors="replace").count("Traceback (most recent call last)") if LOG.exists() else 0
 
 
+# --- the new controls ---------------------------------------------------------------------------------------
+
+def controls(app: App) -> dict:
+    """Bad values to the slides' handlers, event indexes that do not exist, script-only events, streams for
+    unknown sessions, conflicting page parameters; counted as `endpoints` counts."""
+    from app.tabs.slides import slide_number
+
+    counts = {"calls": 0, "one_line": 0, "generic_error": 0}
+
+    def count(ok: bool, what: str) -> None:
+        counts["calls"] += 1
+        counts["one_line" if ok else "generic_error"] += 1
+        if not ok:
+            print(f"  generic answer: {what[:160]}")
+
+    for elem in ("slide-prev", "slide-next", "slide-live"):
+        for index in app.elem_events(elem):
+            takes = bool(next(d for d in app.config["dependencies"] if d["id"] == index)["inputs"])
+            for value in ODD_VALUES + ("3", 3.0, 10**400, "1e999", -0.0):
+                if elem == "slide-live" and slide_number(value) is not None:
+                    continue  # a real slide's live measurement: not a bad value, and seconds of engine time
+                result = app.call(index, [value] if takes else [], timeout_s=120)
+                quiet = result["ok"] and not result.get("outputs")  # an event with no outputs (a press noted)
+                count(quiet or answered_in_one_line(result), str(result.get("error") or result.get("outputs")))
+    deps = app.config["dependencies"]
+    script_only = [d["id"] for d in deps if not d.get("backend_fn")]
+    for index in (len(deps), len(deps) + 50, -1, 10**12, True, 2.5, "x", [0], *script_only[:10]):
+        for path in ("/queue/join", "/run/predict"):
+            status, _, content = app.request("POST", f"/{API}{path}", json.dumps(
+                {"data": [], "fn_index": index, "session_hash": "reliability"}).encode())
+            count(status in (400, 404) and _one_line_json(content), f"{path} {index!r}: HTTP {status} {content[:100]!r}")
+    for i in range(20):
+        status, _, content = app.request("GET", f"/{API}/queue/data?session_hash=unknown-{i}")
+        count(status == 404 and _one_line_json(content), f"stream: HTTP {status} {content[:100]!r}")
+    for query in ("present=1&present=0", "present=0&present=1", "present=1&lesson=3&lesson=99", "present=2",
+                  "present=1&lesson=", "present=" + "1" * 3000):
+        for index in app.load_events():
+            result = app.call(index, [], query=query)
+            count(answered_in_one_line(result) or result["ok"], f"{query[:40]}: {result.get('error')}")
+    return counts
+
+
+def _one_line_json(content: bytes) -> bool:
+    try:
+        text = json.loads(content).get("error") or json.loads(content).get("detail")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(text, str) and text.startswith("SpecLab") and "\n" not in text
+
+
+def trees() -> dict:
+    """A file's tree 3,000 deep and one 40,000 wide drawn: seconds and bytes each."""
+    from dataclasses import replace
+
+    from app.comparison import read_comparison
+    from app.draw.tree import tree_svg
+
+    comparison = read_comparison(SAVED.read_text(encoding="utf-8"))
+    step = next(s for lane in comparison.lanes.values() for s in lane.steps if s.drafted)
+    token = replace(step.drafted[0], verdict="unverified")
+    report = {}
+    for name, parents in (("chain_3000", tuple(range(-1, 2999))), ("siblings_40000", (-1,) * 40_000)):
+        started = time.process_time()
+        svg = tree_svg(replace(step, drafted=(token,) * len(parents), parents=parents, num_accepted=0))
+        report[name] = {"cpu_s": round(time.process_time() - started, 3), "kb": round(len(svg) / 1000, 1)}
+    return report
+
+
+# --- a fair queue ------------------------------------------------------------------------------------------
+
+def _withdraw(app: App, sessions: list[str], address: str | None = None) -> None:
+    """Stop each session's run: a waiting one is withdrawn at once, a running one ends within a batch of steps."""
+    headers = {"x-forwarded-for": address} if address else {}
+    for session in sessions:
+        for name in ("on_requested", "stop"):
+            app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+                api_name=name), "session_hash": session}).encode(), headers=headers)
+
+
+def fairness(app: App, crowd_size: int = 35) -> dict:
+    from scripts.app_load import at_once
+
+    run = app.fn_index(api_name="run")
+    report = {}
+    # One address floods the queue with distinct runs; another address still gets a place.
+    flooder, flood = "198.51.100.66", []
+    statuses = []
+    for i in range(80):
+        session = f"flood-{i}"
+        status, body = join(app, run, _run_inputs(f"def flood_{i}(x):\n"), session, flooder)
+        statuses.append(status)
+        if status == 200:
+            flood.append(session)
+    other_status, _ = join(app, run, _run_inputs("def other(x):\n"), "other-visitor", "203.0.113.77")
+    report["flood"] = {"asked": len(statuses), "places_given": statuses.count(200),
+                       "refused_in_one_line": statuses.count(429), "another_address_got_a_place": other_status == 200}
+    started = time.monotonic()
+    _withdraw(app, flood + ["other-visitor"])
+    report["flood"]["withdrawn_s"] = round(time.monotonic() - started, 2)
+    time.sleep(2)
+    # The largest comparison the page allows, against the budget.
+    status, body = join(app, run, _run_inputs("def big(x):\n", max_new_tokens=512, requests_at_once=32), "big",
+                        "203.0.113.80")
+    report["largest_run"] = {"status": status, "line": str(body.get("detail"))[:300]}
+    if status == 200:
+        _withdraw(app, ["big"])
+    # A class of distinct runs: each one's seconds to its place and expected start.
+    sessions = [f"class-{i}" for i in range(crowd_size)]
+
+    def visitor(i: int):
+        status, body = join(app, run, _run_inputs(f"def student_{i}(x):\n"), sessions[i], f"10.9.0.{i + 1}")
+        if status != 200:
+            return {"ok": False, "error": str(body)[:200], "seconds": None}
+        seen = messages(app, sessions[i], body["event_id"], until=("estimation", "process_starts"), timeout_s=60)
+        at, last = seen[-1] if seen else (None, {})
+        return {"ok": True, "seconds": at, "told": last.get("msg"), "rank": last.get("rank"),
+                "eta_s": last.get("rank_eta")}
+
+    results = at_once([lambda i=i: visitor(i) for i in range(crowd_size)])
+    told = sorted(r["seconds"] for r in results if r.get("seconds") is not None)
+    report["class_of_distinct_runs"] = {
+        "visitors": crowd_size, "joined": sum(r["ok"] for r in results),
+        "told_place_or_started": len(told), "p95_s": round(told[int(0.95 * (len(told) - 1))], 2) if told else None,
+        "max_s": round(max(told), 2) if told else None,
+        "largest_eta_s": round(max((r.get("eta_s") or 0) for r in results), 1)}
+    _withdraw(app, sessions)
+    time.sleep(2)
+    # Stop on a waiting run; a running visitor's Stop and last result after 70 fresh sessions.
+    status, body = join(app, run, _run_inputs("def runner_a(x):\n", max_new_tokens=200), "visitor-a",
+                        "203.0.113.90")
+    time.sleep(0.5)
+    app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+        api_name="on_requested"), "session_hash": "visitor-b"}).encode())
+    status_b, body_b = join(app, run, _run_inputs("def waits_b(x):\n"), "visitor-b", "203.0.113.91")
+    started = time.monotonic()
+    app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+        api_name="stop"), "session_hash": "visitor-b"}).encode())
+    seen = messages(app, "visitor-b", body_b.get("event_id", ""), timeout_s=60) if status_b == 200 else []
+    report["stop_on_a_waiting_run"] = {"answered_s": round(time.monotonic() - started, 2),
+                                       "withdrawn": bool(seen) and "withdrawn" in str(seen[-1][1])}
+    for i in range(70):  # a class reloading pages: fresh sessions, each making state on the server
+        app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+            api_name="stop"), "session_hash": f"fresh-{i}"}).encode())
+    app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+        api_name="stop"), "session_hash": "visitor-a"}).encode())
+    seen = messages(app, "visitor-a", body.get("event_id", ""), timeout_s=120) if status == 200 else []
+    last = str(seen[-1][1]) if seen else ""
+    download = app.call(app.fn_index(api_name="offer_download") if _has(app, "offer_download") else
+                        app.followers(run)[-1], [], session="visitor-a")
+    report["running_visitor_after_70_sessions"] = {
+        "stopped": "stopped" in last, "download_offered": "visible': True" in str(download.get("outputs"))
+        or '"visible": true' in json.dumps(download.get("outputs")).lower()}
+    return report
+
+
+def _has(app: App, api_name: str) -> bool:
+    return any(d.get("api_name") == api_name for d in app.config["dependencies"])
+
+
+def _run_inputs(prompt: str, **changes) -> list:
+    data = list(RUN_INPUTS)
+    data[0] = prompt
+    data[1] = ["baseline", "eagle3", "dflash", "dspark"]
+    positions = {"max_new_tokens": 5, "requests_at_once": 13}
+    data[5] = 64
+    for name, value in changes.items():
+        data[positions[name]] = value
+    return data
+
+
+# --- the disk ------------------------------------------------------------------------------------------------
+
+def folders_mb() -> float:
+    import tempfile
+
+    from app.hosting.disk import files_in
+
+    root = Path(tempfile.gettempdir())
+    return round(sum(size for _, size, _ in files_in([root / "gradio", root / "speclab-comparisons"])) / 1e6, 1)
+
+
+def disk(app: App, uploads: int = 100, addresses: int = 8, size: int = 9_900_000) -> dict:
+    from scripts.app_load import at_once
+
+    before = folders_mb()
+    data = b"{" + b" " * (size - 2) + b"}"
+
+    def upload(i: int) -> int:
+        with httpx.Client(timeout=600) as client:
+            answer = client.post(f"{app.base}/{API}/upload", files={"files": (f"u{i}.json", data)},
+                                 headers={"x-forwarded-for": f"10.8.0.{i % addresses + 1}"})
+        return answer.status_code
+
+    statuses = [r if isinstance(r, int) else 0 for r in at_once([lambda i=i: upload(i) for i in range(uploads)])]
+    after = folders_mb()
+    return {"uploads": uploads, "addresses": addresses, "mb_each": size / 1e6, "kept": statuses.count(200),
+            "refused": statuses.count(429), "other": len(statuses) - statuses.count(200) - statuses.count(429),
+            "folders_mb_before": before, "folders_mb_after": after}
+
+
+FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mutations", type=int, default=2000)
     parser.add_argument("--crowd", type=int, nargs="*", default=[40, 100])
     parser.add_argument("--opens", type=int, default=20)
+    parser.add_argument("--only", nargs="*", choices=FAMILIES, default=list(FAMILIES))
     args = parser.parse_args()
-    report = {"files": files(args.mutations)}
-    print(f"files: {json.dumps(report['files'])}", flush=True)
+    report = {}
+    if "files" in args.only:
+        report["files"] = files(args.mutations)
+        print(f"files: {json.dumps(report['files'])}", flush=True)
+    if "controls" in args.only:
+        report["trees"] = trees()
+        print(f"trees from files: {json.dumps(report['trees'])}", flush=True)
     LOG.parent.mkdir(exist_ok=True)
     port = free_port()
     server = start_app(port, LOG)
     try:
         app = App(f"http://127.0.0.1:{port}")
-        report["endpoints"] = endpoints(app)
-        print(f"endpoints and links: {json.dumps(report['endpoints'])}", flush=True)
-        report["long_addresses"] = long_addresses(app)
-        print(f"long addresses: {json.dumps(report['long_addresses'])}", flush=True)
-        report["memory"] = memory(app, server.pid, args.opens)
-        print(f"memory: {json.dumps(report['memory'])}", flush=True)
-        from scripts.app_load import crowd
+        steps = (("endpoints", "endpoints and links", lambda: endpoints(app)),
+                 ("controls", "new controls", lambda: controls(app)),
+                 ("addresses", "long addresses", lambda: long_addresses(app)),
+                 ("memory", "memory", lambda: memory(app, server.pid, args.opens)),
+                 ("fairness", "fairness", lambda: fairness(app)),
+                 ("disk", "disk", lambda: disk(app)))
+        for name, words, step in steps:
+            if name in args.only:
+                report[name] = step()
+                print(f"{words}: {json.dumps(report[name])}", flush=True)
+        if "crowd" in args.only:
+            from scripts.app_load import crowd
 
-        report["crowd"] = [crowd(app, n, 32, link_only=True) for n in args.crowd]
+            report["crowd"] = [crowd(app, n, 32, link_only=True) for n in args.crowd]
         report["server_tracebacks"] = tracebacks()
         print(f"tracebacks in the server's log: {report['server_tracebacks']}", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return 0 if not report["files"]["other_failures"] and not report["server_tracebacks"] else 1
+    failures = report.get("files", {}).get("other_failures", 0) + sum(
+        report.get(name, {}).get("generic_error", 0) for name in ("endpoints", "controls"))
+    return 0 if not failures and not report["server_tracebacks"] else 1
 
 
 if __name__ == "__main__":

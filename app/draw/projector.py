@@ -100,6 +100,17 @@ SCRIPT = """
       document.body.classList.toggle("drafts-shown");
       return;
     }
+    if (event.target.closest("#run") && document.body.classList.contains("projector")) {
+      // a room watches the lanes, not the controls: once the run's first lane is drawn, bring the lanes to the top
+      const started = Date.now();
+      const tick = () => {
+        const lanes = document.getElementById("compare-lanes");
+        if (lanes && lanes.querySelector(".lane-card")) lanes.scrollIntoView({block: "start"});
+        else if (Date.now() - started < 30000) setTimeout(tick, 200);
+      };
+      setTimeout(tick, 300);
+      return;
+    }
     const link = event.target.closest("a");
     if (link) {  // a link to another view of this page keeps projector mode
       if (document.body.classList.contains("projector") && (link.getAttribute("href") || "").startsWith("?")) {

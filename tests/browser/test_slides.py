@@ -146,7 +146,8 @@ def projector(page, on: bool) -> None:
 
 def test_compare_step_through_and_why_read_at_18_px_in_projector_mode_and_11_outside(page):
     """At 1024×768, a lesson comparison on Compare, its step through and the Why tab: in projector mode no text
-    under 18 px, no chart text cut or overlapping; outside it none under 11 px."""
+    under 18 px, no chart text cut or overlapping; outside it none under 11 px; after Run, the lanes in the first
+    screen."""
     page.goto(f"{page.base}?lesson=1")
     page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
     readable(page, "Compare", 11)
@@ -164,3 +165,8 @@ def test_compare_step_through_and_why_read_at_18_px_in_projector_mode_and_11_out
     readable(page, "Why, projector mode", 18)
     projector(page, False)
     readable(page, "Why", 11)
+    page.get_by_role("tab", name="Compare").click()
+    projector(page, True)
+    page.locator("#run").click()  # a room watches the lanes: after Run they are in the first screen
+    page.wait_for_function("""() => { const top = document.getElementById('compare-lanes').getBoundingClientRect().top;
+                                      return top > -4 && top < innerHeight / 2; }""", timeout=10_000)

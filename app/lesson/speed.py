@@ -128,7 +128,8 @@ def speed_tolerance(measured: dict) -> float:
 
 def _sweep_rows(data: dict):
     """Per serial lane: (method, its sweep, best K, speedup there, longest K, speedup there, how the speedup moves
-    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured)."""
+    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured, and the
+    dip past the best K as (K, speedup) when it falls there and comes back by more than the tolerance, else None)."""
     tolerance = speed_tolerance(data["sweeps"]["data"])
     for m, sweep in data["sweeps"]["data"]["sweeps"].items():
         best = str(sweep["best_k"])
@@ -136,16 +137,27 @@ def _sweep_rows(data: dict):
         at_best, at_longest = sweep["rows"][best]["speedup"], sweep["rows"][longest]["speedup"]
         moves = None if best == longest else {"falls": "falls to", "rises": "rises to", "holds": "holds at"}[
             trend(at_best, at_longest, tolerance)]
-        yield m, sweep, best, at_best, longest, at_longest, moves
+        past = sorted((int(k), row["speedup"]) for k, row in sweep["rows"].items() if int(best) < int(k) < int(longest))
+        low = min(past, key=lambda row: row[1], default=None)
+        dip = (low if low is not None and trend(at_best, low[1], tolerance) == "falls"
+               and trend(low[1], at_longest, tolerance) == "rises" else None)
+        yield m, sweep, best, at_best, longest, at_longest, moves, dip
+
+
+def _past_best(moves: str, at_longest: float, longest: str, dip) -> str:
+    """"falls to 1.20× at K = 8", or with a dip on the way "dips to 1.26× at K = 4, then is back at 1.73× at K = 8"."""
+    if dip is None:
+        return f"{moves} {at_longest:.2f}× at K = {longest}"
+    return f"dips to {dip[1]:.2f}× at K = {dip[0]}, then is back at {at_longest:.2f}× at K = {longest}"
 
 
 def sweep_takeaway(data: dict) -> str:
     parts = []
-    for m, sweep, best, at_best, longest, at_longest, moves in _sweep_rows(data):
+    for m, sweep, best, at_best, longest, at_longest, moves, dip in _sweep_rows(data):
         if moves is None:
             after = "the longest measured, so the sweep did not reach a K past which it falls"
         else:
-            after = f"past it the speedup {moves} {at_longest:.2f}× at K = {longest}"
+            after = f"past it the speedup {_past_best(moves, at_longest, longest, dip)}"
         parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}× ({after}; one draft forward costs "
                      f"{sweep['per_forward_cost']:.2f} of a verify)")
     return "; ".join(parts) + "."
@@ -153,8 +165,8 @@ def sweep_takeaway(data: dict) -> str:
 
 def sweep_slide(data: dict) -> str:
     parts = []
-    for m, _, best, at_best, longest, at_longest, moves in _sweep_rows(data):
-        after = ("the longest measured" if moves is None else f"then {moves} {at_longest:.2f}× at K = {longest}")
+    for m, _, best, at_best, longest, at_longest, moves, dip in _sweep_rows(data):
+        after = ("the longest measured" if moves is None else f"then {_past_best(moves, at_longest, longest, dip)}")
         parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×, {after}")
     return "; ".join(parts) + "."
 

@@ -203,6 +203,9 @@ def test_slide_5_says_where_the_speedup_goes_past_the_best_k():
     sweep["rows"]["16"]["speedup"], sweep["rows"][best]["speedup"] = 1.0, 2.0
     assert f"best K is {best} at 2.00×, then falls to 1.00× at K = 16" in lesson.sweep_slide(data)
     sweep["rows"]["16"]["speedup"] = 3.0
+    for k in sweep["rows"]:
+        if int(best) < int(k) < 16:
+            sweep["rows"][k]["speedup"] = 2.0 + (int(k) - int(best)) / 16  # rising all the way: no dip to name
     assert "then rises to 3.00× at K = 16" in lesson.sweep_slide(data)
     sweep["best_k"] = 16
     assert "best K is 16 at 3.00×, the longest measured" in lesson.sweep_slide(data)
@@ -262,3 +265,19 @@ def test_a_prose_prompt_gets_one_line_on_what_the_models_were_trained_on(prompt,
 
     assert ("trained only on Python source" in prose_note(prompt)) == prose
     assert not any(prose_note(p) for p in example_prompts() + load_prompts())  # code is never told it is prose
+
+
+def test_a_dip_past_the_best_k_is_named_not_skipped():
+    """A live sweep's one round (K = 1, 2, 4, 8) that zig-zags: the words name the dip instead of "holds at"."""
+    data = copy.deepcopy(lesson.recorded())
+    sweeps = data["sweeps"]["data"]
+    sweeps["rounds"] = 1
+    sweep = next(iter(sweeps["sweeps"].values()))
+    sweep["rows"] = {k: {**sweep["rows"]["1"], "speedup": v} for k, v in
+                     {"1": 1.24, "2": 1.79, "4": 1.26, "8": 1.73}.items()}
+    sweep["best_k"] = 2
+    words = lesson.sweep_slide(data)
+    assert "best K is 2 at 1.79×, then dips to 1.26× at K = 4, then is back at 1.73× at K = 8" in words
+    assert "holds at" not in words.split(";")[0]
+    assert "dips to 1.26× at K = 4" in lesson.sweep_takeaway(data)
+

@@ -40,6 +40,7 @@ body.projector .gradio-container :is(.legend, .steps, .note, .cutmark, .chip .ta
   .lane-state, .sameness, .st-summary, .st-context, .st-pos, .st-rule, .tok.ghost, .focus-note, .min_value,
   .max_value, [data-testid="block-info"], .label-wrap span, .label, .prose, .prose *),
 body.projector footer * {{ font-size: max(18px, 1em) !important; }}
+body.projector .st-tree svg {{ zoom: 1.5; }}  /* a draft tree's 12-pixel labels at 18 px: it scrolls in its box */
 body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !important; }}
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
 body.projector .prose td:not(:first-child) {{ white-space: normal; }}

@@ -87,11 +87,12 @@ CSS += f"""
 .st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}
 .st-tree {{ margin-top: .5em; max-height: 26em; max-width: 100%; overflow: auto; border-top: 1px dashed #e5e5e5; padding-top: .4em; }}
 .st-tok {{ border: 1px solid #ddd; border-radius: .4em; padding: .3em .45em; background: white; min-width: 6.2em;
+          max-width: 100%; box-sizing: border-box;
           font-size: max(11px, .78em); }}
 .st-tok.selected {{ border-color: #222; box-shadow: 0 0 0 2px #222; }}
 .st-pos {{ color: #999; font-size: max(11px, .85em); }}
 .st-text {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 1.7em; text-align: center;
-           margin: .15em 0 .3em; white-space: pre; }}
+           margin: .15em 0 .3em; white-space: pre-wrap; overflow-wrap: anywhere; }}
 .st-text .tok {{ cursor: default; padding: 0 .15em; }}
 .st-nums {{ display: grid; grid-template-columns: auto auto; column-gap: .5em; }}
 .st-label {{ color: #666; cursor: help; }}

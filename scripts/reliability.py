@@ -196,6 +196,7 @@ def endpoints(app: App) -> dict:
     examples = app.fn_index(first_input_elem="examples")
     for value in NOT_EXAMPLES:
         count(app.call(examples, [value]))
+    load = app.fn_index(trigger="load")
     for query in TAMPERED_LINKS:
         result = app.call(load, [], query=query)
         counts["calls"] += 1

@@ -45,6 +45,7 @@ body.projector .chart-row > * {{ width: 100% !important; min-width: 100% !import
 .steps td.num, .chip b, .prose td:not(:first-child) {{ white-space: nowrap; }}
 body.projector .prose td:not(:first-child) {{ white-space: normal; }}
 body.projector .prose td, body.projector .prose th {{ overflow-wrap: normal; word-break: normal; }}
+.prose th {{ overflow-wrap: normal; word-break: normal; hyphens: none; }}  /* a header breaks at its spaces only */
 body.projector .prose td:first-child, body.projector .prose th:first-child {{ min-width: 7em; }}
 #copy-confirm {{ color: {ACCEPTED}; font-weight: 600; font-size: .9em; text-align: center; }}
 #copy-confirm[hidden] {{ display: none; }}

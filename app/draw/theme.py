@@ -65,6 +65,7 @@ CSS = f"""
 .steps table {{ border-collapse: collapse; width: 100%; }}
 .steps td {{ padding: .15em .4em; border-top: 1px solid #eee; vertical-align: top; }}
 .steps td.block {{ font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }}
+.steps td.block .note {{ word-break: normal; }}
 .steps td.num {{ text-align: right; font-variant-numeric: tabular-nums; color: #555; }}
 .sameness {{ font-size: max(11px, .9em); font-weight: 600; margin: .1em 0; }}
 .sameness.same {{ color: {ACCEPTED}; }}

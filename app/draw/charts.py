@@ -57,6 +57,7 @@ def for_projector(fig: go.Figure) -> go.Figure:
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left",
                     font=dict(size=PROJECTOR_FONT), entrywidthmode="pixels"),
         margin=dict(l=10, r=20, t=90 if fig.layout.title.text else 30, b=10, autoexpand=True),
+        uniformtext=dict(minsize=PROJECTOR_FONT, mode="show"),
         hoverlabel=dict(font=dict(size=PROJECTOR_FONT)))
     for trace in fig.data:  # one chart a row: a legend entry on one line again
         if trace.name and "<br>" in trace.name:
@@ -197,6 +198,7 @@ def _small_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.
                                  yref="container", y=0.98, yanchor="top", x=0.01, xanchor="left", xref="container",
                                  subtitle=dict(text=wrapped(subtitle, SMALL_CHART_CHARS + 8), font=dict(size=12))),
                       height=300 + 9 * legend_lines, margin=dict(l=10, r=10, t=40, b=below),
+                      uniformtext=dict(minsize=11, mode="show"),  # bar labels never shrunk below the page's 11 px
                       xaxis_title=x_title, yaxis_title=y_title, plot_bgcolor="white",
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")

@@ -131,6 +131,8 @@ def readable(page, where: str, min_size: float) -> None:
             chart = plot.evaluate(CHART_TEXT_JS)
             name = plot.evaluate("p => p.closest('[id]') && p.closest('[id]').id")
             assert chart_text_problems(chart, min_size=min_size) == [], f"{where}: {name}"
+            shrunk = [t["text"] for t in chart["texts"] if t["width"] >= t["height"] and t["height"] < 0.9 * min_size]
+            assert shrunk == [], f"{where}: {name}"  # plotly shrinks a bar's label by a transform, not its font size
 
 
 def projector(page, on: bool) -> None:

@@ -34,7 +34,7 @@ from .rules import drafts_this_step, finish_reason
 from .sampling import Verdict, logits_to_probs, pick, verify, verify_greedy, verify_greedy_batch
 from .target import BatchTarget
 from .timing import SpanClock
-from .trace import DeviceStep
+from .trace import DeviceStep, PackedTrace
 
 MAX_BATCH = MAX_REQUESTS_AT_ONCE  # requests decoded together at most (the KV caches grow with it; docs/benchmarks.md)
 
@@ -200,8 +200,12 @@ class _Record:
     batch_tokens: int
 
     def step(self, index: int, spans: tuple) -> DeviceStep:
+        trace = None
+        if self.block is not None and self.block.ids.numel():
+            trace = PackedTrace(self.block, self.verdict, self.target_probs, self.num_verified)
         return DeviceStep(index, self.kind, self.block, self.verdict, self.target_probs, self.num_verified,
-                          self.confidences, self.kept, self.finish_reason, spans, self.batch_size, self.batch_tokens)
+                          self.confidences, self.kept, self.finish_reason, spans, self.batch_size, self.batch_tokens,
+                          trace)
 
 
 class _BatchLoop:

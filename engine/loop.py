@@ -31,7 +31,7 @@ from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_batch_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
-from .trace import DeviceStep, Tracer, build_result
+from .trace import DeviceStep, PackedTrace, Tracer, build_result
 from .target import (GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies, graphs_wanted,
                      profile_verify_speed, target_for)
 from .tree import verify_tree
@@ -313,8 +313,10 @@ class Engine:
                     features = features[:, : a + 1] if verdict.path is None else features[:, rows]
                 drafter.accept(num_committed + a, features)
                 kept = self._append(state, list(verdict.committed_ids), verdict.committed)
+                # the step's figures for its trace, gathered here and sent to the host in one copy
+                trace = PackedTrace(block, verdict, target_probs, len(checked.ids)) if block.ids.numel() else None
             yield DeviceStep(index, "decode", block, verdict, target_probs, len(checked.ids), confidences, kept,
-                             state.finish_reason, clock.take())
+                             state.finish_reason, clock.take(), trace=trace)
             index += 1
 
     def new_target(self, layer_ids: list[int] | None, length: int):

@@ -21,6 +21,60 @@ from .timing import SpanClock
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
 
 
+class PackedTrace:
+    """A step's trace figures, gathered on the device and copied to the host in one copy: every drafted token's id,
+    its drafter's probability, its accept probability and draw, and for the tokens judged (and the drafted ones
+    shown) the target's probability, the distance ½‖p − q‖₁ and the top tokens of each distribution. Made by the
+    device loop at the end of its step (on CUDA the copy runs without waiting; the host work waits for that copy
+    alone, never for the device's stream), read by the Tracer."""
+
+    def __init__(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int):
+        k = block.ids.numel()
+        self.k = k
+        self.verdicts = [Tracer.verdict_of(i, verdict, num_verified) for i in range(k)]
+        self.judged = [i for i, (was_judged, _) in enumerate(self.verdicts) if was_judged]
+        self.shown = list(range(k)) if block.parents is None else self.judged  # tokens whose drafter's top is kept
+        self.has_draws = verdict.draws is not None
+        j = len(self.judged)
+        if block.parents is None:  # a chain judges its first j tokens, each by row i: slices, no index from the host
+            judging, judged_q, judged_ids = target_probs[:j], block.probs[:j], block.ids[:j]
+            shown_q = block.probs
+        else:
+            rows = block.target_rows(num_verified)
+            index = torch.tensor([[rows[i] for i in self.judged], self.judged], device=block.ids.device)
+            judging, judged_q, judged_ids = target_probs[index[0]], block.probs[index[1]], block.ids[index[1]]
+            shown_q = judged_q
+        top = min(TOP_K_SHOWN, target_probs.size(-1))
+        target_top_p, target_top_ids = judging.topk(top, dim=-1)
+        draft_top_p, draft_top_ids = shown_q.topk(top, dim=-1)
+        pieces = [block.ids, block.probs.gather(1, block.ids.view(-1, 1)).view(-1), verdict.accept_probs.view(-1),
+                  verdict.draws.view(-1) if self.has_draws else block.probs.new_zeros(0),
+                  judging.gather(1, judged_ids.view(-1, 1)).view(-1),
+                  0.5 * (judging - judged_q).abs().sum(dim=-1),
+                  target_top_p, target_top_ids, draft_top_p, draft_top_ids]
+        flat = torch.cat([piece.reshape(-1).to(torch.float64) for piece in pieces])
+        self.sizes = [piece.numel() for piece in pieces]
+        self.top = top
+        self.ready = None
+        if flat.device.type == "cuda":
+            self.values = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+            self.values.copy_(flat, non_blocking=True)
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+        else:
+            self.values = flat
+
+    def read(self) -> list[list[float]]:
+        """The figures on the host, in the order they were packed: waits for their copy only."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        values, out, at = self.values.tolist(), [], 0
+        for size in self.sizes:
+            out.append(values[at: at + size])
+            at += size
+        return out
+
+
 @dataclass
 class DeviceStep:
     """What the device loop hands to the host work for one step (tensors not yet turned into values)."""
@@ -37,6 +91,7 @@ class DeviceStep:
     spans: tuple  # the device clock's spans, resolved by the host work (SpanClock.resolve)
     batch_size: int = 1  # requests in the batch that verified this step (engine/batch.py)
     batch_tokens: int | None = None  # tokens every request of that batch committed during it; None when alone
+    trace: PackedTrace | None = None  # the drafted tokens' figures, on their way to the host (None: nothing drafted)
 
 
 class Tracer:
@@ -57,45 +112,32 @@ class Tracer:
             a = record.verdict.num_accepted if record.verdict is not None else 0
             committed = tuple(CommittedToken(t, piece, "accepted" if i < a else "bonus")
                               for i, (t, piece) in enumerate(zip(record.kept_ids, pieces)))
-            drafted = () if record.block is None else self.drafted(
-                record.block, record.verdict, record.target_probs, record.num_verified, record.confidences)
+            drafted = () if record.trace is None else self.drafted(record.trace, record.confidences)
             bonus_id = record.verdict.bonus_id if record.verdict is not None else record.kept_ids[0]
         parents = record.block.parents if record.block is not None else None
         return Step(record.index, record.kind, drafted, record.num_verified, a, bonus_id, committed,
                     self.clock.resolve(record.spans) + self.clock.take(), record.finish_reason, parents,
                     record.batch_size, record.batch_tokens)
 
-    def top(self, probs: torch.Tensor) -> list[tuple[TopToken, ...]]:
-        """Each row's TOP_K_SHOWN likeliest tokens with their text."""
-        values, indices = probs.topk(min(TOP_K_SHOWN, probs.size(-1)), dim=-1)
-        return [tuple(TopToken(i, self.texts.token_text(i), p) for i, p in zip(row_ids, row_probs))
-                for row_ids, row_probs in zip(indices.tolist(), values.tolist())]
+    def _tops(self, probs: list[float], ids: list[float], rows: int, width: int) -> list[tuple[TopToken, ...]]:
+        """Each row's likeliest tokens with their text, from the packed top-k figures."""
+        return [tuple(TopToken(int(t), self.texts.token_text(int(t)), p)
+                      for t, p in zip(ids[r * width:(r + 1) * width], probs[r * width:(r + 1) * width]))
+                for r in range(rows)]
 
-    def drafted(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int,
-                confidences: list[float] | None) -> tuple[DraftedToken, ...]:
+    def drafted(self, trace: PackedTrace, confidences: list[float] | None) -> tuple[DraftedToken, ...]:
         """The drafted tokens with their probabilities and verdicts, as plain values."""
-        k = block.ids.numel()
-        if k == 0:  # the baseline's steps, and a last step with room for the bonus only
-            return ()
-        ids = block.ids.tolist()
-        draft_p = block.probs[torch.arange(k), block.ids].tolist()
-        verdicts = [self.verdict_of(i, verdict, num_verified) for i in range(k)]
-        judged = [i for i, (was_judged, _) in enumerate(verdicts) if was_judged]
-        # the target's distribution each judged token was judged by (its parent's row of the verify forward)
-        rows = block.target_rows(num_verified)
-        judging = target_probs[[rows[i] for i in judged]]
-        target_p = judging[torch.arange(len(judged)), block.ids[judged]].tolist()
-        accept_p = verdict.accept_probs.tolist()
-        draws = verdict.draws.tolist() if verdict.draws is not None else [None] * k
-        # ½ Σ|p − q| per judged token: the rejection rule's acceptance ceiling (one small op, host side)
-        tv = (0.5 * (judging - block.probs[judged]).abs().sum(dim=-1)).tolist()
-        judged_values = {i: (target_p[j], top, tv[j]) for j, (i, top) in enumerate(zip(judged, self.top(judging)))}
+        ids, draft_p, accept_p, draws, target_p, tv, t_top_p, t_top_ids, d_top_p, d_top_ids = trace.read()
+        ids = [int(t) for t in ids]
+        draws = draws if trace.has_draws else [None] * trace.k
+        judged, width = trace.judged, trace.top
+        judged_values = {i: (target_p[j], top, tv[j])
+                         for j, (i, top) in enumerate(zip(judged, self._tops(t_top_p, t_top_ids, len(judged), width)))}
         # every drafted token of a chain keeps its drafter's top tokens; a tree's nodes off the judged path do not (up
         # to 64 a step, they would be most of a file, and of the host's work)
-        shown = list(range(k)) if block.parents is None else judged
-        draft_top = dict(zip(shown, self.top(block.probs[shown])))
+        draft_top = dict(zip(trace.shown, self._tops(d_top_p, d_top_ids, len(trace.shown), width)))
         tokens = []
-        for i, (_, verdict_name) in enumerate(verdicts):
+        for i, (_, verdict_name) in enumerate(trace.verdicts):
             target_prob, target_top, distance = judged_values.get(i, (None, (), None))
             judged_here = i in judged_values
             tokens.append(DraftedToken(

@@ -18,8 +18,8 @@ from engine.timing import SpanClock
 PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
 CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
 TREES = {  # at temperature 0: (host reads, tensors sent from the host) a step, the trees grown at the default budget
-    "dflash_tree": (2, 7),  # parents, mask walk's index, tree ids and rows, the verdict's path, kept features, keep
-    "eagle3_tree": (5, 9),  # one read a level (K = 4 levels), a mask and tokens sent each level
+    "dflash_tree": (2, 8),  # parents, the tree's ids and rows, its verdict, kept features and entries, trace rows
+    "eagle3_tree": (5, 10),  # one read a level (K = 4 levels), a mask and tokens sent each level
 }
 
 

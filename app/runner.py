@@ -77,23 +77,36 @@ def runs_that_fit(live_s: float, timing_runs: int, within_s: float = REPEAT_WITH
 
 
 class RunCosts:
-    """A comparison's engine time before it runs: each lane's new tokens times the time of one token, which grows
-    with the requests decoded at once (`token_s` for one request, `request_token_s` for each more), scaled by what
-    the engine's live passes have measured here (`scale`, a moving mean of measured over estimated time).
-    The starting figures were measured on a 2-core CPU with the embedded models (docs/hosting.md#bounds)."""
+    """A comparison's engine time before it runs. Each lane costs its new tokens times the time of one token
+    (`token_s` for one request, `request_token_s` more for each further request decoded at once) and, with more than
+    one request at once, `batch_s` for each further request (the batch's prompts and the held-out companions that keep
+    it full); the figures are scaled by what the engine's live passes have measured since the server started (`scale`:
+    a moving mean of measured over estimated time, one for single requests and one for batches). The starting
+    figures were measured on 2 CPU cores with the embedded models (docs/hosting.md#bounds)."""
 
-    def __init__(self, token_s: float = 0.012, request_token_s: float = 0.001, weight: float = 0.3):
-        self.token_s, self.request_token_s, self.weight = token_s, request_token_s, weight
-        self.scale = 1.0
+    def __init__(self, token_s: float = 0.010, request_token_s: float = 0.0002, batch_s: float = 0.22,
+                 weight: float = 0.3):
+        self.token_s, self.request_token_s, self.batch_s, self.weight = token_s, request_token_s, batch_s, weight
+        self.scale = {False: 1.0, True: 1.0}  # batched or not -> measured over estimated
         self._lock = threading.Lock()
 
+    def _lane_s(self, tokens: int, requests: int) -> float:
+        more = max(0, requests - 1)
+        return more * self.batch_s + tokens * (self.token_s + self.request_token_s * more)
+
     def per_token_s(self, requests_at_once: int) -> float:
-        """One lane's time for one new token at `requests_at_once` requests, as measured so far."""
-        return (self.token_s + self.request_token_s * max(0, requests_at_once - 1)) * self.scale
+        """One lane's time for one more new token at `requests_at_once` requests, as measured so far."""
+        more = max(0, requests_at_once - 1)
+        return (self.token_s + self.request_token_s * more) * self.scale[more > 0]
+
+    def fixed_s(self, requests_at_once: int) -> float:
+        """One lane's time besides its tokens at `requests_at_once` requests (0 for one request)."""
+        more = max(0, requests_at_once - 1)
+        return more * self.batch_s * self.scale[more > 0]
 
     def live_s(self, lanes: Sequence[tuple[int, int]]) -> float:
         """The live pass of lanes given as (new tokens, requests at once)."""
-        return sum(tokens * self.per_token_s(requests) for tokens, requests in lanes)
+        return sum(self.fixed_s(requests) + tokens * self.per_token_s(requests) for tokens, requests in lanes)
 
     def total_s(self, lanes: Sequence[tuple[int, int]], timing_runs: int = TIMING_RUNS) -> float:
         """The whole comparison: the live pass and the repeats that fit."""
@@ -102,12 +115,12 @@ class RunCosts:
 
     def observe(self, lanes: Sequence[tuple[int, int]], measured_s: float) -> None:
         """A live pass of `lanes` took `measured_s` (complete lanes only)."""
-        estimated = sum(tokens * (self.token_s + self.request_token_s * max(0, requests - 1))
-                        for tokens, requests in lanes)
-        if estimated <= 0 or not measured_s > 0:
+        estimated = sum(self._lane_s(tokens, requests) for tokens, requests in lanes)
+        if estimated <= 0 or not measured_s > 0 or not lanes:
             return
+        batched = max(requests for _, requests in lanes) > 1
         with self._lock:
-            self.scale += self.weight * (measured_s / estimated - self.scale)
+            self.scale[batched] += self.weight * (measured_s / estimated - self.scale[batched])
 
 
 COSTS = RunCosts()

@@ -409,6 +409,32 @@ def fairness(app: App, crowd_size: int = 35) -> dict:
     report["running_visitor_after_70_sessions"] = {
         "stopped": "stopped" in last, "download_offered": "visible': True" in str(download.get("outputs"))
         or '"visible": true' in json.dumps(download.get("outputs")).lower()}
+    report["behind_the_largest_allowed_run"] = behind_the_largest(app)
+    return report
+
+
+def behind_the_largest(app: App) -> dict:
+    """The largest comparison the budget lets a visitor run (the tokens its refusal line names at 1 and at 32
+    requests at once), then another visitor's default run: the seconds that one waits to start."""
+    import re
+
+    run = app.fn_index(api_name="run")
+    report = {}
+    for requests in (1, 32):
+        status, body = join(app, run, _run_inputs("def big(x):\n", max_new_tokens=512, requests_at_once=requests),
+                            f"probe-{requests}", "203.0.113.100")
+        found = re.search(r"up to (\d+) new tokens at (\d+) request", str(body.get("detail")))
+        tokens = int(found.group(1)) if found else 512
+        status, big = join(app, run, _run_inputs("def big(x):\n", max_new_tokens=tokens, requests_at_once=requests),
+                           f"largest-{requests}", "203.0.113.101")
+        time.sleep(0.3)
+        status_d, default = join(app, run, _run_inputs("def ordinary(x):\n"), f"ordinary-{requests}", "203.0.113.102")
+        waited = messages(app, f"ordinary-{requests}", default.get("event_id", ""), until=("process_starts",))
+        took = messages(app, f"largest-{requests}", big.get("event_id", ""))
+        report[f"{requests}_at_once"] = {"largest_tokens": tokens, "admitted": status == 200,
+                                         "ordinary_waited_s": round(waited[-1][0], 1) if waited else None}
+        del took
+        messages(app, f"ordinary-{requests}", default.get("event_id", ""))
     return report
 
 

@@ -309,8 +309,10 @@ def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tu
     """The estimate of a comparison's live pass, and the one line refusing it with the largest settings that fit."""
     seconds = costs.live_s(lanes)
     n, (tokens, requests) = len(lanes), lanes[0]
-    fits_here = int(budget_s / (n * costs.per_token_s(requests)))
-    fits_alone = int(budget_s / (n * costs.per_token_s(1)))
+    from ..settings import MAX_NEW_TOKENS_UI
+
+    fits_here = min(MAX_NEW_TOKENS_UI, int((budget_s / n - costs.fixed_s(requests)) / costs.per_token_s(requests)))
+    fits_alone = min(MAX_NEW_TOKENS_UI, int(budget_s / (n * costs.per_token_s(1))))
     other = f", or {fits_alone} at 1 request at once" if requests > 1 and fits_alone > fits_here else ""
     fits = (f"{n} lane{'s' if n != 1 else ''} of up to {fits_here} new tokens at {requests} requests at once{other}"
             if fits_here >= 1 else f"{n} lanes of up to {fits_alone} new tokens at 1 request at once")

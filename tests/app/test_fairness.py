@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from types import SimpleNamespace
@@ -123,15 +124,17 @@ RUN = ["def f(x):\n", ["baseline", "eagle3", "dflash", "dspark"], 0.0, 4, 7, 64,
 
 
 def test_a_comparison_over_the_budget_is_refused_in_one_line_with_the_largest_settings_that_fit():
-    costs = runner.RunCosts(token_s=0.01, request_token_s=0.001)
+    costs = runner.RunCosts(token_s=0.01, request_token_s=0.001, batch_s=0.01)
     door = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(costs))
     assert join(door, 0, RUN)[0] == 200  # 4 lanes × 64 tokens: about 2.6 s
     big = list(RUN)
     big[5], big[13] = 512, 32
     status, body = join(door, 0, big)
     text = one_line(body)
-    assert status == 429 and "about 84 s (4 lanes × 512 new tokens × 32 requests at once)" in text
-    fits = int(15 / (4 * costs.per_token_s(32)))
+    assert costs.live_s([(512, 32)] * 4) > 15
+    assert status == 429 and f"about {math.ceil(costs.live_s([(512, 32)] * 4))} s (4 lanes × 512 new tokens × 32 " \
+                             "requests at once)" in text
+    fits = int((15 / 4 - costs.fixed_s(32)) / costs.per_token_s(32))
     assert f"up to {fits} new tokens at 32 requests at once, or {int(15 / (4 * 0.01))} at 1 request" in text
     fitting = list(big)
     fitting[5] = fits
@@ -141,6 +144,9 @@ def test_a_comparison_over_the_budget_is_refused_in_one_line_with_the_largest_se
     bad = list(big)
     bad[5] = "many"
     assert join(door, 0, bad)[0] == 200  # the handler refuses it itself, in its own line
+    heavy = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(runner.RunCosts(batch_s=1.0)))
+    text = one_line(join(heavy, 0, big)[1])  # a batch of 32 alone is over the budget: only one request fits
+    assert "What fits: 4 lanes of up to 375 new tokens at 1 request at once, or fewer lanes." in text
 
 
 def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time():

@@ -128,8 +128,9 @@ def speed_tolerance(measured: dict) -> float:
 
 def _sweep_rows(data: dict):
     """Per serial lane: (method, its sweep, best K, speedup there, longest K, speedup there, how the speedup moves
-    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured, and the
-    dip past the best K as (K, speedup) when it falls there and comes back by more than the tolerance, else None)."""
+    past the best K: "falls to", "rises to", "holds at", or None when the best K is the longest measured, the dip
+    past the best K as (K, speedup) when it falls there and comes back by more than the tolerance, else None, and
+    the words for the other values of K level with the best)."""
     tolerance = speed_tolerance(data["sweeps"]["data"])
     for m, sweep in data["sweeps"]["data"]["sweeps"].items():
         best = str(sweep["best_k"])
@@ -141,7 +142,16 @@ def _sweep_rows(data: dict):
         low = min(past, key=lambda row: row[1], default=None)
         dip = (low if low is not None and trend(at_best, low[1], tolerance) == "falls"
                and trend(low[1], at_longest, tolerance) == "rises" else None)
-        yield m, sweep, best, at_best, longest, at_longest, moves, dip
+        level = [int(k) for k, row in sweep["rows"].items()
+                 if k != best and trend(row["speedup"], at_best, tolerance) == "holds"]
+        yield m, sweep, best, at_best, longest, at_longest, moves, dip, _level_words(sorted(level))
+
+
+def _level_words(ks: list[int]) -> str:
+    """" (K = 4 level with it)": the other values of K whose speedup the measurement cannot tell from the best."""
+    if not ks:
+        return ""
+    return f" (K = {', '.join(map(str, ks))} level with it)"
 
 
 def _past_best(moves: str, at_longest: float, longest: str, dip) -> str:
@@ -153,21 +163,21 @@ def _past_best(moves: str, at_longest: float, longest: str, dip) -> str:
 
 def sweep_takeaway(data: dict) -> str:
     parts = []
-    for m, sweep, best, at_best, longest, at_longest, moves, dip in _sweep_rows(data):
+    for m, sweep, best, at_best, longest, at_longest, moves, dip, level in _sweep_rows(data):
         if moves is None:
             after = "the longest measured, so the sweep did not reach a K past which it falls"
         else:
             after = f"past it the speedup {_past_best(moves, at_longest, longest, dip)}"
-        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}× ({after}; one draft forward costs "
-                     f"{sweep['per_forward_cost']:.2f} of a verify)")
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×{level} ({after}; one draft forward "
+                     f"costs {sweep['per_forward_cost']:.2f} of a verify)")
     return "; ".join(parts) + "."
 
 
 def sweep_slide(data: dict) -> str:
     parts = []
-    for m, _, best, at_best, longest, at_longest, moves, dip in _sweep_rows(data):
+    for m, _, best, at_best, longest, at_longest, moves, dip, level in _sweep_rows(data):
         after = ("the longest measured" if moves is None else f"then {_past_best(moves, at_longest, longest, dip)}")
-        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×, {after}")
+        parts.append(f"{method_label(m)}'s best K is {best} at {at_best:.2f}×{level}, {after}")
     return "; ".join(parts) + "."
 
 

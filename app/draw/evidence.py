@@ -56,10 +56,11 @@ def formula_figure(data: dict) -> go.Figure | None:
                                       arrayminus=[m - s["min"] for s, m in zip(spread, measured)], thickness=1.5,
                                       width=6, color="#444"),
                          text=[f"{m:.2f}×" for m in measured], textposition="inside", insidetextanchor="start"))
-    fig.add_trace(go.Bar(x=names, y=[example.speedup(m) or 0 for m in lanes], name="measured, one prompt (the example)",
+    one = [example.speedup(m) for m in lanes]  # None where the comparison has no such lane: no bar
+    fig.add_trace(go.Bar(x=names, y=one, name="measured, one prompt (the example)",
                          marker=dict(color="white", line=dict(color=colours, width=2),
                                      pattern=dict(shape="/", fgcolor=colours)),
-                         text=[f"{(example.speedup(m) or 0):.2f}×" for m in lanes], textposition="outside",
+                         text=["" if v is None else f"{v:.2f}×" for v in one], textposition="outside",
                          cliponaxis=False))
     fig.add_trace(go.Scatter(x=names, y=[speedup(row["tau"]["mean"], row["draft_cost"]) for row in lanes.values()],
                              mode="markers", name="formula τ / (1 + draft cost), held-out",

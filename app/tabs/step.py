@@ -302,8 +302,9 @@ def timeline_with_step(lanes: dict[str, list[Step]], i: int) -> go.Figure:
                       x0=min(s.start_s for s in step.spans) * 1e3, x1=max(s.end_s for s in step.spans) * 1e3,
                       y0=y - MARKER_HALF_HEIGHT, y1=y + MARKER_HALF_HEIGHT,
                       line=dict(color="#222", width=2), fillcolor="rgba(0,0,0,0.08)", layer="above")
-    fig.update_layout(title=dict(text=f"step {i} of every lane, outlined", font=dict(size=13), x=0.99,
-                                 xanchor="right"))
+    fig.update_layout(title=dict(text=f"step {i} of every lane, outlined", font=dict(size=13), x=0.01,
+                                 xanchor="left", xref="container", yref="container", y=0.99, yanchor="top"),
+                      margin_t=80)  # the title above the legend's rows (the legend sits on the plot's top)
     return fig
 
 

@@ -146,10 +146,10 @@ def projector(page, on: bool) -> None:
                (parseFloat(getComputedStyle(t).fontSize) >= 18) === (size >= 18)))""", arg=size, timeout=30_000)
 
 
-def test_compare_step_through_and_why_read_at_18_px_in_projector_mode_and_11_outside(page):
-    """At 1024×768, a lesson comparison on Compare, its step through and the Why tab: in projector mode no text
-    under 18 px, no chart text cut or overlapping; outside it none under 11 px; after Run, the lanes in the first
-    screen."""
+def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page):
+    """At 1024×768, every tab (Compare with a lesson comparison, its step through, Why, Lesson, About): in projector
+    mode no text under 18 px, no chart text cut, overlapping or shrunk; outside it none under 11 px; after Run in
+    projector mode, the lanes in the first screen."""
     page.goto(f"{page.base}?lesson=1")
     page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
     readable(page, "Compare", 11)
@@ -165,8 +165,17 @@ def test_compare_step_through_and_why_read_at_18_px_in_projector_mode_and_11_out
     page.wait_for_selector("#why-load-plot .main-svg", timeout=30_000)
     projector(page, True)
     readable(page, "Why, projector mode", 18)
+    for tab in ("Lesson", "About"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(500)
+        readable(page, f"{tab}, projector mode", 18)
+    page.get_by_role("tab", name="Why").click()
     projector(page, False)
     readable(page, "Why", 11)
+    for tab in ("Step through", "Lesson", "About"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(500)
+        readable(page, tab, 11)
     page.get_by_role("tab", name="Compare").click()
     projector(page, True)
     page.locator("#run").click()  # a room watches the lanes: after Run they are in the first screen

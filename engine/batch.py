@@ -31,7 +31,7 @@ from .contract.types import MAX_REQUESTS_AT_ONCE, EngineError, GenerationConfig
 from .drafters.base import DraftBlock
 from .drafters.batched import batched
 from .rules import drafts_this_step, finish_reason
-from .sampling import Verdict, logits_to_probs, pick, verify, verify_greedy, verify_greedy_batch
+from .sampling import Verdict, greedy_parts, logits_to_probs, pick, read_verdicts, verify_greedy_batch, verify_parts
 from .target import BatchTarget
 from .timing import SpanClock
 from .trace import DeviceStep, PackedTrace
@@ -265,7 +265,8 @@ class _BatchLoop:
                        r.generator) for b, (r, n) in enumerate(zip(requests, counts))]
         self.drafter.start([torch.tensor(r.ids, device=self.device) for r in requests],
                            [features[b, :n] if features is not None else None for b, n in enumerate(counts)], clock)
-        kept = [self._append(r, [int(first)]) for r, first in zip(requests, firsts)]
+        firsts = torch.stack(firsts).view(-1).tolist()  # every joining request's first token in one copy
+        kept = [self._append(r, [first]) for r, first in zip(requests, firsts)]
         if self.traced in requests:
             traced = self.traced
             self.record = _Record("prefill", None, None, None, 0, None, kept[requests.index(traced)],
@@ -288,58 +289,69 @@ class _BatchLoop:
         checked = [block if block is None or n == block.ids.numel() else block.head(n)
                    for block, n in zip(blocks, drafter.verify_lens(blocks, config, clock))]
         with clock.span("verify", f"target verify, {len(batch)} requests"):
-            inputs = [[r.ids[-1], *(c.ids.tolist() if c is not None else [])] for r, c in zip(batch, checked)]
-            counts = [len(x) for x in inputs]
-            tokens, logits, features = target.verify(inputs)
-            accepted, bonuses, verdicts = self._verdicts(batch, checked, tokens, counts, logits)
+            counts = [1 + (c.ids.numel() if c is not None else 0) for c in checked]
+            tokens = self._verify_rows(batch, checked, counts)
+            logits, features = target.verify_rows(tokens, counts)
+            accepted, bonuses, drafted, verdicts = self._verdicts(batch, checked, tokens, counts, logits)
         with clock.span("host", "roll back caches, commit"):
             target.keep([list(range(1 + n)) for n in accepted])
             drafter.accept([len(r.ids) + n for r, n in zip(batch, accepted)],
                            [features[b, : 1 + n] if features is not None else None for b, n in enumerate(accepted)])
             kept = []
-            for r, c, n, bonus in zip(batch, checked, accepted, bonuses):
-                r.verified.append(len(c.ids) if c is not None else 0)
+            for r, n, bonus, ids, count in zip(batch, accepted, bonuses, drafted, counts):
+                r.verified.append(count - 1)
                 r.accepted.append(n)
-                kept.append(self._append(r, [*(c.ids[:n].tolist() if c is not None else []), bonus]))
+                kept.append(self._append(r, [*ids[:n], bonus]))
         drafter.step_done(len(batch), any(ks), time.perf_counter() - step_start, sum(counts), sum(map(len, kept)))
         if self.traced in batch:
             b = batch.index(self.traced)
             self._record_step(blocks[b], checked[b], logits[b, : counts[b]], verdicts[b] if verdicts else None,
-                              kept[b], len(batch))
+                              kept[b], bonuses[b], len(batch))
+
+    def _verify_rows(self, batch: list[_Request], checked: list, counts: list[int]) -> torch.Tensor:
+        """(B, S): each request's anchor then its checked drafts, padded with 0, built on the device from the drafts
+        there and the anchors sent in one copy."""
+        tokens = torch.zeros(len(batch), max(counts), dtype=torch.long, device=self.device)
+        tokens[:, 0] = torch.tensor([r.ids[-1] for r in batch], device=self.device)
+        for b, c in enumerate(checked):
+            if c is not None and c.ids.numel():
+                tokens[b, 1: counts[b]] = c.ids
+        return tokens
 
     def _record_step(self, block: DraftBlock | None, checked: DraftBlock | None, logits: torch.Tensor,
-                     verdict: Verdict | None, kept: list[int], batch_size: int) -> None:
+                     verdict: Verdict | None, kept: list[int], bonus: int, batch_size: int) -> None:
         """The traced request's step as the single loop records it (its verdict in full: at temperature 0 the
-        batch's was reached without one)."""
+        batch's was reached without one; its figures are computed on the device, its outcome is the batch's)."""
         temperature, traced = self.config.temperature, self.traced
         target_probs = logits_to_probs(logits, temperature)
         if block is None:  # nothing drafted: the baseline, or a last step with room for one token only
             block = DraftBlock(torch.empty(0, dtype=torch.long, device=self.device), target_probs[:0])
         checked = checked if checked is not None else block
         if verdict is None:
-            verdict = verify_greedy(checked.ids, target_probs)
+            parts = greedy_parts(checked.ids, target_probs)
+            verdict = Verdict(traced.accepted[-1], bonus, parts.accept_probs, None, committed_ids=tuple(kept))
         confidences = block.confidence_values
         self.record = _Record("decode", block, verdict, target_probs, int(checked.ids.numel()), confidences, kept,
                               traced.finish_reason, batch_size, self.take_committed())
 
     def _verdicts(self, batch: list[_Request], checked: list, tokens: torch.Tensor, counts: list[int],
-                  logits: torch.Tensor) -> tuple[list[int], list[int], list[Verdict] | None]:
-        """Each request's accepted drafts and bonus token under the run's rule, and above temperature 0 its whole
-        verdict: at 0 for the whole batch at once (sampling.verify_greedy_batch), above it request by request with
-        its own generator."""
+                  logits: torch.Tensor) -> tuple[list[int], list[int], list[list[int]], list[Verdict] | None]:
+        """Each request's accepted drafts, bonus token and drafts (its accepted ones' ids first) under the run's
+        rule, and above temperature 0 its whole verdict, read from the device in one copy: at 0 for the whole batch
+        at once (sampling.verify_greedy_batch), above it request by request with its own generator."""
         config = self.config
         if config.temperature == 0:
-            return *verify_greedy_batch(tokens, torch.tensor(counts, device=self.device), logits), None
-        accepted, bonuses, verdicts = [], [], []
+            accepted, bonuses, rows = verify_greedy_batch(tokens, torch.tensor(counts, device=self.device), logits)
+            return accepted, bonuses, [row[1:] for row in rows], None
+        parts = []
         for b, (r, c, n) in enumerate(zip(batch, checked, counts)):
             target_probs = logits_to_probs(logits[b, :n], config.temperature)
-            ids = c.ids if c is not None else target_probs.new_empty(0, dtype=torch.long)
+            ids = c.ids if c is not None else tokens[b, 1:1]
             probs = c.probs if c is not None else target_probs[:0]
-            verdict = verify(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator)
-            accepted.append(verdict.num_accepted)
-            bonuses.append(verdict.bonus_id)
-            verdicts.append(verdict)
-        return accepted, bonuses, verdicts
+            parts.append(verify_parts(config.verify_rule, config.temperature, ids, probs, target_probs, r.generator))
+        verdicts = read_verdicts(parts)  # every request's verdict in one copy
+        return ([v.num_accepted for v in verdicts], [v.bonus_id for v in verdicts],
+                [list(v.committed_ids[:-1]) for v in verdicts], verdicts)
 
     def _append(self, r: _Request, new_ids: list[int]) -> list[int]:
         """Append tokens, stopping at end-of-text, max_new_tokens or the context limit (rules.finish_reason);

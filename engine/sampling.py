@@ -50,14 +50,40 @@ class Verdict:
     committed: torch.Tensor | None = None
 
 
+@dataclass(frozen=True)
+class VerdictParts:
+    """A chain's verdict while it is still on the device: the accepted count (0-d), the bonus token (0-d or (1,)),
+    the drafts it judged, and the rule's accept probabilities and draws. `read_verdicts` brings any number of them to
+    the host in one copy."""
+
+    num_accepted: torch.Tensor
+    bonus: torch.Tensor
+    draft_ids: torch.Tensor
+    accept_probs: torch.Tensor
+    draws: torch.Tensor | None
+
+
+def read_verdicts(parts: list[VerdictParts]) -> list[Verdict]:
+    """Every verdict's accepted count, bonus and drafts (to know the accepted ones' ids) leave the device in one
+    small copy, however many there are; each one's committed tokens stay on the device too."""
+    pieces = [torch.cat([p.num_accepted.view(1).long(), p.bonus.view(1).long(), p.draft_ids.view(-1).long()])
+              for p in parts]
+    values = torch.cat(pieces).tolist() if pieces else []
+    verdicts, at = [], 0
+    for p, piece in zip(parts, pieces):
+        a, bonus_id = values[at], values[at + 1]
+        committed_ids = (*values[at + 2: at + 2 + a], bonus_id)
+        at += piece.numel()
+        committed = torch.cat([p.draft_ids.view(-1)[:a].long(), p.bonus.view(1).long()])
+        verdicts.append(Verdict(a, bonus_id, p.accept_probs, p.draws, committed_ids=committed_ids,
+                                committed=committed))
+    return verdicts
+
+
 def chain_verdict(num_accepted: torch.Tensor, bonus: torch.Tensor, draft_ids: torch.Tensor, accept_probs: torch.Tensor,
                   draws: torch.Tensor | None) -> Verdict:
-    """A chain's verdict from its device values, read in one small copy: the accepted count (0-d), the bonus token
-    (0-d or (1,)) and the drafts, to know the accepted ones' ids. The committed tokens stay on the device too."""
-    values = torch.cat([num_accepted.view(1).long(), bonus.view(1).long(), draft_ids.view(-1).long()]).tolist()
-    a, bonus_id = values[0], values[1]
-    committed = torch.cat([draft_ids.view(-1)[:a].long(), bonus.view(1).long()])
-    return Verdict(a, bonus_id, accept_probs, draws, committed_ids=(*values[2: 2 + a], bonus_id), committed=committed)
+    """One chain's verdict from its device values, read in one small copy (read_verdicts)."""
+    return read_verdicts([VerdictParts(num_accepted, bonus, draft_ids, accept_probs, draws)])[0]
 
 
 def _leading_true(mask: torch.Tensor) -> torch.Tensor:
@@ -68,28 +94,43 @@ def _leading_true(mask: torch.Tensor) -> torch.Tensor:
 def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdict:
     """Temperature 0: accept while the draft equals the target's argmax; the bonus is the target's argmax
     at the first mismatch (or after the block). Output equals target-only greedy decoding."""
+    return read_verdicts([greedy_parts(draft_ids, target_probs)])[0]
+
+
+def greedy_parts(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> VerdictParts:
+    """verify_greedy's verdict, left on the device."""
     target_ids = target_probs.argmax(dim=-1)
     matches = draft_ids == target_ids[:-1]
     num_accepted = _leading_true(matches)
-    return chain_verdict(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids, matches.float(), None)
+    return VerdictParts(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids, matches.float(), None)
 
 
-def verify_greedy_batch(tokens: torch.Tensor, counts: torch.Tensor, logits: torch.Tensor) -> tuple[list[int], list[int]]:
+def verify_greedy_batch(tokens: torch.Tensor, counts: torch.Tensor, logits: torch.Tensor
+                        ) -> tuple[list[int], list[int], list[list[int]]]:
     """verify_greedy for a whole batch in a few tensor operations: row b of `tokens` (B, S) is request b's anchor and
     drafts, its first counts[b] slots real and the rest padding, and `logits` (B, S, V) the target's over them.
     Returns each request's number of accepted drafts and its bonus token, the same as verify_greedy's row by row
-    (the same softmax and argmax: its ties broken alike)."""
+    (the same softmax and argmax: its ties broken alike), and the rows of `tokens`: all read in one copy."""
     target_ids = logits_to_probs(logits, 0.0).argmax(dim=-1)  # (B, S)
     slots = torch.arange(tokens.shape[1] - 1, device=tokens.device)
     matches = (tokens[:, 1:] == target_ids[:, :-1]) & (slots[None, :] < counts[:, None] - 1)  # padding never matches
     num_accepted = matches.int().cumprod(dim=1).sum(dim=1)
     bonus_ids = target_ids.gather(1, num_accepted[:, None])[:, 0]
-    accepted, bonuses = torch.stack([num_accepted, bonus_ids]).tolist()
-    return accepted, bonuses
+    batch = tokens.shape[0]
+    values = torch.cat([num_accepted.long(), bonus_ids.long(), tokens.reshape(-1).long()]).tolist()
+    width = tokens.shape[1]
+    rows = [values[2 * batch + b * width: 2 * batch + (b + 1) * width] for b in range(batch)]
+    return values[:batch], values[batch: 2 * batch], rows
 
 
 def verify_rejection(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
                      generator: torch.Generator) -> Verdict:
+    """The rejection rule's verdict (rejection_parts), read."""
+    return read_verdicts([rejection_parts(draft_ids, draft_probs, target_probs, generator)])[0]
+
+
+def rejection_parts(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                    generator: torch.Generator) -> VerdictParts:
     """Speculative sampling (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative
     Decoding", Algorithm 1): accept d_k with probability min(1, p(d_k) / q(d_k)), p the target and q the
     draft distribution; at the first rejection resample from normalize(max(p - q, 0)); when every draft
@@ -108,11 +149,15 @@ def verify_rejection(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_
     # The residual is never all zero after a real rejection; guard against rounding anyway.
     residual_sum = residual.sum()
     next_probs = torch.where(residual_sum > 0, residual / residual_sum.clamp_min(1e-30), p_next / p_next.sum())
-    bonus = sample(next_probs, generator)
-    return chain_verdict(num_accepted, bonus, draft_ids, accept_probs, draws)
+    return VerdictParts(num_accepted, sample(next_probs, generator), draft_ids, accept_probs, draws)
 
 
 def verify_match(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+    """The match rule's verdict (match_parts), read."""
+    return read_verdicts([match_parts(draft_ids, target_probs, generator)])[0]
+
+
+def match_parts(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator) -> VerdictParts:
     """The match rule of the z-lab DFlash loop: the target samples its own token at every position; accept
     while the draft equals that sample; emit the target's sample at the first mismatch. Lossless whatever
     the drafter did, but it accepts less than the rejection rule at temperature > 0."""
@@ -120,17 +165,23 @@ def verify_match(draft_ids: torch.Tensor, target_probs: torch.Tensor, generator:
     target_ids = sample(target_probs, generator)
     num_accepted = _leading_true(draft_ids == target_ids[:-1])
     positions = torch.arange(k, device=draft_ids.device)
-    return chain_verdict(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids,
-                         target_probs[positions, draft_ids], None)
+    return VerdictParts(num_accepted, target_ids.gather(0, num_accepted.view(1)), draft_ids,
+                        target_probs[positions, draft_ids], None)
 
 
 def verify(rule: str, temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor,
            target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
     """Dispatch on the run's rule; temperature 0 always verifies greedily."""
+    return read_verdicts([verify_parts(rule, temperature, draft_ids, draft_probs, target_probs, generator)])[0]
+
+
+def verify_parts(rule: str, temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor,
+                 target_probs: torch.Tensor, generator: torch.Generator) -> VerdictParts:
+    """verify's verdict, left on the device (a batch reads every request's at once)."""
     if temperature == 0:
-        return verify_greedy(draft_ids, target_probs)
+        return greedy_parts(draft_ids, target_probs)
     if rule == "rejection":
-        return verify_rejection(draft_ids, draft_probs, target_probs, generator)
+        return rejection_parts(draft_ids, draft_probs, target_probs, generator)
     if rule == "match":
-        return verify_match(draft_ids, target_probs, generator)
+        return match_parts(draft_ids, target_probs, generator)
     raise ValueError(f"unknown verification rule {rule!r}")

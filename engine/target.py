@@ -389,6 +389,10 @@ class BatchTarget:
         logits, features = self._forward(self.cache, tokens, [len(r) for r in rows])
         return tokens, logits, features
 
+    def verify_rows(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """verify over rows already on the device: `tokens` (B, S), row b's first counts[b] real."""
+        return self._forward(self.cache, tokens, counts)
+
     def keep(self, kept: list[list[int]]) -> None:
         """Request b keeps its last forward's slots kept[b] (engine/ragged.py RaggedCache.keep)."""
         self.cache.keep(kept)

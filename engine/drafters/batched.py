@@ -137,7 +137,13 @@ class BlockBatchDrafter(BatchDrafter):
                 if self.last_step is not None:  # what the last step cost whatever ℓ was, measured
                     seconds, tokens = self.last_step
                     fixed = max(seconds - per_token * tokens, fixed)
-                confidences = [block.confidences.tolist() for block in live]
+                # every request's confidences in one copy, kept on its block for the trace
+                values = torch.cat([block.confidences.view(-1) for block in live]).tolist()
+                confidences, at = [], 0
+                for block in live:
+                    confidences.append(values[at: at + block.confidences.numel()])
+                    at += block.confidences.numel()
+                    block.__dict__["confidence_values"] = confidences[-1]  # DraftBlock.confidence_values, read
                 cut = batch_cut(confidences, (fixed, per_token))
                 self.expected = (sum(expected_tokens(c, min(cut, len(c))) for c in confidences)
                                  + len(blocks) - len(live))  # a request that drafted nothing: its one token
@@ -163,7 +169,8 @@ class BlockBatchDrafter(BatchDrafter):
         device = pending[0].device
         context = padded(pending, device)  # request b's new context first, padding after
         width = context.shape[1]
-        counts = torch.tensor([p.shape[0] for p in pending])
+        count_list = [p.shape[0] for p in pending]  # host integers: the cache's bookkeeping reads nothing back
+        counts = torch.tensor(count_list)
         cached = torch.tensor(cache.lengths)
         block = torch.full((batch, block_size), model.mask_token_id, dtype=torch.long, device=device)
         block[:, 0] = torch.stack([a.view(()) for a in anchors])
@@ -173,11 +180,12 @@ class BlockBatchDrafter(BatchDrafter):
         sees = torch.cat([cache.visible(), context_slots, torch.ones(batch, block_size, dtype=torch.bool)], dim=1)
         positions = torch.cat([cached[:, None] + torch.arange(width)[None, :],
                                (cached + counts)[:, None] + torch.arange(block_size)[None, :]], dim=1)
-        every_key = bool(sees.all())  # no padding (one request, say): no mask, as the single-request drafter
+        # no padding (one request, say): no mask, as the single-request drafter
+        every_key = len(set(cache.lengths)) <= 1 and len(set(count_list)) == 1
         inputs = cache.inputs(None if every_key else sees[:, None, :].expand(-1, block_size, -1), positions)
         hidden = model(self.drafter.embed_tokens(block), context, inputs["position_ids"], cache.cache,
                        attention_mask=inputs.get("attention_mask"))
-        cache.keep([list(range(int(n))) for n in counts])
+        cache.keep([list(range(n)) for n in count_list])
         return hidden
 
 

@@ -54,3 +54,17 @@ def test_the_census_sees_each_kind_of_stall():
         torch.tensor([1, 2])  # a tensor from host values
         x[x > 2], x.nonzero()  # two of unknown size
     assert dict(counts) == {"read": 3, "to_device": 1, "nonzero": 2}
+
+
+@pytest.mark.parametrize("size", [2, 8])
+@pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash", "dspark"])
+def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, method, size):
+    """Many requests at once (engine/batch.py): every request's verdict comes back in one copy, DSpark's confidences
+    in another, whatever the batch's size, at temperature 0 and above it."""
+    for temperature in (0.0, 1.0):
+        config = GenerationConfig(method=method, max_new_tokens=12, temperature=temperature, requests_at_once=size)
+        prompt_ids, drafter = embedded_engine._prepare(PROMPT, config)
+        steps = stalls_per_step(embedded_engine._device_steps(prompt_ids, config, drafter,
+                                                              SpanClock(embedded_engine.device)))
+        for index, step in enumerate(steps[2:]):
+            assert step["read"] <= 3 and step["nonzero"] == 0, (method, size, temperature, index, step)

@@ -70,12 +70,11 @@ def test_every_method_passes_the_distribution_check_and_a_broken_rule_fails_it(r
         assert lane["dof"] >= 3 and lane["p_value"] > 0.001, (method, lane)
 
     def accept_everything(draft_ids, draft_probs, target_probs, generator):  # keeps the drafter's distribution
-        verdict = engine.sampling.verify_greedy(draft_ids, target_probs)
-        return engine.sampling.chain_verdict(torch.tensor(draft_ids.numel()),
-                                             engine.sampling.sample(target_probs[-1], generator), draft_ids,
-                                             verdict.accept_probs * 0 + 1, None)
+        return engine.sampling.VerdictParts(torch.tensor(draft_ids.numel()),
+                                            engine.sampling.sample(target_probs[-1], generator), draft_ids,
+                                            torch.ones(draft_ids.numel()), None)
 
-    monkeypatch.setattr(engine.sampling, "verify_rejection", accept_everything)
+    monkeypatch.setattr(engine.sampling, "rejection_parts", accept_everything)
     broken = distribution_check(random_engine, PROMPT, methods=["dflash"], samples=160, temperature=0.5)
     assert broken["lanes"]["dflash"]["p_value"] < 0.001
 

@@ -106,7 +106,8 @@ def test_greedy_over_a_batch_gives_each_row_what_greedy_gives_it_alone():
     tokens[2, 3] = target[2, 2]
     tokens[4, 1] = target[4, 0]  # one draft, matching: the bonus is the tied position's
     counts = [1, 4, 3, 2, 2]
-    accepted, bonuses = verify_greedy_batch(tokens, torch.tensor(counts), logits)
+    accepted, bonuses, rows = verify_greedy_batch(tokens, torch.tensor(counts), logits)
+    assert rows == tokens.tolist()
     alone = [verify_greedy(tokens[b, 1:n], logits_to_probs(logits[b, :n], 0.0)) for b, n in enumerate(counts)]
     assert accepted == [v.num_accepted for v in alone] and bonuses == [v.bonus_id for v in alone]
     assert accepted[:3] == [0, 3, 2] and accepted[4] == 1 and bonuses[1] == int(target[1, 3]) and bonuses[4] == 2

@@ -51,10 +51,10 @@ def formula_figure(data: dict) -> go.Figure | None:
     measured = [row["speedup"] for row in lanes.values()]
     spread = [row["speedup_by_prompt"] for row in lanes.values()]
     fig = go.Figure()
+    whiskers = dict(type="data", symmetric=False, array=[s["max"] - m for s, m in zip(spread, measured)],
+                    arrayminus=[m - s["min"] for s, m in zip(spread, measured)], thickness=1.5, width=6, color="#444")
     fig.add_trace(go.Bar(x=names, y=measured, name=f"measured, {num_prompts} held-out prompts", marker_color=colours,
-                         error_y=dict(type="data", symmetric=False, array=[s["max"] - m for s, m in zip(spread, measured)],
-                                      arrayminus=[m - s["min"] for s, m in zip(spread, measured)], thickness=1.5,
-                                      width=6, color="#444"),
+                         error_y=whiskers,
                          text=[f"{m:.2f}×" for m in measured], textposition="inside", insidetextanchor="start"))
     one = [example.speedup(m) for m in lanes]  # None where the comparison has no such lane: no bar
     fig.add_trace(go.Bar(x=names, y=one, name="measured, one prompt (the example)",
@@ -152,8 +152,8 @@ def bottlenecks_figure(data: dict) -> go.Figure | None:
     for m, row in one_pass.items():
         colour, marker = lane_style(m)
         fig.add_trace(go.Scatter(x=[row["draft_len"]], y=[row["draft_ms_per_step"]], mode="markers",
-                                 name=method_label(m), legendgroup=m, marker=dict(symbol=marker, size=14, color=colour)),
-                      row=1, col=1)
+                                 name=method_label(m), legendgroup=m,
+                                 marker=dict(symbol=marker, size=14, color=colour)), row=1, col=1)
     for m, lane in example.lanes.items():
         alive = survival(lane.per_position_acceptance) if METHOD_REGISTRY[m].drafts else []
         if alive and METHOD_REGISTRY[m].one_pass:

@@ -207,7 +207,8 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     summary, clock = comparison.lanes[method].summary, comparison.clock
     (speedup, spread_words), (wall, _) = _speedup_value(comparison, method), _speedup_value(comparison, method, "wall")
     runs = comparison.lanes[method].timing_runs
-    timed = f"; each step's fastest timing over {runs} runs of this lane (the same tokens)" if runs > 1 and not spread_words else ""
+    timed = (f"; each step's fastest timing over {runs} runs of this lane (the same tokens)"
+             if runs > 1 and not spread_words else "")
     mark = (lambda chip: chip.replace('class="chip"', 'class="chip provisional"', 1).replace(
         "</b></span>", '</b> <span class="tag">provisional</span></span>', 1)) if provisional else (lambda chip: chip)
     if not provisional and "one run" in spread_words:  # a single measurement says so on itself, without a bracket

@@ -37,15 +37,17 @@ CSS = f"""
 .lane-swatch {{ font-size: 1.1em; }}
 .lane-card {{ border-left: 5px solid var(--lane-colour, transparent); padding-left: .5em; }}
 .lane-desc {{ color: #666; font-size: max(11px, .9em); }}
-.lane-drafter {{ font-size: max(11px, .8em); padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
+.lane-drafter {{ font-size: max(11px, .8em);
+                 padding: 0 .4em; border: 1px solid #ccc; border-radius: .6em; color: #444; }}
 .lane-state {{ margin-left: auto; font-size: max(11px, .8em); color: #666; }}
 .chips {{ display: flex; flex-wrap: wrap; gap: .4em; margin: .4em 0 .6em; }}
-.chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: max(11px, .9em); white-space: nowrap; }}
+.chip {{ border: 1px solid #ccc; border-radius: 1em; padding: .1em .7em; font-size: max(11px, .9em);
+         white-space: nowrap; }}
 .chip b {{ font-variant-numeric: tabular-nums; }}
 .chip.provisional {{ opacity: .55; border-style: dashed; }}
 .chip .tag {{ font-size: max(11px, .75em); text-transform: uppercase; letter-spacing: .04em; color: #666; }}
-.tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: max(11px, .85em); white-space: pre-wrap;
-          word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
+.tokens {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: max(11px, .85em);
+          white-space: pre-wrap; word-break: break-word; line-height: 1.55; border: 1px solid #e5e5e5; border-radius: .4em;
           padding: .6em; max-height: 28em; overflow-y: auto; background: #fcfcfc; }}
 .prompt-text {{ color: #888; }}
 /* Text from a prompt, a file or a server: each in its own bidirectional box, so right-to-left letters in it
@@ -82,7 +84,8 @@ CSS += f"""
 .st-lanes {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: .8em; }}
 .st-lane {{ border: 1px solid #e5e5e5; border-radius: .5em; padding: .6em; background: #fcfcfc; min-width: 0; }}
 .st-summary {{ font-size: max(11px, .85em); color: #444; margin: .2em 0; }}
-.st-rule {{ font-size: max(11px, .9em); color: #333; margin: 0 0 .6em; padding: .3em .6em; border-left: 3px solid {BONUS}; background: #f6f9fc; }}
+.st-rule {{ font-size: max(11px, .9em);
+            color: #333; margin: 0 0 .6em; padding: .3em .6em; border-left: 3px solid {BONUS}; background: #f6f9fc; }}
 .st-context {{ font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: max(11px, .8em); color: #888;
               white-space: pre-wrap; word-break: break-all; margin-bottom: .4em; }}
 .st-toks {{ display: flex; flex-wrap: wrap; gap: .4em; align-items: stretch; }}

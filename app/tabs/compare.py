@@ -232,7 +232,8 @@ def clock_note(comparison: Comparison) -> str:
     if comparison.busy:
         once = " Each lane ran once, so its speedup says “one run” and gives no spread." if runs == 1 else ""
         return (" Speedups: wall time, as a request on a busy server waits for the whole batch's work, which the "
-                f"decoding thread's compute time does not all count; the Lesson's point 10 reads load the same way.{once}")
+                "decoding thread's compute time does not all count; the Lesson's point 10 reads load the same way."
+                + once)
     if comparison.clock == "compute":
         return (f" Speedups: compute time of the decoding thread{fastest} (CPU seconds, which another program on "
                 "the machine does not stretch); the wall-time speedup is beside each.")

@@ -24,7 +24,7 @@ def measurement(data: dict, device: str) -> dict:
 
 
 def chain_methods(available) -> list[str]:
-    """The drafting lanes the lesson's first points measure: every one but the trees (they have a point of their own)."""
+    """The drafting lanes the lesson's first points measure: every one but the trees (a point of their own)."""
     return [m for m in available if METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].tree]
 
 

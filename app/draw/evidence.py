@@ -18,7 +18,7 @@ from engine.contract.summary import acceptance_rate
 from ..comparison import Comparison
 from ..theory import speedup
 from ..words import survival
-from .charts import PREDICTION_COLOUR, _error_bars, _small_layout
+from .layout import PREDICTION_COLOUR, _error_bars, _small_layout
 from .theme import lane_style
 
 KEY_COLOUR = "#555555"  # a legend entry that names a kind of mark, not a lane

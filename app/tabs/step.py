@@ -368,7 +368,7 @@ class StepView:
 
 def step_view(comparison: Comparison, i: int, selected=None, projector: bool = False) -> StepView:
     """Step i (clamped to the comparison's steps); selected: the token key to keep selected if step i has it;
-    projector: its charts laid out for a room (app/draw/charts.py for_projector)."""
+    projector: its charts laid out for a room (app/draw/layout.py for_projector)."""
     i = max(0, min(int(i), last_step(comparison)))
     choices = token_choices(comparison, i)
     key = pick_token(comparison, i, selected)

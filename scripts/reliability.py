@@ -287,7 +287,8 @@ def controls(app: App) -> dict:
         for path in ("/queue/join", "/run/predict"):
             status, _, content = app.request("POST", f"/{API}{path}", json.dumps(
                 {"data": [], "fn_index": index, "session_hash": "reliability"}).encode())
-            count(status in (400, 404) and _one_line_json(content), f"{path} {index!r}: HTTP {status} {content[:100]!r}")
+            count(status in (400, 404) and _one_line_json(content),
+                  f"{path} {index!r}: HTTP {status} {content[:100]!r}")
     for i in range(20):
         status, _, content = app.request("GET", f"/{API}/queue/data?session_hash=unknown-{i}")
         count(status == 404 and _one_line_json(content), f"stream: HTTP {status} {content[:100]!r}")

@@ -105,7 +105,7 @@ def tree_svg(step: Step, anchor_text: str = "") -> str:
     depth, row = layout(parents)
     path = [i for i, t in enumerate(drafted) if t.verdict == "accepted"]
     bonus = next((t for t in step.committed if t.source == "bonus"), None)
-    rows = max(row, default=0) + 1 + (bonus is not None) + (left_out > 0)  # the bonus and the count on rows of their own
+    rows = max(row, default=0) + 1 + (bonus is not None) + (left_out > 0)  # the bonus, the count: rows of their own
     width = (max(depth, default=0) + 2) * COLUMN + BOX_W
     height = rows * ROW + 8
 

@@ -44,6 +44,7 @@ from .addresses import answer, client_address
 
 JOIN = "/gradio_api/queue/join"
 PREDICT = "/gradio_api/run/predict"
+CALL = "/gradio_api/call/"  # the REST API: POST call/NAME (or call/v2/NAME) joins the queue for the event NAME
 STREAMS = ("/gradio_api/queue/data", "/gradio_api/queue/data/stream")
 MAX_BODY_BYTES = 1_000_000  # an event's body: its inputs (a prompt is at most 100,000 characters), never a file
 PLACES_PER_ADDRESS = 40  # a class of 35, its lecturer, a few second tabs
@@ -52,6 +53,7 @@ JOB_BUDGET_S = 15.0  # a visitor's comparison's estimated engine time, at most (
 PRESENTER_LANE = "presenter"  # the presenter's jobs: started at once, one at a time
 WITHDRAWN_LANE = "withdrawn"  # jobs whose session pressed Stop while they waited: started at once, they run nothing
 
+NO_SUCH_NAME = "SpecLab: there is no API endpoint {name!r} on this page; /gradio_api/info lists them."
 NOT_AN_EVENT = "SpecLab: there is no event {value} on this page; the page's events are numbered 0 to {last}."
 SCRIPT_ONLY = "SpecLab: event {value} runs in the page itself and has nothing to run on the server."
 NOT_JSON = "SpecLab: this request's body is not an event's JSON (data, fn_index, session_hash)."
@@ -187,7 +189,13 @@ class QueueDoor:
             if session not in self.door.queue.pending_messages_per_session:
                 return await answer(send, 404, NO_STREAM, as_json=True)
             return await self.app(scope, receive, send)
-        if method != "POST" or path not in (JOIN, PREDICT):
+        if method == "GET" and path.startswith(CALL) and path[len(CALL):].strip("/").count("/") >= 1:
+            session = self.stream_session(path.rstrip("/").rsplit("/", 1)[-1])
+            if session not in self.door.queue.pending_messages_per_session:
+                return await answer(send, 404, NO_STREAM, as_json=True)
+            return await self.app(scope, receive, send)
+        calls = method == "POST" and path.startswith(CALL)
+        if method != "POST" or (path not in (JOIN, PREDICT) and not calls):
             return await self.app(scope, receive, send)
         body = await read_body(receive, MAX_BODY_BYTES)
         if body is None:
@@ -198,7 +206,7 @@ class QueueDoor:
             return await answer(send, 400, NOT_JSON, as_json=True)
         if not isinstance(request, dict):
             return await answer(send, 400, NOT_JSON, as_json=True)
-        refusal = self.check(request, scope, path)
+        refusal = self.check_call(request, scope, path) if calls else self.check(request, scope, path)
         if refusal is not None:
             return await answer(send, *refusal, as_json=True)
         replayed = False
@@ -222,6 +230,23 @@ class QueueDoor:
         await self.app(scope, replay, keep)
         await self.first(b"".join(answered), request)
 
+    def stream_session(self, event_id: str) -> str:
+        """The session whose messages a REST API call's answer stream reads (as Gradio finds it)."""
+        queue = self.door.queue
+        event = queue.event_ids_to_events.get(event_id)
+        if event is not None:
+            return event.session_hash
+        return next((s for s, ids in getattr(queue, "pending_event_ids_session", {}).items() if event_id in ids),
+                    event_id)
+
+    def check_call(self, request: dict, scope: dict, path: str):
+        """A REST API call (call/NAME): the event it names must exist; then as a place in the queue."""
+        name = path[len(CALL):].strip("/").removeprefix("v2/")
+        fn = next((f for f in self.door.blocks.fns.values() if getattr(f, "api_name", None) == name), None)
+        if fn is None or "/" in name:
+            return 404, NO_SUCH_NAME.format(name=name[:40])
+        return self.place(fn, request.get("data"), scope)
+
     def check(self, request: dict, scope: dict, path: str) -> tuple[int, str] | tuple[int, str, int] | None:
         """Why this event may not go on, as (status, line[, retry-after]); None when it may."""
         fns = self.door.blocks.fns
@@ -234,11 +259,16 @@ class QueueDoor:
         fn = fns[index]
         if fn.fn is None:
             return 400, SCRIPT_ONLY.format(value=index)
-        if path != JOIN or self.door.is_presenter(scope):
+        if path != JOIN:
+            return None
+        return self.place(fn, request.get("data"), scope)
+
+    def place(self, fn, data, scope: dict):
+        """Whether the address may have one more place in the queue, and the job fits the budget."""
+        if self.door.is_presenter(scope):
             return None
         address = client_address(scope)
         places, jobs = address_share(self.door.queue, address)
-        data = request.get("data")
         if places >= PLACES_PER_ADDRESS or (jobs >= JOBS_PER_ADDRESS and not any(
                 job_key(e) == (fn, repr(data)) for e in waiting_events(self.door.queue)
                 if event_address(e) == address)):
@@ -316,7 +346,8 @@ def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tu
     other = f", or {fits_alone} at 1 request at once" if requests > 1 and fits_alone > fits_here else ""
     fits = (f"{n} lane{'s' if n != 1 else ''} of up to {fits_here} new tokens at {requests} requests at once{other}"
             if fits_here >= 1 else f"{n} lanes of up to {fits_alone} new tokens at 1 request at once")
-    return seconds, (f"SpecLab: this comparison would hold the shared engine about {math.ceil(seconds)} s ({n} lanes × "
+    return seconds, (f"SpecLab: this comparison would hold the shared engine about {math.ceil(seconds)} s ({n} lanes "
+                     f"× "
                      f"{tokens} new tokens × {requests} requests at once); one visitor's run may take at most "
                      f"{budget_s:.0f} s here, so that every visitor waits at most that long behind another's. What "
                      f"fits: {fits}, or fewer lanes.")

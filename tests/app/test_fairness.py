@@ -32,11 +32,11 @@ def on_run(*args):  # named as the Compare tab's Run handler, which the budget r
 class Fn:
     """A block function as the door reads it: its Python function (None for one that runs in the page only)."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, api_name=None):
+        self.fn, self.api_name = fn, api_name
 
 
-FNS = {0: Fn(on_run), 1: Fn(None), 2: Fn(lambda x: x)}
+FNS = {0: Fn(on_run, "run"), 1: Fn(None), 2: Fn(lambda x: x, "echo")}
 
 
 def fns() -> dict:
@@ -51,7 +51,8 @@ def event(fn, data, address: str = "203.0.113.5", session: str = "s", lane: str 
 def blocks(*events, pending=()) -> SimpleNamespace:
     engine = EventQueue("engine", 1)
     engine.queue.extend(events)
-    queue = SimpleNamespace(event_queue_per_concurrency_id={"engine": engine}, pending_messages_per_session=set(pending),
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"engine": engine},
+                            pending_messages_per_session=set(pending), pending_event_ids_session={},
                             event_ids_to_events={e._id: e for e in events}, delete_lock=asyncio.Lock())
     return SimpleNamespace(fns=fns(), _queue=queue)
 
@@ -103,6 +104,10 @@ def test_an_answer_stream_for_a_session_with_nothing_pending_is_one_line_and_a_k
     status, body = serve_body(QueueDoor(Inner(), door), request("/gradio_api/queue/data", b"session_hash=nope"), b"")
     assert status == 404 and "nothing is waiting" in one_line(body)
     assert serve_body(QueueDoor(Inner(), door), request("/gradio_api/queue/data", b"session_hash=known"), b"")[0] == 200
+    for path in ("/gradio_api/call/run/no-such-event", "/gradio_api/call/v2/run/no-such-event/"):
+        status, body = serve_body(QueueDoor(Inner(), door), request(path), b"")
+        assert status == 404 and "nothing is waiting" in one_line(body)
+    assert serve_body(QueueDoor(Inner(), door), request("/gradio_api/call/run/known"), b"")[0] == 200
 
 
 def test_one_address_holds_at_most_its_share_of_the_queue_and_identical_jobs_count_once():
@@ -147,6 +152,25 @@ def test_a_comparison_over_the_budget_is_refused_in_one_line_with_the_largest_se
     heavy = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(runner.RunCosts(batch_s=1.0)))
     text = one_line(join(heavy, 0, big)[1])  # a batch of 32 alone is over the budget: only one request fits
     assert "What fits: 4 lanes of up to 375 new tokens at 1 request at once, or fewer lanes." in text
+
+
+def test_the_rest_apis_calls_meet_the_same_door():
+    costs = runner.RunCosts()
+    flood = [event(fns()[2], [f"prompt {i}"], session=f"f{i}") for i in range(fairness.JOBS_PER_ADDRESS)]
+    door = Door(blocks(*flood), budget_s=15.0, estimate=fairness.comparison_estimate(costs))
+    big = list(RUN)
+    big[5] = 512
+    other = "198.51.100.2"  # not the address flooding the queue
+    for path, data, client, status, words in (
+            ("/gradio_api/call/run", big, other, 429, "would hold the shared engine"),
+            ("/gradio_api/call/v2/echo", ["new"], "203.0.113.5", 429, "already has 8 runs waiting"),
+            ("/gradio_api/call/nothing", [], other, 404, "no API endpoint 'nothing'")):
+        answer, body = serve_body(QueueDoor(Inner(b'{"event_id": "x"}'), door),
+                                  request(path, method="POST", client=client), json.dumps({"data": data}).encode())
+        assert answer == status and words in one_line(body), path
+    assert serve_body(QueueDoor(Inner(b'{"event_id": "x"}'), door), request("/gradio_api/call/run", method="POST",
+                                                                           client=other),
+                      json.dumps({"data": RUN}).encode())[0] == 200
 
 
 def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time():

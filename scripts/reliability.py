@@ -14,7 +14,7 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
   after.
 - crowd: N visitors opening one recorded link together (scripts/app_load.py); p50/p95 seconds.
 - new controls: the slides' handlers, the batch control, event indexes that do not exist, script-only events,
-  answer streams for unknown sessions, `?present=1&present=0`, trees from files thousands deep or wide; counted
+  answer streams for unknown sessions and events, REST API names that do not exist, `?present=1&present=0`, trees from files thousands deep or wide; counted
   as the endpoints are.
 - fairness (one machine playing many addresses with X-Forwarded-For, which the server honours from the loopback):
   one address flooding the queue and another's place after it; the largest comparison against the budget; 35
@@ -292,6 +292,12 @@ def controls(app: App) -> dict:
     for i in range(20):
         status, _, content = app.request("GET", f"/{API}/queue/data?session_hash=unknown-{i}")
         count(status == 404 and _one_line_json(content), f"stream: HTTP {status} {content[:100]!r}")
+    for name in ("run", "nothing", "stop"):  # the REST API: a call's answer stream for an event that never was
+        status, _, content = app.request("GET", f"/{API}/call/{name}/no-such-event")
+        count(status == 404 and _one_line_json(content), f"call stream: HTTP {status} {content[:100]!r}")
+    for name in ("nothing", "run/../stop"):
+        status, _, content = app.request("POST", f"/{API}/call/{name}", b'{"data": []}')
+        count(status in (400, 404) and _one_line_json(content), f"call {name}: HTTP {status} {content[:100]!r}")
     for query in ("present=1&present=0", "present=0&present=1", "present=1&lesson=3&lesson=99", "present=2",
                   "present=1&lesson=", "present=" + "1" * 3000):
         for index in app.load_events():

@@ -96,47 +96,90 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
     own distribution. A node proposed with certainty (q a point mass on it: a tree of the drafter's likeliest
     tokens) is accepted with probability p(x), and a rejected one just leaves p. `host_ids`: the nodes' tokens where
     the drafter has them on the host (a tree is grown there), saving a read of `draft_ids`."""
+    if temperature > 0:
+        return _walk_sampled(draft_ids, draft_probs, parents, target_probs, generator)
     ids = list(host_ids) if host_ids is not None else draft_ids.tolist()
     rows = children(parents)
     accept_probs = [0.0] * len(ids)
-    draws = [0.0] * len(ids)
     path: list[int] = []
     judged: list[int] = []
-    greedy_ids = target_probs.argmax(dim=-1).tolist() if temperature == 0 else None
-    row, p = 0, None
+    greedy_ids = target_probs.argmax(dim=-1).tolist()
+    row = 0
     while True:
         chosen = None
-        if greedy_ids is None:
-            p = target_probs[row] / target_probs[row].sum()
-            tried: list[int] = []
         for node in rows[row]:
             judged.append(node)
-            if greedy_ids is not None:
-                accept_probs[node] = float(ids[node] == greedy_ids[row])
-                passed = bool(accept_probs[node])
-            else:
-                q = draft_probs[node].clone()
-                q[tried] = 0.0
-                q = q / q.sum() if float(q.sum()) > 0 else q
-                x = ids[node]
-                accept_probs[node] = min(1.0, float(p[x]) / float(q[x])) if float(q[x]) > 0 else 0.0
-                draws[node] = float(torch.rand((), generator=generator, device=p.device))
-                passed = draws[node] < accept_probs[node]
-                if not passed:
-                    residual = torch.clamp(p - q, min=0.0)
-                    p = residual / residual.sum() if float(residual.sum()) > 0 else p  # rounding guard
-                    tried.append(x)
-            if passed:
+            accept_probs[node] = float(ids[node] == greedy_ids[row])
+            if accept_probs[node]:
                 chosen = node
                 break
         if chosen is None:
             break
         path.append(chosen)
         row = chosen + 1
-    bonus_id = greedy_ids[row] if greedy_ids is not None else int(sample(p, generator))
+    bonus_id = greedy_ids[row]
     device = draft_ids.device
     committed_ids = (*(ids[node] for node in path), bonus_id)
-    return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device),
-                   None if greedy_ids is not None else torch.tensor(draws, device=device),
-                   path=tuple(path), judged=tuple(judged), committed_ids=committed_ids,
-                   committed=torch.tensor(committed_ids, device=device))
+    return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device), None, path=tuple(path),
+                   judged=tuple(judged), committed_ids=committed_ids, committed=torch.tensor(committed_ids, device=device))
+
+
+def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
+                  target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+    """verify_tree above temperature 0, on the device, read once. Every row's children are judged as if the walk had
+    reached that row (a row's judgement depends only on its own distribution and its children's q), all rows
+    together, one sibling rank at a time: child k's acceptance against p less its k earlier siblings' residuals.
+    The walk then follows, from the anchor, each row's first accepted child; the bonus is drawn from what is left of
+    the last row's p. Every uniform a judged child compares with is its own, so drawing those of rows the walk never
+    reaches changes nothing in what it commits. One copy brings back the path, the bonus and the nodes' tokens."""
+    device = draft_ids.device
+    rows = children(parents)
+    ranks = [[(r, kids[k]) for r, kids in enumerate(rows) if len(kids) > k] for k in range(max(map(len, rows)))]
+    table = torch.tensor([v for rank in ranks for pair in rank for v in pair], dtype=torch.long, device=device)
+    p = target_probs / target_probs.sum(dim=-1, keepdim=True)  # each row's p, less its rejected children's share
+    tried = torch.zeros(p.shape, dtype=torch.bool, device=device)  # tokens a row's earlier children took out of q
+    accept_probs = torch.zeros(len(parents), dtype=p.dtype, device=device)
+    draws = torch.zeros(len(parents), dtype=p.dtype, device=device)
+    passed = torch.zeros(len(parents), dtype=torch.bool, device=device)
+    groups, at = [], 0
+    for rank in ranks:  # each row has at most one child of a rank: the rows of a rank are distinct
+        pairs = table[at: at + 2 * len(rank)].view(-1, 2)
+        at += 2 * len(rank)
+        row, node = pairs[:, 0], pairs[:, 1]
+        groups.append((row, node))
+        x = draft_ids[node]
+        q = draft_probs[node].to(p.dtype).masked_fill(tried[row], 0.0)
+        q_sum = q.sum(dim=-1, keepdim=True)
+        q = torch.where(q_sum > 0, q / q_sum.clamp_min(1e-30), q)
+        p_row = p[row]
+        p_x, q_x = p_row.gather(1, x[:, None])[:, 0], q.gather(1, x[:, None])[:, 0]
+        accept = torch.where(q_x > 0, torch.clamp(p_x / q_x.clamp_min(1e-30), max=1.0), torch.zeros_like(p_x))
+        uniform = torch.rand(len(rank), generator=generator, device=device, dtype=p.dtype)
+        accept_probs[node], draws[node], passed[node] = accept, uniform, uniform < accept
+        residual = torch.clamp(p_row - q, min=0.0)
+        residual_sum = residual.sum(dim=-1, keepdim=True)
+        p[row] = torch.where(residual_sum > 0, residual / residual_sum.clamp_min(1e-30), p_row)  # rounding guard
+        tried.index_put_((row, x), passed.new_ones(len(rank)))  # a device True, not one copied from the host
+    chosen = torch.full((len(rows),), -1, dtype=torch.long, device=device)  # each row's first accepted child
+    for row, node in reversed(groups):
+        chosen[row] = torch.where(passed[node], node, chosen[row])
+    depth = max(depths(parents), default=0)
+    path = torch.full((depth,), -1, dtype=torch.long, device=device)
+    at_row = torch.zeros(1, dtype=torch.long, device=device)  # a tensor index (a 0-d one would be read on the host)
+    for d in range(depth):  # once a row accepts none, the walk stays there and the rest of the path is -1
+        node = chosen.index_select(0, at_row)
+        path[d: d + 1] = node
+        at_row = torch.where(node >= 0, node + 1, at_row)
+    bonus = sample(p.index_select(0, at_row)[0], generator)
+    values = torch.cat([path, bonus.view(1).long(), draft_ids.view(-1).long()]).tolist()
+    walked = [n for n in values[:depth] if n >= 0]
+    bonus_id, ids = values[depth], values[depth + 1:]
+    judged, row = [], 0
+    for node in [*walked, None]:  # each row on the walk: its children up to the accepted one, or all of them
+        kids = rows[row]
+        judged += kids[: kids.index(node) + 1] if node is not None else kids
+        row = node + 1 if node is not None else row
+    committed_ids = (*(ids[n] for n in walked), bonus_id)
+    committed = torch.cat([draft_ids[path[: len(walked)]], bonus.view(1)]).long()
+    return Verdict(len(walked), bonus_id, accept_probs, draws, path=tuple(walked), judged=tuple(judged),
+                   committed_ids=committed_ids, committed=committed)

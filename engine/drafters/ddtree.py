@@ -39,20 +39,25 @@ class DDTreeDrafter(TreeDrafter):
                 # every token kept possible, so any node can draw its children distinct (the rule reads this same q)
                 probs = probs.clamp_min(1e-12)
                 probs = probs / probs.sum(dim=-1, keepdim=True)
-                ids = sample_siblings(probs, parents, generator)
+                return DraftBlock(sample_siblings(probs, parents, generator), probs[rows], None, parents)
         return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents, tuple(ids))
 
 
-def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator) -> list[int]:
-    """Tokens for a tree of the shape `parents`: each node's children drawn from their position's distribution
-    without replacement, in the order drawn. The shape comes from the likeliest tokens (best_first), never from the
-    drawn ones, so how many children a node has does not depend on what they are: what the residual rule
-    (tree.verify_tree) needs to keep the output the target's."""
-    ids, depth_of = [0] * len(parents), depths(parents)
-    for row in children(parents):
-        if row:
-            depth = depth_of[row[0]]
-            drawn = torch.multinomial(probs[depth - 1], len(row), replacement=False, generator=generator)
-            for node, token in zip(row, drawn.tolist()):
-                ids[node] = token
+def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Tokens for a tree of the shape `parents`, on the device: each node's children drawn from their position's
+    distribution without replacement, in the order drawn, every row's children in one draw. The shape comes from the
+    likeliest tokens (best_first), never from the drawn ones, so how many children a node has does not depend on
+    what they are: what the residual rule (tree.verify_tree) needs to keep the output the target's."""
+    depth_of, rows = depths(parents), children(parents)
+    parent_rows = [row for row in rows if row]
+    most = max(len(row) for row in parent_rows)
+    depth_index = [depth_of[row[0]] - 1 for row in parent_rows]  # each row's children's position in the block
+    slots = [r * most + k for r, row in enumerate(parent_rows) for k in range(len(row))]
+    order = [node for row in parent_rows for node in row]  # the nodes, in the order their slots are listed
+    table = torch.tensor([*depth_index, *slots, *order], device=probs.device)  # one copy to the device
+    depth_index, slots, order = table.split([len(depth_index), len(slots), len(order)])
+    # every row with children draws `most` tokens without replacement; its first len(row) are its children's
+    drawn = torch.multinomial(probs[depth_index], most, replacement=False, generator=generator)
+    ids = torch.empty(len(parents), dtype=torch.long, device=probs.device)
+    ids[order] = drawn.view(-1)[slots]
     return ids

@@ -4,8 +4,8 @@ host, a tensor built from host values, a `nonzero`. Each lane is held to its cei
 
 Chains read the device once a step (the verdict: accepted count, bonus and drafts in one copy) and send it nothing;
 DSpark reads twice (its scheduler reads the confidences before it sizes the verify). A DFlash tree reads twice (the
-drafter's likeliest tokens, the verdict); an EAGLE tree once per level it grows and once for its verdict. Above
-temperature 0 a tree's recursive rejection still reads per node it judges, so trees are held at 0 here."""
+drafter's likeliest tokens, the verdict, whose recursive rejection above temperature 0 runs on the device); an EAGLE
+tree once per level it grows and once for its verdict."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from engine.timing import SpanClock
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
 CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
-TREES = {  # at temperature 0: (host reads, tensors sent from the host) a step, the trees grown at the default budget
+TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at the default budget
     "dflash_tree": (2, 8),  # parents, the tree's ids and rows, its verdict, kept features and entries, trace rows
     "eagle3_tree": (5, 10),  # one read a level (K = 4 levels), a mask and tokens sent each level
 }
@@ -38,10 +38,11 @@ def test_a_chain_reads_the_device_once_a_step_and_sends_it_nothing(embedded_engi
         assert step["read"] <= CHAINS[method] and step["to_device"] == step["nonzero"] == 0, (method, index, step)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("method", sorted(TREES))
-def test_a_tree_stays_under_its_ceiling(embedded_engine, method):
+def test_a_tree_stays_under_its_ceiling(embedded_engine, method, temperature):
     reads, sent = TREES[method]
-    for index, step in enumerate(_steady_steps(embedded_engine, method, 0.0)):
+    for index, step in enumerate(_steady_steps(embedded_engine, method, temperature)):
         assert step["read"] <= reads and step["to_device"] <= sent and step["nonzero"] == 0, (method, index, step)
 
 

@@ -143,7 +143,7 @@ def test_siblings_drawn_from_q_keep_the_targets_distribution_under_the_residual_
         generator = torch.Generator().manual_seed(1)
         counts: dict[tuple[int, int], int] = {}
         for _ in range(samples):
-            ids = sample_siblings(drawn_from, parents, generator)
+            ids = sample_siblings(drawn_from, parents, generator).tolist()
             rows = torch.stack([first, second[ids[0]], second[ids[1]], second[ids[2]], second[ids[3]]])
             verdict = verify_tree(1.0, torch.tensor(ids), q[[0, 0, 1, 1]], parents, rows, generator)
             tokens = [ids[n] for n in verdict.path] + [verdict.bonus_id]

@@ -220,7 +220,12 @@ class EngineProcess:
     def call(self, fn: Callable, *args, stop: threading.Event | None = None, **kwargs):
         """fn(engine, *args, **kwargs) run in the child, where the models are; fn must be a module-level function
         (it travels by name) and its arguments and result plain values. With `stop`, fn is given a stop event of
-        the child's, set once `stop` is."""
+        the child's, set once `stop` is. A function of the app's is refused: the engine's process imports no app
+        module (its measurements live under engine/measure)."""
+        module = getattr(fn, "__module__", None) or ""
+        if module == "app" or module.startswith("app."):
+            raise EngineError(f"{module}.{getattr(fn, '__qualname__', fn)} is the app's: the engine's process runs "
+                              f"engine functions only")
         return self._job("call", fn, args, kwargs, stop)
 
     def encode_prompt(self, prompt: str) -> list[int]:

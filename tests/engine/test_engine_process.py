@@ -63,6 +63,14 @@ def test_a_function_runs_where_the_models_are(remote, embedded_engine):
     assert run_on(remote, first_token_ids, PROMPT) == run_on(embedded_engine, first_token_ids, PROMPT)
 
 
+def test_the_engines_process_runs_no_function_of_the_apps(remote):
+    """The engine's process imports no app module: a function from app/ is refused before it travels."""
+    from app.examples import example_prompts
+
+    with pytest.raises(EngineError, match="is the app's"):
+        remote.call(example_prompts)
+
+
 def long_generation(engine, stop=None):  # module-level: it travels by name
     return engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=300), stop)
 

@@ -3,6 +3,7 @@
 prompt and lane so machine noise hits both alike; and transformers' `generate` on the same weights beside them.
 
     python -m engine.measure.forwards --limit 12 --json runs/forwards.json
+    python -m engine.measure.forwards --limit 12 --busy      # beside a second process keeping one core busy
 
 Per lane: tokens per second each way and their ratio (> 1: the fused forward is faster), and whether both wrote the
 same tokens; the baseline against transformers' greedy `generate`.
@@ -11,6 +12,7 @@ same tokens; the baseline against transformers' greedy `generate`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -22,6 +24,7 @@ from ..contract.methods import method_id
 from ..contract.presets import load_prompts
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
+from .bench import BusyMachine
 
 LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "eagle3_tree", "dflash_tree")
 
@@ -75,17 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--methods", type=lambda v: [method_id(m.strip()) for m in v.split(",") if m.strip()],
                         default=list(LANES))
+    parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         engine = Engine.load(args.preset, args.device)
         methods = [m for m in args.methods if m in engine.methods()]
         engine.warm_up()
-        report = compare_forwards(engine, load_prompts()[: args.limit], methods, args.max_new_tokens)
+        with BusyMachine() if args.busy else contextlib.nullcontext():
+            report = compare_forwards(engine, load_prompts()[: args.limit], methods, args.max_new_tokens)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{engine.device_name}, {args.limit} prompts, {args.max_new_tokens} new tokens")
+    print(f"{engine.device_name}, {args.limit} prompts, {args.max_new_tokens} new tokens"
+          + (", one core kept busy" if args.busy else ""))
     print("| lane | fused tokens/s | transformers tokens/s | fused ÷ transformers | same tokens |")
     print("|---|---|---|---|---|")
     for method, lane in report["lanes"].items():

@@ -148,3 +148,18 @@ def test_every_lane_writes_the_baselines_tokens_at_a_fixed_width(embedded_engine
         result = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=24))
         assert result.output_ids == exact["baseline"], method
     assert exact["dflash"] == exact["baseline"]
+
+
+@pytest.mark.slow
+def test_transformers_greedy_decoding_writes_our_baselines_tokens(embedded_engine):
+    """On held-out prompts, transformers' own greedy `generate` on the same weights writes exactly what the engine's
+    baseline (the fused forward over its own cache) writes."""
+    from engine.contract.presets import load_prompts
+    from engine.contract.types import GenerationConfig
+
+    for prompt in load_prompts()[:3]:
+        ours = embedded_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=32)).output_ids
+        ids = torch.tensor([embedded_engine.encode_prompt(prompt)])
+        with torch.inference_mode():
+            theirs = embedded_engine.target.generate(ids, max_new_tokens=32, do_sample=False, min_new_tokens=1)
+        assert list(ours) == theirs[0, ids.shape[1]:].tolist()[: len(ours)], prompt[:40]

@@ -116,11 +116,15 @@ class PresenterPage:
 HEAD = f"""<style>#presenter-mark {{ position: fixed; top: 6px; right: 8px; z-index: 1000; padding: 2px 10px;
 border-radius: 10px; background: #0072b2; color: #fff; font: 600 14px system-ui, sans-serif; }}</style>
 <script>
-document.addEventListener("DOMContentLoaded", () => {{
-  if (!document.cookie.split("; ").includes("{MARK_COOKIE}=1")) return;
-  const mark = document.createElement("div");
-  mark.id = "presenter-mark"; mark.textContent = "presenter";
-  mark.title = "This browser entered the presenter key: its runs go ahead of the queue";
-  document.body.appendChild(mark);
-}});
+(() => {{
+  const add = () => {{
+    if (!document.cookie.split("; ").includes("{MARK_COOKIE}=1") || document.getElementById("presenter-mark")) return;
+    const mark = document.createElement("div");
+    mark.id = "presenter-mark"; mark.textContent = "presenter";
+    mark.title = "This browser entered the presenter key: its runs go ahead of the queue";
+    document.body.appendChild(mark);
+  }};
+  // the page's head may run after the document has loaded (Gradio adds it once its configuration is read)
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", add); else add();
+}})();
 </script>"""

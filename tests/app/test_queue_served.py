@@ -17,7 +17,7 @@ from app import runner  # noqa: E402
 from app.hosting import fairness  # noqa: E402
 from app.hosting.presenter import COOKIE, token  # noqa: E402
 from compare_support import raw_inputs  # noqa: E402
-from conftest import launch_locally  # noqa: E402
+from conftest import launch_locally, needs_chromium, page_on  # noqa: E402
 from scripts.app_client import App  # noqa: E402
 
 KEY = "the-lecturers-own-key"
@@ -148,3 +148,24 @@ def test_a_presenters_run_starts_at_once_behind_three_visitors_and_a_visitors_wa
     for thread in threads:
         thread.join(HOLD_S)
         assert not thread.is_alive()
+
+
+@needs_chromium
+def test_a_browser_that_entered_the_key_carries_the_presenter_mark_and_a_wrong_key_does_not(served, chromium,
+                                                                                            monkeypatch):
+    app, _ = served
+    monkeypatch.setattr("app.hosting.presenter.WRONG_KEY_PAUSE_S", 0)
+    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
+        page.goto(f"{app.base}/presenter")
+        page.fill("input[name=key]", "not-the-lecturers-key")
+        page.click("input[type=submit]")
+        assert "That is not the presenter key." in page.inner_text("body")
+        page.goto(f"{app.base}/?lesson=1&present=1")
+        page.wait_for_selector("#slides .slide-claim")
+        assert page.query_selector("#presenter-mark") is None
+        page.goto(f"{app.base}/presenter")
+        page.fill("input[name=key]", KEY)
+        page.click("input[type=submit]")
+        page.wait_for_selector("#presenter-mark")
+        assert "present=1" in page.url and page.inner_text("#presenter-mark") == "presenter"
+        assert KEY not in page.url and all(KEY not in c["value"] for c in page.context.cookies())

@@ -120,8 +120,9 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
     bonus_id = greedy_ids[row]
     device = draft_ids.device
     committed_ids = (*(ids[node] for node in path), bonus_id)
-    return Verdict(len(path), bonus_id, torch.tensor(accept_probs, device=device), None, path=tuple(path),
-                   judged=tuple(judged), committed_ids=committed_ids, committed=torch.tensor(committed_ids, device=device))
+    sent = torch.tensor([*accept_probs, *committed_ids], dtype=torch.float64, device=device)  # one copy to the device
+    return Verdict(len(path), bonus_id, sent[: len(ids)].float(), None, path=tuple(path), judged=tuple(judged),
+                   committed_ids=committed_ids, committed=sent[len(ids):].long())
 
 
 def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],

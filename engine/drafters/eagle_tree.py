@@ -15,8 +15,6 @@ level from one pass. The drafter's cache gains one entry per expanded candidate 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..contract.types import GenerationConfig
@@ -31,101 +29,113 @@ def grow(chain, config: GenerationConfig | None) -> "EagleTreeDrafter":
     return EagleTreeDrafter(chain, config.tree_nodes if config is not None else GenerationConfig.tree_nodes)
 
 
-class _Candidates:
-    """Every candidate node grown so far: token, parent (-1: the anchor), depth, log score, the distribution it
-    was chosen from."""
-
-    def __init__(self):
-        self.ids: list[int] = []
-        self.parents: list[int] = []
-        self.depths: list[int] = []
-        self.scores: list[float] = []
-        self.probs: list[torch.Tensor] = []
-
-    def add_children(self, parents: list[int], probs: torch.Tensor) -> list[int]:
-        """The likeliest WIDTH tokens of each row of `probs` (one row per parent) as children of that parent, read
-        from the device in one copy; returns their indices."""
-        top_p, top_ids = probs.topk(min(WIDTH, probs.shape[-1]), dim=-1)
-        width = top_ids.shape[-1]
-        both = torch.cat([top_p.double(), top_ids.double()], dim=-1).tolist()  # ids exact in float64
-        added = []
-        for parent, row, parent_probs in zip(parents, both, probs):
-            depth = self.depths[parent] + 1 if parent >= 0 else 1
-            base = self.scores[parent] if parent >= 0 else 0.0
-            for p, token in zip(row[:width], row[width:]):
-                if p > 0:
-                    added.append(len(self.ids))
-                    self.ids.append(int(token))
-                    self.parents.append(parent)
-                    self.depths.append(depth)
-                    self.scores.append(base + math.log(p))
-                    self.probs.append(parent_probs)
-        return added
-
-    def ancestors(self, node: int) -> list[int]:
-        out = []
-        while (node := self.parents[node]) >= 0:
-            out.append(node)
-        return out
-
-    def best(self, nodes: list[int], count: int) -> list[int]:
-        """The `count` likeliest of `nodes`; on a tie the shallower (an ancestor before its descendant)."""
-        return sorted(nodes, key=lambda c: (-self.scores[c], self.depths[c], c))[:count]
-
-
 class EagleTreeDrafter(TreeDrafter):
+    """The tree is grown on the device: candidates' tokens, parents, scores and distributions are tensors, each
+    level's frontier is chosen there and its attention mask built there from its parents' rows, so growing K levels
+    reads nothing back; the finished tree comes to the host in one copy (its tokens and shape)."""
+
     def __init__(self, chain, nodes: int):
         super().__init__(chain, nodes, "EAGLE-2 dynamic tree")  # the chain: drafters/eagle3.py's Eagle3Drafter
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         chain, n = self.chain, committed_ids.shape[1]
+        device = committed_ids.device
         assert chain.context_len + chain.pending.shape[1] == n - 1, "draft context out of step"
-        grown = _Candidates()
         with clock.span("draft", f"tree level 1/{k}: draft forward ({chain.pending.shape[1]} new target features)"):
             hidden = chain._feed_context(committed_ids)[0, -1]  # the anchor's output: it predicts depth 1
-            newest = grown.add_children([-1], logits_to_probs(chain.model.logits(hidden), temperature)[None])
-        outputs = {-1: hidden}  # each expanded candidate's output hidden state, which predicts its children
-        slots: dict[int, int] = {}  # each expanded candidate's entry in the draft cache
+            probs = logits_to_probs(chain.model.logits(hidden), temperature)[None]
+        grown = _Grown(device)
+        newest = grown.add_children(torch.full((1,), -1, dtype=torch.long, device=device), torch.zeros(1, device=device),
+                                    probs)
+        outputs = hidden[None]  # each expanded candidate's output hidden state (row e + 1; row 0 the anchor's)
+        cached = chain.cache.get_seq_length()
+        # which cache slots each expanded candidate sees: the drafter's context, its ancestors' entries and its own
+        width_max = cached + WIDTH * max(k - 1, 0)
+        context = torch.arange(width_max, device=device) < chain.context_len
+        sees = context[None].clone()  # row e + 1: expanded candidate e's view (row 0: the anchor's, the context)
+        expanded = torch.full((0,), 0, dtype=torch.long, device=device)  # candidate -> row in sees / outputs
+        row_of = torch.zeros(0, dtype=torch.long, device=device)
         for level in range(2, k + 1):
-            frontier = grown.best(newest, WIDTH)
-            with clock.span("draft", f"tree level {level}/{k}: one draft forward over {len(frontier)} nodes"):
-                out = self._expand(frontier, grown, outputs, slots, position=n - 3 + level, device=committed_ids.device)
+            with clock.span("draft", f"tree level {level}/{k}: one draft forward over {WIDTH} nodes"):
+                order = torch.sort(-grown.score[newest], stable=True).indices[:WIDTH]  # likeliest first; ties: first
+                frontier = newest[order]
+                m = frontier.numel()
+                parent_rows = torch.where(grown.parent[frontier] >= 0,
+                                          row_of.index_select(0, grown.parent[frontier].clamp_min(0)) + 1
+                                          if row_of.numel() else torch.zeros_like(frontier), 0)
+                own = torch.arange(cached, cached + m, device=device)
+                view = sees.index_select(0, parent_rows)
+                view.index_put_((torch.arange(m, device=device), own), context.new_ones(m))  # a device True
+                row_of = torch.cat([row_of, torch.full((grown.size - row_of.numel(),), -1, dtype=torch.long,
+                                                       device=device)])
+                row_of[frontier] = torch.arange(sees.shape[0] - 1, sees.shape[0] - 1 + m, device=device)
+                sees = torch.cat([sees, view])
+                parent_hidden = outputs.index_select(0, parent_rows)
+                positions = torch.full((1, m), n - 3 + level, device=device)
+                out = chain.model(grown.ids[frontier][None], parent_hidden[None], positions, chain.cache,
+                                  view[:, : cached + m])[0]
+                outputs = torch.cat([outputs, out])
+                cached += m
                 probs = logits_to_probs(chain.model.logits(out), temperature)
-            for row, node in enumerate(frontier):
-                outputs[node] = out[row]
-            newest = grown.add_children(frontier, probs)
-        tree = self._tree(grown, committed_ids.device)
+                newest = grown.add_children(frontier, grown.score[frontier], probs)
+        tree = grown.tree(self.nodes, device)
         # its tokens are the likeliest, not draws from q: proposed with certainty (each child chosen by its own
         # value, which the residual rule for drawn siblings would not allow)
         return tree.as_point_masses() if temperature > 0 else tree
 
-    def _expand(self, frontier: list[int], grown: _Candidates, outputs: dict, slots: dict, position: int,
-                device) -> torch.Tensor:
-        """One draft forward over the frontier: each node's token with its parent's output hidden state, at
-        `position`, seeing the drafter's context, its ancestors' entries and itself. Returns (len(frontier), H)."""
-        chain = self.chain
-        cached, m = chain.cache.get_seq_length(), len(frontier)
-        rows = []  # built on the host as plain lists, then sent in one copy with the frontier's tokens
-        for row, node in enumerate(frontier):
-            sees = [True] * chain.context_len + [False] * (cached - chain.context_len + m)
-            for a in grown.ancestors(node):
-                sees[slots[a]] = True
-            sees[cached + row] = True
-            slots[node] = cached + row
-            rows.append([*sees, grown.ids[node]])
-        sent = torch.tensor(rows, device=device)  # (m, cached + m + 1): the mask, then each node's token
-        mask, ids = sent[:, :-1].bool(), sent[:, -1][None]
-        hidden = torch.stack([outputs[grown.parents[c]] for c in frontier])[None]
-        positions = torch.full((1, m), position, device=device)
-        return chain.model(ids, hidden, positions, chain.cache, mask)[0]
 
-    def _tree(self, grown: _Candidates, device) -> DraftBlock:
-        """The likeliest candidates up to the node budget, parents first and siblings likeliest first."""
-        chosen = grown.best(list(range(len(grown.ids))), self.nodes)
-        chosen.sort(key=lambda c: (grown.depths[c], -grown.scores[c], c))
-        index = {c: i for i, c in enumerate(chosen)}
-        parents = tuple(index[grown.parents[c]] if grown.parents[c] >= 0 else -1 for c in chosen)
-        host_ids = tuple(grown.ids[c] for c in chosen)
-        return DraftBlock(torch.tensor(host_ids, device=device), torch.stack([grown.probs[c] for c in chosen]), None,
-                          parents, host_ids)
+class _Grown:
+    """Every candidate node grown so far, on the device: token, parent (-1: the anchor), depth, log score, and the
+    distribution it was chosen from."""
+
+    def __init__(self, device):
+        self.ids = torch.zeros(0, dtype=torch.long, device=device)
+        self.parent = torch.zeros(0, dtype=torch.long, device=device)
+        self.depth = torch.zeros(0, dtype=torch.long, device=device)
+        self.score = torch.zeros(0, device=device)
+        self.probs: list[torch.Tensor] = []  # one (rows, V) tensor a level; candidate c's is row c // WIDTH of all
+
+    @property
+    def size(self) -> int:
+        return self.ids.numel()
+
+    def add_children(self, parents: torch.Tensor, parent_scores: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+        """The likeliest WIDTH tokens of each row of `probs` (one row per parent) as children of that parent;
+        returns their indices. A token of probability 0 scores -inf: never chosen before a possible one."""
+        top_p, top_ids = probs.topk(WIDTH, dim=-1)
+        rows = probs.shape[0]
+        first = self.size
+        depth = torch.where(parents >= 0, self.depth.index_select(0, parents.clamp_min(0)) + 1
+                            if self.size else torch.ones_like(parents), 1)
+        self.ids = torch.cat([self.ids, top_ids.reshape(-1)])
+        self.parent = torch.cat([self.parent, parents.repeat_interleave(WIDTH)])
+        self.depth = torch.cat([self.depth, depth.repeat_interleave(WIDTH)])
+        self.score = torch.cat([self.score, (parent_scores[:, None] + top_p.float().log()).reshape(-1)])
+        self.probs.append(probs)
+        return torch.arange(first, first + rows * WIDTH, device=self.ids.device)
+
+    def tree(self, budget: int, device) -> DraftBlock:
+        """The likeliest candidates up to the node budget (an ancestor never scores below its descendants, so they
+        hang together), parents first and siblings likeliest first: chosen and ordered on the device, read once."""
+        by_score = torch.sort(-self.score, stable=True).indices[:budget]  # ties: the earlier, so the shallower
+        chosen = by_score.sort().values  # then ordered by depth, score, index: stable sorts, last key first
+        chosen = chosen[torch.sort(-self.score[chosen], stable=True).indices]
+        chosen = chosen[torch.sort(self.depth[chosen], stable=True).indices]
+        position = torch.full((self.size,), -1, dtype=torch.long, device=device)
+        position[chosen] = torch.arange(chosen.numel(), device=device)
+        parent = self.parent[chosen]
+        parents = torch.where(parent >= 0, position.index_select(0, parent.clamp_min(0)), -1)
+        finite = torch.isfinite(self.score[chosen]).long()
+        ids = self.ids[chosen]
+        values = torch.cat([ids, parents, finite]).tolist()  # the tree's one read
+        count = chosen.numel()
+        kept = [i for i in range(count) if values[2 * count + i]]
+        if len(kept) < count:  # tokens of probability 0: left out, as a tree never holds an impossible node
+            chosen, ids = chosen[kept], ids[kept]
+            remap = {old: new for new, old in enumerate(kept)}
+            parent_list = tuple(remap.get(values[count + i], -1) if values[count + i] >= 0 else -1 for i in kept)
+        else:
+            parent_list = tuple(values[count: 2 * count])
+        all_probs = torch.cat(self.probs)
+        return DraftBlock(ids, all_probs[chosen // WIDTH], None, parent_list, tuple(values[i] for i in kept))

@@ -4,8 +4,8 @@ host, a tensor built from host values, a `nonzero`. Each lane is held to its cei
 
 Chains read the device once a step (the verdict: accepted count, bonus and drafts in one copy) and send it nothing;
 DSpark reads twice (its scheduler reads the confidences before it sizes the verify). A DFlash tree reads twice (the
-drafter's likeliest tokens, the verdict, whose recursive rejection above temperature 0 runs on the device); an EAGLE
-tree once per level it grows and once for its verdict."""
+drafter's likeliest tokens, the verdict, whose recursive rejection above temperature 0 runs on the device); so does
+an EAGLE tree, grown level by level on the device and read once finished."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from engine.timing import SpanClock
 PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
 CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
 TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at the default budget
-    "dflash_tree": (2, 8),  # parents, the tree's ids and rows, its verdict, kept features and entries, trace rows
-    "eagle3_tree": (5, 10),  # one read a level (K = 4 levels), a mask and tokens sent each level
+    "dflash_tree": (2, 7),  # sent: the tree's ids and rows, its parents, verdict, kept features and entries, trace rows
+    "eagle3_tree": (2, 5),  # sent: its parents, verdict, kept features and entries, trace rows
 }
 
 

@@ -163,3 +163,18 @@ def test_transformers_greedy_decoding_writes_our_baselines_tokens(embedded_engin
         with torch.inference_mode():
             theirs = embedded_engine.target.generate(ids, max_new_tokens=32, do_sample=False, min_new_tokens=1)
         assert list(ours) == theirs[0, ids.shape[1]:].tolist()[: len(ours)], prompt[:40]
+
+
+def test_off_the_cpu_the_models_projections_become_views_of_the_joined_weights():
+    """On a GPU the fused forward's joined weights cost no memory: the model's own q, k, v, gate and up weights are
+    slices of them (the meta device, shapes only, stands in for one); on the CPU they stay as they were laid out."""
+    model = tiny_qwen3(300, layers=2).to("meta")
+    FusedQwen3(model)
+    attn, mlp = model.model.layers[1].self_attn, model.model.layers[1].mlp
+    hidden = model.config.hidden_size
+    assert [w.storage_offset() for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)] == [
+        0, attn.q_proj.weight.shape[0] * hidden, (attn.q_proj.weight.shape[0] + attn.k_proj.weight.shape[0]) * hidden]
+    assert mlp.up_proj.weight.storage_offset() == mlp.gate_proj.weight.shape[0] * hidden
+    on_cpu = tiny_qwen3(300, layers=2)
+    FusedQwen3(on_cpu)
+    assert on_cpu.model.layers[1].self_attn.k_proj.weight.storage_offset() == 0

@@ -156,10 +156,47 @@ def stream_steps(engine: EngineLike, prompt: str, config: GenerationConfig, stop
         worker.close()
 
 
+SHARE_WITHIN_S = 2.0  # an identical run starting this soon after another's end (or share) takes its lanes
+MAX_SHARED = 16  # finished runs kept for sharing
+_shared: dict[tuple, tuple[list[LaneRun], float]] = {}  # run key -> (its lanes, when last served)
+_shared_lock = threading.Lock()
+
+
+def _share_key(engine, prompt: str, lanes: list[LaneRun], timing_runs: int) -> tuple:
+    return id(engine), prompt, tuple(lane.config for lane in lanes), timing_runs
+
+
+def _take_shared(key: tuple, lanes: list[LaneRun]) -> bool:
+    """Give `lanes` the lanes of an identical run that ended (or was served) within SHARE_WITHIN_S."""
+    with _shared_lock:
+        found = _shared.get(key)
+        if found is None or time.monotonic() - found[1] > SHARE_WITHIN_S:
+            return False
+        _shared[key] = (found[0], time.monotonic())
+    for lane, done in zip(lanes, found[0]):
+        lane.steps[:] = done.steps
+        lane.state, lane.timing_runs, lane.rates = done.state, done.timing_runs, list(done.rates)
+    return True
+
+
+def _keep_shared(key: tuple, lanes: list[LaneRun]) -> None:
+    kept = [LaneRun(lane.method, lane.config, list(lane.steps), lane.state, lane.timing_runs, False,
+                    list(lane.rates)) for lane in lanes]
+    with _shared_lock:
+        _shared.pop(key, None)
+        _shared[key] = (kept, time.monotonic())
+        while len(_shared) > MAX_SHARED:
+            _shared.pop(next(iter(_shared)))
+
+
 def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
               timing_runs: int = TIMING_RUNS) -> Iterator[None]:
     """Advance the lanes in order, yielding after every batch of steps so the caller can redraw; then the
-    timing runs (module docstring)."""
+    timing runs (module docstring). An identical run that just ended gives its lanes instead (module docstring)."""
+    key = _share_key(engine, prompt, lanes, timing_runs)
+    if not stop.is_set() and _take_shared(key, lanes):
+        yield
+        return
     started, waited = time.monotonic(), [0.0]
     yield from _live_pass(engine, prompt, lanes, stop, waited)
     live_s = time.monotonic() - started - waited[0]
@@ -167,6 +204,8 @@ def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threa
         COSTS.observe([(lane.config.max_new_tokens, lane.config.requests_at_once) for lane in lanes], live_s)
     if runs_that_fit(live_s, timing_runs) > 1:
         yield from _repeats(engine, prompt, lanes, stop, runs_that_fit(live_s, timing_runs))
+    if all(lane.state == "done" for lane in lanes) and not stop.is_set():
+        _keep_shared(key, lanes)
 
 
 def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:

@@ -242,7 +242,7 @@ def test_a_comparison_past_the_time_limit_is_stopped_with_a_clear_line(random_en
 
     demo = build_app(random_engine, max_run_s=0.0)  # every comparison is out of time at once
     on_run = _handler(demo, "on_run")
-    args = run_args()
+    args = raw_inputs(prompt="def out_of_time(x):\n")  # not the run just measured, which a run now would share
     status, *lanes = list(on_run(*args, request=SimpleNamespace(session_hash="slow-visitor")))[-1][:-NUM_CHARTS]
     assert "stopped after 0 s" in status and "status-error" in status
     shown = [lane for lane in lanes if isinstance(lane, str) and 'data-state="stopped"' in lane]

@@ -297,3 +297,42 @@ def test_with_the_engine_in_the_servers_process_a_presenters_join_goes_to_the_he
     assert join(door, 2, ["live"], cookie=f"{COOKIE}={token('a-long-presenter-key')}")[0] == 200
     assert gradio._queue.event_queue_per_concurrency_id["engine"].queue == [mine, *waiting]
     assert not door.presenter_running()
+
+
+def test_an_identical_run_starting_as_another_ends_takes_its_lanes_and_the_engine_runs_once(random_engine,
+                                                                                           monkeypatch):
+    from engine.contract.types import GenerationConfig
+
+    streams = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(random_engine, name)
+
+        def stream(self, prompt, config):
+            streams.append(config.method)
+            return random_engine.stream(prompt, config)
+
+    engine = Counting()
+
+    def lanes():
+        return [runner.LaneRun(m, GenerationConfig(method=m, max_new_tokens=4)) for m in ("baseline", "eagle3")]
+
+    def run(prompt: str = "def shared(x):\n") -> list:
+        ran = lanes()
+        for _ in runner.run_lanes(engine, prompt, ran, threading.Event(), timing_runs=1):
+            pass
+        return ran
+
+    first = run()
+    assert streams == ["baseline", "eagle3"] and all(lane.state == "done" for lane in first)
+    for _ in range(5):  # a class pressing one "Run it live": each took the first run's lanes
+        again = run()
+        assert [lane.steps for lane in again] == [lane.steps for lane in first]
+        assert [lane.timing_runs for lane in again] == [1, 1]
+    assert streams == ["baseline", "eagle3"]
+    run("def other(x):\n")
+    assert len(streams) == 4  # other settings run
+    monkeypatch.setattr(runner, "SHARE_WITHIN_S", 0.0)
+    run()
+    assert len(streams) == 6  # pressed after the share closed: measured afresh

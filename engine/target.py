@@ -408,16 +408,24 @@ class BatchTarget:
         self.cache.select(rows)
 
     def _forward(self, cache: RaggedCache, tokens: torch.Tensor, counts: list[int], logits_at=0):
-        inputs = cache.causal_inputs(counts)
-        if self.fused is None:
-            return forward_with_features(self.model, tokens, cache.cache, self.layer_ids, logits_at, **inputs)
-        mask = inputs.get("attention_mask")
-        width, slots = cache._width_before, tokens.shape[1]
-        if mask is None and slots > 1:  # no padding anywhere: each new token sees the cache and itself, causally
-            keys = torch.arange(width + slots, device=self.device)
-            mask = (keys[None, :] <= width + torch.arange(slots, device=self.device)[:, None])[None, None]
-        return self.fused.forward(tokens, inputs["position_ids"], None, None, 0, mask, False, self.layer_ids,
-                                  logits_at, cache=cache.cache)
+        return ragged_forward(self.model, self.fused, cache, tokens, counts, self.layer_ids, logits_at)
+
+
+def ragged_forward(model: nn.Module, fused: FusedQwen3 | None, cache: RaggedCache, tokens: torch.Tensor,
+                   counts: list[int], layer_ids: list[int] | None, logits_at=0):
+    """One forward of a batch's new tokens (B, S), row b's first counts[b] real, appended to its ragged `cache`
+    (engine/ragged.py): the fused forward where there is one, else transformers'. Logits (and features of
+    `layer_ids`) of every slot, or at `logits_at`."""
+    inputs = cache.causal_inputs(counts)
+    if fused is None:
+        return forward_with_features(model, tokens, cache.cache, layer_ids, logits_at, **inputs)
+    mask = inputs.get("attention_mask")
+    width, slots = cache._width_before, tokens.shape[1]
+    if mask is None and slots > 1:  # no padding anywhere: each new token sees the cache and itself, causally
+        keys = torch.arange(width + slots, device=tokens.device)
+        mask = (keys[None, :] <= width + torch.arange(slots, device=tokens.device)[:, None])[None, None]
+    return fused.forward(tokens, inputs["position_ids"], None, None, 0, mask, False, layer_ids, logits_at,
+                         cache=cache.cache)
 
 
 class TransformersTarget:
@@ -450,6 +458,17 @@ class TransformersTarget:
         else:
             keep_cache_entries(self.cache, length, [self.length + r for r in rows])
         self.length = length + len(rows)
+
+
+def fused_forward(model: nn.Module) -> FusedQwen3 | None:
+    """`model`'s fused forward, built once and kept on the model (a drafter's small LM: every run's drafter reads
+    the same weights), or None where FusedQwen3 does not compute it."""
+    if not FusedQwen3.supports(model):
+        return None
+    fused = model.__dict__.get("_speclab_fused")
+    if fused is None:
+        fused = model.__dict__["_speclab_fused"] = FusedQwen3(model)
+    return fused
 
 
 def target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None, capacity: int,

@@ -17,6 +17,7 @@ from ..models import forward_logits, new_cache
 from ..sampling import logits_to_probs, pick
 from ..ragged import RaggedCache, padded
 from ..scheduler import DraftGate, batch_cut
+from ..target import fused_forward, ragged_forward
 from ..timing import SpanClock
 from .base import DraftBlock, NoDrafter
 from .dflash import DFlashDrafter
@@ -233,8 +234,8 @@ class SmallLMBatchDrafter(BatchDrafter):
         """One forward of each request's new tokens (padded to the longest), all kept in `cache`; returns each
         request's logits at its last new token, (B, V)."""
         counts = [len(r) for r in rows]
-        inputs = cache.causal_inputs(counts)
-        logits = forward_logits(self.drafter.model, padded(rows, self.device), cache.cache, **inputs)
+        model = self.drafter.model
+        logits, _ = ragged_forward(model, fused_forward(model), cache, padded(rows, self.device), counts, None)
         cache.keep([list(range(n)) for n in counts])
         return logits[torch.arange(len(rows)), torch.tensor(counts) - 1]
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from ..models import crop_cache, forward_logits, load_causal_lm, new_cache
+from ..models import load_causal_lm
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
+from ..target import fused_forward, target_for
 from .base import BaseDrafter, DraftBlock
 
 
@@ -30,25 +31,34 @@ def build(model, engine) -> "SmallLMDrafter":
 
 
 class SmallLMDrafter(BaseDrafter):
+    """Runs the small LM through a Target of its own (engine/target.py): for a Qwen3 model the fused forward over a
+    cache it owns, so the K serial forwards cost what the target's own forwards do per layer."""
+
     def __init__(self, model):
         self.model = model
-        self.cache = None
+        self.target = None
         self.label = f"small LM, {model.config.num_hidden_layers} layers"
 
+    @property
+    def length(self) -> int:
+        """Positions the drafter's cache holds."""
+        return self.target.length if self.target is not None else 0
+
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
-        self.cache = new_cache(self.model)
+        self.target = target_for(self.model, fused_forward(self.model), None, prompt_ids.shape[1] + 64)
         with clock.span("draft", "drafter prefill"):
-            forward_logits(self.model, prompt_ids, self.cache, logits_to_keep=1)
+            self.target.prefill(prompt_ids)
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
         # Feed what the cache has not seen yet: the last bonus, and after a fully accepted block the last
         # drafted token too (it was sampled but never fed).
-        inputs = committed_ids[:, self.cache.get_seq_length():]
+        inputs = committed_ids[:, self.target.length:]
         ids, probs = [], []
         for i in range(k):
             with clock.span("draft", f"draft forward {i + 1}/{k}"):
-                logits = forward_logits(self.model, inputs, self.cache, logits_to_keep=1)[0, -1]
+                logits = self.target.verify(inputs)[0][0, -1]
+                self.target.keep(self.target.length, list(range(inputs.shape[1])))  # every fed token stands
                 token_probs = logits_to_probs(logits, temperature)
                 token = pick(token_probs, temperature, generator)
             ids.append(token)
@@ -57,4 +67,5 @@ class SmallLMDrafter(BaseDrafter):
         return DraftBlock(torch.stack(ids), torch.stack(probs))
 
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
-        crop_cache(self.cache, num_valid)
+        # at most what it holds: after a fully accepted block the last draft was never fed
+        self.target.keep(min(num_valid, self.target.length))

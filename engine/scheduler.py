@@ -172,14 +172,6 @@ def steps_per_s_from_timings(seconds: Sequence[float]) -> list[float]:
     return [0.0] + [1.0 / (a + b * n) for n in range(1, len(seconds) + 1)]
 
 
-@torch.inference_mode()
-def time_verify_forwards(target, device: torch.device, sizes: Sequence[int], context: int = 128,
-                         repeats: int = 9) -> list[float]:
-    """Seconds per target forward of n new tokens over a `context`-token cache, for each n in `sizes`:
-    the median of `repeats` after one warm-up round, sizes interleaved so a burst of load hits all alike."""
-    return time_batch_forwards(target, device, [(1, n) for n in sizes], context, repeats)
-
-
 BATCH_PROFILE_SIZES = ((1, 1), (1, 8), (4, 1), (4, 4), (8, 8), (16, 2), (32, 1), (32, 4), (32, 8))
 
 

@@ -13,7 +13,7 @@ import torch
 
 from ..contract.survival import expected_tokens
 from ..contract.types import EngineError, GenerationConfig
-from ..models import forward_logits, new_cache
+from ..models import new_cache
 from ..sampling import logits_to_probs, pick
 from ..ragged import RaggedCache, padded
 from ..scheduler import DraftGate, batch_cut

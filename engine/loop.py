@@ -31,9 +31,9 @@ from .sampling import logits_to_probs, pick, verify
 from .scheduler import profile_batch_verify_speed, stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
+from .target import (GRAPHED_CONTEXT, GRAPHED_WIDTH, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies,
+                     graphs_wanted, profile_verify_speed, target_for)
 from .trace import DeviceStep, PackedTrace, Tracer, build_result
-from .target import (GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies, graphs_wanted,
-                     profile_verify_speed, target_for)
 from .tree import verify_tree
 
 
@@ -324,7 +324,7 @@ class Engine:
         room for a verify of a large tree past it; with CUDA graphs, the engine's one cache and its graphs, where
         the run fits in it."""
         capacity = min(length, self.context_length) + TREE_ROOM
-        if self.cuda_graphs and capacity <= GRAPHED_CONTEXT:
+        if self.cuda_graphs and capacity + GRAPHED_WIDTH <= GRAPHED_CONTEXT:  # the last slots: graphs' warm-ups
             if self._graphed is None:
                 self._graphed = GraphedVerifies(self.fused_target, GRAPHED_CONTEXT)
             return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width, self._graphed)

@@ -38,6 +38,7 @@ from .tree import verify_inputs
 VERIFY_WIDTH = 8  # rows of a fixed-width verify: an anchor and the embedded drafters' block of 7 (then 16, 32, ...)
 TREE_ROOM = 136  # cache positions a run keeps free past its longest output: a verify of a 64-node tree, padded
 GRAPHED_CONTEXT = 4096  # positions of the one cache CUDA graphs are captured over; longer runs verify eagerly
+GRAPHED_WIDTH = 128  # the widest verify replayed as a graph (a 64-node tree and its anchor, padded); wider: eager
 CUDA_GRAPHS = ("auto", "on", "off")
 # Device names on which the device check (scripts/gpu_check.py, section "steps") found graphed verifies writing the
 # eager ones' tokens: `--cuda-graphs auto` turns graphs on there only
@@ -272,7 +273,7 @@ class Target:
             mask[:rows, start: start + rows] = sees
         padded = ids.new_zeros(1, width)
         padded[:, :rows] = ids
-        if self.graphs is not None:
+        if self.graphs is not None and width <= GRAPHED_WIDTH:
             logits, features = self.graphs.replay(width, self.layer_ids, padded, positions[None], slots,
                                                   mask[None, None])
         else:
@@ -338,7 +339,8 @@ class GraphedVerifies:
     def _capture(self, width: int, layer_ids: list[int] | None) -> tuple:
         device = self.keys.device
         capacity = self.keys.shape[3]
-        slots = torch.arange(capacity - width, capacity, device=device)  # warm-up writes land in the last slots
+        # warm-up writes land in the last slots, which no run uses (Engine.new_target leaves GRAPHED_WIDTH free)
+        slots = torch.arange(capacity - width, capacity, device=device)
         inputs = (torch.zeros(1, width, dtype=torch.long, device=device), slots[None].clone(), slots,
                   torch.ones(1, 1, width, capacity, dtype=torch.bool, device=device))
 

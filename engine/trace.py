@@ -24,9 +24,9 @@ TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's c
 class PackedTrace:
     """A step's trace figures, gathered on the device and copied to the host in one copy: every drafted token's id,
     its drafter's probability, its accept probability and draw, and for the tokens judged (and the drafted ones
-    shown) the target's probability, the distance ½‖p − q‖₁ and the top tokens of each distribution. Made by the
-    device loop at the end of its step (on CUDA the copy runs without waiting; the host work waits for that copy
-    alone, never for the device's stream), read by the Tracer."""
+    shown) the target's probability, the distance ½‖p − q‖₁ and each distribution's top tokens. Made by the device
+    loop at the end of its step (on CUDA the copy runs without waiting; the host work waits for that copy alone,
+    never for the device's stream), read by the Tracer."""
 
     def __init__(self, block: DraftBlock, verdict: Verdict, target_probs: torch.Tensor, num_verified: int):
         k = block.ids.numel()

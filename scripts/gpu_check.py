@@ -96,7 +96,8 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
 
         def drafter_config(layers: int, **fields) -> Qwen3Config:
             config = copy.deepcopy(target.config)
-            config.num_hidden_layers, config.layer_types, config.tie_word_embeddings = layers, ["full_attention"] * layers, False
+            config.num_hidden_layers, config.layer_types = layers, ["full_attention"] * layers
+            config.tie_word_embeddings = False
             config.update(dict(num_target_layers=shape["num_hidden_layers"], **fields))
             return config
 
@@ -107,8 +108,8 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
         dflash = DSparkDraftModel(drafter_config(5, **deepspec, markov_rank=0, enable_confidence_head=False))
         dspark = DSparkDraftModel(drafter_config(5, **deepspec, markov_rank=256, markov_head_type="vanilla",
                                                  enable_confidence_head=True, confidence_head_with_markov=True))
-        zlab = DFlashDraftModel(drafter_config(5, block_size=16,
-                                               dflash_config={"mask_token_id": mask, "target_layer_ids": feature_layers}))
+        zlab_config = {"mask_token_id": mask, "target_layer_ids": feature_layers}
+        zlab = DFlashDraftModel(drafter_config(5, block_size=16, dflash_config=zlab_config))
     # Each drafting method gets the stand-in of the format the qwen3-4b preset serves it with: EAGLE-3 and the small
     # LM by their kinds; a one-pass method DeepSpec's block format, with the DSpark heads where a scheduler cuts.
     by_kind = {"eagle3": eagle3, "small-lm": small_lm}
@@ -131,8 +132,8 @@ def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, draft
     for method in engine.methods():
         k = drafts_per_block if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_drafts or 1
         for overlap in (False, True):
-            lanes[f"{method}/overlap_{'on' if overlap else 'off'}"] = (
-                method, GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k, overlap=overlap))
+            config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k, overlap=overlap)
+            lanes[f"{method}/overlap_{'on' if overlap else 'off'}"] = (method, config)
     extra = extra or {}
     totals = {name: {"tokens": 0, "steps": 0, "committed": 0, "wall_s": 0.0, "draft_s": 0.0, "verify_s": 0.0,
                      "bubble_s": 0.0, "identical": True} for name in [*lanes, *extra]}
@@ -433,8 +434,8 @@ def section_concurrency(check: Check) -> dict:
 
     engine = check.engine()
     sizes = [1, 2] if check.args.smoke else [1, 8, 32]
-    return concurrency_sweep(engine, check.prompts, min(check.tokens, 48), sizes, lanes=("baseline", "dflash", "dspark"),
-                             log=lambda *a, **k: None, rounds=1)
+    return concurrency_sweep(engine, check.prompts, min(check.tokens, 48), sizes,
+                             lanes=("baseline", "dflash", "dspark"), log=lambda *a, **k: None, rounds=1)
 
 
 def section_qwen3_4b(check: Check) -> dict:

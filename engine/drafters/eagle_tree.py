@@ -46,8 +46,8 @@ class EagleTreeDrafter(TreeDrafter):
             hidden = chain._feed_context(committed_ids)[0, -1]  # the anchor's output: it predicts depth 1
             probs = logits_to_probs(chain.model.logits(hidden), temperature)[None]
         grown = _Grown(device)
-        newest = grown.add_children(torch.full((1,), -1, dtype=torch.long, device=device), torch.zeros(1, device=device),
-                                    probs)
+        anchor = torch.full((1,), -1, dtype=torch.long, device=device)
+        newest = grown.add_children(anchor, torch.zeros(1, device=device), probs)
         outputs = hidden[None]  # each expanded candidate's output hidden state (row e + 1; row 0 the anchor's)
         cached = chain.cache.get_seq_length()
         # which cache slots each expanded candidate sees: the drafter's context, its ancestors' entries and its own

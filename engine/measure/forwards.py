@@ -65,7 +65,8 @@ def compare_forwards(engine: Engine, prompts: list[str], methods, max_new_tokens
     baseline = lanes.get("baseline")
     report = {"lanes": lanes, "hf_generate_tokens_per_s": round(hf[0] / hf[1], 2)}
     if baseline is not None:
-        report["baseline_vs_hf_generate"] = round(baseline["fused_tokens_per_s"] / report["hf_generate_tokens_per_s"], 3)
+        hf_rate = report["hf_generate_tokens_per_s"]
+        report["baseline_vs_hf_generate"] = round(baseline["fused_tokens_per_s"] / hf_rate, 3)
     return report
 
 

@@ -20,7 +20,7 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`). That needs an
   engine that takes jobs from two threads one at a time (the engine's own process, engine/process.py); an engine
   in the server's process (a ZeroGPU Space) gets the presenter's jobs at the head of the line instead.
-- **Stop withdraws at once.** A session's jobs still waiting are moved to a lane that starts them at once, where
+- **Stop withdraws at once.** A visitor's jobs still waiting are moved to a lane that starts them at once, where
   each handler sees the Stop and answers "withdrawn" without running anything (`withdraw`).
 
 The queue's internals used here (Gradio 6: `Queue.event_queue_per_concurrency_id`, `EventQueue`, an `Event`'s
@@ -58,7 +58,7 @@ NOT_AN_EVENT = "SpecLab: there is no event {value} on this page; the page's even
 SCRIPT_ONLY = "SpecLab: event {value} runs in the page itself and has nothing to run on the server."
 NOT_JSON = "SpecLab: this request's body is not an event's JSON (data, fn_index, session_hash)."
 TOO_BIG = f"SpecLab: this request's body is over {MAX_BODY_BYTES // 1_000_000} MB; an event's inputs are far smaller."
-NO_STREAM = "SpecLab: nothing is waiting for this session; open the page again to start."
+NO_STREAM = "SpecLab: nothing is waiting for this page; open it again to start."
 TOO_MANY_PLACES = ("SpecLab: your address already has {n} runs waiting in the queue, the most one address may have "
                    "({most} at once, {jobs} different ones); please wait for one to finish.")
 

@@ -120,7 +120,7 @@ class SessionStore:
             return state
 
     def sweep(self) -> None:
-        """Apply the bounds now (a session's comparison grew since it was last counted)."""
+        """Apply the bounds now (a visitor's comparison grew since it was last counted)."""
         with self._lock:
             self._sweep(self._clock())
 

@@ -231,8 +231,11 @@ def create_demo():
         print(f"SpecLab Space: {engine.preset} models on ZeroGPU")
     else:  # a CPU, or a GPU of the Space's own: the app's process has the device
         print(f"SpecLab Space: {engine.preset} models on {engine.device_name}")
+    from .presenter import ENVIRONMENT, checked_key
+
     return build_app(engine, notice=notice, run_lanes=run_lanes, recordings=default_folder(),
-                     pin_key=os.environ.get("SPECLAB_PIN_KEY"))
+                     pin_key=os.environ.get("SPECLAB_PIN_KEY"),
+                     presenter_key=checked_key(os.environ.get(ENVIRONMENT)))  # a Space secret, as python -m app reads it
 
 
 def main(argv: list[str] | None = None) -> int:

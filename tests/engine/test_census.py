@@ -57,8 +57,7 @@ def test_the_census_sees_each_kind_of_stall():
     assert dict(counts) == {"read": 3, "to_device": 1, "nonzero": 2}
 
 
-@pytest.mark.parametrize("size", [2, 8])
-@pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash", "dspark"])
+@pytest.mark.parametrize("method, size", [("baseline", 8), ("eagle3", 8), ("dflash", 2), ("dspark", 8)])
 def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, method, size):
     """Many requests at once (engine/batch.py): every request's verdict comes back in one copy, DSpark's confidences
     in another, whatever the batch's size, at temperature 0 and above it."""

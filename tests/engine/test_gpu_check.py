@@ -31,9 +31,11 @@ def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, tmp_pat
     report = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in sections}
     assert all("error" not in r for r in report.values())
     assert report["facts"]["quiet"]["launch_us"] > 0 and "beside_a_busy_python_thread" in report["facts"]
+    assert {"dflash", "dspark", "dflash_tree/16", "eagle3_tree/16", "dflash/batch_2"} <= set(
+        report["identity"]["float32"]["lanes"])
+    assert {"baseline", "dflash", "dflash/batch_2"} <= set(report["identity"]["bfloat16"]["lanes"])
     for dtype in ("float32", "bfloat16"):
         lanes = report["identity"][dtype]["lanes"]
-        assert {"dflash", "dspark", "dflash_tree/16", "eagle3_tree/16", "dflash/batch_2"} <= set(lanes)
         assert all(lane["identical"] and set(lane["first_difference"]) == {None} for lane in lanes.values()), dtype
     assert report["census"]["baseline/T0"]["read"] == 1 and report["census"]["dspark/T1"]["read"] <= 2
     assert report["profile"]["dflash"]["aten_ops"] > 0 and (tmp_path / "profile_dflash.json").exists()

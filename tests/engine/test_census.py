@@ -24,7 +24,7 @@ TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at
 
 
 def _steady_steps(engine, method: str, temperature: float) -> list[dict[str, int]]:
-    config = GenerationConfig(method=method, max_new_tokens=20, temperature=temperature, seed=3)
+    config = GenerationConfig(method=method, max_new_tokens=16, temperature=temperature, seed=3)
     prompt_ids, drafter = engine._prepare(PROMPT, config)
     steps = stalls_per_step(engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device)))
     assert len(steps) >= 4, method
@@ -57,12 +57,12 @@ def test_the_census_sees_each_kind_of_stall():
     assert dict(counts) == {"read": 3, "to_device": 1, "nonzero": 2}
 
 
-@pytest.mark.parametrize("method, size", [("baseline", 8), ("eagle3", 8), ("dflash", 2), ("dspark", 8)])
+@pytest.mark.parametrize("method, size", [("eagle3", 2), ("dflash", 2), ("dspark", 8)])
 def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, method, size):
     """Many requests at once (engine/batch.py): every request's verdict comes back in one copy, DSpark's confidences
     in another, whatever the batch's size, at temperature 0 and above it."""
     for temperature in (0.0, 1.0):
-        config = GenerationConfig(method=method, max_new_tokens=12, temperature=temperature, requests_at_once=size)
+        config = GenerationConfig(method=method, max_new_tokens=10, temperature=temperature, requests_at_once=size)
         prompt_ids, drafter = embedded_engine._prepare(PROMPT, config)
         steps = stalls_per_step(embedded_engine._device_steps(prompt_ids, config, drafter,
                                                               SpanClock(embedded_engine.device)))

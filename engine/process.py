@@ -24,6 +24,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
 
+from .contract.interface import KnownFacts
 from .contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 _QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
@@ -145,7 +146,7 @@ def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: b
             continue
 
 
-class EngineProcess:
+class EngineProcess(KnownFacts):
     """The engine of one preset, loaded and run in a child process (module docstring)."""
 
     def __init__(self, preset: str, device: str = "auto", threads: int | None = None, warm_up: bool = True):
@@ -168,15 +169,6 @@ class EngineProcess:
         self._methods, self._labels, self._caps = facts["methods"], facts["labels"], facts["caps"]
 
     # --- the facts ------------------------------------------------------------------------------------
-
-    def methods(self) -> list[str]:
-        return list(self._methods)
-
-    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
-        return self._labels[(method, temperature > 0)]
-
-    def max_drafts(self, method: str) -> int | None:
-        return self._caps[method]
 
     @property
     def pid(self) -> int | None:

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from engine.contract.interface import KnownFacts
 from engine.contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 # ZeroGPU's caps and the costs a call's duration is computed from (docs/hosting.md, "How long a GPU call asks for").
@@ -266,7 +267,7 @@ def _name(fn: Callable) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-class ZeroGPUEngine:
+class ZeroGPUEngine(KnownFacts):
     """The engine, every model computation in a GPU call of `gpu` (`spaces.GPU` on ZeroGPU; module docstring)."""
 
     def __init__(self, engine, gpu: Callable = no_gpu, costs: CostBook | None = None, stops: StopFlags | None = None,
@@ -296,15 +297,6 @@ class ZeroGPUEngine:
     def device_name(self) -> str:
         """The GPU a worker named (read inside a GPU call); before the first run, no device is named."""
         return self._device_name or "ZeroGPU (the GPU is named after the first run)"
-
-    def methods(self) -> list[str]:
-        return list(self._methods)
-
-    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
-        return self._labels[(method, temperature > 0)]
-
-    def max_drafts(self, method: str) -> int | None:
-        return self._caps[method]
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return self._engine.encode_prompt(prompt)  # the tokenizer only

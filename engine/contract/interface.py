@@ -45,3 +45,22 @@ class EngineLike(Protocol):
 
     def warm_up(self) -> None:
         """Run every method briefly once, so first-call costs stay out of measured runs."""
+
+
+class KnownFacts:
+    """The facts an engine whose models run elsewhere (engine.process.EngineProcess, a ZeroGPU Space's engine)
+    answers without them: its methods, each method's drafter in words, its longest draft, as the models' process
+    said them once (`_methods`, `_labels` keyed by (method, above temperature 0), `_caps`)."""
+
+    _methods: list[str]
+    _labels: dict[tuple[str, bool], str]
+    _caps: dict[str, int | None]
+
+    def methods(self) -> list[str]:
+        return list(self._methods)
+
+    def drafter_label(self, method: str, temperature: float = 0.0) -> str:
+        return self._labels[(method, temperature > 0)]
+
+    def max_drafts(self, method: str) -> int | None:
+        return self._caps[method]

@@ -80,12 +80,6 @@ def read_verdicts(parts: list[VerdictParts]) -> list[Verdict]:
     return verdicts
 
 
-def chain_verdict(num_accepted: torch.Tensor, bonus: torch.Tensor, draft_ids: torch.Tensor, accept_probs: torch.Tensor,
-                  draws: torch.Tensor | None) -> Verdict:
-    """One chain's verdict from its device values, read in one small copy (read_verdicts)."""
-    return read_verdicts([VerdictParts(num_accepted, bonus, draft_ids, accept_probs, draws)])[0]
-
-
 def _leading_true(mask: torch.Tensor) -> torch.Tensor:
     """Length of the run of True at the start of a 1-D bool tensor, as a 0-d tensor (no host sync)."""
     return mask.int().cumprod(dim=0).sum()

@@ -439,7 +439,6 @@ class TransformersTarget:
         self.layer_ids = layer_ids
         self.cache: DynamicCache = new_cache(model)
         self.length = 0
-        self._rows = 0  # rows of the last verify, written after `length`
 
     def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         self.cache = new_cache(self.model)

@@ -48,28 +48,24 @@ class EagleTreeDrafter(TreeDrafter):
         grown = _Grown(device)
         anchor = torch.full((1,), -1, dtype=torch.long, device=device)
         newest = grown.add_children(anchor, torch.zeros(1, device=device), probs)
-        outputs = hidden[None]  # each expanded candidate's output hidden state (row e + 1; row 0 the anchor's)
+        outputs = hidden[None]  # each expanded candidate's output hidden state, a row of `sees`' (0: the anchor's)
         cached = chain.cache.get_seq_length()
         # which cache slots each expanded candidate sees: the drafter's context, its ancestors' entries and its own
         width_max = cached + WIDTH * max(k - 1, 0)
         context = torch.arange(width_max, device=device) < chain.context_len
-        sees = context[None].clone()  # row e + 1: expanded candidate e's view (row 0: the anchor's, the context)
-        expanded = torch.full((0,), 0, dtype=torch.long, device=device)  # candidate -> row in sees / outputs
-        row_of = torch.zeros(0, dtype=torch.long, device=device)
+        sees = context[None].clone()  # each expanded candidate's view, a row (row 0: the anchor's, the context)
+        row_of = torch.zeros(grown.size, dtype=torch.long, device=device)  # candidate -> its row once expanded
         for level in range(2, k + 1):
             with clock.span("draft", f"tree level {level}/{k}: one draft forward over {WIDTH} nodes"):
                 order = torch.sort(-grown.score[newest], stable=True).indices[:WIDTH]  # likeliest first; ties: first
                 frontier = newest[order]
                 m = frontier.numel()
-                parent_rows = torch.where(grown.parent[frontier] >= 0,
-                                          row_of.index_select(0, grown.parent[frontier].clamp_min(0)) + 1
-                                          if row_of.numel() else torch.zeros_like(frontier), 0)
+                parent = grown.parent[frontier]
+                parent_rows = torch.where(parent >= 0, row_of.index_select(0, parent.clamp_min(0)), 0)
                 own = torch.arange(cached, cached + m, device=device)
                 view = sees.index_select(0, parent_rows)
                 view.index_put_((torch.arange(m, device=device), own), context.new_ones(m))  # a device True
-                row_of = torch.cat([row_of, torch.full((grown.size - row_of.numel(),), -1, dtype=torch.long,
-                                                       device=device)])
-                row_of[frontier] = torch.arange(sees.shape[0] - 1, sees.shape[0] - 1 + m, device=device)
+                row_of[frontier] = torch.arange(sees.shape[0], sees.shape[0] + m, device=device)
                 sees = torch.cat([sees, view])
                 parent_hidden = outputs.index_select(0, parent_rows)
                 positions = torch.full((1, m), n - 3 + level, device=device)
@@ -79,6 +75,7 @@ class EagleTreeDrafter(TreeDrafter):
                 cached += m
                 probs = logits_to_probs(chain.model.logits(out), temperature)
                 newest = grown.add_children(frontier, grown.score[frontier], probs)
+                row_of = torch.cat([row_of, row_of.new_zeros(newest.numel())])
         tree = grown.tree(self.nodes, device)
         # its tokens are the likeliest, not draws from q: proposed with certainty (each child chosen by its own
         # value, which the residual rule for drawn siblings would not allow)

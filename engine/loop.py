@@ -297,12 +297,7 @@ class Engine:
                 logits, features = target.verify(verify_ids, checked.parents if block.is_tree else None)
                 target_probs = logits_to_probs(logits[0], config.temperature)
                 # 3. accept: the rule's verdict, how many drafts stand and the target's own token
-                if block.is_tree:
-                    verdict = verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs,
-                                          generator, checked.host_ids)
-                else:
-                    verdict = verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs,
-                                     generator)
+                verdict = judge(config, checked, target_probs, generator)
             # 4. commit: the caches keep the anchor and what was accepted; the tokens join the output
             with clock.span("host", "roll back caches, commit"):
                 a = verdict.num_accepted
@@ -347,3 +342,12 @@ class Engine:
         kept_tensor = on_device[: len(kept)].view(1, -1).to(state.committed_ids.dtype)
         state.committed_ids = torch.cat([state.committed_ids, kept_tensor], dim=1)
         return kept
+
+
+def judge(config: GenerationConfig, checked: DraftBlock, target_probs: torch.Tensor, generator: torch.Generator):
+    """The verdict on the drafts sent to the target: a tree's walk (engine/tree.py) or a chain's rule
+    (engine/sampling.py), at the run's temperature."""
+    if checked.is_tree:
+        return verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs, generator,
+                           checked.host_ids)
+    return verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs, generator)

@@ -140,8 +140,7 @@ class FusedQwen3:
         and `start` unused)."""
         model = self.model.model
         batch, length = ids.shape
-        fixed = torch.is_tensor(start)
-        end = None if fixed else start + length
+        end = None if torch.is_tensor(start) else start + length
         hidden = model.embed_tokens(ids)
         cos, sin = model.rotary_emb(hidden, positions)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, S, D): one rotation for every head
@@ -155,21 +154,11 @@ class FusedQwen3:
             k = F.rms_norm(qkv[:, :, h: h + kv], (d,), layer.k_norm, self.eps)
             qk = torch.cat([q, k], dim=2).transpose(1, 2)  # (B, h + kv, S, D)
             qk = qk * cos + rotate_half(qk) * sin
-            if cache is not None:
-                every_key, every_value = cache.update(qk[:, h:], qkv[:, :, h + kv:].transpose(1, 2), index)
-                attended = F.scaled_dot_product_attention(qk[:, :h], every_key, every_value, attn_mask=mask,
-                                                          scale=layer.scaling, enable_gqa=h != kv)
-            elif fixed:
-                keys[index].index_copy_(2, start, qk[:, h:])
-                values[index].index_copy_(2, start, qkv[:, :, h + kv:].transpose(1, 2))
-                attended = F.scaled_dot_product_attention(qk[:, :h], keys[index], values[index], attn_mask=mask,
-                                                          scale=layer.scaling, enable_gqa=h != kv)
-            else:
-                keys[index, :, :, start:end] = qk[:, h:]
-                values[index, :, :, start:end] = qkv[:, :, h + kv:].transpose(1, 2)
-                attended = F.scaled_dot_product_attention(
-                    qk[:, :h], keys[index, :, :, :end], values[index, :, :, :end], attn_mask=mask,
-                    is_causal=causal and mask is None and length > 1, scale=layer.scaling, enable_gqa=h != kv)
+            every_key, every_value = _cached(index, qk[:, h:], qkv[:, :, h + kv:].transpose(1, 2), keys, values,
+                                             start, end, cache)
+            attended = F.scaled_dot_product_attention(qk[:, :h], every_key, every_value, attn_mask=mask,
+                                                      is_causal=causal and mask is None and length > 1,
+                                                      scale=layer.scaling, enable_gqa=h != kv)
             hidden = hidden + F.linear(attended.transpose(1, 2).reshape(batch, length, h * d), layer.o)
             x = F.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, self.eps)
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
@@ -184,6 +173,23 @@ class FusedQwen3:
         if layer_ids is None:
             return logits, None
         return logits, torch.cat([features[i] for i in layer_ids], dim=-1)
+
+
+def _cached(index: int, new_keys: torch.Tensor, new_values: torch.Tensor, keys: torch.Tensor | None,
+            values: torch.Tensor | None, start: int | torch.Tensor, end: int | None, cache: DynamicCache | None
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer `index`'s new keys and values written to the cache FusedQwen3.forward was given (transformers' `cache`;
+    else the preallocated `keys` and `values`, at the slots `start` holds, or at start..end), and every key and value
+    its queries may attend."""
+    if cache is not None:
+        return cache.update(new_keys, new_values, index)
+    if end is None:  # fixed shapes: the slots are a tensor, and the whole cache is attended under the mask
+        keys[index].index_copy_(2, start, new_keys)
+        values[index].index_copy_(2, start, new_values)
+        return keys[index], values[index]
+    keys[index, :, :, start:end] = new_keys
+    values[index, :, :, start:end] = new_values
+    return keys[index, :, :, :end], values[index, :, :, :end]
 
 
 class Target:

@@ -5,6 +5,7 @@ byte received. Used by the measurement scripts
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -193,11 +194,15 @@ def join(app: App, fn_index: int, data: list, session: str, address: str | None 
 
 
 def messages(app: App, session: str, event_id: str, until: tuple[str, ...] = ("process_completed",),
-             timeout_s: float = 600) -> list[tuple[float, dict]]:
-    """(seconds since called, message) of one event's messages on its session's stream, until one named in `until`."""
+             timeout_s: float = 600, client: httpx.Client | None = None) -> list[tuple[float, dict]]:
+    """(seconds since called, message) of one event's messages on its session's stream, until one named in `until`;
+    over `client` (its cookies) where given, else a client of its own."""
     start, seen = time.monotonic(), []
-    with httpx.Client(timeout=timeout_s) as client, \
-            client.stream("GET", f"{app.base}/{API}/queue/data", params={"session_hash": session}) as stream:
+    with contextlib.ExitStack() as opened:
+        if client is None:
+            client = opened.enter_context(httpx.Client(timeout=timeout_s))
+        stream = opened.enter_context(client.stream("GET", f"{app.base}/{API}/queue/data",
+                                                    params={"session_hash": session}, timeout=timeout_s))
         for line in stream.iter_lines():
             if not line.startswith("data:"):
                 continue

@@ -3,7 +3,6 @@ presenter's run starts at once behind three visitors' runs while a visitor's wai
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -18,7 +17,7 @@ from app.hosting import fairness  # noqa: E402
 from app.hosting.presenter import COOKIE, token  # noqa: E402
 from compare_support import raw_inputs  # noqa: E402
 from conftest import launch_locally, needs_chromium, page_on  # noqa: E402
-from scripts.app_client import App  # noqa: E402
+from scripts.app_client import App, messages  # noqa: E402
 
 KEY = "the-lecturers-own-key"
 HOLD_S = 1.5  # how long each visitor's run holds the engine here
@@ -58,23 +57,6 @@ def joined(app: App, data: list, session: str, cookie: str = "") -> tuple[httpx.
     return client, answer.json()["event_id"]
 
 
-def messages(app: App, client: httpx.Client, session: str, event_id: str, until: str, timeout_s: float = 30):
-    """(seconds, message) of the event's messages until the one named `until`."""
-    start, seen = time.monotonic(), []
-    with client.stream("GET", f"{app.base}/gradio_api/queue/data", params={"session_hash": session},
-                       timeout=timeout_s) as stream:
-        for line in stream.iter_lines():
-            if not line.startswith("data:"):
-                continue
-            message = json.loads(line[5:])
-            if message.get("event_id") != event_id:
-                continue
-            seen.append((time.monotonic() - start, message))
-            if message.get("msg") == until:
-                break
-    return seen
-
-
 def visitors(app: App, n: int) -> list[threading.Thread]:
     threads = [threading.Thread(target=app.call, args=(app.fn_index(api_name="run"), raw_inputs(
         prompt=f"def visitor_{i}(x):\n", max_new_tokens=4)), kwargs={"session": f"visitor-{i}"}) for i in range(n)]
@@ -100,7 +82,7 @@ def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
     client, event_id = joined(app, raw_inputs(prompt="def waits(x):\n", max_new_tokens=4), session)
     started = time.monotonic()
     app.call(app.fn_index(api_name="stop"), [], session=session)
-    seen = messages(app, client, session, event_id, "process_completed")
+    seen = messages(app, session, event_id, timeout_s=30, client=client)
     assert time.monotonic() - started < 1.0  # the visitor ahead still holds the engine for seconds
     assert "withdrawn" in seen[-1][1]["output"]["data"][0]
     for thread in threads:
@@ -114,7 +96,7 @@ def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(
     engine = demo._queue.event_queue_per_concurrency_id["engine"]
     wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 1)
     client, event_id = joined(app, raw_inputs(prompt="def third(x):\n", max_new_tokens=4), "third")
-    seen = messages(app, client, "third", event_id, "estimation")
+    seen = messages(app, "third", event_id, until=("estimation",), timeout_s=30, client=client)
     at, told = seen[-1]
     assert at < 3.0 and told["rank"] == 1 and told["queue_size"] == 2
     ahead = fairness.job_seconds(runner.COSTS)(engine.queue[0])
@@ -133,7 +115,7 @@ def test_a_presenters_run_starts_at_once_behind_three_visitors_and_a_visitors_wa
     wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 2)
     client, event_id = joined(app, raw_inputs(prompt="def lecture(x):\n", max_new_tokens=4), "lecturer",
                               cookie=f"{COOKIE}={token(KEY)}")
-    seen = messages(app, client, "lecturer", event_id, "process_completed")
+    seen = messages(app, "lecturer", event_id, timeout_s=30, client=client)
     starts = next(at for at, message in seen if message["msg"] == "process_starts")
     assert starts < 2.0 and "done" in seen[-1][1]["output"]["data"][0]
     assert seen[-1][0] < HOLD_S * 2 + 1  # its lanes ran while the visitor's run waited between its parts

@@ -26,12 +26,18 @@ def order_words(values: dict[str, float]) -> str:
 TAU_MOVES = {"rises": "rises", "falls": "falls", "holds": "does not move beyond its 95 % intervals"}
 
 
-def temperature_takeaway(data: dict) -> str:
+def _temperature_ends(data: dict) -> tuple[dict, dict, list[str], float, float]:
+    """The temperature sweep at its lowest and highest temperatures, its lanes (the registry's methods), and those
+    two temperatures."""
     sweep = data["temperatures"]["data"]
     temperatures = sorted(sweep["temperatures"], key=float)
     low, high = sweep["temperatures"][temperatures[0]], sweep["temperatures"][temperatures[-1]]
     lanes = [m for m in low["lanes"] if m in METHOD_REGISTRY]
-    t0, t1 = float(temperatures[0]), float(temperatures[-1])
+    return low, high, lanes, float(temperatures[0]), float(temperatures[-1])
+
+
+def temperature_takeaway(data: dict) -> str:
+    low, high, lanes, t0, t1 = _temperature_ends(data)
     entropy = (f"From T = {t0:g} to {t1:g} the target's mean entropy per token goes "
                f"{low['target_entropy']['mean']:.2f} → {high['target_entropy']['mean']:.2f} nats")
     taus = "; ".join(f"{method_label(m)}'s τ {TAU_MOVES[interval_trend(low['lanes'][m]['tau'], high['lanes'][m]['tau'])]} "
@@ -49,11 +55,7 @@ def temperature_takeaway(data: dict) -> str:
 
 
 def temperature_slide(data: dict) -> str:
-    sweep = data["temperatures"]["data"]
-    temperatures = sorted(sweep["temperatures"], key=float)
-    low, high = sweep["temperatures"][temperatures[0]], sweep["temperatures"][temperatures[-1]]
-    lanes = [m for m in low["lanes"] if m in METHOD_REGISTRY]
-    t0, t1 = float(temperatures[0]), float(temperatures[-1])
+    low, high, lanes, t0, t1 = _temperature_ends(data)
     moves = {}
     for m in lanes:
         moves.setdefault(TAU_MOVES[interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"])], []).append(

@@ -181,12 +181,18 @@ def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time(
     assert costs.total_s([(100, 1)]) == pytest.approx(4.5)
 
 
-def test_a_presenters_join_goes_to_a_lane_of_its_own_and_the_budget_does_not_hold_it():
+def behind_three_visitors():
+    """A presenter, three visitors' runs waiting for the engine, the presenter's run, and the queue holding them."""
     presenter = Presenter("a-long-presenter-key")
     waiting = [event(fns()[2], [f"p{i}"], session=f"v{i}") for i in range(3)]
     mine = event(fns()[2], ["live"], session="lecturer")
     gradio = blocks(*waiting, mine)
     gradio._queue.event_ids_to_events["x"] = mine
+    return presenter, waiting, mine, gradio
+
+
+def test_a_presenters_join_goes_to_a_lane_of_its_own_and_the_budget_does_not_hold_it():
+    presenter, waiting, mine, gradio = behind_three_visitors()
     costs = runner.RunCosts()
     door = Door(gradio, budget_s=1.0, presenter=presenter.holds, estimate=fairness.comparison_estimate(costs))
     big = list(RUN)
@@ -288,11 +294,7 @@ def test_a_crowd_of_new_sessions_never_drops_one_with_a_job_and_the_store_is_bou
 
 
 def test_with_the_engine_in_the_servers_process_a_presenters_join_goes_to_the_head_of_the_line():
-    presenter = Presenter("a-long-presenter-key")
-    waiting = [event(fns()[2], [f"p{i}"], session=f"v{i}") for i in range(3)]
-    mine = event(fns()[2], ["live"], session="lecturer")
-    gradio = blocks(*waiting, mine)
-    gradio._queue.event_ids_to_events["x"] = mine
+    presenter, waiting, mine, gradio = behind_three_visitors()
     door = Door(gradio, presenter=presenter.holds, own_lane=False)
     assert join(door, 2, ["live"], cookie=f"{COOKIE}={token('a-long-presenter-key')}")[0] == 200
     assert gradio._queue.event_queue_per_concurrency_id["engine"].queue == [mine, *waiting]

@@ -291,7 +291,7 @@ class _BatchLoop:
         with clock.span("verify", f"target verify, {len(batch)} requests"):
             counts = [1 + (c.ids.numel() if c is not None else 0) for c in checked]
             tokens = self._verify_rows(batch, checked, counts)
-            logits, features = target.verify_rows(tokens, counts)
+            logits, features = target.verify(tokens, counts)
             accepted, bonuses, drafted, verdicts = self._verdicts(batch, checked, tokens, counts, logits)
         with clock.span("host", "roll back caches, commit"):
             target.keep([list(range(1 + n)) for n in accepted])

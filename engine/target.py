@@ -397,15 +397,9 @@ class BatchTarget:
         self.cache.extend(joining)
         return logits, ends, features
 
-    def verify(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Every request's anchor and drafts (row b: rows[b]) after its cache, in one forward: the tokens as one
-        padded tensor (B, S), the logits (B, S, V) and features (B, S, F) of every slot."""
-        tokens = padded(rows, self.device)
-        logits, features = self._forward(self.cache, tokens, [len(r) for r in rows])
-        return tokens, logits, features
-
-    def verify_rows(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """verify over rows already on the device: `tokens` (B, S), row b's first counts[b] real."""
+    def verify(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Every request's anchor and drafts after its cache, in one forward: `tokens` (B, S) on the device, row b's
+        first counts[b] real. The logits (B, S, V) and features (B, S, F) of every slot."""
         return self._forward(self.cache, tokens, counts)
 
     def keep(self, kept: list[list[int]]) -> None:

@@ -18,7 +18,7 @@ import torch
 from .background import BackgroundSteps
 from .batch import traced_steps
 from .contract.methods import method as method_entry, method_names, weightless_kind
-from .contract.presets import DEFAULT_PRESET, PRESETS, Preset
+from .contract.presets import DEFAULT_PRESET, PRESETS, Preset, ablation_shipped
 from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, RunResult, Step, check_stop
 from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
@@ -56,7 +56,7 @@ class Engine:
 
     def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
                  preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None,
-                 cuda_graphs: str = "auto"):
+                 cuda_graphs: str = "auto", ablation_drafter_models: dict[str, object] | None = None):
         self.target = target
         self.tokenizer = tokenizer
         # method -> loaded drafter network; a method whose drafter needs no weights gets its own built here
@@ -64,7 +64,10 @@ class Engine:
                                   if (kind := weightless_kind(m)) is not None}, **drafter_models}
         # method -> the network drafted with above temperature 0 (trained for sampling), where the preset has one
         self.sampled_drafter_models = sampled_drafter_models or {}
-        for model in (target, *self.drafter_models.values(), *self.sampled_drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
+        # method -> its ablation trained without the target's features (GenerationConfig.drafter_weights "no_features")
+        self.ablation_drafter_models = ablation_drafter_models or {}
+        for model in (target, *self.drafter_models.values(), *self.sampled_drafter_models.values(),
+                      *self.ablation_drafter_models.values()):  # on the CPU: leaner forwards, the same numbers
             use_lean_attention(model)  # transformers LMs: the verify's mask built directly, grouped KV heads as is
             use_column_major_weights(model)  # linear weights laid out for the CPU's matrix product
             use_packed_vocab_products(model)  # LM heads: a packed copy for products of 4 rows or more
@@ -111,9 +114,11 @@ class Engine:
                     for m, name in spec.drafters.items()}
         sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                    for m, name in spec.sampled_drafters.items()}
+        ablations = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
+                     for m, name in spec.ablation_drafters.items() if ablation_shipped(name)}
         target = load_causal_lm(spec.target, torch_device, dtype, **hub)
         return cls(target, load_tokenizer(spec.tokenizer, **hub), drafters, torch_device, preset, chat=spec.chat,
-                   sampled_drafter_models=sampled, cuda_graphs=cuda_graphs)
+                   sampled_drafter_models=sampled, cuda_graphs=cuda_graphs, ablation_drafter_models=ablations)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""
@@ -196,6 +201,14 @@ class Engine:
         if entry.tree:  # the chain method's drafter, grown into a tree
             chain_config = replace(config, method=entry.grows_from) if config is not None else None
             return tree_grower(entry).grow(self.new_drafter(entry.grows_from, chain_config), config)
+        if config is not None and config.drafter_weights == "no_features":
+            if method not in self.ablation_drafter_models:
+                raise EngineError(f"preset {self.preset!r} has no {entry.label} drafter trained without the target's "
+                                  f"features here (`python -m engine.train dflash --no-target-features` trains it)")
+            drafter = implementation(drafter_kind_of(self.ablation_drafter_models[method])).build(
+                self.ablation_drafter_models[method], self)
+            drafter.label += ", no target features"
+            return drafter
         if config is not None and self.uses_sampled_weights(config):
             drafter = implementation(self.sampled_drafter_kinds[method]).build(self.sampled_drafter_models[method], self)
             drafter.label += ", trained for T > 0"

@@ -175,14 +175,16 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
 
 
-def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2):
-    """A random DFlash drafter shaped for `target`, reading its layers 0 and 1."""
+def tiny_dflash(target, block_size: int = 8, layers: int = 1, seed: int = 2, target_features: bool = True):
+    """A random DFlash drafter shaped for `target`, reading its layers 0 and 1 (target_features False: the
+    ablation that reads none)."""
     from engine.drafters.dflash_model import DFlashDraftModel
 
     torch.manual_seed(seed)
     config = copy.deepcopy(target.config)
     config.num_hidden_layers, config.layer_types = layers, ["full_attention"] * layers
-    config.dflash_config = {"target_layer_ids": [0, 1], "block_size": block_size, "mask_token_id": 1}
+    config.dflash_config = {"target_layer_ids": [0, 1], "block_size": block_size, "mask_token_id": 1,
+                            **({} if target_features else {"target_features": False})}
     return DFlashDraftModel(config).eval().requires_grad_(False)
 
 

@@ -59,6 +59,10 @@ class Method:
     # token as a point mass); both lossless (presets.PROPOSALS)
     proposal: str = "sample"
     variants: tuple[Variant, ...] = ()
+    # Variants that draft with a checkpoint trained apart (Preset.ablation_drafters, chosen by their overrides'
+    # drafter_weights), measured only where the engine has it (Engine.ablation_drafter_models): the bench and the
+    # variant sweep run `variants` on every engine, so these are not among them (engine/measure/lesson.py ablation)
+    ablations: tuple[Variant, ...] = ()
     # A tree lane drafts with the drafter of the chain method `grows_from` (no checkpoint of its own), and the module
     # at `tree_module` turns that drafter into one that drafts a tree of GenerationConfig.tree_nodes tokens
     # (engine.models.tree_grower imports it; engine/tree.py verifies the tree).
@@ -110,7 +114,10 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
                  "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036).",
            variants=(Variant("overlap_on", (("overlap", True),), words="overlap on"),
-                     Variant("overlap_off", (("overlap", False),), words="overlap off"))),
+                     Variant("overlap_off", (("overlap", False),), words="overlap off")),
+           # the same recipe without KV injection (engine/train `dflash --no-target-features`): what it buys
+           ablations=(Variant("no_features", (("drafter_weights", "no_features"),),
+                              words="trained without the target's features"),)),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
            ("deepspec",), "DSpark, deepseek-ai/DeepSpec",
            about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "

@@ -41,6 +41,10 @@ class Preset:
     # method -> the checkpoint drafted with above temperature 0, where the preset has one trained for it (the
     # engine picks by the run's temperature: GenerationConfig.drafter_weights; temperature 0 uses `drafters`)
     sampled_drafters: dict[str, str] = field(default_factory=dict)
+    # method -> an ablation's checkpoint, trained by the same recipe with one thing taken away (DFlash without the
+    # target's features: GenerationConfig.drafter_weights "no_features"); loaded where its folder is in assets/,
+    # never required (not in `checkpoints`)
+    ablation_drafters: dict[str, str] = field(default_factory=dict)
     description: str = ""
     chat: bool = False  # wrap the prompt in the tokenizer's chat template, thinking off
     needs_gpu: bool = False  # refuse to load it without CUDA (a 4B target on a CPU is not a demo)
@@ -69,6 +73,7 @@ TINY = Preset(
     # temperature 1 (engine/train `--sampled`); the small LM was distilled from distributions and serves both.
     sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled",
                       "dspark": "dspark-drafter-sampled"},
+    ablation_drafters={"dflash": "dflash-drafter-nokv"},  # engine/train `dflash --no-target-features`
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,
     # Small enough that float32 costs little on a GPU, and the lesson's promise (every method's output equals the
@@ -103,8 +108,9 @@ for _preset in PRESETS.values():  # a typo in a preset would otherwise surface o
 PROPOSALS = ("auto", "sample", "argmax")
 
 # Which weights a drafter drafts with (GenerationConfig.drafter_weights): "auto" those the preset trained for the
-# run's temperature (its sampled checkpoint above 0, where it has one); "greedy" the temperature-0 ones always.
-DRAFTER_WEIGHTS = ("auto", "greedy")
+# run's temperature (its sampled checkpoint above 0, where it has one); "greedy" the temperature-0 ones always;
+# "no_features" the preset's ablation trained without the target's features (Preset.ablation_drafters), where loaded.
+DRAFTER_WEIGHTS = ("auto", "greedy", "no_features")
 
 
 def file_digest(path: Path) -> str:
@@ -118,6 +124,14 @@ def weights_digests(preset: Preset) -> dict[str, str] | None:
     if not preset.local:
         return None
     return {name: file_digest(ASSETS_DIR / name / "model.safetensors") for name in preset.checkpoints()}
+
+
+def ablation_shipped(name: str) -> bool:
+    """Whether an ablation's checkpoint (Preset.ablation_drafters) is in assets/ trained to its end: its weights and a
+    training record of its last phase, the greedy one (an export part-way, `--greedy-steps 0`, is not loaded)."""
+    record = ASSETS_DIR / name / "training.json"
+    return (ASSETS_DIR / name / "model.safetensors").exists() and record.exists() \
+        and "greedy_phase" in json.loads(record.read_text(encoding="utf-8"))
 
 
 def resolve_model_path(name: str) -> str:

@@ -315,7 +315,8 @@ def batched(drafter, device: torch.device, batch_cost=None) -> BatchDrafter:
     (Engine.batch_verify_cost)."""
     if isinstance(drafter, NoDrafter):
         return NoBatchDrafter()
-    if isinstance(drafter, DFlashDrafter):  # DSpark's and DeepSpec's DFlash too (drafters/deepspec.py)
+    # DSpark's and DeepSpec's DFlash too (drafters/deepspec.py); not the ablation without target features
+    if isinstance(drafter, DFlashDrafter) and drafter.target_layer_ids is not None:
         return BlockBatchDrafter(drafter, device, batch_cost)
     if isinstance(drafter, Eagle3Drafter):
         return Eagle3BatchDrafter(drafter, device)

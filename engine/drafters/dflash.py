@@ -9,7 +9,8 @@ hidden state (and the drafts), not just drop the tail.
 Draft cache bookkeeping: the cache holds keys and values of the projected context features of committed
 positions only. A propose feeds the features new since the last step plus the block, then crops the
 cache back to the context, dropping the block's own keys and values. After verification the target's
-features of the anchor and the accepted tokens become the next step's new context.
+features of the anchor and the accepted tokens become the next step's new context. A drafter trained without
+target features (dflash_model.py) reads none: the loop computes none for it, and each block is drafted alone.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class DFlashDrafter(BaseDrafter):
         share_target_embeddings(model, target)
         self.embed_tokens = model.embed_tokens if model.embed_tokens is not None else target.get_input_embeddings()
         self.lm_head = model.lm_head if model.lm_head is not None else target.get_output_embeddings()
-        self.target_layer_ids = model.target_layer_ids
+        self.target_layer_ids = model.target_layer_ids if model.target_features else None  # None: the loop computes none
         self.mask_token_id = model.mask_token_id
         self.max_drafts = model.block_size - 1  # the anchor takes one place in the block
         # z-lab's block size counts the anchor (the last committed token), DeepSpec's does not: every lane header
@@ -94,10 +95,13 @@ class DFlashDrafter(BaseDrafter):
         block's hidden states (B, H) and leaves the cache holding the committed context only."""
         block_size = self.model.block_size
         anchor_position = committed_ids.shape[1] - 1
-        cached = self.cache.get_seq_length()
-        assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
         block = torch.full((1, block_size), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
         block[0, 0] = committed_ids[0, -1]
+        if self.target_layer_ids is None:  # no target features: the block alone, no context, nothing cached
+            positions = torch.arange(anchor_position, anchor_position + block_size, device=committed_ids.device)
+            return self.model(self.embed_tokens(block), None, positions.unsqueeze(0))[0]
+        cached = self.cache.get_seq_length()
+        assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
         positions = torch.arange(cached, anchor_position + block_size, device=committed_ids.device).unsqueeze(0)
         hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
         crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values

@@ -14,6 +14,11 @@ level); weights `fc`, `hidden_norm`, `norm`, `layers.N.self_attn.{q,k,v,o}_proj`
 stores them (DeepSpec does), `embed_tokens` and `lm_head`. Without `target_layer_ids` the layers follow
 z-lab's default for `num_target_layers`. Written for this project from the paper.
 
+An ablation reads no target features (`dflash_config["target_features"]` false; absent means true): keys and
+values then cover the block alone, so the drafter sees nothing of the context but the anchor. Its `fc` and
+`hidden_norm` stay in the checkpoint, unused and untrained, so it has the layout every DFlash loader expects
+(z-lab's code, which knows no such flag, would load it and inject features it never learned to read).
+
 Saved, a drafter is z-lab's checkpoint as their loaders read it (`DFlashDraftModel.save_pretrained`): besides
 `dflash_config`, their PyTorch `DFlashDraftModel` reads `block_size` and `num_target_layers` at the top level,
 and their MLX loader `rope_theta`, `block_size` and `num_target_layers` there too.
@@ -210,6 +215,7 @@ class DFlashDraftModel(PreTrainedModel):
         if mask_token_id is None:
             raise ValueError("the config has no mask_token_id")
         self.mask_token_id = int(mask_token_id)
+        self.target_features = bool(dflash_setting(config, "target_features", True))  # False: the ablation above
         self.layers = nn.ModuleList([DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3RotaryEmbedding(config)
@@ -243,12 +249,12 @@ class DFlashDraftModel(PreTrainedModel):
             fields["num_target_layers"] = int(num_target_layers)
         return fields
 
-    def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, position_ids: torch.Tensor,
+    def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor | None, position_ids: torch.Tensor,
                 cache=None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """noise_embedding (b, q, H): the embedded block. target_hidden (b, c, 5H): features of the context
-        positions new to `cache`. position_ids (b, c + q): their absolute positions, context first.
-        Returns the block's final hidden states (b, q, H)."""
-        context = self.hidden_norm(self.fc(target_hidden))
+        positions new to `cache` (None, and c = 0, for a drafter without target features). position_ids (b, c + q):
+        their absolute positions, context first. Returns the block's final hidden states (b, q, H)."""
+        context = self.hidden_norm(self.fc(target_hidden)) if self.target_features else None
         cos, sin = self.rotary_emb(noise_embedding, position_ids)
         hidden = noise_embedding
         for layer in self.layers:

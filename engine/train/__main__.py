@@ -11,6 +11,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   sampled-data the same prefixes continued by sampling at temperature 1 -> runs/sampled.pt (for --sampled)
   dflash      the DFlash block drafter: two cycles, each half self-data then more, then a greedy phase
               of 8000 steps (~2 h on one core)                    -> assets/dflash-drafter/
+  dflash --no-target-features   the same recipe for a drafter that reads none of the target's hidden states
+              (an ablation: what KV injection buys; its checkpoints in runs/dflash-nokv/) -> assets/dflash-drafter-nokv/
   dspark      the DSpark drafter likewise (~2 h), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
@@ -395,13 +397,19 @@ def _heldout_greedy_rows(target, streams) -> torch.Tensor:
 
 
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
-    """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export."""
+    """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export.
+    DFlash with --no-target-features: the same recipe for the ablation that reads no target features, in its own
+    folders (run_dir is then runs/dflash-nokv), exported as assets/dflash-drafter-nokv."""
     from . import dflash, dspark
     from .lm import heldout_windows, train
 
     target = _shipped_target(args.device)
     cls, config_of, loss_fn, score = _block_drafter_parts(kind)
-    drafter = cls(config_of(target.config, tokenizer.mask_token_id))
+    ablation = {"target_features": False} if args.no_target_features else {}
+    drafter = cls(config_of(target.config, tokenizer.mask_token_id, **ablation))
+    if ablation:  # its fc and hidden_norm stay as initialised: kept for the checkpoint's layout, never read
+        drafter.fc.requires_grad_(False)
+        drafter.hidden_norm.requires_grad_(False)
     if kind == "dspark":
         dspark.init_markov_head(drafter)
         drafter.copy_target_embeddings(target)  # frozen, stored in its checkpoint as DeepSpec's are
@@ -438,7 +446,10 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     if kind == "dspark":  # confidences calibrated on what they are judged against at temperature 0
         extra["calibration"] = dspark.calibrate(drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
                                                 "the target's greedy continuations of held-out windows")
-    _export(drafter, f"{kind}-drafter", cfg, {
+    if ablation:
+        extra["target_features"] = False
+        extra["num_trained_parameters"] = sum(p.numel() for p in drafter.parameters() if p.requires_grad)
+    _export(drafter, f"{kind}-drafter" + ("-nokv" if ablation else ""), cfg, {
         "heldout_expected_accepted_teacher_forced": round(score(drafter, target, windows), 3), **extra,
         "train_minutes": _train_minutes(*run_dirs),
         "self_data_phase": asdict(tune), **records,
@@ -534,6 +545,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="card: a report of `python -m engine.measure.bench --json PATH` on the shipped weights, for the "
                              "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
                              "table of the card written before, while its weights are those in assets/")
+    parser.add_argument("--no-target-features", action="store_true",
+                        help="dflash: the same recipe for a drafter that reads no target features (keys and values "
+                             "of the block alone: what KV injection buys), in runs/dflash-nokv/ -> "
+                             "assets/dflash-drafter-nokv/")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
@@ -551,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
             args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
         parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0; "
                      "for the target stage only")
+    if args.no_target_features and (args.stage != "dflash" or args.from_shipped or args.sampled):
+        parser.error("--no-target-features is for the dflash stage only, without --from-shipped or --sampled")
     if args.bench and args.stage != "card":
         parser.error("--bench is for the card stage only")
     if args.from_shipped and (args.stage not in ("target", "dflash", "dspark", "eagle3") or args.restart_steps
@@ -615,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
     streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
     torch.manual_seed(args.seed)
-    run_dir = RUNS / args.stage
+    run_dir = RUNS / (f"{args.stage}-nokv" if args.no_target_features else args.stage)
     if args.stage == "self-data":
         from .selfdata import generate_rows
 

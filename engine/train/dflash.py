@@ -29,10 +29,11 @@ DRAFT_LAYERS = 3  # one layer drafted worse than it saved here (docs/experiments
 
 
 def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: int = BLOCK_SIZE,
-                  layers: int = DRAFT_LAYERS) -> Qwen3Config:
+                  layers: int = DRAFT_LAYERS, target_features: bool = True) -> Qwen3Config:
     """The target's config with z-lab's DFlash fields: `dflash_config` naming the target layers read and the
     mask token, and at the top level `block_size` and `num_target_layers`, which z-lab's loaders read there (a
-    save adds `rope_theta` beside them: DFlashDraftModel.checkpoint_fields)."""
+    save adds `rope_theta` beside them: DFlashDraftModel.checkpoint_fields). target_features False: the ablation
+    that reads none (`dflash_config["target_features"]`, written only then)."""
     inherited = {k: v for k, v in target_config.to_dict().items()
                  if k not in ("architectures", "dtype", "torch_dtype", "transformers_version", "layer_types",
                               "num_hidden_layers")}
@@ -40,6 +41,8 @@ def dflash_config(target_config: Qwen3Config, mask_token_id: int, block_size: in
     config.architectures = ["DFlashDraftModel"]
     config.dflash_config = {"target_layer_ids": evenly_spaced_layers(target_config.num_hidden_layers),
                             "block_size": block_size, "mask_token_id": mask_token_id}
+    if not target_features:
+        config.dflash_config["target_features"] = False
     config.block_size = block_size
     config.num_target_layers = target_config.num_hidden_layers
     return config
@@ -126,6 +129,8 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
         noise = target.get_input_embeddings()(block_ids)
     position_ids = torch.cat([torch.arange(t, device=device).expand(b, -1), block_positions], dim=1)
     mask = block_attention_mask(anchors, t, bs)
+    if not drafter.target_features:  # the ablation: each block sees its own positions only
+        features, position_ids, mask = None, block_positions, mask[..., t:]
     hidden = drafter(noise, features, position_ids, attention_mask=mask).view(b, -1, bs, noise.shape[-1])
     if not anchor_predicts_first:
         hidden = hidden[:, :, 1:]  # mask positions predict the token that stands there

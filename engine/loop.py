@@ -99,16 +99,18 @@ class Engine:
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
              offline: bool | None = None, threads: int | None = None, cuda_graphs: str = "auto",
-             dtype: str | None = None) -> "Engine":
+             dtype: str | None = None, check_memory: bool = True) -> "Engine":
         """Load an allowlisted preset. Hub checkpoints come from the local cache (`cache_dir`, default the
         hub's own) and are downloaded only when the hub is reachable and not `offline`. On the CPU, torch
-        runs `threads` threads (default: the preset's choice); this is set for the whole process."""
+        runs `threads` threads (default: the preset's choice); this is set for the whole process. On CUDA a
+        preset whose weights would not fit the GPU's free memory is refused, unless `check_memory` is False
+        (models.require_runnable)."""
         if preset not in PRESETS:
             raise EngineError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
         spec: Preset = PRESETS[preset]
         torch_device = pick_device(device)
         set_cpu_threads(torch_device, threads if threads is not None else spec.cpu_threads)
-        hub = require_runnable(spec, device, torch_device, cache_dir, offline)
+        hub = require_runnable(spec, device, torch_device, cache_dir, offline, check_memory)
         dtype = getattr(torch, dtype) if dtype is not None else default_dtype(torch_device, spec.cuda_dtype)
         drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                     for m, name in spec.drafters.items()}

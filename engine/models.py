@@ -154,9 +154,11 @@ def drafter_kind_of(model) -> DrafterKind:
 
 
 def require_runnable(preset, requested_device: str, device: torch.device, cache_dir: str | None,
-                     offline: bool | None) -> dict:
+                     offline: bool | None, check_memory: bool = True) -> dict:
     """Refuse, with one clear line, a preset that cannot run here; returns the hub arguments to load it.
-    A preset that needs a GPU is refused on a CPU unless the CPU was asked for by name."""
+    A preset that needs a GPU is refused on a CPU unless the CPU was asked for by name. `check_memory` False
+    skips the free-memory check: where the loading process has no GPU of its own (a ZeroGPU Space's, whose
+    `spaces` answers the GPU's memory with a stand-in), the check would read that stand-in."""
     if preset.needs_gpu and device.type != "cuda" and requested_device == "auto":
         raise EngineError(f"preset {preset.name!r} needs a CUDA GPU and there is none here "
                           f"(pass --device cpu to run it on the CPU anyway, slowly)")
@@ -173,7 +175,7 @@ def require_runnable(preset, requested_device: str, device: torch.device, cache_
     if missing and offline:
         raise EngineError(f"preset {preset.name!r}: {', '.join(missing)} neither cached nor downloadable "
                           f"(the hub is offline)")
-    if device.type == "cuda" and not missing:
+    if device.type == "cuda" and not missing and check_memory:
         need = sum(_weights_bytes(name, cache_dir) for name in dict.fromkeys(preset.checkpoints()))
         free, _ = torch.cuda.mem_get_info(device)
         if need * 1.2 > free:

@@ -139,7 +139,10 @@ def test_each_process_warms_the_engine_once(monkeypatch):
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, warm_ups, monkeypatch, capsys):
     from engine.loop import Engine
 
-    def load(preset, device="auto"):
+    memory_checked = []
+
+    def load(preset, device="auto", check_memory=True):
+        memory_checked.append(check_memory)
         if preset != "tiny":
             raise EngineError(f"preset {preset!r} needs a CUDA GPU and there is none here")
         return random_engine
@@ -150,6 +153,10 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
     assert "needs a CUDA GPU" in notice and "embedded models (tiny)" in notice
     assert "warning:" in capsys.readouterr().err
     assert space.load_space_engine("tiny") == (random_engine, "")
+    assert memory_checked == [True, True, True]
+    monkeypatch.setattr(space, "zero_gpu", lambda: True)  # there the app's process reads a stand-in GPU's memory
+    space.load_space_engine("tiny")
+    assert memory_checked[-1] is False
     monkeypatch.setenv("SPECLAB_PRESET", "")
     assert space.space_preset() == "qwen3-4b"
 

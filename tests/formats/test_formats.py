@@ -286,6 +286,24 @@ def test_preset_refused_in_one_line_when_weights_are_neither_cached_nor_download
     assert "Qwen/Qwen3-4B" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_preset_too_large_for_the_gpus_free_memory_is_refused_unless_the_check_is_off(monkeypatch):
+    """The free-memory check reads the GPU's free memory; where the loading process has no GPU of its own (ZeroGPU's,
+    answered by a stand-in) the loader turns it off."""
+    import engine.models as models
+
+    monkeypatch.setattr(models, "_cached", lambda name, cache_dir: True)
+    monkeypatch.setattr(models, "_weights_bytes", lambda name, cache_dir: 8 * 2**30)
+    read = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: read.append(device) or (2**30, 2 * 2**30))
+    cuda = torch.device("cuda")
+    with pytest.raises(EngineError, match="needs about .* GiB of GPU memory; 1.0 GiB is free"):
+        models.require_runnable(PRESETS["qwen3-4b"], "cuda", cuda, None, offline=True)
+    assert read == [cuda]
+    assert models.require_runnable(PRESETS["qwen3-4b"], "cuda", cuda, None, offline=True, check_memory=False) == {
+        "cache_dir": None, "local_files_only": True}
+    assert read == [cuda]  # not read again
+
+
 def test_preset_that_needs_a_gpu_is_refused_on_a_cpu_unless_asked_for(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(EngineError, match="needs a CUDA GPU"):

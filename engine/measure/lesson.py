@@ -9,6 +9,7 @@ recipe imports its measurement tool when it runs, where the engine (and torch) i
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from ..contract.methods import METHOD_REGISTRY
@@ -88,13 +89,56 @@ def trees(engine, prompts: list[str], budgets, max_new_tokens: int, rounds: int,
 
 
 def load(engine, prompts: list[str], sizes, num_requests: int, max_new_tokens: int, rounds: int, lanes=None,
-         pairs: int = 0, stop=None) -> dict:
+         pairs: int = 0, stop=None, references: bool = True) -> dict:
     """Every batched lane (or `lanes`) at every batch size over the same `num_requests` requests, beside the
     batched baseline and transformers' batched generate (engine/measure/concurrency.py), and at the largest size
-    DSpark's scheduler against verifying everything over `pairs` adjacent pairs of runs."""
+    DSpark's scheduler against verifying everything over `pairs` adjacent pairs of runs; references: False leaves
+    out transformers' generate and the batched-against-single check (a live measurement)."""
     from .concurrency import BATCHED_LANES, concurrency_sweep
 
     measured = concurrency_sweep(engine, prompts, max_new_tokens, list(sizes), tuple(lanes or BATCHED_LANES),
                                  log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop,
-                                 pairs=pairs)
+                                 pairs=pairs, references=references)
     return measurement(measured, engine.device_name)
+
+
+def ablation_method(engine) -> str | None:
+    """The first method with an ablation (methods.Method.ablations) whose checkpoint this engine holds: DFlash and
+    its drafter trained without the target's features, where that is shipped."""
+    return next((m for m in engine.methods() if METHOD_REGISTRY[m].ablations
+                 and m in getattr(engine, "ablation_drafter_models", {})), None)
+
+
+def kv_injection(engine, prompts: list[str], max_new_tokens: int, rounds: int, stop=None) -> dict:
+    """What KV injection buys: DFlash beside the same recipe trained without the target's features (its registry
+    ablation), against the baseline on the same prompts, each output checked against the baseline's. Per lane τ and
+    the speedup (Σ baseline wall time / Σ its wall time), each with its 95 % interval over the prompts (the headline
+    is the ratio the interval is around), and the per-position acceptance."""
+    from ..contract.methods import BASELINE
+    from ..contract.summary import per_position_acceptance
+    from ..contract.types import GenerationConfig
+    from .sweep import interval_row, measure, row
+
+    method = ablation_method(engine)
+    if method is None:
+        raise ValueError("this engine holds no drafter trained without the target's features "
+                         "(`python -m engine.train dflash --no-target-features` trains DFlash's)")
+    entry = METHOD_REGISTRY[method]
+    config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
+    names = {method: config, **{f"{method}_{v.suffix}": replace(config, **dict(v.overrides)) for v in entry.ablations}}
+    configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens), **names}
+    fastest = measure(engine, prompts, configs, rounds, stop, what="KV injection")
+    baseline = fastest.pop(BASELINE)
+    lanes = {}
+    for name, results in fastest.items():
+        steps = [step for r in results for step in r.steps]
+        lanes[name] = {**row(results, baseline), "drafter": results[0].drafter,
+                       "tau_interval": interval_row([sum(len(s.committed) for s in r.steps) for r in results],
+                                                    [r.summary.num_steps for r in results]),
+                       "speedup_interval": interval_row([r.summary.wall_s for r in baseline],
+                                                        [r.summary.wall_s for r in results]),
+                       "per_position_acceptance": [None if p is None else round(p, 3)
+                                                   for p in per_position_acceptance(steps)]}
+    words = {f"{method}_{v.suffix}": v.words for v in entry.ablations}
+    return measurement({"method": method, "ablations": words, "lanes": lanes, "num_prompts": len(prompts),
+                        "max_new_tokens": max_new_tokens, "rounds": rounds}, engine.device_name)

@@ -115,3 +115,21 @@ def test_the_training_option_is_for_the_dflash_stage_only():
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
+
+
+def test_the_lesson_recipe_measures_dflash_beside_its_ablation_with_intervals(ablation_engine, random_engine):
+    from engine.measure.lesson import kv_injection
+
+    prompts = [PROMPT, "class Stack:\n    def push(self, item):\n", "import os\n\ndef walk(path):\n"]
+    doc = kv_injection(ablation_engine, prompts, max_new_tokens=16, rounds=1)
+    data = doc["data"]
+    assert data["method"] == "dflash" and set(data["lanes"]) == {"dflash", "dflash_no_features"}
+    assert data["ablations"] == {"dflash_no_features": "trained without the target's features"}
+    assert "no target features" in data["lanes"]["dflash_no_features"]["drafter"]
+    for lane in data["lanes"].values():  # each headline is the ratio its interval is around
+        for key, interval in (("tau", lane["tau_interval"]), ("speedup", lane["speedup_interval"])):
+            assert interval["low"] <= lane[key] <= interval["high"]
+            assert abs(interval["mean"] - lane[key]) < 2e-3
+        assert lane["speedup_interval"]["low"] < lane["speedup_interval"]["high"]  # three prompts' times differ
+    with pytest.raises(ValueError, match="without the target's features"):
+        kv_injection(random_engine, prompts, max_new_tokens=8, rounds=1)

@@ -3,7 +3,8 @@
 Writes assets/lessons/: two saved comparisons (every lane at temperature 0, and at temperature 1 under the
 rejection rule), the K sweeps of the serial lanes over held-out prompts, the distribution check, the
 scheduled drafter beside its variants, every lane at five temperatures over the held-out prompts, and the tree
-lanes at every node budget beside their chains. The
+lanes at every node budget beside their chains, and DFlash beside its drafter trained without the target's features
+(kv.json: skipped until that drafter is shipped). The
 settings are app/lesson's, the same "Run it live" uses. Takes about half an hour on 2 CPU cores, the temperature
 sweep most of it (`python scripts/record_lessons.py KEY ...` records only those); run it on a quiet machine, since
 the timings are what a class will see.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 
 from app import lesson  # noqa: E402
+from app.lesson import kv  # noqa: E402
 from app.comparison import Comparison, settings_dict  # noqa: E402
 from app.tabs.compare import versions  # noqa: E402
 from engine.loop import Engine  # noqa: E402
@@ -47,12 +49,16 @@ def main() -> int:
         "temperatures": lambda: json.dumps(lesson.measure_temperatures(engine)),
         "trees": lambda: json.dumps(lesson.measure_trees(engine)),
         "load": lambda: json.dumps(lesson.measure_load(engine)),
+        "kv": lambda: json.dumps(kv.measure_kv(engine)),
     }
     only = sys.argv[1:] or list(jobs)
     for key in only:
+        if key == "kv" and not engine.ablation_drafter_models:
+            print(f"kv: skipped: no drafter trained without the target's features is shipped (`{kv.TRAIN_COMMAND}`)")
+            continue
         started = time.monotonic()
         text = jobs[key]()
-        path = lesson.LESSONS_DIR / lesson.RECORDINGS[key]
+        path = kv.KV_FILE if key == "kv" else lesson.LESSONS_DIR / lesson.RECORDINGS[key]
         path.write_text(text, encoding="utf-8")
         print(f"{path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}: "
               f"{len(text) / 1e3:.0f} kB in {time.monotonic() - started:.0f} s", flush=True)

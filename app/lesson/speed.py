@@ -9,6 +9,7 @@ from engine.contract.methods import METHOD_REGISTRY, method_label
 from ..comparison import Comparison, verify_cost
 from ..theory import speedup
 from ..words import TOLERANCE, above_or_below, more_or_less, span, survival, trend, versus
+from .kv import kv_words
 
 def _drafting(comparison: Comparison) -> list[str]:
     return [m for m, lane in comparison.lanes.items() if METHOD_REGISTRY[m].drafts and lane.summary is not None]
@@ -304,7 +305,7 @@ def dflash_takeaway(data: dict) -> str:
     c: Comparison = data["greedy"]
     serial, one_pass = _first_serial_and_one_pass(c)
     if serial is None or one_pass is None:
-        return ""
+        return kv_words(data)
     k_one, k_serial = c.settings.get("drafts_per_block"), c.settings.get("serial_k")
     cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
     state = "on" if overlap_on(c) else "off"
@@ -314,7 +315,8 @@ def dflash_takeaway(data: dict) -> str:
             f"here, overlap {state}: {hide}. This recording does not show what overlap does: that takes the same "
             "comparison with overlap on and off (More settings), read on the timeline's gaps and “Where the time "
             "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
-            "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books.")
+            "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books. "
+            + kv_words(data))
 
 
 def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:
@@ -330,11 +332,12 @@ def dflash_slide(data: dict) -> str:
     c: Comparison = data["greedy"]
     serial, one_pass = _first_serial_and_one_pass(c)
     if serial is None or one_pass is None:
-        return ""
+        return kv_words(data, short=True)
     cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
     return (f"{method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify a step, "
             f"{more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {c.settings.get('serial_k')} serial "
-            f"forwards ({cost_serial:.2f}). Bubbles are {bubbles:.0%} of its time here: {hide}.")
+            f"forwards ({cost_serial:.2f}). Bubbles are {bubbles:.0%} of its time here: {hide}. "
+            + kv_words(data, short=True))
 
 
 def _parts_rows(data: dict):

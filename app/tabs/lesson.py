@@ -23,7 +23,9 @@ from .. import lesson
 from ..draw import overlap
 from ..draw.projector import adopt_from_link
 from ..draw.charts import NUM_CHARTS
+from ..draw.kv import kv_figure
 from ..lesson import POINTS, TABS, Point
+from ..lesson.kv import KV_POINT, kv_item
 from ..settings import PARSERS, Settings, parse_controls
 from ..comparison import Comparison
 from ..draw.render import status_html
@@ -112,6 +114,8 @@ def layout(recordings: dict) -> LessonView:
             gr.Markdown(point_html(point, recordings), elem_classes="lesson-text")
             if point.number == BY_HAND:
                 overlap.widget(f"lesson-widget-{point.number}")
+            if point.number == KV_POINT and (figure := kv_figure(kv_item(recordings))) is not None:
+                gr.Plot(figure, elem_id="lesson-kv-plot", show_label=False)  # what KV injection buys, recorded
             with gr.Row():
                 shows.append(gr.Button("Show me", variant="primary", size="sm", elem_id=f"lesson-show-{point.number}"))
                 lives.append(gr.Button("Run it live", size="sm", elem_id=f"lesson-live-{point.number}"))

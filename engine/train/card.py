@@ -46,6 +46,11 @@ REFERENCE_LOADERS = {
 # the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format
 REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name]
                           for name in ("eagle3-drafter", "dflash-drafter", "dspark-drafter")})
+# DFlash's ablation trained without the target's features (`dflash --no-target-features`): z-lab's layout, fc and
+# hidden_norm kept though never read or trained, so their class loads it, but it knows no `target_features` flag
+REFERENCE_LOADERS["dflash-drafter-nokv"] = (
+    "DFlashDraftModel", "z-lab's `DFlashDraftModel` loads it (the same layout), but would inject the target's features, "
+    "which it never learned to read: only SpecLab reads its `dflash_config` flag `target_features: false`")
 
 
 def bench_lanes() -> tuple[str, ...]:
@@ -97,12 +102,23 @@ def _folder_mb(path: Path) -> float:
 
 
 def _shipped_models(engine: Engine) -> dict:
-    """The target and every drafter of the engine (those drafted with above temperature 0 too), by their folder in
-    assets/."""
+    """The target and every drafter of the engine (those drafted with above temperature 0 too, and the ablations
+    trained without the target's features, where shipped), by their folder in assets/."""
     tiny = PRESETS["tiny"]
     return {"target": engine.target,
-            **{tiny.drafters[m]: engine.drafter_models[m] for m in engine.drafter_models},
-            **{tiny.sampled_drafters[m]: engine.sampled_drafter_models[m] for m in engine.sampled_drafter_models}}
+            # a tree lane drafts with its chain's network: that network's folder is named once, by the chain
+            **{tiny.drafters[m]: engine.drafter_models[m] for m in engine.drafter_models if m in tiny.drafters},
+            **{tiny.sampled_drafters[m]: engine.sampled_drafter_models[m] for m in engine.sampled_drafter_models
+               if m in tiny.sampled_drafters},
+            **{tiny.ablation_drafters[m]: engine.ablation_drafter_models[m] for m in engine.ablation_drafter_models}}
+
+
+def card_lanes(engine: Engine) -> list[tuple[str, str, dict]]:
+    """The card's lanes as (name, method, GenerationConfig overrides): every method, then each registry ablation
+    (methods.Method.ablations) whose checkpoint the engine holds, named method_suffix."""
+    return [*((m, m, {}) for m in engine.methods()),
+            *((f"{m}_{v.suffix}", m, dict(v.overrides)) for m in engine.ablation_drafter_models
+              for v in method_entry(m).ablations)]
 
 
 def _file_facts(name: str, model) -> dict:
@@ -120,6 +136,8 @@ def measure(runs_dir: Path) -> dict:
             continue
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
         entry = {**_file_facts(name, model), "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
+        if record.get("target_features") is False:  # an ablation (`dflash --no-target-features`)
+            entry["target_features"] = False
         if name in ("target", "small-lm-drafter"):
             with torch.inference_mode():
                 entry["heldout_ce"] = round(heldout_loss(model, windows), 4)
@@ -131,13 +149,13 @@ def measure(runs_dir: Path) -> dict:
     lanes = {}
     loops = 0
     target_forward_s = None  # the baseline's verify time per step: one 1-token target forward (it runs first)
-    for method in engine.methods():
+    for name, method, overrides in card_lanes(engine):
         steps = []
         draft_s = verify_s = 0.0
         for prompt in prompts:
             drafts = method_entry(method).default_drafts or 1
             config = GenerationConfig(method=method, max_new_tokens=NEW_TOKENS, drafts_per_step=drafts,
-                                      scheduler="none")  # every drafted token verified: acceptance per position
+                                      scheduler="none", **overrides)  # every drafted token verified: per position
             result = engine.generate(prompt, config)
             steps.extend(result.steps)
             draft_s, verify_s = draft_s + result.summary.draft_s, verify_s + result.summary.verify_s
@@ -147,7 +165,7 @@ def measure(runs_dir: Path) -> dict:
             target_forward_s = verify_s / len(steps)
             continue
         committed = sum(len(s.committed) for s in steps)
-        lanes[method] = {"drafts_per_step": drafts, "drafter": result.drafter, "tau": round(committed / len(steps), 3),
+        lanes[name] = {"drafts_per_step": drafts, "drafter": result.drafter, "tau": round(committed / len(steps), 3),
                          "per_position_acceptance": [round(r, 3) for r in per_position_acceptance(steps) if r is not None],
                          "draft_over_target_forward": round(draft_s / len(steps) / target_forward_s, 3),
                          "verify_over_target_forward": round(verify_s / len(steps) / target_forward_s, 3)}
@@ -320,7 +338,9 @@ def render_markdown(card: dict) -> str:
              "speed table, which is the bench's on the same weights (`--bench`).", "",
              "| model | parameters | on disk | trained | held-out loss (nats/token) |", "|---|---|---|---|---|"]
     for name, m in card["models"].items():
-        loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else "— (reads target features; see τ)"
+        loss = f"{m['heldout_ce']:.3f}" if "heldout_ce" in m else (
+            "— (reads no target features: an ablation, the DFlash recipe without them; see τ)"
+            if m.get("target_features") is False else "— (reads target features; see τ)")
         lines.append(f"| {name} | {m['parameters'] / 1e6:.2f} M | {m['disk_mb']:.1f} MB | {m['train_minutes']} min | {loss} |")
     further = [f"{name} {m['rounds']}" for name, m in card["models"].items() if m.get("rounds")]
     if further:  # the models `--from-shipped` trained on, from the weights an earlier family shipped

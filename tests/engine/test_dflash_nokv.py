@@ -133,3 +133,25 @@ def test_the_lesson_recipe_measures_dflash_beside_its_ablation_with_intervals(ab
         assert lane["speedup_interval"]["low"] < lane["speedup_interval"]["high"]  # three prompts' times differ
     with pytest.raises(ValueError, match="without the target's features"):
         kv_injection(random_engine, prompts, max_new_tokens=8, rounds=1)
+
+
+def test_the_model_card_measures_and_names_the_ablation_where_the_engine_holds_it(ablation_engine, random_engine):
+    from engine.train.card import _shipped_models, card_lanes, render_markdown
+
+    assert ("dflash_no_features", "dflash", ABLATION) in card_lanes(ablation_engine)
+    assert not any(name.endswith("_no_features") for name, _, _ in card_lanes(random_engine))
+    assert _shipped_models(ablation_engine)["dflash-drafter-nokv"] is ablation_engine.ablation_drafter_models["dflash"]
+    models = {name: {"parameters": 1e6, "disk_mb": 1.0, "train_minutes": 1.0, "rounds": None}
+              for name in ("dflash-drafter", "dflash-drafter-nokv")}
+    models["dflash-drafter-nokv"]["target_features"] = False
+    lane = {"drafts_per_step": 7, "tau": 2.0, "per_position_acceptance": [0.5]}
+    card = {"models": models, "lanes": {"dflash": lane, "dflash_no_features": lane}, "total_disk_mb": 2.0,
+            "heldout_prompts": 3, "target_shape": {"layers": 2, "width": 64, "grown_from": None},
+            "greedy_loop_rate": 0.0, "python_version": "3", "torch_version": "2"}
+    rows = {}  # each name's first row: the models' table (the loaders' table names the folders again)
+    for line in render_markdown(card).splitlines():
+        if line.startswith("| "):
+            rows.setdefault(line.split("|")[1].strip(), line)
+    assert "reads no target features" in rows["dflash-drafter-nokv"]
+    assert "reads target features" in rows["dflash-drafter"] and "no target" not in rows["dflash-drafter"]
+    assert "dflash_no_features" in rows

@@ -3,7 +3,7 @@
     python scripts/app_load.py crowd [--clients 20]   # N visitors of one share link, then N on distinct settings
     python scripts/app_load.py soak [--runs 300]      # runs in a row; the server's memory as they go
     python scripts/app_load.py pages [--loads 200]    # the server's CPU time per page load and per configuration
-    python scripts/app_load.py lesson [--clients 35 --point 4]  # N visitors open `?lesson=N` together
+    python scripts/app_load.py lesson [--clients 35 --point 4] [--present]  # N visitors open `?lesson=N` (its slide)
     python scripts/app_load.py live [--clients 35 --point 4]    # N visitors press one point's Run it live together
     python scripts/app_load.py disk [--sessions 150]  # N sessions download a comparison; a 200 MiB upload
 
@@ -177,8 +177,8 @@ def chain(app: App, events: list[int], session: str, query: str = "", start: flo
     return {**result, "seconds": time.monotonic() - start}
 
 
-def lesson_link(app: App, server_pid: int, clients: int, point: int) -> dict:
-    query = f"lesson={point}"
+def lesson_link(app: App, server_pid: int, clients: int, point: int, present: bool = False) -> dict:
+    query = f"lesson={point}" + ("&present=1" if present else "")
     loads = app.load_events()
 
     def visit():
@@ -277,6 +277,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--runs-per-session", type=int, default=10,
                         help="soak: a new browser session after this many runs (1: every run a new visitor)")
+    parser.add_argument("--present", action="store_true", help="lesson: the point's slide (`&present=1`)")
     parser.add_argument("--link-only", action="store_true", help="crowd: only the visitors of one recorded link")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--timing-runs", type=int, default=None,
@@ -299,7 +300,7 @@ def main() -> int:
         elif args.mode == "pages":
             report = pages(app, server.pid, args.loads, args.point)
         elif args.mode == "lesson":
-            report = lesson_link(app, server.pid, args.clients, args.point)
+            report = lesson_link(app, server.pid, args.clients, args.point, args.present)
         elif args.mode == "live":
             report = live(app, args.clients, args.point)
         elif args.mode == "disk":

@@ -450,6 +450,12 @@ class LaneViews:
         return [shown[m] for m in self.methods]
 
 
+def as_sent(figure):
+    """A plotly figure as the JSON Gradio sends, so a drawing kept for every visitor is made JSON once, not once a
+    visitor (None stays None)."""
+    return None if figure is None else PlotData(type="plotly", plot=figure.to_json())
+
+
 class Replays:
     """The replay cache: complete runs recorded by configuration (app/recordings.py, shared by every visitor) and
     what the page drew of them, so a class opening one link computes and draws it once."""
@@ -499,13 +505,12 @@ class Replays:
     def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
         """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
         made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
-        draw it forty times."""
-        kept = self.sessions.replays.last(f"{key}|{show}|{projector}")
-        if kept is None or kept[0] is not comparison:
+        draw it forty times, nor wait for forty drawings (app/hosting/sessions.py DrawnOnce)."""
+        def draw() -> tuple:
             boxes, figures = self.views.draw(comparison, show, projector)
-            kept = (comparison, (boxes, tuple(PlotData(type="plotly", plot=f.to_json()) for f in figures)))
-            self.sessions.replays.remember(f"{key}|{show}|{projector}", kept)
-        return kept[1]
+            return boxes, tuple(as_sent(f) for f in figures)
+
+        return self.sessions.replays.get(f"{key}|{show}|{projector}", comparison, draw)
 
 
 class RunController:

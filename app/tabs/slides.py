@@ -33,6 +33,7 @@ from ..comparison import Comparison
 from ..draw.render import status_html
 from ..hosting.sessions import SessionStore
 from ..draw.theme import BONUS
+from .compare import as_sent
 from .lesson import LessonHandlers
 
 PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)
@@ -186,16 +187,13 @@ class SlideHandlers:
 
     def __init__(self, recordings: dict, sessions: SessionStore, lesson_handlers: LessonHandlers):
         self.recordings, self.sessions, self.lesson = recordings, sessions, lesson_handlers
-        self.recorded_slides = {}  # number -> its chart and takeaway from the recordings, drawn once
 
     def slide(self, number: int, data: dict | None = None, live: bool = False, status: str = "") -> tuple:
         """Point `number` as a slide, from `data` (default the recordings); status: one line under it."""
         point = POINTS[number - 1]
         if data is None:
-            if number not in self.recorded_slides:
-                self.recorded_slides[number] = (evidence_figure(point, self.recordings),
-                                                takeaway_html(point, self.recordings))
-            figure, takeaway = self.recorded_slides[number]
+            figure, takeaway = self.sessions.replays.get(f"slide|{number}", self.recordings, lambda: (
+                as_sent(evidence_figure(point, self.recordings)), takeaway_html(point, self.recordings)))
         else:
             figure, takeaway = evidence_figure(point, data), takeaway_html(point, data, live)
         return (claim_html(point, data), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),

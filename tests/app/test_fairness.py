@@ -338,3 +338,31 @@ def test_an_identical_run_starting_as_another_ends_takes_its_lanes_and_the_engin
     monkeypatch.setattr(runner, "SHARE_WITHIN_S", 0.0)
     run()
     assert len(streams) == 6  # pressed after the share closed: measured afresh
+
+
+def test_a_class_asking_for_one_drawing_at_once_waits_for_one_drawing_and_the_kept_ones_are_bounded():
+    from app.hosting.sessions import DrawnOnce
+
+    drawn, gate = DrawnOnce(limit=2), threading.Barrier(8)
+    source, calls = object(), []
+
+    def draw():
+        calls.append(1)
+        time.sleep(0.05)  # a drawing takes a while: the others ask meanwhile
+        return ["drawing", len(calls)]
+
+    def visitor(results: list):
+        gate.wait()
+        results.append(drawn.get("link", source, draw))
+
+    results: list = []
+    threads = [threading.Thread(target=visitor, args=(results,)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len(results) == 8 and all(r is results[0] for r in results)
+    assert drawn.get("link", object(), draw) is not results[0] and len(calls) == 2  # another recording: drawn again
+    for key in ("a", "b"):
+        drawn.get(key, source, draw)
+    assert drawn.get("link", source, draw) and len(calls) == 5  # only the last two keys are kept

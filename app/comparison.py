@@ -36,6 +36,10 @@ MAX_SPAN_S = 86_400.0
 MIN_LANE_S = 1e-6
 MAX_SPEEDUP = 1_000.0
 RATIO_SLACK = 1e-4  # float32 arithmetic in the engine against float64 here
+# A lane whose decoding thread computed less than this share of its wall time ran on a busy machine: other work took
+# the cores it needed, and its chips say so (docs/hosting.md). Alone on these two cores a lane computes 0.95-0.98
+# of its wall time (the lesson's recordings); one core lent to other work halves it.
+BUSY_SHARE = 0.8
 
 
 class RecordError(ValueError):
@@ -147,6 +151,25 @@ class Comparison:
         column = 0 if (clock or self.clock) == "compute" else 1
         return [mine[column] / theirs[column] for mine, theirs in zip(lane.run_rates, base.run_rates)
                 if mine[column] and theirs[column]]
+
+    def cpu_share(self, method: str) -> float | None:
+        """The share of its wall time the lane's decoding thread spent computing (its compute seconds over its wall
+        seconds), the median over its timing runs (else its kept steps'): near 1 with a core to itself, lower when
+        other work on the machine took the cores. None without compute time (a GPU, a file without it)."""
+        lane = self.lanes.get(method)
+        if lane is None or lane.summary is None:
+            return None
+        shares = [wall / compute for compute, wall in lane.run_rates if compute and wall]
+        if not shares and lane.summary.tokens_per_cpu_s and lane.summary.tokens_per_s:
+            shares = [lane.summary.tokens_per_s / lane.summary.tokens_per_cpu_s]
+        return median(shares) if shares else None
+
+    def machine_busy(self, method: str) -> float | None:
+        """The lower CPU share (`cpu_share`) of this lane and the baseline when it is under BUSY_SHARE: the machine
+        was busy with other work while they ran, so their speedup was measured on stretched time. None when both had
+        the cores they needed (or it cannot be said)."""
+        shares = [share for m in dict.fromkeys((method, BASELINE)) if (share := self.cpu_share(m)) is not None]
+        return min(shares) if shares and min(shares) < BUSY_SHARE else None
 
     def speedup_spread(self, method: str, clock: str | None = None) -> tuple[float, float] | None:
         """The lowest and highest of the rounds' own speedups (`round_speedups`), on `clock`: the range the

@@ -178,6 +178,13 @@ CLOCK_WORDS = {"compute": "compute time of the decoding thread (its CPU seconds 
                "wall": "wall time (what a clock on the wall shows, bubbles and waiting included)"}
 
 
+BUSY_WORDS = ("the machine was busy with other work while this lane or the baseline was timed: its decoding thread "
+              "computed only {share:.0f}% of its wall time (alone, 95% or more; under 80% is called busy). The "
+              "wall-clock numbers (tokens/s, the wall speedup) are stretched by it; the compute-time speedup counts "
+              "only the thread's own CPU time, yet shares the caches and memory with that work. Run it again when "
+              "the server is quieter (docs/hosting.md)")
+
+
 PROVISIONAL = ("provisional: the lanes are still being timed again (or the comparison not yet complete), so this "
                "number will still change")
 
@@ -218,6 +225,9 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]
     beside = ([mark(_chip("wall", wall, f"{later}the same speedup on {CLOCK_WORDS['wall']}"))]
               if clock == "compute" and wall != "—" and method != BASELINE else [])
+    if (share := comparison.machine_busy(method)) is not None:  # other work took the cores while it was timed
+        extra.append(_chip("CPU", f"{share * 100:.0f}%", BUSY_WORDS.format(share=share * 100)).replace(
+            "</b></span>", '</b> <span class="tag">busy machine</span></span>', 1))
     if summary.batch_tokens_per_s is not None:  # this request ran among others: what the whole batch wrote
         batch = max(s.batch_size for s in steps)
         extra.append(_chip("batch tokens/s", f"{summary.batch_tokens_per_s:.0f}",

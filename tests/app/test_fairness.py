@@ -366,3 +366,29 @@ def test_a_class_asking_for_one_drawing_at_once_waits_for_one_drawing_and_the_ke
     for key in ("a", "b"):
         drawn.get(key, source, draw)
     assert drawn.get("link", source, draw) and len(calls) == 5  # only the last two keys are kept
+
+
+def test_a_lane_timed_while_other_work_took_the_cores_says_so_on_its_chips():
+    from dataclasses import replace
+
+    from app import lesson
+    from app.comparison import BUSY_SHARE
+    from app.draw.render import chips_html
+
+    recorded = lesson.recorded()["sampled"]
+
+    def timed(baseline_shares: list[float]):
+        """The recording, its baseline's timing runs computing `baseline_shares` of their wall time."""
+        base = recorded.lanes["baseline"]
+        rates = tuple((100.0, 100.0 * share) for share in baseline_shares)
+        return replace(recorded, lanes={**recorded.lanes, "baseline": replace(base, run_rates=rates)})
+
+    def chips(comparison, method: str = "dflash") -> str:
+        return chips_html(comparison, method, [s for s in comparison.lanes[method].steps if s.kind == "decode"])
+
+    alone = timed([0.97, 0.96, 0.98])
+    assert alone.machine_busy("dflash") is None and "busy machine" not in chips(alone)
+    crowded = timed([0.55, 0.5, 0.9])  # the median run: half the wall time
+    assert crowded.machine_busy("dflash") == pytest.approx(0.55) and 0.55 < BUSY_SHARE
+    assert "CPU <b>55%</b> <span class=\"tag\">busy machine</span>" in chips(crowded)
+    assert "busy machine" in chips(crowded, "baseline")

@@ -18,7 +18,7 @@ import torch
 
 from ..contract.methods import BASELINE, METHOD_REGISTRY, kind_label
 from ..contract.methods import method as method_entry
-from ..contract.presets import ASSETS_DIR, PRESETS, weights_digests
+from ..contract.presets import ASSETS_DIR, PRESETS, ablation_shipped, weights_digests
 from ..contract.summary import per_position_acceptance
 from ..contract.types import GenerationConfig
 from ..loop import Engine
@@ -46,11 +46,13 @@ REFERENCE_LOADERS = {
 # the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format
 REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name]
                           for name in ("eagle3-drafter", "dflash-drafter", "dspark-drafter")})
-# DFlash's ablation trained without the target's features (`dflash --no-target-features`): z-lab's layout, fc and
-# hidden_norm kept though never read or trained, so their class loads it, but it knows no `target_features` flag
-REFERENCE_LOADERS["dflash-drafter-nokv"] = (
+# DFlash's ablation trained without the target's features (`dflash --no-target-features`), where it is shipped:
+# z-lab's layout, fc and hidden_norm kept though never read or trained, so their class loads it, but it knows no
+# `target_features` flag
+REFERENCE_LOADERS.update({name: (
     "DFlashDraftModel", "z-lab's `DFlashDraftModel` loads it (the same layout), but would inject the target's features, "
     "which it never learned to read: only SpecLab reads its `dflash_config` flag `target_features: false`")
+    for name in PRESETS["tiny"].ablation_drafters.values() if ablation_shipped(name)})
 
 
 def bench_lanes() -> tuple[str, ...]:

@@ -94,7 +94,9 @@ def test_the_ablation_drafts_only_when_asked_and_keeps_the_baselines_output(abla
     baseline = ablation_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24))
     normal = ablation_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=24))
     ablation = ablation_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=24, **ABLATION))
-    assert normal.output_ids == baseline.output_ids == ablation.output_ids
+    tree = ablation_engine.generate(PROMPT, GenerationConfig(method="dflash_tree", max_new_tokens=24, **ABLATION))
+    assert normal.output_ids == baseline.output_ids == ablation.output_ids == tree.output_ids
+    assert "no target features" in tree.drafter  # DDTree grown over the ablation
     assert "no target features" in ablation.drafter and "no target features" not in normal.drafter
     drafted = lambda r: [t.id for s in r.steps for t in s.drafted]  # noqa: E731
     assert drafted(ablation) != drafted(normal)  # another drafter drafted

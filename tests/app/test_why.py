@@ -279,7 +279,7 @@ def test_the_pages_jargon_is_explained_in_one_glossary():
 def test_the_measured_panels_are_drawn_once_for_the_same_measurements(monkeypatch):
     """Every visitor of a lesson link is shown the same recordings: their ten charts are drawn once and shared;
     a new measurement (a live run) or the projector's layout is drawn afresh."""
-    import app.tabs.why as why
+    import app.tabs.why_panels as why
     from app import lesson
 
     drawn = []

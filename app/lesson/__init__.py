@@ -179,19 +179,20 @@ def measure_trees_live(engine, stop=None) -> dict:
 
 def measure_load(engine, prompts: list[str] | None = None, sizes=LOAD_SIZES, num_requests: int = LOAD_REQUESTS,
                  max_new_tokens: int = LOAD_TOKENS, rounds: int = LOAD_ROUNDS, lanes=None, stop=None,
-                 pairs: int = LOAD_PAIRS) -> dict:
+                 pairs: int = LOAD_PAIRS, references: bool = True) -> dict:
     """Every batched lane at every batch size in `sizes` over the same `num_requests` requests (default the first
     held-out prompts), and at the largest size DSpark's scheduler against verifying everything over `pairs`
-    adjacent pairs of runs."""
+    adjacent pairs of runs; references: also transformers' batched generate (the Why tab's table shows it)."""
     prompts = prompts or load_prompts()[:num_requests]
     return run_on(engine, recipes.load, prompts, tuple(sizes), num_requests, max_new_tokens, rounds,
-                  None if lanes is None else tuple(lanes), pairs, stop=stop)
+                  None if lanes is None else tuple(lanes), pairs, stop=stop, references=references)
 
 
 def measure_load_live(engine, stop=None) -> dict:
-    """The concurrency sweep at its live size (LIVE_LOAD_*)."""
+    """The concurrency sweep at its live size (LIVE_LOAD_*), without transformers' generate beside it (half the
+    time; the Why tab's table then leaves its row out)."""
     return measure_load(engine, None, LIVE_LOAD_SIZES, LIVE_LOAD_REQUESTS, LIVE_LOAD_TOKENS, LIVE_LOAD_ROUNDS,
-                        LIVE_LOAD_LANES, stop=stop, pairs=0)
+                        LIVE_LOAD_LANES, stop=stop, pairs=0, references=False)
 
 
 # --- what is recorded ------------------------------------------------------------------------------------

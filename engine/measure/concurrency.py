@@ -95,11 +95,12 @@ def check_sizes(sizes: list[int]) -> None:
 
 def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
                       lanes: tuple[str, ...] = BATCHED_LANES, log=print, rounds: int = ROUNDS,
-                      num_requests: int | None = None, stop=None, pairs: int = 0) -> dict:
+                      num_requests: int | None = None, stop=None, pairs: int = 0, references: bool = True) -> dict:
     """Every lane at every batch size in `sizes` (see the module's docstring) over `num_requests` requests (default
     the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch. pairs: that many
     paired runs of DSpark's scheduler against verifying everything at the largest size (none when either lane is
-    not among `lanes`)."""
+    not among `lanes`). references: also transformers' batched generate at every size and, at B = 1, the batched
+    path against the single-request loop (without them, about half the time: a live lesson measurement's size)."""
     check_sizes(sizes)
     lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
     requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(sizes))]
@@ -116,23 +117,27 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
                 check_stop(stop)
                 if runs[lane] is None or result.wall_s < runs[lane].wall_s:
                     runs[lane] = result
-            hf_round = [hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
-                        for batch in batches]
-            check_stop(stop)
-            if hf_runs is None or sum(w for _, w in hf_round) < sum(w for _, w in hf_runs):
-                hf_runs = hf_round
-        hf_tokens = sum(len(o) for outputs, _ in hf_runs for o in outputs)
-        row = {"batches": len(batches), "lanes": {}, "hf_generate": {
-            "tokens_per_s": hf_tokens / sum(wall for _, wall in hf_runs),
-            "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}}
+            if references:
+                hf_round = [hf_batched_generate(engine, [engine.encode_prompt(p) for p in batch], max_new_tokens)
+                            for batch in batches]
+                check_stop(stop)
+                if hf_runs is None or sum(w for _, w in hf_round) < sum(w for _, w in hf_runs):
+                    hf_runs = hf_round
+        row = {"batches": len(batches), "lanes": {}}
+        if hf_runs is not None:
+            hf_tokens = sum(len(o) for outputs, _ in hf_runs for o in outputs)
+            row["hf_generate"] = {
+                "tokens_per_s": hf_tokens / sum(wall for _, wall in hf_runs),
+                "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}
         for lane, result in runs.items():
             row["lanes"][lane] = _lane_row(result, [greedy[p] for p in requests])
         base = row["lanes"]["baseline"]
         for lane in row["lanes"].values():
             lane["speedup"] = steady_ratio(lane, base)
             lane["speedup_all"] = lane["tokens_per_s"] / base["tokens_per_s"]
-        row["baseline_vs_hf"] = base["tokens_per_s"] / row["hf_generate"]["tokens_per_s"]
-        if size == 1:
+        if hf_runs is not None:
+            row["baseline_vs_hf"] = base["tokens_per_s"] / row["hf_generate"]["tokens_per_s"]
+        if size == 1 and references:
             row["batched_vs_single_path"] = _batched_vs_single(engine, requests[0], lanes, max_new_tokens)
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"

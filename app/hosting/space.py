@@ -15,6 +15,7 @@ one of its own (app/hosting/gpu.py).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -236,7 +237,27 @@ def create_demo():
 
     return build_app(engine, notice=notice, run_lanes=run_lanes, recordings=default_folder(),
                      pin_key=os.environ.get("SPECLAB_PIN_KEY"),
-                     presenter_key=checked_key(os.environ.get(ENVIRONMENT)))  # a Space secret, as python -m app reads it
+                     presenter_key=checked_key(os.environ.get(ENVIRONMENT)),  # a Space secret, as python -m app reads it
+                     **space_job_budget(os.environ.get(JOB_BUDGET)))
+
+
+JOB_BUDGET = "SPECLAB_JOB_BUDGET"  # a Space variable: python -m app's --job-budget, in seconds (1 to 3600)
+
+
+def space_job_budget(value: str | None) -> dict:
+    """build_app's job budget from the Space variable (none set: the app's default); a value that is not a number of
+    seconds from 1 to 3600 keeps the default, with one line in the Space's log."""
+    if value is None or not value.strip():
+        return {}
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 1 <= seconds <= 3600:  # NaN too
+        print(f"warning: {JOB_BUDGET}={value[:40]!r} is not a number of seconds from 1 to 3600; using the default",
+              file=sys.stderr)
+        return {}
+    return {"job_budget_s": seconds}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -392,3 +392,13 @@ def test_a_lane_timed_while_other_work_took_the_cores_says_so_on_its_chips():
     assert crowded.machine_busy("dflash") == pytest.approx(0.55) and 0.55 < BUSY_SHARE
     assert "CPU <b>55%</b> <span class=\"tag\">busy machine</span>" in chips(crowded)
     assert "busy machine" in chips(crowded, "baseline")
+
+
+def test_the_spaces_job_budget_is_read_from_its_variable_as_the_launch_option_is(capsys):
+    from app.hosting.space import space_job_budget
+
+    assert space_job_budget(None) == {} and space_job_budget(" ") == {}  # the app's default
+    assert space_job_budget("60") == {"job_budget_s": 60.0}
+    for bad in ("0", "3601", "nan", "ten"):
+        assert space_job_budget(bad) == {}
+    assert capsys.readouterr().err.count("SPECLAB_JOB_BUDGET") == 4

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import threading
 from dataclasses import dataclass
 
 import gradio as gr
@@ -187,13 +188,30 @@ class SlideHandlers:
 
     def __init__(self, recordings: dict, sessions: SessionStore, lesson_handlers: LessonHandlers):
         self.recordings, self.sessions, self.lesson = recordings, sessions, lesson_handlers
+        self.ahead, self.ahead_lock = False, threading.Lock()  # whether the recorded slides are drawn ahead yet
+
+    def recorded_slide(self, number: int) -> tuple:
+        """Slide `number`'s chart (as Gradio sends it) and takeaway from the recordings, drawn once for every visitor.
+        The first time any slide is asked for, the others are drawn in a background thread, the following ones
+        first, so that each next slide shows at once whatever the server is doing then; nothing is drawn before a
+        slide is first asked for (building the app draws none)."""
+        point = POINTS[number - 1]
+        drawn = self.sessions.replays.get(f"slide|{number}", self.recordings, lambda: (
+            as_sent(evidence_figure(point, self.recordings)), takeaway_html(point, self.recordings)))
+        with self.ahead_lock:
+            start, self.ahead = not self.ahead, True
+        if start:
+            rest = [n for n in range(number + 1, len(POINTS) + 1)] + list(range(1, number))
+            threading.Thread(target=lambda: [self.recorded_slide(n) for n in rest], name="speclab-slides-ahead",
+                             daemon=True).start()
+        return drawn
 
     def slide(self, number: int, data: dict | None = None, live: bool = False, status: str = "") -> tuple:
-        """Point `number` as a slide, from `data` (default the recordings); status: one line under it."""
+        """Point `number` as a slide, from `data` (default the recordings: recorded_slide); status: one line under
+        it."""
         point = POINTS[number - 1]
         if data is None:
-            figure, takeaway = self.sessions.replays.get(f"slide|{number}", self.recordings, lambda: (
-                as_sent(evidence_figure(point, self.recordings)), takeaway_html(point, self.recordings)))
+            figure, takeaway = self.recorded_slide(number)
         else:
             figure, takeaway = evidence_figure(point, data), takeaway_html(point, data, live)
         return (claim_html(point, data), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),

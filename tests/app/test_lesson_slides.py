@@ -64,3 +64,27 @@ def test_slide_6_draws_each_bottleneck_in_a_panel_of_its_own():
     assert panels == {"x", "x2", "x3"}
     words = lesson.takeaway(lesson.POINTS[5], slide=True)
     assert "grows with K" in words and "survival" in words and "no order" in words and "one prompt" in words
+
+
+def test_a_recorded_slide_is_drawn_once_and_the_others_ahead_of_their_asking():
+    """Building the app draws no slide; the first slide asked for is drawn at once, the rest in the background, so
+    the next slide's chart is ready as the JSON Gradio sends whatever the server is doing when it is asked for."""
+    import time
+
+    from gradio.components.plot import PlotData
+
+    from app.hosting.sessions import SessionStore
+    from app.tabs.slides import SlideHandlers
+
+    sessions = SessionStore()
+    handlers = SlideHandlers(lesson.recorded(), sessions, lesson_handlers=None)
+    assert sessions.replays.drawn == 0
+    first = handlers.slide(4)
+    assert isinstance(first[1], PlotData) and "Here:" in first[3]
+    deadline = time.monotonic() + 20
+    while sessions.replays.drawn < len(lesson.POINTS) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sessions.replays.drawn == len(lesson.POINTS)  # every slide, each once
+    charts = [handlers.slide(p.number)[1] for p in lesson.POINTS]
+    assert sessions.replays.drawn == len(lesson.POINTS) and charts[3] is first[1]  # none drawn again
+    assert len({c.plot for c in charts}) == len(charts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -151,3 +152,55 @@ def test_a_browser_that_entered_the_key_carries_the_presenter_mark_and_a_wrong_k
         page.wait_for_selector("#presenter-mark")
         assert "present=1" in page.url and page.inner_text("#presenter-mark") == "presenter"
         assert KEY not in page.url and all(KEY not in c["value"] for c in page.context.cookies())
+
+
+LIVE_MEASURES = {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live", "parts": "measure_parts_live",
+                 "temperatures": "measure_temperatures_live", "trees": "measure_trees_live", "load": "measure_load_live"}
+
+
+def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(served, monkeypatch):
+    """Every lesson point's "Run it live" pressed by a class at once, through the queue: the engine measures it once
+    (a comparison's live pass, a Why measurement: each counted), and every visitor gets that measurement."""
+    from dataclasses import replace
+
+    from app import lesson
+    from app.tabs.lesson import LessonHandlers
+    from scripts.app_load import at_once, chain
+
+    app, demo = served
+    handlers = next(owner for dep in demo.fns.values()
+                    if isinstance(owner := getattr(dep.fn, "__self__", None), LessonHandlers))
+    runs = Counter()
+    real_pass = runner._live_pass
+
+    def counted_pass(engine, prompt, lanes, *args, **kwargs):
+        runs["compare"] += 1
+        yield from real_pass(engine, prompt, lanes, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_live_pass", counted_pass)
+    monkeypatch.setattr(handlers.compare.run, "run_lanes", runner.run_lanes)  # the real lanes, not slow_lanes
+    settings = handlers.live_settings
+    monkeypatch.setattr(handlers, "live_settings", lambda point: replace(settings(point), max_new_tokens=4))
+    for recording, name in LIVE_MEASURES.items():  # the Why measurements: their recordings, after a pause
+        def measure(engine, *args, stop=None, recording=recording,
+                    recorded=lesson.measurement(lesson.recorded()[recording]["data"], "cpu (test)")):
+            runs[recording] += 1
+            time.sleep(0.1)  # the class's other presses wait behind it in the queue
+            return recorded
+        measure.__name__ = name  # what the Why tab shares a measurement by
+        monkeypatch.setattr(lesson, name, measure)
+
+    class_size, pressed = 4, {}
+    for point in lesson.POINTS:
+        kind = "compare" if point.tab == "compare" else point.recording
+        if point.recording in pressed:  # points 6 and 7 run point 1's comparison: the same settings, the same share
+            assert handlers.live_settings(point) == handlers.live_settings(pressed[point.recording])
+            continue
+        pressed[point.recording] = point
+        events, before = app.elem_events(f"lesson-live-{point.number}"), runs[kind]
+        results = at_once([lambda i=i: chain(app, events, f"class-{point.number}-{i}") for i in range(class_size)])
+        assert all(r["ok"] for r in results), [r["error"] for r in results]
+        if kind == "compare":
+            assert all("done" in str(r["outputs"][0]) for r in results), point.number
+        assert runs[kind] - before == 1, (point.number, runs)  # one measurement for the whole class
+    assert set(runs) == {"compare", *LIVE_MEASURES} and runs["compare"] == 2, runs

@@ -100,12 +100,36 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane)
     sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
-    fairness.install_estimates(demo._queue, fairness.job_seconds(runner.COSTS))  # each waiting job's place and start
+    job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
+    fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
+    compare_handlers.run.where = lambda session: fairness.place_of(demo._queue, session, job_s)
     if presenter.key is not None and own_lane:  # a visitor's comparison lets a presenter's job go between its lanes
         runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
             (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
-    demo.speclab_door, demo.speclab_presenter = door, presenter
+    demo.speclab_door, demo.speclab_presenter, demo.speclab_job_s = door, presenter, job_s
     return demo
+
+
+def live_lanes(handlers: lesson.LessonHandlers):
+    """(block function, its inputs) -> the lanes (new tokens, requests at once) and timing runs a lesson point's live
+    comparison runs, from the Lesson's or a slide's Run it live; None for any other job (app/hosting/fairness.py)."""
+
+    def lanes(fn, data: list):
+        owner, name = getattr(fn.fn, "__self__", None), getattr(fn.fn, "__name__", "")
+        if isinstance(owner, lesson.PointEvents) and name == "run_live":
+            number = owner.number
+        elif isinstance(owner, slides.SlideHandlers) and name == "run_live" and data:
+            number = slides.slide_number(data[0])
+        else:
+            return None
+        point = lesson_data.POINTS[number - 1] if number else None
+        if point is None or point.tab != "compare":
+            return None
+        settings = handlers.live_settings(point)
+        return [(settings.max_new_tokens, settings.requests_at_once)] * len(settings.methods), \
+            lesson_data.LIVE_TIMING_RUNS
+
+    return lanes
 
 
 def launch(demo: gr.Blocks, **kwargs):
@@ -123,7 +147,7 @@ def launch(demo: gr.Blocks, **kwargs):
                                 Middleware(LongAddressGuard), Middleware(VisitorLimit),
                                 Middleware(disk.UploadBudget, budget=budget),
                                 Middleware(presenting.PresenterPage, presenter=demo.speclab_presenter),
-                                Middleware(FullQueueWords, blocks=demo, job_s=fairness.job_seconds(runner.COSTS)),
+                                Middleware(FullQueueWords, blocks=demo, job_s=demo.speclab_job_s),
                                 Middleware(fairness.QueueDoor, door=demo.speclab_door),
                                 Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)

@@ -34,6 +34,7 @@ import asyncio
 import hmac
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from urllib.parse import parse_qsl
@@ -363,21 +364,29 @@ def comparison_estimate(costs) -> Callable[[object, list, float], tuple[float, s
     return estimate
 
 
-def job_seconds(costs) -> Callable[[object], float | None]:
+LIVE_PRIOR_S = 12.0  # a Why measurement's engine time before one has been timed here (docs/benchmarks.md: 5-14 s)
+
+
+def job_seconds(costs, live: Callable[[object, list], tuple[list, int] | None] | None = None
+                ) -> Callable[[object], float | None]:
     """A waiting job's estimated engine time: a comparison's from its settings (its live pass and the repeats that
-    fit); None for other jobs (their mean duration so far is used instead)."""
+    fit); a lesson point's live comparison from the settings it runs (`live(fn, data)`: its lanes and timing runs);
+    None for other jobs (their mean duration so far is used instead, LIVE_PRIOR_S before one has run)."""
 
     def seconds(event) -> float | None:
         data = getattr(getattr(event, "data", None), "data", None)
         lanes = comparison_lanes(event.fn, data) if isinstance(data, list) else None
-        return costs.total_s(lanes) if lanes else None
+        if lanes:
+            return costs.total_s(lanes)
+        point = live(event.fn, data if isinstance(data, list) else []) if live is not None else None
+        return costs.total_s(*point) if point else None
 
     return seconds
 
 
 # --- each waiting job told its place and expected start ---------------------------------------------------
 
-def install_estimates(queue, job_s: Callable[[object], float | None], default_job_s: float = 15.0) -> None:
+def install_estimates(queue, job_s: Callable[[object], float | None], default_job_s: float = LIVE_PRIOR_S) -> None:
     """Have Gradio's queue tell each job waiting for the engine its place and when its result is expected from the
     estimated durations of the jobs ahead (`job_s`; else their function's mean so far), identical ones once, and
     what is left of the running one, instead of its function's mean duration times its place. Gradio sends these
@@ -389,11 +398,7 @@ def install_estimates(queue, job_s: Callable[[object], float | None], default_jo
     original = queue.broadcast_estimations
 
     def duration(event) -> float:
-        estimated = job_s(event)
-        if estimated is not None:
-            return estimated
-        times = queue.process_time_per_fn.get(event.fn)
-        return times.avg_time if times is not None else default_job_s
+        return job_duration(queue, event, job_s, default_job_s)
 
     def broadcast(concurrency_id, after=None):
         line = queue.event_queue_per_concurrency_id.get(concurrency_id)
@@ -412,6 +417,62 @@ def install_estimates(queue, job_s: Callable[[object], float | None], default_jo
                 ahead += own
 
     queue.broadcast_estimations = broadcast
+
+
+def job_duration(queue, event, job_s: Callable[[object], float | None], default_job_s: float = LIVE_PRIOR_S) -> float:
+    """A waiting job's expected engine time: its estimate (`job_s`), else its function's mean duration so far, else
+    `default_job_s`."""
+    estimated = job_s(event)
+    if estimated is not None:
+        return estimated
+    times = queue.process_time_per_fn.get(event.fn)
+    return times.avg_time if times is not None else default_job_s
+
+
+# --- past a stated wait, the waiting visitor told where the run stands, in words ---------------------------
+
+WAIT_WORDS_S = 60.0  # a run expected to start later than this is told so in words, with what it can do meanwhile
+
+
+def place_of(queue, session: str, job_s: Callable[[object], float | None],
+             default_job_s: float = LIVE_PRIOR_S) -> tuple[int, float]:
+    """The place (1: next) of the session's last job waiting for the engine, and the seconds until it is expected
+    to start: what is left of the running job and each job ahead (identical ones once). A session with no job
+    waiting yet is placed last, as a job joining now would be."""
+    from .addresses import expected_wait_s
+
+    line = queue.event_queue_per_concurrency_id.get("engine")
+    waiting = list(line.queue) if line is not None else []
+    mine = max((i for i, event in enumerate(waiting) if event.session_hash == session), default=len(waiting))
+    ahead, counted = expected_wait_s(SimpleQueue(queue, []), default_job_s, job_s), set()
+    for event in waiting[:mine]:
+        if (key := job_key(event)) not in counted:
+            counted.add(key)
+            ahead += job_duration(queue, event, job_s, default_job_s)
+    return mine + 1, ahead
+
+
+def waiting_note(place: int, wait_s: float, recorded_at: str | None, query: str, now_s: float | None = None
+                 ) -> str | None:
+    """Past WAIT_WORDS_S, where a run stands in the page's words (HTML): its place, when it should start (in UTC),
+    and the recorded run of the same settings, opened at once in a new tab (`query`: its link's), when this server
+    has one; else when to come back. None for a shorter wait (the queue's own figures say enough)."""
+    import html
+    from datetime import datetime, timezone
+
+    if wait_s < WAIT_WORDS_S:
+        return None
+    at = datetime.fromtimestamp((time.time() if now_s is None else now_s) + wait_s, timezone.utc).strftime("%H:%M UTC")
+    wait = f"{math.ceil(wait_s / 60):.0f} minutes" if wait_s >= 120 else f"{math.ceil(wait_s / 10) * 10:.0f} s"
+    line = (f"Your run is number {place} in line for the shared engine and should start in about {wait} (about {at}: "
+            "each run ahead is estimated from its settings).")
+    if recorded_at:
+        more = (f' This server recorded the same comparison on {html.escape(recorded_at)}: <a href="?{html.escape(query)}" '
+                'target="_blank" rel="noopener">open that recording in a new tab</a> now, and keep your place here.')
+    else:
+        more = (f" Keep this page open and it fills in when your run's turn comes; or press Stop and come back after "
+                f"{at}.")
+    return f'<div class="note" id="queue-words">{line}{more}</div>'
 
 
 class SimpleQueue:

@@ -654,6 +654,31 @@ class RunController:
     def on_requested(self, request: gr.Request):
         self.sessions.get(request.session_hash).press_run()
 
+    # (session) -> (its place, seconds until its run should start): the app's queue (app/main.py); None: no words
+    where: Callable[[str], tuple[int, float]] | None = None
+
+    def where_it_stands(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed,
+                        verify_rule, show_drafts, scheduler, confidence_threshold, overlap, tree_nodes,
+                        requests_at_once, request: gr.Request):
+        """Beside a Run press, outside the queue: a run expected to wait long is told so on the status line, with
+        the recorded run of the same settings when this server has one (app/hosting/fairness.py waiting_note)."""
+        raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                   serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
+                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
+                   requests_at_once=requests_at_once)
+        try:
+            settings = parse_controls(raw, self.views.methods)
+        except SettingError:
+            return gr.skip()  # the run itself says what is wrong
+        if self.where is None:
+            return gr.skip()
+        from ..hosting.fairness import waiting_note
+
+        recorded = self.sessions.recorded.last(self.replays.result_key(settings))
+        note = waiting_note(*self.where(request.session_hash), recorded.recorded_at if recorded else None,
+                            build_query(settings, self.engine.preset))
+        return gr.skip() if note is None else note
+
     @staticmethod
     def on_example(index):
         """The example prompt the page asks for by its index (an API client can send any value)."""
@@ -798,6 +823,8 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     view.examples.click(run.on_example, inputs=[view.examples], outputs=[view.prompt], preprocess=False,
                         queue=False, **quiet)
     view.run_button.click(run.on_requested, inputs=None, outputs=None, queue=False, **quiet)
+    view.run_button.click(run.where_it_stands, inputs=run_inputs, outputs=[view.status], preprocess=False,
+                          queue=False, **quiet)  # after the run's own: it finds the run in line
     view.stop_button.click(run.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
     view.controls["methods"].change(run.show_lanes, inputs=[view.controls["methods"]],
                                     outputs=[*view.lane_boxes, view.survival_plot], preprocess=False, queue=False,

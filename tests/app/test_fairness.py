@@ -402,3 +402,25 @@ def test_the_spaces_job_budget_is_read_from_its_variable_as_the_launch_option_is
     for bad in ("0", "3601", "nan", "ten"):
         assert space_job_budget(bad) == {}
     assert capsys.readouterr().err.count("SPECLAB_JOB_BUDGET") == 4
+
+
+def test_a_run_waiting_past_the_stated_wait_is_told_its_place_its_start_and_the_recording_or_when_to_come_back():
+    live_run = Fn(on_run)  # one function: a class pressing one point's Run it live asks the same thing
+    ahead, same, other, mine = (event(live_run, [f"job {i}"], session=s)
+                                for i, s in ((1, "a"), (1, "b"), (2, "c"), (3, "me")))
+    line = EventQueue("engine", 1)
+    line.queue.extend([ahead, same, other, mine])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"engine": line}, active_jobs=[], process_time_per_fn={})
+    job_s = fairness.job_seconds(SimpleNamespace(total_s=lambda lanes, runs=3: 30.0 * runs),
+                                 live=lambda fn, data: ([(64, 1)], 2) if data == ["job 1"] else None)
+    assert job_s(ahead) == 60.0 and job_s(other) is None  # a lesson point's live comparison; another job: unknown
+    assert fairness.place_of(queue, "me", job_s) == (4, 60.0 + fairness.LIVE_PRIOR_S)  # the identical two once
+    assert fairness.place_of(queue, "new", job_s)[0] == 5  # not in line yet: as if it joined now
+    assert fairness.waiting_note(2, fairness.WAIT_WORDS_S - 1, None, "q") is None  # the queue's own figures suffice
+    noon = 1_796_472_000.0  # 2026-12-05 12:00 UTC
+    later = fairness.waiting_note(4, 150, None, "methods=baseline", now_s=noon)
+    assert "number 4 in line" in later and "about 3 minutes (about 12:02 UTC" in later
+    assert "come back after 12:02 UTC" in later and "<a " not in later
+    offered = fairness.waiting_note(4, 150, "2026-12-05T11:40:00+00:00", "methods=baseline&prompt=a%26b", now_s=noon)
+    assert '<a href="?methods=baseline&amp;prompt=a%26b" target="_blank"' in offered and "keep your place" in offered
+    assert "come back" not in offered

@@ -91,7 +91,7 @@ def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
     assert "Traceback" not in "".join(capfd.readouterr())
 
 
-def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(served):
+def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(served, monkeypatch):
     app, demo = served
     threads = visitors(app, 2)
     engine = demo._queue.event_queue_per_concurrency_id["engine"]
@@ -102,6 +102,13 @@ def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(
     assert at < 3.0 and told["rank"] == 1 and told["queue_size"] == 2
     ahead = fairness.job_seconds(runner.COSTS)(engine.queue[0])
     assert told["rank_eta"] >= 2 * ahead  # the run ahead and its own, besides what is left of the running one
+    # past the stated wait (here any), the press is also told in words: its place, and when to come back
+    where = app.fn_index(api_name="where_it_stands")
+    short = app.call(where, raw_inputs(prompt="def third(x):\n", max_new_tokens=4), session="third")["outputs"][0]
+    assert short.get("__type__") == "update" and "value" not in short  # a short wait: the queue's figures suffice
+    monkeypatch.setattr(fairness, "WAIT_WORDS_S", 0.0)
+    words = app.call(where, raw_inputs(prompt="def third(x):\n", max_new_tokens=4), session="third")["outputs"][0]
+    assert "number 2 in line" in words and "come back after" in words
     for session in ("third", "visitor-0", "visitor-1"):
         app.call(app.fn_index(api_name="on_requested"), [], session=session)
         app.call(app.fn_index(api_name="stop"), [], session=session)

@@ -197,6 +197,13 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
         measure.__name__ = name  # what the Why tab shares a measurement by
         monkeypatch.setattr(lesson, name, measure)
 
+    from app.main import live_lanes
+
+    estimate = live_lanes(handlers)  # a point's live comparison is estimated from the settings it runs
+    first, check = (demo.fns[app.elem_events(f"lesson-live-{n}")[-1]] for n in (1, 2))
+    runs_as = handlers.live_settings(lesson.POINTS[0])
+    assert estimate(first, []) == ([(4, runs_as.requests_at_once)] * len(runs_as.methods), lesson.LIVE_TIMING_RUNS)
+    assert estimate(check, []) is None  # a Why measurement: its mean duration so far
     class_size, pressed = 4, {}
     for point in lesson.POINTS:
         kind = "compare" if point.tab == "compare" else point.recording

@@ -6,6 +6,7 @@
     python scripts/app_load.py lesson [--clients 35 --point 4] [--present]  # N visitors open `?lesson=N` (its slide)
     python scripts/app_load.py live [--clients 35 --point 4]    # N visitors press one point's Run it live together
     python scripts/app_load.py disk [--sessions 150]  # N sessions download a comparison; a 200 MiB upload
+    python scripts/app_load.py busy [--rounds 3 --togglers 10]  # a comparison alone, then beside N toggling visitors
 
 Starts the app (`python -m app`, the embedded models) on a free port and talks to it as browser pages do
 (scripts/app_client.py). crowd: one visitor opens a share link (the engine runs it and the server records it),
@@ -38,7 +39,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
-from scripts.app_client import ROOT, App, rss_mib, start_app
+from scripts.app_client import ROOT, App, _body, rss_mib, start_app
 from scripts.support import free_port
 
 PROMPT = "def moving_average(values, window):\n"
@@ -205,6 +206,89 @@ def live(app: App, clients: int, point: int) -> dict:
                                                                    "Run it live", crowd)}
 
 
+RUN_INPUTS = [PROMPT, METHODS, 0.0, 4, 7, 64, "0", "rejection", True, "throughput", 0.5, "auto", 16, 1]
+
+
+def lane_figures(outputs: list) -> dict:
+    """Each finished lane's speedup on the comparison's clock, its wall speedup and its CPU chip, read from its
+    chips as the page shows them."""
+    import re
+
+    figures = {}
+    for box in outputs or []:
+        method = re.search(r'data-method="(\w+)"', str(box))
+        if not method or "speedup <b>" not in str(box):
+            continue
+        speedup = re.search(r"speedup <b>([\d.]+)×", box)
+        wall = re.search(r"wall <b>([\d.]+)×", box)
+        share = re.search(r"CPU <b>(\d+)%", box)
+        figures[method.group(1)] = {"speedup": float(speedup.group(1)) if speedup else None,
+                                    "wall": float(wall.group(1)) if wall else None,
+                                    "busy_cpu_pct": int(share.group(1)) if share else None}
+    return figures
+
+
+def toggled(app: App, clients: int, until: threading.Event) -> list[int]:
+    """`clients` visitors, each on `?lesson=1` (their charts are a comparison's), toggling projector mode in a loop
+    until `until`; how many toggles each made."""
+    toggle, loads = app.fn_index(first_input_elem="projector"), app.load_events()
+    counts = [0] * clients
+
+    def visitor(i: int):
+        session, address = f"toggler-{i}", {"x-forwarded-for": f"10.8.0.{i + 1}"}  # each a visitor of its own
+
+        def send(fn: int, data: list) -> None:
+            app.request("POST", "/gradio_api/run/predict?lesson=1", _body(data, fn, session).encode(), headers=address)
+
+        try:
+            for fn in loads:
+                send(fn, [])
+            while not until.is_set():
+                send(toggle, [counts[i] % 2 == 0, 0, None])
+                counts[i] += 1
+        except OSError:  # the server stopped at the end of the measurement
+            return
+
+    threads = [threading.Thread(target=visitor, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    return counts
+
+
+def busy(app: App, rounds: int, togglers: int) -> dict:
+    """The same comparison `rounds` times alone, then `rounds` times while `togglers` visitors toggle projector mode
+    in a loop: each lane's speedups (the comparison's clock, and wall) and whether its chips said the machine was
+    busy."""
+    run = app.fn_index(api_name="run")
+
+    def measure(label: str) -> list[dict]:
+        rows = []
+        for i in range(rounds):
+            time.sleep(2.5)  # past the window in which an identical run shares the last one's lanes
+            result = app.call(run, RUN_INPUTS, session=f"{label}-{i}")
+            rows.append({"seconds": round(result["seconds"], 1), "lanes": lane_figures(result["outputs"])})
+            print(f"{label} {i}: {json.dumps(rows[-1])}", flush=True)
+        return rows
+
+    alone = measure("alone")
+    until = threading.Event()
+    counts = toggled(app, togglers, until)
+    time.sleep(2)
+    try:
+        crowded = measure("beside-togglers")
+    finally:
+        until.set()
+    report = {"rounds": rounds, "togglers": togglers, "toggles": sum(counts), "alone": alone, "crowded": crowded}
+    for method in alone[0]["lanes"]:
+        for clock in ("speedup", "wall"):
+            a = [r["lanes"][method][clock] for r in alone if r["lanes"].get(method, {}).get(clock)]
+            c = [r["lanes"][method][clock] for r in crowded if r["lanes"].get(method, {}).get(clock)]
+            if a and c:
+                mid_a, mid_c = sorted(a)[len(a) // 2], sorted(c)[len(c) // 2]
+                print(f"{method} {clock}: alone {a} beside togglers {c}: median {mid_c / mid_a - 1:+.1%}", flush=True)
+    return report
+
+
 def folder_usage(folder: Path) -> dict:
     files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
     return {"files": len(files), "mib": round(sum(p.stat().st_size for p in files) / 2**20, 2)}
@@ -268,10 +352,12 @@ def soak(app: App, server_pid: int, runs: int, max_new_tokens: int, runs_per_ses
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["crowd", "soak", "pages", "lesson", "live", "disk"])
+    parser.add_argument("mode", choices=["crowd", "soak", "pages", "lesson", "live", "disk", "busy"])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--loads", type=int, default=200, help="pages: loads of the page, then of its configuration")
+    parser.add_argument("--rounds", type=int, default=3, help="busy: comparisons alone, then beside the togglers")
+    parser.add_argument("--togglers", type=int, default=10, help="busy: visitors toggling projector mode in a loop")
     parser.add_argument("--point", type=int, default=4, help="lesson, live: the lesson point")
     parser.add_argument("--sessions", type=int, default=150, help="disk: downloading sessions")
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -303,6 +389,8 @@ def main() -> int:
             report = lesson_link(app, server.pid, args.clients, args.point, args.present)
         elif args.mode == "live":
             report = live(app, args.clients, args.point)
+        elif args.mode == "busy":
+            report = busy(app, args.rounds, args.togglers)
         elif args.mode == "disk":
             report = disk(app, args.sessions, folders)
         else:

@@ -21,8 +21,9 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
   distinct runs from 35 addresses, each one's seconds to its place and expected start; Stop on a waiting run; a
   running visitor's Stop and last result after 70 fresh sessions.
 - disk: 100 uploads of 9.9 MB from 8 addresses; the folders of uploads and downloads before and after.
+- lessons: 35 visitors opening each lesson point's link together, and two of its slides; p95 seconds each.
 
-`--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk).
+`--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk, lessons).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import threading
 import time
@@ -389,6 +391,14 @@ def fairness(app: App, crowd_size: int = 35) -> dict:
         "told_place_or_started": len(told), "p95_s": round(told[int(0.95 * (len(told) - 1))], 2) if told else None,
         "max_s": round(max(told), 2) if told else None,
         "largest_eta_s": round(max((r.get("eta_s") or 0) for r in results), 1)}
+    if _has(app, "where_it_stands"):  # the words beside the press: past the stated wait, the place and when to return
+        where = app.fn_index(api_name="where_it_stands")
+        words = [app.call_direct(where, _run_inputs(f"def student_{i}(x):\n"), sessions[i]).get("outputs") or [None]
+                 for i in range(crowd_size)]
+        said = [w[0] for w in words if isinstance(w[0], str) and "in line" in w[0]]
+        report["class_of_distinct_runs"]["told_in_words"] = len(said)
+        report["class_of_distinct_runs"]["last_words"] = max(
+            said, key=lambda w: int(re.search(r"number (\d+)", w).group(1)), default="")[:400]
     _withdraw(app, sessions)
     time.sleep(2)
     # Stop on a waiting run; a running visitor's Stop and last result after 70 fresh sessions.
@@ -490,7 +500,22 @@ def disk(app: App, uploads: int = 100, addresses: int = 8, size: int = 9_900_000
             "folders_mb_before": before, "folders_mb_after": after}
 
 
-FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk")
+def lessons(app: App, server_pid: int, clients: int = 35) -> dict:
+    """A class opening each lesson point's link together, then the first and a Why point's slide: p95 seconds each
+    (scripts/app_load.py lesson); a pause between, so the class's one address has its request allowance back."""
+    from scripts.app_load import lesson_link
+
+    from app.lesson import POINTS
+
+    report = {}
+    for number, present in [*((p.number, False) for p in POINTS), (1, True), (5, True)]:
+        row = lesson_link(app, server_pid, clients, number, present)["lesson_link"]
+        report[f"{number}{' slide' if present else ''}"] = {k: row[k] for k in ("served", "p95_s", "server_cpu_s")}
+        time.sleep(2 * clients * 5 / 20)  # each visitor's page and load events, at 20 requests a second
+    return report
+
+
+FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk", "lessons")
 
 
 def main() -> int:
@@ -517,7 +542,8 @@ def main() -> int:
                  ("addresses", "long addresses", lambda: long_addresses(app)),
                  ("memory", "memory", lambda: memory(app, server.pid, args.opens)),
                  ("fairness", "fairness", lambda: fairness(app)),
-                 ("disk", "disk", lambda: disk(app)))
+                 ("disk", "disk", lambda: disk(app)),
+                 ("lessons", "lesson links", lambda: lessons(app, server.pid)))
         for name, words, step in steps:
             if name in args.only:
                 report[name] = step()

@@ -289,6 +289,22 @@ def measurements_kept_in_a_temporary_folder(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def verify_costs_timed_once():
+    """DSpark's scheduler reads the verify's cost, timed once per engine (profile_verify_speed: 9 rounds of every
+    size) and once per machine for batches (profile_batch_verify_speed: 5 rounds of 9 shapes over 128-token caches of
+    up to 32 rows, seconds on the embedded models); the tests time nothing, so one round each, the batches' over
+    32-token caches: the same code, the scheduler fed a rougher cost. Their own tests pass their sizes."""
+    import engine.loop as loop
+    import engine.target as target
+
+    saved = target.time_verifies, loop.profile_batch_verify_speed
+    target.time_verifies = functools.partial(target.time_verifies, repeats=1)
+    loop.profile_batch_verify_speed = functools.partial(loop.profile_batch_verify_speed, context=32, repeats=1)
+    yield
+    target.time_verifies, loop.profile_batch_verify_speed = saved
+
+
+@pytest.fixture(autouse=True, scope="session")
 def no_settle_pause_between_lanes():
     """The app pauses 0.1 s before each lane so a browser on the same cores can draw (app/runner.py); the
     tests time nothing, and would pay it hundreds of times."""

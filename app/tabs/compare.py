@@ -595,15 +595,27 @@ class RunController:
             live = self._live_lanes(settings, lane_runs, ended)
             yield status_html(message), *self.views.lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
         comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
+        recorded = self.sessions.recorded.last(key)
+        shared = recorded is not None and all(  # it took the lanes of the identical run just recorded (app/runner.py)
+            lane.steps and recorded.lanes.get(lane.method) is not None and recorded.lanes[lane.method].steps
+            and recorded.lanes[lane.method].steps[-1] is lane.steps[-1] for lane in lane_runs)
+        comparison = recorded if shared else comparison  # that very run: a class sharing it draws it once
         state.last = comparison
         # Only complete runs are replayed: every lane done and every timing run it began finished (a Stop or the
         # time limit during the timing runs leaves lanes "done" with fewer runs behind their figures).
         if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
-            self.sessions.recorded.remember(key, comparison, pinned=pin)
+            if shared and pin:
+                self.replays.pin(key)
+            elif not shared:
+                self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
         text += self._capped_note(settings) + load_note(settings) + clock_note(comparison) + prose_note(settings.prompt)
-        yield status_html(text, error=error), *self.views.lanes_html(comparison, show, shown, drawn, False), \
-            *comparison_figures(comparison, state.projector)
+        final = (lambda: (self.views.lanes_html(comparison, show, {}, {}, False),
+                          tuple(as_sent(f) for f in comparison_figures(comparison, state.projector))))
+        boxes, figures = (self.sessions.replays.get(f"shared|{key}|{show}|{state.projector}", comparison, final)
+                          if shared else (self.views.lanes_html(comparison, show, shown, drawn, False),
+                                          comparison_figures(comparison, state.projector)))
+        yield status_html(text, error=error), *boxes, *figures
 
     def _capped_note(self, settings: Settings) -> str:
         """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""

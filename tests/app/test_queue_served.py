@@ -204,17 +204,19 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
     runs_as = handlers.live_settings(lesson.POINTS[0])
     assert estimate(first, []) == ([(4, runs_as.requests_at_once)] * len(runs_as.methods), lesson.LIVE_TIMING_RUNS)
     assert estimate(check, []) is None  # a Why measurement: its mean duration so far
-    class_size, pressed = 4, {}
+    class_size, pressed, replays = 4, {}, handlers.compare.run.sessions.replays
     for point in lesson.POINTS:
         kind = "compare" if point.tab == "compare" else point.recording
         if point.recording in pressed:  # points 6 and 7 run point 1's comparison: the same settings, the same share
             assert handlers.live_settings(point) == handlers.live_settings(pressed[point.recording])
             continue
         pressed[point.recording] = point
-        events, before = app.elem_events(f"lesson-live-{point.number}"), runs[kind]
+        events, before, drawings = app.elem_events(f"lesson-live-{point.number}"), runs[kind], replays.drawn
         results = at_once([lambda i=i: chain(app, events, f"class-{point.number}-{i}") for i in range(class_size)])
         assert all(r["ok"] for r in results), [r["error"] for r in results]
         if kind == "compare":
             assert all("done" in str(r["outputs"][0]) for r in results), point.number
+            assert all(r["outputs"][1:] == results[-1]["outputs"][1:] for r in results)  # the same lanes and charts
+            assert replays.drawn - drawings == 1  # the visitors who shared the run drew it once, not one each
         assert runs[kind] - before == 1, (point.number, runs)  # one measurement for the whole class
     assert set(runs) == {"compare", *LIVE_MEASURES} and runs["compare"] == 2, runs

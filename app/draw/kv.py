@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from engine.contract.methods import METHOD_REGISTRY, method_label
 
-from .layout import _error_bars
+from .layout import _error_bars, for_projector
 from .why_charts import variant_shades
 
 
@@ -40,10 +40,19 @@ def kv_figure(item: dict | None) -> go.Figure | None:
                                       "color": "#444"},
                              text=[f"{alone[key]:.2f}{unit}", f"{kv[key]:.2f}{unit}"], textposition="inside",
                              insidetextanchor="start", showlegend=False), row=1, col=col)
-        fig.update_yaxes(rangemode="tozero", range=[0, 1.15 * max(c["high"] for c in cells)], row=1, col=col)
+        top = max(c["high"] for c in cells) if key == "tau" else max(1.0, *(c["high"] for c in cells))  # 1× shows
+        fig.update_yaxes(rangemode="tozero", range=[0, 1.15 * top], row=1, col=col)
     fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), row=1, col=2)  # the target alone
-    fig.update_layout(title=dict(text=f"What reading the target's features buys<br><sup>{prompts} held-out prompts, "
-                                      "bars: the headline, whiskers: its 95 % interval</sup>", font=dict(size=14)),
+    fig.update_layout(title=dict(text="What reading the target's features buys", font=dict(size=14),
+                                 subtitle=dict(text=f"{prompts} held-out prompts; bars: the headline, whiskers: its "
+                                                    "95 % interval", font=dict(size=12))),
                       height=320, plot_bgcolor="white", margin=dict(l=10, r=10, t=80, b=40),
                       uniformtext=dict(minsize=11, mode="show"))
     return fig
+
+
+def kv_panel(item: dict | None) -> go.Figure | None:
+    """The figure as the Lesson tab shows it: drawn as a room reads it (for_projector) in either mode, being drawn
+    once when the page is built."""
+    figure = kv_figure(item)
+    return None if figure is None else for_projector(figure)

@@ -23,7 +23,7 @@ from .. import lesson
 from ..draw import overlap
 from ..draw.projector import adopt_from_link
 from ..draw.charts import NUM_CHARTS
-from ..draw.kv import kv_figure
+from ..draw.kv import kv_panel
 from ..lesson import POINTS, TABS, Point
 from ..lesson.kv import KV_POINT, kv_item
 from ..settings import PARSERS, Settings, parse_controls
@@ -114,7 +114,7 @@ def layout(recordings: dict) -> LessonView:
             gr.Markdown(point_html(point, recordings), elem_classes="lesson-text")
             if point.number == BY_HAND:
                 overlap.widget(f"lesson-widget-{point.number}")
-            if point.number == KV_POINT and (figure := kv_figure(kv_item(recordings))) is not None:
+            if point.number == KV_POINT and (figure := kv_panel(kv_item(recordings))) is not None:
                 gr.Plot(figure, elem_id="lesson-kv-plot", show_label=False)  # what KV injection buys, recorded
             with gr.Row():
                 shows.append(gr.Button("Show me", variant="primary", size="sm", elem_id=f"lesson-show-{point.number}"))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from app import lesson
-from app.draw.kv import kv_figure
+from app.draw.kv import kv_figure, kv_panel
 from app.lesson import kv
 from conftest import tiny_dflash, tiny_qwen3
 from engine.loop import Engine
@@ -81,6 +81,16 @@ def test_the_chart_draws_the_same_headlines_and_intervals(measured):
             [alone[f"{key}_interval"]["high"] - alone[key], shipped[f"{key}_interval"]["high"] - shipped[key]])
         assert list(bar.error_y.arrayminus) == pytest.approx(
             [alone[key] - alone[f"{key}_interval"]["low"], shipped[key] - shipped[f"{key}_interval"]["low"]])
+
+
+def test_the_lesson_tabs_panel_reads_at_projector_size_in_either_mode(measured):
+    from app.draw.layout import PROJECTOR_FONT
+
+    figure = kv_panel(measured)
+    sizes = [figure.layout.font.size, *(a.font.size for a in figure.layout.annotations),
+             *(t.textfont.size for t in figure.data if t.type == "bar"),
+             figure.layout.xaxis.tickfont.size, figure.layout.yaxis2.tickfont.size]
+    assert min(sizes) >= PROJECTOR_FONT
 
 
 def test_the_lesson_tab_shows_the_panel_on_point_7_only_with_a_measurement(measured):

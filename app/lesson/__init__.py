@@ -89,6 +89,11 @@ LIVE_LOAD_REQUESTS = 8
 LIVE_LOAD_TOKENS = 16
 LIVE_LOAD_ROUNDS = 1
 LIVE_LOAD_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")
+# How far a speedup measured once at a live size moves between repeats, relative, either way (the live K sweep's: 43 of
+# 48 figures within it, docs/benchmarks.md "Run it live"): the live words call two speedups different only beyond twice
+# it (speed.ONE_ROUND_NOISE), and the tests feed each word chooser its live size with every figure moved this far
+# either way (tests/app/test_live_sizes.py).
+LIVE_SPEED_NOISE = 0.08
 
 
 def lesson_prompt() -> str:

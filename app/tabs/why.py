@@ -380,6 +380,12 @@ class WhyHandlers:
         state.panels[key] = measured
         return measured, state.projector
 
+    def _drawn(self, draw, request, key: str, measured: dict) -> tuple:
+        """`draw(measured, projector)` for the session's page, drawn once for every visitor shown the very same
+        measurement (a class sharing one Run it live: app/hosting/sessions.py DrawnOnce)."""
+        measured, projector = self._shown(request, key, measured)
+        return self.sessions.replays.get(f"why|{key}|{projector}", measured, lambda: draw(measured, projector))
+
     def redraw_panels(self, session: str, recordings: dict) -> tuple:
         """The measured panels as the session last saw them (its live measurements, else the recordings), drawn
         again for projector mode on or off."""
@@ -401,26 +407,24 @@ class WhyHandlers:
         else:
             raise gr.Error(f"the sweep's prompts must be {HELDOUT!r} or a prompt, got {str(choice)[:40]!r}",
                            print_exception=False)
-        return sweep_outputs(*self._shown(request, "sweeps",
-                                          self._measured(lesson.measure_sweeps_live, request.session_hash, prompts)))
+        return self._drawn(sweep_outputs, request, "sweeps",
+                           self._measured(lesson.measure_sweeps_live, request.session_hash, prompts))
 
     def on_check(self, request: gr.Request):
-        return check_outputs(*self._shown(request, "lossless", self._measured(lesson.measure_check_live, request.session_hash)))
+        return self._drawn(check_outputs, request, "lossless", self._measured(lesson.measure_check_live, request.session_hash))
 
     def on_parts(self, request: gr.Request):
-        return parts_outputs(*self._shown(request, "parts", self._measured(lesson.measure_parts_live, request.session_hash)))
+        return self._drawn(parts_outputs, request, "parts", self._measured(lesson.measure_parts_live, request.session_hash))
 
     def on_temperatures(self, request: gr.Request):
-        return temperature_outputs(*self._shown(
-            request, "temperatures", self._measured(lesson.measure_temperatures_live, request.session_hash)))
+        return self._drawn(temperature_outputs, request, "temperatures",
+                           self._measured(lesson.measure_temperatures_live, request.session_hash))
 
     def on_trees(self, request: gr.Request):
-        return trees_outputs(*self._shown(request, "trees", self._measured(lesson.measure_trees_live,
-                                                                            request.session_hash)))
+        return self._drawn(trees_outputs, request, "trees", self._measured(lesson.measure_trees_live, request.session_hash))
 
     def on_under_load(self, request: gr.Request):
-        return load_outputs(*self._shown(request, "load", self._measured(lesson.measure_load_live,
-                                                                          request.session_hash)))
+        return self._drawn(load_outputs, request, "load", self._measured(lesson.measure_load_live, request.session_hash))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:

@@ -217,6 +217,6 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
         if kind == "compare":
             assert all("done" in str(r["outputs"][0]) for r in results), point.number
             assert all(r["outputs"][1:] == results[-1]["outputs"][1:] for r in results)  # the same lanes and charts
-            assert replays.drawn - drawings == 1  # the visitors who shared the run drew it once, not one each
+        assert replays.drawn - drawings == 1  # the visitors who shared the measurement drew it once, not one each
         assert runs[kind] - before == 1, (point.number, runs)  # one measurement for the whole class
     assert set(runs) == {"compare", *LIVE_MEASURES} and runs["compare"] == 2, runs

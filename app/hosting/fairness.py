@@ -467,8 +467,9 @@ def waiting_note(place: int, wait_s: float, recorded_at: str | None, query: str,
     line = (f"Your run is number {place} in line for the shared engine and should start in about {wait} (about {at}: "
             "each run ahead is estimated from its settings).")
     if recorded_at:
-        more = (f' This server recorded the same comparison on {html.escape(recorded_at)}: <a href="?{html.escape(query)}" '
-                'target="_blank" rel="noopener">open that recording in a new tab</a> now, and keep your place here.')
+        more = (f" This server recorded the same comparison on {html.escape(recorded_at)}: "
+                f'<a href="?{html.escape(query)}" target="_blank" rel="noopener">open that recording in a new tab</a> '
+                "now, and keep your place here.")
     else:
         more = (f" Keep this page open and it fills in when your run's turn comes; or press Stop and come back after "
                 f"{at}.")

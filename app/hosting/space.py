@@ -237,7 +237,7 @@ def create_demo():
 
     return build_app(engine, notice=notice, run_lanes=run_lanes, recordings=default_folder(),
                      pin_key=os.environ.get("SPECLAB_PIN_KEY"),
-                     presenter_key=checked_key(os.environ.get(ENVIRONMENT)),  # a Space secret, as python -m app reads it
+                     presenter_key=checked_key(os.environ.get(ENVIRONMENT)),  # a Space secret, as python -m app has
                      **space_job_budget(os.environ.get(JOB_BUDGET)))
 
 

@@ -411,20 +411,24 @@ class WhyHandlers:
                            self._measured(lesson.measure_sweeps_live, request.session_hash, prompts))
 
     def on_check(self, request: gr.Request):
-        return self._drawn(check_outputs, request, "lossless", self._measured(lesson.measure_check_live, request.session_hash))
+        return self._drawn(check_outputs, request, "lossless",
+                           self._measured(lesson.measure_check_live, request.session_hash))
 
     def on_parts(self, request: gr.Request):
-        return self._drawn(parts_outputs, request, "parts", self._measured(lesson.measure_parts_live, request.session_hash))
+        return self._drawn(parts_outputs, request, "parts",
+                           self._measured(lesson.measure_parts_live, request.session_hash))
 
     def on_temperatures(self, request: gr.Request):
         return self._drawn(temperature_outputs, request, "temperatures",
                            self._measured(lesson.measure_temperatures_live, request.session_hash))
 
     def on_trees(self, request: gr.Request):
-        return self._drawn(trees_outputs, request, "trees", self._measured(lesson.measure_trees_live, request.session_hash))
+        return self._drawn(trees_outputs, request, "trees",
+                           self._measured(lesson.measure_trees_live, request.session_hash))
 
     def on_under_load(self, request: gr.Request):
-        return self._drawn(load_outputs, request, "load", self._measured(lesson.measure_load_live, request.session_hash))
+        return self._drawn(load_outputs, request, "load",
+                           self._measured(lesson.measure_load_live, request.session_hash))
 
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:

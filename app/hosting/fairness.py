@@ -354,12 +354,23 @@ def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tu
                      f"fits: {fits}, or fewer lanes.")
 
 
+def within_the_defaults(lanes: list[tuple[int, int]]) -> bool:
+    """Whether a comparison is no larger than the page's own defaults (no more lanes, no more new tokens, one request
+    at once): the budget never refuses it, however slow a busy server made the costs it has learned."""
+    from ..settings import default_settings
+
+    defaults = default_settings()
+    return len(lanes) <= len(defaults.methods) and all(
+        tokens <= defaults.max_new_tokens and requests <= defaults.requests_at_once for tokens, requests in lanes)
+
+
 def comparison_estimate(costs) -> Callable[[object, list, float], tuple[float, str] | None]:
-    """The Door's estimate: a comparison's live pass and its refusal line at a budget; None for any other event."""
+    """The Door's estimate: a comparison's live pass and its refusal line at a budget; None for any other event and
+    for a comparison within the page's defaults (`within_the_defaults`)."""
 
     def estimate(fn, data: list, budget_s: float):
         lanes = comparison_lanes(fn, data)
-        return None if not lanes else over_budget_line(lanes, costs, budget_s)
+        return None if not lanes or within_the_defaults(lanes) else over_budget_line(lanes, costs, budget_s)
 
     return estimate
 

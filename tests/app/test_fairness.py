@@ -152,6 +152,12 @@ def test_a_comparison_over_the_budget_is_refused_in_one_line_with_the_largest_se
     heavy = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(runner.RunCosts(batch_s=1.0)))
     text = one_line(join(heavy, 0, big)[1])  # a batch of 32 alone is over the budget: only one request fits
     assert "What fits: 4 lanes of up to 375 new tokens at 1 request at once, or fewer lanes." in text
+    busy = runner.RunCosts(token_s=0.1)  # a busy server's learned costs: the default run "takes" 26 s
+    crowded = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(busy))
+    assert busy.live_s([(64, 1)] * 4) > 15 and join(crowded, 0, RUN)[0] == 200  # the page's defaults always run
+    longer = list(RUN)
+    longer[5] = 65
+    assert join(crowded, 0, longer)[0] == 429  # one token past them is estimated as any other
 
 
 def test_the_rest_apis_calls_meet_the_same_door():

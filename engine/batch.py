@@ -2,8 +2,8 @@
 
 The single-request loop (engine/loop.py) with a batch dimension and nothing else new. Each step, every live
 request drafts (one batched drafter pass where the drafter has one, drafters/batched.py), the target reads each
-request's anchor and drafts in one forward over a ragged cache (engine/ragged.py: each request its own length,
-positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).
+request's anchor and drafts in one forward over one cache for all of them (target.py BatchTarget: each request
+its own length, positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).
 A request that finishes leaves the batch, and the next waiting request joins it (its prompt prefilled, its rows
 appended): a serving engine's continuous batching, which keeps the batch full. At temperature 0 each request's
 output equals its own single-request greedy run.
@@ -32,7 +32,7 @@ from .drafters.base import DraftBlock
 from .drafters.batched import batched
 from .rules import drafts_this_step, finish_reason
 from .sampling import Verdict, greedy_parts, logits_to_probs, pick, read_verdicts, verify_greedy_batch, verify_parts
-from .target import BatchTarget
+from .target import BatchTarget, batch_target_for
 from .timing import SpanClock
 from .trace import DeviceStep, PackedTrace
 
@@ -233,7 +233,8 @@ class _BatchLoop:
         """Decode the `waiting` requests (an iterator, read as places free up), yielding "prefill" after requests
         joined and "decode" after each step of the batch; `traced`: the request to record."""
         waiting, self.traced = iter(waiting), traced
-        target = BatchTarget(self.engine.target, self.engine.fused_target, self.drafter.target_layer_ids, self.device)
+        target = batch_target_for(self.engine.target, self.engine.fused_target, self.drafter.target_layer_ids,
+                                  self.device, self.concurrency)
         live: list[_Request] = []
         while True:
             if any(r.finish_reason is not None for r in live):  # finished requests leave the batch

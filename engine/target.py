@@ -122,7 +122,8 @@ class FusedQwen3:
                 torch.zeros(shape, dtype=weight.dtype, device=weight.device))
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                start: int | torch.Tensor, mask: torch.Tensor | None, causal: bool, layer_ids: list[int] | None,
+                start: "int | torch.Tensor | RowSlots", mask: torch.Tensor | None, causal: bool,
+                layer_ids: list[int] | None,
                 logits_at: int | torch.Tensor = 0, cache: DynamicCache | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Read `ids` (B, S) at `positions` (B, S), their keys and values written to the cache's slots
@@ -135,12 +136,16 @@ class FusedQwen3:
         (what a CUDA graph replays): row r's key and value are written to slot start[r], and each query attends the
         whole cache as `mask` (B, 1, S, capacity) allows.
 
-        With a transformers `cache` instead (a batch's ragged cache, engine/ragged.py), each layer's new keys and
-        values are appended to it and every query attends all of its entries as `mask` allows (`keys`, `values`
-        and `start` unused)."""
+        With `start` a RowSlots (a batch, BatchTarget), row b's new keys and values are written to its own slots
+        of the cache rows it names, and each query attends its row's slots before `start.end` as `mask` (B, 1, S,
+        end) allows.
+
+        With a transformers `cache` instead (a drafter's ragged cache in a batch, engine/ragged.py), each layer's
+        new keys and values are appended to it and every query attends all of its entries as `mask` allows (`keys`,
+        `values` and `start` unused)."""
         model = self.model.model
         batch, length = ids.shape
-        end = None if torch.is_tensor(start) else start + length
+        end = start + length if isinstance(start, int) else None
         hidden = model.embed_tokens(ids)
         cos, sin = model.rotary_emb(hidden, positions)
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, S, D): one rotation for every head
@@ -175,14 +180,29 @@ class FusedQwen3:
         return logits, torch.cat([features[i] for i in layer_ids], dim=-1)
 
 
+class RowSlots:
+    """Where a batch's new keys and values go in a cache preallocated for many rows (BatchTarget): the cache rows
+    `rows` (a slice), row b's new entry j at slot `slots[b, j]`; queries attend each row's slots before `end` (a host
+    integer), as the mask allows."""
+
+    def __init__(self, rows: slice, slots: torch.Tensor, end: int):
+        self.rows, self.slots, self.end = rows, slots, end
+        self.row_index = torch.arange(slots.shape[0], device=slots.device)[:, None].expand_as(slots)
+
+
 def _cached(index: int, new_keys: torch.Tensor, new_values: torch.Tensor, keys: torch.Tensor | None,
-            values: torch.Tensor | None, start: int | torch.Tensor, end: int | None, cache: DynamicCache | None
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+            values: torch.Tensor | None, start: int | torch.Tensor | RowSlots, end: int | None,
+            cache: DynamicCache | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer `index`'s new keys and values written to the cache FusedQwen3.forward was given (transformers' `cache`;
     else the preallocated `keys` and `values`, at the slots `start` holds, or at start..end), and every key and value
     its queries may attend."""
     if cache is not None:
         return cache.update(new_keys, new_values, index)
+    if isinstance(start, RowSlots):  # a batch: (B, kv, S, D) new entries, each row at slots of its own
+        layer_keys, layer_values = keys[index, start.rows], values[index, start.rows]
+        layer_keys[start.row_index, :, start.slots] = new_keys.transpose(1, 2)
+        layer_values[start.row_index, :, start.slots] = new_values.transpose(1, 2)
+        return layer_keys[:, :, : start.end], layer_values[:, :, : start.end]
     if end is None:  # fixed shapes: the slots are a tensor, and the whole cache is attended under the mask
         keys[index].index_copy_(2, start, new_keys)
         values[index].index_copy_(2, start, new_values)
@@ -367,15 +387,104 @@ class GraphedVerifies:
 
 
 class BatchTarget:
-    """The target of a batch of requests (engine/batch.py): their ragged cache (engine/ragged.py) and the fused
-    forward where there is one (else transformers'). Requests join (their prompts read into rows of their own),
-    each step verifies every request's anchor and drafts in one forward, `keep` says what each request keeps, and
-    `select` lets finished requests leave."""
+    """The target of a batch of requests (engine/batch.py), with the fused forward over a cache preallocated for
+    `rows` requests (grown, by copying into a longer one, should they need more positions). Row b holds request b's
+    entries from slot 0, its length a host integer: a step writes each request's anchor and drafts at its own slots
+    and keeps what it accepts by a new length, nothing copied. Requests join (their prompts read straight into rows
+    of their own), each step verifies every request's anchor and drafts in one forward, `keep` says what each
+    request keeps, and `select` lets finished requests leave (the one copy: the staying rows moved up)."""
 
-    def __init__(self, model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None,
-                 device: torch.device):
-        self.model = model
+    def __init__(self, fused: FusedQwen3, layer_ids: list[int] | None, device: torch.device, rows: int,
+                 capacity: int = 256):
         self.fused = fused
+        self.layer_ids = layer_ids
+        self.device = device
+        self.keys, self.values = fused.new_cache(capacity, rows)
+        self.lengths: list[int] = []
+
+    @property
+    def size(self) -> int:
+        return len(self.lengths)
+
+    def join(self, prompts: list[list[int]]) -> tuple[torch.Tensor, list[int], torch.Tensor | None]:
+        """Read the joining requests' prompts in one forward into rows after the batch's. Returns the logits at the
+        distinct prompt ends (J, E, V), those ends (positions, ascending), and the features of every prompt position
+        (J, longest, F) or None."""
+        counts = [len(p) for p in prompts]
+        ends = sorted({n - 1 for n in counts})
+        first = self.size
+        self.lengths += [0] * len(prompts)
+        logits, features = self._forward(first, padded(prompts, self.device), counts,
+                                         torch.tensor(ends, device=self.device))
+        self.keep_rows(first, [range(n) for n in counts])
+        return logits, ends, features
+
+    def verify(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Every request's anchor and drafts after its entries, in one forward: `tokens` (B, S) on the device, row
+        b's first counts[b] real. The logits (B, S, V) and features (B, S, F) of every slot."""
+        return self._forward(0, tokens, counts)
+
+    def keep(self, kept: list[list[int]]) -> None:
+        """Request b keeps its last forward's first len(kept[b]) slots (an anchor and its accepted drafts: a new
+        length each, nothing moved)."""
+        self.keep_rows(0, kept)
+
+    def keep_rows(self, first: int, kept) -> None:
+        for b, offsets in enumerate(kept, start=first):
+            if list(offsets) != list(range(len(offsets))):
+                raise ValueError("a batch keeps the first slots of each request's verify")
+            self.lengths[b] += len(offsets)
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only the requests `rows` (in that order), moved up to the first rows: the others have finished."""
+        if rows == list(range(len(rows))):
+            self.lengths = self.lengths[: len(rows)]
+            return
+        width = max((self.lengths[r] for r in rows), default=0)
+        index = torch.tensor(rows, device=self.device)
+        for tensor in (self.keys, self.values):
+            tensor[:, : len(rows), :, :width] = tensor[:, :, :, :width].index_select(1, index)
+        self.lengths = [self.lengths[r] for r in rows]
+
+    def _reserve(self, rows: int, end: int) -> None:
+        """Room for `rows` requests and `end` positions each: a larger cache, the entries copied over, when not."""
+        have_rows, have = self.keys.shape[1], self.keys.shape[3]
+        if rows <= have_rows and end <= have:
+            return
+        keys, values = self.fused.new_cache(max(end, 2 * have) if end > have else have, max(rows, have_rows))
+        width = max(self.lengths, default=0)
+        keys[:, :have_rows, :, :width] = self.keys[:, :, :, :width]
+        values[:, :have_rows, :, :width] = self.values[:, :, :, :width]
+        self.keys, self.values = keys, values
+
+    def _forward(self, first: int, tokens: torch.Tensor, counts: list[int], logits_at=0):
+        """Rows first..first + B − 1 read `tokens` (B, S), row b's first counts[b] its own: new entry j of row b at
+        slot lengths[b] + j, at position lengths[b] + j, seeing its row's entries and its own new ones up to itself.
+        Padding slots (j ≥ counts[b]) repeat the last real one's position and view, so every softmax row has a key;
+        they are written past the row's length, never kept. Lengths and counts reach the device in one copy."""
+        batch, slots = tokens.shape
+        lengths = self.lengths[first: first + batch]
+        end = max(lengths) + slots
+        self._reserve(first + batch, end)
+        host = torch.tensor([lengths, counts])
+        if self.device.type == "cuda":
+            host = host.pin_memory()
+        sizes = host.to(self.device, non_blocking=True)  # (2, B): lengths, counts
+        offsets = torch.arange(slots, device=self.device)
+        last = torch.minimum(offsets[None, :], (sizes[1] - 1).clamp_min(0)[:, None])  # (B, S)
+        positions = sizes[0][:, None] + last
+        mask = torch.arange(end, device=self.device)[None, None, :] <= positions[:, :, None]  # (B, S, end)
+        where = RowSlots(slice(first, first + batch), sizes[0][:, None] + offsets[None, :], end)
+        return self.fused.forward(tokens, positions, self.keys, self.values, where, mask[:, None], False,
+                                  self.layer_ids, logits_at)
+
+
+class RaggedBatchTarget:
+    """The same calls over transformers' own forward and a ragged DynamicCache (engine/ragged.py): a batch of any
+    architecture FusedQwen3 does not compute."""
+
+    def __init__(self, model: nn.Module, layer_ids: list[int] | None, device: torch.device):
+        self.model = model
         self.layer_ids = layer_ids
         self.device = device
         self.cache = RaggedCache(new_cache(model), 0, device)
@@ -385,32 +494,32 @@ class BatchTarget:
         return len(self.cache.lengths)
 
     def join(self, prompts: list[list[int]]) -> tuple[torch.Tensor, list[int], torch.Tensor | None]:
-        """Read the joining requests' prompts in one forward into rows appended to the batch's. Returns the logits
-        at the distinct prompt ends (B, E, V), those ends (positions, ascending), and the features of every prompt
-        position (B, longest, F) or None."""
         counts = [len(p) for p in prompts]
         ends = sorted({n - 1 for n in counts})
         joining = RaggedCache(new_cache(self.model), len(prompts), self.device)
-        logits, features = self._forward(joining, padded(prompts, self.device), counts,
-                                         torch.tensor(ends, device=self.device))
+        logits, features = ragged_forward(self.model, None, joining, padded(prompts, self.device), counts,
+                                          self.layer_ids, torch.tensor(ends, device=self.device))
         joining.keep([list(range(n)) for n in counts])
         self.cache.extend(joining)
         return logits, ends, features
 
     def verify(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Every request's anchor and drafts after its cache, in one forward: `tokens` (B, S) on the device, row b's
-        first counts[b] real. The logits (B, S, V) and features (B, S, F) of every slot."""
-        return self._forward(self.cache, tokens, counts)
+        return ragged_forward(self.model, None, self.cache, tokens, counts, self.layer_ids)
 
     def keep(self, kept: list[list[int]]) -> None:
-        """Request b keeps its last forward's slots kept[b] (engine/ragged.py RaggedCache.keep)."""
         self.cache.keep(kept)
 
     def select(self, rows: list[int]) -> None:
         self.cache.select(rows)
 
-    def _forward(self, cache: RaggedCache, tokens: torch.Tensor, counts: list[int], logits_at=0):
-        return ragged_forward(self.model, self.fused, cache, tokens, counts, self.layer_ids, logits_at)
+
+def batch_target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None,
+                     device: torch.device, rows: int):
+    """A batch's target over `model`: the fused forward over a preallocated cache where it has one, else
+    transformers' over a ragged one."""
+    if fused is not None:
+        return BatchTarget(fused, layer_ids, device, rows)
+    return RaggedBatchTarget(model, layer_ids, device)
 
 
 def ragged_forward(model: nn.Module, fused: FusedQwen3 | None, cache: RaggedCache, tokens: torch.Tensor,

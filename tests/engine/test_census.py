@@ -68,3 +68,12 @@ def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(e
                                                               SpanClock(embedded_engine.device)))
         for index, step in enumerate(steps[2:]):
             assert step["read"] <= 3 and step["nonzero"] == 0, (method, size, temperature, index, step)
+
+
+def test_a_batchs_target_sends_its_rows_lengths_and_counts_in_one_copy(embedded_engine):
+    """The baseline of 8 requests at once: the target's preallocated cache takes each step's lengths and counts in
+    one copy; the anchors are a second, the verdict's own a third; nothing re-built on the host per request."""
+    config = GenerationConfig(method="baseline", max_new_tokens=8, requests_at_once=8)
+    prompt_ids, drafter = embedded_engine._prepare(PROMPT, config)
+    steps = stalls_per_step(embedded_engine._device_steps(prompt_ids, config, drafter, SpanClock(embedded_engine.device)))
+    assert steps[2:] and all(step["to_device"] <= 3 and step["read"] == 1 for step in steps[2:]), steps

@@ -1,6 +1,7 @@
 """The target and its cache (engine/target.py): the fused forward computes transformers' numbers for a prefill, a
-chain verify and a tree verify; keep leaves the cache a fresh prefill would build; and a forward dispatches at
-most the operations its ceiling allows (a census of what a GPU would launch one by one)."""
+chain verify and a tree verify; keep leaves the cache a fresh prefill would build; a batch's preallocated cache
+computes what transformers' ragged one does; and a forward dispatches at most the operations its ceiling allows (a
+census of what a GPU would launch one by one)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from engine.cpu.attention import use_lean_attention
 from engine.cpu.layout import use_column_major_weights
 from engine.models import crop_cache, forward_with_features, new_cache
-from engine.target import FusedQwen3, Target, TransformersTarget
+from engine.target import BatchTarget, FusedQwen3, RaggedBatchTarget, Target, TransformersTarget
 from engine.tree import verify_inputs
 
 LAYERS = [0, 2]  # features read from the first and the third of 4 layers
@@ -76,6 +77,46 @@ def test_keep_leaves_the_cache_a_fresh_prefill_of_the_path_builds(model, kind):
     fresh.keep(13)
     _close(target.verify(torch.cat([committed[:, -1:], following], dim=1))[0],
            fresh.verify(torch.cat([committed[:, -1:], following], dim=1))[0])
+
+
+@torch.inference_mode()
+def test_a_batchs_preallocated_cache_computes_what_transformers_ragged_one_does(model):
+    """Requests of different lengths join, verify different numbers of drafts, keep different numbers, one leaves and
+    two more join (past the rows and positions the cache was made with, so it grows): every logit and feature of
+    the fused batch target over its preallocated cache equals transformers' over the ragged cache."""
+    fused = BatchTarget(FusedQwen3(model), LAYERS, torch.device("cpu"), rows=2, capacity=8)
+    ragged = RaggedBatchTarget(model, LAYERS, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(3)
+
+    def ids(n):
+        return torch.randint(2, 300, (n,), generator=generator).tolist()
+
+    def both(call):
+        got, want = call(fused), call(ragged)
+        for a, b in zip(got, want):  # logits and features (and a join's prompt ends); sums over other widths
+            _close(a, b, atol=1e-4) if torch.is_tensor(a) else None
+            assert torch.is_tensor(a) or a == b
+
+    def step(counts, kept):
+        tokens = torch.zeros(len(counts), max(counts), dtype=torch.long)
+        for b, n in enumerate(counts):
+            tokens[b, :n] = torch.tensor(ids(n))
+        both(lambda target: target.verify(tokens, counts))
+        for target in (fused, ragged):
+            target.keep([list(range(k)) for k in kept])
+
+    first = [ids(5), ids(9)]
+    both(lambda target: target.join(first))
+    step([3, 1], [2, 1])
+    step([4, 2], [4, 1])
+    for target in (fused, ragged):
+        target.select([1])
+    later = [ids(3), ids(12)]
+    both(lambda target: target.join(later))
+    assert fused.size == ragged.size == 3 and fused.keys.shape[1] >= 3 and fused.keys.shape[3] > 8
+    step([2, 5, 1], [1, 3, 1])
+    step([1, 1, 1], [1, 1, 1])
+    assert fused.lengths == ragged.cache.lengths == [13, 7, 14]
 
 
 class _Census(TorchDispatchMode):

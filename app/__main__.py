@@ -11,16 +11,17 @@ from pathlib import Path
 from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
 
-def load_engine(preset: str, device: str, threads: int | None = None, own_process: bool = True):
+def load_engine(preset: str, device: str, threads: int | None = None, own_process: bool = True,
+                cuda_graphs: str = "auto"):
     """The engine, warmed up: in a process of its own (engine/process.py), so that visitors' page loads and
     requests never take the cores or the interpreter lock its runs are timed on; or in this one."""
     if own_process:
         from engine.process import EngineProcess
 
-        return EngineProcess(preset, device, threads=threads)
+        return EngineProcess(preset, device, threads=threads, cuda_graphs=cuda_graphs)
     from engine.loop import Engine
 
-    engine = Engine.load(preset, device, threads=threads)
+    engine = Engine.load(preset, device, threads=threads, cuda_graphs=cuda_graphs)
     engine.warm_up()
     return engine
 
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
+    parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
+                        help="replay the target's verifies as CUDA graphs (auto: on the GPUs the device check passed on; "
+                             "docs/benchmarks.md)")
     parser.add_argument("--timing-runs", type=int, default=None, metavar="N",
                         help="complete runs of each lane, taking turns, each step's fastest timing kept (default 3; 1 = the live "
                              "pass only; docs/benchmarks.md)")
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     notice = ""
     try:
-        engine = load_engine(args.preset, args.device, args.threads, not args.in_process)
+        engine = load_engine(args.preset, args.device, args.threads, not args.in_process, args.cuda_graphs)
     except EngineError as exc:
         if args.preset == DEFAULT_PRESET:
             print(f"error: {exc}", file=sys.stderr)
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         notice = f"{exc}; showing the embedded models ({DEFAULT_PRESET}) instead"
         print(f"warning: {notice}", file=sys.stderr)
         try:
-            engine = load_engine(DEFAULT_PRESET, args.device, args.threads, not args.in_process)
+            engine = load_engine(DEFAULT_PRESET, args.device, args.threads, not args.in_process, args.cuda_graphs)
         except EngineError as again:
             print(f"error: {again}", file=sys.stderr)
             return 2

@@ -110,13 +110,13 @@ def _stream(conn, engine, prompt: str, config: GenerationConfig) -> None:
     conn.send(("end", None))
 
 
-def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: bool) -> None:
+def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: bool, cuda_graphs: str = "auto") -> None:
     """The child's life: load the engine, say it is ready (with its facts), then serve jobs until the pipe
     closes."""
     from .loop import Engine
 
     try:
-        engine = Engine.load(preset, device, threads=threads)
+        engine = Engine.load(preset, device, threads=threads, cuda_graphs=cuda_graphs)
         if warm_up:
             engine.warm_up()
     except EngineError as exc:
@@ -149,12 +149,13 @@ def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: b
 class EngineProcess(KnownFacts):
     """The engine of one preset, loaded and run in a child process (module docstring)."""
 
-    def __init__(self, preset: str, device: str = "auto", threads: int | None = None, warm_up: bool = True):
+    def __init__(self, preset: str, device: str = "auto", threads: int | None = None, warm_up: bool = True,
+                 cuda_graphs: str = "auto"):
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
         self._jobs, child_jobs = context.Pipe()
         self._quick, child_quick = context.Pipe()
-        self._process = context.Process(target=serve, args=(child_jobs, child_quick, preset, device, threads, warm_up),
-                                        name="speclab-engine", daemon=True)
+        self._process = context.Process(target=serve, args=(child_jobs, child_quick, preset, device, threads, warm_up,
+                                                            cuda_graphs), name="speclab-engine", daemon=True)
         self._process.start()
         child_jobs.close()
         child_quick.close()

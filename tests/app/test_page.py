@@ -71,7 +71,10 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
     import app.__main__ as entry
     from engine.contract.types import EngineError
 
-    def load_engine(preset, device, threads=None, own_process=True):
+    asked = []
+
+    def load_engine(preset, device, threads=None, own_process=True, cuda_graphs="auto"):
+        asked.append(cuda_graphs)
         if preset != "tiny":
             raise EngineError(f"preset {preset!r} needs a CUDA GPU and there is none here")
         return random_engine
@@ -79,7 +82,8 @@ def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engin
     served = {}
     monkeypatch.setattr(entry, "load_engine", load_engine)
     monkeypatch.setattr("app.main.launch", lambda demo, **kw: served.setdefault("demo", demo))
-    assert entry.main(["--preset", "qwen3-4b"]) == 0
+    assert entry.main(["--preset", "qwen3-4b", "--cuda-graphs", "off"]) == 0
+    assert asked == ["off", "off"]  # the engine's CUDA graphs as asked, for the preset and the fallback alike
     notice = [b.value for b in served["demo"].blocks.values() if getattr(b, "elem_id", None) == "notice"]
     assert notice and "needs a CUDA GPU" in notice[0] and "embedded models (tiny)" in notice[0]
     assert "warning: preset 'qwen3-4b' needs a CUDA GPU" in capsys.readouterr().err

@@ -45,7 +45,6 @@ from scripts.support import free_port
 PROMPT = "def moving_average(values, window):\n"
 METHODS = list(DEFAULT_LANES)  # the app's default lanes
 LOG = ROOT / "runs" / "app_load_server.log"
-LINK_QUERY_OUTPUT = 12  # the load event's outputs: the 11 controls, the link notes, the link's query, the run's
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -98,12 +97,14 @@ def open_link(app: App, query: str, session: str | None = None) -> dict:
     """What a page opened on a share link does: its load event restores the controls (and shows the run
     when the server has recorded it); otherwise the link's own event runs it through the engine's queue."""
     session = session or uuid.uuid4().hex[:11]
-    loaded = app.call(app.fn_index(trigger="load"), [], session=session, query=query)
+    load = app.fn_index(trigger="load")
+    loaded = app.call(load, [], session=session, query=query)
     if not loaded["ok"]:
         return loaded
-    link_query = loaded["outputs"][LINK_QUERY_OUTPUT]
+    at = app.output_elem(load).index("link-query")  # after the controls and the link's notes
+    link_query = loaded["outputs"][at]
     if not (isinstance(link_query, str) and link_query):  # shown from the record by the load event
-        return {**loaded, "outputs": loaded["outputs"][LINK_QUERY_OUTPUT + 1:]}
+        return {**loaded, "outputs": loaded["outputs"][at + 1:]}
     ran = app.call(app.fn_index(first_input_elem="link-query"), [link_query, True], session=session, query=query)
     ran["seconds"] += loaded["seconds"]
     ran["bytes"] += loaded["bytes"]
@@ -120,7 +121,7 @@ def crowd(app: App, clients: int, max_new_tokens: int, link_only: bool = False) 
         return {"one_link": summary(f"{clients} visitors of one recorded link", same)}
     distinct = at_once([
         (lambda i=i: app.call(run, [f"{PROMPT}    # visitor {i}\n", METHODS, 0.0, 4, 7, max_new_tokens, "0",
-                                    "rejection", True, "throughput", 0.5, "auto"]))
+                                    "rejection", True, "throughput", 0.5, "auto", 16, 1]))
         for i in range(clients)])
     return {"one_link": summary(f"{clients} visitors of one link", same),
             "distinct": summary(f"{clients} visitors, distinct settings", distinct)}
@@ -339,7 +340,7 @@ def soak(app: App, server_pid: int, runs: int, max_new_tokens: int, runs_per_ses
             samples.append((i, round(rss_mib(server_pid), 1)))
             print(f"run {i}: server {samples[-1][1]} MiB, {time.monotonic() - start:.0f} s", flush=True)
         result = app.call(run, [f"{PROMPT}    # run {i}\n", METHODS, 0.0, 4, 7, max_new_tokens, str(i),
-                                "rejection", True, "throughput", 0.5, "auto"], session=session)
+                                "rejection", True, "throughput", 0.5, "auto", 16, 1], session=session)
         if not result["ok"] or "done" not in status_of(result):
             print(f"  run {i} failed: {status_of(result)[:200]}")
     samples.append((runs, round(rss_mib(server_pid), 1)))

@@ -89,10 +89,10 @@ LIVE_LOAD_REQUESTS = 8
 LIVE_LOAD_TOKENS = 16
 LIVE_LOAD_ROUNDS = 1
 LIVE_LOAD_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")
-# How far a speedup measured once at a live size moves between repeats, relative, either way (the live K sweep's: 43 of
-# 48 figures within it, docs/benchmarks.md "Run it live"): the live words call two speedups different only beyond twice
-# it (speed.ONE_ROUND_NOISE), and the tests feed each word chooser its live size with every figure moved this far
-# either way (tests/app/test_live_sizes.py).
+# How far a speedup measured once at a live size moves between repeats, relative, either way, on a shared 2-core
+# machine (the live K sweep's: all within 3.3 % at load 2.5, 43 of 48 within 8 % at load 3-5; docs/benchmarks.md "Run
+# it live"): the live words call two speedups different only beyond twice it (speed.ONE_ROUND_NOISE), and the tests
+# feed each word chooser its live size with every figure moved this far either way (tests/app/test_live_sizes.py).
 LIVE_SPEED_NOISE = 0.08
 
 

@@ -112,7 +112,8 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("deepspec", "dflash"),
            "DFlash, arXiv 2602.06036",
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
-                 "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036).",
+                 "target's hidden states injected as keys and values (DFlash, arXiv 2602.06036). Lesson point 7 "
+                 "measures what that conditioning buys against the same recipe trained without those states.",
            variants=(Variant("overlap_on", (("overlap", True),), words="overlap on"),
                      Variant("overlap_off", (("overlap", False),), words="overlap off")),
            # the same recipe without KV injection (engine/train `dflash --no-target-features`): what it buys

@@ -393,9 +393,14 @@ def fairness(app: App, crowd_size: int = 35) -> dict:
         "largest_eta_s": round(max((r.get("eta_s") or 0) for r in results), 1)}
     if _has(app, "where_it_stands"):  # the words beside the press: past the stated wait, the place and when to return
         where = app.fn_index(api_name="where_it_stands")
-        words = [app.call_direct(where, _run_inputs(f"def student_{i}(x):\n"), sessions[i]).get("outputs") or [None]
-                 for i in range(crowd_size)]
-        said = [w[0] for w in words if isinstance(w[0], str) and "in line" in w[0]]
+        said = []
+        for i in range(crowd_size):  # each from its visitor's address, as its page sends it
+            _, _, answer = app.request("POST", f"/{API}/run/predict", json.dumps({
+                "data": _run_inputs(f"def student_{i}(x):\n"), "fn_index": where, "session_hash": sessions[i]}).encode(),
+                headers={"x-forwarded-for": f"10.9.0.{i + 1}"})
+            words = (json.loads(answer or b"{}").get("data") or [None])[0]
+            if isinstance(words, str) and "in line" in words:
+                said.append(words)
         report["class_of_distinct_runs"]["told_in_words"] = len(said)
         report["class_of_distinct_runs"]["last_words"] = max(
             said, key=lambda w: int(re.search(r"number (\d+)", w).group(1)), default="")[:400]

@@ -379,10 +379,16 @@ def fairness(app: App, crowd_size: int = 35) -> dict:
         status, body = join(app, run, _run_inputs(f"def student_{i}(x):\n"), sessions[i], f"10.9.0.{i + 1}")
         if status != 200:
             return {"ok": False, "error": str(body)[:200], "seconds": None}
+        words = None
+        if _has(app, "where_it_stands"):  # sent with the press, as the page does: the words beside the queue's figures
+            _, _, answer = app.request("POST", f"/{API}/run/predict", json.dumps({
+                "data": _run_inputs(f"def student_{i}(x):\n"), "fn_index": app.fn_index(api_name="where_it_stands"),
+                "session_hash": sessions[i]}).encode(), headers={"x-forwarded-for": f"10.9.0.{i + 1}"})
+            words = (json.loads(answer or b"{}").get("data") or [None])[0]
         seen = messages(app, sessions[i], body["event_id"], until=("estimation", "process_starts"), timeout_s=60)
         at, last = seen[-1] if seen else (None, {})
         return {"ok": True, "seconds": at, "told": last.get("msg"), "rank": last.get("rank"),
-                "eta_s": last.get("rank_eta")}
+                "eta_s": last.get("rank_eta"), "words": words if isinstance(words, str) else None}
 
     results = at_once([lambda i=i: visitor(i) for i in range(crowd_size)])
     told = sorted(r["seconds"] for r in results if r.get("seconds") is not None)
@@ -391,19 +397,10 @@ def fairness(app: App, crowd_size: int = 35) -> dict:
         "told_place_or_started": len(told), "p95_s": round(told[int(0.95 * (len(told) - 1))], 2) if told else None,
         "max_s": round(max(told), 2) if told else None,
         "largest_eta_s": round(max((r.get("eta_s") or 0) for r in results), 1)}
-    if _has(app, "where_it_stands"):  # the words beside the press: past the stated wait, the place and when to return
-        where = app.fn_index(api_name="where_it_stands")
-        said = []
-        for i in range(crowd_size):  # each from its visitor's address, as its page sends it
-            _, _, answer = app.request("POST", f"/{API}/run/predict", json.dumps({
-                "data": _run_inputs(f"def student_{i}(x):\n"), "fn_index": where, "session_hash": sessions[i]}).encode(),
-                headers={"x-forwarded-for": f"10.9.0.{i + 1}"})
-            words = (json.loads(answer or b"{}").get("data") or [None])[0]
-            if isinstance(words, str) and "in line" in words:
-                said.append(words)
-        report["class_of_distinct_runs"]["told_in_words"] = len(said)
-        report["class_of_distinct_runs"]["last_words"] = max(
-            said, key=lambda w: int(re.search(r"number (\d+)", w).group(1)), default="")[:400]
+    said = [r["words"] for r in results if "in line" in (r.get("words") or "")]
+    report["class_of_distinct_runs"]["told_in_words"] = len(said)  # past the stated wait: the place, when to return
+    report["class_of_distinct_runs"]["last_words"] = max(
+        said, key=lambda w: int(re.search(r"number (\d+)", w).group(1)), default="")[:400]
     _withdraw(app, sessions)
     time.sleep(2)
     # Stop on a waiting run; a running visitor's Stop and last result after 70 fresh sessions.

@@ -15,7 +15,6 @@ from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, ablatio
 from engine.measure import lesson as recipes
 from engine.process import run_on
 
-from ..draw.kv import kv_rows
 from ..words import interval_trend
 
 KV_POINT = 7
@@ -75,6 +74,8 @@ def not_shipped_words() -> str:
 def kv_words(data: dict, short: bool = False) -> str:
     """The point's sentence on KV injection, chosen from the measurement's intervals (a difference is named only
     where the two 95 % intervals leave each other out); or, without one, why there is none."""
+    from ..draw.kv import kv_rows  # here, not at the top: app.lesson imports without plotly (the device machine)
+
     rows = kv_rows(kv_item(data))
     if rows is None:
         checkpoint = ablation_checkpoint()

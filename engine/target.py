@@ -416,7 +416,7 @@ class BatchTarget:
         self.lengths += [0] * len(prompts)
         logits, features = self._forward(first, padded(prompts, self.device), counts,
                                          torch.tensor(ends, device=self.device))
-        self.keep_rows(first, [range(n) for n in counts])
+        self._keep(first, [range(n) for n in counts])
         return logits, ends, features
 
     def verify(self, tokens: torch.Tensor, counts: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -427,9 +427,9 @@ class BatchTarget:
     def keep(self, kept: list[list[int]]) -> None:
         """Request b keeps its last forward's first len(kept[b]) slots (an anchor and its accepted drafts: a new
         length each, nothing moved)."""
-        self.keep_rows(0, kept)
+        self._keep(0, kept)
 
-    def keep_rows(self, first: int, kept) -> None:
+    def _keep(self, first: int, kept) -> None:
         for b, offsets in enumerate(kept, start=first):
             if list(offsets) != list(range(len(offsets))):
                 raise ValueError("a batch keeps the first slots of each request's verify")

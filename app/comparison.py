@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
@@ -26,7 +24,6 @@ from .settings import LATER_CONTROLS, SettingError, parse_controls
 
 FORMAT = "speclab-comparison/1"
 MAX_FILE_BYTES = 10_000_000  # a 512-token comparison of all seven lanes, the trees at 64 nodes, is about 7 MB
-MAX_SESSIONS = 64  # last comparisons kept in memory, oldest evicted
 MAX_WORD_CHARS = 200  # a device name, preset, drafter label or version read from a file is cut to this
 MAX_TIMING_RUNS = 100  # a saved lane claiming more timing runs than this reads as one
 # What a saved file's numbers must stay within for the views to draw them as measurements: a span's times (a
@@ -414,30 +411,6 @@ def _counts(value) -> dict[str, int]:
         return {}
     return {k: v for k, v in list(value.items())[:32] if isinstance(k, str) and not isinstance(v, bool)
             and isinstance(v, int) and 1 <= v <= MAX_TIMING_RUNS}
-
-
-class LastComparisons:
-    """Comparisons (or what is drawn of one) by key, at most `limit` of them (the least recently stored evicted)."""
-
-    def __init__(self, limit: int = MAX_SESSIONS):
-        self._items: OrderedDict[str, Comparison] = OrderedDict()
-        self._lock = threading.Lock()
-        self._limit = limit
-
-    def remember(self, session: str, comparison: Comparison) -> None:
-        with self._lock:
-            self._items[session] = comparison
-            self._items.move_to_end(session)
-            while len(self._items) > self._limit:
-                self._items.popitem(last=False)
-
-    def last(self, session: str) -> Comparison | None:
-        with self._lock:
-            return self._items.get(session)
-
-    def forget(self, session: str) -> None:
-        with self._lock:
-            self._items.pop(session, None)
 
 
 def settings_dict(settings) -> dict:

@@ -513,6 +513,15 @@ class Replays:
         return self.sessions.replays.get(f"{key}|{show}|{projector}", comparison, draw)
 
 
+def raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule, scheduler,
+                 confidence_threshold, overlap, tree_nodes, requests_at_once) -> dict:
+    """The Run button's control values, as the page sends them (unchecked), by the names parse_controls reads."""
+    return dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
+                confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
+                requests_at_once=requests_at_once)
+
+
 class RunController:
     """Runs comparisons: checks the settings, runs the lanes (app/runner.py), yields the page's outputs as they
     fill, records complete runs; Stop, the time limit, saved files and the download. Per-session state lives in
@@ -641,10 +650,8 @@ class RunController:
                show_drafts, scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once,
                request: gr.Request):
         """Check every raw value (events here skip Gradio's preprocessing), then run."""
-        raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                   serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
-                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
-                   requests_at_once=requests_at_once)
+        raw = raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
+                           scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once)
         try:
             settings, show = parse_controls(raw, self.views.methods), parse_show_drafts(show_drafts)
         except SettingError as exc:
@@ -674,10 +681,8 @@ class RunController:
                         requests_at_once, request: gr.Request):
         """Beside a Run press, outside the queue: a run expected to wait long is told so on the status line, with
         the recorded run of the same settings when this server has one (app/hosting/fairness.py waiting_note)."""
-        raw = dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                   serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
-                   confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
-                   requests_at_once=requests_at_once)
+        raw = raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
+                           scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once)
         try:
             settings = parse_controls(raw, self.views.methods)
         except SettingError:

@@ -10,7 +10,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app.comparison import MAX_FILE_BYTES, LastComparisons, RecordError, read_comparison  # noqa: E402
+from app.comparison import MAX_FILE_BYTES, RecordError, read_comparison  # noqa: E402
 from app.settings import default_settings  # noqa: E402
 
 from compare_support import comparison_of  # noqa: E402
@@ -73,19 +73,6 @@ def test_bad_files_are_refused_in_one_line(comparison, mutate, message):
     with pytest.raises(RecordError, match=message) as err:
         read_comparison(mutate(doc))
     assert "\n" not in str(err.value)
-
-
-def test_last_comparisons_are_bounded_oldest_first(comparison):
-    store = LastComparisons(limit=2)
-    for session in ("a", "b", "c"):
-        store.remember(session, comparison)
-    assert store.last("a") is None and store.last("b") is comparison and store.last("c") is comparison
-    store.remember("b", comparison)  # remembered again: the newest
-    store.remember("d", comparison)
-    assert store.last("b") is comparison and store.last("c") is None
-    store.forget("b")
-    store.forget("never-seen")  # nothing to forget: no error
-    assert store.last("b") is None and store.last("d") is comparison
 
 
 def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(random_engine, comparison, tmp_path,

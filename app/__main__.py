@@ -26,7 +26,7 @@ def load_engine(preset: str, device: str, threads: int | None = None, own_proces
     return engine
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-budget", type=float, default=None, metavar="SECONDS",
                         help="the most engine time one visitor's comparison may be estimated to take (default 15; a "
                              "browser with the presenter key, SPECLAB_PRESENTER_KEY, is not limited; docs/hosting.md)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.job_budget is not None and not 1 <= args.job_budget <= 3600:
         parser.error("--job-budget must be a number of seconds from 1 to 3600")

@@ -151,7 +151,8 @@ def launch(demo: gr.Blocks, **kwargs):
                                 Middleware(fairness.QueueDoor, door=demo.speclab_door),
                                 Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
-    launched = demo.launch(css=CSS, head=projector.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD, theme=gr.themes.Default(), footer_links=["api"],
+    head = projector.HEAD + why.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD
+    launched = demo.launch(css=CSS, head=head, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
     budget.sweep()  # what the folders hold already

@@ -2,7 +2,8 @@
 
 A room cannot see a tooltip, and the back row cannot read 14-pixel type. Projector mode (a toggle at the top of
 the page, or `?projector=1` in any link) sets larger type, puts at most two lanes in a row and folds away the
-drafts that did not enter the output (rejected, never verified, cut) until "Show drafts" is pressed. Clicking
+drafts that did not enter the output (rejected, never verified, cut) until "Show drafts" is pressed, and a long
+tab's tables and secondary charts behind a button under each panel's chart (`folded`). Clicking
 anything that carries hover text — a token, a chip, a mark — pins that text in a panel on the page, large, where
 it stays until closed or replaced: a lecturer can point at it, and a screenshot keeps it.
 
@@ -14,7 +15,8 @@ draws every chart through its own layout for a room (app/draw/layout.py for_proj
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import gradio as gr
@@ -50,8 +52,9 @@ body.projector .prose td:first-child, body.projector .prose th:first-child {{ mi
 #copy-confirm {{ color: {ACCEPTED}; font-weight: 600; font-size: .9em; text-align: center; }}
 #copy-confirm[hidden] {{ display: none; }}
 .lesson-target {{ outline: 4px solid {BONUS}; outline-offset: 4px; border-radius: .4em; }}
-#show-drafts-toggle {{ display: none; }}
-body.projector #show-drafts-toggle {{ display: inline-block; }}
+#show-drafts-toggle, .more-toggle {{ display: none; }}
+body.projector #show-drafts-toggle, body.projector .more-toggle {{ display: inline-block; }}
+.more-toggle {{ cursor: pointer; align-self: flex-start; }}
 .pinnable {{ cursor: pointer; }}
 #token-pin {{ position: fixed; right: 1em; bottom: 1em; z-index: 1000; max-width: min(36em, 90vw);
              background: white; border: 2px solid {BONUS}; border-radius: .5em; padding: .6em .9em;
@@ -102,6 +105,11 @@ SCRIPT = """
       document.body.classList.toggle("drafts-shown");
       return;
     }
+    const more = event.target.closest(".more-toggle");
+    if (more) {
+      unfold(more.dataset.more, !document.body.classList.contains(`more-${more.dataset.more}`));
+      return;
+    }
     if (event.target.closest("#run") && document.body.classList.contains("projector")) {
       // a room watches the lanes, not the controls: once the run's first lane is drawn, bring the lanes to the top
       const started = Date.now();
@@ -135,8 +143,15 @@ SCRIPT = """
   });
   // A lesson point's Show me (or ?lesson=N): once its tab has drawn the chart, scroll it into view and outline it;
   // again a little later, since charts above it may still be growing as plotly draws them.
+  // A panel's table and secondary charts, folded in projector mode (folded below): the page's class says which are
+  // open, so a redraw of the panel keeps it; plotly refits the charts that were folded to the room they now have.
+  function unfold(chart, on) {
+    document.body.classList.toggle(`more-${chart}`, on);
+    if (on) setTimeout(() => window.dispatchEvent(new Event("resize")), 50);
+  }
   window.speclabFocus = (id) => {
     clearFocus();
+    unfold(id, true);  // a lesson point shows its chart's whole panel
     const started = Date.now();
     const tick = () => {
       const chart = document.getElementById(id);
@@ -164,6 +179,24 @@ SCRIPT = """
 })();
 </script>
 """
+
+@contextmanager
+def folded(chart: str) -> Iterator[None]:
+    """What is built inside (inside a gr.Blocks): the rest of the panel of the chart with elem_id `chart`, its table
+    and secondary charts. Shown as built on the page; in projector mode folded away behind a button of its own, so a
+    room scrolls from one panel's chart to the next, and unfolded when a lesson point shows `chart` (speclabFocus).
+    The page's head needs fold_style of every folded chart."""
+    gr.HTML(f'<button type="button" class="more-toggle chip" data-more="{chart}">Show / hide this panel\'s table '
+            'and other charts</button>')
+    with gr.Column(elem_id=f"{chart}-more"):
+        yield
+
+
+def fold_style(charts) -> str:
+    """The page's head rules folding `charts`' panels (folded) in projector mode until their button opens them."""
+    rules = " ".join(f"body.projector:not(.more-{c}) #{c}-more {{ display: none !important; }}" for c in charts)
+    return f"<style>{rules}</style>"
+
 
 # Given to the page as it is (gr.Blocks' head), not through Gradio's css=, which copies every rule under its own
 # container's selectors: a copy of "#show-drafts-toggle { display: none }" would then outrank the projector's rule.

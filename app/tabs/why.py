@@ -24,6 +24,7 @@ from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.types import EngineError, Stopped
 
 from .. import lesson
+from ..draw import projector
 from ..draw.charts import styled, theory_figure, verify_cost
 from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
@@ -198,13 +199,24 @@ def _stop_button(elem: str) -> gr.Button:
     return gr.Button("Stop", variant="stop", size="sm", elem_id=f"why-stop-{elem}", scale=0, min_width=80)
 
 
-def _measured_panel(caption: str, button: str, elem: str, figure, text: str) -> tuple:
+def _measured_panel(caption: str, button: str, elem: str, figure) -> tuple:
+    """A measured panel's caption, its button and Stop, and its chart: (button, stop, chart). Its table and other
+    charts follow, folded in projector mode (projector.folded of the chart)."""
     gr.Markdown(caption, elem_classes="note")
     with gr.Row():
         run = gr.Button(button, elem_id=elem, size="sm")
         stop = _stop_button(elem)
-    return (run, stop, gr.Plot(figure, elem_id=f"why-{elem}-plot", show_label=False),
-            gr.Markdown(text, elem_id=f"why-{elem}-table"))
+    return run, stop, gr.Plot(figure, elem_id=f"why-{elem}-plot", show_label=False)
+
+
+def _table(text: str, elem: str) -> gr.Markdown:
+    return gr.Markdown(text, elem_id=f"why-{elem}-table")
+
+
+# Each measured panel's chart, under which its table and other charts fold in projector mode (projector.folded).
+FOLDED_CHARTS = ("why-sweep", "why-check-plot", "why-trees-plot", "why-parts-plot", "why-temperatures-plot",
+                 "why-load-plot")
+HEAD = projector.fold_style(FOLDED_CHARTS)  # in the page's head (app/main.py)
 
 
 def layout(recordings: dict) -> WhyView:
@@ -229,27 +241,37 @@ def layout(recordings: dict) -> WhyView:
         sweep_button = gr.Button("Run the K sweep", variant="primary", elem_id="sweep", scale=1)
         sweep_stop = _stop_button("sweep")
     sweep_plot = gr.Plot(sweep_figure, elem_id="why-sweep", show_label=False)
-    sweep_text = gr.Markdown(sweep_words, elem_id="why-sweep-table")
-    gr.Markdown(MACHINE_CAPTION, elem_classes="note")
-    machine_plot = gr.Plot(machine_figure, elem_id="why-machine", show_label=False)
-    gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
-                                       for p in PUBLISHED) + ".", elem_classes="note")
-    check_button, check_stop, check_plot, check_text = _measured_panel(
-        CHECK_CAPTION, "Run the distribution check", "check", check_figure, check_words)
-    trees_button, trees_stop, trees_plot, trees_text = _measured_panel(
-        TREES_CAPTION, "Measure the budgets", "trees", trees_figure, trees_words)
-    trees_cost = gr.Plot(trees_cost, elem_id="why-trees-cost", show_label=False)
-    trees_published = gr.Plot(trees_published, elem_id="why-trees-published", show_label=False)
-    device_recordings.layout("trees")  # a GPU's recording beside these figures (a CPU's until one exists)
-    parts_button, parts_stop, parts_plot, parts_text = _measured_panel(
-        PARTS_CAPTION, "Measure the parts", "parts", parts_figure_, parts_words)
-    temperature_button, temperature_stop, temperature_acceptance, temperature_text = _measured_panel(
-        TEMPERATURE_CAPTION, "Measure it live (a small version)", "temperatures", temperature_acceptance,
-        temperature_words)
-    temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
-    load_button, load_stop, load_plot, load_text = _measured_panel(
-        LOAD_CAPTION, "Measure it under load (a small version)", "load", load_figure_, load_words)
-    device_recordings.layout("load")
+    with projector.folded("why-sweep"):
+        sweep_text = _table(sweep_words, "sweep")
+        gr.Markdown(MACHINE_CAPTION, elem_classes="note")
+        machine_plot = gr.Plot(machine_figure, elem_id="why-machine", show_label=False)
+        gr.Markdown("Sources: " + "; ".join(f"{p.method}, {p.setting}: {p.speedup}× / τ {p.tau} ({p.source})"
+                                           for p in PUBLISHED) + ".", elem_classes="note")
+    check_button, check_stop, check_plot = _measured_panel(
+        CHECK_CAPTION, "Run the distribution check", "check", check_figure)
+    with projector.folded("why-check-plot"):
+        check_text = _table(check_words, "check")
+    trees_button, trees_stop, trees_plot = _measured_panel(
+        TREES_CAPTION, "Measure the budgets", "trees", trees_figure)
+    with projector.folded("why-trees-plot"):
+        trees_text = _table(trees_words, "trees")
+        trees_cost = gr.Plot(trees_cost, elem_id="why-trees-cost", show_label=False)
+        trees_published = gr.Plot(trees_published, elem_id="why-trees-published", show_label=False)
+        device_recordings.layout("trees")  # a GPU's recording beside these figures (a CPU's until one exists)
+    parts_button, parts_stop, parts_plot = _measured_panel(
+        PARTS_CAPTION, "Measure the parts", "parts", parts_figure_)
+    with projector.folded("why-parts-plot"):
+        parts_text = _table(parts_words, "parts")
+    temperature_button, temperature_stop, temperature_acceptance = _measured_panel(
+        TEMPERATURE_CAPTION, "Measure it live (a small version)", "temperatures", temperature_acceptance)
+    with projector.folded("why-temperatures-plot"):
+        temperature_text = _table(temperature_words, "temperatures")
+        temperature_tau = gr.Plot(temperature_tau, elem_id="why-temperatures-tau", show_label=False)
+    load_button, load_stop, load_plot = _measured_panel(
+        LOAD_CAPTION, "Measure it under load (a small version)", "load", load_figure_)
+    with projector.folded("why-load-plot"):
+        load_text = _table(load_words, "load")
+        device_recordings.layout("load")
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,

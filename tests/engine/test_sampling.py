@@ -10,7 +10,11 @@ from engine.sampling import (logits_to_probs, sample, verify, verify_greedy, ver
                              verify_rejection)
 
 CHI2_DF5_999 = 20.52  # 99.9% quantile of chi-square with 5 degrees of freedom (6 outcomes)
-TRIALS = 20_000
+# A lossless rule fails a count with probability 0.001 whatever the number of trials. At 6,000 trials a rule whose
+# first token is off by Cohen's w = sqrt(sum (p' - p)^2 / p) >= 0.086 fails it with probability >= 0.99
+# (noncentral chi-square, lambda = 44); resampling without the residual is off by w = 0.29 (lambda = 490 here, its
+# statistic about 24 times the quantile, so the negative control below fails a broken rule with certainty).
+TRIALS = 6_000
 
 # A toy vocabulary of 6 tokens, two drafted positions plus the bonus position. The target's distribution
 # depends only on the position, so every emitted token should follow the target's row for its position.

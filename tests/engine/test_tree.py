@@ -104,7 +104,14 @@ def test_greedy_walk_follows_the_targets_argmax_through_the_branches():
     assert verdict.judged == (0, 1, 2, 3)  # node 0 turned down before 1; under node 1, 2 before 3
 
 
-def pair_statistic(rule, samples: int = 6000) -> float:
+# The counts below: 16 pairs, so 15 degrees of freedom, 37.7 the 99.9 % quantile. A walk that keeps the target's
+# distribution fails with probability 0.001 whatever the count. Over 2,000 walks one whose pairs are off by Cohen's
+# w = sqrt(sum (p' - p)^2 / p) >= 0.17 fails with probability >= 0.99 (noncentral chi-square, lambda = 56); the
+# walk without the residual (test_the_count_fails_a_walk_that_skips_the_residual) is off by w = 0.47 (lambda = 447).
+PAIR_SAMPLES = 2000
+
+
+def pair_statistic(rule, samples: int = PAIR_SAMPLES) -> float:
     """Pearson's chi-square of the first two committed tokens of a sampled tree walk by `rule` (verify_tree's
     signature) against the target's exact probabilities, over a tree with siblings at both levels."""
     generator = torch.Generator().manual_seed(0)
@@ -112,9 +119,10 @@ def pair_statistic(rule, samples: int = 6000) -> float:
     second = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
     ids, parents = [2, 1, 0, 3], (-1, -1, 0, 0)  # anchor → 2 | 1; 2 → 0 | 3 (deliberately not the likeliest)
     rows = torch.stack([first, second[2], second[1], second[0], second[3]])  # the anchor's row, then each node's
+    draft_ids, draft_rows = torch.tensor(ids), one_hot_rows(ids, 4)
     counts: dict[tuple[int, int], int] = {}
     for _ in range(samples):
-        verdict = rule(1.0, torch.tensor(ids), one_hot_rows(ids, 4), parents, rows, generator)
+        verdict = rule(1.0, draft_ids, draft_rows, parents, rows, generator)
         tokens = [ids[n] for n in verdict.path] + [verdict.bonus_id]
         if len(tokens) < 2:  # the bonus came at the first level: the next step draws the second token
             tokens.append(int(torch.multinomial(second[tokens[0]], 1, generator=generator)))
@@ -139,7 +147,7 @@ def test_siblings_drawn_from_q_keep_the_targets_distribution_under_the_residual_
     q = torch.tensor([[0.3, 0.3, 0.2, 0.2], [0.1, 0.1, 0.4, 0.4]])  # the drafter's, at depths 1 and 2
     parents = (-1, -1, 0, 0)  # two children under the anchor, two under the first
 
-    def statistic(drawn_from: torch.Tensor, samples: int = 6000) -> float:
+    def statistic(drawn_from: torch.Tensor, samples: int = PAIR_SAMPLES) -> float:
         generator = torch.Generator().manual_seed(1)
         counts: dict[tuple[int, int], int] = {}
         for _ in range(samples):
@@ -154,8 +162,8 @@ def test_siblings_drawn_from_q_keep_the_targets_distribution_under_the_residual_
         return sum((counts.get(pair, 0) - e) ** 2 / e for pair, e in expected.items())
 
     assert statistic(q) < 37.7  # chi-square, 15 degrees of freedom, p = 0.001
-    # a q they were not drawn from fails by far (its statistic is in the thousands at this count already)
-    assert statistic(torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.45, 0.45, 0.05, 0.05]]), samples=1000) > 37.7
+    # a q they were not drawn from fails by far (off by w = 1.6: its statistic is in the hundreds at 300 walks)
+    assert statistic(torch.tensor([[0.05, 0.05, 0.45, 0.45], [0.45, 0.45, 0.05, 0.05]]), samples=300) > 37.7
 
 
 def test_the_count_fails_a_walk_that_skips_the_residual():

@@ -1,4 +1,5 @@
-"""The command line as a user runs it: `python -m engine generate ...` in a subprocess."""
+"""The command line as a user runs it: `python -m engine generate ...` in a subprocess, and its `main` in this
+process where the subprocess would only import the same modules again."""
 
 from __future__ import annotations
 
@@ -18,6 +19,20 @@ from engine.contract.types import MAX_PROMPT_CHARS, EngineError
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def run_main(capsys, *args: str) -> subprocess.CompletedProcess:
+    """`main` called as `python -m engine` calls it (`sys.exit(main())`), in this process: its exit status and
+    what it wrote, as run_cli reports them."""
+    from engine.__main__ import main
+
+    capsys.readouterr()
+    try:
+        status = main(list(args))
+    except SystemExit as exit_:  # argparse's usage errors
+        status = exit_.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["python", "-m", "engine", *args], status, captured.out, captured.err)
 
 
 def assert_one_clear_line(result: subprocess.CompletedProcess, message: str) -> None:
@@ -57,7 +72,20 @@ def assert_one_clear_line(result: subprocess.CompletedProcess, message: str) -> 
     (["generate", "--prompt", "x", "--threads", "0"], "--threads must be between 1 and 1024"),
     (["generate", "--prompt", "x", "--threads", "two"], "invalid int"),
 ])
-def test_bad_input_is_one_clear_line(args, message):
+def test_bad_input_is_one_clear_line(args, message, capsys):
+    """Every bad call is refused before a model loads: in this process (an exception that escaped `main` would
+    fail the test as a traceback fails the subprocess below)."""
+    result = run_main(capsys, *args)
+    assert_one_clear_line(result, message)
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "required"),  # argparse's own refusal
+    (["generate", "--prompt", "x", "--temperature", "-1"], "temperature"),  # the engine's
+])
+def test_a_bad_call_as_a_user_runs_it_is_one_clear_line(args, message):
+    """The same, as a shell sees it: `python -m engine ...`, its exit status and all it writes on stderr."""
     assert_one_clear_line(run_cli(*args), message)
 
 

@@ -156,9 +156,8 @@ def stream_steps(engine: EngineLike, prompt: str, config: GenerationConfig, stop
         worker.close()
 
 
-SHARE_WITHIN_S = 2.0  # an identical run starting this soon after another's end (or share) takes its lanes
 MAX_SHARED = 16  # finished runs kept for sharing
-_shared: dict[tuple, tuple[list[LaneRun], float]] = {}  # run key -> (its lanes, when last served)
+_shared: dict[tuple, tuple[list[LaneRun], float]] = {}  # run key -> (its lanes, when it ended)
 _shared_lock = threading.Lock()
 
 
@@ -166,13 +165,12 @@ def _share_key(engine, prompt: str, lanes: list[LaneRun], timing_runs: int) -> t
     return id(engine), prompt, tuple(lane.config for lane in lanes), timing_runs
 
 
-def _take_shared(key: tuple, lanes: list[LaneRun]) -> bool:
-    """Give `lanes` the lanes of an identical run that ended (or was served) within SHARE_WITHIN_S."""
+def _take_shared(key: tuple, lanes: list[LaneRun], asked_s: float | None) -> bool:
+    """Give `lanes` the lanes of an identical run that ended after `asked_s` (None: asked now, so none)."""
     with _shared_lock:
         found = _shared.get(key)
-        if found is None or time.monotonic() - found[1] > SHARE_WITHIN_S:
-            return False
-        _shared[key] = (found[0], time.monotonic())
+    if found is None or asked_s is None or found[1] < asked_s:
+        return False
     for lane, done in zip(lanes, found[0]):
         lane.steps[:] = done.steps
         lane.state, lane.timing_runs, lane.rates = done.state, done.timing_runs, list(done.rates)
@@ -190,11 +188,13 @@ def _keep_shared(key: tuple, lanes: list[LaneRun]) -> None:
 
 
 def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
-              timing_runs: int = TIMING_RUNS) -> Iterator[None]:
+              timing_runs: int = TIMING_RUNS, asked_s: float | None = None) -> Iterator[None]:
     """Advance the lanes in order, yielding after every batch of steps so the caller can redraw; then the
-    timing runs (module docstring). An identical run that just ended gives its lanes instead (module docstring)."""
+    timing runs (module docstring). asked_s: when the visitor pressed Run (time.monotonic; None: now). An identical
+    run that ended after that press gives its lanes instead: a class pressing one Run together, each press waiting
+    its turn in the engine's queue, costs one run; a press after a run ended measures afresh."""
     key = _share_key(engine, prompt, lanes, timing_runs)
-    if not stop.is_set() and _take_shared(key, lanes):
+    if not stop.is_set() and _take_shared(key, lanes, asked_s):
         yield
         return
     started, waited = time.monotonic(), [0.0]

@@ -56,9 +56,9 @@ def lane_runner(engine: ZeroGPUEngine) -> Callable[..., Iterator[None]]:
     """A `run_lanes(engine, prompt, lanes, stop)` whose lanes run in GPU calls of `engine`."""
 
     def run_lanes(engine_: object, prompt: str, lanes: list[LaneRun], stop: threading.Event,
-                  timing_runs: int | None = None) -> Iterator[None]:
+                  timing_runs: int | None = None, asked_s: float | None = None) -> Iterator[None]:
         """As app/runner.py's run_lanes: advance the lanes in order, yielding after every batch of steps (each lane
-        runs once here: `timing_runs` is not used)."""
+        runs once here, and every press runs: `timing_runs` and `asked_s` are not used)."""
         if engine_ is not engine:
             raise ValueError("this lane runner was built for another engine")
         try:

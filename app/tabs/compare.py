@@ -567,6 +567,7 @@ class RunController:
             yield self.views.refused(str(exc))
             return
         state = self.sessions.get(session)
+        asked_s = state.run_pressed_s  # an identical run that ended since is shared (app/runner.py run_lanes)
         if state.withdrawn():
             yield status_html("withdrawn: Stop was pressed while this run waited in the queue; nothing ran."), \
                 *[gr.skip()] * (len(self.views.methods) + NUM_CHARTS)
@@ -580,16 +581,17 @@ class RunController:
             return
         stop = state.stop = threading.Event()
         try:
-            yield from self._run(settings, show, lane_runs, stop, state, key, pin, timing_runs)
+            yield from self._run(settings, show, lane_runs, stop, state, key, pin, timing_runs, asked_s)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             state.stop = None
 
     def _run(self, settings: Settings, show: bool, lane_runs: list[LaneRun], stop: threading.Event, state,
-             key: str, pin: bool = False, timing_runs: int | None = None) -> Iterator[tuple]:
+             key: str, pin: bool = False, timing_runs: int | None = None,
+             asked_s: float | None = None) -> Iterator[tuple]:
         shown, drawn, ended = {}, {}, {}
         last_draw, started, out_of_time = 0.0, time.monotonic(), False
-        runs = {} if timing_runs is None else {"timing_runs": timing_runs}
+        runs = {"asked_s": asked_s} if timing_runs is None else {"timing_runs": timing_runs, "asked_s": asked_s}
         for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop, **runs):
             now = time.monotonic()
             if now - started > self.max_run_s and not stop.is_set():

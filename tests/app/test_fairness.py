@@ -307,8 +307,9 @@ def test_with_the_engine_in_the_servers_process_a_presenters_join_goes_to_the_he
     assert not door.presenter_running()
 
 
-def test_an_identical_run_starting_as_another_ends_takes_its_lanes_and_the_engine_runs_once(random_engine,
-                                                                                           monkeypatch):
+def test_an_identical_run_that_ended_after_a_press_answers_it_and_the_engine_runs_once(random_engine):
+    """A class pressing one Run together: each press waits its turn in the engine's queue, and the run that ended
+    meanwhile answers every one of them; a press after that run ended, or from the API (no press), measures afresh."""
     from engine.contract.types import GenerationConfig
 
     streams = []
@@ -326,24 +327,26 @@ def test_an_identical_run_starting_as_another_ends_takes_its_lanes_and_the_engin
     def lanes():
         return [runner.LaneRun(m, GenerationConfig(method=m, max_new_tokens=4)) for m in ("baseline", "eagle3")]
 
-    def run(prompt: str = "def shared(x):\n") -> list:
+    def run(asked_s, prompt: str = "def shared(x):\n") -> list:
         ran = lanes()
-        for _ in runner.run_lanes(engine, prompt, ran, threading.Event(), timing_runs=1):
+        for _ in runner.run_lanes(engine, prompt, ran, threading.Event(), timing_runs=1, asked_s=asked_s):
             pass
         return ran
 
-    first = run()
+    pressed = time.monotonic()  # the whole class pressed before the first run ended
+    first = run(pressed)
     assert streams == ["baseline", "eagle3"] and all(lane.state == "done" for lane in first)
-    for _ in range(5):  # a class pressing one "Run it live": each took the first run's lanes
-        again = run()
+    for _ in range(5):  # each press's turn: the run that ended since it pressed answers it
+        again = run(pressed)
         assert [lane.steps for lane in again] == [lane.steps for lane in first]
         assert [lane.timing_runs for lane in again] == [1, 1]
     assert streams == ["baseline", "eagle3"]
-    run("def other(x):\n")
+    run(pressed, "def other(x):\n")
     assert len(streams) == 4  # other settings run
-    monkeypatch.setattr(runner, "SHARE_WITHIN_S", 0.0)
-    run()
-    assert len(streams) == 6  # pressed after the share closed: measured afresh
+    run(time.monotonic())
+    assert len(streams) == 6  # pressed after the identical run ended: measured afresh
+    run(None)
+    assert len(streams) == 8  # no press (an API call): measured afresh
 
 
 def test_a_class_asking_for_one_drawing_at_once_waits_for_one_drawing_and_the_kept_ones_are_bounded():

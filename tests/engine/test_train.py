@@ -704,15 +704,15 @@ def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
                   ["target", "--grow-layers", "8", "--grow-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)
-    assert cli.main(["target", "--steps", "2", "--grow-layers", "4", "--threads", "1"]) == 2
+    assert cli.main(["target", "--steps", "1", "--grow-layers", "4", "--threads", "1"]) == 2
     assert not (runs / "target").exists()
-    assert cli.main(["target", "--steps", "2", "--grow-layers", "7", "--grow-steps", "2", "--threads", "1"]) == 0
+    assert cli.main(["target", "--steps", "1", "--grow-layers", "7", "--grow-steps", "1", "--threads", "1"]) == 0
     grown = torch.load(runs / "target/grow/ckpt.pt", weights_only=False)
-    assert grown["step"] == 2 and "model.layers.6.mlp.down_proj.weight" in grown["model"]
+    assert grown["step"] == 1 and "model.layers.6.mlp.down_proj.weight" in grown["model"]
     record = json.loads((assets / "target" / "training.json").read_text())
     assert record["grow_phase"]["layers"] == 7 and record["grow_phase"]["from_layers"] == 5
     assert record["grow_phase"]["lr"] == record["train_config"]["lr"] / 2
-    assert record["train_tokens"] == 2 * 2 * 8 * 512
+    assert record["train_tokens"] == 2 * 1 * 8 * 512  # the first cycle's step and the grown target's
     model = load_causal_lm(str(assets / "target"), torch.device("cpu"))
     assert model.config.num_hidden_layers == 7
     exported = model.state_dict()
@@ -744,7 +744,7 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
             cli.main(wrong)
     on = ["--threads", "1"]
     assert cli.main(["target", "--steps", "2", *on]) == 0
-    assert cli.main(["small-lm-drafter", "--steps", "2", *on]) == 0
+    assert cli.main(["small-lm-drafter", "--steps", "1", *on]) == 0
     first = json.loads((assets / "target" / "training.json").read_text())
     before = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
 
@@ -762,15 +762,15 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
     after = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # trained on from the shipped weights
     assert all(torch.allclose(after[k].float(), v.float(), atol=1e-2) for k, v in unloop["model"].items() if k in after)
-    assert cli.main(["target", "--from-shipped", "--steps", "2", *on]) == 0  # a second round: a folder of its own
-    assert torch.load(runs / "target-more2" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert cli.main(["target", "--from-shipped", "--steps", "1", *on]) == 0  # a second round: a folder of its own
+    assert torch.load(runs / "target-more2" / "ckpt.pt", weights_only=False)["step"] == 1
     second = json.loads((assets / "target" / "training.json").read_text())
     assert second["earlier"] == record and second["earlier"]["earlier"] == first
     assert second["more"]["phase"]["seed"] not in (first["train_config"]["seed"], record["more"]["phase"]["seed"])
 
-    assert cli.main(["small-lm-drafter", "--steps", "2", *on]) == 0  # a fresh run, not the first one resumed
+    assert cli.main(["small-lm-drafter", "--steps", "1", *on]) == 0  # a fresh run, not the first one resumed
     ar_runs = sorted((runs / "small-lm-drafter").iterdir())
-    assert len(ar_runs) == 2 and all(torch.load(d / "ckpt.pt", weights_only=False)["step"] == 2 for d in ar_runs)
+    assert len(ar_runs) == 2 and all(torch.load(d / "ckpt.pt", weights_only=False)["step"] == 1 for d in ar_runs)
 
 
 def _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch) -> None:

@@ -28,11 +28,11 @@ from .models import (build_weightless, default_dtype, describe_device, drafter_k
                      tree_grower)
 from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
-from .scheduler import profile_batch_verify_speed, stored_measurement
+from .scheduler import stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
 from .target import (GRAPHED_CONTEXT, GRAPHED_WIDTH, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies,
-                     graphs_wanted, profile_verify_speed, target_for)
+                     graphs_wanted, profile_batch_verify_speed, profile_verify_speed, target_for)
 from .trace import DeviceStep, PackedTrace, Tracer, build_result
 from .tree import verify_tree
 
@@ -154,8 +154,9 @@ class Engine:
         and kept in SPECLAB_CACHE (default ~/.cache/speclab), so later processes read it."""
         if self._batch_verify_cost is None:
             self._batch_verify_cost = stored_measurement(
-                "batch_verify_cost", f"{self.preset} · {self.device_name} · {platform.node()} · torch {torch.__version__}",
-                lambda: profile_batch_verify_speed(self.target, self.device))
+                "batch_verify_cost", f"{self.preset} · {self.device_name} · {platform.node()} · torch {torch.__version__}"
+                f" · {'fused' if self.fused_target is not None else 'transformers'} batch verify",
+                lambda: profile_batch_verify_speed(self.target, self.fused_target, self.device))
         return self._batch_verify_cost
 
     @torch.inference_mode()

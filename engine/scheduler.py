@@ -14,8 +14,8 @@ each row as wide as the longest (the rows are padded), so its time grows with B 
 more for one request costs the whole batch. `batch_cut` picks the verified length ℓ per step over the batch:
 each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected tokens Σ_b τ_b(ℓ) per second of a step
 that costs c + b · B · (1 + ℓ) (a shorter row would save nothing: the padding is computed anyway). b, the time of
-one more verified token, comes from `profile_batch_verify_speed` (forwards of B rows of S tokens timed once per
-target and device, fitted to t(N) = a + b·N in N = B · S); c, everything a step costs whatever ℓ is (drafting, the
+one more verified token, comes from `profile_batch_verify_speed` (engine/target.py: the batch's own verify of B
+rows of S tokens timed once per target and device, fitted to t(N) = a + b·N in N = B · S); c, everything a step costs whatever ℓ is (drafting, the
 verify's work per request over its cache, the host's), from the run itself: the last drafting step's time less b
 times the tokens it verified.
 
@@ -175,49 +175,14 @@ def steps_per_s_from_timings(seconds: Sequence[float]) -> list[float]:
 BATCH_PROFILE_SIZES = ((1, 1), (1, 8), (4, 1), (4, 4), (8, 8), (16, 2), (32, 1), (32, 4), (32, 8))
 
 
-def profile_batch_verify_speed(target, device: torch.device, context: int = 128,
-                               repeats: int = 5) -> tuple[float, float]:
-    """(a, b) of t(N) = a + b·N: seconds per verify forward of B rows of S new tokens (N = B · S) over
-    `context`-token caches, the median of `repeats` for each (B, S) in BATCH_PROFILE_SIZES, fitted by least squares
-    (b ≥ 0)."""
-    seconds = time_batch_forwards(target, device, BATCH_PROFILE_SIZES, context, repeats)
-    tokens = [rows * width for rows, width in BATCH_PROFILE_SIZES]
+def batch_cost_from_timings(shapes: Sequence[tuple[int, int]], seconds: Sequence[float]) -> tuple[float, float]:
+    """(a, b) of t(N) = a + b·N, fitted by least squares (b ≥ 0) to the seconds of verify forwards of B rows of S
+    new tokens each, N = B · S, one for each (B, S) in `shapes`."""
+    tokens = [rows * width for rows, width in shapes]
     mean_n, mean_t = sum(tokens) / len(tokens), sum(seconds) / len(seconds)
     b = max(0.0, sum((n - mean_n) * (t - mean_t) for n, t in zip(tokens, seconds))
             / sum((n - mean_n) ** 2 for n in tokens))
     return max(mean_t - b * mean_n, min(seconds) / 2), b
-
-
-@torch.inference_mode()
-def time_batch_forwards(target, device: torch.device, shapes: Sequence[tuple[int, int]], context: int = 128,
-                        repeats: int = 5) -> list[float]:
-    """Seconds per target forward of each (rows, new tokens) in `shapes` over caches of `context` tokens: the
-    median of `repeats` after one warm-up round, shapes interleaved."""
-    from .models import crop_cache, forward_logits, new_cache
-
-    vocab = target.config.vocab_size
-    generator = torch.Generator().manual_seed(0)
-    caches = {}
-    for rows in sorted({r for r, _ in shapes}):
-        cache = new_cache(target)
-        forward_logits(target, torch.randint(2, vocab, (rows, context), generator=generator).to(device), cache,
-                       logits_to_keep=1)
-        caches[rows] = cache
-    blocks = [torch.randint(2, vocab, shape, generator=generator).to(device) for shape in shapes]
-    times: list[list[float]] = [[] for _ in shapes]
-    for r in range(repeats + 1):
-        for i, block in enumerate(blocks):
-            cache = caches[block.shape[0]]
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            forward_logits(target, block, cache)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            if r:
-                times[i].append(time.perf_counter() - start)
-            crop_cache(cache, context)
-    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def stored_measurement(name: str, key: str, measure: Callable[[], tuple[float, ...]]) -> tuple[float, ...]:

@@ -31,7 +31,7 @@ from transformers import DynamicCache
 from .contract.types import EngineError, tree_depths
 from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
 from .ragged import RaggedCache, padded
-from .scheduler import steps_per_s_from_timings
+from .scheduler import BATCH_PROFILE_SIZES, batch_cost_from_timings, steps_per_s_from_timings
 from .tree import verify_inputs
 
 
@@ -514,11 +514,11 @@ class RaggedBatchTarget:
 
 
 def batch_target_for(model: nn.Module, fused: FusedQwen3 | None, layer_ids: list[int] | None,
-                     device: torch.device, rows: int):
-    """A batch's target over `model`: the fused forward over a preallocated cache where it has one, else
-    transformers' over a ragged one."""
+                     device: torch.device, rows: int, capacity: int = 256):
+    """A batch's target over `model`: the fused forward over a cache preallocated for `rows` requests of `capacity`
+    positions where it has one, else transformers' over a ragged one."""
     if fused is not None:
-        return BatchTarget(fused, layer_ids, device, rows)
+        return BatchTarget(fused, layer_ids, device, rows, capacity)
     return RaggedBatchTarget(model, layer_ids, device)
 
 
@@ -619,6 +619,46 @@ def time_verifies(target, vocab_size: int, sizes, context: int = 128, repeats: i
             if r:
                 times[i].append(time.perf_counter() - start)
             target.keep(context)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def profile_batch_verify_speed(model: nn.Module, fused: FusedQwen3 | None, device: torch.device, context: int = 128,
+                               repeats: int = 5) -> tuple[float, float]:
+    """(a, b) of t(N) = a + b·N: seconds per verify of B rows of S new tokens (N = B · S) by the batch's own target
+    (batch_target_for: the fused forward over a preallocated cache where `fused` computes the model) over
+    `context`-token requests, the median of `repeats` for each (B, S) in BATCH_PROFILE_SIZES, fitted by least
+    squares (engine/scheduler.py batch_cost_from_timings). What DSpark's scheduler reads as a batch's cost."""
+    shapes = BATCH_PROFILE_SIZES
+    return batch_cost_from_timings(shapes, time_batch_verifies(model, fused, device, shapes, context, repeats))
+
+
+@torch.inference_mode()
+def time_batch_verifies(model: nn.Module, fused: FusedQwen3 | None, device: torch.device, shapes,
+                        context: int = 128, repeats: int = 5) -> list[float]:
+    """Seconds per batch verify of each (rows, new tokens) in `shapes` after `context`-token prompts: the median of
+    `repeats` after one warm-up round, shapes interleaved. A verify keeps nothing, so each finds the same cache."""
+    import time
+
+    vocab = model.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    batches = {}
+    for rows in sorted({r for r, _ in shapes}):
+        batches[rows] = batch_target_for(model, fused, None, device, rows, capacity=context + max(s for _, s in shapes))
+        batches[rows].join(torch.randint(2, vocab, (rows, context), generator=generator).tolist())
+    blocks = [torch.randint(2, vocab, shape, generator=generator).to(device) for shape in shapes]
+    times: list[list[float]] = [[] for _ in shapes]
+    for r in range(repeats + 1):
+        for i, block in enumerate(blocks):
+            batch = batches[block.shape[0]]
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            batch.verify(block, [block.shape[1]] * block.shape[0])
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if r:
+                times[i].append(time.perf_counter() - start)
+            batch.keep([[] for _ in range(block.shape[0])])
     return [sorted(t)[len(t) // 2] for t in times]
 
 

@@ -14,7 +14,8 @@ from engine.batch import MAX_BATCH, generate_batch
 from engine.contract.types import EngineError, GenerationConfig, Step
 from engine.models import _cache_kwarg, new_cache
 from engine.ragged import RaggedCache
-from engine.scheduler import DraftGate, batch_cut, profile_batch_verify_speed, stored_measurement
+from engine.scheduler import DraftGate, batch_cut, stored_measurement
+from engine.target import profile_batch_verify_speed
 
 BATCHED = ("baseline", "eagle3", "classic", "dflash", "dspark")
 PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    print(", "x = [", "class Stack:\n    def",
@@ -219,7 +220,8 @@ def test_a_machines_measurement_is_made_once_and_kept(tmp_path, monkeypatch):
 
 
 def test_the_batch_verify_cost_grows_with_the_tokens_of_the_batch(random_engine):
-    a, b = profile_batch_verify_speed(random_engine.target, torch.device("cpu"), context=32, repeats=2)
+    a, b = profile_batch_verify_speed(random_engine.target, random_engine.fused_target, torch.device("cpu"),
+                                      context=32, repeats=2)
     assert a > 0 and b >= 0
 
 

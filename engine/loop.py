@@ -56,7 +56,8 @@ class Engine:
 
     def __init__(self, target, tokenizer, drafter_models: dict[str, object], device: torch.device,
                  preset: str = "custom", chat: bool = False, sampled_drafter_models: dict[str, object] | None = None,
-                 cuda_graphs: str = "auto", ablation_drafter_models: dict[str, object] | None = None):
+                 cuda_graphs: str = "auto", ablation_drafter_models: dict[str, object] | None = None,
+                 fixed_width: bool | None = None):
         self.target = target
         self.tokenizer = tokenizer
         # method -> loaded drafter network; a method whose drafter needs no weights gets its own built here
@@ -91,20 +92,22 @@ class Engine:
         # the target's fused forward (engine/target.py), built after the CPU layout above; None: transformers' own
         self.fused_target = FusedQwen3(target) if FusedQwen3.supports(target) else None
         # On CUDA every verify runs at one fixed width (every row computed by the same kernels whatever the lane, and
-        # replayable as a CUDA graph); on the CPU each verify costs by its rows, so it runs exactly the rows it has
-        self.verify_width = VERIFY_WIDTH if device.type == "cuda" and self.fused_target is not None else None
+        # replayable as a CUDA graph); on the CPU each verify costs by its rows, so it runs exactly the rows it has.
+        # fixed_width True or False asks for one or the other anywhere (the fused forward computes both).
+        fixed = device.type == "cuda" if fixed_width is None else fixed_width
+        self.verify_width = VERIFY_WIDTH if fixed and self.fused_target is not None else None
         self.cuda_graphs = graphs_wanted(cuda_graphs, device) and self.verify_width is not None
         self._graphed: GraphedVerifies | None = None  # captured lazily, over one cache every run shares
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
              offline: bool | None = None, threads: int | None = None, cuda_graphs: str = "auto",
-             dtype: str | None = None, check_memory: bool = True) -> "Engine":
+             dtype: str | None = None, check_memory: bool = True, fixed_width: bool | None = None) -> "Engine":
         """Load an allowlisted preset. Hub checkpoints come from the local cache (`cache_dir`, default the
         hub's own) and are downloaded only when the hub is reachable and not `offline`. On the CPU, torch
         runs `threads` threads (default: the preset's choice); this is set for the whole process. On CUDA a
         preset whose weights would not fit the GPU's free memory is refused, unless `check_memory` is False
-        (models.require_runnable)."""
+        (models.require_runnable). fixed_width: every verify at one width (default: on CUDA only; __init__)."""
         if preset not in PRESETS:
             raise EngineError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
         spec: Preset = PRESETS[preset]
@@ -120,7 +123,8 @@ class Engine:
                      for m, name in spec.ablation_drafters.items() if ablation_shipped(name)}
         target = load_causal_lm(spec.target, torch_device, dtype, **hub)
         return cls(target, load_tokenizer(spec.tokenizer, **hub), drafters, torch_device, preset, chat=spec.chat,
-                   sampled_drafter_models=sampled, cuda_graphs=cuda_graphs, ablation_drafter_models=ablations)
+                   sampled_drafter_models=sampled, cuda_graphs=cuda_graphs, ablation_drafter_models=ablations,
+                   fixed_width=fixed_width)
 
     def methods(self) -> list[str]:
         """The methods this engine can run: the baseline and every method whose drafter is loaded."""

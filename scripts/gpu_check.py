@@ -62,7 +62,7 @@ from engine.loop import Engine  # noqa: E402
 from engine.measure.bench import load_prompts  # noqa: E402
 from engine.measure.census import KINDS, census  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
-from engine.target import VERIFY_WIDTH, time_verifies  # noqa: E402
+from engine.target import time_verifies  # noqa: E402
 from engine.timing import SpanClock  # noqa: E402
 
 # Qwen3-4B and Qwen3-0.6B as published; --cpu narrows the width and keeps every depth.
@@ -202,9 +202,8 @@ class Check:
         bfloat16 numbers independent of how many rows were verified beside them, checked here on either device."""
         key = (dtype, cuda_graphs)
         if key not in self._engines:
-            engine = Engine.load("tiny", str(self.device), dtype=dtype, cuda_graphs=cuda_graphs)
-            if dtype == "bfloat16" and engine.fused_target is not None:
-                engine.verify_width = VERIFY_WIDTH
+            engine = Engine.load("tiny", str(self.device), dtype=dtype, cuda_graphs=cuda_graphs,
+                                 fixed_width=True if dtype == "bfloat16" else None)
             if not self.args.smoke:
                 engine.warm_up()
             self._engines[key] = engine

@@ -61,10 +61,30 @@ def formula_takeaway(data: dict) -> str:
     race = ""
     if serial in measured and one_pass in measured:
         race = (f" On this one prompt {method_label(serial)} (serial, {measured[serial]:.2f}×) is "
-                f"{versus(measured[serial], measured[one_pass])} {method_label(one_pass)} (one pass, "
-                f"{measured[one_pass]:.2f}×); the fastest lane is {method_label(max(measured, key=measured.get))}. "
+                f"{_race(c, serial, one_pass)} {method_label(one_pass)} (one pass, "
+                f"{measured[one_pass]:.2f}×); {_fastest(c, measured)}. "
                 "One prompt moves these: the K sweep (point 5) averages several.")
     return "; ".join(parts) + f". Here {where}." + why + race + heldout
+
+
+def _race(c: Comparison, a: str, b: str) -> str:
+    """Where lane `a`'s speedup stands against `b`'s, in words no stronger than the runs behind them: with two or
+    more timing rounds each, "ahead of" or "behind" only where their rounds' speedups do not overlap; with one,
+    only where they are further apart than two figures measured once move (ONE_ROUND_NOISE)."""
+    spread_a, spread_b = c.speedup_spread(a), c.speedup_spread(b)
+    if spread_a is not None and spread_b is not None:
+        return "ahead of" if spread_a[0] > spread_b[1] else "behind" if spread_a[1] < spread_b[0] else "level with"
+    return versus(c.speedup(a), c.speedup(b), ONE_ROUND_NOISE)
+
+
+def _fastest(c: Comparison, measured: dict[str, float]) -> str:
+    """The fastest lane in words, or the lanes level with it (_race) when its lead is within the runs' noise."""
+    best = max(measured, key=measured.get)
+    level = [m for m in measured if m != best and _race(c, best, m) == "level with"]
+    if not level:
+        return f"the fastest lane is {method_label(best)}"
+    names = [method_label(m) for m in [best, *level]]
+    return f"the fastest lanes, level within what their runs vary, are {', '.join(names[:-1])} and {names[-1]}"
 
 
 def formula_slide(data: dict) -> str:

@@ -295,3 +295,37 @@ def test_the_values_of_k_level_with_the_best_are_named_beside_it():
     assert "best K is 2 at 1.79× (K = 8 level with it)" in lesson.sweep_slide(data)
     data["sweeps"]["data"]["rounds"] = 2  # two rounds: a 3 % gap reads as a difference
     assert "level with it" not in lesson.sweep_slide(data).split(";")[0]
+
+
+def _rounds(data: dict, speedups: dict[str, list[float]]) -> dict:
+    """The recording's comparison with each lane's timing rounds at `speedups` over a baseline round of 100 tokens/s
+    (a live comparison's rounds: app/runner.py), each lane's headline then their median."""
+    from dataclasses import replace
+
+    c = data["greedy"]
+    rounds = len(next(iter(speedups.values())))
+    lanes = {m: replace(lane, run_rates=tuple((100.0 * s, 100.0 * s) for s in speedups[m]) if m in speedups
+                        else ((100.0, 100.0),) * rounds) for m, lane in c.lanes.items()}
+    return {**data, "greedy": replace(c, lanes=lanes)}
+
+
+def test_point_1_names_a_lane_ahead_only_where_its_rounds_lie_apart_from_the_others():
+    """A live comparison times each lane in two rounds, each speedup moving up to LIVE_SPEED_NOISE between them: AR
+    and DFlash read "ahead"/"behind" only where their rounds do not overlap, and the fastest lane is named alone only
+    where its rounds lie above every other's; a single round reads level within ONE_ROUND_NOISE."""
+    data = lesson.recorded()
+    noise = lesson.LIVE_SPEED_NOISE
+    overlapping = _rounds(data, {"eagle3": [2.3 * (1 - noise), 2.3 * (1 + noise)],
+                                 "dflash": [2.2 * (1 - noise), 2.2 * (1 + noise)],
+                                 "dspark": [1.5, 1.6], "classic": [1.2, 1.3]})
+    words = lesson.formula_takeaway(overlapping)
+    assert "is level with DFlash" in words and "fastest lanes, level within what their runs vary, are AR and DFlash" \
+        in words, words
+    apart = _rounds(data, {"eagle3": [2.0, 2.1], "dflash": [2.5, 2.6], "dspark": [1.5, 1.6], "classic": [1.2, 1.3]})
+    words = lesson.formula_takeaway(apart)
+    assert "is behind DFlash" in words and "the fastest lane is DFlash" in words, words
+    once = _race(ar_verify_ms=11.0, dflash_verify_ms=11.0)  # timed once: AR 40/13, DFlash 40/12 baseline forwards
+    c = once["greedy"]
+    assert 1 < c.speedup("dflash") / c.speedup("eagle3") < 1 + lesson.ONE_ROUND_NOISE
+    assert "is level with DFlash" in lesson.formula_takeaway(once)
+    assert "is behind DFlash" in lesson.formula_takeaway(_race(ar_verify_ms=14.0, dflash_verify_ms=9.0))

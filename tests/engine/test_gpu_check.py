@@ -30,10 +30,10 @@ def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, embedde
     # is handed over (a load and its DSpark verify timing fewer); the bfloat16 one is loaded as the script loads it.
     load = gpu_check.Engine.load
 
-    def shared_or_loaded(preset, device, **options):
-        if (preset, device, options) == ("tiny", "cpu", {"dtype": "float32", "cuda_graphs": "off"}):
+    def shared_or_loaded(preset, device, dtype=None, cuda_graphs="auto", fixed_width=None, **options):
+        if (preset, device, dtype, cuda_graphs, fixed_width, options) == ("tiny", "cpu", "float32", "off", None, {}):
             return embedded_engine
-        return load(preset, device, **options)
+        return load(preset, device, dtype=dtype, cuda_graphs=cuda_graphs, fixed_width=fixed_width, **options)
 
     monkeypatch.setattr(gpu_check.Engine, "load", shared_or_loaded)
     sections = [name for name in gpu_check.SECTIONS if name != "recordings"]  # its recorder has tests of its own

@@ -109,16 +109,22 @@ def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_e
     assert time.monotonic() - started < 0.3 + 0.25
 
 
-def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
+@pytest.fixture(scope="module")
+def built(random_engine):
+    """The app built once for the file: its lesson, Compare and slide handlers (each test a visitor of its own)."""
     from app.main import build_app
-
     from app.tabs.compare import RunController
     from app.tabs.lesson import LessonHandlers
+    from app.tabs.slides import SlideHandlers
 
     demo = build_app(random_engine)
     owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
-    handlers = next(o for o in owners if isinstance(o, LessonHandlers))
-    compare = next(o for o in owners if isinstance(o, RunController))
+    return SimpleNamespace(**{name: next(o for o in owners if isinstance(o, kind)) for name, kind in (
+        ("lesson", LessonHandlers), ("compare", RunController), ("slides", SlideHandlers))})
+
+
+def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_engine, built, monkeypatch):
+    handlers, compare = built.lesson, built.compare
     monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     for point in lesson.POINTS:
@@ -133,7 +139,8 @@ def test_stop_withdraws_a_lessons_run_it_live_still_waiting_in_the_queue(random_
 
 
 def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing_runs_again(why_handlers, monkeypatch):
-    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)  # the live size, on prompts the tiny models fit
+    monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)  # prompts the tiny models fit
+    monkeypatch.setattr(lesson, "LIVE_PARTS_TOKENS", 4)  # what is shared matters here, not how long it ran
     first, waiting, later = (SimpleNamespace(session_hash=name) for name in ("first", "waiting", "later"))
     why_handlers.on_requested(first)
     why_handlers.on_requested(waiting)  # pressed while the first one waits or runs: the same measurement
@@ -151,16 +158,6 @@ def test_visitors_who_pressed_while_a_measurement_ran_get_its_result_and_nothing
         why_handlers.engine.generate = real
 
 
-def _slides(random_engine):
-    """The built app's slide handlers."""
-    from app.main import build_app
-    from app.tabs.slides import SlideHandlers
-
-    demo = build_app(random_engine)
-    return next(dep.fn.__self__ for dep in demo.fns.values()
-                if isinstance(getattr(dep.fn, "__self__", None), SlideHandlers))
-
-
 def _said(outputs) -> str:
     """The one line under a slide (its status)."""
     from app.tabs.slides import plain_words
@@ -168,8 +165,8 @@ def _said(outputs) -> str:
     return plain_words(outputs[-1])
 
 
-def test_the_slides_stop_withdraws_its_run_it_live_still_waiting_in_the_queue(random_engine, monkeypatch):
-    slides = _slides(random_engine)
+def test_the_slides_stop_withdraws_its_run_it_live_still_waiting_in_the_queue(random_engine, built, monkeypatch):
+    slides = built.slides
     monkeypatch.setattr(random_engine, "generate", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     monkeypatch.setattr(random_engine, "stream", lambda *a, **k: pytest.fail("a withdrawn job ran"))
     for point in lesson.POINTS:
@@ -184,8 +181,8 @@ def test_the_slides_stop_withdraws_its_run_it_live_still_waiting_in_the_queue(ra
 
 
 @pytest.mark.parametrize("number", [n for n in (1, 5) if n <= len(lesson.POINTS)])
-def test_the_slides_stop_ends_its_running_measurement_and_the_slide_says_so(random_engine, long_measurements, number):
-    slides = _slides(random_engine)
+def test_the_slides_stop_ends_its_running_measurement_and_the_slide_says_so(built, long_measurements, number):
+    slides = built.slides
     visitor = SimpleNamespace(session_hash=f"running-{number}")
     state = slides.sessions.get(visitor.session_hash)
     outputs = []

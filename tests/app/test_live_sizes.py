@@ -5,6 +5,7 @@ beside the recording's; and the words say only what a sample that small supports
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -168,8 +169,10 @@ def test_the_why_points_live_note_and_slide_name_the_live_size(app_handlers, rec
     assert "measured live" in last[3] and lesson.size_words(fake) in last[3]
 
 
-def test_a_lesson_comparison_runs_each_lane_its_live_timing_runs_and_says_so(app_handlers):
+def test_a_lesson_comparison_runs_each_lane_its_live_timing_runs_and_says_so(app_handlers, monkeypatch):
     point = point_of("greedy")
+    settings = app_handlers.lesson.live_settings  # the recording's settings, less its tokens: the runs are counted
+    monkeypatch.setattr(app_handlers.lesson, "live_settings", lambda p: replace(settings(p), max_new_tokens=4))
     visitor = SimpleNamespace(session_hash="live-compare")
     prepared = app_handlers.lesson.prepare_live(point.number, visitor)
     *_, last = app_handlers.lesson.run_live(point.number, visitor)
@@ -184,7 +187,7 @@ def test_a_lesson_comparison_runs_each_lane_its_live_timing_runs_and_says_so(app
 
 def test_the_compare_tabs_own_run_keeps_its_timing_runs(app_handlers, random_engine):
     compare = app_handlers.lesson.compare
-    settings = lesson.comparison_settings(compare.methods, 0.0)
+    settings = replace(lesson.comparison_settings(compare.methods, 0.0), max_new_tokens=4)  # what matters: the runs
     list(compare.run.run_comparison(settings, True, "compare-tab"))
     assert app_handlers.runners == [{}]  # the lane runner's own TIMING_RUNS
 

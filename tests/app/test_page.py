@@ -56,13 +56,13 @@ def emoji_in(text: str) -> list[str]:
     return [c for c in text if 0x1F000 <= ord(c) <= 0x1FAFF or c in "\ufe0f\u200d" or c in BMP_EMOJI]
 
 
-def test_the_page_and_its_example_prompts_have_no_emoji(random_engine):
+def test_the_page_and_its_example_prompts_have_no_emoji(launched):
     import json
 
     from app.examples import example_prompts
 
     assert emoji_in("héllo 🚀 ✅ x") == ["🚀", "✅"] and emoji_in("✂ ⚠ τ α ≤ × ◆ ★ → ⏎ ◀ ▶") == []
-    page = json.dumps(build_app(random_engine).config, ensure_ascii=False)  # every label, text, chart and style
+    page = json.dumps(launched[0].config, ensure_ascii=False)  # every label, text, chart and style
     assert "Words used on these pages" in page  # the whole page, the About tab included
     assert emoji_in(page) == [] and emoji_in("".join(example_prompts())) == []
 
@@ -154,10 +154,10 @@ def test_a_full_queue_is_told_in_the_apps_words_with_the_wait(launched, monkeypa
     assert_clean_log(capfd, caplog)
 
 
-def test_opening_the_page_takes_no_place_in_the_queue(random_engine):
+def test_opening_the_page_takes_no_place_in_the_queue(launched):
     """Every server-side event a page runs as it opens (a link's settings, a recorded run, its download, a lesson
     point) is answered outside the queue: a class opening one link never fills it nor waits behind runs."""
-    demo = build_app(random_engine)
+    demo, _ = launched
     fns = list(demo.fns.values())
     opening = [fn for fn in fns if fn.fn is not None and any(t[1] == "load" for t in fn.targets)]
     while (after := [fn for fn in fns if fn.fn is not None and fn.trigger_after in {o._id for o in opening}
@@ -234,15 +234,15 @@ def test_two_users_at_once_both_finish(launched_app, random_engine):
 
     def user(name: str, max_new: int):
         client = Client(launched_app, verbose=False)
-        results[name] = run(client, max_new_tokens=max_new)
+        results[name] = run(client, methods=["baseline", "dflash"], max_new_tokens=max_new)
 
-    threads = [threading.Thread(target=user, args=(f"user{i}", 16 + 8 * i)) for i in range(2)]
+    threads = [threading.Thread(target=user, args=(f"user{i}", 8 + 4 * i)) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
     expected = {name: random_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=n)).text
-                for name, n in (("user0", 16), ("user1", 24))}
+                for name, n in (("user0", 8), ("user1", 12))}
     for name, outputs in results.items():
         assert "done" in outputs[0]
         assert output_text_of(outputs[1]) == display_text(expected[name])

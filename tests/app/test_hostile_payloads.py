@@ -22,12 +22,16 @@ NOT_STEPS = [math.inf, -math.inf, math.nan, "1e999", "-1e999", 10**400, "9" * 50
 
 
 @pytest.fixture(scope="module")
-def served(random_engine):
+def built(random_engine):
     from app.main import build_app
 
-    demo = build_app(random_engine)
-    yield App(launch_locally(demo))
-    demo.close()
+    return build_app(random_engine)
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    yield App(launch_locally(built))
+    built.close()
 
 
 def assert_clean_log(capfd):
@@ -105,10 +109,10 @@ def test_an_upload_over_the_files_limit_is_refused_where_it_arrives(served):
     assert big.status_code == 413, big.text[:200]
 
 
-def test_gradios_cache_is_swept_on_a_schedule(random_engine):
-    from app.main import CACHE_AGE_S, CACHE_SWEEP_S, build_app
+def test_gradios_cache_is_swept_on_a_schedule(built):
+    from app.main import CACHE_AGE_S, CACHE_SWEEP_S
 
-    assert build_app(random_engine).delete_cache == (CACHE_SWEEP_S, CACHE_AGE_S)
+    assert built.delete_cache == (CACHE_SWEEP_S, CACHE_AGE_S)
     assert CACHE_SWEEP_S <= 3600 and CACHE_AGE_S <= 24 * 3600
 
 

@@ -221,7 +221,7 @@ def test_stop_withdraws_a_run_still_waiting_in_the_queue(built):
 
     demo = built
     requested, stop, on_run = (_handler(demo, n) for n in ("on_requested", "on_stop", "on_run"))
-    args = run_args()
+    args = raw_inputs(methods=["baseline", "dflash"], max_new_tokens=4)  # whether it runs, not what it writes
     waiting = SimpleNamespace(session_hash="waiting-visitor")
     requested(waiting)  # pressed Run; the run waits in the queue
     stop(waiting)  # pressed Stop before it started

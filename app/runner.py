@@ -245,9 +245,11 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
 
 
 def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
-                settle_s: float = SETTLE_S, waited: list[float] | None = None) -> Iterator[LaneEvent]:
+                settle_s: float | None = None, waited: list[float] | None = None) -> Iterator[LaneEvent]:
     """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
-    ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too)."""
+    ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too).
+    settle_s: the pause before each lane (None: SETTLE_S as it is when the pass runs)."""
+    settle_s = SETTLE_S if settle_s is None else settle_s
     for index, config in enumerate(configs):
         if stop.is_set():
             yield LaneEvent(index, "stopped")

@@ -300,7 +300,10 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     random_engine.target.save_pretrained(assets / "target")
     monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
     monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
-    monkeypatch.setattr(cli, "CALIBRATION_ROWS", 8)  # DSpark's calibration: few rows are enough to run it
+    monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)  # DSpark's calibration: few rows are enough to run it
+    import engine.train.selfdata as selfdata
+
+    monkeypatch.setattr(selfdata, "BATCH", 16)  # the 16 self-data rows in one batch, not the first 16 of 32
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
     on = ["--threads", "1", "--device", device]

@@ -14,7 +14,6 @@ from app.comparison import MAX_FILE_BYTES, RecordError, read_comparison  # noqa:
 from app.settings import default_settings  # noqa: E402
 
 from compare_support import comparison_of  # noqa: E402
-from conftest import launch_locally  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 
@@ -75,18 +74,17 @@ def test_bad_files_are_refused_in_one_line(comparison, mutate, message):
     assert "\n" not in str(err.value)
 
 
-def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(random_engine, comparison, tmp_path,
-                                                                          monkeypatch):
+def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(random_engine, random_app, comparison,
+                                                                          tmp_path, monkeypatch):
     import html
     import re
 
     from gradio_client import Client, handle_file
 
-    from app.main import build_app
     from app.draw.render import display_text
     from app.tabs.compare import NUM_CHARTS
 
-    url = launch_locally(build_app(random_engine))
+    client = Client(random_app, verbose=False)  # the app over random_engine, served once per test process
     path = tmp_path / "saved.json"
     path.write_text(comparison.to_json(), encoding="utf-8")
 
@@ -95,7 +93,7 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
 
     monkeypatch.setattr(random_engine, "stream", no_model)
     monkeypatch.setattr(random_engine, "generate", no_model)
-    outputs = Client(url, verbose=False).predict(handle_file(str(path)), True, api_name="/open_saved")
+    outputs = client.predict(handle_file(str(path)), True, api_name="/open_saved")
     status, *lanes = outputs[:-NUM_CHARTS]
     assert "nothing was rerun" in status and "opened from a file" in status
     # Lanes come back as updates: shown ones with their HTML, the others hidden.
@@ -108,7 +106,7 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
 
     bad = tmp_path / "bad.json"
     bad.write_text("{}", encoding="utf-8")
-    status = Client(url, verbose=False).predict(handle_file(str(bad)), True, api_name="/open_saved")[0]
+    status = client.predict(handle_file(str(bad)), True, api_name="/open_saved")[0]
     assert "cannot open that file" in status and "not a SpecLab comparison" in status
 
 

@@ -351,9 +351,12 @@ def test_eagle3_training_ends_with_the_greedy_phase(tmp_path, monkeypatch, token
 
     from conftest import tiny_qwen3
 
+    import engine.train.selfdata as selfdata
+
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
     monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    monkeypatch.setattr(selfdata, "BATCH", 8)  # the 8 self-data rows in one batch of 8, not the first 8 of 32
     for wrong in (["target", "--greedy-steps", "2"], ["eagle3", "--greedy-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)

@@ -389,19 +389,19 @@ def test_target_training_runs_a_second_cycle_on_request_and_exports(tmp_path, mo
     for wrong in (["eagle3", "--restart-steps", "2"], ["target", "--restart-steps", "-1"]):
         with pytest.raises(SystemExit):  # argparse's usage error, before anything trains
             cli.main(wrong)
-    assert cli.main(["target", "--steps", "2", "--threads", "1"]) == 0
+    assert cli.main(["target", "--steps", "1", "--threads", "1"]) == 0
     assert not (runs / "target/cycle2").exists()
     assert "second_cycle" not in json.loads((assets / "target" / "training.json").read_text())
     assert not (runs / "target/unloop").exists()  # the unloop phase only on request (tested below)
-    assert cli.main(["target", "--steps", "2", "--restart-steps", "2", "--threads", "1"]) == 0
+    assert cli.main(["target", "--steps", "1", "--restart-steps", "1", "--threads", "1"]) == 0
     first, second = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/cycle2"))
-    assert first["step"] == second["step"] == 2
+    assert first["step"] == second["step"] == 1
     # the second cycle trained further: the export is its weights, not the first cycle's
     assert any(not torch.equal(first["model"][k], second["model"][k]) for k in first["model"])
     record = json.loads((assets / "target" / "training.json").read_text())
     assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
     assert record["second_cycle"]["seed"] == record["train_config"]["seed"] + 1
-    assert record["train_tokens"] == 2 * 2 * 8 * 512
+    assert record["train_tokens"] == 2 * 1 * 8 * 512
     model = load_causal_lm(str(assets / "target"), torch.device("cpu"))
     exported = model.state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
@@ -501,15 +501,15 @@ def test_target_training_ends_with_the_unloop_phase(tmp_path, monkeypatch):
     for wrong in (["dflash", "--unloop-steps", "2"], ["target", "--unloop-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)
-    assert cli.main(["target", "--steps", "2", "--unloop-steps", "2", "--threads", "1"]) == 0
+    assert cli.main(["target", "--steps", "1", "--unloop-steps", "1", "--threads", "1"]) == 0
     rows = torch.load(runs / "target/unloop/rows.pt")
     assert rows.shape == (8, 96)
     first, unloop = (torch.load(d / "ckpt.pt", weights_only=False) for d in (runs / "target", runs / "target/unloop"))
-    assert unloop["step"] == 2 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 96
+    assert unloop["step"] == 1 and unloop["config"]["batch_size"] == 16 and unloop["config"]["seq_len"] == 96
     assert any(not torch.equal(first["model"][k], unloop["model"][k]) for k in first["model"])
     record = json.loads((assets / "target" / "training.json").read_text())
-    assert record["unloop_phase"]["steps"] == 2 and record["unloop_phase"]["rule"] == "tails"
-    assert record["train_tokens"] == 2 * 8 * 512 + 2 * 16 * 96
+    assert record["unloop_phase"]["steps"] == 1 and record["unloop_phase"]["rule"] == "tails"
+    assert record["train_tokens"] == 1 * 8 * 512 + 1 * 16 * 96
     exported = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert all(torch.allclose(exported[k].float(), v.float(), atol=1e-2)
                for k, v in unloop["model"].items() if k in exported)
@@ -749,21 +749,21 @@ def test_the_shipped_target_trains_on_from_its_weights(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             cli.main(wrong)
     on = ["--threads", "1"]
-    assert cli.main(["target", "--steps", "2", *on]) == 0
+    assert cli.main(["target", "--steps", "1", *on]) == 0
     assert cli.main(["small-lm-drafter", "--steps", "1", *on]) == 0
     first = json.loads((assets / "target" / "training.json").read_text())
     before = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
 
-    assert cli.main(["target", "--from-shipped", "--steps", "2", "--unloop-steps", "2", *on]) == 0
+    assert cli.main(["target", "--from-shipped", "--steps", "1", "--unloop-steps", "1", *on]) == 0
     more = torch.load(runs / "target-more" / "ckpt.pt", weights_only=False)
     unloop = torch.load(runs / "target-more" / "unloop" / "ckpt.pt", weights_only=False)
-    assert more["step"] == 2 and unloop["step"] == 2
+    assert more["step"] == 1 and unloop["step"] == 1
     record = json.loads((assets / "target" / "training.json").read_text())
     assert record["earlier"] == first
     assert record["more"]["phase"]["lr"] == first["train_config"]["lr"] / 2
     assert record["more"]["phase"]["seed"] != first["train_config"]["seed"]
-    assert record["more"]["unloop_phase"]["steps"] == 2
-    assert record["train_tokens"] == first["train_tokens"] + 2 * 8 * 512 + 2 * 16 * 96
+    assert record["more"]["unloop_phase"]["steps"] == 1
+    assert record["train_tokens"] == first["train_tokens"] + 1 * 8 * 512 + 1 * 16 * 96
     assert record["heldout_ce_fp32_before"] == pytest.approx(first["heldout_ce_fp32"], abs=0.05)
     after = load_causal_lm(str(assets / "target"), torch.device("cpu")).state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # trained on from the shipped weights

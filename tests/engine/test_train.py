@@ -298,8 +298,8 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     random_engine.target.save_pretrained(assets / "target")
-    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 2)
-    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 1)
+    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 1))
     monkeypatch.setattr(cli, "CALIBRATION_ROWS", 4)  # DSpark's calibration: few rows are enough to run it
     import engine.train.selfdata as selfdata
 
@@ -311,11 +311,11 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     assert torch.load(runs / "selfdata.pt").shape == (16, 256)
     assert cli.main([stage, "--steps", "2", *on]) == 2  # refuses: no greedy data yet (its last phase needs them)
     one_cycle = ["--restart-steps", "0", "--greedy-steps", "0"]
-    assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0
-    assert cli.main([stage, "--steps", "3", *one_cycle, *on]) == 0  # resumes from step 2
+    assert cli.main([stage, "--steps", "1", *one_cycle, *on]) == 0
+    assert cli.main([stage, "--steps", "2", *one_cycle, *on]) == 0  # resumes from step 1
     model = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu"))
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
-    assert record["train_config"]["steps"] == 3
+    assert record["train_config"]["steps"] == 2
     assert record["train_config"]["device"] == device
     assert record["train_config"]["precision"] == "bf16"  # the default: bfloat16 autocast, float32 weights
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
@@ -329,11 +329,11 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     before = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
     assert cli.main(["greedy-data", "--steps", "6", *on]) == 0
     assert torch.load(runs / "greedy.pt").shape == (6, 256)
-    assert cli.main([stage, "--steps", "3", *on]) == 0
-    assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 2
-    assert torch.load(runs / stage / "cycle2" / "self" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert cli.main([stage, "--steps", "2", *on]) == 0
+    assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 1
+    assert torch.load(runs / stage / "cycle2" / "self" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 1
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
-    assert record["second_cycle"]["steps"] == 3
+    assert record["second_cycle"]["steps"] == 2
     assert record["second_cycle"]["lr"] == record["train_config"]["lr"] / 2
     assert record["second_self_data_phase"]["lr"] == record["second_cycle"]["lr"] / 2
     assert record["greedy_phase"]["self_data_fraction"] == 1.0

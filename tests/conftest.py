@@ -6,10 +6,13 @@ which exercises every branch of verification and cache rollback.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import functools
 from contextlib import contextmanager
 import os
+import queue
+import threading
 from pathlib import Path
 
 import pytest
@@ -114,21 +117,13 @@ def launch_locally(demo):
 
 
 @contextmanager
-def app_in_chromium(engine, **app_settings):
-    """The app over `engine` (build_app's keywords) served on loopback, and a headless chromium: (its address, the
-    browser); both closed after. Skips where playwright is not installed (mark the test `needs_chromium`)."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
+def app_served(engine, **app_settings):
+    """The app over `engine` (build_app's keywords) served on loopback: its address; closed after."""
     from app.main import build_app
 
     demo = build_app(engine, **app_settings)
-    url = launch_locally(demo)
     try:
-        with playwright_api.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                yield url, browser
-            finally:
-                browser.close()
+        yield launch_locally(demo)
     finally:
         demo.close()
 
@@ -136,8 +131,8 @@ def app_in_chromium(engine, **app_settings):
 @pytest.fixture(scope="session")
 def random_app(random_engine):
     """The address of the app over `random_engine` with build_app's defaults, served on loopback once per test
-    process (closed at its end): the browser tests that need no other settings open pages of their own on it, each
-    in a fresh context, so no cookie, storage or visitor state carries over from one test to the next."""
+    process (closed at its end): the browser tests that need no other settings open pages of their own on it
+    (page_on), so no cookie, storage or visitor state carries over from one test to the next."""
     pytest.importorskip("gradio")
     from app.main import build_app
 
@@ -146,26 +141,139 @@ def random_app(random_engine):
     demo.close()
 
 
-@pytest.fixture(scope="module")
+class ChromiumThread:
+    """A headless chromium, driven through playwright's sync API from a thread of its own. While a sync playwright
+    is open its thread's asyncio loop reads as running, so the tests' thread (some of whose tests call asyncio.run)
+    never holds one; `browser` (a Remote) makes each call on this thread. One context of its own is kept for
+    page_on: a page in it loads the app from the warm HTTP and code caches (about half the work of a fresh one)."""
+
+    def __init__(self):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        started: concurrent.futures.Future = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="chromium", daemon=True)
+        self._thread.start()
+        browser = started.result()
+        self.browser = Remote(browser, self)
+        self.context = Remote(self.call(browser.new_context), self)
+
+    def _serve(self, started: concurrent.futures.Future) -> None:
+        from playwright.sync_api import sync_playwright
+
+        try:
+            with sync_playwright() as p:
+                browser = launch_chromium(p)
+                started.set_result(browser)
+                while (call := self._calls.get()) is not None:
+                    function, args, kwargs, done = call
+                    try:
+                        done.set_result(function(*args, **kwargs))
+                    except BaseException as error:  # raised again in the calling thread
+                        done.set_exception(error)
+                browser.close()
+        except BaseException as error:
+            if not started.done():
+                started.set_exception(error)
+            raise
+
+    def call(self, function, *args, **kwargs):
+        if threading.current_thread() is self._thread:  # a page's event handler, already here
+            return function(*args, **kwargs)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._calls.put((function, args, kwargs, done))
+        return done.result()
+
+    def close(self) -> None:
+        self._calls.put(None)
+        self._thread.join(30)
+
+
+def _playwright_object(value) -> bool:
+    from playwright._impl._sync_base import SyncBase
+
+    return isinstance(value, SyncBase)
+
+
+class Remote:
+    """A playwright object (browser, context, page, locator, keyboard, ...) of a ChromiumThread: its methods and
+    properties run on that thread; the playwright objects they return come back as Remotes too."""
+
+    __slots__ = ("_target", "_thread")
+
+    def __init__(self, target, thread: ChromiumThread):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_thread", thread)
+
+    def _wrap(self, value):
+        if _playwright_object(value):
+            return Remote(value, self._thread)
+        return [self._wrap(v) for v in value] if isinstance(value, list) else value
+
+    @staticmethod
+    def _unwrap(value):
+        if isinstance(value, Remote):
+            return value._target
+        if isinstance(value, (list, tuple)):
+            return type(value)(Remote._unwrap(v) for v in value)
+        return {k: Remote._unwrap(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    def __getattr__(self, name: str):
+        value = self._thread.call(getattr, self._target, name)
+        if callable(value) and not _playwright_object(value):
+            def method(*args, **kwargs):
+                return self._wrap(self._thread.call(value, *self._unwrap(args), **self._unwrap(kwargs)))
+            return method
+        return self._wrap(value)
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a Remote's {name} cannot be set")
+
+    def __repr__(self) -> str:
+        return f"Remote({self._target!r})"
+
+
+_chromium_thread: list[ChromiumThread] = []
+
+
+@pytest.fixture(scope="session")
 def chromium():
-    """One headless chromium for a module's tests (a launch costs a second or more); each test opens a context of
-    its own. Not one per session: while a sync playwright is open, the main thread's asyncio loop reads as running,
-    and the tests that call asyncio.run would be refused."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        yield browser
-        browser.close()
+    """One headless chromium for the test process (a launch costs a second or more), on a thread of its own
+    (ChromiumThread), so it stays open across modules without a loop running on the tests' thread. Each test opens
+    its pages with page_on; none carries cookies, storage or permissions from one test to the next."""
+    pytest.importorskip("playwright.sync_api")
+    _chromium_thread.append(ChromiumThread())
+    yield _chromium_thread[0].browser
+    _chromium_thread.pop().close()
+
+
+CLEAR_STORAGE_JS = "() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }"
 
 
 @contextmanager
 def page_on(browser, **context_settings):
-    """A page in a fresh context of `browser` (new_context's keywords: viewport, ...), closed after."""
-    context = browser.new_context(**context_settings)
+    """A page of `browser` (new_context's keywords: viewport, ...), closed after. On the process's chromium with no
+    setting but the viewport, a new page in its kept context (warm caches); the context's cookies, permissions and
+    the page's origin's storage are cleared after, so the next page starts as a fresh context's would."""
+    kept = next((t for t in _chromium_thread if browser is t.browser), None)
+    if kept is None or set(context_settings) - {"viewport"}:
+        context = browser.new_context(**context_settings)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+        return
+    page = kept.context.new_page()
     try:
-        yield context.new_page()
+        if "viewport" in context_settings:
+            page.set_viewport_size(context_settings["viewport"])
+        yield page
     finally:
-        context.close()
+        try:
+            if page.url.startswith("http"):
+                page.evaluate(CLEAR_STORAGE_JS)
+        finally:
+            page.close()
+            kept.context.clear_cookies()
+            kept.context.clear_permissions()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from app.servers import client as servers
 from app.servers.lanes import ServerLaneHandlers, counters_html, server_lane_html
 from app.servers.client import (NO_COUNTERS, ServerRun, ServerSpec, Timeouts, parse_counters, parse_server, read_counters,
                          servers_from, sglang_figures, stream_lane, vllm_figures)
+from conftest import app_served, needs_chromium, page_on
 from serving_stub import SGLANG_METRICS, VLLM_METRICS, Script, Stub, closed_port
 
 SETTINGS = dict(temperature=0.0, max_new_tokens=12, seed=0)
@@ -253,17 +254,12 @@ def test_sglang_gauges_and_missing_counters():
 # --- in the browser ---------------------------------------------------------------------------------------
 
 @pytest.mark.browser
-def test_a_server_lane_runs_beside_a_local_lane_in_chromium(random_engine):
-    from conftest import app_in_chromium
-    from scripts.support import CHROMIUM
-
-    if not __import__("os").path.exists(CHROMIUM):
-        pytest.skip("Debian chromium is not installed")
-
+@needs_chromium
+def test_a_server_lane_runs_beside_a_local_lane_in_chromium(random_engine, chromium):
     with Stub("vllm") as stub:
         specs = [parse_server(f"vllm-dflash={stub.url}"), parse_server(f"down={closed_port()}")]
-        with app_in_chromium(random_engine, servers=specs, server_timeouts=FAST) as (url, browser):
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        with app_served(random_engine, servers=specs, server_timeouts=FAST) as url, \
+                page_on(chromium, viewport={"width": 1500, "height": 1100}) as page:
             page.goto(url, wait_until="networkidle")
             for name in ("AR", "DFlash", "DSpark"):  # the shortest run: the baseline alone, 4 tokens
                 page.locator("#lanes label").get_by_text(name, exact=True).click()

@@ -23,61 +23,74 @@ CHART_HEIGHT = 450  # px of a slide's chart, at least, at 1024×768
 
 @pytest.fixture(scope="module")
 def page(random_app, chromium):
-    """One 1024×768 page for the module, on the app served for the browser tests (the slides draw the lesson's
-    recordings, not the engine)."""
+    """One 1024×768 page for the module, on the app served for the browser tests (`random_app`: the slides draw the
+    lesson's recordings, not the engine); each test opens its own link in it."""
     with page_on(chromium, viewport=SCREEN) as page:
-        page.base = random_app
         yield page
 
 
 def shown(page, number: int) -> None:
     """Wait for slide `number` with its chart drawn and the address naming it."""
-    page.wait_for_selector(f'#slides .slide-claim[data-point="{number}"]', timeout=30_000)
-    page.wait_for_selector("#slide-chart .main-svg", timeout=30_000)
-    page.wait_for_function("(n) => location.search.includes(`lesson=${n}&present=1`)", arg=number, timeout=10_000)
+    page.wait_for_function("""(n) => document.querySelector(`#slides .slide-claim[data-point="${n}"]`)
+                                     && document.querySelector('#slide-chart .main-svg')
+                                     && location.search.includes(`lesson=${n}&present=1`)""", arg=number,
+                           timeout=30_000)
 
 
-def chart_takes_the_screen(page, number: int) -> None:
-    """Slide `number`'s chart fills the room its text leaves, every text in it whole, apart and at least 18 px; its
-    claim on one line, claim and takeaway at least 18 px."""
+# What a slide's checks read, in one call: the page's height, whether the p/q widget shows, the takeaway, the chart's
+# text (CHART_TEXT_JS), whether the claim fits its line, and the claim's and takeaway's sizes
+SLIDE_JS = """() => {
+  const chartText = %s;
+  const size = (el) => parseFloat(getComputedStyle(el).fontSize), box = (el) => el && el.getBoundingClientRect();
+  const widget = document.querySelector('#slide-widget .pq-widget'), claim = document.querySelector('#slides .slide-claim h2');
+  const takeaway = document.querySelector('#slides .slide-takeaway');
+  return {height: document.documentElement.scrollHeight,
+          widget: !!widget && box(widget).width > 0 && box(widget).height > 0 && getComputedStyle(widget).visibility === 'visible',
+          takeaway: takeaway.innerText, chart: chartText(document.querySelector('#slide-chart .js-plotly-plot')),
+          claim_fits: claim.scrollWidth <= claim.clientWidth, claim_size: size(claim), takeaway_size: size(takeaway)};
+}""" % CHART_TEXT_JS
+
+
+def whole_on_the_screen(page, number: int) -> None:
+    """Slide `number` fits the screen, shows the p/q widget only on its point, its takeaway says what it shows here;
+    its chart fills the room its text leaves, every text in it whole, apart and at least 18 px; its claim on one
+    line, claim and takeaway at least 18 px."""
     page.wait_for_function(  # plotly has refitted the chart to the room the slide's text left it
         """() => { const svg = document.querySelector('#slide-chart .main-svg'),
                          box = document.querySelector('#slide-chart').getBoundingClientRect();
                    return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""", timeout=10_000)
-    chart = page.locator("#slide-chart .js-plotly-plot").evaluate(CHART_TEXT_JS)
+    slide = page.evaluate(SLIDE_JS)
+    assert slide["height"] <= SCREEN["height"], f"slide {number} is {slide['height']} px tall"
+    assert slide["widget"] == (number == WIDGET_POINT), f"slide {number}: the p/q widget"
+    assert slide["takeaway"].startswith("Here:"), f"slide {number}"
+    chart = slide["chart"]
     assert chart["frame"]["height"] >= CHART_HEIGHT, f"slide {number}: the chart is {chart['frame']['height']} px"
     assert chart["texts"] and chart_text_problems(chart, min_size=18) == [], f"slide {number}"
-    claim = page.locator("#slides .slide-claim h2")
-    assert claim.evaluate("h => h.scrollWidth <= h.clientWidth"), f"slide {number}: its claim is cut"
-    assert claim.evaluate("h => parseFloat(getComputedStyle(h).fontSize)") >= 18
-    assert page.locator("#slides .slide-takeaway").evaluate("t => parseFloat(getComputedStyle(t).fontSize)") >= 18
+    assert slide["claim_fits"], f"slide {number}: its claim is cut"
+    assert slide["claim_size"] >= 18 and slide["takeaway_size"] >= 18, f"slide {number}"
 
 
-def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and_back(page):
+def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and_back(page, random_app):
     """One walk (a page load costs seconds): the link opens slide 2, the keys go to the first, then through every
-    slide, each checked whole on the screen, and back."""
-    page.goto(f"{page.base}?lesson=2&present=1")
+    slide, each checked whole on the screen, and back. A key past the last slide moves nothing: the keys' clicks are
+    answered in order, so had it moved, the first step back would not show the slide before the last."""
+    page.goto(f"{random_app}?lesson=2&present=1")
     shown(page, 2)
     assert not page.locator("#tabs, [role=tablist]").first.is_visible()  # the slide, not the page
     page.keyboard.press("ArrowLeft")
     shown(page, 1)
     for number in range(1, len(POINTS) + 1):
         shown(page, number)
-        height = page.evaluate("document.documentElement.scrollHeight")
-        assert height <= SCREEN["height"], f"slide {number} is {height} px tall"
-        assert page.locator("#slide-widget .pq-widget").is_visible() == (number == WIDGET_POINT)
-        assert page.locator("#slides .slide-takeaway").inner_text().startswith("Here:")
-        chart_takes_the_screen(page, number)
+        whole_on_the_screen(page, number)
         page.keyboard.press("ArrowRight" if number % 2 else "PageDown")
-    page.wait_for_timeout(500)
-    shown(page, len(POINTS))  # the last slide stays the last
+    shown(page, len(POINTS))  # the last slide stays the last (the next step back shows the one before it)
     for number in range(len(POINTS) - 1, 0, -1):
         page.keyboard.press("ArrowLeft" if number % 2 else "PageUp")
         shown(page, number)
 
 
-def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page):
-    page.goto(f"{page.base}?lesson={WIDGET_POINT}&present=1")
+def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page, random_app):
+    page.goto(f"{random_app}?lesson={WIDGET_POINT}&present=1")
     shown(page, WIDGET_POINT)
     widget = page.locator("#slide-widget .pq-widget")
     assert float(widget.locator(".pq-overlap").inner_text()) == pytest.approx(
@@ -123,61 +136,81 @@ PAGE_TEXT_JS = """(min) => {
 }"""
 
 
+# Every chart shown on the page (visible as playwright counts it: a box, not hidden): its name and its text
+SHOWN_CHARTS_JS = """() => {
+  const chartText = %s;
+  return [...document.querySelectorAll('.js-plotly-plot')].filter(p => { const r = p.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(p).visibility === 'visible'; })
+    .map(p => ({name: p.closest('[id]') && p.closest('[id]').id, chart: chartText(p)}));
+}""" % CHART_TEXT_JS
+
+
 def readable(page, where: str, min_size: float) -> None:
     """Every text shown on the page at least `min_size` px, and every chart shown whole, apart and that large."""
     assert page.evaluate(PAGE_TEXT_JS, min_size) == [], where
-    for plot in page.locator(".js-plotly-plot").all():
-        if plot.is_visible():
-            chart = plot.evaluate(CHART_TEXT_JS)
-            name = plot.evaluate("p => p.closest('[id]') && p.closest('[id]').id")
-            assert chart_text_problems(chart, min_size=min_size) == [], f"{where}: {name}"
-            shrunk = [t["text"] for t in chart["texts"] if t["width"] >= t["height"] and t["height"] < 0.9 * min_size]
-            assert shrunk == [], f"{where}: {name}"  # plotly shrinks a bar's label by a transform, not its font size
+    for shown_chart in page.evaluate(SHOWN_CHARTS_JS):
+        chart, name = shown_chart["chart"], shown_chart["name"]
+        assert chart_text_problems(chart, min_size=min_size) == [], f"{where}: {name}"
+        shrunk = [t["text"] for t in chart["texts"] if t["width"] >= t["height"] and t["height"] < 0.9 * min_size]
+        assert shrunk == [], f"{where}: {name}"  # plotly shrinks a bar's label by a transform, not its font size
 
 
 def projector(page, on: bool) -> None:
     """Switch projector mode with the page's own toggle, and wait for the charts drawn again for it."""
     page.locator("#projector input").set_checked(on)
     page.wait_for_function("(on) => document.body.classList.contains('projector') === on", arg=on, timeout=10_000)
-    size = 18 if on else 12
-    page.wait_for_function(  # every visible chart's tick labels redrawn at the mode's size
-        """(size) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
-             .every(p => [...p.querySelectorAll('.xtick text')].every(t =>
-               (parseFloat(getComputedStyle(t).fontSize) >= 18) === (size >= 18)))""", arg=size, timeout=30_000)
+    charts_drawn_for(page, on)
 
 
-def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page):
+def charts_drawn_for(page, room: bool) -> None:
+    """Wait until every visible chart is drawn, its tick labels at projector mode's size (`room`) or the page's."""
+    page.wait_for_function(
+        """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
+             .every(p => p.querySelector('.main-svg') && [...p.querySelectorAll('.xtick text')].every(t =>
+               (parseFloat(getComputedStyle(t).fontSize) >= 18) === room))""", arg=room, timeout=30_000)
+
+
+# What each tab shows once it is open: read as soon as it is there, its charts drawn
+TAB_SHOWN = {"Step through": '#step-blocks .st-lanes[data-step="1"]', "Why": "#why-load-plot .main-svg",
+             "Lesson": "#lesson-1", "About": "#glossary"}
+
+
+def open_tab(page, name: str, room: bool) -> None:
+    page.get_by_role("tab", name=name).click()
+    page.wait_for_selector(TAB_SHOWN[name], state="visible", timeout=30_000)
+    charts_drawn_for(page, room)
+
+
+def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_app):
     """At 1024×768, every tab (Compare with a lesson comparison, its step through, Why, Lesson, About): in projector
     mode no text under 18 px, no chart text cut, overlapping or shrunk; outside it none under 11 px; after Run in
-    projector mode, the lanes in the first screen."""
-    page.goto(f"{page.base}?lesson=1")
+    projector mode, the lanes in the first screen. Projector mode is switched on once (on Compare) and off once (on
+    Why): a switch redraws every chart (seconds)."""
+    page.goto(f"{random_app}?lesson=1")
     page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
     readable(page, "Compare", 11)
+    for tab in ("Lesson", "About"):
+        open_tab(page, tab, room=False)
+        readable(page, tab, 11)
+    page.get_by_role("tab", name="Compare").click()
     projector(page, True)
     readable(page, "Compare, projector mode", 18)
     page.get_by_role("tab", name="Step through").click()
     page.get_by_role("button", name="Show my last run").click()
     page.wait_for_selector(".st-tok", timeout=30_000)
     page.get_by_role("button", name="Next").click()
-    page.wait_for_timeout(1000)
+    page.wait_for_selector(TAB_SHOWN["Step through"], timeout=30_000)
+    charts_drawn_for(page, True)
     readable(page, "Step through, projector mode", 18)
-    page.get_by_role("tab", name="Why").click()
-    page.wait_for_selector("#why-load-plot .main-svg", timeout=30_000)
-    projector(page, True)
-    readable(page, "Why, projector mode", 18)
-    for tab in ("Lesson", "About"):
-        page.get_by_role("tab", name=tab).click()
-        page.wait_for_timeout(500)
+    for tab in ("Why", "Lesson", "About"):
+        open_tab(page, tab, room=True)
         readable(page, f"{tab}, projector mode", 18)
-    page.get_by_role("tab", name="Why").click()
-    projector(page, False)
-    readable(page, "Why", 11)
-    for tab in ("Step through", "Lesson", "About"):
-        page.get_by_role("tab", name=tab).click()
-        page.wait_for_timeout(500)
-        readable(page, tab, 11)
     page.get_by_role("tab", name="Compare").click()
-    projector(page, True)
     page.locator("#run").click()  # a room watches the lanes: after Run they are in the first screen
     page.wait_for_function("""() => { const top = document.getElementById('compare-lanes').getBoundingClientRect().top;
                                       return top > -4 && top < innerHeight / 2; }""", timeout=10_000)
+    open_tab(page, "Why", room=True)  # the run goes on: what it draws is on Compare
+    projector(page, False)
+    readable(page, "Why", 11)
+    open_tab(page, "Step through", room=False)
+    readable(page, "Step through", 11)

@@ -1,6 +1,9 @@
 """Lesson points 8 and 10 in chromium at 1024×768: its link opens the Why tab on the recorded budget sweep, outlined, and the
 panel's three charts (τ and speedup by budget, what a node and a draft forward cost, the published figures) draw with
-every text whole and apart, in the page and in projector mode (text ≥ 18 px)."""
+every text whole and apart, in the page and in projector mode (text ≥ 18 px). Beside the trees and load panels, the
+device's recording names its device and date, says it is a recording, and fits the page's width, in the page and in
+projector mode (where the load panel's is folded until its button is pressed); the Compare tab shows the default
+comparison's."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ pytest.importorskip("gradio")
 pytest.importorskip("playwright.sync_api")
 
 from app.lesson import POINTS  # noqa: E402
+from app.tabs.device_recordings import device_recordings  # noqa: E402
 
 from conftest import CHART_TEXT_JS, chart_text_problems, needs_chromium, page_on  # noqa: E402
 
@@ -17,6 +21,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
 CHARTS = ("#why-trees-plot", "#why-trees-cost", "#why-trees-published")
 POINT = next(p for p in POINTS if p.recording == "trees")
+FITS_JS = """(el) => { const r = el.getBoundingClientRect();
+  const tables = [...el.querySelectorAll('table')].map(t => t.getBoundingClientRect());
+  return {left: r.left, right: r.right, visible: r.width > 0 && r.height > 0,
+          widest: Math.max(r.right, ...tables.map(t => t.right)),
+          font: parseFloat(getComputedStyle(el.querySelector('p') || el).fontSize)}; }"""
 
 
 def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
@@ -44,31 +53,61 @@ def redrawn_for_the_room(page, selector: str) -> None:
         arg=selector, timeout=60_000)
 
 
-def test_the_trees_point_opens_its_charts_whole_and_apart(random_app, chromium):
-    url = random_app
+def device_recording_fits(page, kind: str, recording, where: str) -> float:
+    """The device's recording beside the `kind` panel: named, dated, said to be a recording, within the screen's
+    width; its text size."""
+    panel = page.locator(f"#device-{kind}")
+    panel.scroll_into_view_if_needed()
+    text = panel.inner_text()
+    assert text.startswith(f"Recorded on {recording.device_words} on {recording.recorded_at[:10]}"), (kind, where)
+    assert "not a live run" in text and "measured live" not in text, (kind, where)
+    box = panel.evaluate(FITS_JS)
+    assert box["visible"] and box["left"] >= 0 and box["widest"] <= SCREEN["width"], (kind, where, box)
+    return box["font"]
+
+
+def test_the_trees_point_opens_its_charts_whole_and_apart_beside_the_devices_recordings(random_app, chromium):
+    """One page (a load and a switch to projector mode cost seconds each): the trees point's charts and the device
+    recordings beside the trees and load panels, in the page and in projector mode, then the Compare tab's."""
+    recordings = device_recordings()
     with page_on(chromium, viewport=SCREEN) as page:
-        page.goto(f"{url}?lesson={POINT.number}")
+        page.goto(f"{random_app}?lesson={POINT.number}")
         page.wait_for_selector(f"#{POINT.chart}.lesson-target", timeout=60_000)
         assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")
         for selector in CHARTS:
             assert chart_problems(page, selector) == [], selector
+        fonts = {kind: device_recording_fits(page, kind, recordings[kind], "page") for kind in ("trees", "load")}
         for_the_room(page)
         for selector in CHARTS:
             redrawn_for_the_room(page, selector)
         for selector in CHARTS:
             assert chart_problems(page, selector, min_size=18) == [], selector
+        # the point opened its own panel whole; the load panel's table and recording folded until asked for
+        room_font = device_recording_fits(page, "trees", recordings["trees"], "projector mode")
+        assert room_font >= fonts["trees"]  # the room's view is no smaller
+        assert not page.locator("#device-load").is_visible()
+        page.click('.more-toggle[data-more="why-load-plot"]')
+        device_recording_fits(page, "load", recordings["load"], "projector mode, unfolded")
+        page.get_by_role("tab", name="Compare").click()  # the default comparison, beside the live run's lanes
+        panel = page.locator("#device-comparison")
+        panel.scroll_into_view_if_needed()
+        recording = recordings["comparison"]
+        assert panel.inner_text().startswith(f"Recorded on {recording.device_words} on {recording.recorded_at[:10]}")
+        box = panel.evaluate(FITS_JS)
+        assert box["visible"] and box["left"] >= 0 and box["widest"] <= SCREEN["width"], box
 
 
 LOAD = next(p for p in POINTS if p.recording == "load")
 
 
 def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
-    """Lesson point 10: its link opens the Why tab's load panel, outlined, its chart's texts whole and apart, in the
-    page and for the room; and the Compare tab's requests-at-once control, set by a link, runs each lane among
-    others."""
+    """Lesson point 10 (the last): its link opens the Why tab's load panel, outlined, under the point's note, its
+    chart's texts whole and apart, in the page and for the room; and the Compare tab's requests-at-once control, set
+    by a link, runs each lane among others."""
     with page_on(chromium, viewport=SCREEN) as page:
         page.goto(f"{random_app}?lesson={LOAD.number}")
         page.wait_for_selector(f"#{LOAD.chart}.lesson-target", timeout=60_000)
+        page.wait_for_selector(f"#why-focus :text('Lesson point {LOAD.number}')", timeout=30_000)  # its note
         assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
         assert chart_problems(page, "#why-load-plot") == []
         for_the_room(page)

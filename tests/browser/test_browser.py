@@ -67,7 +67,15 @@ def app_url(embedded_engine):
     demo.close()
 
 
-def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, chromium, embedded_engine, tmp_path):
+def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_saved_files_open(
+        app_url, chromium, embedded_engine, tmp_path):
+    """Run fills every default lane with the baseline's text and draws the timeline; the About tab shows the model
+    card. Then, on the same page (a load costs seconds), the example prompts and both Open buttons, the app's own
+    handlers' (they answer an API client's bad values in one line), behave in the page as Gradio's own components
+    did."""
+    from app.examples import example_prompts
+    from conftest import ASSETS
+
     max_new_tokens = 64
     context, page, console_errors = open_page(chromium)
     try:
@@ -89,6 +97,16 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline(app_url, chromium, em
         page.get_by_role("tab", name="About").click()
         page.wait_for_selector("text=Model card: the embedded SpecLab models", timeout=10_000)
         assert page.locator("text=held-out loss").count() > 0
+
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#examples button").nth(1).click()
+        page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want",
+                               arg=example_prompts()[1], timeout=10_000)
+        page.locator("input[type=file]").first.set_input_files(str(ASSETS / "lessons" / "greedy.json"))
+        page.wait_for_selector("#status :text('opened from a file')", timeout=30_000)
+        page.get_by_role("tab", name="Step through").click()
+        page.locator("input[type=file]").nth(1).set_input_files(str(ASSETS / "lessons" / "sampled.json"))
+        page.wait_for_selector("#step-status :text('sampled.json')", timeout=30_000)
     finally:
         context.close()
     assert not console_errors, console_errors
@@ -236,28 +254,6 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
         page.wait_for_timeout(2_000 * TICK_S + 300)  # two more ticks' time: it stays at the end
         assert step_shown.input_value() == str(last)
         assert page.locator(f'#step-blocks .st-lanes[data-step="{last}"]').count() == 1
-    finally:
-        context.close()
-    assert not console_errors, console_errors
-
-
-def test_an_example_and_a_saved_file_open_in_the_page(app_url, chromium):
-    """The example prompts and both Open buttons are the app's own handlers' (they answer an API client's bad
-    values in one line): in the page they behave as Gradio's own components did."""
-    from app.examples import example_prompts
-    from conftest import ASSETS
-
-    context, page, console_errors = open_page(chromium)
-    try:
-        page.goto(app_url, wait_until="networkidle")
-        page.locator("#examples button").nth(1).click()
-        page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want",
-                               arg=example_prompts()[1], timeout=10_000)
-        page.locator("input[type=file]").first.set_input_files(str(ASSETS / "lessons" / "greedy.json"))
-        page.wait_for_selector("#status :text('opened from a file')", timeout=30_000)
-        page.get_by_role("tab", name="Step through").click()
-        page.locator("input[type=file]").nth(1).set_input_files(str(ASSETS / "lessons" / "sampled.json"))
-        page.wait_for_selector("#step-status :text('sampled.json')", timeout=30_000)
     finally:
         context.close()
     assert not console_errors, console_errors

@@ -355,19 +355,19 @@ def test_eagle3_training_ends_with_the_greedy_phase(tmp_path, monkeypatch, token
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     tiny_qwen3(len(tokenizer), layers=8, hidden=32).save_pretrained(assets / "target")  # EAGLE-3 reads 5 layers
-    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    monkeypatch.setattr(cli, "GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 1))
     monkeypatch.setattr(selfdata, "BATCH", 8)  # the 8 self-data rows in one batch of 8, not the first 8 of 32
     for wrong in (["target", "--greedy-steps", "2"], ["eagle3", "--greedy-steps", "-1"]):
         with pytest.raises(SystemExit):
             cli.main(wrong)
     on = ["--threads", "1"]
     assert cli.main(["self-data", "--steps", "8", *on]) == 0
-    assert cli.main(["eagle3", "--steps", "2", "--greedy-steps", "0", *on]) == 0
+    assert cli.main(["eagle3", "--steps", "1", "--greedy-steps", "0", *on]) == 0
     assert "greedy_phase" not in json.loads((assets / "eagle3-drafter" / "training.json").read_text())
     first = load_drafter(str(assets / "eagle3-drafter"), ("eagle3",), torch.device("cpu")).state_dict()
     assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
-    assert cli.main(["eagle3", "--steps", "2", *on]) == 0
-    assert torch.load(runs / "eagle3" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert cli.main(["eagle3", "--steps", "1", *on]) == 0
+    assert torch.load(runs / "eagle3" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 1
     record = json.loads((assets / "eagle3-drafter" / "training.json").read_text())
     assert record["greedy_phase"]["labels"] == "argmax" and record["greedy_phase"]["self_data_fraction"] == 1.0
     after = load_drafter(str(assets / "eagle3-drafter"), ("eagle3",), torch.device("cpu")).state_dict()
@@ -817,7 +817,7 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     from conftest import tiny_qwen3
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
-    monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 2))
+    monkeypatch.setattr(cli, "MORE_GREEDY_STEPS", dict.fromkeys(cli.GREEDY_STEPS, 1))
     _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1"]
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: no greedy rows yet
@@ -830,7 +830,7 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
         earlier = json.loads((Path(path) / "training.json").read_text())
         weights = load_drafter(path, METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert cli.main([stage, "--from-shipped", *on]) == 0
-        assert torch.load(runs / f"{stage}-more" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+        assert torch.load(runs / f"{stage}-more" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 1
         record = json.loads((Path(path) / "training.json").read_text())
         assert record["earlier"] == earlier
         assert record["more"]["greedy_phase"]["labels"] == "argmax"
@@ -842,7 +842,7 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
             assert torch.equal(weights["lm_head.weight"], trained["lm_head.weight"])
     first_round = json.loads((assets / "dflash-drafter" / "training.json").read_text())
     assert cli.main(["dflash", "--from-shipped", *on]) == 0  # a second round: a folder and seed of its own
-    assert torch.load(runs / "dflash-more2" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 2
+    assert torch.load(runs / "dflash-more2" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 1
     second = json.loads((assets / "dflash-drafter" / "training.json").read_text())
     assert second["earlier"] == first_round and "more" in first_round  # the chain: this round, the one before, ...
     assert second["more"]["greedy_phase"]["seed"] != first_round["more"]["greedy_phase"]["seed"]
@@ -859,7 +859,7 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
     from conftest import tiny_qwen3
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
-    monkeypatch.setattr(cli, "SAMPLED_STEPS", dict.fromkeys(cli.SAMPLED_STEPS, 2))
+    monkeypatch.setattr(cli, "SAMPLED_STEPS", dict.fromkeys(cli.SAMPLED_STEPS, 1))
     _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1"]
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: no sampled rows yet
@@ -873,7 +873,7 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
         kinds = METHOD_REGISTRY[stage].kinds
         shipped = load_drafter(str(assets / f"{stage}-drafter"), kinds, torch.device("cpu")).state_dict()
         assert cli.main([stage, "--sampled", *on]) == 0
-        assert torch.load(runs / f"{stage}-sampled" / "ckpt.pt", weights_only=False)["step"] == 2
+        assert torch.load(runs / f"{stage}-sampled" / "ckpt.pt", weights_only=False)["step"] == 1
         record = json.loads((assets / f"{stage}-drafter-sampled" / "training.json").read_text())
         assert record["from"] == f"assets/{stage}-drafter as shipped" and "earlier" in record
         assert (record.get("calibration", {}).get("outcome", "").startswith("token k passes the rejection rule")

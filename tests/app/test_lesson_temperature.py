@@ -1,5 +1,5 @@
 """The lesson's temperature point: its words chosen from the numbers (rising data gets rising words, falling
-data falling ones), and its live measurement on a tiny engine."""
+data falling ones). Its live measurement on a tiny engine: tests/app/test_live_sizes.py."""
 
 import pytest
 
@@ -38,16 +38,6 @@ def test_the_order_beside_the_papers_is_the_measured_one():
 def test_the_entropy_and_the_overlap_are_the_recordings_numbers():
     text = lesson.temperature_takeaway({"temperatures": {"data": sweep_of({"dflash": (3.0, 2.0)}, entropy=(0.0, 1.75))}})
     assert "goes 0.00 → 1.75 nats" in text and "50% expected against 1 − TV 52% over 2,400 judged drafts" in text
-
-
-@pytest.mark.slow
-def test_the_live_measurement_runs_every_lane_at_each_live_temperature(random_engine, monkeypatch):
-    monkeypatch.setattr(lesson, "load_prompts", lambda: ["def f(x):", "class Point:", "import os"])  # a tiny context
-    measured = lesson.measure_temperatures_live(random_engine)
-    sweep = measured["data"]
-    assert sorted(map(float, sweep["temperatures"])) == list(lesson.LIVE_TEMPERATURES)
-    assert sweep["num_prompts"] == lesson.LIVE_TEMPERATURE_PROMPTS
-    assert lesson.temperature_takeaway({"temperatures": measured}).startswith("From T = 0 to 1")
 
 
 def heldout_row(rate: float, ceiling: float, speedup: float = 2.0, spread=(1.5, 2.5)) -> dict:

@@ -117,6 +117,9 @@ def test_the_temperature_sweep_runs_its_live_temperatures_prompts_and_tokens(app
     assert {config.temperature for _, config in runs} == set(lesson.LIVE_TEMPERATURES)
     assert {prompt for prompt, _ in runs} == set(SHORT_PROMPTS[:lesson.LIVE_TEMPERATURE_PROMPTS])
     assert {config.max_new_tokens for _, config in runs} == {lesson.LIVE_TEMPERATURE_TOKENS}
+    assert sorted(map(float, measured["data"]["temperatures"])) == list(lesson.LIVE_TEMPERATURES)
+    assert measured["data"]["num_prompts"] == lesson.LIVE_TEMPERATURE_PROMPTS
+    assert lesson.temperature_takeaway({"temperatures": measured}).startswith("From T = 0 to 1")  # worded from it
     assert lesson.size_words(measured) in table and "(the recording: 5 temperatures" in table
 
 

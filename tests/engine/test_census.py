@@ -61,9 +61,6 @@ def test_the_census_sees_each_kind_of_stall():
 def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, method, size):
     """Many requests at once (engine/batch.py): every request's verdict comes back in one copy, DSpark's confidences
     in another, whatever the batch's size, at temperature 0 and above it."""
-    # DSpark's batch cost, measured once per machine before a batch's first step (the app's warm-up does it before
-    # serving): here too, outside the count, whose every intercepted operation would slow those timed forwards
-    embedded_engine.batch_verify_cost()
     for temperature in (0.0, 1.0):
         config = GenerationConfig(method=method, max_new_tokens=10, temperature=temperature, requests_at_once=size)
         prompt_ids, drafter = embedded_engine._prepare(PROMPT, config)

@@ -110,6 +110,19 @@ def test_show_me_opens_each_points_tab_with_its_recording_and_what_to_look_at(bu
     assert step[0]["selected"] == "step" and "rejected" in _value(step, components, "step-focus")["value"]
 
 
+def test_every_points_chart_is_on_its_points_tab(built):
+    """What a point's Show me and its link outline (app/draw/projector.py speclabFocus, by the chart's elem_id)."""
+    demo = built[0]
+    tabs = {}
+    for block in demo.blocks.values():
+        tab = block
+        while tab is not None and not isinstance(tab, gr.Tab):
+            tab = getattr(tab, "parent", None)
+        if getattr(block, "elem_id", None) and tab is not None:
+            tabs.setdefault(block.elem_id, set()).add(tab.id)
+    assert {p.number: tabs.get(p.chart) for p in POINTS} == {p.number: {p.tab} for p in POINTS}
+
+
 def test_run_it_live_measures_the_points_comparison_again(built):
     _, handlers, _, components = built
     visitor = SimpleNamespace(session_hash="live-visitor")
@@ -204,8 +217,9 @@ def opened(page, point) -> None:
 def test_lesson_links_and_show_me_open_their_points_with_the_named_chart_in_view_and_outlined(random_app, chromium):
     """One link of each kind the page handles differently: a recorded comparison (Compare, whose named chart is
     scrolled into view and outlined) and the K sweep (Why, its chart drawn after the note); and a Show me on the
-    Lesson tab (Why's parts). The last point's link (Why's load panel) opens in tests/browser/test_trees_panel.py.
-    Every point's own handler is tested above without a browser. One page: a load costs seconds."""
+    Lesson tab (Why's parts); point 8's link outlines its chart in tests/browser/test_trees_panel.py. Every point's
+    own handler, and that its chart is on its tab, is tested above without a browser. One page: a load costs
+    seconds."""
     compare_point = point_of("sampled")
     assert compare_point.tab == "compare"
     with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:

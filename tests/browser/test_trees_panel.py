@@ -1,9 +1,10 @@
-"""Lesson points 8 and 10 in chromium at 1024×768: its link opens the Why tab on the recorded budget sweep, outlined, and the
-panel's three charts (τ and speedup by budget, what a node and a draft forward cost, the published figures) draw with
-every text whole and apart, in the page and in projector mode (text ≥ 18 px). Beside the trees and load panels, the
-device's recording names its device and date, says it is a recording, and fits the page's width, in the page and in
-projector mode (where the load panel's is folded until its button is pressed); the Compare tab shows the default
-comparison's."""
+"""Lesson points 8 and 10 in chromium at 1024×768: point 8's link opens the Why tab on the recorded budget sweep,
+outlined, and the panel's three charts (τ and speedup by budget, what a node and a draft forward cost, the published
+figures) and the load panel's (point 10's) draw with every text whole and apart, in the page and in projector mode
+(text ≥ 18 px). Beside the trees and load panels, the device's recording names its device and date, says it is a
+recording, and fits the page's width, in the page and in projector mode (where the load panel's is folded until its
+button is pressed); the Compare tab shows the default comparison's. A link's requests at once run each lane among
+others."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
 CHARTS = ("#why-trees-plot", "#why-trees-cost", "#why-trees-published")
 POINT = next(p for p in POINTS if p.recording == "trees")
+LOAD_CHART = "#" + next(p for p in POINTS if p.recording == "load").chart
 FITS_JS = """(el) => { const r = el.getBoundingClientRect();
   const tables = [...el.querySelectorAll('table')].map(t => t.getBoundingClientRect());
   return {left: r.left, right: r.right, visible: r.width > 0 && r.height > 0,
@@ -66,28 +68,35 @@ def device_recording_fits(page, kind: str, recording, where: str) -> float:
     return box["font"]
 
 
-def test_the_trees_point_opens_its_charts_whole_and_apart_beside_the_devices_recordings(random_app, chromium):
-    """One page (a load and a switch to projector mode cost seconds each): the trees point's charts and the device
-    recordings beside the trees and load panels, in the page and in projector mode, then the Compare tab's."""
+def test_the_trees_point_opens_its_charts_whole_and_apart_beside_the_load_panel_and_the_devices_recordings(
+        random_app, chromium):
+    """Lesson point 8's link opens the Why tab on the trees panel, outlined; on that page (a load and a switch to
+    projector mode cost seconds each) the trees panel's three charts and the load panel's chart (lesson point 10's)
+    are whole and apart, and the device recordings beside both panels read and fit, in the page and for the room;
+    then the Compare tab's device recording. That every point's chart is on its point's tab, and that a link to a
+    point on the Why tab shows its note, is tested in tests/app/test_lesson.py."""
     recordings = device_recordings()
     with page_on(chromium, viewport=SCREEN) as page:
         page.goto(f"{random_app}?lesson={POINT.number}")
         page.wait_for_selector(f"#{POINT.chart}.lesson-target", timeout=60_000)
         assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")
-        for selector in CHARTS:
+        assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
+        for selector in (*CHARTS, LOAD_CHART):
             assert chart_problems(page, selector) == [], selector
         fonts = {kind: device_recording_fits(page, kind, recordings[kind], "page") for kind in ("trees", "load")}
         for_the_room(page)
-        for selector in CHARTS:
+        for selector in (*CHARTS, LOAD_CHART):
             redrawn_for_the_room(page, selector)
-        for selector in CHARTS:
+        for selector in (*CHARTS, LOAD_CHART):
             assert chart_problems(page, selector, min_size=18) == [], selector
         # the point opened its own panel whole; the load panel's table and recording folded until asked for
         room_font = device_recording_fits(page, "trees", recordings["trees"], "projector mode")
         assert room_font >= fonts["trees"]  # the room's view is no smaller
-        assert not page.locator("#device-load").is_visible()
+        assert not page.locator("#device-load").is_visible() and not page.locator("#why-load-table").is_visible()
         page.click('.more-toggle[data-more="why-load-plot"]')
         device_recording_fits(page, "load", recordings["load"], "projector mode, unfolded")
+        # the load table for the room: the lane names keep a column of their own beside the wider figures
+        assert page.locator("#why-load-table th").first.bounding_box()["width"] > 100
         page.get_by_role("tab", name="Compare").click()  # the default comparison, beside the live run's lanes
         panel = page.locator("#device-comparison")
         panel.scroll_into_view_if_needed()
@@ -97,25 +106,10 @@ def test_the_trees_point_opens_its_charts_whole_and_apart_beside_the_devices_rec
         assert box["visible"] and box["left"] >= 0 and box["widest"] <= SCREEN["width"], box
 
 
-LOAD = next(p for p in POINTS if p.recording == "load")
-
-
-def test_the_load_point_opens_its_chart_whole_and_apart(random_app, chromium):
-    """Lesson point 10 (the last): its link opens the Why tab's load panel, outlined, under the point's note, its
-    chart's texts whole and apart, in the page and for the room; and the Compare tab's requests-at-once control, set
-    by a link, runs each lane among others."""
+def test_a_links_requests_at_once_run_each_lane_among_others(random_app, chromium):
+    """The Compare tab's requests-at-once control, set by a link, sets the slider, and each lane says what its
+    batch wrote."""
     with page_on(chromium, viewport=SCREEN) as page:
-        page.goto(f"{random_app}?lesson={LOAD.number}")
-        page.wait_for_selector(f"#{LOAD.chart}.lesson-target", timeout=60_000)
-        page.wait_for_selector(f"#why-focus :text('Lesson point {LOAD.number}')", timeout=30_000)  # its note
-        assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
-        assert chart_problems(page, "#why-load-plot") == []
-        for_the_room(page)
-        redrawn_for_the_room(page, "#why-load-plot")
-        assert chart_problems(page, "#why-load-plot", min_size=18) == []
-        # the table for the room: the lane names keep a column of their own beside the wider figures
-        assert page.locator("#why-load-table th").first.bounding_box()["width"] > 100
-        # the Compare control: a link's requests at once set the slider, and each lane says what its batch wrote
         page.goto(f"{random_app}?methods=baseline,dflash&max_new_tokens=8&requests_at_once=4")
         page.wait_for_selector("#status :text('among 4 requests at once')", timeout=60_000)
         assert page.locator("#requests-at-once input[type=number]").input_value() == "4"

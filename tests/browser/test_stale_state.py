@@ -66,7 +66,7 @@ def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random
         page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
         page.locator("#lane-eagle3 .tok[title]").first.click()  # pin a token's numbers
         page.wait_for_selector("#token-pin:not([hidden])", timeout=5000)
-        page.get_by_role("tab", name="Why").click()  # another tab: note, pin and outline go
+        page.get_by_role("tab", name="About").click()  # another tab (one without charts): note, pin and outline go
         page.wait_for_selector("#token-pin[hidden]", state="attached", timeout=5000)
         assert page.locator(".lesson-target").count() == 0
         page.get_by_role("tab", name="Compare").click()

@@ -38,7 +38,7 @@ def built_app(random_engine):
                       real_stream(prompt, config, *a, **k))
 
         def run_lanes(*args, **kwargs):
-            runners.append(kwargs)
+            runners.append({k: v for k, v in kwargs.items() if k == "timing_runs"})  # what these tests read
             yield from runner.run_lanes(*args, **kwargs)
 
         demo = build_app(random_engine, run_lanes=run_lanes)

@@ -181,9 +181,23 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
                     if isinstance(owner := getattr(dep.fn, "__self__", None), LessonHandlers))
     runs = Counter()
     real_pass = runner._live_pass
+    from app.hosting.sessions import Session
+
+    class_size, presses, real_press = 4, threading.Semaphore(0), Session.press_run
+
+    def counted_press(session):
+        real_press(session)
+        presses.release()
+
+    def whole_class_pressed() -> None:  # a class presses within seconds; a measurement takes longer than that
+        for _ in range(class_size):
+            assert presses.acquire(timeout=30), "the class's presses did not all arrive"
+
+    monkeypatch.setattr(Session, "press_run", counted_press)
 
     def counted_pass(engine, prompt, lanes, *args, **kwargs):
         runs["compare"] += 1
+        whole_class_pressed()
         yield from real_pass(engine, prompt, lanes, *args, **kwargs)
 
     monkeypatch.setattr(runner, "_live_pass", counted_pass)
@@ -194,7 +208,7 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
         def measure(engine, *args, stop=None, recording=recording,
                     recorded=lesson.measurement(lesson.recorded()[recording]["data"], "cpu (test)")):
             runs[recording] += 1
-            time.sleep(0.1)  # the class's other presses wait behind it in the queue
+            whole_class_pressed()  # the class's other presses wait behind it in the queue
             return recorded
         measure.__name__ = name  # what the Why tab shares a measurement by
         monkeypatch.setattr(lesson, name, measure)
@@ -206,7 +220,7 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
     runs_as = handlers.live_settings(lesson.POINTS[0])
     assert estimate(first, []) == ([(4, runs_as.requests_at_once)] * len(runs_as.methods), lesson.LIVE_TIMING_RUNS)
     assert estimate(check, []) is None  # a Why measurement: its mean duration so far
-    class_size, pressed, replays = 4, {}, handlers.compare.run.sessions.replays
+    pressed, replays = {}, handlers.compare.run.sessions.replays
     for point in lesson.POINTS:
         kind = "compare" if point.tab == "compare" else point.recording
         if point.recording in pressed:  # points 6 and 7 run point 1's comparison: the same settings, the same share

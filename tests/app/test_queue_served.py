@@ -74,10 +74,18 @@ def wait_for(check, timeout_s: float = 10) -> None:
         time.sleep(0.05)
 
 
+def engine_queue(demo):
+    """The served app's queue of engine jobs, once a first run has reached it (Gradio makes it then)."""
+    queues = demo._queue.event_queue_per_concurrency_id
+    wait_for(lambda: "engine" in queues)
+    return queues["engine"]
+
+
 def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
     app, demo = served
     threads = visitors(app, 1)
-    wait_for(lambda: demo._queue.event_queue_per_concurrency_id["engine"].current_concurrency == 1)
+    engine = engine_queue(demo)
+    wait_for(lambda: engine.current_concurrency == 1)
     session = "stops-while-waiting"
     app.call(app.fn_index(api_name="on_requested"), [], session=session)
     client, event_id = joined(app, raw_inputs(prompt="def waits(x):\n", max_new_tokens=4), session)
@@ -95,7 +103,7 @@ def test_stop_on_a_waiting_run_withdraws_it_at_once(served, capfd):
 def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(served, monkeypatch):
     app, demo = served
     threads = visitors(app, 2)
-    engine = demo._queue.event_queue_per_concurrency_id["engine"]
+    engine = engine_queue(demo)
     wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 1)
     client, event_id = joined(app, raw_inputs(prompt="def third(x):\n", max_new_tokens=4), "third")
     seen = messages(app, "third", event_id, until=("estimation",), timeout_s=30, client=client)
@@ -120,7 +128,7 @@ def test_a_waiting_run_is_told_its_place_and_expected_start_from_the_runs_ahead(
 def test_a_presenters_run_starts_at_once_behind_three_visitors_and_a_visitors_waits(served):
     app, demo = served
     threads = visitors(app, 3)
-    engine = demo._queue.event_queue_per_concurrency_id["engine"]
+    engine = engine_queue(demo)
     wait_for(lambda: engine.current_concurrency == 1 and len(engine.queue) == 2)
     client, event_id = joined(app, raw_inputs(prompt="def lecture(x):\n", max_new_tokens=4), "lecturer",
                               cookie=f"{COOKIE}={token(KEY)}")

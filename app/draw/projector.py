@@ -105,6 +105,9 @@ SCRIPT = """
       document.body.classList.toggle("drafts-shown");
       return;
     }
+    if (event.target.closest('[role="tab"]')) {
+      for (const wait of [100, 600]) setTimeout(refit, wait);
+    }
     const more = event.target.closest(".more-toggle");
     if (more) {
       unfold(more.dataset.more, !document.body.classList.contains(`more-${more.dataset.more}`));
@@ -147,7 +150,18 @@ SCRIPT = """
   // open, so a redraw of the panel keeps it; plotly refits the charts that were folded to the room they now have.
   function unfold(chart, on) {
     document.body.classList.toggle(`more-${chart}`, on);
-    if (on) setTimeout(() => window.dispatchEvent(new Event("resize")), 50);
+    if (on) setTimeout(refit, 50);
+  }
+  // A chart drawn while hidden (a tab not shown, a folded panel: a redraw for projector mode, a lesson point's
+  // update) was laid out at plotly's default size, its tick angles chosen for that and kept by plotly on a resize:
+  // once it shows, each such chart is drawn afresh in the room it has.
+  function refit() {
+    for (const chart of document.querySelectorAll(".js-plotly-plot")) {
+      const svg = chart.querySelector(".main-svg");
+      if (!window.Plotly || !svg || chart.offsetParent === null || !chart._fullLayout) continue;
+      if (Math.abs(svg.getBoundingClientRect().width - chart.getBoundingClientRect().width) > 4)
+        window.Plotly.newPlot(chart, chart.data, chart.layout, chart._context);
+    }
   }
   window.speclabFocus = (id) => {
     clearFocus();

@@ -181,15 +181,41 @@ def open_tab(page, name: str, room: bool) -> None:
     charts_drawn_for(page, room)
 
 
+WHY_FOLDED_PX = 9_000  # the Why tab's height at most, at 1024×768 in projector mode with its panels folded
+
+
+def chart_fills_its_box(page, selector: str) -> None:
+    """Wait until the chart `selector` spans its box's width: one drawn while its tab was hidden is laid out at
+    plotly's default 700 px, its texts crowded, until the page refits it."""
+    page.wait_for_function(
+        """(sel) => { const box = document.querySelector(sel), svg = box && box.querySelector('.main-svg');
+                      return svg && svg.getBoundingClientRect().width >= 0.9 * box.getBoundingClientRect().width; }""",
+        arg=selector, timeout=10_000)
+
+
+def why_folded_for_the_room(page) -> None:
+    """The Why tab in projector mode: each panel's table and other charts folded, the tab within WHY_FOLDED_PX; the
+    trees panel's button unfolds its charts, whole and at the room's size."""
+    assert not page.locator("#why-trees-cost").is_visible() and not page.locator("#why-sweep-table").is_visible()
+    folded = page.evaluate("document.documentElement.scrollHeight")
+    assert folded <= WHY_FOLDED_PX, f"Why is {folded} px tall in projector mode"
+    page.click('.more-toggle[data-more="why-trees-plot"]')
+    for chart in ("#why-trees-cost", "#why-trees-published"):
+        chart_fills_its_box(page, chart)
+    readable(page, "Why, projector mode, the trees panel unfolded", 18)
+    assert page.evaluate("document.documentElement.scrollHeight") > folded
+
+
 def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_app):
     """At 1024×768, every tab (Compare with a lesson comparison, its step through, Why, Lesson, About): in projector
-    mode no text under 18 px, no chart text cut, overlapping or shrunk; outside it none under 11 px; after Run in
-    projector mode, the lanes in the first screen. Projector mode is switched on once (on Compare) and off once (on
-    Why): a switch redraws every chart (seconds)."""
+    mode no text under 18 px, no chart text cut, overlapping or shrunk, Why's panels folded to their charts; outside
+    it none under 11 px; after Run in projector mode, the lanes in the first screen. Projector mode is switched on
+    once (on Compare, Why drawn already: its charts redrawn while hidden must refit when it shows) and off once (on
+    Step through): a switch redraws every chart (seconds)."""
     page.goto(f"{random_app}?lesson=1")
     page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
     readable(page, "Compare", 11)
-    for tab in ("Lesson", "About"):
+    for tab in ("Why", "Lesson", "About"):
         open_tab(page, tab, room=False)
         readable(page, tab, 11)
     page.get_by_role("tab", name="Compare").click()
@@ -204,13 +230,16 @@ def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_
     readable(page, "Step through, projector mode", 18)
     for tab in ("Why", "Lesson", "About"):
         open_tab(page, tab, room=True)
+        if tab == "Why":
+            for chart in ("#why-prediction", "#why-sweep", "#why-check-plot", "#why-load-plot"):
+                chart_fills_its_box(page, chart)
         readable(page, f"{tab}, projector mode", 18)
+        if tab == "Why":
+            why_folded_for_the_room(page)
     page.get_by_role("tab", name="Compare").click()
     page.locator("#run").click()  # a room watches the lanes: after Run they are in the first screen
     page.wait_for_function("""() => { const top = document.getElementById('compare-lanes').getBoundingClientRect().top;
                                       return top > -4 && top < innerHeight / 2; }""", timeout=10_000)
-    open_tab(page, "Why", room=True)  # the run goes on: what it draws is on Compare
+    open_tab(page, "Step through", room=True)  # the run goes on: what it draws is on Compare
     projector(page, False)
-    readable(page, "Why", 11)
-    open_tab(page, "Step through", room=False)
     readable(page, "Step through", 11)

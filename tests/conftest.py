@@ -350,18 +350,17 @@ def random_engine(tokenizer):
     return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random")
 
 
-# Test files that take longest (their tests summed from `pytest --durations=0` with two workers, 2026-12-04:
-# browser 43 s, slides 37 s, tree 29 s, batch 28 s, train 26 s, lesson 21 s, identity 20 s, ...) run first:
+# Test files that take longest (their tests summed from `pytest --durations=0` with two workers, 2026-12-05:
+# browser 47 s, slides 34 s, batch 18 s, train 17 s, tree 16 s, identity 15 s, lesson 15 s, ...) run first:
 # scripts/test.sh has pytest-xdist hand whole files to its two workers in collection order (`--dist loadfile
 # --no-loadscope-reorder`), so a long file collected last would keep one worker busy while the other waits. Order
 # only; nothing is skipped.
-LONGEST_FIRST = ("test_browser.py", "test_slides.py", "test_tree.py", "test_batch.py", "test_train.py",
-                 "test_lesson.py", "test_identity.py", "test_trees_panel.py", "test_compare.py", "test_queue_served.py",
-                 "test_census.py", "test_live_sizes.py", "test_gpu_check.py", "test_engine_process.py",
-                 "test_servers.py", "test_space.py", "test_cli.py", "test_stale_state.py", "test_sampling.py",
-                 "test_device_panel.py", "test_stop.py", "test_why.py", "test_page.py", "test_zerogpu.py",
-                 "test_lesson_engine.py", "test_lesson_chips.py", "test_target.py", "test_bench.py",
-                 "test_hostile_files.py", "test_recorded.py", "test_record.py")
+LONGEST_FIRST = ("test_browser.py", "test_slides.py", "test_batch.py", "test_train.py", "test_tree.py",
+                 "test_identity.py", "test_lesson.py", "test_compare.py", "test_trees_panel.py", "test_stale_state.py",
+                 "test_gpu_check.py", "test_census.py", "test_servers.py", "test_queue_served.py",
+                 "test_engine_process.py", "test_why.py", "test_live_sizes.py", "test_space.py", "test_cli.py",
+                 "test_zerogpu.py", "test_bench.py", "test_lesson_engine.py", "test_hostile_files.py", "test_page.py",
+                 "test_stop.py", "test_target.py", "test_engine.py", "test_sampling.py", "test_recorded.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -598,27 +598,34 @@ def profile_verify_speed(target, vocab_size: int, max_tokens: int, context: int 
 
 @torch.inference_mode()
 def time_verifies(target, vocab_size: int, sizes, context: int = 128, repeats: int = 9) -> list[float]:
-    """Seconds per `target.verify` of n tokens after a `context`-token prompt, for each n in `sizes`: the median of
-    `repeats` after one warm-up round, sizes interleaved so a burst of load hits all alike (the cache is rolled back
-    to the prompt after each). What DSpark's scheduler and the device check read as the verify's cost."""
-    import time
-
+    """Seconds per `target.verify` of n tokens after a `context`-token prompt, for each n in `sizes` (median_times;
+    the cache is rolled back to the prompt after each). What DSpark's scheduler and the device check read as the
+    verify's cost."""
     device = _device_of(target)
     generator = torch.Generator().manual_seed(0)
     target.prefill(torch.randint(2, vocab_size, (1, context), generator=generator).to(device))
     blocks = [torch.randint(2, vocab_size, (1, n), generator=generator).to(device) for n in sizes]
-    times: list[list[float]] = [[] for _ in blocks]
+    return median_times(device, [(lambda b=block: target.verify(b), lambda: target.keep(context)) for block in blocks],
+                        repeats)
+
+
+def median_times(device: torch.device, calls, repeats: int) -> list[float]:
+    """Seconds per `run()` of each (run, reset) in `calls`, `reset()` after each run, untimed: the median of
+    `repeats` after one warm-up round, the calls interleaved so a burst of load hits all alike."""
+    import time
+
+    times: list[list[float]] = [[] for _ in calls]
     for r in range(repeats + 1):
-        for i, block in enumerate(blocks):
+        for i, (run, reset) in enumerate(calls):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             start = time.perf_counter()
-            target.verify(block)
+            run()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if r:
                 times[i].append(time.perf_counter() - start)
-            target.keep(context)
+            reset()
     return [sorted(t)[len(t) // 2] for t in times]
 
 
@@ -635,10 +642,8 @@ def profile_batch_verify_speed(model: nn.Module, fused: FusedQwen3 | None, devic
 @torch.inference_mode()
 def time_batch_verifies(model: nn.Module, fused: FusedQwen3 | None, device: torch.device, shapes,
                         context: int = 128, repeats: int = 5) -> list[float]:
-    """Seconds per batch verify of each (rows, new tokens) in `shapes` after `context`-token prompts: the median of
-    `repeats` after one warm-up round, shapes interleaved. A verify keeps nothing, so each finds the same cache."""
-    import time
-
+    """Seconds per batch verify of each (rows, new tokens) in `shapes` after `context`-token prompts (median_times).
+    A verify keeps nothing, so each finds the same cache."""
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     batches = {}
@@ -646,20 +651,9 @@ def time_batch_verifies(model: nn.Module, fused: FusedQwen3 | None, device: torc
         batches[rows] = batch_target_for(model, fused, None, device, rows, capacity=context + max(s for _, s in shapes))
         batches[rows].join(torch.randint(2, vocab, (rows, context), generator=generator).tolist())
     blocks = [torch.randint(2, vocab, shape, generator=generator).to(device) for shape in shapes]
-    times: list[list[float]] = [[] for _ in shapes]
-    for r in range(repeats + 1):
-        for i, block in enumerate(blocks):
-            batch = batches[block.shape[0]]
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            batch.verify(block, [block.shape[1]] * block.shape[0])
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            if r:
-                times[i].append(time.perf_counter() - start)
-            batch.keep([[] for _ in range(block.shape[0])])
-    return [sorted(t)[len(t) // 2] for t in times]
+    return median_times(device, [(lambda b=block: batches[b.shape[0]].verify(b, [b.shape[1]] * b.shape[0]),
+                                  lambda b=block: batches[b.shape[0]].keep([[] for _ in range(b.shape[0])]))
+                                 for block in blocks], repeats)
 
 
 def _device_of(target) -> torch.device:

@@ -220,11 +220,13 @@ def lane_figures(outputs: list) -> dict:
         method = re.search(r'data-method="(\w+)"', str(box))
         if not method or "speedup <b>" not in str(box):
             continue
-        speedup = re.search(r"speedup <b>([\d.]+)×", box)
+        speedup = re.search(r"speedup <b>([\d.]+)×(?: \(([\d.]+)–([\d.]+)\))?", box)
         wall = re.search(r"wall <b>([\d.]+)×", box)
         share = re.search(r"CPU <b>(\d+)%", box)
         figures[method.group(1)] = {"speedup": float(speedup.group(1)) if speedup else None,
                                     "wall": float(wall.group(1)) if wall else None,
+                                    "bracket": [float(speedup.group(2)), float(speedup.group(3))]
+                                    if speedup and speedup.group(2) else None,
                                     "busy_cpu_pct": int(share.group(1)) if share else None}
     return figures
 

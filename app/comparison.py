@@ -37,6 +37,12 @@ RATIO_SLACK = 1e-4  # float32 arithmetic in the engine against float64 here
 # the cores it needed, and its chips say so (docs/hosting.md). Alone on these two cores a lane computes 0.95-0.98
 # of its wall time (the lesson's recordings); one core lent to other work halves it.
 BUSY_SHARE = 0.8
+# A lane whose live pass took more than SERVER_BUSY_S on the clock beyond its engine run, and whose engine run was
+# under SERVER_BUSY_SHARE of that pass, ran while the server was busy with other requests: the page was slow to take
+# and draw its steps (alone, a lane's engine run is 0.97-1.00 of its live pass; beside ten visitors toggling
+# projector mode in a loop, 0.14-0.26: docs/hosting.md), and its chips say so.
+SERVER_BUSY_SHARE = 0.5
+SERVER_BUSY_S = 1.0
 
 
 class RecordError(ValueError):
@@ -56,13 +62,15 @@ class LaneResult:
     timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/runner.py)
     # each timing run's own (tokens per compute second or None, tokens per wall second), in the order they ran
     run_rates: tuple = ()
+    # of its live pass on the clock, the share its engine run took (app/runner.py LaneEvent; None: not measured)
+    engine_share: float | None = None
 
     @classmethod
     def ended(cls, method: str, steps, drafter: str = "", state: str = "done", timing_runs: int = 1,
-              run_rates=()) -> "LaneResult":
+              run_rates=(), engine_share: float | None = None) -> "LaneResult":
         steps = tuple(steps)
         return cls(method, steps, drafter, state, summarize(list(steps)) if steps else None, timing_runs,
-                   tuple(tuple(r) for r in run_rates))
+                   tuple(tuple(r) for r in run_rates), engine_share)
 
     @cached_property
     def per_position_acceptance(self) -> tuple[float | None, ...]:
@@ -168,6 +176,21 @@ class Comparison:
         shares = [share for m in dict.fromkeys((method, BASELINE)) if (share := self.cpu_share(m)) is not None]
         return min(shares) if shares and min(shares) < BUSY_SHARE else None
 
+    def server_busy(self, method: str) -> float | None:
+        """The lower engine share (`LaneResult.engine_share`) of this lane and the baseline when the server was busy
+        with other requests while they ran live: under SERVER_BUSY_SHARE, with the live pass more than SERVER_BUSY_S
+        longer on the clock than the engine's run (so a run of a few steps, where starting one costs its share, is
+        not called busy). None when both kept up (or it cannot be said: a recording without the shares)."""
+        shares = []
+        for m in dict.fromkeys((method, BASELINE)):
+            lane = self.lanes.get(m)
+            if lane is None or lane.summary is None or not lane.engine_share:
+                continue
+            extra_s = lane.summary.wall_s * (1 / lane.engine_share - 1)  # its live pass beyond its engine run
+            if lane.engine_share < SERVER_BUSY_SHARE and extra_s > SERVER_BUSY_S:
+                shares.append(lane.engine_share)
+        return min(shares) if shares else None
+
     def speedup_spread(self, method: str, clock: str | None = None) -> tuple[float, float] | None:
         """The lowest and highest of the rounds' own speedups (`round_speedups`), on `clock`: the range the
         headline speedup (their median) is drawn from. None with fewer than two rounds that both lanes have (a
@@ -200,6 +223,8 @@ class Comparison:
                            "drafters": {m: lane.drafter for m, lane in self.lanes.items()},
                            "timing_runs": {m: lane.timing_runs for m, lane in self.lanes.items()},
                            "run_rates": {m: [list(r) for r in lane.run_rates] for m, lane in self.lanes.items()},
+                           "engine_share": {m: lane.engine_share for m, lane in self.lanes.items()
+                                            if lane.engine_share is not None},
                            "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()}},
                           ensure_ascii=False)
 
@@ -287,9 +312,11 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     except KeyError as exc:
         raise RecordError(f"the comparison's settings lack {exc}") from None
     drafters, runs, rates = _words(doc.get("drafters")), _counts(doc.get("timing_runs")), _rates(doc.get("run_rates"))
+    shares = _shares(doc.get("engine_share"))
     drafters = {m: drafter_words(label) for m, label in drafters.items()}
     lanes = {m: LaneResult.ended(m, _with_finish_reason(trace, settings["max_new_tokens"]), drafters.get(m, ""),
-                                 "recorded", runs.get(m, 1), rates.get(m, ())) for m, trace in steps.items()}
+                                 "recorded", runs.get(m, 1), rates.get(m, ()), shares.get(m))
+             for m, trace in steps.items()}
     comparison = Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")),
                             preset=_word(doc.get("preset")), versions=_words(doc.get("versions")),
                             recorded_at=_word(doc.get("recorded_at")))
@@ -371,7 +398,7 @@ def _word(value) -> str:
     return value[:MAX_WORD_CHARS] if isinstance(value, str) else ""
 
 
-METHOD_KEYED = ("lanes", "drafters", "timing_runs", "run_rates")  # the file's tables keyed by method
+METHOD_KEYED = ("lanes", "drafters", "timing_runs", "run_rates", "engine_share")  # the file's tables keyed by method
 
 
 def _current_method_ids(table):
@@ -403,6 +430,14 @@ def _rates(value) -> dict[str, tuple]:
         if len(pairs) == len(runs) and all(wall is not None for _, wall in pairs):
             found[method] = tuple(pairs)
     return found
+
+
+def _shares(value) -> dict[str, float]:
+    """{method: engine share}: numbers above 0 up to 1; anything else reads as not measured."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in list(value.items())[:32] if isinstance(k, str) and not isinstance(v, bool)
+            and isinstance(v, (int, float)) and 0 < v <= 1}
 
 
 def _counts(value) -> dict[str, int]:

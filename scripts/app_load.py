@@ -211,8 +211,8 @@ RUN_INPUTS = [PROMPT, METHODS, 0.0, 4, 7, 64, "0", "rejection", True, "throughpu
 
 
 def lane_figures(outputs: list) -> dict:
-    """Each finished lane's speedup on the comparison's clock, its wall speedup and its CPU chip, read from its
-    chips as the page shows them."""
+    """Each finished lane's speedup on the comparison's clock (with its bracket), its wall speedup, and its CPU and
+    busy-server chips, read from its chips as the page shows them."""
     import re
 
     figures = {}
@@ -223,11 +223,13 @@ def lane_figures(outputs: list) -> dict:
         speedup = re.search(r"speedup <b>([\d.]+)×(?: \(([\d.]+)–([\d.]+)\))?", box)
         wall = re.search(r"wall <b>([\d.]+)×", box)
         share = re.search(r"CPU <b>(\d+)%", box)
+        engine = re.search(r"engine <b>(\d+)%</b> <span class=\"tag\">busy server", box)
         figures[method.group(1)] = {"speedup": float(speedup.group(1)) if speedup else None,
                                     "wall": float(wall.group(1)) if wall else None,
                                     "bracket": [float(speedup.group(2)), float(speedup.group(3))]
                                     if speedup and speedup.group(2) else None,
-                                    "busy_cpu_pct": int(share.group(1)) if share else None}
+                                    "busy_cpu_pct": int(share.group(1)) if share else None,
+                                    "busy_server_engine_pct": int(engine.group(1)) if engine else None}
     return figures
 
 

@@ -185,6 +185,15 @@ BUSY_WORDS = ("the machine was busy with other work while this lane or the basel
               "the server is quieter (docs/hosting.md)")
 
 
+SERVER_BUSY_WORDS = ("the server was busy with other requests while this lane or the baseline ran live: its run in the "
+                     "engine took only {share:.0f}% of its live pass on the clock (alone, 97% or more; under 50% is "
+                     "called busy), the rest waiting for the page to take and draw its steps. The engine times itself, "
+                     "so the speedups count its own work; still, beside such a crowd on these cores single comparisons "
+                     "moved up to 17% from the median of the same comparison alone, where comparisons alone moved up "
+                     "to 7% (docs/hosting.md): read this one with its bracket, or run it again when the server is "
+                     "quieter")
+
+
 PROVISIONAL = ("provisional: the lanes are still being timed again (or the comparison not yet complete), so this "
                "number will still change")
 
@@ -228,6 +237,9 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     if (share := comparison.machine_busy(method)) is not None:  # other work took the cores while it was timed
         extra.append(_chip("CPU", f"{share * 100:.0f}%", BUSY_WORDS.format(share=share * 100)).replace(
             "</b></span>", '</b> <span class="tag">busy machine</span></span>', 1))
+    if (share := comparison.server_busy(method)) is not None:  # the page lagged behind the engine: a busy server
+        extra.append(_chip("engine", f"{share * 100:.0f}%", SERVER_BUSY_WORDS.format(share=share * 100)).replace(
+            "</b></span>", '</b> <span class="tag">busy server</span></span>', 1))
     if summary.batch_tokens_per_s is not None:  # this request ran among others: what the whole batch wrote
         batch = max(s.batch_size for s in steps)
         extra.append(_chip("batch tokens/s", f"{summary.batch_tokens_per_s:.0f}",

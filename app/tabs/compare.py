@@ -540,7 +540,7 @@ class RunController:
         for run in lane_runs:
             if run.state not in ("waiting", "running") and run.method not in ended:
                 ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
-                                                     max(1, run.timing_runs), run.rates)
+                                                     max(1, run.timing_runs), run.rates, run.engine_share)
             lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
                                                                     drafters[run.method], run.state)
         return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,

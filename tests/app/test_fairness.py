@@ -183,7 +183,7 @@ def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time(
     costs = runner.RunCosts(token_s=0.01, request_token_s=0.0, weight=0.5)
     costs.observe([(100, 1)], 2.0)  # twice the estimate
     assert costs.live_s([(100, 1)]) == pytest.approx(1.5)
-    assert [runner.runs_that_fit(s, 3) for s in (1.0, 5.0, 6.0, 7.5, 8.0, 20.0)] == [3, 3, 2, 2, 1, 1]
+    assert [runner.runs_that_fit(s, 3) for s in (1.0, 4.0, 5.0, 6.0, 6.5, 20.0)] == [3, 3, 2, 2, 1, 1]  # in 12 s
     assert costs.total_s([(100, 1)]) == pytest.approx(4.5)
 
 
@@ -401,6 +401,43 @@ def test_a_lane_timed_while_other_work_took_the_cores_says_so_on_its_chips():
     assert crowded.machine_busy("dflash") == pytest.approx(0.55) and 0.55 < BUSY_SHARE
     assert "CPU <b>55%</b> <span class=\"tag\">busy machine</span>" in chips(crowded)
     assert "busy machine" in chips(crowded, "baseline")
+
+
+def test_a_lane_run_while_the_server_was_busy_drawing_others_says_so_on_its_chips_and_in_its_file():
+    from dataclasses import replace
+
+    from app import lesson
+    from app.comparison import SERVER_BUSY_SHARE, read_comparison
+    from app.draw.render import chips_html
+
+    recorded = lesson.recorded()["sampled"]
+
+    def shared(base_share: float | None, lane_share: float | None = 0.99):
+        """The recording, its baseline's and DFlash's live passes given these engine shares."""
+        lanes = {**recorded.lanes, "baseline": replace(recorded.lanes["baseline"], engine_share=base_share),
+                 "dflash": replace(recorded.lanes["dflash"], engine_share=lane_share)}
+        return replace(recorded, lanes=lanes)
+
+    def chips(comparison, method: str = "dflash") -> str:
+        return chips_html(comparison, method, [s for s in comparison.lanes[method].steps if s.kind == "decode"])
+
+    assert recorded.server_busy("dflash") is None and "busy server" not in chips(recorded)  # no shares: not said
+    quiet = shared(0.98)
+    assert quiet.server_busy("dflash") is None and "busy server" not in chips(quiet)
+    crowded = shared(0.2)
+    assert crowded.server_busy("dflash") == pytest.approx(0.2) and 0.2 < SERVER_BUSY_SHARE
+    assert "engine <b>20%</b> <span class=\"tag\">busy server</span>" in chips(crowded)
+    assert "busy server" in chips(crowded, "baseline") and "busy server" in chips(crowded, "eagle3")  # over it
+    only_lane = shared(0.98, 0.2)  # DFlash alone ran behind a busy page: only its chips say so
+    assert "busy server" in chips(only_lane) and "busy server" not in chips(only_lane, "eagle3")
+    assert "busy server" not in chips(only_lane, "baseline")
+    back = read_comparison(crowded.to_json())  # a saved comparison keeps what its live pass measured
+    assert back.lanes["baseline"].engine_share == pytest.approx(0.2) and "busy server" in chips(back)
+    # a run of a few steps: a low share, but well under a second of waiting (starting a run costs its share)
+    base = recorded.lanes["baseline"]
+    short = replace(shared(0.2), lanes={**shared(0.2).lanes, "baseline": replace(
+        base, summary=replace(base.summary, wall_s=0.1))})
+    assert short.server_busy("dflash") is None
 
 
 def test_the_spaces_job_budget_is_read_from_its_variable_as_the_launch_option_is(capsys):

@@ -76,6 +76,17 @@ def test_a_page_slow_to_draw_does_not_cost_the_lanes_their_repeats(random_engine
     assert live_s > runner.REPEAT_WITHIN_S  # the clock alone would have allowed one run
     assert runner.engine_seconds(lanes) * 3 < runner.REPEAT_WITHIN_S
     assert [lane.timing_runs for lane in lanes] == [3, 3]
+    # what the page's lag cost each lane's live pass is measured: its engine run a small share of it
+    assert all(lane.engine_share is not None and lane.engine_share < 0.5 for lane in lanes)
+
+
+def test_a_page_that_keeps_up_measures_most_of_each_live_pass_as_the_engines(random_engine):
+    from engine.contract.types import GenerationConfig
+
+    lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=24)) for m in ("baseline", "eagle3")]
+    for _ in run_lanes(random_engine, "def f(x):", lanes, threading.Event(), timing_runs=1):
+        pass
+    assert all(lane.engine_share is not None and lane.engine_share > 0.5 for lane in lanes)
 
 
 def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):

@@ -360,7 +360,8 @@ LONGEST_FIRST = ("test_browser.py", "test_slides.py", "test_batch.py", "test_tra
                  "test_gpu_check.py", "test_census.py", "test_servers.py", "test_queue_served.py",
                  "test_engine_process.py", "test_why.py", "test_live_sizes.py", "test_space.py", "test_cli.py",
                  "test_zerogpu.py", "test_bench.py", "test_lesson_engine.py", "test_hostile_files.py", "test_page.py",
-                 "test_stop.py", "test_target.py", "test_engine.py", "test_sampling.py", "test_recorded.py")
+                 "test_stop.py", "test_target.py", "test_engine.py", "test_sampling.py", "test_recorded.py",
+                 "test_layers.py")  # 7 s: last in collection order, it ran alone after the other worker had ended
 
 
 def pytest_collection_modifyitems(config, items):

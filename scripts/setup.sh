@@ -23,8 +23,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   unused='/site-packages/(pip|setuptools|networkx)/|/tests/|/transformers/models/(?!(auto|qwen3|encoder_decoder)/|__init__)'
   unused+='|/plotly/graph_objs/(?!_?(bar|scatter|layout|figure|deprecations)\b|__init__)'
   unused+='|/torch/_inductor/(codegen|fx_passes|kernel)/|/sympy/(physics|combinatorics|stats)/'
-  .venv/bin/python -m compileall -q -j 0 -x "$unused" \
-    "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null 2>&1 || true
+  # Two compileall processes, one a core, over halves of about equal work (torch and sympy; the rest): `-j 0` hands
+  # out one file at a time from a single walking process and kept 1.2 of the 2 cores busy (14 s against 9 s).
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  .venv/bin/python -m compileall -q -x "$unused" "$site/torch" "$site/sympy" >/dev/null 2>&1 &
+  half=$!
+  .venv/bin/python -m compileall -q -x "$unused|/site-packages/(torch|sympy)/" "$site" >/dev/null 2>&1 || true
+  wait "$half" || true
   # The project itself, as links to this checkout: with the venv's own setuptools (no download), or pip's default.
   .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
     .venv/bin/python -m pip install --quiet --no-deps -e .

@@ -109,7 +109,7 @@ def test_max_new_tokens_is_exact(random_engine, max_new_tokens):
 @pytest.mark.slow
 def test_embedded_models_identity(embedded_engine):
     """The shipped models: every lane's output equals the baseline's on held-out prompts, at each lane's
-    default draft length."""
+    default draft length, and so does each shipped ablation's drafter."""
     from engine.measure.bench import load_prompts
     from engine.contract.methods import METHOD_REGISTRY
     from engine.contract.presets import PRESETS
@@ -123,6 +123,12 @@ def test_embedded_models_identity(embedded_engine):
             k = METHOD_REGISTRY[method].default_drafts
             other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, drafts_per_step=k))
             assert other.output_ids == baseline.output_ids, method
+        for method in embedded_engine.ablation_drafter_models:  # a shipped ablation's drafter (trained without KV)
+            k = METHOD_REGISTRY[method].default_drafts
+            for ablation in METHOD_REGISTRY[method].ablations:
+                other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48,
+                                                                          drafts_per_step=k, **dict(ablation.overrides)))
+                assert other.output_ids == baseline.output_ids, (method, ablation.suffix)
 
 
 @pytest.mark.slow

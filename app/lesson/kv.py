@@ -62,6 +62,11 @@ def _with_interval(value: float, interval: dict, unit: str = "") -> str:
 TAU_VERDICT = {"rises": "lift τ", "falls": "lower τ", "holds": "leave τ where it was, within the intervals"}
 SPEED_VERDICT = {"rises": "pay", "falls": "cost more than they save",
                  "holds": "make no difference to the speed beyond the intervals"}
+# The same verdicts on a slide, where the takeaway must stay short (τ's, then the speed's)
+_TAU_SHORT = {"rises": "lift τ", "falls": "lower τ", "holds": "leave τ within the intervals"}
+_SPEED_SHORT = {"rises": "pay", "falls": "cost time", "holds": "leave speed within the intervals"}
+SHORT_VERDICT = {(t, s): f"{_TAU_SHORT[t]} and {_SPEED_SHORT[s]}" for t in _TAU_SHORT for s in _SPEED_SHORT}
+SHORT_VERDICT["holds", "holds"] = "leave τ and speed within the intervals"
 
 
 def not_shipped_words() -> str:
@@ -88,9 +93,12 @@ def kv_words(data: dict, short: bool = False) -> str:
         interval_trend(alone["speedup_interval"], kv["speedup_interval"])
     name = method_label(method)
     if short:
-        return (f"Without the target's features τ {_with_interval(alone['tau'], alone['tau_interval'])} against "
-                f"{_with_interval(kv['tau'], kv['tau_interval'])}, {alone['speedup']:.2f}× against "
-                f"{kv['speedup']:.2f}×: the features {TAU_VERDICT[tau]}.")
+        over = "Over" if "kv" in data else "Recorded over"  # on a live slide, what was not measured live says so
+        return (f"{over} {prompts} held-out prompts, without target features: τ "
+                f"{_with_interval(alone['tau'], alone['tau_interval'])}, "
+                f"{_with_interval(alone['speedup'], alone['speedup_interval'], '×')}; with them "
+                f"{_with_interval(kv['tau'], kv['tau_interval'])}, "
+                f"{_with_interval(kv['speedup'], kv['speedup_interval'], '×')}: they {SHORT_VERDICT[tau, speed]}.")
     return (f"Trained by the same recipe without the target's features, {name}'s drafter reaches τ "
             f"{_with_interval(alone['tau'], alone['tau_interval'])} and "
             f"{_with_interval(alone['speedup'], alone['speedup_interval'], '×')}; with them, τ "

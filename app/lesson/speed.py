@@ -355,10 +355,9 @@ def dflash_slide(data: dict) -> str:
     serial, one_pass = _first_serial_and_one_pass(c)
     if serial is None or one_pass is None:
         return kv_words(data, short=True)
-    cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
-    return (f"{method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify a step, "
-            f"{more_or_less(cost_one, cost_serial)} {method_label(serial)}'s {c.settings.get('serial_k')} serial "
-            f"forwards ({cost_serial:.2f}). Bubbles are {bubbles:.0%} of its time here: {hide}. "
+    cost_one, cost_serial, _, _ = _one_pass_costs(c, serial, one_pass)  # the bubbles: the page's takeaway
+    return (f"One prompt (the timeline): {method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify, "
+            f"{method_label(serial)}'s {c.settings.get('serial_k')} serial forwards {cost_serial:.2f}. "
             + kv_words(data, short=True))
 
 

@@ -59,6 +59,28 @@ def test_the_dflash_point_carries_the_ablation_on_its_page_and_slide(measured):
     assert kv.kv_words(data, short=True) in lesson.takeaway(point, data, slide=True)
 
 
+@pytest.mark.parametrize("tau", [(1.2, 1.1, 1.3), (2.2, 1.5, 2.6), (3.5, 3.2, 3.8)])  # below, within, above
+@pytest.mark.parametrize("speed", [(0.8, 0.7, 0.9), (1.1, 0.7, 1.3), (1.5, 1.4, 1.6)])
+def test_the_slide_gives_both_figures_with_intervals_and_stays_short_whatever_the_verdict(measured, tau, speed,
+                                                                                            monkeypatch):
+    """Against DFlash at τ 2.20 (1.80–2.60) and 1.10× (1.00–1.20): each verdict the intervals allow, on a slide's
+    takeaway of at most 300 characters, the speedups with their intervals too."""
+    doc = _with(_with(measured, "dflash", "tau", 2.2, 1.8, 2.6), "dflash", "speedup", 1.1, 1.0, 1.2)
+    doc = _with(_with(doc, "dflash_no_features", "tau", *tau), "dflash_no_features", "speedup", *speed)
+    monkeypatch.setattr(kv, "recorded_kv", lambda: doc)  # read from the recording, as the app reads it
+    point = next(p for p in lesson.POINTS if p.number == kv.KV_POINT)
+    slide = lesson.takeaway(point, lesson.recorded(), slide=True)
+    assert len(slide) <= 300, slide
+    assert "Recorded over 3 held-out prompts" in slide  # a live slide's figures are the timeline's, not these
+    assert f"{speed[0]:.2f}× ({speed[1]:.2f}–{speed[2]:.2f})" in slide and "1.10× (1.00–1.20)" in slide
+    assert f"τ {tau[0]:.2f} ({tau[1]:.2f}–{tau[2]:.2f})" in slide and "2.20 (1.80–2.60)" in slide
+    verdict = kv.SHORT_VERDICT[kv.interval_trend(doc["data"]["lanes"]["dflash_no_features"]["tau_interval"],
+                                                 doc["data"]["lanes"]["dflash"]["tau_interval"]),
+                               kv.interval_trend(doc["data"]["lanes"]["dflash_no_features"]["speedup_interval"],
+                                                 doc["data"]["lanes"]["dflash"]["speedup_interval"])]
+    assert f"they {verdict}." in slide
+
+
 def test_without_a_shipped_ablation_the_point_says_it_is_still_training_and_draws_nothing(monkeypatch):
     monkeypatch.setattr(kv, "recorded_kv", lambda: None)
     monkeypatch.setattr(kv, "ablation_shipped", lambda name: False)

@@ -367,8 +367,8 @@ def render_markdown(card: dict) -> str:
         lines.append(f"| {method}{drafter} | {lane['drafts_per_step']} | {lane['tau']:.2f} | {ppa} | {costs} |")
     if "target_forward_ms" in card:
         lines += ["", f"One target forward (the baseline's step) took {card['target_forward_ms']:.2f} ms here; the last "
-                  "column gives each lane's drafting and verification per step in those units (single runs on a "
-                  "shared machine: read them to ±10%)."]
+                  "column gives each lane's drafting and verification per step in those units (single runs: two on "
+                  "a quiet machine agree within 10 %; another load moves them further: docs/embedded-models.md)."]
     if card.get("bench"):
         lines += bench_lines(card["bench"])
         if card["bench"].get("sampled"):

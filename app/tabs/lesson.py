@@ -115,7 +115,8 @@ def layout(recordings: dict) -> LessonView:
             if point.number == BY_HAND:
                 overlap.widget(f"lesson-widget-{point.number}")
             if point.number == KV_POINT and (figure := kv_panel(kv_item(recordings))) is not None:
-                gr.Plot(figure, elem_id="lesson-kv-plot", show_label=False)  # what KV injection buys, recorded
+                # what KV injection buys, recorded: drawn once, as a room reads it, whether projector mode is on or off
+                gr.Plot(figure, elem_id="lesson-kv-plot", elem_classes="drawn-for-a-room", show_label=False)
             with gr.Row():
                 shows.append(gr.Button("Show me", variant="primary", size="sm", elem_id=f"lesson-show-{point.number}"))
                 lives.append(gr.Button("Run it live", size="sm", elem_id=f"lesson-live-{point.number}"))

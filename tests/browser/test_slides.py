@@ -163,11 +163,13 @@ def projector(page, on: bool) -> None:
 
 
 def charts_drawn_for(page, room: bool) -> None:
-    """Wait until every visible chart is drawn, its tick labels at projector mode's size (`room`) or the page's."""
+    """Wait until every visible chart is drawn, its tick labels at projector mode's size (`room`) or the page's (a
+    chart drawn for a room in either mode, `.drawn-for-a-room`, is not redrawn by the switch: only drawn)."""
     page.wait_for_function(
         """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
-             .every(p => p.querySelector('.main-svg') && [...p.querySelectorAll('.xtick text')].every(t =>
-               (parseFloat(getComputedStyle(t).fontSize) >= 18) === room))""", arg=room, timeout=30_000)
+             .every(p => p.querySelector('.main-svg') && (p.closest('.drawn-for-a-room') ||
+               [...p.querySelectorAll('.xtick text')].every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)))""",
+        arg=room, timeout=30_000)
 
 
 # What each tab shows once it is open: read as soon as it is there, its charts drawn

@@ -112,11 +112,13 @@ def test_embedded_models_identity(embedded_engine):
     default draft length, and so does each shipped ablation's drafter."""
     from engine.measure.bench import load_prompts
     from engine.contract.methods import METHOD_REGISTRY
-    from engine.contract.presets import PRESETS
+    from engine.contract.presets import PRESETS, ablation_shipped
 
     shipped = PRESETS["tiny"].drafters
     trees = {m for m, entry in METHOD_REGISTRY.items() if entry.grows_from in shipped}
     assert set(embedded_engine.methods()) == {"baseline", *shipped, *trees}  # every shipped drafter loads, trees too
+    assert set(embedded_engine.ablation_drafter_models) == {  # and every ablation trained to its end
+        m for m, name in PRESETS["tiny"].ablation_drafters.items() if ablation_shipped(name)} == {"dflash"}
     for prompt in load_prompts()[:2]:  # the random models' tests above cover every length and setting
         baseline = baseline_of(embedded_engine, prompt, 48)
         for method in embedded_engine.methods()[1:]:

@@ -113,6 +113,7 @@ def test_embedded_models_identity(embedded_engine):
     from engine.measure.bench import load_prompts
     from engine.contract.methods import METHOD_REGISTRY
     from engine.contract.presets import PRESETS, ablation_shipped
+    from engine.train.card import card_lanes
 
     shipped = PRESETS["tiny"].drafters
     trees = {m for m, entry in METHOD_REGISTRY.items() if entry.grows_from in shipped}
@@ -121,16 +122,11 @@ def test_embedded_models_identity(embedded_engine):
         m for m, name in PRESETS["tiny"].ablation_drafters.items() if ablation_shipped(name)} == {"dflash"}
     for prompt in load_prompts()[:2]:  # the random models' tests above cover every length and setting
         baseline = baseline_of(embedded_engine, prompt, 48)
-        for method in embedded_engine.methods()[1:]:
+        for name, method, overrides in card_lanes(embedded_engine)[1:]:  # every lane, then each shipped ablation
             k = METHOD_REGISTRY[method].default_drafts
-            other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48, drafts_per_step=k))
-            assert other.output_ids == baseline.output_ids, method
-        for method in embedded_engine.ablation_drafter_models:  # a shipped ablation's drafter (trained without KV)
-            k = METHOD_REGISTRY[method].default_drafts
-            for ablation in METHOD_REGISTRY[method].ablations:
-                other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48,
-                                                                          drafts_per_step=k, **dict(ablation.overrides)))
-                assert other.output_ids == baseline.output_ids, (method, ablation.suffix)
+            other = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=48,
+                                                                      drafts_per_step=k, **overrides))
+            assert other.output_ids == baseline.output_ids, name
 
 
 @pytest.mark.slow

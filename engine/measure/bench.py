@@ -28,9 +28,10 @@ import torch
 
 from ..contract.methods import BASELINE, method as method_entry, method_id
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
-from ..contract.summary import per_position_acceptance
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
+from .decide import (MIN_DRAFTS, add_counts, labels_of, pair_words, pairwise, position_counts,
+                     position_rows, position_words, prompt_file_record, read_prompt_file, rows_csv)
 from .concurrency import BATCHED_LANES, check_sizes, concurrency_sweep, concurrency_table, lane_config
 from .sweep import budget_sweep, k_sweep
 
@@ -69,6 +70,15 @@ class _Tally:
         self.wall_s = self.prefill_s = self.draft_s = self.verify_s = self.host_s = self.bubble_s = 0.0
         self.judged = 0  # drafted tokens the rule judged, and over them the sums of 1 − TV and of accept_prob
         self.overlap = self.expected = 0.0
+
+    @classmethod
+    def total(cls, tallies: list["_Tally"]) -> "_Tally":
+        """The sum of several prompts' tallies."""
+        out = cls()
+        for t in tallies:
+            for key, value in vars(t).items():
+                setattr(out, key, getattr(out, key) + value)
+        return out
 
     def add_run(self, result) -> None:
         s = result.summary
@@ -135,11 +145,15 @@ def _calibration(engine: Engine) -> dict | None:
 
 def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k: int, drafts_per_block: int | None = None,
               with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0,
-              methods: list[str] | None = None, tree_nodes: int = GenerationConfig.tree_nodes) -> dict:
+              methods: list[str] | None = None, tree_nodes: int = GenerationConfig.tree_nodes,
+              label_rows: list[dict] | None = None, by: str | None = None) -> dict:
     """serial_k is K of the serial lanes (and their transformers peer); drafts_per_block the tokens drafted per block by
     DFlash and DSpark (default: the same K); tree_nodes the tree lanes' node budget. methods: the lanes to run
     (default every lane here; the baseline always runs). Above temperature 0 the lanes sample (no transformers
-    peers, no identity check) and each drafter with sampled weights also runs with its greedy ones."""
+    peers, no identity check) and each drafter with sampled weights also runs with its greedy ones. label_rows: each
+    prompt's row of its prompt file (its labels go into the per-prompt rows); by: a label column whose values split
+    every figure into groups (report["by"])."""
+    labels = labels_of(label_rows if label_rows is not None else [{}] * len(prompts), by)
     drafts_per_block = drafts_per_block or serial_k
     greedy = temperature == 0
     with_hf = with_hf and greedy
@@ -156,35 +170,41 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
         configs.update({f"{m}_greedy_weights": replace(configs[m], drafter_weights="greedy")
                         for m in engine.sampled_drafter_models if m in configs})
     methods = list(configs)
-    lanes = {m: _Tally() for m in methods}
     # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
     small_lm = next((m for m in methods if engine.drafter_kinds.get(m) is not None
                      and engine.drafter_kinds[m].name == "small-lm"), None)
-    if with_hf:
-        lanes["hf_generate"] = _Tally()
-        if small_lm:
-            lanes["hf_assisted"] = _Tally()
+    names = [*methods, *(["hf_generate"] if with_hf else []), *(["hf_assisted"] if with_hf and small_lm else [])]
+    # every lane's tally and per-position counts prompt by prompt: the pairs and the --by groups are read from them
+    tallies: dict[str, list[_Tally]] = {name: [] for name in names}
+    positions: dict[str, list[list]] = {m: [] for m in methods}
+    identical: dict[str, list[bool]] = {name: [] for name in names}
     mismatches = []
-    per_position: dict[str, list] = {m: [] for m in methods}
 
     def one_prompt(prompt: str, tally: bool) -> None:
         results = {}
         for method in methods:
             results[method] = engine.generate(prompt, configs[method])
             if tally:
-                lanes[method].add_run(results[method])
-                per_position[method].extend(results[method].steps)
+                tallies[method].append(_Tally())
+                tallies[method][-1].add_run(results[method])
+                positions[method].append(position_counts(results[method].steps))
             if with_hf and method in (BASELINE, small_lm):
                 peer = "hf_generate" if method == BASELINE else "hf_assisted"
                 assistant = engine.drafter_models[small_lm] if method == small_lm else None
                 hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
                                                   assistant, serial_k)
+                same = hf_ids == list(results[BASELINE].output_ids)
                 if tally:
-                    lanes[peer].add_timed(len(hf_ids), hf_s)
-                if hf_ids != list(results[BASELINE].output_ids):
+                    tallies[peer].append(_Tally())
+                    tallies[peer][-1].add_timed(len(hf_ids), hf_s)
+                    identical[peer].append(same)
+                if not same:
                     mismatches.append((peer, prompt[:40]))
-        for method in methods if greedy else ():
-            if results[method].output_ids != results[BASELINE].output_ids:
+        for method in methods:
+            same = results[method].output_ids == results[BASELINE].output_ids
+            if tally:
+                identical[method].append(same)
+            if greedy and not same:
                 mismatches.append((method, prompt[:40]))
 
     one_prompt(prompts[0], tally=False)  # warm-up: first-call allocations and lazy init, not measured
@@ -193,27 +213,82 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
         print(f"\r{i + 1}/{len(prompts)} prompts", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
 
-    baseline_wall = lanes[BASELINE].wall_s
-    rows = {name: t.row(lanes[BASELINE]) for name, t in lanes.items()}
-    for method in methods:
-        rows[method]["per_position_acceptance"] = [None if r is None else round(r, 3)
-                                                   for r in per_position_acceptance(per_position[method])]
+    measured = _Measured(tallies, positions, identical if greedy else None, _pairs(names, list(configs), engine))
+    everything = measured.summary(range(len(prompts)))
+    rows = everything["lanes"]
     ratios = {}
     if with_hf:
-        ratios["baseline_vs_hf_generate"] = round(lanes["hf_generate"].wall_s / baseline_wall, 3)
+        ratios["baseline_vs_hf_generate"] = round(rows["hf_generate"]["wall_s"] / rows[BASELINE]["wall_s"], 3)
         if small_lm:
-            ratios[f"{small_lm}_vs_hf_assisted"] = round(lanes["hf_assisted"].wall_s / lanes[small_lm].wall_s, 3)
+            ratios[f"{small_lm}_vs_hf_assisted"] = round(rows["hf_assisted"]["wall_s"] / rows[small_lm]["wall_s"], 3)
     calibration = _calibration(engine)
     preset = PRESETS.get(engine.preset)
-    return {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
-            # which weights were measured (the model card takes a report of its own weights only)
-            "weights": weights_digests(preset) if preset is not None else None,
-            "calibration": calibration,
-            "max_new_tokens": max_new_tokens, "serial_k": serial_k, "drafts_per_block": drafts_per_block,
-            "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
-            "ratios": ratios,
-            "identical_outputs": not mismatches, "mismatches": mismatches[:20],
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+    report = {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
+              # which weights were measured (the model card takes a report of its own weights only)
+              "weights": weights_digests(preset) if preset is not None else None,
+              "calibration": calibration,
+              "max_new_tokens": max_new_tokens, "serial_k": serial_k, "drafts_per_block": drafts_per_block,
+              "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
+              "ratios": ratios, "pairwise": everything["pairwise"], "min_drafts": MIN_DRAFTS,
+              "identical_outputs": not mismatches, "mismatches": mismatches[:20],
+              "prompt_rows": measured.prompt_rows(label_rows),
+              "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if labels is not None:
+        groups: dict[str, list[int]] = {}
+        for i, label in enumerate(labels):
+            groups.setdefault(label, []).append(i)
+        report["by"] = {"column": by, "groups": {label: {"num_prompts": len(indices), **measured.summary(indices)}
+                                                 for label, indices in groups.items()}}
+    return report
+
+
+def _pairs(names: list[str], configured: list[str], engine: Engine) -> list[tuple[str, str]]:
+    """The pairs of lanes set against each other: every two lanes that are not a method's variant (the later lane
+    over the earlier one: the baseline first, then transformers' runs, so ours are over theirs), and each variant over
+    its own method."""
+    own = engine.methods()
+    variant_of = {name: max((m for m in own if name.startswith(m + "_")), key=len)
+                  for name in configured if name not in own}
+    main = sorted((n for n in names if n not in variant_of), key=lambda n: (n != BASELINE, not n.startswith("hf_")))
+    return [(b, a) for i, a in enumerate(main) for b in main[i + 1:]] + list(variant_of.items())
+
+
+class _Measured:
+    """One bench run's per-prompt tallies, and what is read from any subset of its prompts."""
+
+    def __init__(self, tallies: dict, positions: dict, identical: dict | None, pairs: list[tuple[str, str]]):
+        self.tallies, self.positions, self.identical, self.pairs = tallies, positions, identical, pairs
+
+    def summary(self, indices) -> dict:
+        """The lanes' rows, the pairs' paired ratios and each lane's per-position acceptance over these prompts."""
+        indices = list(indices)
+        totals = {name: _Tally.total([t[i] for i in indices]) for name, t in self.tallies.items()}
+        rows = {name: t.row(totals[BASELINE]) for name, t in totals.items()}
+        for name, per_prompt in self.positions.items():
+            counts: list[list[int]] = []
+            for i in indices:
+                counts = add_counts(counts, per_prompt[i])
+            rows[name]["per_position_acceptance"] = [None if d == 0 else round(a / d, 3) for d, a in counts]
+            rows[name]["per_position"] = position_rows(counts)
+        speeds = {name: [t[i].tokens / t[i].wall_s if t[i].wall_s else 0.0 for i in indices]
+                  for name, t in self.tallies.items()}
+        return {"lanes": rows, "pairwise": pairwise(speeds, self.pairs)}
+
+    def prompt_rows(self, label_rows: list[dict] | None) -> list[dict]:
+        """One row per lane and prompt: its labels, tokens, time, speed and (our lanes) steps and acceptance."""
+        rows = []
+        for name, per_prompt in self.tallies.items():
+            ours = name in self.positions
+            for i, t in enumerate(per_prompt):
+                row = {"lane": name, "origin": "local", "prompt_index": i}
+                row.update({k: v for k, v in (label_rows[i] if label_rows else {}).items() if k != "prompt"})
+                row.update(tokens=t.tokens, wall_s=round(t.wall_s, 5),
+                           tokens_per_s=round(t.tokens / t.wall_s, 2) if t.wall_s else None,
+                           prefill_s=round(t.prefill_s, 5) if ours else None, steps=t.steps if ours else None,
+                           accepted=t.accepted if ours else None, verified=t.verified if ours else None,
+                           identical=self.identical[name][i] if self.identical is not None else None)
+                rows.append(row)
+        return rows
 
 
 def run_k_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, ks=range(1, 9), method: str | None = None) -> dict:
@@ -244,13 +319,13 @@ def format_table(report: dict) -> str:
                  "greedy" if not report.get("temperature") else
                  f"temperature {report['temperature']:g} ({report['verify_rule']} rule, samples: not compared)"), "",
              "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | "
-             "draft / verify / host / bubble s | per-position acceptance |",
+             "draft / verify / host / bubble s | per-position acceptance [95 % interval] n |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in report["lanes"].items():
         split = (f"{r['draft_s']:.2f} / {r['verify_s']:.2f} / {r['host_s']:.2f} / {r['bubble_s']:.2f}"
                  if "tau" in r else "—")
         cost = f"{r['draft_cost']:.2f}" if "tau" in r else "—"
-        ppa = ", ".join("—" if x is None else f"{x:.2f}" for x in r.get("per_position_acceptance", [])) or "—"
+        ppa = position_words(r["per_position"]) if "per_position" in r else "—"
         rate = f"{r['verified_acceptance'] * 100:.1f}%" if r.get("verified_acceptance") is not None else "—"
         decode = f"{r['decode_speedup']:.2f}×" if "decode_speedup" in r else "—"
         lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}× | {decode} | {r.get('tau', '—')} | "
@@ -260,6 +335,7 @@ def format_table(report: dict) -> str:
                  "bubble = wall time outside every span; decode speedup = the same ratio without each run's prefill "
                  "(time per output token after the first)")
     lines.append("")
+    lines += ["", *pairwise_lines(report)]
     for name, value in report["ratios"].items():
         lines.append(f"{name}: {value:.2f}× (wall-time ratio, > 1 means ours is faster)")
     if report.get("calibration"):
@@ -285,6 +361,28 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def pairwise_lines(report: dict) -> list[str]:
+    """The pairs of lanes, each one's paired speed ratio over prompts in words (a tie unless its interval excludes 1),
+    the prompt file, and the same per --by group."""
+    lines = []
+    if report.get("prompts"):
+        p = report["prompts"]
+        lines.append(f"prompts: {p['path']} ({p['format']}, sha256 {p['sha256'][:16]}…, {p['prompts_used']} used)")
+    lines += ["speed ratios, prompt by prompt (geometric mean of per-prompt ratios, 95 % paired t-interval on their "
+              "logs; \"faster\" only where the interval excludes 1):",
+              *(f"- {pair_words(row)}" for row in report.get("pairwise", ()))]
+    lines.append(f"per-position acceptance: Wilson 95 % intervals; * marks a position with fewer than "
+                 f"{report.get('min_drafts', MIN_DRAFTS)} drafts")
+    by = report.get("by")
+    for label, group in (by["groups"].items() if by else ()):
+        lines += ["", f"{by['column']} = {label} ({group['num_prompts']} prompt{'s' * (group['num_prompts'] != 1)}):",
+                  *(f"- {name}: {r['tokens_per_s']:.1f} tokens/s, {r['speedup']:.2f}×"
+                    + (f", per-position {position_words(r['per_position'])}" if "per_position" in r else "")
+                    for name, r in group["lanes"].items()),
+                  *(f"- {pair_words(row)}" for row in group["pairwise"])]
+    return lines
+
+
 def budget_table(sweep: dict) -> list[str]:
     """The budget sweep as markdown: per tree lane, τ, speedup and the verify's time against the node budget,
     beside the chain it grows from."""
@@ -308,7 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.measure.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default=DEFAULT_PRESET)
-    parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="JSON lines with a 'prompt' field")
+    parser.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS,
+                        help="prompt file: .jsonl (a 'prompt' field, other fields labels), .csv (a 'prompt' column, "
+                             "other columns labels) or plain text (one prompt a line); see docs/formats.md")
+    parser.add_argument("--by", default=None, metavar="COLUMN",
+                        help="also split every figure by this label of the prompt file")
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="per-prompt rows as CSV (default: the --json path with .csv)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--draft-len", dest="serial_k", type=int, default=4, help="K of the AR lane")
@@ -344,11 +448,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("runs/bench.json"))
     args = parser.parse_args(argv)
     try:
-        prompts = load_prompts(args.prompts)
+        label_rows = read_prompt_file(args.prompts)
         if args.limit > 0:
-            prompts = prompts[: args.limit]
-        if not prompts:
+            label_rows = label_rows[: args.limit]
+        if not label_rows:
             raise EngineError(f"no prompts in {args.prompts}")
+        prompts = [row["prompt"] for row in label_rows]
+        labels_of(label_rows, args.by)  # a missing label: one line, before the models load
+        csv_path = args.csv or args.json.with_suffix(".csv")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
         check_sizes(args.concurrency or [])  # before the models load
         if args.pairs < 0:
@@ -361,7 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block,
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
-                               seed=args.seed, methods=args.methods, tree_nodes=args.tree_nodes)
+                               seed=args.seed, methods=args.methods, tree_nodes=args.tree_nodes,
+                               label_rows=label_rows, by=args.by)
+            report["prompts"] = prompt_file_record(args.prompts, len(prompts))
             if args.k_sweep:
                 report["k_sweep"] = run_k_sweep(engine, prompts, args.max_new_tokens)
             if args.budget_sweep:
@@ -373,7 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(report))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.json}")
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    csv_path.write_text(rows_csv(report["prompt_rows"]), encoding="utf-8")
+    print(f"wrote {args.json} and {csv_path} (per-prompt rows)")
     return 0 if report["identical_outputs"] else 1
 
 

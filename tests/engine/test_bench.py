@@ -150,3 +150,97 @@ def test_a_fixed_cut_lane_verifies_that_many_drafts():
 
     assert (lane_config("dspark_verify_3", 8).drafts_per_step, lane_config("dspark_verify_3", 8).scheduler) == (3, "none")
     assert lane_config("dspark_verify_all", 8).scheduler == "none" and lane_config("dspark", 8).scheduler == "throughput"
+
+
+def test_a_pair_is_called_faster_only_where_its_paired_interval_excludes_one():
+    from engine.measure.decide import pair_words, paired_ratio, pairwise
+
+    steady = paired_ratio([20.0, 22.0, 30.0, 18.0], [10.0, 11.0, 15.1, 9.0])  # 2× on every prompt
+    assert steady["verdict"] == "a faster" and 1 < steady["low"] < 2 < steady["high"] < 2.1
+    noisy = paired_ratio([11.0, 9.0, 10.5, 9.4], [10.0, 10.0, 10.0, 10.0])  # ±10 % either way
+    assert noisy["verdict"] == "tie" and noisy["low"] < 1 < noisy["high"]
+    assert paired_ratio([10.0], [5.0])["verdict"] == "too few prompts"
+    rows = pairwise({"baseline": [10.0, 10.0, 10.0], "a": [20.0, 21.0, 19.0], "b": [10.2, 9.7, 10.1]},
+                    [("a", "baseline"), ("b", "baseline"), ("b", "a")])
+    assert [r["faster"] for r in rows] == ["a", None, "a"]
+    assert pair_words(rows[1]).startswith("b / baseline: tie,") and "a faster" in pair_words(rows[0])
+
+
+def test_per_position_acceptance_carries_its_counts_and_marks_thin_positions():
+    from engine.measure.decide import add_counts, position_rows, wilson
+
+    low, high = wilson(3, 3)
+    assert high == 1.0 and low < 0.5  # 1.00 from three drafts is not a certainty
+    wide, narrow = wilson(15, 20), wilson(150, 200)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0] and wide[0] < 0.75 < wide[1]
+    rows = position_rows(add_counts([[30, 24], [24, 12]], [[10, 6], [6, 3], [3, 3]]), min_drafts=20)
+    assert [(r["drafts"], r["accepted"], r["few"]) for r in rows] == [(40, 30, False), (30, 15, False), (3, 3, True)]
+    assert rows[0]["rate"] == 0.75 and rows[0]["low"] < 0.75 < rows[0]["high"]
+
+
+def test_prompt_files_in_every_form_with_their_labels(tmp_path):
+    from engine.contract.types import EngineError
+    from engine.measure.decide import labels_of, prompt_file_record, read_prompt_file
+
+    (tmp_path / "p.txt").write_text("def f(x):\n\nimport os\n", encoding="utf-8")
+    (tmp_path / "p.jsonl").write_text('{"prompt": "def f(x):", "kind": "code"}\n{"prompt": "Hi", "kind": "chat"}\n')
+    (tmp_path / "p.csv").write_text('prompt,kind\n"def f(x):\n  return",code\nHi,chat\n')
+    assert read_prompt_file(tmp_path / "p.txt") == [{"prompt": "def f(x):"}, {"prompt": "import os"}]
+    assert labels_of(read_prompt_file(tmp_path / "p.jsonl"), "kind") == ["code", "chat"]
+    rows = read_prompt_file(tmp_path / "p.csv")
+    assert rows[0]["prompt"] == "def f(x):\n  return" and labels_of(rows, "kind") == ["code", "chat"]
+    record = prompt_file_record(tmp_path / "p.csv", 2)
+    assert record["format"] == "csv" and len(record["sha256"]) == 64 and record["prompts_used"] == 2
+    with pytest.raises(EngineError, match="has no 'lang' label"):
+        labels_of(rows, "lang")
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "a"}\n{"text": "b"}\n')
+    with pytest.raises(EngineError, match=r"bad.jsonl:2: each line needs a \"prompt\" string"):
+        read_prompt_file(tmp_path / "bad.jsonl")
+    (tmp_path / "bad.csv").write_text("text\nb\n")
+    with pytest.raises(EngineError, match="needs a 'prompt' column"):
+        read_prompt_file(tmp_path / "bad.csv")
+
+
+def test_the_bench_writes_per_prompt_rows_pairs_and_groups(random_engine, tmp_path, monkeypatch, capsys):
+    """`bench --prompts FILE.csv --by kind`: per-prompt rows as JSON and CSV, the prompt file's digest, every pair's
+    paired ratio, per-position counts that add up to the lane's rates, and the same split by the label."""
+    import csv
+    import hashlib
+    import json
+
+    from engine.measure import bench
+
+    prompts = tmp_path / "prompts.csv"
+    prompts.write_text('prompt,kind\n"def parse(self, text):\n",code\n"import os\n",imports\n"class Queue:\n",code\n')
+    monkeypatch.setattr(bench.Engine, "load", classmethod(lambda cls, *a, **k: random_engine))
+    out = tmp_path / "bench.json"
+    assert bench.main(["--prompts", str(prompts), "--by", "kind", "--methods", "eagle3", "--no-hf",
+                       "--max-new-tokens", "8", "--draft-len", "2", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["prompts"]["sha256"] == hashlib.sha256(prompts.read_bytes()).hexdigest()
+    assert report["prompts"]["format"] == "csv" and report["num_prompts"] == 3
+    rows = report["prompt_rows"]
+    assert {(r["lane"], r["prompt_index"]) for r in rows} == {("baseline", i) for i in range(3)} | {
+        ("eagle3", i) for i in range(3)}
+    assert all(r["identical"] and r["origin"] == "local" and r["tokens"] == 8 for r in rows)
+    assert [r["kind"] for r in rows if r["lane"] == "eagle3"] == ["code", "imports", "code"]
+    base = [r for r in rows if r["lane"] == "baseline"]
+    assert sum(r["wall_s"] for r in base) == pytest.approx(report["lanes"]["baseline"]["wall_s"], abs=1e-3)
+    with open(out.with_suffix(".csv"), newline="") as file:
+        assert [dict(r)["lane"] for r in csv.DictReader(file)] == [r["lane"] for r in rows]
+    (pair,) = report["pairwise"]
+    assert (pair["a"], pair["b"], pair["prompts"]) == ("eagle3", "baseline", 3)
+    assert pair["low"] <= pair["ratio"] <= pair["high"]
+    assert pair["faster"] == ("eagle3" if pair["low"] > 1 else "baseline" if pair["high"] < 1 else None)
+    ar = report["lanes"]["eagle3"]
+    assert [p["rate"] for p in ar["per_position"]] == pytest.approx(
+        [x for x in ar["per_position_acceptance"]], abs=1e-3)
+    assert sum(p["accepted"] for p in ar["per_position"]) == sum(r["accepted"] for r in rows if r["lane"] == "eagle3")
+    groups = report["by"]["groups"]
+    assert report["by"]["column"] == "kind" and {k: g["num_prompts"] for k, g in groups.items()} == {"code": 2, "imports": 1}
+    assert groups["imports"]["pairwise"][0]["verdict"] == "too few prompts"
+    assert sum(g["lanes"]["eagle3"]["tokens"] for g in groups.values()) == ar["tokens"]
+    assert "eagle3 / baseline:" in table and "kind = code (2 prompts):" in table and "sha256" in table
+    assert bench.main(["--prompts", str(prompts), "--by", "lang", "--json", str(out)]) == 2
+    assert "has no 'lang' label" in capsys.readouterr().err

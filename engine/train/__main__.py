@@ -18,6 +18,9 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
                                                                   -> assets/eagle3-drafter/
   dflash|dspark|eagle3 --sampled   the checkpoint drafted with above temperature 0: the shipped drafter trained
               on in a distribution phase on runs/sampled.pt     -> assets/<stage>-drafter-sampled/
+  dflash|dspark|eagle3 --self-distill [--drafts 15]   the papers' regime, a matched comparison: the shipped
+              drafter one phase on greedy and sampled rows together (scripts/train_breakout.sh)
+                                                                  -> runs/<stage>-selfdistill[-dN]/export/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
   reexport    the shipped DFlash and DSpark drafters saved again in z-lab's and DeepSpec's formats, same weights,
               no training (reexport.py; seconds), and the card's sizes and digests -> assets/dflash-drafter/,
@@ -89,12 +92,21 @@ MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # per roun
 # rule's outcomes at temperature 1. Exported beside the shipped drafter as assets/<stage>-drafter-sampled/.
 SAMPLED_ROWS = 2048
 SAMPLED_STEPS = {"dflash": 500, "dspark": 500, "eagle3": 300}
+# `--self-distill` (dflash, dspark, eagle3): the papers' regime, a matched comparison. From the shipped drafter's
+# weights, one phase on the target's own outputs at both temperatures (runs/greedy.pt and runs/sampled.pt
+# together, every row of every batch), the same steps and batch for the three: DFlash position-weighted CE on
+# the tokens the target wrote (γ the paper's for its block size: 7 at block 16), DSpark its paper's loss
+# (0.1 CE + 0.9 TV + BCE toward 1 − TV), EAGLE-3 its training-time test on the written tokens. `--drafts N`
+# sets a block drafter's drafts per block (15: z-lab's block 16). Checkpoints and exports stay in
+# runs/<stage>-selfdistill[-dN]/ (export/; DSpark also export-sampled/, its confidences calibrated at
+# temperature 1): the engine loads none of them.
+SELF_DISTILL_STEPS = 3000
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
-def _export(model, name: str, cfg, extra: dict) -> None:
-    """Ship weights in float16 (upcast on load) with a record of how they were made."""
-    out = ASSETS / name
+def _export(model, name: str, cfg, extra: dict, out: Path | None = None) -> None:
+    """Ship weights in float16 (upcast on load) with a record of how they were made, to assets/<name> or `out`."""
+    out = ASSETS / name if out is None else out
     model.to(torch.float16).save_pretrained(out)
     record = {"train_config": asdict(cfg), "python_version": platform.python_version(),
               "torch_version": torch.__version__, **extra}
@@ -265,27 +277,56 @@ def _block_drafter_parts(kind: str) -> tuple[type, Callable, Callable, Callable]
             "dspark": (DSparkDraftModel, dspark.dspark_config, dspark.dspark_loss, dspark.dspark_acceptance)}[kind]
 
 
-def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str):
-    """A shipped feature drafter loaded to train on (its frozen parts kept frozen), with its loss under `labels`
-    (drawing anchors from `generator`; DSpark's "argmax" or its paper's loss, the others' "argmax" or
-    "distribution") and its teacher-forced greedy score."""
+def _load_shipped_drafter(kind: str, target, device: str):
+    """A shipped feature drafter loaded to train on, its frozen parts kept frozen."""
     from ..drafters import eagle3 as eagle3_drafter
     from ..drafters.dflash_model import load_block_model
-    from . import eagle3
 
     path = str(ASSETS / f"{kind}-drafter")
     if kind == "eagle3":
         drafter = eagle3_drafter.load(path, torch.device(device), torch.float32).requires_grad_(True)
         drafter.embed_tokens.requires_grad_(False)  # its frozen copies of the target's, as its first phase left them
         drafter.lm_head.requires_grad_(False)
-        return (drafter, eagle3.eagle3_loss(drafter, target, generator, labels=labels),
-                lambda windows: eagle3.eagle3_acceptance(drafter, target, windows))
-    cls, _, loss_of, score_of = _block_drafter_parts(kind)
+        return drafter
+    cls = _block_drafter_parts(kind)[0]
     drafter = load_block_model(cls, path, torch.device(device), torch.float32).requires_grad_(True)
     if kind == "dspark":  # its stored copies are those of the target it trains for now (frozen)
         drafter.copy_target_embeddings(target)
-    labels = "paper" if kind == "dspark" and labels == "distribution" else labels
-    return drafter, loss_of(drafter, target, generator, labels=labels), lambda windows: score_of(drafter, target, windows)
+    return drafter
+
+
+def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, labels: str):
+    """A feature drafter's loss under `labels` (drawing anchors from `generator`; DSpark's "argmax" or its paper's
+    loss, the others' "argmax", "distribution" or "written") and its teacher-forced greedy score."""
+    from . import eagle3
+
+    if kind == "eagle3":
+        return (eagle3.eagle3_loss(drafter, target, generator, labels=labels),
+                lambda windows: eagle3.eagle3_acceptance(drafter, target, windows))
+    _, _, loss_of, score_of = _block_drafter_parts(kind)
+    labels = "paper" if kind == "dspark" and labels in ("distribution", "written") else labels
+    return loss_of(drafter, target, generator, labels=labels), lambda windows: score_of(drafter, target, windows)
+
+
+def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str):
+    """A shipped feature drafter loaded to train on (_load_shipped_drafter), its loss and score
+    (_drafter_objectives)."""
+    drafter = _load_shipped_drafter(kind, target, device)
+    return (drafter, *_drafter_objectives(kind, drafter, target, generator, labels))
+
+
+def set_drafts(drafter, kind: str, drafts: int) -> None:
+    """A block drafter made to draft `drafts` tokens per block: DFlash's block is the anchor and `drafts` masks,
+    DSpark's `drafts` inputs (the anchor predicts the first). Its weights serve any block size; DSpark's
+    confidence temperatures go back to 1 until calibrated again."""
+    block = drafts + 1 if kind == "dflash" else drafts
+    drafter.block_size = block
+    drafter.config.block_size = block
+    if kind == "dflash" and isinstance(getattr(drafter.config, "dflash_config", None), dict):
+        drafter.config.dflash_config = {**drafter.config.dflash_config, "block_size": block}
+    if kind == "dspark":
+        drafter.confidence_temperatures = [1.0] * block
+        drafter.config.confidence_temperatures = [1.0] * block
 
 
 def _train_drafter_more(kind: str, args, streams) -> int:
@@ -374,6 +415,70 @@ def _train_drafter_sampled(kind: str, args, streams) -> int:
         "distribution_phase_minutes": _train_minutes(run_dir),
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
         "from": f"assets/{kind}-drafter as shipped", "earlier": shipped})
+    return 0
+
+
+def _train_self_distill(kind: str, args, streams) -> int:
+    """The papers' regime (--self-distill): from the shipped drafter's weights (block drafters at --drafts per
+    block), one phase of SELF_DISTILL_STEPS steps on the target's greedy and sampled rows together, labels of
+    the target's own outputs ("written"; DSpark its paper's loss), a third of the first phase's peak rate, in
+    runs/<stage>-selfdistill[-dN]; DSpark calibrated at temperature 0 (export/) and at 1 (export-sampled/)."""
+    from . import dspark
+    from .dflash import gamma_for
+    from .lm import TrainConfig, heldout_windows, train
+
+    shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
+    target = _shipped_target(args.device)
+    generator = torch.Generator().manual_seed(args.seed + 13)  # anchor positions
+    drafter = _load_shipped_drafter(kind, target, args.device)
+    if args.drafts:
+        set_drafts(drafter, kind, args.drafts)
+    labels = "paper" if kind == "dspark" else "written"
+    loss, score = _drafter_objectives(kind, drafter, target, generator, labels)
+    greedy, sampled = torch.load(RUNS / "greedy.pt"), torch.load(RUNS / "sampled.pt")
+    width = min(greedy.shape[1], sampled.shape[1])
+    rows = torch.cat([greedy[:, :width], sampled[:, :width]])
+    first = TrainConfig(**shipped["train_config"])
+    cfg = replace(first, steps=args.steps or SELF_DISTILL_STEPS, batch_size=DRAFTER_BATCH, self_data_fraction=1.0,
+                  lr=first.lr / 3, warmup_steps=50, seed=args.seed + 13, threads=args.threads, device=args.device,
+                  precision=args.precision, seq_len=width)
+    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else ""))
+    windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
+    drafter.eval()
+    before = round(score(windows), 3)
+    print(f"{kind} self-distillation: {len(greedy)} greedy + {len(sampled)} sampled rows, {cfg.steps} steps, "
+          f"held-out score before {before}", flush=True)
+    train(drafter, {**streams, "self": rows}, run_dir, cfg, loss, score, loss_generators=[generator])
+    drafter.eval()
+    extra = {}
+    if kind == "dspark":
+        at_one = dspark.calibrate(drafter, target, _heldout_sampled_rows(target, streams).to(args.device),
+                                  "the target's sampled continuations (temperature 1) of held-out windows",
+                                  outcome="sampled")
+        extra["calibration"] = dspark.calibrate(
+            drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
+            "the target's greedy continuations of held-out windows")
+        extra["calibration_sampled"] = at_one
+    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
+        "heldout_expected_accepted_teacher_forced"
+    record = {
+        score_key: round(score(windows), 3), f"{score_key}_before": before,
+        "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else
+                  "written: CE on the token the target wrote" + (
+                      f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})"
+                      if kind == "dflash" else ""),
+        "rows": f"runs/greedy.pt ({len(greedy)} greedy) and runs/sampled.pt ({len(sampled)} sampled at temperature 1)",
+        "drafts_per_block": drafter.block_size - 1 if kind == "dflash" else getattr(drafter, "block_size", None),
+        "self_distill_minutes": _train_minutes(run_dir),
+        "train_minutes": round(shipped["train_minutes"] + _train_minutes(run_dir), 1),
+        "num_parameters": sum(p.numel() for p in drafter.parameters()),
+        "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra}
+    _export(drafter, kind, cfg, record, out=run_dir / "export")
+    if kind == "dspark":  # the same weights with the confidences calibrated at temperature 1
+        temperatures = extra["calibration_sampled"]["temperatures"]
+        drafter.confidence_temperatures = list(temperatures)
+        drafter.config.confidence_temperatures = list(temperatures)
+        _export(drafter, kind, cfg, {**record, "used": "above temperature 0"}, out=run_dir / "export-sampled")
     return 0
 
 
@@ -541,6 +646,14 @@ def main(argv: list[str] | None = None) -> int:
                              "drafter's weights, a distribution phase on runs/sampled.pt (`sampled-data`) of --steps "
                              "steps (default " + ", ".join(f"{steps} ({stage})" for stage, steps in SAMPLED_STEPS.items())
                              + ") -> assets/<stage>-drafter-sampled/")
+    parser.add_argument("--self-distill", action="store_true",
+                        help=f"dflash, dspark, eagle3: the papers' regime, from the shipped drafter's weights one phase "
+                             f"on the target's greedy and sampled rows together (runs/greedy.pt, runs/sampled.pt), "
+                             f"--steps steps (default {SELF_DISTILL_STEPS}), the same for the three -> "
+                             f"runs/<stage>-selfdistill[-dN]/export/ (never assets/)")
+    parser.add_argument("--drafts", type=int,
+                        help="with --self-distill, dflash and dspark: drafts per block (15: z-lab's block 16). "
+                             "Default: the shipped drafter's")
     parser.add_argument("--bench", type=Path, action="append",
                         help="card: a report of `python -m engine.measure.bench --json PATH` on the shipped weights, for the "
                              "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
@@ -578,6 +691,13 @@ def main(argv: list[str] | None = None) -> int:
                          or args.greedy_steps is not None or args.restart_steps):
         parser.error("--sampled is for the dflash, dspark and eagle3 stages, without --from-shipped, "
                      "--greedy-steps or --restart-steps")
+    if args.self_distill and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped or args.sampled
+                              or args.greedy_steps is not None or args.restart_steps or args.no_target_features):
+        parser.error("--self-distill is for the dflash, dspark and eagle3 stages, without --from-shipped, --sampled, "
+                     "--greedy-steps, --restart-steps or --no-target-features")
+    if args.drafts is not None and (not args.self_distill or args.stage not in ("dflash", "dspark")
+                                    or not 1 <= args.drafts <= 31):
+        parser.error("--drafts takes 1 to 31 drafts per block, for dflash and dspark with --self-distill only")
     from ..models import pick_device
     from ..contract.types import EngineError
 
@@ -664,6 +784,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.save(rows.to(torch.int16), RUNS / "sampled.pt")
         (RUNS / "sampled.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
         return 0
+    if args.stage in ("dflash", "dspark", "eagle3") and args.self_distill:
+        if problem := _greedy_rows_problem() or _sampled_rows_problem():
+            print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)
+            return 2
+        return _train_self_distill(args.stage, args, streams)
     if args.stage in ("dflash", "dspark", "eagle3") and args.sampled:
         if problem := _sampled_rows_problem():
             print(f"error: {problem}: run `python -m engine.train sampled-data` first", file=sys.stderr)

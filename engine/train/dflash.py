@@ -21,9 +21,11 @@ import torch.nn.functional as F
 from transformers import Qwen3Config
 
 from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
+from .selfdata import PREFIX_TOKENS
 
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
-GAMMA = 4.0  # position-weight decay for block size 8 (the paper: 7 for 16, 5 for 10, 4 for 8)
+GAMMA = 4.0  # position-weight decay for block size 8
+PAPER_GAMMA = {8: 4.0, 10: 5.0, 16: 7.0}  # the DFlash paper's decay for each block size it trains (gamma_for)
 ANCHORS_PER_WINDOW = 32  # blocks cut from each window: more supervision per target forward
 DRAFT_LAYERS = 3  # one layer drafted worse than it saved here (docs/experiments.md: τ 1.89 against 2.29)
 
@@ -99,19 +101,48 @@ def distribution_divergence(teacher_logits: torch.Tensor, student_logits: torch.
 LABELS = {"soft": soft_cross_entropy, "argmax": argmax_cross_entropy, "distribution": distribution_divergence}
 
 
-def position_weights(block_size: int, gamma: float = GAMMA) -> torch.Tensor:
-    """w_k = exp(−(k−1)/γ) for drafted positions k = 1..B−1."""
+def gamma_for(block_size: int) -> float:
+    """The paper's decay γ for a block size: its own value at 8, 10 and 16, straight lines between them, and
+    the nearest end's value outside (4 below 8, 7 above 16)."""
+    sizes = sorted(PAPER_GAMMA)
+    if block_size <= sizes[0] or block_size >= sizes[-1]:
+        return PAPER_GAMMA[sizes[0] if block_size <= sizes[0] else sizes[-1]]
+    low = max(s for s in sizes if s <= block_size)
+    high = min(s for s in sizes if s >= block_size)
+    if low == high:
+        return PAPER_GAMMA[low]
+    share = (block_size - low) / (high - low)
+    return PAPER_GAMMA[low] + share * (PAPER_GAMMA[high] - PAPER_GAMMA[low])
+
+
+def position_weights(block_size: int, gamma: float | None = None) -> torch.Tensor:
+    """w_k = exp(−(k−1)/γ) for drafted positions k = 1..B−1; γ by default the paper's for this block size."""
+    gamma = gamma_for(block_size) if gamma is None else gamma
     return torch.tensor([math.exp(-(k - 1) / gamma) for k in range(1, block_size)])
 
 
+def written_labels(teacher_logits: torch.Tensor, x: torch.Tensor, written_from: int) -> torch.Tensor:
+    """The teacher's logits (b, t, V) with the prediction of every token x[p] at p ≥ written_from replaced by a
+    one-hot of that token: on rows the target continued from a written_from-token prefix, the label of each
+    token it wrote is that token itself (its greedy choice in a greedy row, its draw at temperature 1 in a
+    sampled one: self-distillation on its own outputs); prefix tokens keep the target's own prediction."""
+    if written_from >= x.shape[1]:
+        return teacher_logits
+    labels = torch.zeros_like(teacher_logits[:, written_from - 1: -1])
+    labels.scatter_(-1, x[:, written_from:, None].long(), 1.0)
+    return torch.cat([teacher_logits[:, : written_from - 1], labels, teacher_logits[:, -1:]], dim=1)
+
+
 def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
-                anchors_per_window: int = ANCHORS_PER_WINDOW, anchor_predicts_first: bool = False):
+                anchors_per_window: int = ANCHORS_PER_WINDOW, anchor_predicts_first: bool = False,
+                written_from: int | None = None):
     """One teacher-forced batch of blocks cut from the windows `x` (b, t) at random anchors.
 
     Returns, for every predicted token of every block (b, M, n): the drafter's final hidden states
     (b, M, n, H), the target's logits for that token (b, M, n, V) and the token just before it (b, M, n).
     DFlash predicts n = B − 1 tokens from the mask positions; DSpark (anchor_predicts_first) predicts
-    n = B tokens, the anchor's own state predicting the first."""
+    n = B tokens, the anchor's own state predicting the first. `written_from`: the teacher's logits as
+    `written_labels` makes them (labels of the tokens the target wrote past that position)."""
     b, t = x.shape
     bs = drafter.block_size
     device = x.device
@@ -119,6 +150,8 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
         out = target(x, output_hidden_states=True)
         features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
         teacher_logits = out.logits.float()
+        if written_from is not None:
+            teacher_logits = written_labels(teacher_logits, x, written_from)
     reach = bs + 1 if anchor_predicts_first else bs  # the last predicted token must lie inside the window
     anchors = sample_anchors(b, t, reach, anchors_per_window, generator).to(device)  # (b, M), drawn on the CPU
     offsets = torch.arange(bs, device=device)
@@ -143,9 +176,9 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
 
 
 def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
-                 anchors_per_window: int = ANCHORS_PER_WINDOW):
+                 anchors_per_window: int = ANCHORS_PER_WINDOW, written_from: int | None = None):
     """Draft logits at every drafted block position (b, M, B − 1, V) and the target's logits there."""
-    hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window)
+    hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window, written_from=written_from)
     return target.get_output_embeddings()(hidden).float(), teacher
 
 
@@ -154,14 +187,18 @@ def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
     """Position-weighted loss of the drafted positions against the target: "soft", cross-entropy against its
     whole distribution (distillation); "argmax", against its greedy choice, which on text the target wrote
     greedily is the next token itself (the DFlash paper's loss on target-generated responses); "distribution",
-    KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0)."""
-    if labels not in LABELS:
-        raise ValueError(f"labels must be one of {', '.join(LABELS)}, not {labels!r}")
+    KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0); "written", on
+    rows the target continued from a PREFIX_TOKENS-token prefix, cross-entropy against the token it wrote (the
+    DFlash paper's loss on target-generated responses, at either temperature: written_labels). Position k
+    weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for)."""
+    if labels not in LABELS and labels != "written":
+        raise ValueError(f"labels must be one of {', '.join([*LABELS, 'written'])}, not {labels!r}")
     weights = position_weights(drafter.block_size)
-    divergence = LABELS[labels]
+    divergence = LABELS["argmax" if labels == "written" else labels]
+    written_from = PREFIX_TOKENS if labels == "written" else None
 
     def loss(x: torch.Tensor) -> torch.Tensor:
-        draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator)
+        draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator, written_from=written_from)
         ce = divergence(teacher_logits, draft_logits)  # (b, M, B−1)
         w = weights.to(ce.device)
         return (ce * w).sum(-1).mean() / w.sum()

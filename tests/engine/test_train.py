@@ -884,3 +884,96 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
         assert any(not torch.equal(shipped[k], trained[k]) for k in shipped)
         if stage == "eagle3":
             assert torch.equal(shipped["embed_tokens.weight"], trained["embed_tokens.weight"])
+
+
+def test_position_weights_follow_the_papers_decay_for_each_block_size():
+    """γ is the DFlash paper's for its block sizes (4 at 8, 5 at 10, 7 at 16), between them on a line, and the
+    default weights of a block of 16 decay by exp(−1/7) a position."""
+    from engine.train.dflash import gamma_for
+
+    assert [gamma_for(b) for b in (4, 8, 10, 16, 24)] == [4.0, 4.0, 5.0, 7.0, 7.0]
+    assert gamma_for(13) == pytest.approx(6.0)
+    w = position_weights(16)
+    assert len(w) == 15 and w[0] == 1.0
+    assert torch.allclose(w[1:] / w[:-1], torch.full((14,), torch.exp(torch.tensor(-1 / 7)).item()))
+    assert torch.equal(position_weights(8), position_weights(8, gamma=4.0))  # the shipped block's weights stay
+
+
+def test_written_labels_are_the_tokens_the_target_wrote_past_its_prefix():
+    """Past the prefix every label is the row's own next token; before it, the target's prediction stays."""
+    from engine.train.dflash import written_labels
+
+    g = torch.Generator().manual_seed(1)
+    teacher = torch.randn(2, 12, 50, generator=g)
+    x = torch.randint(0, 50, (2, 12), generator=g)
+    labels = written_labels(teacher, x, 5)
+    assert labels.shape == teacher.shape
+    assert torch.equal(labels[:, 4:-1].argmax(-1), x[:, 5:])  # position p − 1 predicts token p
+    assert torch.equal(labels[:, :4], teacher[:, :4]) and torch.equal(labels[:, -1], teacher[:, -1])
+    assert torch.equal(written_labels(teacher, x, 12), teacher)  # nothing written inside the window
+
+
+def test_written_loss_scores_the_written_token_at_every_drafted_position(random_engine, monkeypatch):
+    """dflash_loss(labels="written") is the position-weighted −log q(x_p) of the token each drafted position
+    stands on, once past the prefix; inside it, the target's greedy choice as with "argmax"."""
+    from engine.train import dflash
+    from engine.train.dflash import dflash_loss
+
+    target, drafter = random_engine.target, random_engine.drafter_models["dflash"]
+    x = torch.randint(2, 4000, (2, 40), generator=torch.Generator().manual_seed(3))
+    monkeypatch.setattr(dflash, "PREFIX_TOKENS", 1)  # every token but the first written by "the target"
+    with torch.no_grad():
+        written = dflash_loss(drafter, target, torch.Generator().manual_seed(4), labels="written")(x)
+        argmax = dflash_loss(drafter, target, torch.Generator().manual_seed(4), labels="argmax")(x)
+        draft_logits, _ = dflash_batch(drafter, target, x, torch.Generator().manual_seed(4))
+    bs = drafter.block_size
+    anchors = sample_anchors(2, 40, bs, dflash.ANCHORS_PER_WINDOW, torch.Generator().manual_seed(4))
+    tokens = x.gather(1, (anchors[:, :, None] + torch.arange(1, bs)).reshape(2, -1)).view(2, -1, bs - 1)
+    picked = draft_logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    w = position_weights(bs)
+    assert torch.allclose(written, (-picked * w).sum(-1).mean() / w.sum(), atol=1e-5)
+    assert not torch.allclose(written, argmax, atol=1e-3)  # random text: the target would not write it
+    monkeypatch.setattr(dflash, "PREFIX_TOKENS", 40)  # nothing written: the greedy choice throughout
+    with torch.no_grad():
+        prefix_only = dflash_loss(drafter, target, torch.Generator().manual_seed(4), labels="written")(x)
+    assert torch.allclose(prefix_only, argmax, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_assets(tmp_path, monkeypatch, tokenizer):
+    """`dflash|dspark --self-distill --drafts 15` and `eagle3 --self-distill`: refused without both row sets;
+    from the shipped weights, one phase on the greedy and sampled rows together, the same steps and batch for
+    the three; exported inside runs/ (DSpark twice, calibrated at each temperature) at the asked block size,
+    loadable by the engine, while assets/ stays as it was."""
+    from engine.models import load_drafter
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
+    on = ["--threads", "1", "--steps", "1"]
+    assert cli.main(["greedy-data", "--steps", "4", "--threads", "1"]) == 0
+    assert cli.main(["dflash", "--self-distill", *on]) == 2  # refuses: no sampled rows yet
+    assert cli.main(["sampled-data", "--steps", "4", "--threads", "1"]) == 0
+    with pytest.raises(SystemExit):
+        cli.main(["eagle3", "--self-distill", "--drafts", "15", *on])
+    with pytest.raises(SystemExit):
+        cli.main(["dflash", "--drafts", "15", *on])
+    shipped = {k: (assets / f"{k}-drafter" / "model.safetensors").read_bytes() for k in ("dflash", "dspark", "eagle3")}
+    configs = {}
+    for stage, args, folder in (("dflash", ["--drafts", "15"], "dflash-selfdistill-d15"),
+                                ("dspark", ["--drafts", "15"], "dspark-selfdistill-d15"),
+                                ("eagle3", [], "eagle3-selfdistill")):
+        assert cli.main([stage, "--self-distill", *args, *on]) == 0
+        state = torch.load(runs / folder / "ckpt.pt", weights_only=False)
+        assert state["step"] == 1 and state["config"]["self_data_fraction"] == 1.0
+        configs[stage] = state["config"]
+        record = json.loads((runs / folder / "export" / "training.json").read_text())
+        assert record["from"] == f"assets/{stage}-drafter as shipped" and "4 greedy" in record["rows"]
+        model = load_drafter(str(runs / folder / "export"), METHOD_REGISTRY[stage].kinds, torch.device("cpu"))
+        if stage != "eagle3":
+            assert model.block_size == {"dflash": 16, "dspark": 15}[stage] == record["drafts_per_block"] + (stage == "dflash")
+        assert (assets / f"{stage}-drafter" / "model.safetensors").read_bytes() == shipped[stage]
+    assert "exp(−(k−1)/7.0)" in json.loads((runs / "dflash-selfdistill-d15" / "export" / "training.json").read_text())["labels"]
+    sampled = json.loads((runs / "dspark-selfdistill-d15" / "export-sampled" / "config.json").read_text())
+    assert len(sampled["confidence_temperatures"]) == 15
+    assert {(c["steps"], c["batch_size"], c["seq_len"]) for c in configs.values()} == {(1, 2, 96)}  # matched
+    assert not list(assets.glob("*-d15")) and not (assets / "eagle3-drafter-sampled").exists()

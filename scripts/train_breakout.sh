@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The block drafters at z-lab's block size, and EAGLE-3 matched with them, on one CPU core:
+#   bash scripts/train_breakout.sh
+# Stages, in order; each is skipped once its output exists, and a cut stage resumes from its checkpoints:
+#   greedy-data    2048 greedy continuations of the shipped target           -> runs/greedy.pt
+#   sampled-data   2048 continuations sampled at temperature 1               -> runs/sampled.pt
+#   dflash-d15     the shipped DFlash drafter trained on at block 16 (15 drafts), position-weighted CE (γ 7) on
+#                  the tokens the target wrote in both sets                   -> runs/dflash-selfdistill-d15/
+#   dspark-d15     the shipped DSpark drafter at 15 drafts, its paper's 0.1 CE + 0.9 TV + BCE on both sets
+#                                                                             -> runs/dspark-selfdistill-d15/
+#   eagle3-matched the shipped EAGLE-3 drafter on the same rows, the same steps and batch (its 7 serial steps)
+#                                                                             -> runs/eagle3-selfdistill/
+# Each drafter stage exports to export/ (and DSpark also export-sampled/, calibrated at temperature 1) inside
+# its runs/ folder, never to assets/: the engine loads none of them until they are copied there.
+# One torch thread per stage; logs go to runs/<stage>.log. STEPS (default 3000) sets every drafter's steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p runs
+PYTHON=${PYTHON:-.venv/bin/python}
+[ -x "$PYTHON" ] || PYTHON=python
+STEPS=${STEPS:-3000}
+stage_done() {  # the file a finished stage leaves
+  case "$1" in
+    greedy-data) [ -f runs/greedy.json ] ;;
+    sampled-data) [ -f runs/sampled.json ] ;;
+    dflash-d15) [ -f runs/dflash-selfdistill-d15/export/training.json ] ;;
+    dspark-d15) [ -f runs/dspark-selfdistill-d15/export/training.json ] ;;
+    eagle3-matched) [ -f runs/eagle3-selfdistill/export/training.json ] ;;
+  esac
+}
+command_of() {  # the `python -m engine.train` arguments of a stage
+  case "$1" in
+    greedy-data) echo "greedy-data --steps 2048" ;;
+    sampled-data) echo "sampled-data --steps 2048" ;;
+    dflash-d15) echo "dflash --self-distill --drafts 15 --steps $STEPS" ;;
+    dspark-d15) echo "dspark --self-distill --drafts 15 --steps $STEPS" ;;
+    eagle3-matched) echo "eagle3 --self-distill --steps $STEPS" ;;
+  esac
+}
+for stage in greedy-data sampled-data dflash-d15 dspark-d15 eagle3-matched; do
+  if stage_done "$stage"; then echo "$(date +%H:%M:%S) $stage: done already"; continue; fi
+  echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
+  # shellcheck disable=SC2046  # the stage's arguments are words
+  "$PYTHON" -m engine.train $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
+done
+echo "$(date +%H:%M:%S) done"

@@ -17,7 +17,7 @@ from statistics import median
 
 from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_id
 from engine.contract.summary import per_position_acceptance, per_position_ceiling, summarize
-from engine.contract.types import STOPPED, RunSummary, Step
+from engine.contract.types import MAX_TREE_NODES, STOPPED, RunSummary, Step
 
 from .links import control_name
 from .settings import LATER_CONTROLS, SettingError, parse_controls
@@ -32,6 +32,9 @@ MAX_TIMING_RUNS = 100  # a saved lane claiming more timing runs than this reads 
 MAX_SPAN_S = 86_400.0
 MIN_LANE_S = 1e-6
 MAX_SPEEDUP = 1_000.0
+# A lane's rate, live or in a timing run: far beyond any measured here (the embedded models write about 100 tokens/s
+# alone on 2 CPU cores; a GPU batch of 32 requests a few thousand), so a file claiming more is not a measurement.
+MAX_TOKENS_PER_S = 200_000.0
 RATIO_SLACK = 1e-4  # float32 arithmetic in the engine against float64 here
 # A lane whose decoding thread computed less than this share of its wall time ran on a busy machine: other work took
 # the cores it needed, and its chips say so (docs/hosting.md). Alone on these two cores a lane computes 0.95-0.98
@@ -43,6 +46,11 @@ BUSY_SHARE = 0.8
 # projector mode in a loop, 0.14-0.26: docs/hosting.md), and its chips say so.
 SERVER_BUSY_SHARE = 0.5
 SERVER_BUSY_S = 1.0
+
+
+# Which of a lane's rates each clock divides: its summary's field, and its column in a timing run's rates.
+RATES = {"compute": "tokens_per_cpu_s", "wall": "tokens_per_s", "batch": "batch_tokens_per_s"}
+RATE_COLUMNS = {"compute": 0, "wall": 1, "batch": 2}
 
 
 class RecordError(ValueError):
@@ -60,7 +68,8 @@ class LaneResult:
     state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
     summary: RunSummary | None = None
     timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/runner.py)
-    # each timing run's own (tokens per compute second or None, tokens per wall second), in the order they ran
+    # each timing run's own (tokens per compute second or None, tokens per wall second[, the batch's tokens per wall
+    # second, for a request among others]), in the order they ran (app/runner.py run_rates)
     run_rates: tuple = ()
     # of its live pass on the clock, the share its engine run took (app/runner.py LaneEvent; None: not measured)
     engine_share: float | None = None
@@ -125,16 +134,20 @@ class Comparison:
 
     @property
     def clock(self) -> str:
-        """Which time the speedups divide: "compute" (the decoding threads' CPU time, on the CPU: a second
-        process on the machine does not stretch it) when every lane has it, else "wall". A busy server's run
-        (`busy`) is read by wall time, as the Lesson's load measurement is: a request among others waits for the
-        whole batch's work, which one thread's CPU time does not count."""
+        """Which rate the speedups divide: "compute" (tokens per second of the decoding threads' CPU time, on the
+        CPU: a second process on the machine does not stretch it) when every lane has it, else "wall". A busy
+        server's run (`busy`) is read as the Lesson's load measurement reads it, "batch": the whole batch's new
+        tokens per second of wall time (this request's and its companions'), over the baseline's batch at the same
+        load: a server's throughput, which one request's latency or one thread's CPU time does not give. (A busy
+        run saved without the batch's tokens reads by wall time.)"""
         ended = [lane.summary for lane in self.lanes.values() if lane.summary is not None]
-        return "compute" if ended and not self.busy and all(s.tokens_per_cpu_s for s in ended) else "wall"
+        if self.busy:
+            return "batch" if ended and all(s.batch_tokens_per_s for s in ended) else "wall"
+        return "compute" if ended and all(s.tokens_per_cpu_s for s in ended) else "wall"
 
     def speedup(self, method: str, clock: str | None = None) -> float | None:
-        """The lane's speed over the baseline lane's, both measured in this comparison, on `clock` ("compute" or
-        "wall"; default: the comparison's own, see `clock`). With two or more timing rounds that both lanes have,
+        """The lane's speed over the baseline lane's, both measured in this comparison, on `clock` ("compute",
+        "wall" or "batch"; default: the comparison's own, see `clock`). With two or more timing rounds that both lanes have,
         the median of the rounds' own speedups (`round_speedups`), so it always lies within their spread
         (`speedup_spread`); else the lane's tokens per second over the baseline's."""
         rounds = self.round_speedups(method, clock)
@@ -143,7 +156,7 @@ class Comparison:
         lane, base = self.lanes.get(method), self.baseline
         if lane is None or lane.summary is None or base is None:
             return None
-        rate = "tokens_per_cpu_s" if (clock or self.clock) == "compute" else "tokens_per_s"
+        rate = RATES[clock or self.clock]
         mine, theirs = getattr(lane.summary, rate), getattr(base.summary, rate)
         return mine / theirs if mine and theirs else None
 
@@ -153,9 +166,22 @@ class Comparison:
         lane, base = self.lanes.get(method), self.baseline
         if lane is None or base is None or method == BASELINE:
             return []
-        column = 0 if (clock or self.clock) == "compute" else 1
+        column = RATE_COLUMNS[clock or self.clock]
         return [mine[column] / theirs[column] for mine, theirs in zip(lane.run_rates, base.run_rates)
-                if mine[column] and theirs[column]]
+                if len(mine) > column and len(theirs) > column and mine[column] and theirs[column]]
+
+    def timed_rounds(self, method: str, clock: str | None = None) -> int | None:
+        """How many timing rounds stand behind the lane's speedup on `clock`: its rounds with the baseline
+        (`round_speedups`), 1 for a lane and a baseline each timed once, None where it cannot be said (the
+        baseline itself; a file giving each step's fastest timing over several runs, not the runs' own figures).
+        The chips and the status line both read it, so they cannot disagree on how many runs there were."""
+        lane, base = self.lanes.get(method), self.baseline
+        if lane is None or lane.summary is None or base is None or method == BASELINE:
+            return None
+        rounds = len(self.round_speedups(method, clock))
+        if rounds:
+            return rounds
+        return 1 if lane.timing_runs == 1 and base.timing_runs == 1 else None
 
     def cpu_share(self, method: str) -> float | None:
         """The share of its wall time the lane's decoding thread spent computing (its compute seconds over its wall
@@ -164,7 +190,7 @@ class Comparison:
         lane = self.lanes.get(method)
         if lane is None or lane.summary is None:
             return None
-        shares = [wall / compute for compute, wall in lane.run_rates if compute and wall]
+        shares = [wall / compute for compute, wall, *_ in lane.run_rates if compute and wall]
         if not shares and lane.summary.tokens_per_cpu_s and lane.summary.tokens_per_s:
             shares = [lane.summary.tokens_per_s / lane.summary.tokens_per_cpu_s]
         return median(shares) if shares else None
@@ -351,7 +377,14 @@ def _spans_problem(lane: LaneResult) -> str | None:
         for span in step.spans:
             if max(span.end_s, span.cpu_s or 0.0) > MAX_SPAN_S:
                 return f"has a span at {max(span.end_s, span.cpu_s or 0.0):.3g} s, more than a day"
+    for step in lane.steps:  # a tree deeper than the engine drafts would cost the views its depth squared
+        if step.parents is not None and len(step.drafted) > MAX_TREE_NODES:
+            return f"step {step.index} has a tree of {len(step.drafted):,} drafted tokens, more than {MAX_TREE_NODES}"
     s = lane.summary
+    rates = [r for pair in lane.run_rates for r in pair if r] + [
+        r for r in (s.tokens_per_s, s.batch_tokens_per_s) if r] if s is not None else []
+    if rates and max(rates) > MAX_TOKENS_PER_S:
+        return f"claims {max(rates):,.0f} tokens/s, more than any run here could write ({MAX_TOKENS_PER_S:,.0f})"
     if s is not None and s.num_new_tokens and (s.wall_s < MIN_LANE_S or (s.cpu_s is not None and s.cpu_s < MIN_LANE_S)):
         return f"wrote {s.num_new_tokens} tokens in {min(s.wall_s, s.cpu_s or s.wall_s):.3g} s, less than a microsecond"
     return None
@@ -373,7 +406,7 @@ def check_consistent(comparison: Comparison) -> None:
                     if problem:
                         raise RecordError(f"lane {method}, step {step.index}: drafted token {position} {problem}")
     for method in comparison.lanes:
-        for clock in ("compute", "wall"):
+        for clock in RATES:
             ratio = comparison.speedup(method, clock)
             if ratio is not None and not 1 / MAX_SPEEDUP <= ratio <= MAX_SPEEDUP:
                 raise RecordError(f"lane {method} claims {ratio:.3g}× the baseline's speed ({clock} time); a "
@@ -418,16 +451,17 @@ def _rate(value) -> float | None:
 
 
 def _rates(value) -> dict[str, tuple]:
-    """{method: each timing run's (tokens per compute second or None, per wall second)}; a malformed entry reads
-    as none (the speedup is then shown without its spread)."""
+    """{method: each timing run's (tokens per compute second or None, per wall second[, the batch's tokens per wall
+    second or None])} (a run among other requests has the third; files saved before it, not); a malformed entry
+    reads as none (the speedup is then shown without its spread)."""
     if not isinstance(value, dict):
         return {}
     found = {}
     for method, runs in list(value.items())[:32]:
         if not isinstance(method, str) or not isinstance(runs, list) or len(runs) > MAX_TIMING_RUNS:
             continue
-        pairs = [(_rate(r[0]), _rate(r[1])) for r in runs if isinstance(r, list) and len(r) == 2]
-        if len(pairs) == len(runs) and all(wall is not None for _, wall in pairs):
+        pairs = [tuple(_rate(x) for x in r) for r in runs if isinstance(r, list) and len(r) in (2, 3)]
+        if len(pairs) == len(runs) and all(rates[1] is not None for rates in pairs):
             found[method] = tuple(pairs)
     return found
 

@@ -15,6 +15,7 @@ from engine.contract.types import DraftedToken, Step
 
 from ..glossary import hover, meaning
 from ..comparison import Comparison
+from ..texts import first_edited
 from .theme import MARKER_GLYPHS, lane_style
 
 MAX_STEP_ROWS = 200  # the fold-out list shows the latest steps only, past this many
@@ -264,6 +265,14 @@ SAMPLE_NOTE = ("At temperature > 0 each lane draws its own sample: its text foll
 def sameness_html(comparison: Comparison, method: str) -> str:
     """Whether the lane's output is the target's own, said on the lane: at temperature 0 computed by comparing its
     tokens with the baseline lane's one by one; above it, what the guarantee is instead."""
+    edited = first_edited(comparison, method)
+    if edited is None and method != BASELINE and BASELINE in comparison.lanes:
+        edited = first_edited(comparison, BASELINE)
+        edited = None if edited is None else f"the baseline's {edited}"
+    if edited is not None:  # a file's texts are not what its ids decode to: no badge computed from the ids holds
+        return (f'<div class="sameness differs edited" title="computed now: this lane\'s token ids decoded with the '
+                f'model\'s tokenizer; the text the file gives at {edited} is not what its id decodes to">texts '
+                f'edited: {html.escape(edited)} is not its token id\'s text ✗</div>')
     differs = comparison.differs_from_baseline(method)
     if differs == 0:
         return ('<div class="sameness same" title="computed now: every token of this lane compared with the '

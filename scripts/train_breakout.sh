@@ -3,7 +3,7 @@
 #   bash scripts/train_breakout.sh
 # Stages, in order; each is skipped once its output exists, and a cut stage resumes from its checkpoints:
 #   greedy-data    2048 greedy continuations of the shipped target           -> runs/greedy.pt
-#   sampled-data   2048 continuations sampled at temperature 1               -> runs/sampled.pt
+#   sampled-data   1024 continuations sampled at temperature 1               -> runs/sampled.pt
 #   dflash-d15     the shipped DFlash drafter trained on at block 16 (15 drafts), position-weighted CE (γ 7) on
 #                  the tokens the target wrote in both sets                   -> runs/dflash-selfdistill-d15/
 #   dspark-d15     the shipped DSpark drafter at 15 drafts, its paper's 0.1 CE + 0.9 TV + BCE on both sets
@@ -31,7 +31,7 @@ stage_done() {  # the file a finished stage leaves
 command_of() {  # the `python -m engine.train` arguments of a stage
   case "$1" in
     greedy-data) echo "greedy-data --steps 2048" ;;
-    sampled-data) echo "sampled-data --steps 2048" ;;
+    sampled-data) echo "sampled-data --steps 1024" ;;
     dflash-d15) echo "dflash --self-distill --drafts 15 --steps $STEPS" ;;
     dspark-d15) echo "dspark --self-distill --drafts 15 --steps $STEPS" ;;
     eagle3-matched) echo "eagle3 --self-distill --steps $STEPS" ;;

@@ -10,11 +10,13 @@ here takes an address from the page. Server lanes are not part of saved comparis
 from __future__ import annotations
 
 import html
+import math
 
 import gradio as gr
 
 from ..settings import PARSERS, SettingError
 from ..draw.render import visible
+from .claims import CLAIM, counter_problems, figure_problems, number, percent
 from .client import ServerCounters, ServerLaneResult, ServerRun, ServerSpec, SpecFigures, Timeouts, read_counters
 from ..draw.theme import ACCEPTED, UNVERIFIED
 
@@ -44,11 +46,12 @@ def _timing_chips(lane: ServerLaneResult) -> list[str]:
 
 def _spec_chips(spec: SpecFigures, kind: str) -> list[str]:
     source = ("metrics.speculative_decoding" if kind == "vllm" else "meta_info")
-    reported = "" if spec.reported_tau is None else f"; the server's own field says {spec.reported_tau:.3f}"
+    reported = "" if spec.reported_tau is None else f"; the server's own field says {number(spec.reported_tau, 3)}"
     rate = spec.acceptance_rate
-    return [_chip("τ", "—" if spec.tau is None else f"{spec.tau:.2f}",
+    claim = f" ({CLAIM})" if figure_problems(spec) else ""
+    return [_chip("τ" + claim, number(spec.tau),
                   f"mean tokens committed per verify step: 1 + accepted drafts / steps, from {source}{reported}"),
-            _chip("accepted / drafted", "—" if rate is None else f"{rate * 100:.0f}%",
+            _chip("accepted / drafted" + claim, percent(rate),
                   f"accepted drafted tokens / every drafted token sent to the target, from {source} (not the local "
                   "lanes' acceptance rate, which counts only the drafts the rule judged)"),
             _chip("steps", str(spec.num_steps), f"verify steps the server counted, from {source}")]
@@ -60,7 +63,7 @@ def _bar(share: float, colour: str, label: str, title: str) -> str:
             f'<span style="width:5.5em;color:#555">{html.escape(label)}</span>'
             f'<span style="flex:1;background:#eee;height:.7em;border-radius:.2em">'
             f'<span style="display:block;width:{width:.1f}%;height:100%;background:{colour};border-radius:.2em">'
-            f'</span></span><span style="width:3em;text-align:right">{share * 100:.0f}%</span></div>')
+            f'</span></span><span style="width:3em;text-align:right">{percent(share)}</span></div>')
 
 
 def positions_html(spec: SpecFigures) -> str:
@@ -115,6 +118,7 @@ def server_lane_html(lane: ServerLaneResult, prompt: str = "") -> str:
     chips = _timing_chips(lane) if ended and lane.num_tokens else []
     if ended and lane.spec is not None:
         chips += _spec_chips(lane.spec, lane.kind)
+        lines += _claim_line(lane.name, figure_problems(lane.spec))
     tokens = (f'<div class="tokens"><span class="prompt-text">{visible(prompt[-300:])}</span>'
               f'<span class="srv-text" data-out>{visible(lane.text)}</span></div>')
     figures = ""
@@ -133,16 +137,27 @@ def counters_html(name: str, counters: ServerCounters | str) -> str:
         return f'<div class="srv-counters" data-server="{html.escape(name)}">{title}' \
                f'<div class="status-error">⚠ {html.escape(name)} {visible(counters)}</div></div>'
     tau, rate = counters.tau, counters.acceptance_rate
-    chips = [_chip("τ", "—" if tau is None else f"{tau:.2f}", "1 + accepted / drafts over all traffic"
+    problems = counter_problems(counters)
+    claim = f" ({CLAIM})" if problems else ""
+    chips = [_chip("τ" + claim, number(tau), "1 + accepted / drafts over all traffic"
                    if counters.kind == "vllm" else "sglang:spec_accept_length (the latest batch)"),
-             _chip("acc. rate", "—" if rate is None else f"{rate * 100:.0f}%", "accepted / drafted tokens")]
+             _chip("acc. rate" + claim, percent(rate), "accepted / drafted tokens")]
     if counters.num_drafts is not None:
         chips.append(_chip("drafts", f"{counters.num_drafts:.0f}", "vllm:spec_decode_num_drafts_total"))
     rows = "".join(_bar(r, ACCEPTED, f"position {i}", "accepted at this position / drafts")
-                   for i, r in enumerate(counters.per_position, 1) if r == r)
+                   for i, r in enumerate(counters.per_position, 1) if math.isfinite(r))
     since = "since the server started, all requests" if counters.kind == "vllm" else "its latest batch"
     return (f'<div class="srv-counters" data-server="{html.escape(name)}">{title}<div class="chips">{"".join(chips)}</div>'
-            f'<div class="note">{since}</div><div style="font-size:.85em;max-width:36em">{rows}</div></div>')
+            f'{_claim_line(name, problems)}<div class="note">{since}</div>'
+            f'<div style="font-size:.85em;max-width:36em">{rows}</div></div>')
+
+
+def _claim_line(name: str, problems: list[str]) -> str:
+    """One line naming what does not hold together in a server's figures (nothing when all of it does)."""
+    if not problems:
+        return ""
+    return (f'<div class="status-error srv-claim">⚠ {html.escape(name)}\'s figures do not hold together '
+            f'({html.escape("; ".join(problems))}): shown as {CLAIM}, not as a measurement</div>')
 
 
 # --- on the page ------------------------------------------------------------------------------------------

@@ -282,3 +282,29 @@ def test_a_server_lane_runs_beside_a_local_lane_in_chromium(random_engine, chrom
                     break
                 page.wait_for_timeout(100)
             assert abs(beside[0]["y"] - beside[1]["y"]) < 5 and beside[0]["x"] > beside[1]["x"]
+
+
+def test_counters_that_cannot_be_true_are_shown_as_the_servers_claim():
+    """Accepted above drafted, a rate above 1 or infinite, τ below 1: each named in one line, the chips marked as
+    the server's claim, and never an "inf%"; counters that hold together carry no such line."""
+    from app.servers.claims import CLAIM, counter_problems, figure_problems
+    from app.servers.client import ServerCounters, SpecFigures
+
+    assert counter_problems(parse_counters(VLLM_METRICS)) == [] and counter_problems(parse_counters(SGLANG_METRICS)) == []
+    assert CLAIM not in counters_html("v", parse_counters(VLLM_METRICS))
+    more = ServerCounters("vllm", num_drafts=10, num_draft_tokens=40, num_accepted=55, accepted_per_pos=(9, 12))
+    assert counter_problems(more) == ["accepted 55 > drafted 40", "accepted at position 2 12 > 10 drafted there",
+                                      "acceptance rate 1.375 is outside 0–1"]
+    page = counters_html("v", more)
+    assert f"acc. rate ({CLAIM}) <b>138%</b>" in page and page.count("srv-claim") == 1 and "accepted 55 &gt; drafted 40" in page
+    sglang = parse_counters(SGLANG_METRICS.replace("0.5625", "+Inf").replace("3.25", "0.5"))
+    assert counter_problems(sglang) == ["acceptance rate is inf", "accept length 0.5 is below 1"]
+    page = counters_html("s", sglang)
+    assert "inf%" not in page and f"acc. rate ({CLAIM}) <b>infinite</b>" in page
+    assert counter_problems(ServerCounters("sglang", accept_length=0.5, accept_rate=0.4)) == ["accept length 0.5 is below 1"]
+    figures = SpecFigures(4, 9, 6, None, None, None, 3.25, 1.5)
+    assert figure_problems(figures) == ["accepted 9 > drafted 6", "the reported rate 1.5 is outside 0–1"]
+    lane = SimpleNamespace(name="s", kind="sglang", state="done", text="x", num_tokens=3, ttft_s=0.1, tpot_s=0.01,
+                           tokens_per_s=10.0, timing_from="client", spec=figures, error=None, note=None)
+    page = server_lane_html(lane)
+    assert f"accepted / drafted ({CLAIM}) <b>150%</b>" in page and "srv-claim" in page

@@ -13,7 +13,7 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   JOBS_PER_ADDRESS distinct jobs among them (identical requests count once: the app computes them once), so one
   address flooding the queue leaves the other places to everyone else; past either it gets HTTP 429 and one line.
 - **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
-  the engine's measured time per token); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
+  the engine's time per token as measured when it ran quietly: `QuietCosts`); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
   refused in one line naming the largest settings that fit. A presenter's runs are not limited.
 - **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
   has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
@@ -336,6 +336,11 @@ def comparison_lanes(fn, data: list) -> list[tuple[int, int]] | None:
     return [(tokens, requests)] * len(methods)
 
 
+def requests_words(n: int) -> str:
+    """"1 request", "2 requests"."""
+    return f"{n} request{'s' if n != 1 else ''}"
+
+
 def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tuple[float, str]:
     """The estimate of a comparison's live pass, and the one line refusing it with the largest settings that fit."""
     seconds = costs.live_s(lanes)
@@ -345,13 +350,12 @@ def over_budget_line(lanes: list[tuple[int, int]], costs, budget_s: float) -> tu
     fits_here = min(MAX_NEW_TOKENS_UI, int((budget_s / n - costs.fixed_s(requests)) / costs.per_token_s(requests)))
     fits_alone = min(MAX_NEW_TOKENS_UI, int(budget_s / (n * costs.per_token_s(1))))
     other = f", or {fits_alone} at 1 request at once" if requests > 1 and fits_alone > fits_here else ""
-    fits = (f"{n} lane{'s' if n != 1 else ''} of up to {fits_here} new tokens at {requests} requests at once{other}"
-            if fits_here >= 1 else f"{n} lanes of up to {fits_alone} new tokens at 1 request at once")
-    return seconds, (f"SpecLab: this comparison would hold the shared engine about {math.ceil(seconds)} s ({n} lanes "
-                     f"× "
-                     f"{tokens} new tokens × {requests} requests at once); one visitor's run may take at most "
-                     f"{budget_s:.0f} s here, so that every visitor waits at most that long behind another's. What "
-                     f"fits: {fits}, or fewer lanes.")
+    fits = (f"{n} lane{'s' if n != 1 else ''} of up to {fits_here} new tokens at {requests_words(requests)} at once"
+            f"{other}" if fits_here >= 1 else f"{n} lanes of up to {fits_alone} new tokens at 1 request at once")
+    return seconds, (f"SpecLab: this comparison would hold the shared engine about {math.ceil(seconds)} s ({n} "
+                     f"lane{'s' if n != 1 else ''} × {tokens} new tokens × {requests_words(requests)} at once); one "
+                     f"visitor's run may take at most {budget_s:.0f} s here, so that every visitor waits at most "
+                     f"that long behind another's. What fits: {fits}, or fewer lanes.")
 
 
 def within_the_defaults(lanes: list[tuple[int, int]]) -> bool:
@@ -364,14 +368,58 @@ def within_the_defaults(lanes: list[tuple[int, int]]) -> bool:
         tokens <= defaults.max_new_tokens and requests <= defaults.requests_at_once for tokens, requests in lanes)
 
 
+class QuietCosts:
+    """The budget's costs: the engine's time per token as measured when it ran quietly, so that what a visitor may
+    run does not move with other people's load. A live pass measured on a busy server is slower than its estimate;
+    one on a quiet server is not. So of every pass `learned` (app/runner.py RunCosts) measures since the server
+    started, this keeps the fastest, measured over estimated, for single requests and batches apart: the first run
+    sets it, a quicker one lowers it, a slowed one never raises it. Until a pass has been measured, `learned`'s
+    starting figures (measured on a quiet 2-core machine). The queue's expected waits still use `learned`, which
+    follows the load."""
+
+    def __init__(self, learned):
+        from ..runner import RunCosts
+
+        self.model = RunCosts(learned.token_s, learned.request_token_s, learned.batch_s)
+        self.quiet: dict[bool, float | None] = {False: None, True: None}  # batched or not -> fastest ratio
+        observed = learned.observe
+
+        def observe(lanes, measured_s: float) -> None:  # every pass `learned` hears of, this hears of too
+            observed(lanes, measured_s)
+            self.observe(lanes, measured_s)
+
+        learned.observe = observe
+
+    def observe(self, lanes, measured_s: float) -> None:
+        estimated = sum(self.model._lane_s(tokens, requests) for tokens, requests in lanes)
+        if estimated <= 0 or not measured_s > 0 or not lanes:
+            return
+        batched = max(requests for _, requests in lanes) > 1
+        ratio, quiet = measured_s / estimated, self.quiet[batched]
+        self.quiet[batched] = ratio if quiet is None else min(quiet, ratio)
+        self.model.scale[batched] = self.quiet[batched]
+
+    def per_token_s(self, requests_at_once: int) -> float:
+        return self.model.per_token_s(requests_at_once)
+
+    def fixed_s(self, requests_at_once: int) -> float:
+        return self.model.fixed_s(requests_at_once)
+
+    def live_s(self, lanes) -> float:
+        return self.model.live_s(lanes)
+
+
 def comparison_estimate(costs) -> Callable[[object, list, float], tuple[float, str] | None]:
-    """The Door's estimate: a comparison's live pass and its refusal line at a budget; None for any other event and
-    for a comparison within the page's defaults (`within_the_defaults`)."""
+    """The Door's estimate: a comparison's live pass at the engine's quiet costs (`QuietCosts` over the learned
+    `costs`) and its refusal line at a budget; None for any other event and for a comparison within the page's
+    defaults (`within_the_defaults`)."""
+    quiet = QuietCosts(costs)
 
     def estimate(fn, data: list, budget_s: float):
         lanes = comparison_lanes(fn, data)
-        return None if not lanes or within_the_defaults(lanes) else over_budget_line(lanes, costs, budget_s)
+        return None if not lanes or within_the_defaults(lanes) else over_budget_line(lanes, quiet, budget_s)
 
+    estimate.costs = quiet
     return estimate
 
 

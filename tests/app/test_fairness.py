@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -185,6 +186,39 @@ def test_the_costs_learn_from_measured_passes_and_the_repeats_fit_in_their_time(
     assert costs.live_s([(100, 1)]) == pytest.approx(1.5)
     assert [runner.runs_that_fit(s, 3) for s in (1.0, 4.0, 5.0, 6.0, 6.5, 20.0)] == [3, 3, 2, 2, 1, 1]  # in 12 s
     assert costs.total_s([(100, 1)]) == pytest.approx(4.5)
+
+
+def what_fits(door) -> int:
+    """The new tokens the refusal of a 4-lane, 512-token, 1-request comparison names as fitting."""
+    big = list(RUN)
+    big[5] = 512
+    status, body = join(door, 0, big)
+    assert status == 429
+    return int(re.search(r"What fits: 4 lanes of up to (\d+) new tokens at 1 request at once", one_line(body))[1])
+
+
+def test_what_a_visitor_may_run_does_not_move_with_a_loaded_period():
+    learned = runner.RunCosts(token_s=0.01, request_token_s=0.0, weight=0.5)
+    door = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(learned))
+    learned.observe([(64, 1)] * 4, 4 * 64 * 0.012)  # the first run, on a quiet server: 20 % slower than the prior
+    quiet = what_fits(door)
+    assert quiet == int(15 / (4 * 0.012))
+    for _ in range(20):  # a loaded period: every pass three times as slow
+        learned.observe([(64, 1)] * 4, 3 * 4 * 64 * 0.012)
+    assert learned.live_s([(64, 1)]) > 2.5 * 64 * 0.012  # the queue's waits follow the load ...
+    assert abs(what_fits(door) - quiet) <= 0.2 * quiet  # ... what a visitor may run does not
+    learned.observe([(64, 1)] * 4, 4 * 64 * 0.010)  # a quieter pass than any before lowers it
+    assert what_fits(door) == int(15 / (4 * 0.010))
+
+
+def test_the_budgets_refusal_counts_in_plain_words():
+    costs = runner.RunCosts(token_s=0.01, request_token_s=0.001, batch_s=0.01)
+    door = Door(blocks(), budget_s=15.0, estimate=fairness.comparison_estimate(costs))
+    for requests, words in ((1, "× 1 request at once"), (2, "× 2 requests at once")):
+        big = list(RUN)
+        big[5], big[13] = 512, requests
+        text = one_line(join(door, 0, big)[1])
+        assert words in text and "1 requests" not in text, text
 
 
 def behind_three_visitors():

@@ -6,7 +6,8 @@ date and the versions. The app shows them beside its own live runs (app/device_r
     python -m scripts.device_recordings --device cpu --quick     # the "Run it live" sizes (seconds on a CPU)
 
 Writes DIR/<device>/ (default assets/device/): comparison.json (a saved comparison, each lane timed as the Compare
-tab times it), trees.json and load.json (lesson measurements). Imports the engine and the app's plain-Python
+tab times it), trees.json and load.json (lesson measurements), each with a "provenance" block (the engine build,
+device, threads, the baseline's speed beside it, date, command, duration: engine/measure/provenance.py). Imports the engine and the app's plain-Python
 modules only (no gradio, no plotly): it runs on a GPU machine that has torch and transformers and nothing else.
 """
 
@@ -87,14 +88,21 @@ def write_recordings(out_dir: Path, device: str, quick: bool, engine=None, only=
     folder.mkdir(parents=True, exist_ok=True)
     jobs = {"comparison": lambda: record_comparison(engine), "trees": lambda: record_trees(engine, quick),
             "load": lambda: record_load(engine, quick)}
+    from scripts.record_lessons import baseline_speed, stamped
+
     written = []
     for key in only:
         started = time.monotonic()
+        baseline = baseline_speed(engine)
         doc = jobs[key]()
         doc["versions"] = versions()
         doc["size"] = "quick" if quick else "recorded"
+        command = f"python -m scripts.device_recordings --device {device}{' --quick' if quick else ''} --only {key}"
+        doc = stamped(doc, engine, command, started, baseline)
         path = folder / NAMES[key]
-        path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+        tmp.replace(path)
         written.append(path)
         print(f"{path}: {path.stat().st_size / 1e3:.0f} kB in {time.monotonic() - started:.0f} s", flush=True)
     return written

@@ -233,3 +233,44 @@ def test_the_command_check_can_fail():
     assert readme_command_problems("Or `python -m nowhere`.")
     assert readme_command_problems("Or `.venv/bin/python scripts/no_such.py`.")
     assert not readme_command_problems("`bash scripts/run.sh --port 8000` then `python -m app --help`; `.ci/run`")
+
+
+# --- figures that come from a recording -------------------------------------------------------------------------
+
+def test_the_docs_generated_blocks_are_what_the_recordings_give():
+    """The model card's speed tables in docs/benchmarks.md, the lesson's figures there, and the goals table of
+    docs/embedded-models.md are written from the recordings (scripts/record_docs.py, run by `python -m
+    scripts.record`); after a recording or a change to the words that judge its numbers, run it again."""
+    from scripts import record_docs
+
+    assert {name for name, _ in record_docs.BLOCKS} >= {"docs/benchmarks.md", "docs/embedded-models.md"}
+    assert not record_docs.differences(), ("generated blocks that differ from the recordings (python -m "
+                                           "scripts.record_docs writes them): " + ", ".join(record_docs.differences()))
+
+
+def test_the_generated_block_check_can_fail():
+    from scripts import record_docs
+
+    name, block = next(iter(record_docs.BLOCKS))
+    text = (ROOT / name).read_text(encoding="utf-8")
+    edited = record_docs.replaced(text, block, "DFlash 9.99× — met")
+    assert edited != record_docs.replaced(edited, block, record_docs.BLOCKS[(name, block)]())
+    assert record_docs.replaced(edited, block, "same") == record_docs.replaced(text, block, "same")
+    try:
+        record_docs.replaced("no markers here", block, "x")
+    except ValueError as exc:
+        assert "marker" in str(exc)
+    else:
+        raise AssertionError("a file without the block's markers was not refused")
+
+
+def test_the_goal_verdicts_follow_the_numbers(monkeypatch):
+    from scripts import record_docs
+
+    card = record_docs.card()
+    for speedup, verdict in ((1.5, "missed"), (2.5, "met")):
+        for kind in ("quiet", "busy"):
+            card["bench"][kind]["lanes"]["dflash"]["speedup"] = speedup
+        monkeypatch.setattr(record_docs, "card", lambda: card)
+        row = next(line for line in record_docs.goals().splitlines() if line.startswith("| DFlash ≥ 2×"))
+        assert row.endswith(f"— {verdict} |"), row

@@ -38,6 +38,7 @@ class DeviceRecording:
     device: str  # as the engine names it: "cuda (NVIDIA H200)", "cpu (1 thread)"
     recorded_at: str
     versions: dict
+    provenance: dict | None = None  # what made it (engine/measure/provenance.py): "build", "threads", ...
 
     @property
     def on_gpu(self) -> bool:
@@ -63,7 +64,10 @@ def read_recording(path: Path, kind: str) -> DeviceRecording | None:
         device, when = (item.device, item.recorded_at) if isinstance(item, Comparison) else (
             item.get("device", ""), item.get("recorded_at", ""))
         versions = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
-        return DeviceRecording(kind, item, str(device), str(when), {str(k): str(v) for k, v in versions.items()})
+        block = doc.get("provenance")
+        block = block if isinstance(block, dict) and isinstance(block.get("build"), str) else None
+        return DeviceRecording(kind, item, str(device), str(when), {str(k): str(v) for k, v in versions.items()},
+                               block)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, RecordError) as exc:
@@ -89,8 +93,9 @@ def device_recordings(folder: Path = DEVICE_DIR) -> dict[str, DeviceRecording]:
 def label(recording: DeviceRecording) -> str:
     """What the recording is, where and when: never a live run."""
     versions = ", ".join(f"{name} {value}" for name, value in recording.versions.items())
+    build = f", engine build {recording.provenance['build'][:10]}" if recording.provenance else ""
     words = (f"Recorded on {recording.device_words} on {recording.recorded_at[:10]}"
-             + (f" ({versions})" if versions else "") + ", by the device check: a recording, not a live run")
+             + (f" ({versions}{build})" if versions else build) + ", by the device check: a recording, not a live run")
     if not recording.on_gpu:
         words += "; made on a CPU until a GPU's recording is in the repository"
     return words

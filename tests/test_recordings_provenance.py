@@ -1,0 +1,116 @@
+"""Every shipped recording says what made it, and one made by another engine fails the suite.
+
+The staleness check is test_every_shipped_recording_was_made_by_todays_engine: a recording whose build digest
+(engine/measure/provenance.py) differs from the engine now in the tree shows numbers today's engine may not measure.
+It fails after any change to the engine's code or shipped models until everything is recorded again
+(`python -m scripts.record`, docs/benchmarks.md "Recording everything").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from engine.measure import provenance
+from engine.measure.provenance import build_digest, build_inputs, recording_files, stale_recordings
+
+
+def test_every_shipped_recording_was_made_by_todays_engine():
+    files = recording_files()
+    assert any(p.parent.name == "lessons" for p in files), "the check found no lesson recording"
+    stale = stale_recordings()
+    assert not stale, ("recordings made by another engine than today's (record them again: python -m scripts.record; "
+                       "docs/benchmarks.md, Recording everything):\n" + "\n".join(stale))
+
+
+def test_every_recording_job_writes_a_file_the_check_reads():
+    from scripts import record
+
+    checked = {p.relative_to(ROOT) for p in recording_files()}
+    for job in record.jobs():
+        for output in job.stamps:
+            assert any(output.relative_to(ROOT).match(pattern) for pattern in provenance.RECORDING_GLOBS), \
+                f"{job.key} writes {output}, which the staleness check does not read"
+    written = {o.relative_to(ROOT) for job in record.jobs() for o in job.stamps}
+    assert checked <= written, f"shipped recordings no job makes again: {sorted(map(str, checked - written))}"
+
+
+def _copy_inputs(source: Path, dest: Path, link: bool = False) -> None:
+    """The digest's inputs of `source` under `dest` (the weights hard-linked where `link`, never changed here)."""
+    for path in build_inputs(source):
+        target = dest / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if link and path.suffix == ".safetensors":
+            try:
+                os.link(path, target)
+                continue
+            except OSError:
+                pass
+        shutil.copyfile(path, target)
+    shutil.copyfile(ROOT / provenance.THIS_FILE, dest / provenance.THIS_FILE)
+
+
+def _stamp(root: Path, name: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": "x", "data": {}, "provenance": {"build": build_digest(root)}}))
+    return path
+
+
+def _changed_line(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(("#", '"')))
+    lines[index] = lines[index].rstrip("\n") + "  # one line changed\n"
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_a_one_line_engine_change_makes_the_check_fire(tmp_path):
+    same, changed = tmp_path / "same", tmp_path / "changed"
+    _copy_inputs(ROOT, same)
+    assert build_digest(same) == build_digest(ROOT), "a copy of the same files is the same build"
+    _stamp(same, "assets/lessons/greedy.json")
+    _stamp(same, "assets/model_card.json")
+    assert stale_recordings(same) == []
+
+    _copy_inputs(same, changed, link=True)
+    for name in ("assets/lessons/greedy.json", "assets/model_card.json"):
+        (changed / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(same / name, changed / name)
+    _changed_line(changed / "engine" / "loop.py")
+    stale = stale_recordings(changed)
+    assert len(stale) == 2 and all("today" in line for line in stale), stale
+    assert stale_recordings(same) == [], "the unchanged copy stays today's"
+
+
+def test_what_decides_no_token_leaves_the_build_alone(tmp_path):
+    _copy_inputs(ROOT, tmp_path)
+    before = build_digest(tmp_path)
+    _stamp(tmp_path, "assets/lessons/greedy.json")  # a recording, a document and training code are not inputs
+    (tmp_path / "assets" / "MODEL_CARD.md").write_text("anything")
+    train = tmp_path / "engine" / "train" / "card.py"
+    train.parent.mkdir(parents=True, exist_ok=True)
+    train.write_text("x = 1\n")
+    assert build_digest(tmp_path, cached=False) == before
+    weights = next(p for p in build_inputs(tmp_path) if p.name == "config.json")
+    weights.write_text(weights.read_text() + " ")  # a shipped config is one
+    assert build_digest(tmp_path, cached=False) != before
+
+
+def test_a_recording_without_provenance_is_stale(tmp_path):
+    _copy_inputs(ROOT, tmp_path)
+    (tmp_path / "assets" / "lessons").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "assets" / "lessons" / "old.json").write_text(json.dumps({"format": "x", "data": {}}))
+    assert stale_recordings(tmp_path) == ["assets/lessons/old.json: no provenance (recorded before recordings were "
+                                          "stamped)"]
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"provenance": {"build": 3}}'])
+def test_a_malformed_provenance_reads_as_none(tmp_path, text):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    assert provenance.read_provenance(path) is None

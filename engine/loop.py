@@ -26,12 +26,13 @@ from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .models import (build_weightless, default_dtype, describe_device, drafter_kind_of, implementation,
                      load_causal_lm, load_drafter, load_tokenizer, pick_device, require_runnable, set_cpu_threads,
                      tree_grower)
+from .online import long_output_options
 from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import stored_measurement
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
-from .target import (GRAPHED_CONTEXT, GRAPHED_WIDTH, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies,
+from .target import (GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies,
                      graphs_wanted, profile_batch_verify_speed, profile_verify_speed, target_for)
 from .trace import DeviceStep, PackedTrace, Tracer, build_result
 from .tree import verify_tree
@@ -97,7 +98,7 @@ class Engine:
         fixed = device.type == "cuda" if fixed_width is None else fixed_width
         self.verify_width = VERIFY_WIDTH if fixed and self.fused_target is not None else None
         self.cuda_graphs = graphs_wanted(cuda_graphs, device) and self.verify_width is not None
-        self._graphed: GraphedVerifies | None = None  # captured lazily, over one cache every run shares
+        self._graphed: GraphedVerifies | None = None  # captured before the runs that need them, over one shared cache
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,
@@ -257,6 +258,8 @@ class Engine:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
         prompt_ids, drafter = self.encode_prompt(prompt), self.new_drafter(config.method, config)
+        if config.drafter_window is not None or config.self_tuning:  # the feature drafters' options (engine/online.py)
+            drafter = long_output_options(drafter, config)
         drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
         return prompt_ids, drafter
 
@@ -267,6 +270,8 @@ class Engine:
         clock = SpanClock(self.device)
         tracer = Tracer(self.texts, clock.fork(sync=False))  # host work: its own span list, and no device syncs
         device_steps = self._device_steps(prompt_ids, config, drafter, clock)
+        if config.requests_at_once == 1:  # CUDA graphs captured here, before the overlap's device thread starts
+            self.graphed(drafter.target_layer_ids, len(prompt_ids) + config.max_new_tokens)
         overlap = config.overlap if config.overlap is not None else self.device.type == "cuda"
         records = BackgroundSteps(device_steps, name="speclab-device-loop") if overlap else device_steps
         try:
@@ -339,11 +344,20 @@ class Engine:
         room for a verify of a large tree past it; with CUDA graphs, the engine's one cache and its graphs, where
         the run fits in it."""
         capacity = min(length, self.context_length) + TREE_ROOM
-        if self.cuda_graphs and capacity + GRAPHED_WIDTH <= GRAPHED_CONTEXT:  # the last slots: graphs' warm-ups
-            if self._graphed is None:
-                self._graphed = GraphedVerifies(self.fused_target, GRAPHED_CONTEXT)
-            return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width, self._graphed)
-        return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width)
+        return target_for(self.target, self.fused_target, layer_ids, capacity, self.verify_width,
+                          self.graphed(layer_ids, length))
+
+    def graphed(self, layer_ids: list[int] | None, length: int) -> GraphedVerifies | None:
+        """The engine's CUDA graphs for a run reading `layer_ids` that may reach `length` tokens, that verify
+        captured on first need (_run asks on the thread that starts the run), or None: graphs off, or a run too
+        long for their cache (whose last slots the graphs' warm-ups write)."""
+        capacity = min(length, self.context_length) + TREE_ROOM
+        if not self.cuda_graphs or capacity + VERIFY_WIDTH > GRAPHED_CONTEXT:
+            return None
+        if self._graphed is None:
+            self._graphed = GraphedVerifies(self.fused_target, GRAPHED_CONTEXT)
+        self._graphed.prepare(layer_ids)
+        return self._graphed
 
     def _drafts_this_step(self, config: GenerationConfig, state: _RunState, drafter: Drafter) -> int:
         return drafts_this_step(config, drafter.max_drafts, state.num_new, state.committed_ids.shape[1],

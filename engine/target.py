@@ -28,18 +28,21 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from .contract.types import EngineError, tree_depths
+from .contract.types import MAX_DRAFTS, MAX_TREE_NODES, EngineError, tree_depths
 from .models import crop_cache, forward_with_features, keep_cache_entries, new_cache
 from .ragged import RaggedCache, padded
 from .scheduler import BATCH_PROFILE_SIZES, batch_cost_from_timings, steps_per_s_from_timings
 from .tree import verify_inputs
 
 
-VERIFY_WIDTH = 8  # rows of a fixed-width verify: an anchor and the embedded drafters' block of 7 (then 16, 32, ...)
-TREE_ROOM = 136  # cache positions a run keeps free past its longest output: a verify of a 64-node tree, padded
+# Rows of every fixed-width verify: the smallest power of two that holds the anchor and the largest tree (or block) any
+# lane may send, so the baseline's one-token steps, every chain and every tree run the same shapes, and a row's
+# numbers cannot depend on the lane (another GEMM height may pick another kernel, another order of sums).
+VERIFY_WIDTH = 1 << max(MAX_TREE_NODES, MAX_DRAFTS).bit_length()
+TREE_ROOM = VERIFY_WIDTH + 8  # cache positions a run keeps free past its longest output: a fixed-width verify
 GRAPHED_CONTEXT = 4096  # positions of the one cache CUDA graphs are captured over; longer runs verify eagerly
-GRAPHED_WIDTH = 128  # the widest verify replayed as a graph (a 64-node tree and its anchor, padded); wider: eager
 CUDA_GRAPHS = ("auto", "on", "off")
+FUSED_ATTENTION_DEVICES = ("cuda",)  # where a masked attention folds grouped heads into rows (attend): one kernel
 # Device names on which the device check (scripts/gpu_check.py, section "steps") found graphed verifies writing the
 # eager ones' tokens: `--cuda-graphs auto` turns graphs on there only
 GRAPHS_CHECKED_ON: tuple[str, ...] = ()
@@ -152,6 +155,9 @@ class FusedQwen3:
         wanted = set(layer_ids or ())
         features = {}  # layer index -> its output (transformers' hidden_states[index + 1])
         h, kv, d = self.heads, self.kv_heads, self.head_dim
+        fold = mask is not None and hidden.device.type in FUSED_ATTENTION_DEVICES  # one kernel, masked (attend)
+        if fold:
+            mask = folded_mask(mask, h // kv, hidden.dtype)
         for index, layer in enumerate(self.layers):
             x = F.rms_norm(hidden, (hidden.shape[-1],), layer.input_norm, self.eps)
             qkv = F.linear(x, layer.qkv).view(batch, length, h + 2 * kv, d)
@@ -161,9 +167,7 @@ class FusedQwen3:
             qk = qk * cos + rotate_half(qk) * sin
             every_key, every_value = _cached(index, qk[:, h:], qkv[:, :, h + kv:].transpose(1, 2), keys, values,
                                              start, end, cache)
-            attended = F.scaled_dot_product_attention(qk[:, :h], every_key, every_value, attn_mask=mask,
-                                                      is_causal=causal and mask is None and length > 1,
-                                                      scale=layer.scaling, enable_gqa=h != kv)
+            attended = attend(qk[:, :h], every_key, every_value, mask, causal, layer.scaling, fold)
             hidden = hidden + F.linear(attended.transpose(1, 2).reshape(batch, length, h * d), layer.o)
             x = F.rms_norm(hidden, (hidden.shape[-1],), layer.post_norm, self.eps)
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
@@ -178,6 +182,32 @@ class FusedQwen3:
         if layer_ids is None:
             return logits, None
         return logits, torch.cat([features[i] for i in layer_ids], dim=-1)
+
+
+def folded_mask(mask: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask (B, 1, S, K), True = may attend, as `attend` reads it folded: additive (0 or −inf) in the
+    queries' dtype, its S rows repeated for each of the `groups` query heads that share a key head. Built once a
+    forward, not once a layer (SDPA would convert a boolean mask in every call)."""
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return additive.repeat(1, 1, groups, 1)
+
+
+def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None, causal: bool,
+           scale: float, fold: bool) -> torch.Tensor:
+    """Queries (B, h, S, D) over keys and values (B, kv, K, D), kv dividing h. Unmasked (a prefill, `causal`; a
+    step that sees everything), SDPA reads the shared key heads itself (`enable_gqa`), which its flash kernel
+    does on CUDA. With a mask, CUDA's fused kernels take no grouped heads (torch would fall back to its math
+    kernel, about ten kernels a layer), so with `fold` the h / kv query heads that share a key head are stacked
+    along the rows instead, (B, kv, h / kv · S, D), equal heads under a mask of as many rows (folded_mask): what
+    the memory-efficient kernel runs in one call, every query row computed as before. The CPU keeps the grouped
+    call, whose numbers transformers' SDPA path gives too."""
+    batch, heads, rows, dim = q.shape
+    if not fold:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=causal and mask is None
+                                              and rows > 1, scale=scale, enable_gqa=heads != keys.shape[1])
+    stacked = q.reshape(batch, keys.shape[1], heads // keys.shape[1] * rows, dim)
+    return F.scaled_dot_product_attention(stacked, keys, values, attn_mask=mask, scale=scale).view(
+        batch, heads, rows, dim)
 
 
 class RowSlots:
@@ -217,9 +247,9 @@ class Target:
     (grown, by copying into a larger one, should a run need more).
 
     `width`: None verifies exactly the rows it is given (the CPU's way: its cost grows with every row). A number W
-    pads every verify to a fixed width (W, or the next doubling that holds a tree) over the whole cache with a
-    mask, so every verify of a run, the baseline's one-token steps included, runs the same kernels on the same
-    shapes: a row's numbers do not depend on how many rows were verified beside it, and a GPU can replay the
+    pads every verify to that fixed width (VERIFY_WIDTH holds the largest tree and block; a wider verify is refused)
+    over the whole cache with a mask, so every verify of every run, the baseline's one-token steps included, runs
+    the same kernels on the same shapes: a row's numbers do not depend on how many rows were verified beside it, and a GPU can replay the
     forward as a CUDA graph (`graphs`: the engine's captured graphs, shared by its runs with `cache`, the engine's
     one cache they were captured over)."""
 
@@ -287,8 +317,8 @@ class Target:
         last, seeing every slot up to its own) whose entries land past the cache's length and are never kept."""
         start, rows = self.length, ids.shape[1]
         width = self.width
-        while width < rows:
-            width *= 2
+        if rows > width:
+            raise EngineError(f"a verify of {rows} rows is wider than this target's fixed width of {width}")
         self._reserve(start + width)
         slots = self._arange[start: start + width]
         mask = self._arange[None, :] <= slots[:, None]  # (width, capacity): a chain, padding rows alike
@@ -299,9 +329,8 @@ class Target:
             mask[:rows, start: start + rows] = sees
         padded = ids.new_zeros(1, width)
         padded[:, :rows] = ids
-        if self.graphs is not None and width <= GRAPHED_WIDTH:
-            logits, features = self.graphs.replay(width, self.layer_ids, padded, positions[None], slots,
-                                                  mask[None, None])
+        if self.graphs is not None:
+            logits, features = self.graphs.replay(self.layer_ids, padded, positions[None], slots, mask[None, None])
         else:
             logits, features = self.fused.forward(padded, positions[None], self.keys, self.values, slots,
                                                   mask[None, None], False, self.layer_ids)
@@ -341,31 +370,39 @@ class Target:
 
 
 class GraphedVerifies:
-    """A target's fixed-width verifies captured as CUDA graphs, one per width and set of feature layers, captured
-    the first time each is needed and replayed after, over one cache of `capacity` positions that every run of the
-    engine shares (a graph reads and writes the memory it was captured with). Inputs are copied into the graph's
-    own buffers; outputs are copied out of its, since the next replay writes them again."""
+    """A target's fixed-width verifies captured as CUDA graphs, one per set of feature layers, over one cache of
+    `capacity` positions that every run of the engine shares (a graph reads and writes the memory it was captured
+    with). `prepare` captures before a run starts, on the thread that starts it: never on the overlap's device
+    thread, whose neighbour (the tracer) may sync the device while a capture is open. Capture errors are the
+    capturing thread's own (`capture_error_mode="thread_local"`), so another thread's work cannot fail it. Inputs
+    are copied into the graph's own buffers; outputs are copied out of its, since the next replay writes them
+    again."""
 
-    def __init__(self, fused: FusedQwen3, capacity: int):
+    def __init__(self, fused: FusedQwen3, capacity: int, width: int = VERIFY_WIDTH):
         self.fused = fused
+        self.width = width
         self.keys, self.values = fused.new_cache(capacity)
-        self.graphs: dict[tuple, tuple] = {}
+        self.graphs: dict[tuple | None, tuple] = {}
 
-    def replay(self, width: int, layer_ids: list[int] | None, ids, positions, slots, mask):
-        key = (width, tuple(layer_ids) if layer_ids is not None else None)
+    def prepare(self, layer_ids: list[int] | None) -> None:
+        """Capture the verify that reads `layer_ids`' features, unless it is captured already."""
+        key = tuple(layer_ids) if layer_ids is not None else None
         if key not in self.graphs:
-            self.graphs[key] = self._capture(width, layer_ids)
-        graph, inputs, outputs = self.graphs[key]
+            self.graphs[key] = self._capture(layer_ids)
+
+    def replay(self, layer_ids: list[int] | None, ids, positions, slots, mask):
+        self.prepare(layer_ids)  # captured by Engine before the run; here only for a caller that did not
+        graph, inputs, outputs = self.graphs[tuple(layer_ids) if layer_ids is not None else None]
         for buffer, value in zip(inputs, (ids, positions, slots, mask)):
             buffer.copy_(value)
         graph.replay()
         logits, features = outputs
         return logits.clone(), features.clone() if features is not None else None
 
-    def _capture(self, width: int, layer_ids: list[int] | None) -> tuple:
-        device = self.keys.device
+    def _capture(self, layer_ids: list[int] | None) -> tuple:
+        device, width = self.keys.device, self.width
         capacity = self.keys.shape[3]
-        # warm-up writes land in the last slots, which no run uses (Engine.new_target leaves GRAPHED_WIDTH free)
+        # warm-up writes land in the last slots, which no run uses (Engine.new_target leaves the width free)
         slots = torch.arange(capacity - width, capacity, device=device)
         inputs = (torch.zeros(1, width, dtype=torch.long, device=device), slots[None].clone(), slots,
                   torch.ones(1, 1, width, capacity, dtype=torch.bool, device=device))
@@ -381,8 +418,9 @@ class GraphedVerifies:
                 run()
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             outputs = run()
+        torch.cuda.synchronize(device)
         return graph, inputs, outputs
 
 

@@ -163,11 +163,11 @@ def test_a_fixed_width_verify_computes_the_exact_ones_numbers(model):
     the logits and features of the exact-width verify, and keep the same cache."""
     ids = torch.randint(2, 300, (1, 20), generator=torch.Generator().manual_seed(2))
     fused = FusedQwen3(model)
-    exact, fixed = Target(fused, LAYERS, 64), Target(fused, LAYERS, 64, width=4)
+    exact, fixed = Target(fused, LAYERS, 64), Target(fused, LAYERS, 64, width=8)
     for target in (exact, fixed):
         target.prefill(ids[:, :10])
         target.keep(9)
-    for rows, parents in ((1, None), (6, None), (7, (-1, -1, 0, 0, 2, 1))):  # widths 4, 8 (doubled) and 8
+    for rows, parents in ((1, None), (6, None), (7, (-1, -1, 0, 0, 2, 1))):
         block = ids[:, 9: 9 + rows]
         (a_logits, a_features), (b_logits, b_features) = exact.verify(block, parents), fixed.verify(block, parents)
         _close(b_logits, a_logits, atol=2e-4)  # float32 rounding of logits near 50: another order of sums
@@ -175,17 +175,30 @@ def test_a_fixed_width_verify_computes_the_exact_ones_numbers(model):
         for target in (exact, fixed):
             target.keep(9, [0, 1] if rows > 1 else [0])
     _close(fixed.verify(ids[:, 11:12])[0], exact.verify(ids[:, 11:12])[0], atol=2e-4)
+    with pytest.raises(ValueError, match="wider than this target's fixed width of 8"):
+        fixed.verify(ids[:, :9])  # one width for every verify: a wider one is refused, never run at another
+
+
+def test_one_fixed_width_holds_the_largest_tree_and_block_any_lane_sends():
+    """Every lane's verify runs at the one width (no lane pads to a width of its own, whose GEMM heights could
+    pick other kernels): it holds the anchor and the largest tree or drafted block, and the room a run keeps."""
+    from engine.contract.types import MAX_DRAFTS, MAX_TREE_NODES
+    from engine.target import TREE_ROOM, VERIFY_WIDTH
+
+    assert VERIFY_WIDTH >= 1 + max(MAX_TREE_NODES, MAX_DRAFTS) and VERIFY_WIDTH & (VERIFY_WIDTH - 1) == 0
+    assert VERIFY_WIDTH < 2 * (1 + max(MAX_TREE_NODES, MAX_DRAFTS)) and TREE_ROOM >= VERIFY_WIDTH
 
 
 def test_every_lane_writes_the_baselines_tokens_at_a_fixed_width(embedded_engine, monkeypatch):
     """The verify width CUDA runs at, run on the CPU: every lane still writes exactly the baseline's tokens."""
     from engine.contract.types import GenerationConfig
+    from engine.target import VERIFY_WIDTH
 
     prompt = "def fibonacci(n):\n"
     exact = {m: embedded_engine.generate(prompt, GenerationConfig(method=m, max_new_tokens=24)).output_ids
              for m in ("baseline", "dflash")}
-    monkeypatch.setattr(embedded_engine, "verify_width", 8)
-    for method in ("baseline", "dspark", "eagle3", "dflash_tree"):
+    monkeypatch.setattr(embedded_engine, "verify_width", VERIFY_WIDTH)
+    for method in ("baseline", "dspark", "eagle3", "dflash_tree", "eagle3_tree"):
         result = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=24))
         assert result.output_ids == exact["baseline"], method
     assert exact["dflash"] == exact["baseline"]
@@ -219,3 +232,44 @@ def test_off_the_cpu_the_models_projections_become_views_of_the_joined_weights()
     on_cpu = tiny_qwen3(300, layers=2)
     FusedQwen3(on_cpu)
     assert on_cpu.model.layers[1].self_attn.k_proj.weight.storage_offset() == 0
+
+
+@torch.inference_mode()
+def test_on_cuda_a_masked_verify_calls_one_kernel_sdpa_fuses(model, monkeypatch):
+    """Where CUDA's fused attention takes no grouped key heads with a mask (it would fall back to the math kernel),
+    the fused forward folds each key head's query heads into rows: every masked attention call it makes has equal
+    query and key heads and an additive mask of the queries' dtype, built once a forward, and no `enable_gqa`: the
+    memory-efficient kernel's conditions. The unmasked calls (the prefill, causal) keep the grouped heads, which the
+    flash kernel reads. The CUDA path's code runs here on the CPU (only the device test is pointed at it) and
+    computes the grouped call's numbers."""
+    import engine.target as target_module
+
+    calls, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def watched(q, k, v, attn_mask=None, **kwargs):
+        calls.append((q.shape[1], k.shape[1], attn_mask, kwargs))
+        return real(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    ids = torch.randint(2, 300, (1, 16), generator=torch.Generator().manual_seed(4))
+    fused = FusedQwen3(model)
+    assert fused.heads != fused.kv_heads  # the tiny model groups its key heads, as Qwen3 does
+    want = []
+    for target in (Target(fused, LAYERS, 64), Target(fused, LAYERS, 64, width=8)):
+        target.prefill(ids[:, :10])
+        want.append((target.verify(ids[:, 10:14]), target.verify(ids[:, 10:14], (-1, 0, 0))))
+    monkeypatch.setattr(target_module.F, "scaled_dot_product_attention", watched)
+    monkeypatch.setattr(target_module, "FUSED_ATTENTION_DEVICES", ("cpu",))
+    for target, expected in zip((Target(fused, LAYERS, 64), Target(fused, LAYERS, 64, width=8)), want):
+        target.prefill(ids[:, :10])
+        got = (target.verify(ids[:, 10:14]), target.verify(ids[:, 10:14], (-1, 0, 0)))
+        for (logits, features), (want_logits, want_features) in zip(got, expected):
+            _close(logits, want_logits, atol=2e-4)
+            _close(features, want_features, atol=2e-4)
+    masked = [call for call in calls if call[2] is not None]
+    assert masked and len(masked) < len(calls)  # the prefill's calls are unmasked
+    for heads, kv_heads, mask, kwargs in masked:
+        assert heads == kv_heads and mask.dtype == torch.float32 and not kwargs.get("enable_gqa"), (heads, kv_heads)
+    assert len({id(call[2]) for call in masked}) == 4  # one mask a forward (two targets, two verifies), every layer
+    for heads, kv_heads, mask, kwargs in calls:
+        if mask is None:
+            assert kwargs["enable_gqa"] == (heads != kv_heads) and kwargs["is_causal"]

@@ -2,8 +2,8 @@
 
 A slide draws the chart its point names on its tab (app/tabs/slides.py evidence_figure), unless this module has one
 for it: the formula over the held-out prompts beside the one example prompt (point 1), per-lane acceptance against
-1 − TV over thousands of judged drafts (point 3), and the three bottlenecks each with a measured chart of its own
-(point 6). Each is drawn from the lesson's recordings, or a live measurement in a recording's place, and names
+1 − TV over thousands of judged drafts (point 3), τ, acceptance and speedup side by side against the temperature
+(point 4), and the three bottlenecks each with a measured chart of its own (point 6). Each is drawn from the lesson's recordings, or a live measurement in a recording's place, and names
 what it was measured on. Pure functions: data in, figure out.
 """
 
@@ -18,10 +18,18 @@ from engine.contract.summary import acceptance_rate
 from ..comparison import Comparison
 from ..theory import speedup
 from ..words import survival
-from .layout import PREDICTION_COLOUR, _error_bars, _small_layout
+from .layout import PREDICTION_COLOUR, PREDICTION_DASH, _error_bars, _small_layout
 from .theme import lane_style
 
 KEY_COLOUR = "#555555"  # a legend entry that names a kind of mark, not a lane
+LIVE_TAG, RECORDED_TAG = " · live", " · recorded"  # a panel's or a mark's source, on a slide redrawn live
+
+
+def source_tag(key: str, live: str | None) -> str:
+    """What to add to the name of a mark or panel drawn from recording `key` on a slide where `live` (a recording's
+    key) was just measured live in its place: " · live" or " · recorded"; nothing on a slide drawn from the
+    recordings alone (live None), whose footer says when they were recorded."""
+    return "" if live is None else (LIVE_TAG if key == live else RECORDED_TAG)
 HELD_OUT_NOTE = "bars: {n} held-out prompts, whiskers: one prompt's lowest to highest"
 
 
@@ -38,10 +46,10 @@ def _heldout(data: dict, temperature: str) -> tuple[int, dict] | None:
     return sweep["num_prompts"], lanes
 
 
-def formula_figure(data: dict) -> go.Figure | None:
+def formula_figure(data: dict, live: str | None = None) -> go.Figure | None:
     """Point 1: each lane's measured speedup over the held-out prompts at temperature 0 (whiskers: the lowest and
     highest one prompt alone gave), the formula from their τ and draft cost, and the one example prompt's measured
-    speedup beside them, hatched and named "one prompt"."""
+    speedup beside them, hatched and named "one prompt". live: the recording measured live in `data` (source_tag)."""
     heldout, example = _heldout(data, "0.0"), data.get("greedy")
     if heldout is None or not isinstance(example, Comparison):
         return None
@@ -53,17 +61,19 @@ def formula_figure(data: dict) -> go.Figure | None:
     fig = go.Figure()
     whiskers = dict(type="data", symmetric=False, array=[s["max"] - m for s, m in zip(spread, measured)],
                     arrayminus=[m - s["min"] for s, m in zip(spread, measured)], thickness=1.5, width=6, color="#444")
-    fig.add_trace(go.Bar(x=names, y=measured, name=f"measured, {num_prompts} held-out prompts", marker_color=colours,
+    fig.add_trace(go.Bar(x=names, y=measured, name=f"measured, {num_prompts} held-out prompts{source_tag('temperatures', live)}",
+                         marker_color=colours,
                          error_y=whiskers,
                          text=[f"{m:.2f}×" for m in measured], textposition="inside", insidetextanchor="start"))
     one = [example.speedup(m) for m in lanes]  # None where the comparison has no such lane: no bar
-    fig.add_trace(go.Bar(x=names, y=one, name="measured, one prompt (the example)",
+    fig.add_trace(go.Bar(x=names, y=one, name=f"measured, one prompt (the example){source_tag('greedy', live)}",
                          marker=dict(color="white", line=dict(color=colours, width=2),
                                      pattern=dict(shape="/", fgcolor=colours)),
                          text=["" if v is None else f"{v:.2f}×" for v in one], textposition="outside",
                          cliponaxis=False))
     fig.add_trace(go.Scatter(x=names, y=[speedup(row["tau"]["mean"], row["draft_cost"]) for row in lanes.values()],
-                             mode="markers", name="formula τ / (1 + draft cost), held-out",
+                             mode="markers",
+                             name=f"formula τ / (1 + draft cost), held-out{source_tag('temperatures', live)}",
                              marker=dict(symbol="line-ew-open", size=36, color=PREDICTION_COLOUR,
                                          line=dict(width=4, color=PREDICTION_COLOUR))))
     fig.update_layout(barmode="group")
@@ -73,19 +83,23 @@ def formula_figure(data: dict) -> go.Figure | None:
     return fig
 
 
-def ceiling_figure(data: dict) -> go.Figure | None:
+def ceiling_figure(data: dict, live: str | None = None) -> go.Figure | None:
     """Point 3: per lane, over the held-out prompts at the sweep's highest temperature, the measured acceptance rate,
     the expected acceptance (the mean of min(1, p/q)) and the overlap 1 − TV, each with its 95 % interval; and,
-    where the slide has one, the one prompt's measured rate (its comparison at T > 0) with two standard errors."""
+    where the slide has one, the one prompt's measured rate (its comparison at T > 0) with two standard errors. Under
+    the rejection rule a draft passes with probability 1 − TV on average, so the measured rate sits on the overlap's
+    line up to chance, on either side of it: the line is named for what it is, the overlap, not a cap. live: the
+    recording measured live in `data` (source_tag)."""
     heldout = _heldout(data, "top")
     if heldout is None:
         return None
     num_prompts, lanes = heldout
     temperature = max(map(float, data["temperatures"]["data"]["temperatures"]))
     fig = go.Figure()
-    series = (("verdict_rate", "measured rate", "circle", -0.22), ("expected_acceptance", "expected min(1, p/q)",
-                                                                    "diamond-open", 0.0),
-              ("one_minus_tv", "1 − TV (the cap)", "line-ew-open", 0.22))
+    tag = source_tag("temperatures", live)
+    series = (("verdict_rate", f"measured rate{tag}", "circle", -0.22),
+              ("expected_acceptance", f"expected min(1, p/q){tag}", "diamond-open", 0.0),
+              ("one_minus_tv", f"1 − TV, the overlap{tag}", "line-ew-open", 0.22))
     xs = list(range(len(lanes)))
     for key, name, symbol, offset in series:
         cells = [row[key] for row in lanes.values()]
@@ -100,12 +114,12 @@ def ceiling_figure(data: dict) -> go.Figure | None:
     example = _one_prompt_rates(data.get("sampled"), list(lanes))
     if example:
         fig.add_trace(go.Scatter(x=[xs[i] + 0.4 for i, _ in example], y=[r for _, (r, _) in example], mode="markers",
-                                 name="one prompt's measured rate (± 2 s.e.)",
+                                 name=f"one prompt's measured rate (± 2 s.e.){source_tag('sampled', live)}",
                                  error_y=dict(type="data", array=[e for _, (_, e) in example], thickness=1, width=3,
                                               color="#777"),
                                  marker=dict(symbol="x-thin-open", size=12, color="#777", line=dict(width=2))))
     judged = [row["judged"] for row in lanes.values()]
-    _small_layout(fig, "Acceptance and its cap 1 − TV", "", "share of judged drafts")
+    _small_layout(fig, "Acceptance against 1 − TV", "", "share of judged drafts")
     fig.update_layout(title_subtitle_text=(f"{num_prompts} prompts, T = {temperature:g}, 95 % intervals<br>"
                                            f"{min(judged):,}–{max(judged):,} judged drafts a lane"))
     fig.update_xaxes(tickvals=xs, ticktext=[method_label(m) for m in lanes], range=[-0.6, len(xs) - 0.3])
@@ -127,20 +141,23 @@ def _one_prompt_rates(comparison, lanes: list[str]) -> list[tuple[int, tuple[flo
     return found
 
 
-def bottlenecks_figure(data: dict) -> go.Figure | None:
+def bottlenecks_figure(data: dict, live: str | None = None) -> go.Figure | None:
     """Point 6, one panel a bottleneck: (1) serial drafting, each serial lane's drafting time a step against its K
     beside the one-pass lanes' whole block (the K sweep's prompts); (2) the ceiling, survival along the one-pass
     lanes' blocks on the example prompt; (3) no order inside a block, DSpark's τ without and with its Markov head on
-    the parts' prompts."""
+    the parts' prompts. live: the recording measured live in `data`, each panel's title saying which it is
+    (source_tag)."""
     sweeps, example = data.get("sweeps", {}).get("data"), data.get("greedy")
     parts = data.get("parts", {}).get("data")
     if not sweeps or not sweeps.get("sweeps") or not isinstance(example, Comparison) or not parts:
         return None
     method = parts["method"]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1,
-                        subplot_titles=(f"1. drafting a step, ms<br>{_count(sweeps['sweeps'])} prompts",
-                                        "2. survival along a block<br>one prompt, the example",
-                                        f"3. {method_label(method)}'s τ<br>{parts['num_prompts']} prompts"))
+                        subplot_titles=(f"1. drafting a step, ms<br>{_count(sweeps['sweeps'])} prompts"
+                                        f"{source_tag('sweeps', live)}",
+                                        f"2. survival along a block<br>one prompt{source_tag('greedy', live) or ', the example'}",
+                                        f"3. {method_label(method)}'s τ<br>{parts['num_prompts']} prompts"
+                                        f"{source_tag('parts', live)}"))
     one_pass = {}
     for m, sweep in sweeps["sweeps"].items():
         ks = sorted(sweep["rows"], key=int)
@@ -181,15 +198,58 @@ def bottlenecks_figure(data: dict) -> go.Figure | None:
     return fig
 
 
+def temperature_figure(data: dict, live: str | None = None) -> go.Figure | None:
+    """Point 4, one panel a figure of the temperature sweep against T: (1) τ with its 95 % interval, (2) expected
+    acceptance (solid) beside the overlap 1 − TV (dashed, above T = 0), (3) the speedup over the target alone at the
+    same temperature; its prompts and tokens in the title, "measured live" there when it was (the slide adds it)."""
+    record = data.get("temperatures")
+    sweep = record.get("data") if isinstance(record, dict) else None
+    if not sweep or not sweep.get("temperatures"):
+        return None
+    xs = sorted(float(t) for t in sweep["temperatures"])
+    cell = {float(t): v for t, v in sweep["temperatures"].items()}
+    lanes = [m for m in cell[xs[0]]["lanes"] if m in METHOD_REGISTRY]
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09,
+                        subplot_titles=("1. τ, tokens a step", "2. acceptance", "3. speedup, ×"))
+    for m in lanes:
+        colour, marker = lane_style(m)
+        rows = [cell[t]["lanes"][m] for t in xs]
+        style = dict(mode="lines+markers", legendgroup=m, line=dict(color=colour),
+                     marker=dict(symbol=marker, size=10, color=colour))
+        fig.add_trace(go.Scatter(x=xs, y=[r["tau"]["mean"] for r in rows], name=method_label(m),
+                                 error_y=_error_bars([r["tau"] for r in rows]), **style), row=1, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=[r["expected_acceptance"]["mean"] for r in rows], name=method_label(m),
+                                 showlegend=False, **style), row=1, col=2)
+        hot = [(t, r) for t, r in zip(xs, rows) if t > 0]  # at 0 the rule is greedy: 1 − TV bounds nothing
+        fig.add_trace(go.Scatter(x=[t for t, _ in hot], y=[r["one_minus_tv"]["mean"] for _, r in hot], mode="lines",
+                                 name=method_label(m), legendgroup=m, showlegend=False,
+                                 line=dict(color=colour, dash=PREDICTION_DASH)), row=1, col=2)
+        speedups = [r.get("speedup") for r in rows]  # None where a recording has none: no point drawn
+        fig.add_trace(go.Scatter(x=xs, y=speedups, name=method_label(m), showlegend=False, **style), row=1, col=3)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="1 − TV, the overlap (dashed)",
+                             line=dict(color=KEY_COLOUR, dash=PREDICTION_DASH)), row=1, col=2)
+    fig.add_hline(y=1.0, line=dict(color="#999", width=1), row=1, col=3)
+    fig.update_xaxes(tickvals=xs, ticktext=[f"{t:g}" for t in xs], title_text="T")
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
+    fig.update_layout(title=dict(text=f"τ, acceptance and speedup by temperature", font=dict(size=14)),
+                      title_subtitle_text=(f"{sweep['num_prompts']} held-out prompts, {sweep['max_new_tokens']} new "
+                                           "tokens each, 95 % intervals"),
+                      height=320, plot_bgcolor="white", margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+    return fig
+
+
 def _count(sweeps: dict) -> int:
     return next(iter(sweeps.values()))["num_prompts"]
 
 
-SLIDE_FIGURES = {1: formula_figure, 3: ceiling_figure, 6: bottlenecks_figure}
+SLIDE_FIGURES = {1: formula_figure, 3: ceiling_figure, 4: temperature_figure, 6: bottlenecks_figure}
+NAMES_ITS_SOURCES = (1, 3, 6)  # the charts that draw more than one recording: each mark or panel names its own (source_tag)
 
 
-def slide_figure(number: int, data: dict) -> go.Figure | None:
+def slide_figure(number: int, data: dict, live: str | None = None) -> go.Figure | None:
     """The slide's own chart for point `number` from `data`, or None where the slide draws its tab's chart (or its
-    recordings are missing)."""
+    recordings are missing); live: the recording `data` holds a live measurement of (source_tag)."""
     draw = SLIDE_FIGURES.get(number)
-    return draw(data) if draw is not None else None
+    return draw(data, live) if draw is not None else None

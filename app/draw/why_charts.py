@@ -202,20 +202,39 @@ def _sweep_lanes(sweep: dict) -> list[str]:
     return [m for m in first if m in METHOD_REGISTRY]
 
 
+def temperature_speedups(sweep: dict, method: str, xs: list[float]) -> list[float | None]:
+    """A lane's speedup over the baseline at each temperature of the sweep (its total time over the prompts against
+    the baseline's at the same temperature); None where a recording has none."""
+    return [sweep["temperatures"][str(t)]["lanes"][method].get("speedup") for t in xs]
+
+
 def temperature_tau_figure(sweep: dict) -> go.Figure:
     """τ of every lane against the temperature (engine.measure.sweep.temperature_sweep), with its 95 % interval over the
-    prompts; under each temperature the target's mean entropy per token (nats)."""
+    prompts (left), and its speedup over the baseline at the same temperature, with the lowest and highest one prompt
+    alone gave (right); under each temperature the target's mean entropy per token (nats)."""
+    from plotly.subplots import make_subplots
+
     xs, labels = _temperature_axis(sweep)
-    fig = go.Figure()
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("τ, tokens a step", "speedup, × the target alone"))
     for method in _sweep_lanes(sweep):
+        colour, marker = lane_style(method)
         cells = [sweep["temperatures"][str(t)]["lanes"][method]["tau"] for t in xs]
         fig.add_trace(go.Scatter(x=xs, y=[c["mean"] for c in cells], error_y=_error_bars(cells), mode="lines+markers",
-                                 name=method_label(method), line=dict(color=lane_style(method)[0]),
-                                 marker=dict(symbol=lane_style(method)[1], size=8)))
+                                 name=method_label(method), legendgroup=method, line=dict(color=colour),
+                                 marker=dict(symbol=marker, size=8)), row=1, col=1)
+        spread = [sweep["temperatures"][str(t)]["lanes"][method].get("speedup_by_prompt") for t in xs]
+        fig.add_trace(go.Scatter(x=xs, y=temperature_speedups(sweep, method, xs), mode="lines+markers",
+                                 name=method_label(method), legendgroup=method, showlegend=False,
+                                 line=dict(color=colour), marker=dict(symbol=marker, size=8),
+                                 customdata=[[s["min"], s["max"]] if s else [None, None] for s in spread],
+                                 hovertemplate="%{y:.2f}× (one prompt alone: %{customdata[0]:.2f}–"
+                                               "%{customdata[1]:.2f}×)<extra>%{fullData.name}</extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
-    _small_layout(fig, "τ against temperature (95 % intervals; H: the target's mean entropy, nats)", "",
-                  "τ, tokens per step")
-    fig.update_xaxes(tickvals=xs, ticktext=labels)
+    _small_layout(fig, "τ and speedup against temperature (95 % intervals; H: the target's mean entropy, nats)", "",
+                  "")
+    fig.update_xaxes(tickvals=xs, ticktext=labels, row=1, col=1)
+    fig.update_xaxes(tickvals=xs, ticktext=[f"T = {t:g}" for t in xs], row=1, col=2)
     fig.update_yaxes(rangemode="tozero")
     return fig
 

@@ -33,6 +33,7 @@ from .acceptance import ceiling_claim, ceiling_slide, ceiling_takeaway, rule_sli
 from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflash_takeaway, formula_slide,
                     formula_takeaway, parts_slide, parts_takeaway, sweep_slide, sweep_takeaway)
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
+from .stamps import recorded_stamps, stamp_of, stamp_words
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 
@@ -239,11 +240,14 @@ def recorded() -> dict:
 
 
 def recorded_words(item) -> str:
-    """"recorded 2026-12-02 on cpu (1 thread)": when and where a recording was measured; a measurement made live
+    """"recorded 2026-12-06 on build 3f2a91c0d1, cpu, 1 thread": when, on which engine build and where a recording was
+    measured, from its own provenance block (stamps.stamp_words: one without says so); a measurement made live
     (`live_measurement`) says so instead, with its time and its size beside the recording's: "measured live
     2026-12-03 14:05 UTC on cpu: 40 seeds × 4 lanes (the recording: 200 seeds × 5 lanes)"."""
     if isinstance(item, Comparison):
-        return f"recorded {item.recorded_at[:10]} on {item.device}"
+        key = next((k for k, v in recorded().items() if v is item), None)
+        block = stamp_of(item) or (recorded_stamps().get(key) if key else None)
+        return stamp_words(block, item.recorded_at, item.device)
     when = item.get("recorded_at", "")
     if item.get("live"):
         size = size_words(item)
@@ -252,7 +256,7 @@ def recorded_words(item) -> str:
         beside = f" (the recording: {size_words(recording)})" if recording is not None and size_words(recording) else ""
         return (f"measured live {when[:10]} {when[11:16]} UTC on {item.get('device', '')}"
                 + (f": {size}{beside}" if size else ""))
-    return f"recorded {when[:10]} on {item.get('device', '')}"
+    return stamp_words(stamp_of(item), when, item.get("device", ""))
 
 
 def measurement_kind(item: dict) -> str | None:

@@ -202,5 +202,5 @@ def ceiling_claim(data: dict) -> str:
     num_prompts, judged, within = heldout
     if within == len(judged):
         return f"Acceptance is the overlap 1 − TV: {within} of {len(judged)} lanes, {num_prompts} prompts"
-    return f"Acceptance against its cap 1 − TV: {within} of {len(judged)} lanes within its interval"
+    return f"Acceptance against 1 − TV: {within} of {len(judged)} lanes within its interval"
 

@@ -25,10 +25,12 @@ import plotly.graph_objects as go
 
 from .. import lesson
 from ..draw import overlap
-from ..draw.evidence import slide_figure
+from ..draw.evidence import NAMES_ITS_SOURCES, slide_figure
 from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
                            parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
+from ..lesson.kv import kv_item
+from ..lesson.stamps import SOURCE_NAMES, slide_sources
 from ..theory import PUBLISHED_LOAD
 from ..comparison import Comparison
 from ..draw.render import status_html
@@ -39,6 +41,7 @@ from .lesson import LessonHandlers
 
 PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)
 WIDGET_POINT = 3  # the point whose slide carries the p/q widget: the ceiling 1 − TV
+LIVE_WORDS = "measured live just now"  # a chart redrawn from a live measurement alone
 
 # The Why tab's charts a point may name, each drawn from its recording's data (the tab draws the same: app/tabs/why.py)
 WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-check-plot": lossless_figure,
@@ -46,19 +49,28 @@ WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-chec
               "why-trees-plot": budget_figure, "why-load-plot": lambda data: load_figure(data, PUBLISHED_LOAD)}
 
 
-def evidence_figure(point: Point, data: dict) -> go.Figure | None:
+def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure | None:
     """The chart the point names (`Point.chart`), drawn for a room from `data` (the recordings, or a live measurement
-    in its recording's place); None when its recording is missing. Its height is the slide's to set."""
+    in its recording's place: live); None when its recording is missing. Its height is the slide's to set. Redrawn
+    live, each panel or mark drawn from another recording says "recorded", the rest "live" (evidence.source_tag); a
+    chart of the live measurement alone says so in its subtitle."""
     item = data.get(point.recording)
     if item is None:
         return None
-    own = slide_figure(point.number, data)  # a chart of the slide's own where the tab's does not show its claim
+    # a chart of the slide's own where the tab's does not show its claim
+    own = slide_figure(point.number, data, point.recording if live else None)
     if own is not None:
         figure = for_projector(own)
     elif point.tab == "compare":
         figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
+    if live and (own is None or point.number not in NAMES_ITS_SOURCES):
+        subtitle = figure.layout.title.subtitle.text
+        if not figure.layout.title.text:  # a chart with no title of its own (the timeline): the words are its title
+            figure.layout.title.text = LIVE_WORDS
+        else:
+            figure.layout.title.subtitle.text = f"{LIVE_WORDS}. {subtitle}" if subtitle else LIVE_WORDS
     figure.layout.height = None  # the slide's stylesheet gives the chart the screen's height that is left
     if point.number == WIDGET_POINT:  # half the screen wide
         fit_title(figure, HALF_TITLE_CHARS)
@@ -87,17 +99,37 @@ def claim_html(point: Point, data: dict | None = None) -> str:
             f'{len(POINTS)}</span><h2>{html.escape(lesson.slide_claim(point, data))}</h2></div>')
 
 
+def _source(key: str, data: dict):
+    return kv_item(data) if key == "kv" else data.get(key)
+
+
+def source_words(point: Point, data: dict, live: bool = False) -> str:
+    """Where the slide's numbers come from, recording by recording: each one's provenance ("recorded 2026-12-06 on
+    build …, cpu, 1 thread"), or for the one just measured live, "measured live"; recordings of the same words said
+    once ("one prompt at T = 0: measured live on cpu, each lane run twice; the K sweep and DSpark's parts: recorded
+    …")."""
+    said: dict[str, list[str]] = {}
+    for key in slide_sources(point.number, point.recording):
+        item = _source(key, data)
+        if item is None:
+            continue
+        if live and key == point.recording:
+            words = (f"measured live on {item.device}, each lane run {lesson.times_words(item.timing_runs)}"
+                     if isinstance(item, Comparison) else lesson.recorded_words(item))
+        else:
+            words = lesson.recorded_words(item)
+        said.setdefault(words, []).append(SOURCE_NAMES.get(key, key))
+    if not said:
+        return "not recorded yet"
+    if len(said) == 1:
+        return next(iter(said))
+    return "; ".join(f"{' and '.join(names)}: {words}" for words, names in said.items())
+
+
 def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
-    """The slide's takeaway computed from `data` (its key numbers, short), with where they come from, and the way
-    back to the page, where the full takeaway is."""
-    item = data.get(point.recording)
-    if item is None:
-        where = "not recorded yet"
-    elif isinstance(item, Comparison):
-        where = (f"measured live on {item.device}, each lane run {lesson.times_words(item.timing_runs)}" if live
-                 else lesson.recorded_words(item))
-    else:
-        where = lesson.recorded_words(item)
+    """The slide's takeaway computed from `data` (its key numbers, short), with where they come from (source_words),
+    and the way back to the page, where the full takeaway is."""
+    where = source_words(point, data, live)
     return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data, slide=True))} '
             f'<span class="slide-source">({html.escape(where)}; <a href="?lesson={point.number}">this point in '
             'the page</a>)</span></div>')
@@ -213,7 +245,7 @@ class SlideHandlers:
         if data is None:
             figure, takeaway = self.recorded_slide(number)
         else:
-            figure, takeaway = evidence_figure(point, data), takeaway_html(point, data, live)
+            figure, takeaway = evidence_figure(point, data, live), takeaway_html(point, data, live)
         return (claim_html(point, data), figure, gr.update(visible=True if number == WIDGET_POINT else "hidden"),
                 takeaway, status_html(status, error=status.startswith("⚠")) if status else "")
 

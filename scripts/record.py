@@ -161,7 +161,9 @@ def list_jobs(selected: list[Job], build: str) -> None:
     print(f"left to record: about {minutes(total)}")
 
 
-def record(selected: list[Job], force: bool, log: Log) -> int:
+def record(selected: list[Job], force: bool, log: Log, docs: bool = True) -> int:
+    """Run each job of `selected` not yet of today's build (all with `force`), then (docs) write the docs' generated
+    blocks again. 0 when every job ended with its recordings of today's build."""
     build = build_digest()
     todo = [job for job in selected if force or not job.is_today(build)]
     for job in selected:
@@ -187,10 +189,11 @@ def record(selected: list[Job], force: bool, log: Log) -> int:
     if build_digest(cached=False) != build:
         log.say("the engine changed while recording: record again (the changed files make another build)")
         return 1
-    from scripts import record_docs
+    if docs:
+        from scripts import record_docs
 
-    changed = record_docs.write_blocks()
-    log.say(f"docs: generated blocks written again in {', '.join(changed) or 'no file (already current)'}")
+        changed = record_docs.write_blocks()
+        log.say(f"docs: generated blocks written again in {', '.join(changed) or 'no file (already current)'}")
     if failed:
         log.say(f"failed: {', '.join(failed)}; run the same command again to record only what is left")
         return 1
@@ -209,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recheck", type=int, metavar="N", default=0,
                         help="re-measure N cheap recordings with their own commands into a temporary folder and print "
                              "a markdown table of each recorded figure beside the re-measured one")
+    parser.add_argument("--write", action="store_true", help="with --recheck: also write the table into "
+                        "docs/benchmarks.md")
     args = parser.parse_args(argv)
     every = jobs()
     selected = every
@@ -221,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.recheck:
         from scripts import record_recheck
 
-        print(record_recheck.recheck(selected, args.recheck))
+        table = record_recheck.recheck(selected, args.recheck)
+        print(table)
+        if args.write:
+            record_recheck.write_table(table, args.recheck)
         return 0
     if args.list:
         list_jobs(selected, build_digest())

@@ -175,10 +175,26 @@ def goals() -> str:
     return "\n".join(lines)
 
 
+def recording_times() -> str:
+    """docs/benchmarks.md: each job of `python -m scripts.record`, its command and how long it takes."""
+    from scripts import record
+
+    lines = ["| job | command | time |", "|---|---|---|"]
+    total = 0.0
+    for job in record.jobs():
+        took = job.previous_s()
+        total += job.estimate_s()
+        when = "its last recording" if took is not None else "estimated from its sizes"
+        lines.append(f"| {job.key} | `{job.command}` | {record.minutes(job.estimate_s())} ({when}) |")
+    lines.append(f"| all | `python -m scripts.record` | about {record.minutes(total)} |")
+    return "\n".join(lines)
+
+
 # (file, block name) -> what the block holds
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "model card speed"): card_speed,
     ("docs/benchmarks.md", "lesson recordings"): lesson_recordings,
+    ("docs/benchmarks.md", "recording times"): recording_times,
     ("docs/embedded-models.md", "goals"): goals,
 }
 

@@ -68,6 +68,27 @@ def row(recording: str, name: str, recorded: tuple[float, tuple | None], again: 
     return f"| {recording} | {name} | {stated} | {again:.2f}× | {verdict} |"
 
 
+RECHECK_BEGIN = "<!-- written by `python -m scripts.record --recheck N`: re-check -->"
+RECHECK_END = "<!-- end of re-check -->"
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def write_table(table: str, count: int) -> None:
+    """The table into docs/benchmarks.md's re-check block, with when, on which build and how busy the machine was."""
+    import os
+    from datetime import datetime, timezone
+
+    from engine.measure.provenance import build_digest, short
+
+    text = DOC.read_text(encoding="utf-8")
+    start, stop = text.find(RECHECK_BEGIN), text.find(RECHECK_END)
+    if start < 0 or stop < start:
+        raise ValueError(f"{DOC.name} has no re-check block")
+    head = (f"Re-checked {datetime.now(timezone.utc):%Y-%m-%d} on build {short(build_digest())} "
+            f"(`python -m scripts.record --recheck {count}`; load average {os.getloadavg()[0]:.1f} at its end):")
+    DOC.write_text(text[:start] + RECHECK_BEGIN + "\n" + head + "\n\n" + table + "\n" + text[stop:], encoding="utf-8")
+
+
 def recheck(jobs, count: int) -> str:
     """The table for the `count` quickest cheap jobs of `jobs`."""
     chosen = sorted((job for job in jobs if job.cheap), key=lambda job: job.estimate_s())[:count]

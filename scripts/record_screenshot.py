@@ -31,6 +31,13 @@ CHIP = re.compile(r"(tokens/s|speedup)\s*([\d.]+)")
 DEVICE = re.compile(r"Running on (\S+ \([^)]*\))")
 
 
+def chromium() -> str:
+    """The chromium to drive: SPECLAB_CHROMIUM, else Debian's (scripts/support.py)."""
+    from scripts.support import CHROMIUM
+
+    return os.environ.get("SPECLAB_CHROMIUM") or CHROMIUM
+
+
 def threads(device: str) -> int:
     """The torch threads a device name states: "cpu (1 thread)" -> 1."""
     found = re.search(r"(\d+) threads?", device)
@@ -70,11 +77,11 @@ def take(url: str, runs: int, out: Path) -> tuple[dict, str]:
     """Press Run `runs` times; the median run's page in `out`; its lanes' figures and the device the page names."""
     from playwright.sync_api import sync_playwright
 
-    from scripts.support import launch_chromium
+    from scripts.support import CHROMIUM_FLAGS
 
     taken = []
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
-        browser = launch_chromium(playwright)
+        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         page = browser.new_context(viewport={"width": 1500, "height": 1300}).new_page()
         page.goto(url, wait_until="networkidle")
         for index in range(runs):
@@ -102,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=RUNS, help="comparisons run; the median's page is kept")
     parser.add_argument("--out", type=Path, default=SHOT)
     args = parser.parse_args(argv)
+    if not os.path.exists(chromium()):
+        print(f"error: no chromium at {chromium()}: install Debian's (apt-get install chromium) or name one in "
+              "SPECLAB_CHROMIUM", file=sys.stderr)
+        return 2
     from engine.measure.provenance import provenance
     from scripts.support import free_port
 

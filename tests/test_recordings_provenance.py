@@ -114,3 +114,38 @@ def test_a_malformed_provenance_reads_as_none(tmp_path, text):
     path = tmp_path / "x.json"
     path.write_text(text)
     assert provenance.read_provenance(path) is None
+
+
+STAMPING = ("import json, sys; from engine.measure.provenance import provenance; "
+            "json.dump({'provenance': provenance('cpu (1 thread)', 1, 'a test', 0.5, None)}, open(sys.argv[1], 'w'))")
+
+
+def test_the_recorder_runs_what_is_not_todays_and_skips_what_is(tmp_path):
+    from scripts import record
+
+    output = tmp_path / "x.json"
+    job = record.Job("test:x", ("-c", STAMPING, str(output)), (output,), 1.0)
+    log = record.Log(tmp_path / "record.log")
+    assert not job.is_today(build_digest()) and job.previous_s() is None
+    assert record.record([job], force=False, log=log, docs=False) == 0
+    assert job.is_today(build_digest()) and job.previous_s() == 0.5
+    assert job.estimate_s() == 0.5 + record.START_S  # the stamped duration, once there is one
+    mtime = output.stat().st_mtime_ns
+    assert record.record([job], force=False, log=log, docs=False) == 0
+    assert output.stat().st_mtime_ns == mtime, "a recording of today's build was made again"
+    text = (tmp_path / "record.log").read_text()
+    assert "[1/1] test:x: done" in text and "skipped, already today's build" in text
+
+    failing = record.Job("test:y", ("-c", "raise SystemExit(3)"), (tmp_path / "y.json",), 1.0)
+    assert record.record([failing], force=False, log=log, docs=False) == 1
+    assert "test:y: FAILED (status 3)" in (tmp_path / "record.log").read_text()
+
+
+def test_the_recorders_jobs_come_from_the_lesson_registry(monkeypatch):
+    from scripts import record, record_lessons
+
+    monkeypatch.setitem(record_lessons.JOBS, "a_new_recording", lambda engine: {})
+    keys = [job.key for job in record.jobs()]
+    assert "lesson:a_new_recording" in keys and {"card", "screenshot", "device:comparison"} <= set(keys)
+    job = next(job for job in record.jobs() if job.key == "lesson:a_new_recording")
+    assert job.command == "python -m scripts.record_lessons a_new_recording" and job.estimate_s() > 0

@@ -142,7 +142,8 @@ def launch(demo: gr.Blocks, **kwargs):
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})
-    budget = disk.DiskBudget([demo.GRADIO_CACHE, disk.DOWNLOADS])  # uploads and downloads, in all and per address
+    budget = disk.DiskBudget([demo.GRADIO_CACHE, disk.DOWNLOADS],  # uploads and downloads, in all and per address
+                             in_use=lambda: disk.queued_paths(demo))  # never a file a page's event names
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
                                 Middleware(LongAddressGuard), Middleware(VisitorLimit),
                                 Middleware(disk.UploadBudget, budget=budget),

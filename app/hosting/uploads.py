@@ -15,6 +15,8 @@ import gradio as gr
 from gradio.data_classes import FileData
 from gradio.utils import is_in_or_equal
 
+from .disk import reading
+
 
 class SavedFileButton(gr.UploadButton):
     """A single-file gr.UploadButton whose handler receives None for a payload that is not an uploaded file."""
@@ -40,6 +42,7 @@ class SavedFileButton(gr.UploadButton):
         if not isinstance(file.path, str) or not is_in_or_equal(file.path, self.GRADIO_CACHE):
             return None  # only what Gradio itself received and moved into its cache
         try:
-            return super().preprocess(file)
+            with reading(file.path):  # no sweep of the disk's budget removes it while it is read
+                return super().preprocess(file)
         except OSError:
             return None

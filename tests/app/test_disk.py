@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+from app.hosting import disk
 from app.hosting.disk import DiskBudget, UploadBudget
 from test_fairness import serve_body
 from test_visitors import Inner, request
@@ -65,3 +66,109 @@ def test_the_folders_are_swept_back_under_their_total_oldest_first_never_a_new_f
     os.utime(uploads / "x" / "young", (now, now))
     assert budget.sweep() == MB  # b, the one old enough; c and the new file stay, over the total
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["c", "young"]
+
+
+KB = 1024
+
+
+class Room:
+    """A DiskBudget over a temporary cache and downloads folder on a clock the test moves, and an upload middleware
+    whose inner app keeps each upload as Gradio does (a file in the cache, its path in the answer)."""
+
+    def __init__(self, tmp_path, max_bytes: int = 500 * KB, per_address: int = 100 * KB, in_use=()):
+        self.t = 1_000_000.0
+        self.cache, self.downloads = tmp_path / "cache", tmp_path / "speclab-comparisons"
+        self.cache.mkdir()
+        self.downloads.mkdir()
+        self.budget = DiskBudget([self.cache, self.downloads], max_bytes=max_bytes, per_address=per_address,
+                                 window_s=600, clock=lambda: self.t, now=lambda: self.t, downloads=self.downloads,
+                                 in_use=lambda: in_use)
+        self.made = 0
+        self.upload = UploadBudget(self.keep, self.budget)
+
+    def write(self, path, size: int):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"0" * size)
+        os.utime(path, (self.t, self.t))
+        return path
+
+    async def keep(self, scope, receive, send):
+        self.made += 1
+        path = self.write(self.cache / f"u{self.made}" / "saved.json", 10 * KB)
+        await Inner(json.dumps([str(path)]).encode())(scope, receive, send)
+
+    def send(self, client: str) -> int:
+        scope = request("/gradio_api/upload", method="POST", client=client, headers={"content-length": str(10 * KB)})
+        return serve_body(self.upload, scope, b"")[0]
+
+
+def test_after_a_flood_from_16_addresses_a_new_visitor_uploads_within_a_minute_and_the_flood_ages_out(tmp_path):
+    room = Room(tmp_path)
+    answers = []
+    for second in range(10):  # 16 addresses, each uploading as fast as its own budget lets it, for 10 s
+        for i in range(16):
+            answers.append(room.send(f"203.0.113.{i}"))
+        room.t += 1
+    assert answers.count(429) > 0 and room.budget.total() <= room.budget.max_bytes  # the room filled, never past it
+    ended, waited = room.t, None
+    while room.t - ended <= 120:
+        if room.send("198.51.100.200") == 200:
+            waited = room.t - ended
+            break
+        room.t += 5
+    assert waited is not None and waited <= 60, waited
+    room.t = ended + disk.UPLOAD_LIFE_S + 1
+    room.budget.sweep()  # the periodic sweep, whatever the total
+    assert room.budget.total() == 10 * KB  # only the new visitor's upload, itself still within its life
+    room.t += disk.UPLOAD_LIFE_S
+    room.budget.sweep()
+    assert room.budget.total() == 0
+
+
+def test_an_offered_download_lives_its_stated_life_from_its_last_offer_whatever_floods_the_room(tmp_path):
+    room = Room(tmp_path)
+    name = "speclab-comparison-0123456789abcdef.json"
+    offered = room.write(room.downloads / name, 50 * KB)
+    copy = room.write(room.cache / "h" / name, 50 * KB)  # Gradio's copy, served to the page: made at the first offer
+    room.t += 600
+    os.utime(offered, (room.t, room.t))  # offered again (app/tabs/compare.py download_path touches it)
+    life_ends = room.t + disk.DOWNLOAD_LIFE_S
+    while room.t < life_ends - 60:
+        for i in range(16):
+            room.send(f"203.0.113.{i}")
+        room.t += 300
+        room.budget.sweep()
+        assert copy.exists() and offered.exists(), room.t - life_ends
+    assert copy.stat().st_mtime == offered.stat().st_mtime  # stamped with its last offer: Gradio's sweep reads that
+    room.t = life_ends + 1
+    room.budget.sweep(room_for=room.budget.max_bytes)
+    assert not copy.exists() and not offered.exists()  # past its life it may make room
+
+
+def test_a_file_a_page_uses_is_never_swept(tmp_path):
+    using = set()
+    room = Room(tmp_path, in_use=using)
+    assert room.send("203.0.113.1") == 200
+    path = str(room.cache / "u1" / "saved.json")
+    using.add(path)  # named by an event waiting in the queue (app/hosting/disk.py queued_paths)
+    room.t += disk.UPLOAD_LIFE_S * 10
+    room.budget.sweep(room_for=room.budget.max_bytes)
+    assert os.path.exists(path)
+    using.clear()
+    with disk.reading(path):  # being read by the page's handler
+        room.budget.sweep(room_for=room.budget.max_bytes)
+        assert os.path.exists(path)
+    room.budget.sweep()
+    assert not os.path.exists(path)
+
+
+def test_the_files_named_by_queued_and_running_events_are_in_use():
+    from types import SimpleNamespace
+
+    def named(*paths):
+        return SimpleNamespace(data=SimpleNamespace(data=[{"path": p, "meta": {"_type": "gradio.FileData"}}
+                                                          for p in paths]))
+
+    lane = SimpleNamespace(queue=[named("/cache/a/x.json"), SimpleNamespace(data=None)])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"open-file": lane}, active_jobs=[[named("/cache/b/y")], None])
+    assert disk.queued_paths(SimpleNamespace(_queue=queue)) == {"/cache/a/x.json", "/cache/b/y"}

@@ -36,6 +36,56 @@ def _temperature_ends(data: dict) -> tuple[dict, dict, list[str], float, float]:
     return low, high, lanes, float(temperatures[0]), float(temperatures[-1])
 
 
+def _speedup_words(low: dict, high: dict, lanes: list[str]) -> str:
+    """"AR 1.98 → 1.48×, DFlash 2.11 → 1.51×": each lane's speedup over the target alone at the same temperature, at
+    the sweep's two ends ("" where a recording has none)."""
+    return ", ".join(f"{method_label(m)} {low['lanes'][m]['speedup']:.2f} → {high['lanes'][m]['speedup']:.2f}×"
+                     for m in lanes if "speedup" in low["lanes"][m] and "speedup" in high["lanes"][m])
+
+
+def _tau_moves(data: dict) -> dict[str, list[str]]:
+    """How each lane's τ moves from the sweep's lowest temperature to its highest (TAU_MOVES), lanes by move."""
+    low, high, lanes, _, _ = _temperature_ends(data)
+    moves: dict[str, list[str]] = {}
+    for m in lanes:
+        moves.setdefault(TAU_MOVES[interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"])], []).append(
+            method_label(m))
+    return moves
+
+
+def _too_few_words(data: dict, short: bool = False) -> str:
+    """On a live sweep whose τ does not move beyond its intervals where the recording's does: why the live run
+    cannot show it (its few prompts: intervals so many times the recording's), and what the recording shows; ""
+    otherwise. short: the slide's words."""
+    from . import recorded  # the package reads the recordings; this module only words them
+
+    item, record = data["temperatures"], recorded().get("temperatures")
+    if not item.get("live") or record is None or item is record:
+        return ""
+    live, shown = _tau_moves(data), _tau_moves({"temperatures": record})
+    held = TAU_MOVES["holds"]
+    if held not in live or set(shown) == {held}:
+        return ""
+    moved = "; ".join(f"{how} for {', '.join(names)}" for how, names in shown.items() if how != held)
+    wide = _interval_widths(data) / _interval_widths({"temperatures": record})
+    if short:
+        return (f"cannot be seen to move on {_count_prompts(item)} (intervals {wide:.0f}× the recording's; over its "
+                f"{record['data']['num_prompts']}, τ {moved})")
+    return (f" This live run's {_count_prompts(item)} are too few to show τ move beyond its intervals, which are "
+            f"{wide:.0f}× as wide as the recording's: over the recording's {_count_prompts(record)}, τ {moved}.")
+
+
+def _interval_widths(data: dict) -> float:
+    """The mean width of τ's 95 % intervals over the lanes at the sweep's highest temperature."""
+    _, high, lanes, _, _ = _temperature_ends(data)
+    return sum(high["lanes"][m]["tau"]["high"] - high["lanes"][m]["tau"]["low"] for m in lanes) / len(lanes)
+
+
+def _count_prompts(item: dict) -> str:
+    n = item["data"]["num_prompts"]
+    return f"{n} prompt{'' if n == 1 else 's'}"
+
+
 def temperature_takeaway(data: dict) -> str:
     low, high, lanes, t0, t1 = _temperature_ends(data)
     entropy = (f"From T = {t0:g} to {t1:g} the target's mean entropy per token goes "
@@ -51,20 +101,22 @@ def temperature_takeaway(data: dict) -> str:
     paper = (f" At T = {t1:g} the order of τ here is {order_words(ours)}; DSpark's paper (Qwen3-4B on GSM8K, T = 1) "
              f"has {order_words(published)}, with a target far surer of itself than this tiny one."
              if published and t1 == 1.0 else "")
-    return f"{entropy}. {taus}. At T = {t1:g}: {overlap}.{paper}"
+    speed = _speedup_words(low, high, lanes)
+    speed = f" Speedup over the target alone at the same temperature, T = {t0:g} → {t1:g}: {speed}." if speed else ""
+    return f"{entropy}. {taus}.{speed} At T = {t1:g}: {overlap}.{paper}{_too_few_words(data)}"
 
 
 def temperature_slide(data: dict) -> str:
     low, high, lanes, t0, t1 = _temperature_ends(data)
-    moves = {}
-    for m in lanes:
-        moves.setdefault(TAU_MOVES[interval_trend(low["lanes"][m]["tau"], high["lanes"][m]["tau"])], []).append(
-            method_label(m))
-    taus = ", ".join(f"{how} for {', '.join(names)}" for how, names in moves.items())
-    overlap = ", ".join(f"{method_label(m)} {high['lanes'][m]['expected_acceptance']['mean']:.0%} (1 − TV "
-                        f"{high['lanes'][m]['one_minus_tv']['mean']:.0%})" for m in lanes)
-    return (f"From T = {t0:g} to {t1:g} the target's entropy goes {low['target_entropy']['mean']:.2f} → "
-            f"{high['target_entropy']['mean']:.2f} nats and τ {taus}. Expected acceptance at T = {t1:g}: {overlap}.")
+    taus = ", ".join(f"{how} for {', '.join(names)}" for how, names in _tau_moves(data).items())
+    too_few = _too_few_words(data, short=True)  # a live run too small to show τ move: says so in τ's place
+    speed = _speedup_words(low, high, lanes)
+    expected = [100 * high["lanes"][m]["expected_acceptance"]["mean"] for m in lanes]
+    apart = max(abs(round(100 * high["lanes"][m]["expected_acceptance"]["mean"])
+                    - round(100 * high["lanes"][m]["one_minus_tv"]["mean"])) for m in lanes)
+    return (f"From T = {t0:g} to {t1:g}, τ {too_few or taus}" + (f", and the speedup goes {speed}" if speed else "")
+            + f". Expected acceptance at T = {t1:g} is {round(min(expected))}–{round(max(expected))}%, within "
+            f"{apart} point{'' if apart == 1 else 's'} of each lane's 1 − TV.")
 
 
 # --- trees: what the budget sweep shows ----------------------------------------------------------------------

@@ -389,3 +389,17 @@ def test_the_live_temperature_sweep_never_says_tau_rises_where_the_recording_has
             lane["tau"] = {"mean": tau["mean"], "low": tau["mean"] - half, "high": tau["mean"] + half}
     assert "rises" not in lesson.temperature_slide(data) and "falls for" in lesson.temperature_slide(lesson.recorded())
     assert "does not move beyond its 95 % intervals" in lesson.temperature_slide(data)  # so few prompts: it says so
+    # marked live (as "Run it live" marks it), its words say why it cannot show τ move and what the recording shows
+    live = {"temperatures": lesson.live_measurement(data["temperatures"])}
+    words, full = lesson.temperature_slide(live), lesson.temperature_takeaway(live)
+    assert f"cannot be seen to move on {n} prompts" in words and f"over its {n0}, τ falls for" in words, words
+    assert f"This live run's {n} prompts are too few to show τ move" in full and "falls for" in full, full
+    assert "cannot be seen" not in lesson.temperature_slide(lesson.recorded())
+
+
+def test_the_temperature_point_words_the_speedup_at_each_end_from_its_sweep():
+    recorded = lesson.recorded()["temperatures"]["data"]["temperatures"]
+    low, high = recorded[min(recorded, key=float)]["lanes"], recorded[max(recorded, key=float)]["lanes"]
+    words = lesson.temperature_slide(lesson.recorded())
+    for m in ("eagle3", "dflash"):
+        assert f"{method_label(m)} {low[m]['speedup']:.2f} → {high[m]['speedup']:.2f}×" in words, words

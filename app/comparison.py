@@ -147,9 +147,9 @@ class Comparison:
 
     def speedup(self, method: str, clock: str | None = None) -> float | None:
         """The lane's speed over the baseline lane's, both measured in this comparison, on `clock` ("compute",
-        "wall" or "batch"; default: the comparison's own, see `clock`). With two or more timing rounds that both lanes have,
-        the median of the rounds' own speedups (`round_speedups`), so it always lies within their spread
-        (`speedup_spread`); else the lane's tokens per second over the baseline's."""
+        "wall" or "batch"; default: the comparison's own, see `clock`). With two or more timing rounds that both
+        lanes have, the median of the rounds' own speedups (`round_speedups`), so it always lies within their
+        spread (`speedup_spread`); else the lane's tokens per second over the baseline's."""
         rounds = self.round_speedups(method, clock)
         if len(rounds) > 1:
             return median(rounds)

@@ -13,10 +13,16 @@ Timing runs: after the pass shown live, every lane runs again (`timing_runs` in 
 turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the
 same tokens (the same settings and seed); only their times differ, and a moment in which something else held
 the core slows one step of one run, not the lane's figure: speedups then hold still from one comparison to the
-next on a shared machine (docs/benchmarks.md measures how much). The repeats are as many as fit in
+next on a shared machine (docs/benchmarks.md measures how much). Each run's own rates are kept too (`run_rates`):
+the page's speedup is the median of the rounds' own speedups. A lane whose drafts follow timings measured as it
+runs (DSpark's throughput scheduler among other requests) may draft differently from run to run while writing the
+same tokens: such a repeat counts as a timing run (its rates), but its steps are not mixed into the kept ones. A
+repeat that writes other tokens (or fails) is not a timing run of the same work: that lane is not repeated again,
+so its runs stay paired, round by round, with the baseline's. The repeats are as many as fit in
 REPEAT_WITHIN_S of the engine's own time (`engine_seconds`, read from the lanes' traces, not from the live pass's
 clock, which a busy server's drawing stretches): a comparison whose lanes take longer is not repeated, as a long run
-averages such moments out itself.
+averages such moments out itself. The rule is the same at one request and at many at once (a batch's lane simply
+costs more, so fewer repeats fit).
 """
 
 from __future__ import annotations
@@ -69,10 +75,13 @@ class LaneEvent:
     engine_share: float | None = None
 
 
-def run_rates(steps: list[Step]) -> tuple[float | None, float]:
+def run_rates(steps: list[Step]) -> tuple:
     """One complete run's tokens per second of the decoding thread's compute time (None without it) and of wall
-    time: what its speedup would have been had it been the only run."""
+    time, and for a request among others the whole batch's tokens per second of wall time: what its speedup would
+    have been had it been the only run."""
     s = summarize(steps)
+    if s.batch_tokens_per_s is not None:
+        return s.tokens_per_cpu_s, s.tokens_per_s, s.batch_tokens_per_s
     return s.tokens_per_cpu_s, s.tokens_per_s
 
 
@@ -232,11 +241,12 @@ def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threa
 
 def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:
     """Run every finished lane again, in turns; each lane then keeps, step by step, its fastest timing of the
-    same tokens (engine/contract/summary.py fastest_steps)."""
+    same tokens (engine/contract/summary.py fastest_steps), over the runs that drafted alike (module docstring)."""
     runs = {id(lane): [list(lane.steps)] for lane in lanes}
+    ended = set()  # lanes whose last repeat was not a run of the same work: not repeated again
     for _ in range(timing_runs - 1):
         for lane in lanes:
-            if stop.is_set() or lane.state != "done":
+            if stop.is_set() or lane.state != "done" or id(lane) in ended:
                 continue
             take_turn(stop)
             lane.repeating = True
@@ -246,10 +256,13 @@ def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, t
             except EngineError:  # it ran once already; a repeat that fails only loses its timing
                 steps = []
             lane.repeating = False
-            if _complete(steps) and _same_run(steps, lane.steps):
-                runs[id(lane)].append(steps)
+            if _complete(steps) and _same_tokens(steps, lane.steps):
+                if _same_run(steps, lane.steps):
+                    runs[id(lane)].append(steps)
                 lane.rates.append(run_rates(steps))
                 lane.timing_runs += 1
+            else:
+                ended.add(id(lane))
             yield
     for lane in lanes:
         if lane.state == "done" and len(runs[id(lane)]) > 1:
@@ -259,6 +272,11 @@ def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, t
 
 def _complete(steps: list[Step]) -> bool:
     return bool(steps) and steps[-1].finish_reason is not None
+
+
+def _same_tokens(a: list[Step], b: list[Step]) -> bool:
+    """Whether two runs wrote the same tokens, whatever they drafted on the way."""
+    return [t.id for s in a for t in s.committed] == [t.id for s in b for t in s.committed]
 
 
 def _same_run(a: list[Step], b: list[Step]) -> bool:

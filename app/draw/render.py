@@ -176,7 +176,10 @@ def _chip(label: str, value: str, hint: str) -> str:
 
 CLOCK_WORDS = {"compute": "compute time of the decoding thread (its CPU seconds in draft, verify and host work: "
                            "another program on the machine does not stretch it)",
-               "wall": "wall time (what a clock on the wall shows, bubbles and waiting included)"}
+               "wall": "wall time (what a clock on the wall shows, bubbles and waiting included)",
+               "batch": "throughput under load: the whole batch's new tokens per second of wall time (this request "
+                        "and the held-out prompts that keep the batch full), the measure the Lesson's point 10 uses"}
+MIN_BRACKET_RUNS = 3  # a speedup's bracket (the lowest and highest of its runs' own speedups) needs this many runs
 
 
 BUSY_WORDS = ("the machine was busy with other work while this lane or the baseline was timed: its decoding thread "
@@ -199,22 +202,53 @@ PROVISIONAL = ("provisional: the lanes are still being timed again (or the compa
                "number will still change")
 
 
-def _speedup_value(comparison: Comparison, method: str, clock: str | None = None) -> tuple[str, str]:
-    """A speedup as its chip shows it, "2.10×", with its spread over the timing runs where the comparison has
-    them, "2.10× (1.90–2.30)", and the words for its hover."""
+def runs_tag(runs: int) -> str:
+    """How many timing runs stand behind a figure, as its tag says it: "one run", "2 runs"."""
+    return "one run" if runs == 1 else f"{runs} runs"
+
+
+def _speedup_value(comparison: Comparison, method: str, clock: str | None = None) -> tuple[str, str, str]:
+    """A speedup as its chip shows it, "2.10×", with its spread over the timing runs where at least
+    MIN_BRACKET_RUNS runs give one that says something, "2.10× (1.90–2.30)"; the words for its hover; and its tag,
+    "one run" or "2 runs", where it has no bracket because too few runs stand behind it (`Comparison.timed_rounds`,
+    which the status line reads too), else ""."""
     speedup = comparison.speedup(method, clock)
     if not speedup:
-        return "—", ""
-    spread = comparison.speedup_spread(method, clock)
-    if (spread is None and method != BASELINE and comparison.lanes[method].timing_runs == 1
-            and comparison.baseline.timing_runs == 1):
-        return f"{speedup:.2f}×", "; from one run of each lane: no spread to give, so read it as one measurement"
-    if spread is None:
-        return f"{speedup:.2f}×", ""
-    runs = len(comparison.lanes[method].run_rates)
-    return (f"{speedup:.2f}× ({spread[0]:.2f}–{spread[1]:.2f})",
-            f"; the median of its {runs} timing runs' own speedups (each run over the baseline's run of the same "
-            "round), in brackets the lowest and highest of them")
+        return "—", "", ""
+    value, rounds = f"{speedup:.2f}×", comparison.timed_rounds(method, clock)
+    if rounds is None:
+        return value, "", ""
+    if rounds == 1:
+        return value, "; from one run of each lane: no spread to give, so read it as one measurement", runs_tag(1)
+    ratios = sorted(comparison.round_speedups(method, clock))
+    low, high = f"{ratios[0]:.2f}", f"{ratios[-1]:.2f}"
+    each = (f"its {rounds} timing runs' own speedups ({', '.join(f'{r:.2f}' for r in ratios)}: each run over the "
+            "baseline's run of the same round)")
+    if rounds < MIN_BRACKET_RUNS:
+        return value, (f"; the mean of {each}; a bracket of the lowest and highest is drawn over {MIN_BRACKET_RUNS} "
+                       "runs or more"), runs_tag(rounds)
+    if low == high:  # a bracket that would only repeat the headline
+        return value, f"; the median of {each}, all {low} to two decimals", runs_tag(rounds)
+    return f"{value} ({low}–{high})", f"; the median of {each}, in brackets the lowest and highest of them", ""
+
+
+def _tagged(chip: str, tag: str) -> str:
+    """A chip with a tag after its value ("one run", "busy machine")."""
+    return chip.replace("</b></span>", f'</b> <span class="tag">{tag}</span></span>', 1) if tag else chip
+
+
+def _speedup_words(comparison: Comparison, method: str, clock: str) -> str:
+    """What a speedup chip divides, for its hover."""
+    if clock != "batch":
+        return (f"this lane's tokens per second over the baseline lane's, both measured in this run, on the "
+                f"{CLOCK_WORDS[clock]}")
+    words = (f"this lane's batch tokens/s over the baseline lane's batch tokens/s at the same load, both measured "
+             f"in this run: {CLOCK_WORDS['batch']}")
+    latency = comparison.speedup(method, "wall")
+    if latency and method != BASELINE:
+        words += (f". A different measure, not this speedup: your request's own tokens/s over the baseline's request "
+                  f"(its latency among the others) gives {latency:.2f}×")
+    return words
 
 
 def chips_html(comparison: Comparison, method: str, steps: list[Step], provisional: bool = False) -> str:
@@ -222,18 +256,23 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     clock (with its spread over the timing runs), the other clock's speedup beside it (on the CPU). provisional:
     the speedups will still change (the lanes are still being timed): each says so on itself, dimmed."""
     summary, clock = comparison.lanes[method].summary, comparison.clock
-    (speedup, spread_words), (wall, _) = _speedup_value(comparison, method), _speedup_value(comparison, method, "wall")
+    (speedup, spread_words, tag) = _speedup_value(comparison, method)
+    (wall, _, wall_tag) = _speedup_value(comparison, method, "wall")
     runs = comparison.lanes[method].timing_runs
     timed = (f"; each step's fastest timing over {runs} runs of this lane (the same tokens)"
              if runs > 1 and not spread_words else "")
-    mark = (lambda chip: chip.replace('class="chip"', 'class="chip provisional"', 1).replace(
-        "</b></span>", '</b> <span class="tag">provisional</span></span>', 1)) if provisional else (lambda chip: chip)
-    if not provisional and "one run" in spread_words:  # a single measurement says so on itself, without a bracket
-        mark = lambda chip: chip.replace("</b></span>", '</b> <span class="tag">one run</span></span>', 1)  # noqa: E731
+
+    def mark(chip: str, tag: str) -> str:
+        """A speedup chip's tag: "provisional" (dimmed) while the lanes are still timed, else how many runs stand
+        behind a figure without a bracket ("one run", "2 runs")."""
+        if provisional:
+            return _tagged(chip.replace('class="chip"', 'class="chip provisional"', 1), "provisional")
+        return _tagged(chip, tag)
+
     later = f"{PROVISIONAL}. " if provisional else ""
     rate = acceptance_rate(steps)
     extra = [] if rate is None else [_chip("acc. rate", f"{rate * 100:.0f}%", meaning("acceptance-rate"))]
-    beside = ([mark(_chip("wall", wall, f"{later}the same speedup on {CLOCK_WORDS['wall']}"))]
+    beside = ([mark(_chip("wall", wall, f"{later}the same speedup on {CLOCK_WORDS['wall']}"), wall_tag)]
               if clock == "compute" and wall != "—" and method != BASELINE else [])
     if (share := comparison.machine_busy(method)) is not None:  # other work took the cores while it was timed
         extra.append(_chip("CPU", f"{share * 100:.0f}%", BUSY_WORDS.format(share=share * 100)).replace(
@@ -250,8 +289,8 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
         _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
-        mark(_chip("speedup", speedup, f"{later}this lane's tokens per second over the baseline lane's, both "
-                                       f"measured in this run, on the {CLOCK_WORDS[clock]}{timed}{spread_words}")),
+        mark(_chip("speedup", speedup, f"{later}{_speedup_words(comparison, method, clock)}{timed}{spread_words}"),
+             tag),
         *beside,  # the other clock's speedup, next to this one
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
         *extra,

@@ -93,4 +93,5 @@ def test_a_busy_servers_run_reads_by_wall_time_and_says_it_ran_once():
     from app.tabs.compare import clock_note
 
     assert "wall time" in clock_note(busy) and "ran once" in clock_note(busy)
-    assert "ran once" not in clock_note(quiet)
+    # one request: the status says how many runs too, as its chips' tags do
+    assert "ran once" in clock_note(quiet) and '<span class="tag">one run</span>' in chips_html(quiet, "eagle3", [])

@@ -36,7 +36,7 @@ def test_a_speedups_spread_is_each_timing_rounds_own_speedup():
 
 
 def test_a_saved_comparison_replays_with_its_spread_and_an_old_file_without():
-    timed = _timed([(30.0, 20.0), (33.0, 22.0)], [(10.0, 10.0), (11.0, 10.0)])
+    timed = _timed([(30.0, 20.0), (33.0, 22.0), (31.0, 21.0)], [(10.0, 10.0), (11.0, 10.0), (10.0, 10.0)])
     back = read_comparison(timed.to_json())
     assert back.speedup_spread("eagle3") == pytest.approx(timed.speedup_spread("eagle3"))
     assert SPREAD.search(chips_html(back, "eagle3", []))

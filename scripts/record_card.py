@@ -52,6 +52,9 @@ def stamp(duration_s: float, command: str) -> dict:
                                     quiet["baseline_tokens_per_s"],
                                     f"the quiet bench run's baseline over {quiet['num_prompts']} held-out prompts")
     CARD_JSON.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    from engine.train.card import render_markdown
+
+    CARD_MD.write_text(render_markdown(card), encoding="utf-8")
     return card
 
 

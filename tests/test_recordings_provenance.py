@@ -149,3 +149,20 @@ def test_the_recorders_jobs_come_from_the_lesson_registry(monkeypatch):
     assert "lesson:a_new_recording" in keys and {"card", "screenshot", "device:comparison"} <= set(keys)
     job = next(job for job in record.jobs() if job.key == "lesson:a_new_recording")
     assert job.command == "python -m scripts.record_lessons a_new_recording" and job.estimate_s() > 0
+
+
+def test_the_card_is_stamped_with_its_quiet_runs_baseline_and_its_markdown_says_so(tmp_path, monkeypatch):
+    from engine.train.card import render_markdown
+    from scripts import record_card
+
+    card_json, card_md = tmp_path / "model_card.json", tmp_path / "MODEL_CARD.md"
+    shutil.copyfile(ROOT / "assets" / "model_card.json", card_json)
+    monkeypatch.setattr(record_card, "CARD_JSON", card_json)
+    monkeypatch.setattr(record_card, "CARD_MD", card_md)
+    card = record_card.stamp(1500.0, record_card.COMMAND)
+    block = provenance.read_provenance(card_json)
+    assert block["build"] == build_digest() and block["command"] == "python -m scripts.record_card"
+    assert block["baseline_tokens_per_s"] == round(card["bench"]["quiet"]["baseline_tokens_per_s"], 1)
+    assert card_md.read_text() == render_markdown(card)
+    assert f"engine build {provenance.short(build_digest())}, by `python -m scripts.record_card` (25 min)" in \
+        card_md.read_text()

@@ -374,6 +374,10 @@ def render_markdown(card: dict) -> str:
         if card["bench"].get("sampled"):
             lines += sampled_lines(card["bench"]["sampled"])
     lines += ["", shapes_text(card)]
+    if card.get("provenance"):  # scripts/record_card.py stamps it: what made the card (engine/measure/provenance.py)
+        made = card["provenance"]
+        lines += ["", f"Recorded {made['recorded_at'][:10]} on {made['device']}, engine build {made['build'][:10]}, by "
+                  f"`{made['command']}` ({made['duration_s'] / 60:.0f} min)."]
     lines += ["", f"Greedy loops: the target's greedy output falls into a loop (its last {LOOP_WINDOW} tokens repeat "
               f"with a period of at most {LOOP_MAX_PERIOD}) within {NEW_TOKENS} tokens on "
               f"{card['greedy_loop_rate'] * 100:.0f}% of the held-out prompts.", "",

@@ -2,6 +2,11 @@
 
     python -m engine generate --method eagle3 --prompt "def parse(" --max-new-tokens 64 --json out.json
 
+Your own checkpoints instead of a preset (folders, or hub ids already in the local cache; engine/measure/pair.py):
+
+    python -m engine generate --target ./Qwen3-4B --drafter dflash=z-lab/Qwen3-4B-DFlash-b16 --method dflash \
+        --prompt "Write a haiku" --chat on --thinking off --json out.json
+
 Bad arguments exit with status 2 and one line on stderr, never a traceback. Arguments, the prompt and the
 --json destination are checked before any model loads.
 """
@@ -12,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .contract.methods import LEGACY_METHOD_IDS, METHOD_REGISTRY, METHODS, method_id
@@ -36,11 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--method", default=DEFAULTS.method, type=method_id,
                      help=f"one of {', '.join(METHODS)} ({', '.join(f'{old} for {new}' for old, new in LEGACY_METHOD_IDS.items())} still accepted)")
     gen.add_argument("--preset", default=DEFAULT_PRESET, help=f"models to use: {', '.join(PRESETS)}")
+    add_pair_arguments(gen)
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     gen.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     gen.add_argument("--seed", type=int, default=DEFAULTS.seed)
     gen.add_argument("--draft-len", dest="drafts_per_step", type=int, default=None,
-                     help="K, tokens drafted per step (default: the method's, "
+                     help="K, tokens drafted per step (default: a --drafter block drafter's trained block, else the method's, "
                           + ", ".join(f"{m.name} {m.default_drafts}" for m in METHOD_REGISTRY.values()
                                       if m.default_drafts) + ")")
     gen.add_argument("--tree-nodes", type=int, default=DEFAULTS.tree_nodes,
@@ -64,6 +71,45 @@ def build_parser() -> argparse.ArgumentParser:
                      help="first run every method briefly, as the app does when it starts, so one-time costs "
                           "(allocations, DSpark's verify-speed profile) stay out of the measured run")
     return parser
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    """--target, --drafter, --chat and --thinking: your own checkpoints instead of a preset (engine/measure/pair.py)."""
+    parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
+                        help="your own target: a folder, or a hub id in the local cache (with its tokenizer); "
+                             "replaces --preset")
+    parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
+                        help="with --target: a drafter checkpoint for METHOD (repeatable), its format read from its config")
+    parser.add_argument("--chat", choices=["auto", "on", "off"], default="auto",
+                        help="wrap the prompt in the tokenizer's chat template (auto: the preset's choice; for --target, "
+                             "on where its tokenizer has one)")
+    parser.add_argument("--thinking", choices=["on", "off"], default="off",
+                        help="with the chat template: thinking on or off (off: the template's empty think block)")
+
+
+def load_pair_or_preset(args, **load):
+    """The engine of --target/--drafter (checked first, one line for every mismatch) or of --preset; then a function
+    that turns a prompt into what the engine encodes (the chat template as asked), and what it ran (identities)."""
+    from .loop import Engine
+    from .measure.pair import CUSTOM, custom_preset, identities, parse_drafter, render_prompt
+
+    if args.drafter and not args.target:
+        raise EngineError("--drafter needs --target (the model it drafts for)")
+    preset = args.preset
+    if args.target:
+        custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter))
+        preset = CUSTOM
+    elif args.preset not in PRESETS:
+        raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    engine = Engine.load(preset, **load)
+    has_template = bool(getattr(engine.tokenizer, "chat_template", None))
+    chat = {"on": True, "off": False, "auto": engine.chat or (args.target is not None and has_template)}[args.chat]
+    thinking = args.thinking == "on"
+    if args.chat == "on" and not has_template:
+        raise EngineError("--chat on: this tokenizer has no chat template")
+    engine.chat = False  # the prompt is rendered here, the template as asked, then encoded as it is
+    form = (lambda text: render_prompt(engine.tokenizer, text, thinking)) if chat else (lambda text: text)
+    return engine, form, {"chat": chat, "thinking": thinking if chat else None, "models": identities(preset)}
 
 
 def _drafts_per_step(args) -> int:
@@ -140,7 +186,7 @@ def generate(args) -> int:
     config.validate()
     if args.threads is not None and not 1 <= args.threads <= 1024:
         raise EngineError(f"--threads must be between 1 and 1024, got {args.threads}")
-    if args.preset not in PRESETS:
+    if args.preset not in PRESETS and not args.target:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     check_device_name(args.device)
     prompt = _read_prompt(args)
@@ -150,13 +196,18 @@ def generate(args) -> int:
     if json_path is not None:
         _check_writable(json_path)
 
-    from .loop import Engine  # torch loads only once the arguments are known to be good
+    # torch loads only once the arguments are known to be good
+    engine, form, ran = load_pair_or_preset(args, device=args.device, threads=args.threads,
+                                            cuda_graphs=args.cuda_graphs)
+    if args.drafts_per_step is None:
+        from .measure.pair import default_drafts
 
-    engine = Engine.load(args.preset, args.device, threads=args.threads, cuda_graphs=args.cuda_graphs)
+        config = replace(config, drafts_per_step=default_drafts(engine, config.method, config.drafts_per_step))
     if args.warm_up:
         engine.warm_up()
+    prompt = form(prompt)
     result = engine.generate(prompt, config)
-    report = json.dumps(result.to_dict(), ensure_ascii=False)
+    report = json.dumps({**result.to_dict(), **ran, "prompt": prompt}, ensure_ascii=False)
     if json_path is not None:
         _write_report(json_path, report)
     print(report if args.json == "-" else result.text, flush=True)

@@ -29,10 +29,12 @@ import torch
 from ..contract.methods import BASELINE, method as method_entry, method_id
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from ..contract.types import EngineError, GenerationConfig
+from ..__main__ import add_pair_arguments, load_pair_or_preset
 from ..loop import Engine
 from .decide import (MIN_DRAFTS, add_counts, labels_of, pair_words, pairwise, position_counts,
                      position_rows, position_words, prompt_file_record, read_prompt_file, rows_csv)
 from .concurrency import BATCHED_LANES, check_sizes, concurrency_sweep, concurrency_table, lane_config
+from .pair import default_drafts
 from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS
@@ -154,6 +156,9 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
     prompt's row of its prompt file (its labels go into the per-prompt rows); by: a label column whose values split
     every figure into groups (report["by"])."""
     labels = labels_of(label_rows if label_rows is not None else [{}] * len(prompts), by)
+    if drafts_per_block == "trained":  # each block drafter at the block its checkpoint was trained for
+        blocks = {m: default_drafts(engine, m, serial_k) for m in engine.methods() if method_entry(m).one_pass}
+        drafts_per_block = blocks.popitem()[1] if len(set(blocks.values())) == 1 else blocks
     drafts_per_block = drafts_per_block or serial_k
     greedy = temperature == 0
     with_hf = with_hf and greedy
@@ -163,7 +168,8 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
         raise EngineError(f"no lane {', '.join(unknown)} here; choose among {', '.join(engine.methods())}")
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                                    verify_rule=verify_rule, tree_nodes=tree_nodes,
-                                   drafts_per_step=drafts_per_block if method_entry(m).one_pass else serial_k)
+                                   drafts_per_step=(drafts_per_block.get(m, serial_k) if isinstance(drafts_per_block, dict)
+                                                    else drafts_per_block) if method_entry(m).one_pass else serial_k)
                for m in chosen}
     configs.update(variant_configs(configs))
     if not greedy:
@@ -315,7 +321,7 @@ class BusyMachine:
 def format_table(report: dict) -> str:
     lines = [f"preset {report['preset']} on {report['device']}, {report['num_prompts']} prompts, "
              f"{report['max_new_tokens']} new tokens, AR K = {report['serial_k']}, "
-             f"DFlash / DSpark {report['drafts_per_block']} per block, " + (
+             f"DFlash / DSpark {_blocks(report['drafts_per_block'])} per block, " + (
                  "greedy" if not report.get("temperature") else
                  f"temperature {report['temperature']:g} ({report['verify_rule']} rule, samples: not compared)"), "",
              "| lane | tokens/s | speedup | decode speedup | τ | α | verified acc. | draft cost | "
@@ -359,6 +365,10 @@ def format_table(report: dict) -> str:
     if report.get("budget_sweep"):
         lines += ["", *budget_table(report["budget_sweep"])]
     return "\n".join(lines)
+
+
+def _blocks(value) -> str:
+    return ", ".join(f"{m} {n}" for m, n in value.items()) if isinstance(value, dict) else str(value)
 
 
 def pairwise_lines(report: dict) -> list[str]:
@@ -416,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--draft-len", dest="serial_k", type=int, default=4, help="K of the AR lane")
-    parser.add_argument("--block-len", dest="drafts_per_block", type=int, default=7, help="tokens per block of DFlash and DSpark")
+    parser.add_argument("--block-len", dest="drafts_per_block", type=int, default=None,
+                        help="tokens per block of DFlash and DSpark (default: each drafter's trained block)")
+    add_pair_arguments(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
                         help="replay the target's verifies as CUDA graphs (auto: on the GPUs the device check passed on)")
@@ -462,15 +474,20 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"--pairs is how many pairs of runs to make: 0 or more, got {args.pairs}")
         for lane in args.lanes or ():
             lane_config(lane, 1)  # an unknown lane: one line, before the models load
-        engine = Engine.load(args.preset, args.device, threads=args.threads, cuda_graphs=args.cuda_graphs)
+        engine, form, ran = load_pair_or_preset(args, device=args.device, threads=args.threads,
+                                                cuda_graphs=args.cuda_graphs)
+        prompts = [form(p) for p in prompts]
         if args.concurrency:
             return _concurrency(engine, prompts, args)
         with BusyMachine() if args.busy else contextlib.nullcontext():
-            report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block,
+            report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block or "trained",
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
                                seed=args.seed, methods=args.methods, tree_nodes=args.tree_nodes,
                                label_rows=label_rows, by=args.by)
             report["prompts"] = prompt_file_record(args.prompts, len(prompts))
+            report.update(ran)
+            if ran["models"]:  # your own checkpoints: the weights measured are theirs
+                report["weights"] = {role: m["weights_sha256"] for role, m in ran["models"].items()}
             if args.k_sweep:
                 report["k_sweep"] = run_k_sweep(engine, prompts, args.max_new_tokens)
             if args.budget_sweep:

@@ -12,13 +12,13 @@
 #                                                                             -> runs/eagle3-selfdistill/
 # Each drafter stage exports to export/ (and DSpark also export-sampled/, calibrated at temperature 1) inside
 # its runs/ folder, never to assets/: the engine loads none of them until they are copied there.
-# One torch thread per stage; logs go to runs/<stage>.log. STEPS (default 3000) sets every drafter's steps.
+# One torch thread per stage; logs go to runs/<stage>.log. STEPS (default 2000) sets every drafter's steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p runs
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python
-STEPS=${STEPS:-3000}
+STEPS=${STEPS:-2000}
 stage_done() {  # the file a finished stage leaves
   case "$1" in
     greedy-data) [ -f runs/greedy.json ] ;;

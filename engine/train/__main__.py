@@ -100,7 +100,7 @@ SAMPLED_STEPS = {"dflash": 500, "dspark": 500, "eagle3": 300}
 # sets a block drafter's drafts per block (15: z-lab's block 16). Checkpoints and exports stay in
 # runs/<stage>-selfdistill[-dN]/ (export/; DSpark also export-sampled/, its confidences calibrated at
 # temperature 1): the engine loads none of them.
-SELF_DISTILL_STEPS = 3000
+SELF_DISTILL_STEPS = 2000
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 

@@ -175,6 +175,105 @@ def goals() -> str:
     return "\n".join(lines)
 
 
+def _lane_name(lane: str) -> str:
+    from engine.contract.methods import method_label
+
+    return "DSpark, verifying everything" if lane == "dspark_verify_all" else method_label(lane)
+
+
+def _recorded(key: str) -> dict:
+    from app import lesson
+    from app.lesson import kv
+
+    if key == "kv":
+        path = kv.KV_FILE
+    else:
+        path = lesson.LESSONS_DIR / lesson.RECORDINGS[key]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _made(doc: dict, key: str) -> str:
+    """"`assets/lessons/load.json`, recorded 2026-12-06 on cpu (1 thread), build 1a2b3c4d5e, 27 minutes"."""
+    block = doc.get("provenance")
+    if not block:
+        return (f"`assets/lessons/{_path_name(key)}`, recorded {doc.get('recorded_at', '')[:10]} before recordings "
+                "carried their build")
+    return f"`assets/lessons/{_path_name(key)}`, {stamp_words(block)}, {block.get('duration_s', 0) / 60:.0f} minutes"
+
+
+def _path_name(key: str) -> str:
+    from app import lesson
+
+    return "kv.json" if key == "kv" else lesson.RECORDINGS[key]
+
+
+def load_table() -> str:
+    """docs/benchmarks.md, under load: the lesson's recording of every batched lane at every B."""
+    doc = _recorded("load")
+    data = doc["data"]
+    sizes = sorted(data["rows"], key=int)
+    lanes = [lane for lane in data["lanes"] if lane != "baseline"]
+    hf = any("hf_generate" in data["rows"][size] for size in sizes)
+    lines = [f"The lesson's recording ({_made(doc, 'load')}): speedup over the batched target alone at the same B "
+             "while all B places were taken, over the whole run in brackets, then τ and drafts verified a request a "
+             "step:", "",
+             "| B | " + " | ".join(_lane_name(lane) for lane in lanes) + " | target alone, tokens/s (steady; all) |"
+             + (" transformers' batched generate, tokens/s |" if hf else ""),
+             "|---" * (len(lanes) + 2 + hf) + "|"]
+    for size in sizes:
+        row = data["rows"][size]["lanes"]
+        cells = [f"{row[lane]['speedup']:.2f}× ({row[lane]['speedup_all']:.2f}×; {row[lane]['tau']:.2f}, "
+                 f"{row[lane]['verified_per_request']:.1f})" if lane in row else "–" for lane in lanes]
+        base = row["baseline"]
+        line = f"| {size} | " + " | ".join(cells) + f" | {base['steady_tokens_per_s']:.0f}; {base['tokens_per_s']:.0f} |"
+        if hf:
+            reference = data["rows"][size].get("hf_generate")
+            line += f" {reference['tokens_per_s']:.0f} |" if reference else " – |"
+        lines.append(line)
+    pairs = data.get("scheduler_vs_all")
+    if isinstance(pairs, dict) and pairs.get("pairs"):
+        lines += ["", f"DSpark's scheduler against verifying everything at B = {pairs['size']}, over {pairs['pairs']} "
+                  f"adjacent pairs of runs: {pairs['mean']:.2f} times its speed (95 % interval {pairs['low']:.2f}–"
+                  f"{pairs['high']:.2f})."]
+    return "\n".join(lines)
+
+
+def temperature_table() -> str:
+    """docs/benchmarks.md, temperature: the lesson's recording of every lane at every temperature."""
+    doc = _recorded("temperatures")
+    data = doc["data"]
+    temps = sorted(data["temperatures"], key=float)
+    lanes = [lane for lane in data["temperatures"][temps[0]]["lanes"] if not lane.endswith("_argmax")]
+    lines = [f"The lesson's recording ({_made(doc, 'temperatures')}; {data['num_prompts']} held-out prompts, "
+             f"{data['max_new_tokens']} new tokens, the {data['verify_rule']} rule), τ / speedup:", "",
+             "| T | target entropy (nats) | " + " | ".join(_lane_name(lane) for lane in lanes) + " |",
+             "|---" * (len(lanes) + 2) + "|"]
+    for t in temps:
+        row = data["temperatures"][t]
+        entropy = row.get("target_entropy", {}).get("mean")
+        cells = [f"{row['lanes'][lane]['tau']['mean']:.2f} / {row['lanes'][lane]['speedup']:.2f}×"
+                 if lane in row["lanes"] else "–" for lane in lanes]
+        lines.append(f"| {float(t):g} | {'–' if entropy is None else f'{entropy:.2f}'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def kv_table() -> str:
+    """docs/embedded-models.md, the KV ablation: DFlash beside its drafter trained without the target's features."""
+    doc = _recorded("kv")
+    data = doc["data"]
+    words = {data["method"]: "DFlash as shipped, reading the target's layers"}
+    words.update({name: f"the same recipe {what.replace('trained ', '')}" for name, what in data["ablations"].items()})
+    lines = [f"What it measured ({_made(doc, 'kv')}; {data['num_prompts']} held-out prompts, {data['max_new_tokens']} "
+             f"new tokens, {data['rounds']} rounds, temperature 0):", "",
+             "| drafter | τ (95 % interval) | speedup over the target alone (95 % interval) | draft cost, of a verify |",
+             "|---|---|---|---|"]
+    for name, lane in data["lanes"].items():
+        tau, speed = lane["tau_interval"], lane["speedup_interval"]
+        lines.append(f"| {words.get(name, name)} | {tau['mean']:.2f} ({tau['low']:.2f}–{tau['high']:.2f}) | "
+                     f"{speed['mean']:.2f}× ({speed['low']:.2f}–{speed['high']:.2f}) | {lane['draft_cost']:.2f} |")
+    return "\n".join(lines)
+
+
 def recording_times() -> str:
     """docs/benchmarks.md: each job of `python -m scripts.record`, its command and how long it takes."""
     from scripts import record
@@ -195,6 +294,9 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "model card speed"): card_speed,
     ("docs/benchmarks.md", "lesson recordings"): lesson_recordings,
     ("docs/benchmarks.md", "recording times"): recording_times,
+    ("docs/benchmarks.md", "load"): load_table,
+    ("docs/benchmarks.md", "temperatures"): temperature_table,
+    ("docs/embedded-models.md", "kv"): kv_table,
     ("docs/embedded-models.md", "goals"): goals,
 }
 

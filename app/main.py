@@ -14,7 +14,7 @@ from engine.contract.presets import PRESETS
 from . import runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
-from .hosting import disk, fairness, page_sessions, presenter as presenting
+from .hosting import classroom as classes, disk, fairness, page_sessions, presenter as presenting
 from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .hosting.sessions import SessionStore
 from .servers import lanes as server_lanes
@@ -98,7 +98,9 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     demo.queue(max_size=queue_size)
     presenter = presenting.Presenter(presenter_key)
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
-    door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane)
+    classroom = classes.Classroom()  # a class code the presenter opens: each member counted apart
+    door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane,
+                         classroom)
     sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
     job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
     fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
@@ -107,6 +109,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
         runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
             (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
     demo.speclab_door, demo.speclab_presenter, demo.speclab_job_s = door, presenter, job_s
+    demo.speclab_classroom = classroom
     return demo
 
 
@@ -145,14 +148,18 @@ def launch(demo: gr.Blocks, **kwargs):
     budget = disk.DiskBudget([demo.GRADIO_CACHE, disk.DOWNLOADS],  # uploads and downloads, in all and per address
                              in_use=lambda: disk.queued_paths(demo))  # never a file a page's event names
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", ()),  # outermost first: the cheapest answers first
-                                Middleware(LongAddressGuard), Middleware(VisitorLimit),
+                                Middleware(LongAddressGuard),
+                                Middleware(VisitorLimit, key=classes.scope_identity(demo.speclab_classroom)),
                                 Middleware(disk.UploadBudget, budget=budget),
-                                Middleware(presenting.PresenterPage, presenter=demo.speclab_presenter),
+                                Middleware(presenting.PresenterPage, presenter=demo.speclab_presenter,
+                                           extra=lambda: classes.presenter_form(demo.speclab_classroom)),
+                                Middleware(classes.ClassPage, classroom=demo.speclab_classroom,
+                                           presenter=demo.speclab_presenter),
                                 Middleware(FullQueueWords, blocks=demo, job_s=demo.speclab_job_s),
                                 Middleware(fairness.QueueDoor, door=demo.speclab_door),
                                 Middleware(page_sessions.PageCache, blocks=demo)]
     block = not kwargs.pop("prevent_thread_lock", False)
-    head = projector.HEAD + why.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD
+    head = projector.HEAD + why.HEAD + slides.HEAD + overlap.HEAD + presenting.HEAD + classes.HEAD
     launched = demo.launch(css=CSS, head=head, theme=gr.themes.Default(), footer_links=["api"],
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on

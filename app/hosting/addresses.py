@@ -9,8 +9,9 @@ long (app/tabs/compare.py MAX_LINK_CHARS), so only a hand-made or truncated-and-
 **Requests that bypass the queue, and joining it.** Runs wait their turn in Gradio's queue, but a page load, a
 file, an event the app answers at once (Stop, a lesson's "Show me") is served as it comes; asking for a place in
 the queue is counted too (each place is also bounded per address: app/hosting/fairness.py). `VisitorLimit` gives
-each client address a bucket of BURST such requests, refilled at RATE a second; an empty bucket gets HTTP 429, a Retry-After and one
-line. A class behind one address (a school's NAT) opening a link together is CLASS_PAGES pages of PAGE_REQUESTS
+each client address a bucket of BURST such requests, refilled at RATE a second (a class member,
+app/hosting/classroom.py, a bucket of its own); an empty bucket gets HTTP 429, a Retry-After and one line. A class
+behind one address (a school's NAT) opening a link together is CLASS_PAGES pages of PAGE_REQUESTS
 counted requests each, and fits in the bucket twice over. The client address is the one the HTTP server (uvicorn)
 reports: the connection's own, or, from a trusted proxy (uvicorn's FORWARDED_ALLOW_IPS: the loopback unless set;
 a Space's entry point trusts the private networks its proxy sits in), the last X-Forwarded-For entry that proxy
@@ -126,13 +127,14 @@ class TokenBuckets:
 class VisitorLimit:
     """Answers HTTP 429 (TOO_MANY, Retry-After) to a client address past its bucket of counted requests."""
 
-    def __init__(self, app, buckets: TokenBuckets | None = None):
+    def __init__(self, app, buckets: TokenBuckets | None = None, key=client_address):
         self.app, self.buckets = app, buckets or TokenBuckets()
+        self.key = key  # scope -> whose bucket: the address, or a class member's own (app/hosting/classroom.py)
 
     async def __call__(self, scope, receive, send):
         if not counted(scope):
             return await self.app(scope, receive, send)
-        wait_s = self.buckets.take(client_address(scope))
+        wait_s = self.buckets.take(self.key(scope))
         if wait_s == 0:
             return await self.app(scope, receive, send)
         retry = max(1, math.ceil(wait_s))

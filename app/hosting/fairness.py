@@ -12,6 +12,8 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   35 and its lecturer behind a school's one address pressing one lesson point's "Run it live" fit), and at most
   JOBS_PER_ADDRESS distinct jobs among them (identical requests count once: the app computes them once), so one
   address flooding the queue leaves the other places to everyone else; past either it gets HTTP 429 and one line.
+  A browser that entered an open class's code (app/hosting/classroom.py) is counted as a visitor of its own instead
+  of by its address, its class holding at most max(its size, PLACES_PER_ADDRESS) places together.
 - **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
   the engine's time per token as measured when it ran quietly: `QuietCosts`); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
   refused in one line naming the largest settings that fit. A presenter's runs are not limited.
@@ -60,6 +62,8 @@ SCRIPT_ONLY = "SpecLab: event {value} runs in the page itself and has nothing to
 NOT_JSON = "SpecLab: this request's body is not an event's JSON (data, fn_index, session_hash)."
 TOO_BIG = f"SpecLab: this request's body is over {MAX_BODY_BYTES // 1_000_000} MB; an event's inputs are far smaller."
 NO_STREAM = "SpecLab: nothing is waiting for this page; open it again to start."
+CLASS_FULL = ("SpecLab: your class already has {n} runs waiting in the queue, the most a class of {size} may have "
+              "({most} at once); please wait for one to finish.")
 TOO_MANY_PLACES = ("SpecLab: your address already has {n} runs waiting in the queue, the most one address may have "
                    "({most} at once, {jobs} different ones); please wait for one to finish.")
 
@@ -82,9 +86,10 @@ def waiting_events(queue) -> list:
     return [event for lane in queue.event_queue_per_concurrency_id.values() for event in lane.queue]
 
 
-def address_share(queue, address: str) -> tuple[int, int]:
-    """The places one address holds in the queue, and the distinct jobs among them."""
-    mine = [event for event in waiting_events(queue) if event_address(event) == address]
+def address_share(queue, address: str, who: Callable[[object], str] = event_address) -> tuple[int, int]:
+    """The places one address (or class member: `who`, the Door's `event_identity`) holds in the queue, and the
+    distinct jobs among them."""
+    mine = [event for event in waiting_events(queue) if who(event) == address]
     return len(mine), len({job_key(event) for event in mine})
 
 
@@ -115,8 +120,9 @@ class Door:
 
     def __init__(self, blocks, budget_s: float = JOB_BUDGET_S, presenter: Callable[[dict], bool] | None = None,
                  estimate: Callable[[object, list, float], tuple[float, str] | None] | None = None,
-                 own_lane: bool = True):
+                 own_lane: bool = True, classroom=None):
         self.blocks, self.budget_s, self.own_lane = blocks, budget_s, own_lane
+        self.classroom = classroom  # app/hosting/classroom.py: a class's members counted apart (None: by address)
         self.is_presenter = presenter or (lambda scope: False)
         self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -125,6 +131,20 @@ class Door:
     @property
     def queue(self):
         return self.blocks._queue
+
+    def scope_identity(self, scope: dict) -> str:
+        """Who a request is for the queue's shares: its class member (a class code entered), else its address."""
+        from .classroom import scope_cookie
+
+        address = client_address(scope)
+        return address if self.classroom is None else self.classroom.identity(address, scope_cookie(scope))
+
+    def event_identity(self, event) -> str:
+        """Who a waiting job is for the queue's shares, as `scope_identity`."""
+        from .classroom import event_cookie
+
+        address = event_address(event)
+        return address if self.classroom is None else self.classroom.identity(address, event_cookie(event))
 
     def withdraw(self, session: str, timeout_s: float = 1.0) -> int:
         """Move the session's waiting jobs to the withdrawn lane, where they start at once (each handler sees its
@@ -268,12 +288,19 @@ class QueueDoor:
         """Whether the address may have one more place in the queue, and the job fits the budget."""
         if self.door.is_presenter(scope):
             return None
-        address = client_address(scope)
-        places, jobs = address_share(self.door.queue, address)
+        door = self.door
+        address = door.scope_identity(scope)
+        places, jobs = address_share(door.queue, address, door.event_identity)
         if places >= PLACES_PER_ADDRESS or (jobs >= JOBS_PER_ADDRESS and not any(
-                job_key(e) == (fn, repr(data)) for e in waiting_events(self.door.queue)
-                if event_address(e) == address)):
+                job_key(e) == (fn, repr(data)) for e in waiting_events(door.queue)
+                if door.event_identity(e) == address)):
             return 429, TOO_MANY_PLACES.format(n=places, most=PLACES_PER_ADDRESS, jobs=JOBS_PER_ADDRESS), 10
+        classroom = door.classroom
+        if classroom is not None and classroom.is_member(address):
+            most = max(classroom.size, PLACES_PER_ADDRESS)
+            held = sum(classroom.is_member(door.event_identity(e)) for e in waiting_events(door.queue))
+            if held >= most:
+                return 429, CLASS_FULL.format(n=held, size=classroom.size, most=most), 10
         if self.door.estimate is not None and isinstance(data, list):
             estimate = self.door.estimate(fn, data, self.door.budget_s)
             if estimate is not None and estimate[0] > self.door.budget_s:

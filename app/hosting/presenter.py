@@ -33,7 +33,7 @@ FORM = """<!doctype html><html><head><meta charset="utf-8"><title>SpecLab presen
 <body><h1>Presenter</h1><p>{said}</p><form method="post" action="{path}"><input type="password" name="key"
 autocomplete="current-password" autofocus placeholder="the presenter key" size="30"> <input type="submit"
 value="Enter"></form><p>Your runs then go ahead of the queue, for {hours} hours in this browser. The key is
-never part of a link.</p></body></html>"""
+never part of a link.</p>{extra}</body></html>"""
 
 
 def token(key: str) -> str:
@@ -72,8 +72,9 @@ class Presenter:
 class PresenterPage:
     """ASGI middleware serving `/presenter`: the form (GET) and the key's check (POST)."""
 
-    def __init__(self, app, presenter: Presenter):
+    def __init__(self, app, presenter: Presenter, extra=None):
         self.app, self.presenter = app, presenter
+        self.extra = extra  # () -> HTML shown to the presenter's browser below the form (the class's, classroom.py)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("path") not in (PATH, PATH + "/"):
@@ -82,9 +83,9 @@ class PresenterPage:
             return await answer(send, 404, "SpecLab: this server has no presenter key set (the operator sets "
                                            f"{ENVIRONMENT}).")
         if scope.get("method") != "POST":
-            said = ("This browser is the presenter's." if self.presenter.holds(scope)
-                    else "Enter the key the operator set.")
-            return await self.page(send, 200, said)
+            holds = self.presenter.holds(scope)
+            said = "This browser is the presenter's." if holds else "Enter the key the operator set."
+            return await self.page(send, 200, said, self.extra() if holds and self.extra is not None else "")
         body, size = b"", 0
         while True:
             message = await receive()
@@ -104,8 +105,8 @@ class PresenterPage:
         await send({"type": "http.response.body", "body": b""})
 
     @staticmethod
-    async def page(send, status: int, said: str) -> None:
-        body = FORM.format(said=html.escape(said), path=PATH, hours=MAX_AGE_S // 3600).encode()
+    async def page(send, status: int, said: str, extra: str = "") -> None:
+        body = FORM.format(said=html.escape(said), path=PATH, hours=MAX_AGE_S // 3600, extra=extra).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"text/html; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]})

@@ -26,6 +26,7 @@ from .drafters.base import DraftBlock, Drafter, NoDrafter
 from .models import (build_weightless, default_dtype, describe_device, drafter_kind_of, implementation,
                      load_causal_lm, load_drafter, load_tokenizer, pick_device, require_runnable, set_cpu_threads,
                      tree_grower)
+from .online import long_output_options
 from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import stored_measurement
@@ -257,6 +258,8 @@ class Engine:
         """Check everything before any model runs, so bad input fails fast with one clear line."""
         config.validate()
         prompt_ids, drafter = self.encode_prompt(prompt), self.new_drafter(config.method, config)
+        if config.drafter_window is not None or config.self_tuning:  # the feature drafters' options (engine/online.py)
+            drafter = long_output_options(drafter, config)
         drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
         return prompt_ids, drafter
 

@@ -1,4 +1,5 @@
-"""Timed spans of draft, verify and host work, measured, never estimated.
+"""Timed spans of draft, verify and host work (and a self-tuning drafter's "train", engine/online.py), measured, never
+estimated.
 
 On the CPU the host clock is the device clock: a span is two `perf_counter` reads, and two reads of the
 thread's own CPU time (`time.thread_time`), which a second process on the same core does not inflate: the

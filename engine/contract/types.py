@@ -107,6 +107,12 @@ class GenerationConfig:
     # Requests decoded together (engine/batch.py): above 1 the run's prompt is the first request of a batch whose
     # others are held-out prompts with the same settings; its trace is that request's, its steps the batch's.
     requests_at_once: int = 1
+    # The feature drafters (DFlash, DSpark, EAGLE-3): how many of the latest context positions the drafter attends
+    # to (None: all of them), as serving engines cap a drafter trained on short windows; the target sees everything.
+    drafter_window: int | None = None
+    # The same drafters: after each verify, a few optimiser steps on a copy of the drafter that lives for this run
+    # only, on the tokens the target just wrote (engine/online.py); the output is still the target's.
+    self_tuning: bool = False
 
     @property
     def proposes(self) -> str:
@@ -133,6 +139,12 @@ class GenerationConfig:
                               f"{', '.join(DRAFTER_WEIGHTS)}")
         if not isinstance(self.markov_head, bool):
             raise EngineError(f"markov_head must be true or false, got {self.markov_head!r}")
+        if self.drafter_window is not None and (isinstance(self.drafter_window, bool) or not isinstance(
+                self.drafter_window, int) or not 1 <= self.drafter_window <= MAX_NEW_TOKENS):
+            raise EngineError(f"drafter window must be a whole number from 1 to {MAX_NEW_TOKENS} or none, "
+                              f"got {str(self.drafter_window)[:20]!r}")
+        if not isinstance(self.self_tuning, bool):
+            raise EngineError(f"self_tuning must be true or false, got {self.self_tuning!r}")
         if self.overlap not in (None, True, False):
             raise EngineError(f"overlap must be on, off or automatic, got {self.overlap!r}")
 
@@ -143,7 +155,7 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class Span:
-    """One timed piece of work. work is "draft", "verify" or "host"; times are seconds from run start.
+    """One timed piece of work. work is "draft", "verify", "host" or "train" (engine/online.py); times are seconds from run start.
     cpu_s is the CPU time the thread doing the work spent in it (on the CPU only; None on CUDA, where the
     work runs on the device): unlike the wall time, it does not grow while another process holds the core."""
 
@@ -304,7 +316,7 @@ class Step:
 STEP_KINDS = ("prefill", "decode")
 VERDICTS = ("accepted", "rejected", "unverified", "cut")
 SOURCES = ("accepted", "bonus")
-WORKS = ("draft", "verify", "host")
+WORKS = ("draft", "verify", "host", "train")  # train: a self-tuning drafter's steps
 MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; a bigger "id" is not a token
 PROBABILITY_SLACK = 1e-6  # float rounding can put a probability a hair above 1
 

@@ -88,12 +88,29 @@ class BaseDrafter:
     label = "drafter"
     target_layer_ids: list[int] | None = None
     max_drafts: int | None = None
+    # The feature drafters' view of the context: the latest `window` positions only (None: all), as serving engines
+    # cap a drafter trained on short sequences (GenerationConfig.drafter_window; `window_mask`)
+    window: int | None = None
 
     def prepare(self, config: GenerationConfig) -> None:
         pass
 
     def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         return int(block.ids.numel())  # verify everything drafted
+
+
+def window_mask(first_query: int, num_queries: int, num_keys: int, window: int | None,
+                device=None) -> torch.Tensor | None:
+    """(num_queries, num_keys) bool, True = may attend: queries at positions first_query.. over keys at positions
+    0..num_keys − 1, each seeing the keys up to its own position and, with a `window`, only the latest `window` of
+    them. None where that hides nothing (one query at the newest position, all of the context in its window)."""
+    hides_old = window is not None and first_query + num_queries - window > 0  # the last query's oldest key hidden
+    if not hides_old and num_queries == 1 and num_keys == first_query + 1:
+        return None
+    queries = torch.arange(first_query, first_query + num_queries, device=device)[:, None]
+    keys = torch.arange(num_keys, device=device)[None, :]
+    seen = keys <= queries
+    return seen & (keys > queries - window) if hides_old else seen
 
 
 class NoDrafter(BaseDrafter):

@@ -11,6 +11,8 @@ positions only. A propose feeds the features new since the last step plus the bl
 cache back to the context, dropping the block's own keys and values. After verification the target's
 features of the anchor and the accepted tokens become the next step's new context. A drafter trained without
 target features (dflash_model.py) reads none: the loop computes none for it, and each block is drafted alone.
+With a window (GenerationConfig.drafter_window) the block attends to the latest `window` context positions only; the
+cache still holds them all, masked.
 """
 
 from __future__ import annotations
@@ -103,10 +105,18 @@ class DFlashDrafter(BaseDrafter):
         cached = self.cache.get_seq_length()
         assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
         positions = torch.arange(cached, anchor_position + block_size, device=committed_ids.device).unsqueeze(0)
-        hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache)
+        hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache,
+                            self.window_mask(anchor_position, block_size, committed_ids.device))
         crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
         self.pending = self.pending[:, :0]
         return hidden[0]
+
+    def window_mask(self, anchor_position: int, block_size: int, device) -> torch.Tensor | None:
+        """With a window (BaseDrafter.window): every query of the block sees the whole block and the context's latest
+        `window` positions before the anchor, (1, keys) bool; None without one or while the context fits in it."""
+        if self.window is None or anchor_position <= self.window:
+            return None
+        return (torch.arange(anchor_position + block_size, device=device) >= anchor_position - self.window)[None]
 
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
         self.pending = features

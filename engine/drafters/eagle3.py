@@ -18,7 +18,8 @@ next from (own hidden, first draft) at position n − 1, and so on.
 Draft cache bookkeeping: the cache holds one entry per position 0..n−2 built from target features. A
 propose first feeds the features new since the last step (causal among themselves), then K − 1 serial
 steps whose entries are built from the drafter's own hidden states; `accept` crops those away, and the
-target's features of the anchor and accepted tokens become the context fed at the next propose.
+target's features of the anchor and accepted tokens become the context fed at the next propose. With a window
+(GenerationConfig.drafter_window) each position attends to the latest `window` positions only, masked.
 
 Config fields and weight names are DeepSpec's: top-level `target_layer_ids`, `ttt_length`,
 `num_target_layers`; weights `embed_tokens`, `fc`, `layers.N.{self_attn.{q,k,v,o}_proj, self_attn.q_norm,
@@ -40,7 +41,7 @@ from ..contract.types import EngineError
 from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
-from .base import BaseDrafter, DraftBlock
+from .base import BaseDrafter, DraftBlock, window_mask
 from .dflash_model import DraftAttention, RMSNorm
 
 ARCHITECTURE = "Qwen3Eagle3Model"  # DeepSpec's name, used for our checkpoints too
@@ -203,7 +204,9 @@ class Eagle3Drafter(BaseDrafter):
         positions = torch.arange(n - 1, n - 2 + k, device=committed_ids.device)  # made on the device, not copied there
         for i in range(1, k):  # own hidden state and the previous draft, at the next position
             with clock.span("draft", f"draft forward {i + 1}/{k}"):
-                hidden = self.model(token.view(1, 1), hidden, positions[i - 1].view(1, 1), self.cache)
+                position = n - 2 + i
+                hidden = self.model(token.view(1, 1), hidden, positions[i - 1].view(1, 1), self.cache,
+                                    window_mask(position, 1, position + 1, self.window, committed_ids.device))
                 token, token_probs = self._next(hidden, temperature, generator)
             ids.append(token)
             probs.append(token_probs)
@@ -214,7 +217,8 @@ class Eagle3Drafter(BaseDrafter):
         among themselves); returns the last position's pre-norm output (1, 1, H)."""
         start, stop = self.context_len, committed_ids.shape[1] - 1
         positions = torch.arange(start, stop, device=committed_ids.device).unsqueeze(0)
-        mask = causal_mask(stop - start, start, committed_ids.device)
+        mask = causal_mask(stop - start, start, committed_ids.device) if self.window is None else \
+            window_mask(start, stop - start, stop, self.window, committed_ids.device)
         hidden = self.model(committed_ids[:, start + 1:], self.model.fc(self.pending), positions, self.cache, mask)
         self.pending, self.context_len = self.pending[:, :0], stop
         return hidden[:, -1:]

@@ -47,7 +47,11 @@ def met(ok: bool) -> str:
 
 
 def _lane(name: str, bench: dict) -> str:
-    return LANE_WORDS.get(name, name).format(k=bench["serial_k"], b=bench["drafts_per_block"])
+    if name not in LANE_WORDS:
+        from engine.contract.methods import METHOD_REGISTRY
+
+        return _lane_name(name) if name in METHOD_REGISTRY else name
+    return LANE_WORDS[name].format(k=bench["serial_k"], b=bench["drafts_per_block"])
 
 
 def card_speed() -> str:

@@ -29,6 +29,13 @@ def load_engine(preset: str, device: str, threads: int | None = None, own_proces
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
+    parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
+                        help="the operator's own target instead of --preset: a folder or a cached hub id (runs in this "
+                             "process; SPECLAB_ALLOWED_MODELS may list the ids allowed; docs/hosting.md)")
+    parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
+                        help="with --target: a drafter checkpoint for METHOD (repeatable)")
+    parser.add_argument("--chat", choices=["on", "off"], default="on",
+                        help="with --target: prompts as a user turn of its chat template, thinking off (default on)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: the preset's; 1 for the embedded models, see docs/benchmarks.md)")
@@ -82,8 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     from .main import build_app, launch
 
     notice = ""
+    if args.target or args.drafter:  # the operator's own checkpoints: checked, then loaded in this process
+        from engine.measure.pair import CUSTOM, custom_preset, parse_drafter
+
+        try:
+            if not args.target:
+                raise EngineError("--drafter needs --target (the model it drafts for)")
+            custom_preset(args.target, dict(parse_drafter(f) for f in args.drafter), chat=args.chat == "on")
+            engine = load_engine(CUSTOM, args.device, args.threads, False, args.cuda_graphs)
+        except EngineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
-        engine = load_engine(args.preset, args.device, args.threads, not args.in_process, args.cuda_graphs)
+        engine = engine if args.target else load_engine(args.preset, args.device, args.threads, not args.in_process,
+                                                        args.cuda_graphs)
     except EngineError as exc:
         if args.preset == DEFAULT_PRESET:
             print(f"error: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ from pathlib import Path
 from .contract.methods import LEGACY_METHOD_IDS, METHOD_REGISTRY, METHODS, method_id
 from .contract.presets import DEFAULT_PRESET, OVERLAP_CHOICES, PRESETS, SCHEDULERS, VERIFY_RULES
 from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, check_device_name
+from .measure.pair import add_pair_arguments, load_pair_or_preset
 
 DEFAULTS = GenerationConfig()
 
@@ -71,45 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="first run every method briefly, as the app does when it starts, so one-time costs "
                           "(allocations, DSpark's verify-speed profile) stay out of the measured run")
     return parser
-
-
-def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    """--target, --drafter, --chat and --thinking: your own checkpoints instead of a preset (engine/measure/pair.py)."""
-    parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
-                        help="your own target: a folder, or a hub id in the local cache (with its tokenizer); "
-                             "replaces --preset")
-    parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
-                        help="with --target: a drafter checkpoint for METHOD (repeatable), its format read from its config")
-    parser.add_argument("--chat", choices=["auto", "on", "off"], default="auto",
-                        help="wrap the prompt in the tokenizer's chat template (auto: the preset's choice; for --target, "
-                             "on where its tokenizer has one)")
-    parser.add_argument("--thinking", choices=["on", "off"], default="off",
-                        help="with the chat template: thinking on or off (off: the template's empty think block)")
-
-
-def load_pair_or_preset(args, **load):
-    """The engine of --target/--drafter (checked first, one line for every mismatch) or of --preset; then a function
-    that turns a prompt into what the engine encodes (the chat template as asked), and what it ran (identities)."""
-    from .loop import Engine
-    from .measure.pair import CUSTOM, custom_preset, identities, parse_drafter, render_prompt
-
-    if args.drafter and not args.target:
-        raise EngineError("--drafter needs --target (the model it drafts for)")
-    preset = args.preset
-    if args.target:
-        custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter))
-        preset = CUSTOM
-    elif args.preset not in PRESETS:
-        raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
-    engine = Engine.load(preset, **load)
-    has_template = bool(getattr(engine.tokenizer, "chat_template", None))
-    chat = {"on": True, "off": False, "auto": engine.chat or (args.target is not None and has_template)}[args.chat]
-    thinking = args.thinking == "on"
-    if args.chat == "on" and not has_template:
-        raise EngineError("--chat on: this tokenizer has no chat template")
-    engine.chat = False  # the prompt is rendered here, the template as asked, then encoded as it is
-    form = (lambda text: render_prompt(engine.tokenizer, text, thinking)) if chat else (lambda text: text)
-    return engine, form, {"chat": chat, "thinking": thinking if chat else None, "models": identities(preset)}
 
 
 def _drafts_per_step(args) -> int:

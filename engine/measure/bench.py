@@ -29,12 +29,11 @@ import torch
 from ..contract.methods import BASELINE, method as method_entry, method_id
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from ..contract.types import EngineError, GenerationConfig
-from ..__main__ import add_pair_arguments, load_pair_or_preset
 from ..loop import Engine
 from .decide import (MIN_DRAFTS, add_counts, labels_of, pair_words, pairwise, position_counts,
                      position_rows, position_words, prompt_file_record, read_prompt_file, rows_csv)
 from .concurrency import BATCHED_LANES, check_sizes, concurrency_sweep, concurrency_table, lane_config
-from .pair import default_drafts
+from .pair import add_pair_arguments, default_drafts, load_pair_or_preset
 from .sweep import budget_sweep, k_sweep
 
 DEFAULT_PROMPTS = HELDOUT_PROMPTS

@@ -14,6 +14,7 @@ command line and the bench, loaded as a preset named "custom" beside the shipped
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -181,3 +182,41 @@ def render_prompt(tokenizer, text: str, thinking: bool) -> str:
         raise EngineError("--chat on: this tokenizer has no chat template")
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                          enable_thinking=thinking, tokenize=False)
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    """--target, --drafter, --chat and --thinking: your own checkpoints instead of a preset."""
+    parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
+                        help="your own target: a folder, or a hub id in the local cache (with its tokenizer); "
+                             "replaces --preset")
+    parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
+                        help="with --target: a drafter checkpoint for METHOD (repeatable), its format read from its config")
+    parser.add_argument("--chat", choices=["auto", "on", "off"], default="auto",
+                        help="wrap the prompt in the tokenizer's chat template (auto: the preset's choice; for --target, "
+                             "on where its tokenizer has one)")
+    parser.add_argument("--thinking", choices=["on", "off"], default="off",
+                        help="with the chat template: thinking on or off (off: the template's empty think block)")
+
+
+def load_pair_or_preset(args, **load):
+    """The engine of --target/--drafter (checked first, one line for every mismatch) or of --preset; then a function
+    that turns a prompt into what the engine encodes (the chat template as asked), and what it ran (identities)."""
+    from ..loop import Engine
+
+    if args.drafter and not args.target:
+        raise EngineError("--drafter needs --target (the model it drafts for)")
+    preset = args.preset
+    if args.target:
+        custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter))
+        preset = CUSTOM
+    elif args.preset not in PRESETS:
+        raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    engine = Engine.load(preset, **load)
+    has_template = bool(getattr(engine.tokenizer, "chat_template", None))
+    chat = {"on": True, "off": False, "auto": engine.chat or (args.target is not None and has_template)}[args.chat]
+    thinking = args.thinking == "on"
+    if args.chat == "on" and not has_template:
+        raise EngineError("--chat on: this tokenizer has no chat template")
+    engine.chat = False  # the prompt is rendered here, the template as asked, then encoded as it is
+    form = (lambda text: render_prompt(engine.tokenizer, text, thinking)) if chat else (lambda text: text)
+    return engine, form, {"chat": chat, "thinking": thinking if chat else None, "models": identities(preset)}

@@ -116,3 +116,21 @@ def test_the_bench_runs_your_own_pair_and_names_its_weights(folders, capsys, tmp
     assert set(report["weights"]) == {"target", "drafter:dflash"} and report["models"]["drafter:dflash"]["revision"] is None
     assert report["weights"]["drafter:dflash"] == report["models"]["drafter:dflash"]["weights_sha256"]
     assert report["prompts"]["format"] == "text" and report["chat"] is False
+
+
+def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, capsys, monkeypatch):
+    import app.main
+    from app.__main__ import main as app_main
+
+    target, drafter = str(folders / "target"), f"dflash={folders / 'dflash'}"
+    monkeypatch.setenv("SPECLAB_ALLOWED_MODELS", target)
+    assert app_main(["--target", target, "--drafter", drafter]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {folders / 'dflash'} not on this server's list of models (SPECLAB_ALLOWED_MODELS)"]
+    monkeypatch.setenv("SPECLAB_ALLOWED_MODELS", f"{target},{folders / 'dflash'}")
+    served = []
+    monkeypatch.setattr(app.main, "build_app", lambda engine, **kw: engine)
+    monkeypatch.setattr(app.main, "launch", lambda engine, **kw: served.append(engine))
+    assert app_main(["--target", target, "--drafter", drafter]) == 0
+    (engine,) = served
+    assert engine.preset == CUSTOM and "dflash" in engine.methods() and engine.chat

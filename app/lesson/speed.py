@@ -323,6 +323,35 @@ def overlap_on(comparison: Comparison) -> bool:
 BUBBLES_WORTH_HIDING = 0.05  # a lane whose bubbles are under this share of its time has little for overlap to hide
 
 
+# How the lesson picks the one prompt its one-prompt figures show (the timeline, the hatched bars, the × marks): one
+# rule for all of them, fixed before anything was measured, so no figure's prompt was picked for how it came out.
+ONE_PROMPT_RULE = "the Compare tab's first example prompt, the one every one-prompt figure of the lesson shows"
+
+
+def one_prompt_words(data: dict) -> str:
+    """Which prompt the timeline shows and by what rule, and where its lanes' speedups sit among the held-out prompts'
+    at temperature 0 (the temperature sweep: their median and the lowest and highest one prompt gave); the rule alone
+    without the sweep."""
+    c: Comparison = data["greedy"]
+    rule = f"The timeline's prompt is {ONE_PROMPT_RULE}, chosen before any measurement."
+    sweep = data.get("temperatures", {}).get("data") if isinstance(data.get("temperatures"), dict) else None
+    rows = (sweep or {}).get("temperatures", {}).get("0.0", {}).get("lanes", {})
+    serial, one_pass = _first_serial_and_one_pass(c)
+    where = []
+    for m in (serial, one_pass):
+        spread, own = rows.get(m, {}).get("speedup_by_prompt"), c.speedup(m) if m else None
+        if not spread or own is None:
+            continue
+        place = ("above every one; their median" if own > spread["max"] else
+                 "below every one; their median" if own < spread["min"] else
+                 f"{above_or_below(own, spread['median'], 0)} their median")
+        where.append(f"{method_label(m)} {own:.2f}× ({place} {spread['median']:.2f}×; range "
+                     f"{spread['min']:.2f}–{spread['max']:.2f}×)")
+    if not where:
+        return rule
+    return f"{rule} Its speedups against the {sweep['num_prompts']} held-out prompts' one by one: {'; '.join(where)}."
+
+
 def dflash_takeaway(data: dict) -> str:
     c: Comparison = data["greedy"]
     serial, one_pass = _first_serial_and_one_pass(c)
@@ -338,7 +367,7 @@ def dflash_takeaway(data: dict) -> str:
             "comparison with overlap on and off (More settings), read on the timeline's gaps and “Where the time "
             "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
             "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books. "
-            + kv_words(data))
+            + one_prompt_words(data) + " " + kv_words(data))
 
 
 def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from .. import lesson
 from ..draw import overlap
 from ..draw.evidence import NAMES_ITS_SOURCES, slide_figure
+from ..draw.layout import PROJECTOR_FONT, PROJECTOR_TITLE_FONT
 from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
                            parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
@@ -42,6 +43,10 @@ from .lesson import LessonHandlers
 PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)
 WIDGET_POINT = 3  # the point whose slide carries the p/q widget: the ceiling 1 − TV
 LIVE_WORDS = "measured live just now"  # a chart redrawn from a live measurement alone
+# The slides whose chart shows one prompt alone, titled with which prompt and the rule that chose it (app/lesson/speed.py
+# ONE_PROMPT_RULE): the same prompt on every one-prompt figure, fixed before anything was measured
+ONE_PROMPT_TITLES = {7: ("One prompt's timeline: the first example prompt",
+                         "the prompt of every one-prompt figure here, fixed before measuring")}
 
 # The Why tab's charts a point may name, each drawn from its recording's data (the tab draws the same: app/tabs/why.py)
 WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-check-plot": lossless_figure,
@@ -65,6 +70,11 @@ def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure |
         figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
+    if point.number in ONE_PROMPT_TITLES:  # a chart of one prompt alone: which, and by what rule
+        title, subtitle = ONE_PROMPT_TITLES[point.number]
+        figure.update_layout(title=dict(text=title, subtitle=dict(text=subtitle, font=dict(size=PROJECTOR_FONT)),
+                                        font=dict(size=PROJECTOR_TITLE_FONT), x=0, xanchor="left", xref="container",
+                                        y=0.98, yanchor="top", yref="container", automargin=True))
     if live and (own is None or point.number not in NAMES_ITS_SOURCES):
         subtitle = figure.layout.title.subtitle.text
         if not figure.layout.title.text:  # a chart with no title of its own (the timeline): the words are its title
@@ -338,7 +348,7 @@ html.present #slides {{ display: flex !important; flex-direction: column; flex-w
 #slides .slide-takeaway .slide-source {{ color: #666; }}
 #slide-bar {{ flex: 0 0 auto; align-items: center; gap: 12px; }}
 #slide-bar button {{ font-size: 18px; }}
-#slide-status {{ font-size: 18px; }}
+#slide-status, #slide-status :is(.note, .status-error, .prose, p, div) {{ font-size: 18px !important; }}
 html.present #token-pin {{ display: none; }}
 .slide-claim h2 {{ border-left: 6px solid {BONUS}; padding-left: .4em; }}
 """

@@ -166,3 +166,17 @@ def test_the_card_is_stamped_with_its_quiet_runs_baseline_and_its_markdown_says_
     assert card_md.read_text() == render_markdown(card)
     assert f"engine build {provenance.short(build_digest())}, by `python -m scripts.record_card` (25 min)" in \
         card_md.read_text()
+
+
+def test_the_recheck_reads_each_recordings_speedups_with_their_stated_ranges(tmp_path):
+    from scripts import record_recheck
+
+    kv = {"format": "x", "data": {"lanes": {"dflash": {"speedup": 1.5, "speedup_interval": {"low": 1.4, "high": 1.7}},
+                                            "dflash_no_features": {"speedup": 0.9}}}}
+    path = tmp_path / "kv.json"
+    path.write_text(json.dumps(kv))
+    found = record_recheck.figures(path)
+    assert found == {"dflash speedup": (1.5, (1.4, 1.7)), "dflash_no_features speedup": (0.9, None)}
+    assert record_recheck.row("kv.json", "dflash speedup", found["dflash speedup"], 1.45).endswith("| 1.45× | inside |")
+    assert record_recheck.row("kv.json", "dflash speedup", found["dflash speedup"], 1.8).endswith("| 1.80× | outside |")
+    assert record_recheck.row("kv.json", "x", (1.0, None), 1.1).endswith("| +10 % |")

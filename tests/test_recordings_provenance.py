@@ -71,7 +71,7 @@ def _changed_line(path: Path) -> None:
 
 def test_a_one_line_engine_change_makes_the_check_fire(tmp_path):
     same, changed = tmp_path / "same", tmp_path / "changed"
-    _copy_inputs(ROOT, same)
+    _copy_inputs(ROOT, same, link=True)
     assert build_digest(same) == build_digest(ROOT), "a copy of the same files is the same build"
     _stamp(same, "assets/lessons/greedy.json")
     _stamp(same, "assets/model_card.json")
@@ -88,7 +88,7 @@ def test_a_one_line_engine_change_makes_the_check_fire(tmp_path):
 
 
 def test_what_decides_no_token_leaves_the_build_alone(tmp_path):
-    _copy_inputs(ROOT, tmp_path)
+    _copy_inputs(ROOT, tmp_path, link=True)
     before = build_digest(tmp_path)
     _stamp(tmp_path, "assets/lessons/greedy.json")  # a recording, a document and training code are not inputs
     (tmp_path / "assets" / "MODEL_CARD.md").write_text("anything")
@@ -102,7 +102,7 @@ def test_what_decides_no_token_leaves_the_build_alone(tmp_path):
 
 
 def test_a_recording_without_provenance_is_stale(tmp_path):
-    _copy_inputs(ROOT, tmp_path)
+    _copy_inputs(ROOT, tmp_path, link=True)
     (tmp_path / "assets" / "lessons").mkdir(parents=True, exist_ok=True)
     (tmp_path / "assets" / "lessons" / "old.json").write_text(json.dumps({"format": "x", "data": {}}))
     assert stale_recordings(tmp_path) == ["assets/lessons/old.json: no provenance (recorded before recordings were "

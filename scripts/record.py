@@ -172,13 +172,15 @@ def record(selected: list[Job], force: bool, log: Log, docs: bool = True) -> int
     log.say(f"recording {len(todo)} of {len(selected)} jobs on build {short(build)}, about "
             f"{minutes(sum(j.estimate_s() for j in todo))}; log: {log.path}")
     failed = []
+    spent = estimated = 0.0  # so far: the estimates of what is left are scaled by how the jobs so far went
     for index, job in enumerate(todo, 1):
         estimate = job.estimate_s()
         log.say(f"[{index}/{len(todo)}] {job.key}: {job.command} (about {minutes(estimate)})")
         started = time.monotonic()
         code = run_job(job, log)
         took = time.monotonic() - started
-        left = sum(j.estimate_s() for j in todo[index:])
+        spent, estimated = spent + took, estimated + estimate
+        left = sum(j.estimate_s() for j in todo[index:]) * spent / estimated
         if code or not job.is_today(build):
             failed.append(job.key)
             log.say(f"[{index}/{len(todo)}] {job.key}: FAILED (status {code}) after {minutes(took)}; its output is in "

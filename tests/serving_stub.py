@@ -132,7 +132,14 @@ class StubHandler(BaseHTTPRequestHandler):
         if self.stub.mode == "garbage":
             self._event("<html>not json</html>")
             return
-        (self._stream_vllm if self.path == "/v1/completions" else self._stream_sglang)(body)
+        with self.stub.lock:
+            self.stub.in_flight += 1
+            self.stub.most_in_flight = max(self.stub.most_in_flight, self.stub.in_flight)
+        try:
+            (self._stream_vllm if self.path == "/v1/completions" else self._stream_sglang)(body)
+        finally:
+            with self.stub.lock:
+                self.stub.in_flight -= 1
 
     def _pieces(self):
         for i, piece in enumerate(self.stub.script.pieces):
@@ -186,6 +193,8 @@ class Stub:
         self.piece_delay_s = piece_delay_s  # a pause before each text piece, as a real server streams
         self.script = script or Script()
         self.requests: list[tuple] = []
+        self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0  # answers being streamed now, and the most at once so far
         self.httpd = QuietServer(("127.0.0.1", 0), StubHandler)
         self.httpd.stub = self  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from app.tabs import device_recordings as shown
+from engine.measure.provenance import build_digest
 from scripts import device_recordings as recorder
 
 from conftest import ROOT
@@ -60,7 +61,11 @@ def test_the_recordings_are_written_marked_and_read_back(written, random_engine)
         doc = json.loads(path.read_text())
         assert doc["device"] == random_engine.device_name and doc["recorded_at"][:2] == "20"
         assert set(doc["versions"]) == {"torch", "transformers"} and doc["size"] == "quick"
+        made = doc["provenance"]  # what made it: engine/measure/provenance.py
+        assert made["build"] == build_digest() and made["command"].endswith(f"--only {path.stem}")
+        assert made["baseline_tokens_per_s"] > 0 and made["threads"] >= 1
     found = shown.device_recordings(out)
+    assert f"engine build {build_digest()[:10]}" in shown.label(found["trees"])
     assert set(found) == {"comparison", "trees", "load"}
     comparison = found["comparison"].item
     assert set(comparison.lanes) == set(comparison.settings["methods"]) and comparison.baseline is not None

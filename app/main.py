@@ -14,7 +14,7 @@ from engine.contract.presets import PRESETS
 from . import runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
-from .hosting import classroom as classes, disk, fairness, page_sessions, presenter as presenting
+from .hosting import classroom as classes, disk, fairness, page_sessions, presenter as presenting, toggles
 from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
 from .hosting.sessions import SessionStore
 from .servers import lanes as server_lanes
@@ -89,12 +89,21 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
         lesson_handlers = lesson.LessonHandlers(compare_handlers, step_handlers, why_handlers, sessions, recordings)
         lesson.wire(lesson.Targets(tabs, lesson_view, compare_view, step_view, why_view), lesson_handlers, demo)
         slides.wire(slide_view, slides.SlideHandlers(recordings, sessions, lesson_handlers), demo)
-        redraw = projector.ChartRedraw(sessions, lambda session, at, token: (
-            *compare_handlers.run.redraw_charts(session), *why_handlers.redraw_panels(session, recordings),
-            *step_handlers.redraw_charts(session, at, token), why_handlers.prediction(session)))
-        projector.wire(projector_toggle, demo, redraw,
-                       [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
-                        step_view.target_plot, why_view.prediction], [step_view.slider, step_view.token])
+        drawings = toggles.ByMode()  # a comparison's charts drawn once per mode (app/hosting/toggles.py)
+
+        def redraw_all(session, at, token):
+            state = sessions.get(session)
+            return (*drawings.get((state.last,), state.projector, (), lambda: compare_handlers.run.redraw_charts(
+                session)), *why_handlers.redraw_panels(session, recordings),
+                *drawings.get((state.shown,), state.projector, (repr(at)[:40], repr(token)[:200]),
+                              lambda: step_handlers.redraw_charts(session, at, token)),
+                why_handlers.prediction(session))
+
+        charts = [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
+                  step_view.target_plot, why_view.prediction]
+        redraw = toggles.LimitedRedraw(sessions, redraw_all, outputs=len(charts))  # toggles limited per session, address
+        projector.wire(projector_toggle, demo, redraw, charts, [step_view.slider, step_view.token])
+        demo.speclab_toggles, demo.speclab_drawings = redraw, drawings
     demo.queue(max_size=queue_size)
     presenter = presenting.Presenter(presenter_key)
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy

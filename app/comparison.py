@@ -9,6 +9,7 @@ a saved comparison", the Step-through tab). Torch-free.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -101,6 +102,8 @@ class Comparison:
     preset: str = ""
     versions: dict = field(default_factory=dict)
     recorded_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    # server lane -> its answer's figures, each the server's own report (app/servers/claims.py lane_figures)
+    servers: dict = field(default_factory=dict)
 
     @classmethod
     def of_steps(cls, settings: dict, steps: dict[str, list[Step]], drafters: dict[str, str] | None = None,
@@ -251,7 +254,8 @@ class Comparison:
                            "run_rates": {m: [list(r) for r in lane.run_rates] for m, lane in self.lanes.items()},
                            "engine_share": {m: lane.engine_share for m, lane in self.lanes.items()
                                             if lane.engine_share is not None},
-                           "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()}},
+                           "lanes": {m: [s.to_dict() for s in lane.steps] for m, lane in self.lanes.items()},
+                           **({"servers": self.servers} if self.servers else {})},
                           ensure_ascii=False)
 
 
@@ -345,7 +349,7 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
              for m, trace in steps.items()}
     comparison = Comparison(settings=settings, lanes=lanes, device=_word(doc.get("device")),
                             preset=_word(doc.get("preset")), versions=_words(doc.get("versions")),
-                            recorded_at=_word(doc.get("recorded_at")))
+                            recorded_at=_word(doc.get("recorded_at")), servers=_servers(doc.get("servers")))
     check_consistent(comparison)
     return comparison
 
@@ -464,6 +468,26 @@ def _rates(value) -> dict[str, tuple]:
         if len(pairs) == len(runs) and all(rates[1] is not None for rates in pairs):
             found[method] = tuple(pairs)
     return found
+
+
+def _servers(value) -> dict[str, dict]:
+    """A file's server lanes, each kept as the server's report: short words, finite numbers, lists of counts."""
+    if not isinstance(value, dict):
+        return {}
+
+    def plain(v):
+        if isinstance(v, bool) or v is None:
+            return v
+        if isinstance(v, (int, float)):
+            return v if math.isfinite(v) else None
+        if isinstance(v, str):
+            return v[:MAX_WORD_CHARS]
+        if isinstance(v, list):
+            return [plain(x) for x in v[:64] if isinstance(x, (int, float, str)) and not isinstance(x, bool)]
+        return None
+
+    return {_word(name): {_word(k): plain(v) for k, v in list(figures.items())[:40]}
+            for name, figures in list(value.items())[:16] if isinstance(figures, dict)}
 
 
 def _shares(value) -> dict[str, float]:

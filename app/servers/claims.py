@@ -85,3 +85,19 @@ def number(value: float | None, digits: int = 2) -> str:
     if not math.isfinite(value):
         return "not a number" if math.isnan(value) else "infinite"
     return f"{value:.{digits}f}"
+
+
+def lane_figures(lane) -> dict:
+    """One server lane's answer as a comparison file keeps it (its "servers" block): what this client measured and
+    what the server counted, every figure the server's own report, with the checks' findings."""
+    spec = lane.spec
+    figures = {"source": "server", "shown_as": CLAIM, "kind": lane.kind, "state": lane.state, "error": lane.error,
+               "tokens": lane.num_tokens, "tokens_per_s": lane.tokens_per_s, "ttft_s": lane.ttft_s,
+               "tpot_s": lane.tpot_s, "timing_from": lane.timing_from}
+    if spec is not None:
+        figures.update(steps=spec.num_steps, accepted=spec.num_accepted, drafted=spec.num_drafted, tau=spec.tau,
+                       acceptance_rate=spec.acceptance_rate, reported_tau=spec.reported_tau,
+                       reported_rate=spec.reported_rate,
+                       histogram=None if spec.histogram is None else list(spec.histogram),
+                       problems=figure_problems(spec))
+    return figures

@@ -4,7 +4,8 @@ Pure functions from app/servers/client.py's plain results to HTML (the page's ow
 tokens), then the Gradio part: one box per server in the Compare tab's row of lanes, a handler that asks
 every server when Run is pressed (on the same prompt, temperature, seed and max new tokens), and a button
 on the About tab that reads each server's /metrics. Only the operator names servers (`--server`); nothing
-here takes an address from the page. Server lanes are not part of saved comparisons or share links.
+here takes an address from the page. A comparison's download carries the server lanes' figures that had ended
+(its "servers" block, marked as the server's own report); share links and recordings do not.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import gradio as gr
 
 from ..settings import PARSERS, SettingError
 from ..draw.render import visible
-from .claims import CLAIM, counter_problems, figure_problems, number, percent
+from .claims import CLAIM, counter_problems, figure_problems, lane_figures, number, percent
 from .client import ServerCounters, ServerLaneResult, ServerRun, ServerSpec, SpecFigures, Timeouts, read_counters
 from ..draw.theme import ACCEPTED, UNVERIFIED
 
 REDRAW_EVERY_S = 0.5  # server lanes redraw at most this often (the local lane being measured shares the cores)
+KEPT_SESSIONS = 256  # sessions whose latest server answers are kept for their download
 MAX_TIMELINE_STEPS = 400  # the step timeline shows the first steps only, past this many
 ENGINE_LABELS = {"vllm": "vLLM server", "sglang": "SGLang server", "auto": "server"}
 CANNOT_SEE = ("A server reports counts, not tokens: which tokens were drafted, and which the target rejected, "
@@ -177,6 +179,7 @@ class ServerLaneHandlers:
     def __init__(self, specs: list[ServerSpec], timeouts: Timeouts = Timeouts()):
         self.specs, self.timeouts = list(specs), timeouts
         self.running: dict[str, ServerRun] = {}  # by browser session, only while a run lasts
+        self.latest: dict[str, ServerRun] = {}  # by browser session: its latest run, for the comparison's download
 
     def settings(self, prompt, temperature, max_new_tokens, seed) -> tuple[str, dict]:
         """The comparison's own checks (app/links.py); SettingError names the first bad value."""
@@ -192,6 +195,10 @@ class ServerLaneHandlers:
             return
         session = getattr(request, "session_hash", None) or "anonymous"
         run = self.running[session] = ServerRun(self.specs, text, settings, self.timeouts)
+        self.latest.pop(session, None)
+        self.latest[session] = run
+        while len(self.latest) > KEPT_SESSIONS:  # the oldest sessions' runs go first
+            self.latest.pop(next(iter(self.latest)))
         try:
             shown = None
             while True:
@@ -206,6 +213,12 @@ class ServerLaneHandlers:
         finally:
             run.stop.set()
             self.running.pop(session, None)
+
+    def figures(self, session: str | None) -> dict:
+        """The session's latest server answers that have ended, by server, as a comparison file keeps them."""
+        run = self.latest.get(session or "anonymous")
+        return {} if run is None else {lane.name: lane_figures(lane) for lane in run.lanes
+                                       if lane.state not in ("waiting", "running")}
 
     def stop(self, request: gr.Request):
         run = self.running.get(getattr(request, "session_hash", None) or "anonymous")

@@ -559,6 +559,7 @@ class RunController:
         self.engine, self.views, self.replays, self.sessions = engine, views, replays, sessions
         self.run_lanes = run_lanes
         self.max_run_s = max_run_s
+        self.servers = None  # the server lanes (app/servers/lanes.py ServerLaneHandlers), where the page has any
 
     def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
         """The comparison so far: ended lanes with their summaries, the running one without."""
@@ -739,7 +740,9 @@ class RunController:
         state = self.sessions.peek(request.session_hash)
         if state is None or state.last is None:
             return gr.update(visible=False)
-        return gr.update(value=str(download_path(state.last.to_json())), visible=True)
+        comparison = state.last if self.servers is None else \
+            replace(state.last, servers=self.servers.figures(request.session_hash))  # marked as the server's report
+        return gr.update(value=str(download_path(comparison.to_json())), visible=True)
 
     def open_saved(self, data, show_drafts, request: gr.Request):
         """Show a saved comparison exactly as it was recorded, without running any model. (Files are opened one
@@ -896,6 +899,7 @@ def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
     app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any."""
     handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key)
+    handlers.run.servers = servers
     views = handlers.views
     view = layout(views.methods, views.defaults, views.drafters, block_most(views.methods, views.caps),
                   servers.specs if servers else ())

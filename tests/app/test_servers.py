@@ -5,7 +5,9 @@ local lane."""
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import replace
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -308,3 +310,29 @@ def test_counters_that_cannot_be_true_are_shown_as_the_servers_claim():
                            tokens_per_s=10.0, timing_from="client", spec=figures, error=None, note=None)
     page = server_lane_html(lane)
     assert f"accepted / drafted ({CLAIM}) <b>150%</b>" in page and "srv-claim" in page
+
+
+def test_a_comparisons_download_carries_the_server_lanes_figures_as_the_servers(random_engine):
+    """The server lanes' ended answers go into the comparison file's "servers" block, each marked as the server's
+    report with its checks' findings, and read back from the file as they were written."""
+    from app.comparison import read_comparison
+    from app.servers.claims import CLAIM
+
+    script = Script()
+    with Stub("vllm", script=script) as stub:
+        handlers = ServerLaneHandlers([parse_server(f"v={stub.url}"), parse_server(f"down={closed_port()}")], FAST)
+        request = SimpleNamespace(session_hash="s1")
+        list(handlers.run("def add(a, b):", 0, 12, 0, request))
+    figures = handlers.figures("s1")
+    want = expected(script)
+    assert figures["v"]["source"] == "server" and figures["v"]["shown_as"] == CLAIM and figures["v"]["problems"] == []
+    assert figures["v"]["tau"] == pytest.approx(float(want["tau"])) and figures["v"]["accepted"] == sum(
+        script.per_step_accepted)
+    assert figures["down"]["state"] == "error" and "connection refused" in figures["down"]["error"]
+    assert handlers.figures("another session") == {}
+    from compare_support import comparison_of
+
+    comparison = comparison_of(random_engine, ["baseline"])
+    assert "servers" not in comparison.to_json()  # no server lanes: no block
+    saved = replace(comparison, servers=figures).to_json()
+    assert read_comparison(saved).servers == json.loads(saved)["servers"] == json.loads(json.dumps(figures))

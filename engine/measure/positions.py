@@ -112,7 +112,7 @@ def by_position(engine, prompts: list[str], lanes: list[Lane] | None = None, bin
     lengths = [len(engine.encode_prompt(p)) for p in prompts]
     out = []
     for lane in lanes:
-        runs, walls, trains, verifies, drafts = [], [], [], [], []
+        runs, walls, trains, verifies, drafts, cpus = [], [], [], [], [], []
         for i, (prompt, n) in enumerate(zip(prompts, lengths)):
             room = engine.context_length - n
             config = config_of(engine, lane, min(room, max_new_tokens or room), temperature)
@@ -124,6 +124,7 @@ def by_position(engine, prompts: list[str], lanes: list[Lane] | None = None, bin
             trains.append(sum(r[4] for r in rows))
             verifies.append(result.summary.verify_s)
             drafts.append(result.summary.draft_s)
+            cpus.append(result.summary.cpu_s or 0.0)
             check_stop(stop)
             if progress is not None:
                 progress(f"{lane.name}: prompt {i + 1}/{len(prompts)}, {len(result.output_ids)} tokens, "
@@ -132,10 +133,22 @@ def by_position(engine, prompts: list[str], lanes: list[Lane] | None = None, bin
         out.append({"name": lane.name, "method": lane.method, "option": lane.option, "trained_window": window,
                     "drafter_window": config_of(engine, lane, 1).drafter_window,
                     "seconds": {"wall": round(sum(walls), 3), "draft": round(sum(drafts), 3),
-                                "verify": round(sum(verifies), 3), "train": round(sum(trains), 3)},
+                                "verify": round(sum(verifies), 3), "train": round(sum(trains), 3),
+                                "cpu": round(sum(cpus), 3)},  # the runs' CPU time (the CPU only): steadier when busy
                     **lane_summary(runs, lengths, window, bin_size)})
     return {"bin": bin_size, "prompts": len(prompts), "context": engine.context_length, "temperature": temperature,
             "prompt_tokens": sorted(lengths), "lanes": out}
+
+
+def lesson_measurement(engine, prompts: list[str], lanes: list[tuple[str, str]] | None = None, bin_size: int = BIN,
+                       stop=None) -> dict:
+    """The lesson's recipe (app/lesson/long.py): `by_position` over (method, option) lanes as a lesson measurement
+    (engine/measure/lesson.py), the lanes every feature drafter here under every option by default."""
+    from .lesson import measurement
+
+    chosen = default_lanes(engine.methods()) if lanes is None else \
+        [Lane(m, o) for m, o in lanes if m in engine.methods()]
+    return measurement(by_position(engine, prompts, chosen, bin_size, stop=stop), engine.device_name)
 
 
 def table(data: dict) -> str:

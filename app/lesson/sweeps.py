@@ -64,7 +64,8 @@ def _too_few_words(data: dict, short: bool = False) -> str:
         return ""
     live, shown = _tau_moves(data), _tau_moves({"temperatures": record})
     held = TAU_MOVES["holds"]
-    if held not in live or set(shown) == {held}:
+    hidden = set(live.get(held, ())) - set(shown.get(held, ()))  # lanes whose τ moved over the recording's prompts only
+    if not hidden or item["data"]["num_prompts"] >= record["data"]["num_prompts"]:
         return ""
     moved = "; ".join(f"{how} for {', '.join(names)}" for how, names in shown.items() if how != held)
     wide = _interval_widths(data) / _interval_widths({"temperatures": record})
@@ -111,6 +112,13 @@ def temperature_slide(data: dict) -> str:
     taus = ", ".join(f"{how} for {', '.join(names)}" for how, names in _tau_moves(data).items())
     too_few = _too_few_words(data, short=True)  # a live run too small to show τ move: says so in τ's place
     speed = _speedup_words(low, high, lanes)
+    if speed and data["temperatures"].get("live"):  # a few prompts run once: how far one prompt alone went
+        spread = [row["speedup_by_prompt"] for end in (low, high) for m in lanes
+                  if isinstance(row := end["lanes"][m], dict) and row.get("speedup_by_prompt")]
+        n = data["temperatures"]["data"]["num_prompts"]
+        if spread:
+            speed += (f" (each of {n} prompts run once; one prompt alone gave "
+                      f"{min(s['min'] for s in spread):.2f}–{max(s['max'] for s in spread):.2f}×)")
     expected = [100 * high["lanes"][m]["expected_acceptance"]["mean"] for m in lanes]
     apart = max(abs(round(100 * high["lanes"][m]["expected_acceptance"]["mean"])
                     - round(100 * high["lanes"][m]["one_minus_tv"]["mean"])) for m in lanes)

@@ -81,7 +81,8 @@ def run_live(handlers, point, monkeypatch):
     else:
         recorded = lesson.recorded()[point.recording]
         fake = lesson.measurement(moved(recorded["data"]), "cpu (test)")
-        monkeypatch.setattr(lesson, MEASURE[point.recording], lambda engine, *a, stop=None: fake)
+        measure = MEASURE.get(point.recording, f"measure_{point.recording}_live")  # a point's own, by that name
+        monkeypatch.setattr(lesson, measure, lambda engine, *a, stop=None: fake)
     handlers.on_press(point.number, visitor)
     *_, last = handlers.run_live(point.number, visitor)
     assert "measured live" in str(last[4]), last[4]
@@ -91,6 +92,8 @@ def run_live(handlers, point, monkeypatch):
 @pytest.mark.parametrize("number", [p.number for p in lesson.POINTS])
 def test_no_panel_says_live_over_a_recorded_number(handlers, number, monkeypatch):
     point = lesson.POINTS[number - 1]
+    if point.recording not in lesson.recorded():
+        pytest.skip(f"point {number}'s recording is not in assets/lessons/ yet")
     _, recorded_figure, _, _, _ = handlers.slide(number, dict(handlers.recordings))
     _, figure, _, takeaway, _ = run_live(handlers, point, monkeypatch)
     before = {key: numbers for key, _, numbers in marks(recorded_figure)}

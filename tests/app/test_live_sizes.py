@@ -395,6 +395,11 @@ def test_the_live_temperature_sweep_never_says_tau_rises_where_the_recording_has
     assert f"cannot be seen to move on {n} prompts" in words and f"over its {n0}, τ falls for" in words, words
     assert f"This live run's {n} prompts are too few to show τ move" in full and "falls for" in full, full
     assert "cannot be seen" not in lesson.temperature_slide(lesson.recorded())
+    # its speedups, each prompt run once, come with how far one prompt alone went
+    spread = [row["speedup_by_prompt"] for t in sweep["temperatures"].values() for m, row in t["lanes"].items()
+              if m in METHOD_REGISTRY]
+    assert (f"each of {n} prompts run once; one prompt alone gave {min(s['min'] for s in spread):.2f}–"
+            f"{max(s['max'] for s in spread):.2f}×") in words, words
 
 
 def test_the_temperature_point_words_the_speedup_at_each_end_from_its_sweep():

@@ -72,9 +72,15 @@ def step_rows(result) -> list[tuple[int, int, int, int, float]]:
 
 
 def _interval(runs: list[list[tuple]], keep, numerator: int, denominator: int) -> dict | None:
+    """Acceptance: Σ accepted / Σ verified over the prompts, its interval kept within 0..1."""
     nums = [sum(r[numerator] for r in rows if keep(r)) for rows in runs]
     dens = [sum(r[denominator] for r in rows if keep(r)) for rows in runs]
-    return interval_row(nums, dens) if sum(dens) else None
+    return _within(interval_row(nums, dens), 0.0, 1.0) if sum(dens) else None
+
+
+def _within(row: dict, low: float, high: float) -> dict:
+    """An interval cut to what its figure can be (τ is at least 1, an acceptance at most 1)."""
+    return {**row, "low": max(low, row["low"]), "high": min(high, row["high"])}
 
 
 def lane_summary(runs: list[list[tuple]], prompt_lengths: list[int], window: int | None, bin_size: int) -> dict:
@@ -99,7 +105,7 @@ def lane_summary(runs: list[list[tuple]], prompt_lengths: list[int], window: int
 def _tau(runs: list[list[tuple]], keep) -> dict | None:
     nums = [sum(r[3] for r in rows if keep(r)) for rows in runs]
     dens = [sum(1 for r in rows if keep(r)) for rows in runs]
-    return interval_row(nums, dens) if sum(dens) else None
+    return _within(interval_row(nums, dens), 1.0, float("inf")) if sum(dens) else None
 
 
 def by_position(engine, prompts: list[str], lanes: list[Lane] | None = None, bin_size: int = BIN,

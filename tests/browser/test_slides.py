@@ -245,3 +245,17 @@ def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_
     open_tab(page, "Step through", room=True)  # the run goes on: what it draws is on Compare
     projector(page, False)
     readable(page, "Step through", 11)
+
+
+def test_a_slides_live_status_reads_at_18_px(page, random_app):
+    """Run it live on a slide: its status line says it measured live, at least 18 px, as the rest of the slide."""
+    page.goto(f"{random_app}?lesson=2&present=1")
+    shown(page, 2)
+    page.click("#slide-live")
+    page.wait_for_function("() => /measured live|⚠/.test(document.querySelector('#slide-status')?.innerText || '')",
+                           timeout=60_000)
+    status = page.evaluate("""() => [...document.querySelectorAll('#slide-status *')].filter(el => el.innerText?.trim()
+                                  && ![...el.children].some(c => c.innerText?.trim()))
+                                  .map(el => [el.innerText.trim(), parseFloat(getComputedStyle(el).fontSize)])""")
+    assert status and all(size >= 18 for _, size in status), status
+    assert any("measured live" in text for text, _ in status), status

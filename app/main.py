@@ -111,6 +111,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane,
                          classroom)
     sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
+    door.at_once_limits.append(demo.speclab_toggles.door_check)  # a toggle past its limit, refused at the door
     job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
     fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
     compare_handlers.run.where = lambda session: fairness.place_of(demo._queue, session, job_s)

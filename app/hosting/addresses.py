@@ -112,6 +112,12 @@ class TokenBuckets:
         self.burst, self.rate, self.capacity, self.clock = burst, rate, capacity, clock
         self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, when counted)
 
+    def peek(self, key: str) -> float:
+        """The seconds until `key` has a token (0: it has one now), taking none."""
+        tokens, then = self.buckets.get(key, (self.burst, self.clock()))
+        tokens = min(self.burst, tokens + (self.clock() - then) * self.rate)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+
     def take(self, key: str) -> float:
         """Take one token for `key`: 0 when there was one, else the seconds until there is."""
         now = self.clock()

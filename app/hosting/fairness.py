@@ -123,6 +123,9 @@ class Door:
                  own_lane: bool = True, classroom=None):
         self.blocks, self.budget_s, self.own_lane = blocks, budget_s, own_lane
         self.classroom = classroom  # app/hosting/classroom.py: a class's members counted apart (None: by address)
+        # (block function, scope, request) -> (status, line[, retry-after]) refusing an event answered at once
+        # (not queued) before Gradio reads it, or None (app/hosting/toggles.py: a toggle past its limit)
+        self.at_once_limits: list[Callable[[object, dict, dict], tuple | None]] = []
         self.is_presenter = presenter or (lambda scope: False)
         self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -281,7 +284,8 @@ class QueueDoor:
         if fn.fn is None:
             return 400, SCRIPT_ONLY.format(value=index)
         if path != JOIN:
-            return None
+            return next((refusal for limit in self.door.at_once_limits
+                         if (refusal := limit(fn, scope, request)) is not None), None)
         return self.place(fn, request.get("data"), scope)
 
     def place(self, fn, data, scope: dict):

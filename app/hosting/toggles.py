@@ -10,13 +10,15 @@ one address held the web process's memory up by a GB and slowed everyone's runs.
 - **one drawing at a time**: toggles that do need a drawing take turns (DRAWING_AT_ONCE), so a flood queues instead
   of holding many drawings in memory at once, and what a drawing freed goes back to the system after it;
 - **limited**: a session may toggle SESSION_BURST times at once, then SESSION_RATE a second; an address ADDRESS_BURST
-  and ADDRESS_RATE (app/hosting/addresses.py TokenBuckets). Past either, the mode still changes (the page's own
-  styles follow it at once) but the server draws nothing: the charts keep their last drawing until a toggle within
-  the limit.
+  and ADDRESS_RATE (app/hosting/addresses.py TokenBuckets). Past either, the toggle is answered in one line at the
+  door, before Gradio reads it (`door_check`), and the server draws nothing: the page's own styles follow the mode
+  at once, the charts keep their last drawing until a toggle within the limit. (Called directly, past a limit the
+  handler records the mode and draws nothing.)
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -27,11 +29,13 @@ import gradio as gr
 
 from ..draw.projector import ChartRedraw
 from . import memory
-from .addresses import TokenBuckets
+from .addresses import TokenBuckets, client_address
 
 SESSION_BURST, SESSION_RATE = 6, 0.5  # a presenter switching the room's mode a few times, then once every 2 s
 ADDRESS_BURST, ADDRESS_RATE = 60, 2.0  # a class behind one address, each switching a time or two
 DRAWING_AT_ONCE = 1
+TOO_MANY = ("SpecLab: projector mode was switched too often from here; the charts follow again in {s} s (the page's "
+            "own layout already has).")
 KEPT = 32  # drawings kept (each one comparison's charts in one mode)
 
 
@@ -87,6 +91,20 @@ class LimitedRedraw(ChartRedraw):
     sessions_limit: TokenBuckets = field(default_factory=lambda: TokenBuckets(SESSION_BURST, SESSION_RATE))
     addresses_limit: TokenBuckets = field(default_factory=lambda: TokenBuckets(ADDRESS_BURST, ADDRESS_RATE))
     refused: list = field(default_factory=lambda: [0])  # toggles past a limit so far (the reliability script)
+
+    def door_check(self, fn, scope: dict, request: dict):
+        """For the queue's door (app/hosting/fairness.py Door.at_once_limits): a toggle whose session or address has
+        no toggle left is answered in one line before Gradio reads it, so a flood costs the server next to nothing
+        (its mode changes in the page, not on the server, until a toggle within the limit)."""
+        if getattr(fn.fn, "__self__", None) is not self:
+            return None
+        session = request.get("session_hash")
+        wait = max(self.sessions_limit.peek(session if isinstance(session, str) else ""),
+                   self.addresses_limit.peek(client_address(scope)))
+        if not wait:
+            return None
+        self.refused[0] += 1
+        return 429, TOO_MANY.format(s=math.ceil(wait)), max(1, math.ceil(wait))
 
     def on_toggle(self, on, step, token, request: gr.Request):
         session = request.session_hash

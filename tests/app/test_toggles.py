@@ -77,3 +77,26 @@ def test_a_kept_drawing_does_not_keep_its_comparison_alive():
     del comparison
     gc.collect()
     assert all(ref() is None for refs, _ in drawings._items.values() for ref in refs)
+
+
+def test_a_toggle_past_its_limit_is_refused_in_one_line_before_gradio_reads_it(built):
+    import json
+
+    from app.hosting.fairness import QueueDoor
+    from test_fairness import one_line, serve_body
+    from test_visitors import Inner, request
+
+    handler = built.speclab_toggles
+    index = next(i for i, fn in built.fns.items() if getattr(fn.fn, "__self__", None) is handler)
+    inner = Inner(b'{"data": []}')
+
+    def send(session: str) -> tuple[int, bytes]:
+        body = json.dumps({"data": [True, 0, None], "fn_index": index, "session_hash": session}).encode()
+        return serve_body(QueueDoor(inner, built.speclab_door), request("/gradio_api/run/predict", method="POST",
+                                                                        client="192.0.2.50"), body)
+
+    for _ in range(toggles.SESSION_BURST):
+        handler.sessions_limit.take("at-the-door")  # the session's toggles, spent
+    status, body = send("at-the-door")
+    assert status == 429 and "switched too often" in one_line(body) and inner.calls == 0
+    assert send("another-session")[0] == 200 and inner.calls == 1

@@ -329,7 +329,7 @@ def test_a_comparisons_download_carries_the_server_lanes_figures_as_the_servers(
     assert figures["v"]["tau"] == pytest.approx(float(want["tau"])) and figures["v"]["accepted"] == sum(
         script.per_step_accepted)
     assert figures["down"]["state"] == "error" and "connection refused" in figures["down"]["error"]
-    assert handlers.figures("another session") == {}
+    assert handlers.figures("a browser that ran nothing") == {}
     from compare_support import comparison_of
 
     comparison = comparison_of(random_engine, ["baseline"])

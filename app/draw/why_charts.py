@@ -231,8 +231,9 @@ def temperature_tau_figure(sweep: dict) -> go.Figure:
                                  hovertemplate="%{y:.2f}× (one prompt alone: %{customdata[0]:.2f}–"
                                                "%{customdata[1]:.2f}×)<extra>%{fullData.name}</extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#999", width=1))
-    _small_layout(fig, "τ and speedup against temperature (95 % intervals; H: the target's mean entropy, nats)", "",
-                  "")
+    _small_layout(fig, "τ and speedup against temperature", "", "")
+    fig.update_layout(title_subtitle_text="τ: 95 % intervals; H: the target's mean entropy, nats",
+                      margin_t=90)  # the subtitle above the panels' own titles
     fig.update_xaxes(tickvals=xs, ticktext=labels, row=1, col=1)
     fig.update_xaxes(tickvals=xs, ticktext=[f"T = {t:g}" for t in xs], row=1, col=2)
     fig.update_yaxes(rangemode="tozero")

@@ -280,20 +280,26 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     if (share := comparison.server_busy(method)) is not None:  # the page lagged behind the engine: a busy server
         extra.append(_chip("engine", f"{share * 100:.0f}%", SERVER_BUSY_WORDS.format(share=share * 100)).replace(
             "</b></span>", '</b> <span class="tag">busy server</span></span>', 1))
-    if summary.batch_tokens_per_s is not None:  # this request ran among others: what the whole batch wrote
+    throughput = []  # this request ran among others: what the whole batch wrote (beside the speedup that divides it)
+    if summary.batch_tokens_per_s is not None:
         batch = max(s.batch_size for s in steps)
-        extra.append(_chip("batch tokens/s", f"{summary.batch_tokens_per_s:.0f}",
-                           f"every request of the batch of {batch} (this one and {batch - 1} held-out prompts, each "
-                           "replaced as it finishes): their new tokens per second of this request's wall time"))
+        throughput.append(_chip("batch tokens/s", f"{summary.batch_tokens_per_s:.0f}",
+                                f"every request of the batch of {batch} (this one and {batch - 1} held-out prompts, "
+                                "each replaced as it finishes): their new tokens per second of this request's wall "
+                                "time"))
+    mine = ("your request's own new tokens / its measured wall time among the others, prefill included" if
+            throughput else "new tokens / measured wall time, prefill included")
     return '<div class="chips">' + "".join([
         _chip("τ", f"{summary.tau:.2f}", "mean tokens committed per step (accepted drafts + the bonus)"),
         _chip("α", f"{summary.alpha:.2f}", "mean accepted drafted tokens per step"),
-        _chip("tokens/s", f"{summary.tokens_per_s:.0f}", "new tokens / measured wall time, prefill included"),
+        _chip("tokens/s", f"{summary.tokens_per_s:.0f}", mine),
+        *(throughput if clock == "batch" else []),
         mark(_chip("speedup", speedup, f"{later}{_speedup_words(comparison, method, clock)}{timed}{spread_words}"),
              tag),
         *beside,  # the other clock's speedup, next to this one
         _chip("steps", str(summary.num_steps), "target verify forwards after the prefill"),
         *extra,
+        *(throughput if clock != "batch" else []),
     ]) + "</div>"
 
 

@@ -118,6 +118,8 @@ def test_under_load_the_headline_is_the_batchs_throughput_over_the_baselines_at_
         mine = comparison.lanes[method].summary
         shown = float(re.search(r"speedup <b>(\d+\.\d\d)×", lanes[method]).group(1))
         assert shown == pytest.approx(mine.batch_tokens_per_s / base, abs=0.006)
+        labels = re.findall(r'<span class="chip[^"]*" title="[^"]*">([^<]*?) <b>', lanes[method])
+        assert labels.index("speedup") == labels.index("batch tokens/s") + 1  # beside the figure it divides
         # one request's own tokens/s is another measure: said as such in the hover, never as a second chip
         latency = comparison.speedup(method, "wall")
         assert f"gives {latency:.2f}×" in html.unescape(SPEEDUP.search(lanes[method]).group(1))

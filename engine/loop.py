@@ -90,15 +90,30 @@ class Engine:
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
         self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
-        # the target's fused forward (engine/target.py), built after the CPU layout above; None: transformers' own
-        self.fused_target = FusedQwen3(target) if FusedQwen3.supports(target) else None
+        # the target's fused forward (engine/target.py), built on first use (fused_target), after the CPU layout above
+        self._fused_target: FusedQwen3 | None = None
+        self._fuses = FusedQwen3.supports(target)
         # On CUDA every verify runs at one fixed width (every row computed by the same kernels whatever the lane, and
         # replayable as a CUDA graph); on the CPU each verify costs by its rows, so it runs exactly the rows it has.
         # fixed_width True or False asks for one or the other anywhere (the fused forward computes both).
         fixed = device.type == "cuda" if fixed_width is None else fixed_width
-        self.verify_width = VERIFY_WIDTH if fixed and self.fused_target is not None else None
+        self.verify_width = VERIFY_WIDTH if fixed and self._fuses else None
         self.cuda_graphs = graphs_wanted(cuda_graphs, device) and self.verify_width is not None
         self._graphed: GraphedVerifies | None = None  # captured before the runs that need them, over one shared cache
+
+    @property
+    def fused_target(self) -> FusedQwen3 | None:
+        """The target's fused forward (engine/target.py), or None where transformers' own computes it. Built on first
+        use, never at load: on ZeroGPU the app's process loads the weights and a GPU call's worker runs them, and
+        weights joined in the app's process would each go to the GPU twice (`spaces` moves every tensor apart, a
+        view and the tensor it views alike); joined in the worker, the model's own become views of them."""
+        if self._fused_target is None and self._fuses:
+            self._fused_target = FusedQwen3(self.target)
+        return self._fused_target
+
+    @fused_target.setter
+    def fused_target(self, fused: FusedQwen3 | None) -> None:
+        self._fused_target, self._fuses = fused, fused is not None
 
     @classmethod
     def load(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_dir: str | None = None,

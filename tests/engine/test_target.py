@@ -273,3 +273,19 @@ def test_on_cuda_a_masked_verify_calls_one_kernel_sdpa_fuses(model, monkeypatch)
     for heads, kv_heads, mask, kwargs in calls:
         if mask is None:
             assert kwargs["enable_gqa"] == (heads != kv_heads) and kwargs["is_causal"]
+
+
+def test_the_engine_joins_the_targets_weights_at_its_first_run_never_at_load(tokenizer):
+    """On ZeroGPU the app's process loads the weights and a GPU call's worker runs them: weights joined at load
+    would each be moved to the GPU twice (a view apart from what it views), so the engine joins them on first use,
+    in the process that runs them."""
+    from engine.contract.types import GenerationConfig
+    from engine.loop import Engine
+
+    engine = Engine(tiny_qwen3(len(tokenizer)), tokenizer, {}, torch.device("cpu"), preset="random",
+                    fixed_width=True)
+    assert engine._fused_target is None and engine.verify_width is not None  # the width known, nothing joined
+    assert engine.methods() and engine.drafter_label("baseline")  # what the page reads before a run joins nothing
+    assert engine._fused_target is None
+    engine.generate("def f(x):\n", GenerationConfig(method="baseline", max_new_tokens=2))
+    assert isinstance(engine._fused_target, FusedQwen3) and engine.fused_target is engine._fused_target

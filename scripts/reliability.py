@@ -21,9 +21,14 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
   distinct runs from 35 addresses, each one's seconds to its place and expected start; Stop on a waiting run; a
   running visitor's Stop and last result after 70 fresh sessions.
 - disk: 100 uploads of 9.9 MB from 8 addresses; the folders of uploads and downloads before and after.
+- upload_flood: 16 addresses uploading 9.9 MB files for 10 s (`--flood-s`); then the seconds until a new visitor's
+  upload is kept, and whether a download offered before the flood is still served.
+- toggle_flood: 150 projector toggles (`--toggles`) from one address on an opened 9.9 MB comparison; the server's
+  memory at rest, at its peak and after; another visitor's default comparison alone and beside the toggles.
 - lessons: 35 visitors opening each lesson point's link together, and two of its slides; p95 seconds each.
 
-`--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk, lessons).
+`--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk, lessons,
+upload_flood, toggle_flood).
 """
 
 from __future__ import annotations
@@ -502,6 +507,109 @@ def disk(app: App, uploads: int = 100, addresses: int = 8, size: int = 9_900_000
             "folders_mb_before": before, "folders_mb_after": after}
 
 
+def upload_flood(app: App, seconds: float = 10.0, addresses: int = 16, size: int = 9_900_000) -> dict:
+    """`addresses` addresses uploading files of `size` bytes as fast as they are let for `seconds`; then a new visitor
+    tries every 5 s: the seconds after the flood's end until its upload is kept. A download offered before the flood
+    (a recorded link's) is fetched again after it."""
+    from urllib.parse import urlencode
+
+    from scripts.app_load import PROMPT, at_once, open_link
+
+    query = urlencode({"prompt": PROMPT, "methods": "baseline,eagle3", "max_new_tokens": 16})
+    open_link(app, query)  # the lecturer, before class: the server records the run
+    open_link(app, query, session="offered")  # a visitor of the recorded link, offered its download
+    offered = _offered_download(app.call(app.fn_index(api_name="offer_download"), [], session="offered"))
+    before = folders_mb()
+    ends = time.monotonic() + seconds
+
+    def flooder(i: int) -> list[int]:
+        statuses = []
+        with httpx.Client(timeout=600) as client:
+            while time.monotonic() < ends:
+                data = f"{{{i} {len(statuses)}".encode() + b" " * (size - 16) + b"}"  # each file its own content
+                answer = client.post(f"{app.base}/{API}/upload", files={"files": (f"f{i}.json", data)},
+                                     headers={"x-forwarded-for": f"10.6.0.{i + 1}"})
+                statuses.append(answer.status_code)
+                if answer.status_code == 429:
+                    time.sleep(0.5)
+        return statuses
+
+    statuses = [s for r in at_once([lambda i=i: flooder(i) for i in range(addresses)])
+                for s in (r if isinstance(r, list) else [])]
+    ended, during = time.monotonic(), folders_mb()
+    waited = None
+    with httpx.Client(timeout=600) as client:
+        while time.monotonic() - ended < 180:
+            answer = client.post(f"{app.base}/{API}/upload", files={"files": ("new.json", b"{}")},
+                                 headers={"x-forwarded-for": "192.0.2.200"})
+            if answer.status_code == 200:
+                waited = round(time.monotonic() - ended, 1)
+                break
+            time.sleep(5)
+    fetched = app.request("GET", f"/{API}/file={offered}")[0] if offered else None
+    return {"seconds": seconds, "addresses": addresses, "mb_each": size / 1e6, "kept": statuses.count(200),
+            "refused": statuses.count(429), "other": len(statuses) - statuses.count(200) - statuses.count(429),
+            "folders_mb_before": before, "folders_mb_at_its_end": during, "new_visitor_uploaded_after_s": waited,
+            "download_offered_before": bool(offered), "download_after_status": fetched}
+
+
+def _offered_download(result: dict) -> str | None:
+    found = re.search(r"[^\"']*speclab-comparison-[0-9a-f]+\.json", json.dumps(result.get("outputs")))
+    return found.group(0) if found else None
+
+
+def toggle_flood(app: App, server_pid: int, toggles: int = 150, threads: int = 5) -> dict:
+    """A visitor opens a large saved comparison and toggles projector mode `toggles` times from `threads` at once,
+    one address; meanwhile another visitor runs the default comparison, timed alone before. The web process's
+    memory at rest, at its peak and after; the other run's seconds and whether its chips said "busy server"."""
+    from scripts.app_load import lane_figures
+
+    run, toggle = app.fn_index(api_name="run"), app.fn_index(first_input_elem="projector")
+    session, address = "toggler", {"x-forwarded-for": "10.7.0.1"}
+    with httpx.Client(timeout=600) as client:
+        paths = client.post(f"{app.base}/{API}/upload", files={"files": ("saved.json", large_file())},
+                            headers=address).json()
+    file = {"path": paths[0], "orig_name": "saved.json", "meta": {"_type": "gradio.FileData"}}
+    opened = app.call(app.fn_index(api_name="open_saved"), [file, True], session=session)
+    time.sleep(2)
+    rest = rss_mib(server_pid)
+    alone = app.call(run, _run_inputs("def alone(x):\n"), session="other-alone")
+    peak, done, sent, answered = rest, threading.Event(), [0], []
+
+    def watch():
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, rss_mib(server_pid))
+            time.sleep(0.2)
+
+    def toggler(i: int):
+        while sent[0] < toggles:
+            sent[0] += 1
+            status = app.request("POST", "/gradio_api/run/predict", json.dumps({"data": [sent[0] % 2 == 0, 0, None],
+                                 "fn_index": toggle, "session_hash": session}).encode(), headers=address)[0]
+            answered.append(status)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    flood = [threading.Thread(target=toggler, args=(i,), daemon=True) for i in range(threads)]
+    for thread in flood:
+        thread.start()
+    beside = app.call(run, _run_inputs("def beside(x):\n"), session="other-beside")
+    done.set()
+    for thread in flood:
+        thread.join(timeout=120)
+    watcher.join()
+    time.sleep(5)
+    lanes = lane_figures(beside.get("outputs"))
+    return {"file_opened": "opened from a file" in str((opened.get("outputs") or [""])[0]), "toggles": sent[0],
+            "drawn": answered.count(200), "refused_in_one_line": answered.count(429),
+            "rest_mib": round(rest), "peak_mib": round(peak), "after_mib": round(rss_mib(server_pid)),
+            "other_run_alone_s": round(alone["seconds"], 1), "other_run_beside_s": round(beside["seconds"], 1),
+            "ratio": round(beside["seconds"] / alone["seconds"], 2),
+            "marked_busy_server": sum(1 for f in lanes.values() if f.get("busy_server_engine_pct") is not None),
+            "lanes": len(lanes)}
+
+
 def lessons(app: App, server_pid: int, clients: int = 35) -> dict:
     """A class opening each lesson point's link together, then the first and a Why point's slide: p95 seconds each
     (scripts/app_load.py lesson); a pause between, so the class's one address has its request allowance back."""
@@ -517,7 +625,8 @@ def lessons(app: App, server_pid: int, clients: int = 35) -> dict:
     return report
 
 
-FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk", "lessons")
+FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk", "lessons",
+            "upload_flood", "toggle_flood")
 
 
 def main() -> int:
@@ -525,6 +634,8 @@ def main() -> int:
     parser.add_argument("--mutations", type=int, default=2000)
     parser.add_argument("--crowd", type=int, nargs="*", default=[40, 100])
     parser.add_argument("--opens", type=int, default=20)
+    parser.add_argument("--flood-s", type=float, default=10.0, help="upload_flood: how long 16 addresses upload")
+    parser.add_argument("--toggles", type=int, default=150, help="toggle_flood: toggles from one address")
     parser.add_argument("--only", nargs="*", choices=FAMILIES, default=list(FAMILIES))
     args = parser.parse_args()
     report = {}
@@ -545,6 +656,8 @@ def main() -> int:
                  ("memory", "memory", lambda: memory(app, server.pid, args.opens)),
                  ("fairness", "fairness", lambda: fairness(app)),
                  ("disk", "disk", lambda: disk(app)),
+                 ("upload_flood", "an upload flood", lambda: upload_flood(app, args.flood_s)),
+                 ("toggle_flood", "a toggle flood", lambda: toggle_flood(app, server.pid, args.toggles)),
                  ("lessons", "lesson links", lambda: lessons(app, server.pid)))
         for name, words, step in steps:
             if name in args.only:

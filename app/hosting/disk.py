@@ -15,7 +15,8 @@ older than an hour; neither bounds a total. `DiskBudget` does:
 - **a flood ages out**: an upload is needed only until its page has opened it, so every upload older than
   UPLOAD_LIFE_S and not in use is removed at the next sweep (every SWEEP_EVERY_S, and after each upload), whatever
   the total: after a flood the room is empty again within minutes, and a new visitor's upload fits within
-  KEEP_YOUNGER_S of the flood's end (the flood's files are then old enough to make room).
+  KEEP_YOUNGER_S of the flood's end (the flood's files are then old enough to make room). Uploads still arriving
+  are counted from their declared length until they are kept, so a crowd uploading at once cannot pass the total.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ UPLOAD_PATH = "/gradio_api/upload"
 MAX_DISK_BYTES = 1024 * 2**20  # uploads and downloads kept, in all
 UPLOAD_BYTES_PER_ADDRESS = 100 * 2**20  # what one address may upload ...
 UPLOAD_WINDOW_S = 600.0  # ... in this long
-KEEP_YOUNGER_S = 60.0  # a file this new is never swept
+KEEP_YOUNGER_S = 30.0  # a file this new is never swept
 UPLOAD_LIFE_S = 300.0  # an upload this old, and not in use, is removed at the next sweep
 DOWNLOAD_LIFE_S = 3600.0  # an offered download is kept this long after its last offer (app/main.py CACHE_AGE_S)
 DOWNLOAD_PREFIX = "speclab-comparison-"  # app/tabs/compare.py download_path: the offered files and Gradio's copies
@@ -133,7 +134,8 @@ class DiskBudget:
         self.uploaded: OrderedDict[str, float] = OrderedDict()  # an upload's path -> when it arrived (self.now)
         self.lock = threading.Lock()
         self.swept_bytes = 0  # removed so far (the reliability script reads it)
-        self.last_total = 0  # the folders' bytes at the last sweep, and the uploads admitted since
+        self.last_total = 0  # the folders' bytes at the last sweep
+        self.arriving = 0  # the bytes of uploads admitted and not yet kept (a sweep cannot see them yet)
 
     def admit(self, address: str, length: int) -> float:
         """Count an upload of `length` bytes from `address`: 0 when it may go on, else seconds until it may."""
@@ -154,12 +156,20 @@ class DiskBudget:
             return wait
 
     def has_room(self, length: int) -> bool:
-        """Whether an upload of `length` bytes fits under the total (counted at once when it does)."""
+        """Whether an upload of `length` bytes fits under the total with the uploads still arriving (counted among
+        them at once when it does; `done` when it has arrived)."""
         with self.lock:
-            if self.last_total + length > self.max_bytes:
+            if self.last_total + self.arriving + length > self.max_bytes:
                 return False
-            self.last_total += length
+            self.arriving += length
             return True
+
+    def done(self, length: int, kept: bool = True) -> None:
+        """An upload admitted by `has_room` has ended: kept in the folders (counted there until the next sweep
+        measures them), or refused."""
+        with self.lock:
+            self.arriving = max(0, self.arriving - length)
+            self.last_total += length if kept else 0
 
     def arrived(self, paths) -> None:
         """Gradio kept these uploads (the paths its upload answered with): each ages out after upload_life_s."""
@@ -269,6 +279,7 @@ class UploadBudget:
                 return await answer(send, 429, FULL, 60, as_json=True)
         wait = self.budget.admit(client_address(scope), length)
         if wait:
+            self.budget.done(length, kept=False)
             retry = math.ceil(wait)
             return await answer(send, 429, TOO_MUCH.format(mb=self.budget.per_address // 2**20,
                                                            minutes=round(self.budget.window_s / 60), s=retry),
@@ -280,7 +291,10 @@ class UploadBudget:
                 answered.append(message.get("body", b""))
             await send(message)
 
-        await self.app(scope, receive, keep)
+        try:
+            await self.app(scope, receive, keep)
+        finally:
+            self.budget.done(length)
         try:
             paths = json.loads(b"".join(answered))
         except ValueError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..contract.methods import METHOD_REGISTRY
 from ..contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, load_prompts
 from ..contract.types import EngineError, GenerationConfig, check_stop
-from .sweep import interval_row
+from .sweep import T_975, interval_row
 
 FEATURE_METHODS = ("dflash", "dspark", "eagle3")  # the chain drafters that read the target's features
 OPTIONS = ("as shipped", "window", "self-tuning")
@@ -98,8 +98,29 @@ def lane_summary(runs: list[list[tuple]], prompt_lengths: list[int], window: int
             marked = [[(*r, (n + r[0] < window) == inside) for r in rows] for rows, n in zip(runs, prompt_lengths)]
             keep = (lambda r: r[5])
             summary[side] = {"steps": sum(r[5] for rows in marked for r in rows),
-                             "acceptance": _interval(marked, keep, 1, 2), "tau": _tau(marked, keep)}
+                             "acceptance": _interval(marked, keep, 1, 2), "tau": _tau(marked, keep),
+                             "tau_by_prompt": [_ratio(rows, keep) for rows in marked]}
+        summary["fall"] = paired(summary["inside"]["tau_by_prompt"], summary["past"]["tau_by_prompt"])
     return summary
+
+
+def _ratio(rows: list[tuple], keep) -> float | None:
+    """One prompt's τ over the steps `keep` takes (None: none)."""
+    steps = [r for r in rows if keep(r)]
+    return round(sum(r[3] for r in steps) / len(steps), 4) if steps else None
+
+
+def paired(before: list[float | None], after: list[float | None]) -> dict | None:
+    """after − before, prompt by prompt (the prompts where both exist), with its 95 % interval (Student's t): the
+    same prompt on both sides, so what differs between prompts cancels. None for fewer than 2 such prompts."""
+    diffs = [b - a for a, b in zip(before, after) if a is not None and b is not None]
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean = sum(diffs) / n
+    sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd / n ** 0.5
+    return {"mean": round(mean, 4), "low": round(mean - half, 4), "high": round(mean + half, 4), "prompts": n}
 
 
 def _tau(runs: list[list[tuple]], keep) -> dict | None:
@@ -142,24 +163,30 @@ def by_position(engine, prompts: list[str], lanes: list[Lane] | None = None, bin
                                 "verify": round(sum(verifies), 3), "train": round(sum(trains), 3),
                                 "cpu": round(sum(cpus), 3)},  # the runs' CPU time (the CPU only): steadier when busy
                     **lane_summary(runs, lengths, window, bin_size)})
+    for lane in out:  # each option against its drafter as shipped, past the window, prompt by prompt
+        shipped = next((x for x in out if x["method"] == lane["method"] and x["option"] == "as shipped"), None)
+        if lane["option"] != "as shipped" and shipped is not None and "past" in lane and "past" in shipped:
+            lane["gain_past"] = paired(shipped["past"]["tau_by_prompt"], lane["past"]["tau_by_prompt"])
     return {"bin": bin_size, "prompts": len(prompts), "context": engine.context_length, "temperature": temperature,
-            "prompt_tokens": sorted(lengths), "lanes": out}
+            "prompt_tokens": lengths, "lanes": out}  # prompt_tokens: in the prompts' order, as tau_by_prompt
 
 
 def lesson_measurement(engine, prompts: list[str], lanes: list[tuple[str, str]] | None = None, bin_size: int = BIN,
-                       stop=None) -> dict:
+                       max_new_tokens: int | None = None, stop=None) -> dict:
     """The lesson's recipe (app/lesson/long.py): `by_position` over (method, option) lanes as a lesson measurement
-    (engine/measure/lesson.py), the lanes every feature drafter here under every option by default."""
+    (engine/measure/lesson.py), the lanes every feature drafter here under every option by default, each run to the
+    context or `max_new_tokens`."""
     from .lesson import measurement
 
     chosen = default_lanes(engine.methods()) if lanes is None else \
         [Lane(m, o) for m, o in lanes if m in engine.methods()]
-    return measurement(by_position(engine, prompts, chosen, bin_size, stop=stop), engine.device_name)
+    data = by_position(engine, prompts, chosen, bin_size, max_new_tokens, stop=stop)
+    return measurement({**data, "max_new_tokens": max_new_tokens}, engine.device_name)
 
 
 def table(data: dict) -> str:
     """The measurement as text: each lane's τ inside and past its trained window, and per bin."""
-    lines = [f"{data['prompts']} prompts of {data['prompt_tokens'][0]}–{data['prompt_tokens'][-1]} tokens, "
+    lines = [f"{data['prompts']} prompts of {min(data['prompt_tokens'])}–{max(data['prompt_tokens'])} tokens, "
              f"generated to the {data['context']}-position context; τ (95 % interval) per {data['bin']} output positions"]
     for lane in data["lanes"]:
         sides = "  ".join(f"{side} the window: τ {lane[side]['tau']['mean']:.2f} ({lane[side]['tau']['low']:.2f}–"

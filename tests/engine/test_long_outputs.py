@@ -10,7 +10,7 @@ import torch
 
 from engine.contract.types import EngineError, GenerationConfig
 from engine.measure.lossless import MIN_EXPECTED, chi_square, target_pair_probs
-from engine.measure.positions import Lane, by_position, lane_summary, table
+from engine.measure.positions import Lane, by_position, lane_summary, paired, table
 
 from conftest import TINY_CONTEXT, tiny_dflash, tiny_dspark, tiny_eagle3, tiny_qwen3
 
@@ -130,3 +130,12 @@ def test_lane_summary_splits_at_the_trained_window_by_sequence_position():
     assert summary["inside"]["acceptance"]["mean"] == 7 / 8 and summary["past"]["steps"] == 2
     assert [b["start"] for b in summary["bins"]] == [0, 8]
     assert summary["bins"][1]["acceptance"]["low"] < summary["bins"][1]["acceptance"]["mean"]
+
+
+def test_paired_differences_cancel_what_differs_between_prompts():
+    runs = [[(0, 3, 4, 4, 0.0), (15, 0, 4, 1, 0.0)], [(0, 4, 4, 5, 0.0), (15, 1, 4, 2, 0.0)]]
+    assert lane_summary(runs, [10, 10], 20, bin_size=8)["fall"] == {"mean": -3.0, "low": -3.0, "high": -3.0,
+                                                                     "prompts": 2}
+    diff = paired([1.0, 2.0, 3.0, None], [2.0, 4.0, 3.0, 9.0])  # the last prompt has no τ before: left out
+    assert diff["mean"] == 1.0 and diff["prompts"] == 3 and diff["high"] == pytest.approx(1 + 4.303 / 3 ** 0.5, 1e-4)
+    assert paired([1.0], [2.0]) is None

@@ -23,7 +23,6 @@ from engine.measure import lesson as recipes
 from engine.measure.lesson import FORMAT, chain_methods, measurement, parts_method, serial_methods  # noqa: F401
 from engine.process import run_on
 
-from ..examples import example_prompts
 from ..settings import Settings, default_settings
 from ..comparison import Comparison, RecordError, drafter_words, read_comparison
 from .acceptance import *  # noqa: F401,F403  (the points' words, one module a kind of point)
@@ -34,6 +33,7 @@ from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflas
                     formula_takeaway, parts_slide, parts_takeaway, sweep_slide, sweep_takeaway)
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
 from .stamps import recorded_stamps, stamp_of, stamp_words
+from .choice import chosen_prompt, measure_prompt_choice  # noqa: F401  (the one prompt's rule, and its recording)
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 
@@ -98,7 +98,9 @@ LIVE_SPEED_NOISE = 0.08
 
 
 def lesson_prompt() -> str:
-    return example_prompts()[0]
+    """The one prompt the lesson's comparisons are recorded on, by its rule (choice.py): the recorded choice's, else the
+    first example prompt."""
+    return chosen_prompt()
 
 
 def comparison_settings(available, temperature: float) -> Settings:
@@ -434,8 +436,8 @@ POINTS = (
           "distribution, not only its likeliest token. Each feature drafter here has a second checkpoint, trained "
           "against the target's whole distribution at T = 1, which the engine drafts with above 0 (its lane header "
           "says so).",
-          "why", "temperatures", "the charts “τ against temperature” and “Acceptance is the overlap 1 − TV”, and the "
-          "target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot",
+          "why", "temperatures", "the charts “τ and speedup against temperature” and “Acceptance is the overlap "
+          "1 − TV”, and the target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot",
           temperature_slide, "Above T = 0, acceptance is the overlap of two distributions"),
     Point(5, "A serial drafter has a best K, and near it the speedup stalls",
           f"A serial drafter ({_serial_names()}) pays one forward per drafted token, so its cost grows with K, while "

@@ -9,6 +9,7 @@ from engine.contract.methods import METHOD_REGISTRY, method_label
 from ..comparison import Comparison, verify_cost
 from ..theory import speedup
 from ..words import TOLERANCE, above_or_below, more_or_less, span, survival, trend, versus
+from .choice import rule_words
 from .kv import kv_words
 
 def _drafting(comparison: Comparison) -> list[str]:
@@ -323,17 +324,13 @@ def overlap_on(comparison: Comparison) -> bool:
 BUBBLES_WORTH_HIDING = 0.05  # a lane whose bubbles are under this share of its time has little for overlap to hide
 
 
-# How the lesson picks the one prompt its one-prompt figures show (the timeline, the hatched bars, the × marks): one
-# rule for all of them, fixed before anything was measured, so no figure's prompt was picked for how it came out.
-ONE_PROMPT_RULE = "the Compare tab's first example prompt, the one every one-prompt figure of the lesson shows"
-
-
 def one_prompt_words(data: dict) -> str:
-    """Which prompt the timeline shows and by what rule, and where its lanes' speedups sit among the held-out prompts'
-    at temperature 0 (the temperature sweep: their median and the lowest and highest one prompt gave); the rule alone
-    without the sweep."""
+    """Which prompt the timeline shows and by what rule (choice.rule_words: one rule for every one-prompt figure of the
+    lesson), and where its lanes' speedups sit among the held-out prompts' at temperature 0 (the temperature sweep:
+    their median and the lowest and highest one prompt gave); the rule alone without the sweep."""
     c: Comparison = data["greedy"]
-    rule = f"The timeline's prompt is {ONE_PROMPT_RULE}, chosen before any measurement."
+    rule = (f"The timeline's prompt, as every one-prompt figure's here, is "
+            f"{rule_words(str(c.settings.get('prompt', '')))}.")
     sweep = data.get("temperatures", {}).get("data") if isinstance(data.get("temperatures"), dict) else None
     rows = (sweep or {}).get("temperatures", {}).get("0.0", {}).get("lanes", {})
     serial, one_pass = _first_serial_and_one_pass(c)

@@ -30,7 +30,9 @@ from ..draw.layout import PROJECTOR_FONT, PROJECTOR_TITLE_FONT
 from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
                            parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
+from ..lesson.choice import rule_words
 from ..lesson.kv import kv_item
+from ..draw.long import long_figure
 from ..lesson.stamps import SOURCE_NAMES, slide_sources
 from ..theory import PUBLISHED_LOAD
 from ..comparison import Comparison
@@ -43,15 +45,14 @@ from .lesson import LessonHandlers
 PARAMETER = "present"  # ?present=1 shows the lesson as slides (app/links.py PAGE_PARAMETERS)
 WIDGET_POINT = 3  # the point whose slide carries the p/q widget: the ceiling 1 − TV
 LIVE_WORDS = "measured live just now"  # a chart redrawn from a live measurement alone
-# The slides whose chart shows one prompt alone, titled with which prompt and the rule that chose it (app/lesson/speed.py
-# ONE_PROMPT_RULE): the same prompt on every one-prompt figure, fixed before anything was measured
-ONE_PROMPT_TITLES = {7: ("One prompt's timeline: the first example prompt",
-                         "the prompt of every one-prompt figure here, fixed before measuring")}
+# The slides whose chart shows one prompt alone, titled with which prompt and the rule that chose it (app/lesson/choice.py)
+ONE_PROMPT_CHARTS = (7,)
 
 # The Why tab's charts a point may name, each drawn from its recording's data (the tab draws the same: app/tabs/why.py)
 WHY_CHARTS = {"why-sweep": lambda data: sweeps_figure(data["sweeps"]), "why-check-plot": lossless_figure,
               "why-parts-plot": parts_figure, "why-temperatures-plot": temperature_acceptance_figure,
-              "why-trees-plot": budget_figure, "why-load-plot": lambda data: load_figure(data, PUBLISHED_LOAD)}
+              "why-trees-plot": budget_figure, "why-load-plot": lambda data: load_figure(data, PUBLISHED_LOAD),
+              "why-long-plot": lambda data: long_figure({"data": data})}
 
 
 def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure | None:
@@ -70,8 +71,11 @@ def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure |
         figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
-    if point.number in ONE_PROMPT_TITLES:  # a chart of one prompt alone: which, and by what rule
-        title, subtitle = ONE_PROMPT_TITLES[point.number]
+    if point.number in ONE_PROMPT_CHARTS and isinstance(item, Comparison):  # one prompt alone: which, by what rule
+        prompt = str(item.settings.get("prompt", ""))
+        title = f"One prompt's timeline: {rule_words(prompt, short=True)}"
+        subtitle = ("the prompt of every one-prompt figure here, chosen by its speedups" if "median" in title else
+                    "the prompt of every one-prompt figure here, fixed before measuring")
         figure.update_layout(title=dict(text=title, subtitle=dict(text=subtitle, font=dict(size=PROJECTOR_FONT)),
                                         font=dict(size=PROJECTOR_TITLE_FONT), x=0, xanchor="left", xref="container",
                                         y=0.98, yanchor="top", yref="container", automargin=True))

@@ -25,10 +25,14 @@ Replays a catalogue and prints the counts (docs/benchmarks.md has the last figur
   upload is kept, and whether a download offered before the flood is still served.
 - toggle_flood: 150 projector toggles (`--toggles`) from one address on an opened 9.9 MB comparison; the server's
   memory at rest, at its peak and after; another visitor's default comparison alone and beside the toggles.
+- class_code: 35 browsers behind one school address each asking for a run of their own, without a class code, in a
+  class of 40 the presenter opened (the server runs with a presenter key), and after the class ended.
+- crafted: each crafted kind of file inside the size cap (a tree 12,000 deep, 40,000 siblings, edited texts, an
+  impossible rate, a 9 MB comparison) opened as the page does; CPU seconds and the answer (no server).
 - lessons: 35 visitors opening each lesson point's link together, and two of its slides; p95 seconds each.
 
 `--only NAME ...` runs some families (files, endpoints, addresses, memory, crowd, controls, fairness, disk, lessons,
-upload_flood, toggle_flood).
+upload_flood, toggle_flood, class_code, crafted).
 """
 
 from __future__ import annotations
@@ -105,6 +109,12 @@ def draw_everything(comparison) -> None:
         step_view(comparison, i)
 
 
+def read_comparison_of(path: Path):
+    from app.comparison import read_comparison
+
+    return read_comparison(path.read_bytes())
+
+
 def files(mutations: int, seed: int = 0) -> dict:
     from app.comparison import RecordError, read_comparison
 
@@ -143,6 +153,49 @@ def large_file(target_bytes: int = 9_000_000) -> bytes:
         doc["lanes"][method] = grown
     doc["settings"]["max_new_tokens"] = 512  # the page's most
     return json.dumps(doc).encode()
+
+
+def crafted_files() -> dict:
+    """Each crafted kind of file inside the size cap, opened as the page opens one (read, then every view drawn):
+    its CPU seconds and whether it was shown or refused in one line."""
+    from app.comparison import RecordError, read_comparison
+    from app.draw.render import sameness_html
+
+    def tree(nodes: int, parents=None) -> bytes:
+        doc = json.loads(SAVED.read_text(encoding="utf-8"))
+        step = next(s for s in doc["lanes"]["eagle3"][1:] if s["drafted"])
+        token = {**step["drafted"][0], "verdict": "unverified", "draft_top": [], "target_top": []}
+        bonus = next(t for t in step["committed"] if t["source"] == "bonus")
+        step.update(drafted=[dict(token) for _ in range(nodes)], num_accepted=0, num_verified=nodes, committed=[bonus],
+                    parents=parents if parents is not None else list(range(-1, nodes - 1)))
+        return json.dumps(doc).encode()
+
+    def edited() -> bytes:
+        doc = json.loads(SAVED.read_text(encoding="utf-8"))
+        doc["lanes"]["eagle3"][3]["committed"][0]["text"] = " edited"
+        return json.dumps(doc).encode()
+
+    def rate() -> bytes:
+        doc = json.loads(SAVED.read_text(encoding="utf-8"))
+        doc["run_rates"] = {m: [[None, 1_099_539.0]] for m in doc["lanes"]}
+        return json.dumps(doc).encode()
+
+    kinds = {"tree_chain_12000_deep": lambda: tree(12_000), "tree_40000_siblings": lambda: tree(40_000, [-1] * 40_000),
+             "tree_64_deep": lambda: tree(64), "edited_texts": edited, "rate_1099539_per_s": rate,
+             "large_9mb": large_file}
+    report = {}
+    for name, make in kinds.items():
+        data = make()
+        started = time.process_time()
+        try:
+            comparison = read_comparison(data)
+            draw_everything(comparison)
+            said = "shown" + (" as edited" if "texts edited" in sameness_html(comparison, "eagle3") else "")
+        except RecordError as exc:
+            said = f"refused: {str(exc)[:90]}"
+        report[name] = {"mb": round(len(data) / 1e6, 1), "cpu_s": round(time.process_time() - started, 2),
+                        "answer": said}
+    return report
 
 
 # --- against a running app -------------------------------------------------------------------------------
@@ -610,6 +663,62 @@ def toggle_flood(app: App, server_pid: int, toggles: int = 150, threads: int = 5
             "lanes": len(lanes)}
 
 
+PRESENTER_KEY = "the-catalogue-presenter-key"  # the catalogue's server is started with it
+
+
+def class_code(app: App, students: int = 35, size: int = 40) -> dict:
+    """`students` browsers behind one school address each asking for a run of their own: without a class code,
+    then in a class of `size` the presenter opened (each browser entering the code), then after the class ended.
+    Counts the places given and refused, and each member's place and expected start as the queue told it."""
+    from scripts.app_load import at_once
+
+    run, school = app.fn_index(api_name="run"), "198.51.100.40"
+
+    def post(path: str, form: dict, cookie: str = "") -> httpx.Response:
+        return httpx.post(f"{app.base}{path}", data=form, headers={"x-forwarded-for": school,
+                                                                   **({"cookie": cookie} if cookie else {})},
+                          follow_redirects=False, timeout=60)
+
+    def crowd(label: str, cookies: list[str]) -> dict:
+        def student(i: int) -> dict:
+            session = f"{label}-{i}"
+            status, body = join(app, run, _run_inputs(f"def {label.replace('-', '_')}_{i}(x):\n"), session, school,
+                                cookies[i] or None)
+            if status != 200:
+                return {"ok": False, "line": str(body.get("detail"))[:160]}
+            seen = messages(app, session, body["event_id"], until=("estimation", "process_starts"), timeout_s=60)
+            last = seen[-1][1] if seen else {}
+            return {"ok": True, "rank": last.get("rank"), "eta_s": last.get("rank_eta"),
+                    "told_s": seen[-1][0] if seen else None}
+
+        results = at_once([lambda i=i: student(i) for i in range(students)])
+        placed = [r for r in results if r.get("ok")]
+        for i in range(students):  # withdraw them all, each as its own browser
+            app.request("POST", f"/{API}/run/predict", json.dumps({"data": [], "fn_index": app.fn_index(
+                api_name="stop"), "session_hash": f"{label}-{i}"}).encode(),
+                headers={"x-forwarded-for": school, **({"cookie": cookies[i]} if cookies[i] else {})})
+        time.sleep(3)
+        told = [r for r in placed if r.get("rank") is not None or r.get("told_s") is not None]
+        return {"places_given": len(placed), "refused_in_one_line": sum(1 for r in results if "line" in r),
+                "told_place_and_wait": len(told),
+                "largest_eta_s": round(max((r.get("eta_s") or 0) for r in placed), 1) if placed else None,
+                "refusal": next((r["line"] for r in results if "line" in r), "")}
+
+    report = {"without_a_code": crowd("no-code", [""] * students)}
+    presenter = post("/presenter", {"key": PRESENTER_KEY}).cookies.get("speclab_presenter")
+    opened = post("/class/open", {"code": "bio-7", "size": size, "hours": 1}, f"speclab_presenter={presenter}")
+    members = []
+    for _ in range(students):
+        answer = post("/class", {"code": "bio-7"})
+        members.append("; ".join(f"{k}={v}" for k, v in answer.cookies.items()) if answer.status_code == 303 else "")
+    report["class_open"] = opened.status_code == 303
+    report["joined_the_class"] = sum(bool(m) for m in members)
+    report["with_a_class_code"] = crowd("class", members)
+    post("/class/end", {}, f"speclab_presenter={presenter}")
+    report["after_the_class_ended"] = crowd("ended", members)
+    return report
+
+
 def lessons(app: App, server_pid: int, clients: int = 35) -> dict:
     """A class opening each lesson point's link together, then the first and a Why point's slide: p95 seconds each
     (scripts/app_load.py lesson); a pause between, so the class's one address has its request allowance back."""
@@ -626,7 +735,7 @@ def lessons(app: App, server_pid: int, clients: int = 35) -> dict:
 
 
 FAMILIES = ("files", "endpoints", "addresses", "memory", "crowd", "controls", "fairness", "disk", "lessons",
-            "upload_flood", "toggle_flood")
+            "upload_flood", "toggle_flood", "class_code", "crafted")
 
 
 def main() -> int:
@@ -645,9 +754,15 @@ def main() -> int:
     if "controls" in args.only:
         report["trees"] = trees()
         print(f"trees from files: {json.dumps(report['trees'])}", flush=True)
+    if "crafted" in args.only:
+        draw_everything(read_comparison_of(SAVED))  # the drawing modules imported and warm: each kind times itself
+        report["crafted"] = crafted_files()
+        print(f"crafted files: {json.dumps(report['crafted'])}", flush=True)
+    if not set(args.only) - {"files", "crafted"}:
+        return 0 if not report.get("files", {}).get("other_failures", 0) else 1
     LOG.parent.mkdir(exist_ok=True)
     port = free_port()
-    server = start_app(port, LOG)
+    server = start_app(port, LOG, env={"SPECLAB_PRESENTER_KEY": PRESENTER_KEY})
     try:
         app = App(f"http://127.0.0.1:{port}")
         steps = (("endpoints", "endpoints and links", lambda: endpoints(app)),
@@ -658,6 +773,7 @@ def main() -> int:
                  ("disk", "disk", lambda: disk(app)),
                  ("upload_flood", "an upload flood", lambda: upload_flood(app, args.flood_s)),
                  ("toggle_flood", "a toggle flood", lambda: toggle_flood(app, server.pid, args.toggles)),
+                 ("class_code", "a class behind one address", lambda: class_code(app)),
                  ("lessons", "lesson links", lambda: lessons(app, server.pid)))
         for name, words, step in steps:
             if name in args.only:

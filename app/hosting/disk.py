@@ -202,7 +202,8 @@ class DiskBudget:
 
     def sweep(self, room_for: int = 0) -> int:
         """Remove the uploads past their life, then the oldest files until the folders hold at most max_bytes
-        less `room_for` (an upload being admitted), never a protected one; returns the bytes removed."""
+        less `room_for` (an upload being admitted) and the uploads still arriving, never a protected one; returns
+        the bytes removed."""
         using = {*map(str, self.in_use()), *being_read()}
         with self.lock:
             now = self.now()
@@ -216,6 +217,7 @@ class DiskBudget:
                     removed += self._remove(path, size)
                 else:
                     kept.append((modified, size, path))
+            room_for += self.arriving  # the uploads still arriving need their room too
             for modified, size, path in kept:
                 if total - removed + room_for <= self.max_bytes:
                     break

@@ -179,3 +179,17 @@ def test_uploads_still_arriving_count_against_the_total(tmp_path):
     assert [budget.has_room(10 * MB) for _ in range(3)] == [True, True, False]  # none written yet: a crowd at once
     budget.done(10 * MB, kept=False)  # one refused after all
     assert budget.has_room(10 * MB)
+
+
+def test_room_is_made_for_every_upload_still_arriving(tmp_path):
+    now = 10_000.0
+    for i in range(5):
+        path = tmp_path / f"old-{i}"
+        path.write_bytes(b"0" * MB)
+        os.utime(path, (now - 600 + i, now - 600 + i))
+    budget = DiskBudget([tmp_path], max_bytes=5 * MB, now=lambda: now)
+    budget.sweep()
+    assert budget.has_room(0) and not budget.has_room(MB)  # full of old files
+    budget.arriving = 2 * MB  # two uploads admitted, still arriving
+    budget.sweep(room_for=MB)
+    assert budget.total() == 2 * MB and budget.has_room(MB)  # room for the three

@@ -26,12 +26,27 @@ sample equals the draft. Both leave the output distributed exactly as the target
 """
 
 
+def checkpoints_text(preset: str) -> str:
+    """The operator's own checkpoints (`python -m app --target … --drafter …`), each named by what it is: the name
+    given, its revision and a digest of its weights; nothing for a shipped preset."""
+    from engine.measure.pair import identities  # plain files and hashes, no torch
+
+    ran = identities(preset)
+    if not ran:
+        return ""
+    rows = "\n".join(f"- {role}: `{m['name']}`" + (f" at revision `{m['revision'][:12]}`" if m["revision"] else "")
+                     + (f", weights sha256 `{m['weights_sha256'][:16]}…`" if m["weights_sha256"] else "")
+                     for role, m in ran.items())
+    return f"\n\nThe checkpoints loaded:\n{rows}"
+
+
 def render(engine: EngineLike) -> None:
     gr.Markdown(methods_text())
     preset = PRESETS.get(engine.preset)
     drafters = "\n".join(f"- {m}: {engine.drafter_label(m)}" for m in engine.methods())
     gr.Markdown(f"### This machine\nRunning on **{engine.device_name}**, preset **{engine.preset}**"
-                + (f": {preset.description}." if preset else ".") + f"\n\nDrafters in this preset:\n{drafters}")
+                + (f": {preset.description}." if preset else ".") + f"\n\nDrafters in this preset:\n{drafters}"
+                + checkpoints_text(engine.preset))
     gr.Markdown(glossary_markdown(), elem_id="glossary")
     card = ASSETS_DIR / "MODEL_CARD.md"
     if engine.preset == DEFAULT_PRESET and card.exists():

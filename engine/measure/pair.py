@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+from functools import cache
 from pathlib import Path
 
 from ..contract.methods import METHODS, method as method_entry, method_id
@@ -143,9 +144,10 @@ def custom_preset(target: str, drafters: dict[str, str], chat: bool = False, cac
 _SOURCES: dict[str, tuple[str, Path, str | None]] = {}  # role -> (name as given, folder, revision) of "custom"
 
 
+@cache
 def weights_sha256(folder: Path) -> str | None:
     """sha256 over the checkpoint's weight files (*.safetensors, else *.bin), each file's name and bytes in name
-    order; None where there are none."""
+    order; None where there are none. Computed once a process (a 4B model's 8 GB take seconds)."""
     files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
     if not files:
         return None

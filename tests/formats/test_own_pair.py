@@ -134,3 +134,14 @@ def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, caps
     assert app_main(["--target", target, "--drafter", drafter]) == 0
     (engine,) = served
     assert engine.preset == CUSTOM and "dflash" in engine.methods() and engine.chat
+
+
+def test_the_about_tab_names_the_operators_checkpoints(folders):
+    from app.tabs.about import checkpoints_text
+    from engine.measure.pair import custom_preset, identities
+
+    custom_preset(str(folders / "target"), {"dflash": str(folders / "dflash")})
+    text = checkpoints_text(CUSTOM)
+    digest = identities(CUSTOM)["drafter:dflash"]["weights_sha256"]
+    assert f"- drafter:dflash: `{folders / 'dflash'}`, weights sha256 `{digest[:16]}…`" in text
+    assert checkpoints_text("tiny") == ""

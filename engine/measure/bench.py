@@ -7,6 +7,16 @@ For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, H
 so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
 script exits non-zero when they are not. Speeds are totals over all prompts: tokens / wall seconds.
 
+Beside the table it writes every lane's per-prompt rows (in the JSON and as CSV, --csv), the prompt file and its
+sha256, every pair of lanes' paired speed ratio over prompts with its 95 % interval ("faster" only where that interval
+excludes 1, else a tie) and per-position acceptance with its counts and intervals (engine/measure/decide.py);
+--by COLUMN splits all of it by a label of the prompt file (.jsonl, .csv or plain text; docs/formats.md).
+
+    python -m engine.measure.bench --prompts mine.csv --by kind --target ./Qwen3-4B \
+        --drafter dflash=z-lab/Qwen3-4B-DFlash-b16 --device cuda --json runs/mine.json
+
+runs your own checkpoints (engine/measure/pair.py), each block drafter at its trained block unless --block-len says.
+
     python -m engine.measure.bench --temperature 1 --no-hf --json runs/bench-t1.json
 
 samples instead (every lane seeded alike, the rule --verify-rule): outputs are samples, not compared; each

@@ -6,7 +6,8 @@ committed after the anchor (the drafts it accepted, then its own token where it 
 drafted positions, free with every verify, and the target's features of the context are the input, as in training
 (engine/train). The prefill counts as the first verify: the first draft follows a step on the prompt's last tokens
 and the target's first. On the embedded models one step at 1e-4 lifted DFlash past its trained window and left the
-others where they were (docs/experiments.md); more steps or a larger rate cost more and did no better. The work is timed as its own kind, "train", beside draft, verify and host.
+others where they were (docs/experiments.md); more steps or a larger rate cost more and did no better. The work is
+timed as its own kind, "train", beside draft, verify and host.
 
 The target still decides every token: at temperature 0 the output is the target's greedy text whatever the drafter
 proposes, and above it the rejection rule keeps the target's distribution with any drafter (engine/measure/lossless.py

@@ -187,11 +187,14 @@ def lesson_measurement(engine, prompts: list[str], lanes: list[tuple[str, str]] 
 def table(data: dict) -> str:
     """The measurement as text: each lane's τ inside and past its trained window, and per bin."""
     lines = [f"{data['prompts']} prompts of {min(data['prompt_tokens'])}–{max(data['prompt_tokens'])} tokens, "
-             f"generated to the {data['context']}-position context; τ (95 % interval) per {data['bin']} output positions"]
+             f"generated to the {data['context']}-position context; τ (95 % interval) per {data['bin']} output "
+             "positions"]
     for lane in data["lanes"]:
         sides = "  ".join(f"{side} the window: τ {lane[side]['tau']['mean']:.2f} ({lane[side]['tau']['low']:.2f}–"
-                          f"{lane[side]['tau']['high']:.2f})" for side in ("inside", "past") if lane.get(side, {}).get("tau"))
-        lines.append(f"{lane['name']:<22} {sides}  train {lane['seconds']['train']:.1f} s of {lane['seconds']['wall']:.1f} s")
+                          f"{lane[side]['tau']['high']:.2f})"
+                          for side in ("inside", "past") if lane.get(side, {}).get("tau"))
+        seconds = lane["seconds"]
+        lines.append(f"{lane['name']:<22} {sides}  train {seconds['train']:.1f} s of {seconds['wall']:.1f} s")
         lines.append("    " + " ".join(f"{b['tau']['mean']:.2f}" if b["tau"] else "  -  " for b in lane["bins"]))
     return "\n".join(lines)
 

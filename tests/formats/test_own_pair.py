@@ -42,7 +42,7 @@ def _run(capsys, folders, *extra) -> tuple[int, dict | None, str]:
     out = folders / "run.json"
     out.unlink(missing_ok=True)
     status = main(["generate", "--target", str(folders / "target"), "--prompt", "def parse(self, text):",
-                   "--max-new-tokens", "12", "--json", str(out), *extra])
+                   "--max-new-tokens", "12", "--device", "cpu", "--json", str(out), *extra])
     err = capsys.readouterr().err
     return status, json.loads(out.read_text()) if out.exists() else None, err
 
@@ -109,7 +109,7 @@ def test_the_bench_runs_your_own_pair_and_names_its_weights(folders, capsys, tmp
     prompts.write_text("def parse(self, text):\nimport os\n")
     out = tmp_path / "bench.json"
     assert bench.main(["--target", str(folders / "target"), "--drafter", f"dflash={folders / 'dflash'}",
-                       "--prompts", str(prompts), "--max-new-tokens", "6", "--no-hf", "--chat", "off",
+                       "--prompts", str(prompts), "--max-new-tokens", "6", "--device", "cpu", "--no-hf", "--chat", "off",
                        "--json", str(out)]) == 0, capsys.readouterr().err
     report = json.loads(out.read_text())
     assert report["preset"] == CUSTOM and report["drafts_per_block"] == 15 and report["identical_outputs"]
@@ -131,7 +131,7 @@ def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, caps
     served = []
     monkeypatch.setattr(app.main, "build_app", lambda engine, **kw: engine)
     monkeypatch.setattr(app.main, "launch", lambda engine, **kw: served.append(engine))
-    assert app_main(["--target", target, "--drafter", drafter]) == 0
+    assert app_main(["--target", target, "--drafter", drafter, "--device", "cpu"]) == 0
     (engine,) = served
     assert engine.preset == CUSTOM and "dflash" in engine.methods() and engine.chat
 

@@ -195,8 +195,8 @@ SERVER_BUSY_WORDS = ("the server was busy with other requests while this lane or
                      "called busy), the rest waiting for the page to take and draw its steps. The engine times itself, "
                      "so the speedups count its own work; still, beside such a crowd on these cores single comparisons "
                      "moved up to 17% from the median of the same comparison alone, where comparisons alone moved up "
-                     "to 7% (docs/hosting.md): read this one with its bracket, or run it again when the server is "
-                     "quieter")
+                     "to 7% (docs/hosting.md): read this one with its bracket (or its count of runs), or run it again "
+                     "when the server is quieter")
 
 
 PROVISIONAL = ("provisional: the lanes are still being timed again (or the comparison not yet complete), so this "

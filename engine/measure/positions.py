@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         options = [o.strip() for o in args.options.split(",") if o.strip()]
         if any(o not in OPTIONS for o in options):
             raise EngineError(f"options are {', '.join(OPTIONS)}; got {args.options!r}")
+        if args.prompts < 2:
+            raise EngineError("acceptance by position needs at least 2 prompts for its intervals")
         engine = Engine.load(args.preset, threads=args.threads)
         methods = [m.strip() for m in args.lanes.split(",") if m.strip()]
         missing = [m for m in methods if m not in engine.methods() or m not in FEATURE_METHODS]

@@ -210,14 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=None, help="write the measurement here")
     args = parser.parse_args(argv)
-    from ..loop import Engine  # torch only once the arguments are good
-
     try:
         options = [o.strip() for o in args.options.split(",") if o.strip()]
         if any(o not in OPTIONS for o in options):
             raise EngineError(f"options are {', '.join(OPTIONS)}; got {args.options!r}")
         if args.prompts < 2:
             raise EngineError("acceptance by position needs at least 2 prompts for its intervals")
+        from ..loop import Engine  # torch only once the arguments are good
+
         engine = Engine.load(args.preset, threads=args.threads)
         methods = [m.strip() for m in args.lanes.split(",") if m.strip()]
         missing = [m for m in methods if m not in engine.methods() or m not in FEATURE_METHODS]

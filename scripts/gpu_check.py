@@ -1,32 +1,42 @@
-"""The device check: what a GPU does with the engine, in sections that each write their own JSON as they end, so
-one lease of a lent GPU (15 minutes in all, 10 a command) measures what it can and a failing section stops nothing.
+"""The device check: what a GPU does with the engine, in sections, each estimated from its sizes before it runs
+and timed as it runs, so that one lease of a lent GPU (15 minutes in all, 10 a command) measures what it can and
+a failing section stops nothing.
 
-    python -m scripts.gpu_check --out runs/gpu                        # every section on CUDA (about 7 minutes)
-    python -m scripts.gpu_check --out runs/gpu --only facts,identity  # some of them
-    python -m scripts.gpu_check --cpu --smoke --out runs/cpu          # every code path on the CPU, in seconds
+    python -m scripts.gpu_check --out runs/gpu                              # the quick set (about 4 minutes)
+    python -m scripts.gpu_check --plan                                      # each section's estimate, nothing run
+    python -m scripts.gpu_check --out runs/gpu --only recordings --full trees   # one full-size recording a call
+    python -m scripts.gpu_check --out runs/gpu --only concurrency           # a call of its own
+    python -m scripts.gpu_check --cpu --smoke --out runs/cpu                # every code path on the CPU, in seconds
 
-Needs torch and transformers only (no gradio, no network). Sections, with estimates on an H200 at the speeds last
-measured there (a plain step ≈ 60 ms eager; faster with the fused target and graphs):
+Needs torch and transformers only (no gradio, no network). The quick set, run by default: facts, identity, census,
+profile, steps, trees, recordings (at the lesson's live sizes). Estimates assume a step of the embedded models
+takes HEALTHY_STEP_S until the facts section has timed this device's own; from then on they use that. A section
+whose estimate would take the call past --budget-s (540 s) is skipped and says so.
 
-- facts (≈ 10 s): versions, the device, and what one kernel launch, one sync and one small host-to-device copy
-  cost, alone and beside a busy Python thread.
-- identity (≈ 70 s): every lane of the embedded models against the baseline in float32 and bfloat16 (chains, trees
-  at 16 and 64 nodes, a batch of 2 and of 8), each lane's first token that leaves the baseline named.
-- census (≈ 15 s): per lane, the reads, host-built tensors and syncs a step (engine/measure/census.py; on CUDA
-  also what `torch.cuda.set_sync_debug_mode` reports).
-- profile (≈ 20 s): `torch.profiler` over one baseline and one DFlash step: top kernels, kernel launches and syncs
-  a step, and a chrome trace each.
-- steps (≈ 60 s): step times, eager against CUDA graphs and overlap on against off; whether the graphs write the
-  eager verifies' tokens; DFlash's draft-to-verify cost ratio.
-- trees (≈ 60 s): the DFlash and EAGLE trees at 8, 16, 32 and 64 nodes beside their chains (τ, speedup).
-- concurrency (≈ 60 s): the batched lanes at 1, 8 and 32 requests at once.
-- qwen3_4b (≈ 90 s): a Qwen3-4B-shaped target with drafters of the public checkpoints' shapes (random weights):
-  its verify cost against the tokens verified, every lane's draft cost.
-- recordings (≈ 60 s): the Compare tab's default comparison and the lesson's trees and load points recorded on this
-  device (scripts/device_recordings.py), for the app to show beside its live CPU runs.
+- facts: versions, the device, what one kernel launch, one sync and one small host-to-device copy cost, alone and
+  beside a busy Python thread; a plain step of the embedded models timed (the estimates' rate from then on).
+- identity: every lane of the embedded models against the baseline in float32 and bfloat16, in three groups with one
+  status each: chains, trees (at 16 and 64 nodes) and batches (of 2 and of 8), each lane's first token that leaves
+  the baseline named. Chains and trees verify at the one fixed width, identical by construction; a batch runs its
+  own shape, so its bfloat16 identity is reported apart and does not fail the check.
+- census: per lane, the reads, host-built tensors and syncs a step (engine/measure/census.py; on CUDA also what
+  `torch.cuda.set_sync_debug_mode` reports).
+- profile: `torch.profiler` over one baseline and one DFlash step: top kernels, kernel launches and syncs a step,
+  and a chrome trace each.
+- steps: step times, eager against CUDA graphs and overlap on against off; whether the graphs write the eager
+  verifies' tokens (where they do, add the device's name to engine/target.py GRAPHS_CHECKED_ON: `--cuda-graphs
+  auto` then turns graphs on there); DFlash's draft-to-verify cost ratio.
+- trees: the DFlash and EAGLE trees at 8, 16, 32 and 64 nodes beside their chains (τ, speedup).
+- recordings: the Compare tab's default comparison and the lesson's trees and load points recorded on this device
+  (scripts/device_recordings.py); with --full one of them at the lesson's recorded sizes, a call each.
+- concurrency (its own call): the batched lanes at 1, 8 and 32 requests at once.
+- qwen3_4b: a Qwen3-4B-shaped target with drafters of the public checkpoints' shapes (random weights): its verify
+  cost against the tokens verified, every lane's draft cost.
 
-Each section writes OUT/<section>.json and one log line; a section that fails writes its error there and the others
-run on. Exit status 0 when every section ran and every identity held, else 1; 2 for bad arguments.
+Every section's result goes into OUT/report.json, rewritten as each ends, with its estimate and its time; one log
+line a section, and one every 30 s while it runs. A call writes at most 8 files (report.json, two profile traces,
+three recordings); more would go into one archive, OUT/gpu_check.tar.gz. Exit status 0 when every section ran and
+every required identity held, else 1; 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -74,6 +84,9 @@ NARROW = dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num
 FEATURE_LAYERS = [1, 9, 17, 25, 33]  # DeepSpec's and z-lab's for a 36-layer target
 CHAINS = ("baseline", "eagle3", "classic", "dflash", "dspark")
 TREES = ("dflash_tree", "eagle3_tree")
+BATCH_SIZES = (2, 8)  # identity's batches
+TREE_BUDGETS = (8, 16, 32, 64)
+CONCURRENCY_SIZES = (1, 8, 32)
 
 
 def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bool = False) -> tuple[Engine, dict]:
@@ -194,6 +207,7 @@ class Check:
         self.device = torch.device("cpu" if args.cpu else "cuda")
         self.prompts = load_prompts()[: args.prompts]
         self.tokens = args.max_new_tokens
+        self.step_s = HEALTHY_STEP_S  # what the estimates assume until the facts section times this device's step
         self._engines: dict = {}
 
     def engine(self, dtype: str = "float32", cuda_graphs: str = "off") -> Engine:
@@ -264,36 +278,57 @@ def section_facts(check: Check) -> dict:
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         facts["memory_gib"] = {"free": round(free / 2**30, 1), "total": round(total / 2**30, 1)}
+    # a plain step of the embedded models, eager: the later sections' estimates are made at this rate
+    summary = check.engine().generate(check.prompts[0], GenerationConfig(method=BASELINE, max_new_tokens=32)).summary
+    check.step_s = summary.wall_s / max(summary.num_steps, 1)
+    facts["plain_step_ms"] = round(check.step_s * 1e3, 3)
     return facts
 
 
+def _identity_lanes(check: Check, dtype: str) -> dict:
+    """Each group's lanes (chains, trees, batches) and their runs' configurations."""
+    smoke, tokens = check.args.smoke, check.tokens
+    engine = check.engine(dtype)
+    chains = CHAINS if dtype == "float32" or not smoke else ("baseline", "dflash")  # smoke: bfloat16 is slow on a CPU
+    groups = {"chains": {m: GenerationConfig(method=m, max_new_tokens=tokens) for m in chains if m in engine.methods()},
+              "trees": {}, "batches": {}}
+    for tree in TREES if dtype == "float32" or not smoke else ():
+        if tree in engine.methods():
+            for nodes in (16,) if smoke else (16, 64):
+                groups["trees"][f"{tree}/{nodes}"] = GenerationConfig(method=tree, max_new_tokens=tokens,
+                                                                      tree_nodes=nodes)
+    for size in (2,) if smoke else BATCH_SIZES:
+        for method in ("dflash",) if smoke else ("baseline", "dflash", "dspark"):
+            groups["batches"][f"{method}/batch_{size}"] = (size, GenerationConfig(method=method, max_new_tokens=tokens))
+    return groups
+
+
 def section_identity(check: Check) -> dict:
+    """Every lane against the baseline, in float32 and bfloat16, in three groups with one status each: chains and
+    trees (every single-request verify at the one fixed width on CUDA: identical by construction) and batches
+    (a batch's verify runs its own shape, rows by the longest request: in bfloat16 another GEMM height may round a
+    near-tie the other way, so bfloat16 batches are reported apart and do not fail the check)."""
     report, prompts = {}, check.prompts[: 2 if check.args.smoke else 3]
     for dtype in ("float32", "bfloat16"):
-        engine = check.engine(dtype)
-        # the smoke form: in bfloat16 (slow on a CPU) two chains only, every other path in float32
-        chains = CHAINS if dtype == "float32" or not check.args.smoke else ("baseline", "dflash")
-        lanes = {m: GenerationConfig(method=m, max_new_tokens=check.tokens) for m in chains if m in engine.methods()}
-        for tree in TREES if dtype == "float32" or not check.args.smoke else ():
-            if tree in engine.methods():
-                for nodes in (16,) if check.args.smoke else (16, 64):
-                    lanes[f"{tree}/{nodes}"] = GenerationConfig(method=tree, max_new_tokens=check.tokens,
-                                                                tree_nodes=nodes)
-        rows = {}
-        baselines = [engine.generate(p, lanes[BASELINE]).output_ids for p in prompts]
-        for name, config in lanes.items():
-            firsts = [_first_difference(engine.generate(p, config).output_ids, b) for p, b in zip(prompts, baselines)]
-            rows[name] = {"identical": all(f is None for f in firsts), "first_difference": firsts}
-        for size in (2,) if check.args.smoke else (2, 8):
-            requests = [prompts[i % len(prompts)] for i in range(size)]
-            for method in ("dflash",) if check.args.smoke else ("baseline", "dflash", "dspark"):
-                result = generate_batch(engine, requests, GenerationConfig(method=method, max_new_tokens=check.tokens))
-                firsts = [_first_difference(r.output_ids, baselines[prompts.index(p)])
-                          for r, p in zip(result.requests, requests)]
-                rows[f"{method}/batch_{size}"] = {"identical": all(f is None for f in firsts),
-                                                  "first_difference": firsts}
-        report[dtype] = {"device": engine.device_name, "verify_width": engine.verify_width, "lanes": rows,
-                         "identical": all(r["identical"] for r in rows.values())}
+        engine, groups = check.engine(dtype), _identity_lanes(check, dtype)
+        baselines = [engine.generate(p, groups["chains"][BASELINE]).output_ids for p in prompts]
+        results = {}
+        for group, lanes in groups.items():
+            rows = {}
+            for name, lane in lanes.items():
+                if group == "batches":
+                    size, config = lane
+                    requests = [prompts[i % len(prompts)] for i in range(size)]
+                    outputs = [r.output_ids for r in generate_batch(engine, requests, config).requests]
+                    firsts = [_first_difference(o, baselines[prompts.index(p)]) for o, p in zip(outputs, requests)]
+                else:
+                    firsts = [_first_difference(engine.generate(p, lane).output_ids, b)
+                              for p, b in zip(prompts, baselines)]
+                rows[name] = {"identical": all(f is None for f in firsts), "first_difference": firsts}
+            apart = group == "batches" and dtype == "bfloat16"
+            results[group] = {"identical": all(r["identical"] for r in rows.values()), "required": not apart,
+                              "lanes": rows}
+        report[dtype] = {"device": engine.device_name, "verify_width": engine.verify_width, **results}
     return report
 
 
@@ -419,6 +454,9 @@ def section_steps(check: Check) -> dict:
                    for mode, lanes in report.items() if "dflash/overlap_off" in lanes},
                "identical": {mode: {name: lane["outputs"] == base for name, lane in lanes.items()}
                              for mode, lanes in report.items()}}
+    graphs = summary["identical"].get("graphs")
+    if graphs and all(graphs.values()):  # the name engine/target.py GRAPHS_CHECKED_ON takes, for `auto`
+        summary["graphs_checked_on"] = torch.cuda.get_device_name(check.device)
     for lanes in report.values():
         for lane in lanes.values():
             del lane["outputs"]
@@ -429,7 +467,7 @@ def section_trees(check: Check) -> dict:
     from engine.measure.sweep import budget_sweep
 
     engine = check.engine()
-    budgets = (8, 16) if check.args.smoke else (8, 16, 32, 64)
+    budgets = (8, 16) if check.args.smoke else TREE_BUDGETS
     prompts = check.prompts[: 2 if check.args.smoke else 6]
     return budget_sweep(engine, prompts, check.tokens, budgets=budgets)
 
@@ -438,7 +476,7 @@ def section_concurrency(check: Check) -> dict:
     from engine.measure.concurrency import concurrency_sweep
 
     engine = check.engine()
-    sizes = [2] if check.args.smoke else [1, 8, 32]
+    sizes = [2] if check.args.smoke else list(CONCURRENCY_SIZES)
     lanes = ("baseline", "dflash") if check.args.smoke else ("baseline", "dflash", "dspark")
     return concurrency_sweep(engine, check.prompts, min(check.tokens, 48), sizes, lanes=lanes,
                              log=lambda *a, **k: None, rounds=1)
@@ -455,8 +493,9 @@ def section_qwen3_4b(check: Check) -> dict:
 def section_recordings(check: Check, out: Path) -> dict:
     from scripts.device_recordings import write_recordings
 
-    written = write_recordings(out / "recordings", str(check.device), quick=check.args.smoke or check.args.cpu,
-                               engine=check.engine())
+    full = check.args.full
+    written = write_recordings(out / "recordings", str(check.device), quick=not full or check.args.cpu,
+                               engine=check.engine(), only=(full,) if full else ("comparison", "trees", "load"))
     return {"files": [str(p.relative_to(out)) for p in written],
             "bytes": sum(p.stat().st_size for p in written)}
 
@@ -468,10 +507,54 @@ SECTIONS = {
     "profile": section_profile,
     "steps": lambda check, out: section_steps(check),
     "trees": lambda check, out: section_trees(check),
+    "recordings": section_recordings,
     "concurrency": lambda check, out: section_concurrency(check),
     "qwen3_4b": lambda check, out: section_qwen3_4b(check),
-    "recordings": section_recordings,
 }
+QUICK = ("facts", "identity", "census", "profile", "steps", "trees", "recordings")  # the default call
+ALONE = ("concurrency",)  # a call of its own each (as are the recordings at full size: --only recordings --full)
+MAX_FILES = 8  # what a lease hands back from one call: more files than this go into one archive
+
+# The estimates' basis: seconds a step of the embedded models on a healthy GPU (eager; a plain step and a
+# speculative one alike, an upper bound for the lanes that take fewer, heavier steps), until the facts section has
+# timed this device's own; an engine's load and warm-up; the recorders' steps in all (scripts/device_recordings.py:
+# the comparison, the trees' budgets and the load points).
+HEALTHY_STEP_S = 0.008
+LOAD_S = 15.0
+RECORDING_STEPS = {"quick": 3_000, "comparison": 1_500, "trees": 45_000, "load": 45_000}
+
+
+def estimate(name: str, check: Check) -> tuple[float, str]:
+    """Seconds section `name` should take at the step time in hand (check.step_s), from its sizes; the sizes in
+    words."""
+    tokens, step, prompts = check.tokens, check.step_s, len(check.prompts)
+    if name == "facts":
+        return 10.0 + LOAD_S + 32 * step, "launch, sync and copy costs; one 32-token baseline run timed"
+    if name == "identity":
+        runs = (len(CHAINS) + 1 + 2 * len(TREES)) * min(prompts, 3)
+        batch_steps = sum(tokens * (1 + size / 8) for size in BATCH_SIZES) * 3
+        return 2 * LOAD_S + 2 * (runs * tokens + batch_steps) * step, \
+            f"2 dtypes x ({runs} runs + 6 batches) x {tokens} tokens"
+    if name == "census":
+        runs = (len(CHAINS) + len(TREES)) * 2
+        return runs * tokens * step, f"{runs} runs x {tokens} tokens"
+    if name == "profile":
+        return 10.0 + 80 * step, "2 profiled steps and their traces"
+    if name == "steps":
+        modes = 2 if check.device.type == "cuda" else 1
+        runs = modes * 8 * (min(prompts, 4) + 1)
+        return (modes - 1) * LOAD_S + runs * tokens * step, f"{modes} mode(s) x 8 lanes x {min(prompts, 4) + 1} runs"
+    if name == "trees":
+        runs = (3 + 2 * len(TREE_BUDGETS)) * min(prompts, 6)
+        return runs * tokens * step, f"{runs} runs x {tokens} tokens"
+    if name == "recordings":
+        size = check.args.full or "quick"
+        return LOAD_S + RECORDING_STEPS[size] * step, f"the {size} recording(s), about {RECORDING_STEPS[size]} steps"
+    if name == "concurrency":  # each size: every request in batches of that size, 3 lanes and transformers' (≈ 2)
+        requests, short = 2 * max(CONCURRENCY_SIZES), min(tokens, 48)
+        steps = sum(-(-requests // size) * short * (1 + size / 8) * 5 for size in CONCURRENCY_SIZES)
+        return steps * step, f"{requests} requests {short} tokens each, {', '.join(map(str, CONCURRENCY_SIZES))} at once"
+    return 90.0, "a Qwen3-4B-shaped target's verify cost and every lane's draft cost"
 
 
 def _sections(value: str) -> list[str]:
@@ -483,24 +566,89 @@ def _sections(value: str) -> list[str]:
     return names
 
 
+def _groups(report: dict) -> list[dict]:
+    return [report[g] for g in ("chains", "trees", "batches") if g in report]
+
+
+def _identity_line(result: dict) -> str:
+    """One status a group and dtype, for the log: `float32 chains ok trees ok batches ok; bfloat16 ...`."""
+    return "; ".join(dtype + " " + " ".join(
+        f"{g} {'ok' if r['identical'] else 'DIFFER' if r['required'] else 'differ (reported apart)'}"
+        for g, r in report.items() if g in ("chains", "trees", "batches"))
+        for dtype, report in result.items() if isinstance(report, dict) and "chains" in report)
+
+
 def _failed(name: str, result: dict) -> bool:
-    """Whether a section's result says something is wrong (a lane that left the baseline)."""
-    if "error" in result:
+    """Whether a section's result says something is wrong (a lane that left the baseline), or it did not run."""
+    if "error" in result or "skipped" in result:
         return True
     if name == "identity":
-        return not all(r["identical"] for r in result.values())
+        return not all(group["identical"] for dtype in result.values() for group in _groups(dtype) if group["required"])
     if name == "steps":
         return not all(all(lanes.values()) for lanes in result["summary"]["identical"].values())
     return False
+
+
+@contextlib.contextmanager
+def _ticking(name: str, estimated: float, every: float = 30.0):
+    """A log line every `every` seconds while a section runs: its time so far against its estimate."""
+    done, began = threading.Event(), time.perf_counter()
+
+    def tick() -> None:
+        while not done.wait(every):
+            print(f"[{name}] {time.perf_counter() - began:.0f} s of about {estimated:.0f} s", file=sys.stderr,
+                  flush=True)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _bounded(out: Path, before: set[Path]) -> list[Path]:
+    """The files this call wrote under `out`; more than MAX_FILES go into one archive, gpu_check.tar.gz."""
+    import tarfile
+
+    written = sorted(p for p in out.rglob("*") if p.is_file() and p not in before)
+    if len(written) <= MAX_FILES:
+        return written
+    archive = out / "gpu_check.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in written:
+            tar.add(path, arcname=str(path.relative_to(out)))
+    for path in written:
+        path.unlink()
+    return [archive]
+
+
+def _refused(args) -> str | None:
+    """Why these arguments make no call (one line), or None."""
+    if args.full and args.only != ["recordings"]:
+        return f"--full records at full size in a call of its own: --only recordings --full {args.full}"
+    alone = [name for name in args.only if name in ALONE]
+    if alone and len(args.only) > 1 and not args.smoke:  # the smoke form: every code path, in seconds
+        return f"{alone[0]} runs in a call of its own: --only {alone[0]}"
+    if not args.cpu and not args.plan and not torch.cuda.is_available():
+        return "no CUDA device here; pass --cpu to run the same checks on the CPU"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check",
-                        help="folder for each section's JSON, the profiles' traces and the recordings")
-    parser.add_argument("--only", type=_sections, default=list(SECTIONS),
-                        help=f"comma-separated sections to run (default all): {', '.join(SECTIONS)}")
+                        help="folder for report.json, the profiles' traces and the recordings")
+    parser.add_argument("--only", type=_sections, default=list(QUICK),
+                        help=f"comma-separated sections (default the quick set: {', '.join(QUICK)}); "
+                             f"among {', '.join(SECTIONS)}")
+    parser.add_argument("--full", choices=("comparison", "trees", "load"),
+                        help="one recording at the lesson's full sizes, in a call of its own (--only recordings)")
+    parser.add_argument("--plan", action="store_true", help="print each section's estimate and run nothing")
+    parser.add_argument("--budget-s", type=float, default=540.0,
+                        help="skip a section whose estimate would take the call past this many seconds (default 540)")
     parser.add_argument("--cpu", action="store_true", help="run on the CPU (the 4B shape narrowed to width 256)")
     parser.add_argument("--prompts", type=int, default=4, help="held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -509,32 +657,54 @@ def main(argv: list[str] | None = None) -> int:
                         help="8 target layers for the 4B shape, fewer prompts and sizes, no warm-up: every code path "
                              "quickly, no figures worth reading")
     args = parser.parse_args(argv)
-    if not args.cpu and not torch.cuda.is_available():
-        print("error: no CUDA device here; pass --cpu to run the same checks on the CPU", file=sys.stderr)
+    refused = _refused(args)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
         return 2
+    check = Check(args)
+    if args.plan:
+        total = 0.0
+        for name in args.only:
+            seconds, words = estimate(name, check)
+            total += seconds
+            print(f"{name:12} about {seconds:4.0f} s  ({words})")
+        print(f"{'in all':12} about {total:4.0f} s at {check.step_s * 1e3:.0f} ms a step")
+        return 0
     try:
         args.out.mkdir(parents=True, exist_ok=True)  # fail before any section runs, not after
     except OSError as exc:
         print(f"error: cannot write to {args.out}: {exc.strerror}", file=sys.stderr)
         return 2
-    check, failures, started = Check(args), [], time.perf_counter()
+    before = {p for p in args.out.rglob("*") if p.is_file()}
+    report: dict = {"device": str(check.device), "smoke": args.smoke, "sections": {}}
+    failures, started = [], time.perf_counter()
     for name in args.only:
-        began = time.perf_counter()
-        try:
-            result = SECTIONS[name](check, args.out)
-        except Exception as exc:  # a section that fails is written down; the others still run
-            result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        estimated, words = estimate(name, check)
+        spent, began = time.perf_counter() - started, time.perf_counter()
+        if spent + estimated > args.budget_s:
+            result = {"skipped": f"estimated {estimated:.0f} s at {check.step_s * 1e3:.1f} ms a step, "
+                                 f"{max(args.budget_s - spent, 0):.0f} s left of the call's {args.budget_s:.0f}"}
+        else:
+            print(f"[{name}] about {estimated:.0f} s ({words})", file=sys.stderr, flush=True)
+            try:
+                with _ticking(name, estimated):
+                    result = SECTIONS[name](check, args.out)
+            except Exception as exc:  # a section that fails is written down; the others still run
+                result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         seconds = round(time.perf_counter() - began, 1)
-        document = {"section": name, "seconds": seconds, "device": str(check.device), "smoke": args.smoke,
-                    "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **result}
-        (args.out / f"{name}.json").write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
+        report["sections"][name] = {"seconds": seconds, "estimated_s": round(estimated, 1),
+                                    "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **result}
+        (args.out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
         failed = _failed(name, result)
         failures += [name] if failed else []
-        print(f"[{name}] {'FAILED' if failed else 'ok'} in {seconds} s -> {args.out / (name + '.json')}"
-              + (f": {result['error']}" if "error" in result else ""), file=sys.stderr, flush=True)
+        detail = (f": {result['error']}" if "error" in result else f": skipped, {result['skipped']}"
+                  if "skipped" in result else f": {_identity_line(result)}" if name == "identity" else "")
+        print(f"[{name}] {'FAILED' if failed else 'ok'} in {seconds} s (estimated {estimated:.0f} s){detail}",
+              file=sys.stderr, flush=True)
+    written = _bounded(args.out, before)
     print(f"{len(args.only) - len(failures)} of {len(args.only)} sections ok in "
-          f"{time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failures)}" if failures else ""),
-          file=sys.stderr)
+          f"{time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failures)}" if failures else "")
+          + f"; {len(written)} file(s) written", file=sys.stderr)
     return 1 if failures else 0
 
 

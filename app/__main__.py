@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
     parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
                         help="the operator's own target instead of --preset: a folder or a cached hub id (runs in this "
-                             "process; SPECLAB_ALLOWED_MODELS may list the ids allowed; docs/hosting.md)")
+                             "process; SPECLAB_ALLOWED_MODELS may list the ids allowed; docs/formats.md)")
     parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
                         help="with --target: a drafter checkpoint for METHOD (repeatable)")
     parser.add_argument("--chat", choices=["on", "off"], default="on",

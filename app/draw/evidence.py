@@ -1,7 +1,7 @@
 """The slides' own charts: where a point's title claims more than its tab's chart shows, the chart that shows it.
 
 A slide draws the chart its point names on its tab (app/tabs/slides.py evidence_figure), unless this module has one
-for it: the formula over the held-out prompts beside the one example prompt (point 1), per-lane acceptance against
+for it: the formula over the held-out prompts beside the lesson's one prompt (point 1), per-lane acceptance against
 1 − TV over thousands of judged drafts (point 3), τ, acceptance and speedup side by side against the temperature
 (point 4), and the three bottlenecks each with a measured chart of its own (point 6). Each is drawn from the lesson's recordings, or a live measurement in a recording's place, and names
 what it was measured on. Pure functions: data in, figure out.
@@ -16,6 +16,7 @@ from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.summary import acceptance_rate
 
 from ..comparison import Comparison
+from ..lesson.choice import rule_words
 from ..theory import speedup
 from ..words import survival
 from .layout import PREDICTION_COLOUR, PREDICTION_DASH, _error_bars, _small_layout
@@ -48,7 +49,7 @@ def _heldout(data: dict, temperature: str) -> tuple[int, dict] | None:
 
 def formula_figure(data: dict, live: str | None = None) -> go.Figure | None:
     """Point 1: each lane's measured speedup over the held-out prompts at temperature 0 (whiskers: the lowest and
-    highest one prompt alone gave), the formula from their τ and draft cost, and the one example prompt's measured
+    highest one prompt alone gave), the formula from their τ and draft cost, and the lesson's one prompt's measured
     speedup beside them, hatched and named "one prompt". live: the recording measured live in `data` (source_tag)."""
     heldout, example = _heldout(data, "0.0"), data.get("greedy")
     if heldout is None or not isinstance(example, Comparison):
@@ -66,7 +67,8 @@ def formula_figure(data: dict, live: str | None = None) -> go.Figure | None:
                          error_y=whiskers,
                          text=[f"{m:.2f}×" for m in measured], textposition="inside", insidetextanchor="start"))
     one = [example.speedup(m) for m in lanes]  # None where the comparison has no such lane: no bar
-    fig.add_trace(go.Bar(x=names, y=one, name=f"measured, one prompt (the example){source_tag('greedy', live)}",
+    which = rule_words(str(example.settings.get("prompt", "")), short=True)
+    fig.add_trace(go.Bar(x=names, y=one, name=f"measured, one prompt ({which}){source_tag('greedy', live)}",
                          marker=dict(color="white", line=dict(color=colours, width=2),
                                      pattern=dict(shape="/", fgcolor=colours)),
                          text=["" if v is None else f"{v:.2f}×" for v in one], textposition="outside",
@@ -144,7 +146,7 @@ def _one_prompt_rates(comparison, lanes: list[str]) -> list[tuple[int, tuple[flo
 def bottlenecks_figure(data: dict, live: str | None = None) -> go.Figure | None:
     """Point 6, one panel a bottleneck: (1) serial drafting, each serial lane's drafting time a step against its K
     beside the one-pass lanes' whole block (the K sweep's prompts); (2) the ceiling, survival along the one-pass
-    lanes' blocks on the example prompt; (3) no order inside a block, DSpark's τ without and with its Markov head on
+    lanes' blocks on the lesson's one prompt; (3) no order inside a block, DSpark's τ without and with its Markov head on
     the parts' prompts. live: the recording measured live in `data`, each panel's title saying which it is
     (source_tag)."""
     sweeps, example = data.get("sweeps", {}).get("data"), data.get("greedy")
@@ -155,7 +157,7 @@ def bottlenecks_figure(data: dict, live: str | None = None) -> go.Figure | None:
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1,
                         subplot_titles=(f"1. drafting a step, ms<br>{_count(sweeps['sweeps'])} prompts"
                                         f"{source_tag('sweeps', live)}",
-                                        f"2. survival along a block<br>one prompt{source_tag('greedy', live) or ', the example'}",
+                                        f"2. survival along a block<br>one prompt{source_tag('greedy', live)}",
                                         f"3. {method_label(method)}'s τ<br>{parts['num_prompts']} prompts"
                                         f"{source_tag('parts', live)}"))
     one_pass = {}

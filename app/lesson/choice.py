@@ -75,7 +75,7 @@ def rule_words(prompt: str, short: bool = False) -> str:
     if choice and choice["data"]["prompt"] == prompt:
         data = choice["data"]
         if short:
-            return f"the median held-out prompt of {data['prompts']}"
+            return "the median held-out prompt"
         return (f"held-out prompt {data['chosen'] + 1} of the first {data['prompts']}, the one whose speedups sit "
                 "nearest every lane's median over them")
     if prompt == example_prompts()[0]:

@@ -101,7 +101,8 @@ def formula_slide(data: dict) -> str:
         where = _below_formula({m: s for m, (s, _) in rows.items()}, {m: f for m, (_, f) in rows.items()})
         return f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
     lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
-    return f"On one prompt (the example): {lanes}; {_below_formula(measured, formula)}.{cost}"
+    one = rule_words(str(data["greedy"].settings.get("prompt", "")), short=True)
+    return f"On one prompt ({one}): {lanes}; {_below_formula(measured, formula)}.{cost}"
 
 
 def _heldout_formula_rows(data: dict):
@@ -117,7 +118,7 @@ def _heldout_formula_rows(data: dict):
 
 def heldout_formula(data: dict) -> str:
     """The formula's two numbers and the measured speedup over every held-out prompt at temperature 0 (the
-    temperature sweep), each lane's spread over the prompts beside them, and where the example prompt's lanes
+    temperature sweep), each lane's spread over the prompts beside them, and where the one prompt's lanes
     sit in it ("" without the sweep)."""
     if "temperatures" not in data or "0.0" not in data["temperatures"]["data"]["temperatures"]:
         return ""
@@ -133,8 +134,8 @@ def heldout_formula(data: dict) -> str:
     example = data["greedy"]
     outside = [m for m in lanes if (example.speedup(m) is not None and not
                lanes[m]["speedup_by_prompt"]["min"] <= example.speedup(m) <= lanes[m]["speedup_by_prompt"]["max"])]
-    where = (f"; the example prompt's {', '.join(method_label(m) for m in outside)} lie outside that spread"
-             if outside else "; the example prompt's lanes lie within that spread")
+    where = (f"; the one prompt's {', '.join(method_label(m) for m in outside)} lie outside that spread"
+             if outside else "; the one prompt's lanes lie within that spread")
     return (f" Over {sweep['num_prompts']} held-out prompts at temperature 0 (the temperature sweep, point 4): "
             + "; ".join(parts) + f". The fastest there is {method_label(ranked[0])}{where}.")
 

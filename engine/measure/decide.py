@@ -48,6 +48,7 @@ def read_prompt_file(path: Path) -> list[dict]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise EngineError(f"cannot read prompt file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    text = text.removeprefix("\ufeff")  # a spreadsheet's byte-order mark is not part of the first prompt or column
     kind = PROMPT_FORMATS.get(path.suffix.lower(), "text")
     if kind == "text":
         return [{"prompt": line} for line in text.splitlines() if line.strip()]

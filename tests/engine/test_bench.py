@@ -184,7 +184,7 @@ def test_prompt_files_in_every_form_with_their_labels(tmp_path):
 
     (tmp_path / "p.txt").write_text("def f(x):\n\nimport os\n", encoding="utf-8")
     (tmp_path / "p.jsonl").write_text('{"prompt": "def f(x):", "kind": "code"}\n{"prompt": "Hi", "kind": "chat"}\n')
-    (tmp_path / "p.csv").write_text('prompt,kind\n"def f(x):\n  return",code\nHi,chat\n')
+    (tmp_path / "p.csv").write_text('\ufeffprompt,kind\n"def f(x):\n  return",code\nHi,chat\n', encoding="utf-8")
     assert read_prompt_file(tmp_path / "p.txt") == [{"prompt": "def f(x):"}, {"prompt": "import os"}]
     assert labels_of(read_prompt_file(tmp_path / "p.jsonl"), "kind") == ["code", "chat"]
     rows = read_prompt_file(tmp_path / "p.csv")

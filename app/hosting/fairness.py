@@ -15,7 +15,7 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   A browser that entered an open class's code (app/hosting/classroom.py) is counted as a visitor of its own instead
   of by its address, its class holding at most max(its size, PLACES_PER_ADDRESS) places together.
 - **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
-  the engine's time per token as measured when it ran quietly: `QuietCosts`); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
+  the engine's time per token as measured when it ran quietly: `quiet_costs`); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
   refused in one line naming the largest settings that fit. A presenter's runs are not limited.
 - **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
   has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
@@ -126,6 +126,7 @@ class Door:
         # (block function, scope, request) -> (status, line[, retry-after]) refusing an event answered at once
         # (not queued) before Gradio reads it, or None (app/hosting/toggles.py: a toggle past its limit)
         self.at_once_limits: list[Callable[[object, dict, dict], tuple | None]] = []
+        self.arriving: list[tuple] = []  # joins let through and not yet queued: (identity, job, token)
         self.is_presenter = presenter or (lambda scope: False)
         self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -134,6 +135,17 @@ class Door:
     @property
     def queue(self):
         return self.blocks._queue
+
+    def joining(self, scope: dict, fn, request: dict) -> tuple:
+        """A join let through, counted against its share until Gradio has queued it (`joined`): joins arriving at
+        once would otherwise each see the queue without the others."""
+        entry = (self.scope_identity(scope), (fn, repr(request.get("data"))), object())
+        self.arriving.append(entry)
+        return entry
+
+    def joined(self, entry: tuple) -> None:
+        if entry in self.arriving:
+            self.arriving.remove(entry)
 
     def scope_identity(self, scope: dict) -> str:
         """Who a request is for the queue's shares: its class member (a class code entered), else its address."""
@@ -243,7 +255,13 @@ class QueueDoor:
             return await receive()
 
         if path != JOIN or not self.door.is_presenter(scope):
-            return await self.app(scope, replay, send)
+            joining = self.door.joining(scope, self.event_fn(request, path), request) if path == JOIN or calls \
+                else None
+            try:  # until Gradio has put it in its queue, a join still counts against its share
+                return await self.app(scope, replay, send)
+            finally:
+                if joining is not None:
+                    self.door.joined(joining)
         answered: list[bytes] = []
 
         async def keep(message):
@@ -253,6 +271,13 @@ class QueueDoor:
 
         await self.app(scope, replay, keep)
         await self.first(b"".join(answered), request)
+
+    def event_fn(self, request: dict, path: str):
+        """The block function a join (fn_index) or a REST API call (call/NAME) names."""
+        if path.startswith(CALL):
+            name = path[len(CALL):].strip("/").removeprefix("v2/")
+            return next((f for f in self.door.blocks.fns.values() if getattr(f, "api_name", None) == name), None)
+        return self.door.blocks.fns.get(request.get("fn_index"))
 
     def stream_session(self, event_id: str) -> str:
         """The session whose messages a REST API call's answer stream reads (as Gradio finds it)."""
@@ -294,10 +319,10 @@ class QueueDoor:
             return None
         door = self.door
         address = door.scope_identity(scope)
-        places, jobs = address_share(door.queue, address, door.event_identity)
-        if places >= PLACES_PER_ADDRESS or (jobs >= JOBS_PER_ADDRESS and not any(
-                job_key(e) == (fn, repr(data)) for e in waiting_events(door.queue)
-                if door.event_identity(e) == address)):
+        mine = [e for e in waiting_events(door.queue) if door.event_identity(e) == address]
+        arriving = [job for who, job, _ in door.arriving if who == address]  # let through, not yet queued
+        places, jobs = len(mine) + len(arriving), {job_key(e) for e in mine} | set(arriving)
+        if places >= PLACES_PER_ADDRESS or (len(jobs) >= JOBS_PER_ADDRESS and (fn, repr(data)) not in jobs):
             return 429, TOO_MANY_PLACES.format(n=places, most=PLACES_PER_ADDRESS, jobs=JOBS_PER_ADDRESS), 10
         classroom = door.classroom
         if classroom is not None and classroom.is_member(address):
@@ -399,52 +424,34 @@ def within_the_defaults(lanes: list[tuple[int, int]]) -> bool:
         tokens <= defaults.max_new_tokens and requests <= defaults.requests_at_once for tokens, requests in lanes)
 
 
-class QuietCosts:
+def quiet_costs(learned):
     """The budget's costs: the engine's time per token as measured when it ran quietly, so that what a visitor may
     run does not move with other people's load. A live pass measured on a busy server is slower than its estimate;
     one on a quiet server is not. So of every pass `learned` (app/runner.py RunCosts) measures since the server
-    started, this keeps the fastest, measured over estimated, for single requests and batches apart: the first run
-    sets it, a quicker one lowers it, a slowed one never raises it. Until a pass has been measured, `learned`'s
-    starting figures (measured on a quiet 2-core machine). The queue's expected waits still use `learned`, which
-    follows the load."""
+    started, these costs (a RunCosts of the same starting figures) keep the fastest, measured over estimated, for
+    single requests and batches apart: the first run sets it, a quicker one lowers it, a slowed one never raises it.
+    The queue's expected waits still use `learned`, which follows the load."""
+    from ..runner import RunCosts
 
-    def __init__(self, learned):
-        from ..runner import RunCosts
+    quiet, observed = RunCosts(learned.token_s, learned.request_token_s, learned.batch_s), learned.observe
+    fastest: dict[bool, float] = {}  # batched or not -> the fastest pass, measured over estimated
 
-        self.model = RunCosts(learned.token_s, learned.request_token_s, learned.batch_s)
-        self.quiet: dict[bool, float | None] = {False: None, True: None}  # batched or not -> fastest ratio
-        observed = learned.observe
+    def observe(lanes, measured_s: float) -> None:  # every pass `learned` hears of, the quiet costs hear of too
+        observed(lanes, measured_s)
+        estimated = sum(quiet._lane_s(tokens, requests) for tokens, requests in lanes)
+        if estimated > 0 and measured_s > 0 and lanes:
+            batched = max(requests for _, requests in lanes) > 1
+            fastest[batched] = quiet.scale[batched] = min(fastest.get(batched, math.inf), measured_s / estimated)
 
-        def observe(lanes, measured_s: float) -> None:  # every pass `learned` hears of, this hears of too
-            observed(lanes, measured_s)
-            self.observe(lanes, measured_s)
-
-        learned.observe = observe
-
-    def observe(self, lanes, measured_s: float) -> None:
-        estimated = sum(self.model._lane_s(tokens, requests) for tokens, requests in lanes)
-        if estimated <= 0 or not measured_s > 0 or not lanes:
-            return
-        batched = max(requests for _, requests in lanes) > 1
-        ratio, quiet = measured_s / estimated, self.quiet[batched]
-        self.quiet[batched] = ratio if quiet is None else min(quiet, ratio)
-        self.model.scale[batched] = self.quiet[batched]
-
-    def per_token_s(self, requests_at_once: int) -> float:
-        return self.model.per_token_s(requests_at_once)
-
-    def fixed_s(self, requests_at_once: int) -> float:
-        return self.model.fixed_s(requests_at_once)
-
-    def live_s(self, lanes) -> float:
-        return self.model.live_s(lanes)
+    learned.observe = observe
+    return quiet
 
 
 def comparison_estimate(costs) -> Callable[[object, list, float], tuple[float, str] | None]:
-    """The Door's estimate: a comparison's live pass at the engine's quiet costs (`QuietCosts` over the learned
+    """The Door's estimate: a comparison's live pass at the engine's quiet costs (`quiet_costs` of the learned
     `costs`) and its refusal line at a budget; None for any other event and for a comparison within the page's
     defaults (`within_the_defaults`)."""
-    quiet = QuietCosts(costs)
+    quiet = quiet_costs(costs)
 
     def estimate(fn, data: list, budget_s: float):
         lanes = comparison_lanes(fn, data)

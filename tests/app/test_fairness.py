@@ -504,3 +504,38 @@ def test_a_run_waiting_past_the_stated_wait_is_told_its_place_its_start_and_the_
     offered = fairness.waiting_note(4, 150, "2026-12-05T11:40:00+00:00", "methods=baseline&prompt=a%26b", now_s=noon)
     assert '<a href="?methods=baseline&amp;prompt=a%26b" target="_blank"' in offered and "keep your place" in offered
     assert "come back" not in offered
+
+
+def test_joins_arriving_at_once_each_count_against_their_addresses_share():
+    door = Door(blocks())
+    held = asyncio.Event()
+
+    async def slow_gradio(scope, receive, send):  # Gradio answers a join only once it has queued it
+        await held.wait()
+        await Inner(b'{"event_id": "x"}')(scope, receive, send)
+
+    async def crowd():
+        answers = []
+
+        async def one(i: int):
+            sent = []
+
+            async def send(message):
+                sent.append(message)
+
+            async def receive():
+                body = json.dumps({"data": [f"prompt {i}"], "fn_index": 2, "session_hash": f"s{i}"}).encode()
+                return {"type": "http.request", "body": body}
+
+            await QueueDoor(slow_gradio, door)(request(fairness.JOIN, method="POST"), receive, send)
+            answers.append(sent[0]["status"])
+
+        tasks = [asyncio.create_task(one(i)) for i in range(12)]
+        await asyncio.sleep(0.05)
+        held.set()
+        await asyncio.gather(*tasks)
+        return answers
+
+    answers = asyncio.run(crowd())
+    assert answers.count(200) == fairness.JOBS_PER_ADDRESS and answers.count(429) == 12 - fairness.JOBS_PER_ADDRESS
+    assert door.arriving == []  # each released once Gradio answered

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app import lesson
-from app.lesson import kv
+from app.lesson import kv, long
 from engine.measure.provenance import provenance
 
 # Each lesson recording: key -> the measurement as a JSON-able document, from a loaded, warmed engine.
@@ -38,6 +38,7 @@ JOBS: dict[str, Callable] = {
     "trees": lambda engine: lesson.measure_trees(engine),
     "load": lambda engine: lesson.measure_load(engine),
     "kv": lambda engine: kv.measure_kv(engine),
+    "long": lambda engine: long.measure_long(engine),  # about 5 minutes on one core (app/lesson/long.py)
 }
 BASELINE_RUNS = 3  # the baseline's speed beside a recording: the fastest of these runs of the lesson's prompt
 

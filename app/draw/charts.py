@@ -29,7 +29,8 @@ from .why_charts import (budget_figure, label_positions, load_figure, lossless_f
 BUBBLE_MIN_MS = 0.05  # gaps shorter than this are clock noise, not worth a hover label
 DRAFT_ALTERNATE = "draft, every second forward"  # the timeline's key for a step's 2nd, 4th, ... draft forward
 DRAFT_ALTERNATE_COLOUR = "#9C6B00"  # a darker orange beside DRAFT_WORK, so adjacent draft forwards stay apart
-WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)"}
+WORK_NAMES = {"draft": "draft", "verify": "verify (and prefill)", "host": "host (bookkeeping)",
+              "train": "train (a drafter tuning itself)"}
 
 
 def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
@@ -58,7 +59,8 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
     for work, data in bars.items():
         alternate = work == DRAFT_ALTERNATE
         fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"],
-                             name=WORK_NAMES["draft" if alternate else work], showlegend=not alternate,
+                             name=WORK_NAMES["draft" if alternate else work],
+                             showlegend=not alternate and (work != "train" or bool(data["x"])),  # train: where it ran
                              legendgroup="draft" if alternate else work,
                              marker_color=DRAFT_ALTERNATE_COLOUR if alternate else WORK_COLOURS[work],
                              marker_line_width=0, hovertext=data["text"], hoverinfo="text"))

@@ -7,8 +7,10 @@ UNVERIFIED = "#999999"  # drafted, never verified (also dashed outline)
 DRAFT_WORK = "#E69F00"  # draft spans on the timeline
 VERIFY_WORK = "#0072B2"  # verify spans
 HOST_WORK = "#999999"  # host spans
+TRAIN_WORK = "#000000"  # a self-tuning drafter's training steps (engine/online.py): Okabe–Ito's black, unused elsewhere
 
-WORK_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK}  # kinds of work on the timeline
+WORK_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK,
+                "train": TRAIN_WORK}  # kinds of work on the timeline
 
 # Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
 # cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.

@@ -1,4 +1,4 @@
-"""The lesson: the argument for parallel drafting in ten points, each shown with measured data.
+"""The lesson: the argument for parallel drafting in eleven points, each shown with measured data.
 
 Each point says what it claims in a few sentences, names the tab and the measurement that shows it, what to
 look at there, and a takeaway computed from that measurement. The measurements are recorded on the embedded
@@ -6,8 +6,8 @@ models by `scripts/record_lessons.py` into assets/lessons/ (so a class sees the 
 the settings defined here; "Run it live" measures a smaller live size of each (LIVE_*), which its pages name.
 The engine makes every measurement by its own recipe (engine/measure/lesson.py); this package sizes them, reads
 the recordings and words what they show: the points here, their words by kind in `speed` (points 1, 5, 6, 7, 9),
-`acceptance` (2, 3) and `sweeps` (4, 8, 10). Torch-free and Gradio-free: the Lesson tab (app/tabs/lesson.py) draws
-it, the tests read it.
+`acceptance` (2, 3), `sweeps` (4, 8, 10) and `long` (11). Torch-free and Gradio-free: the Lesson tab
+(app/tabs/lesson.py) draws it, the tests read it.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflas
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
 from .stamps import recorded_stamps, stamp_of, stamp_words
 from .choice import chosen_prompt, measure_prompt_choice  # noqa: F401  (the one prompt's rule, and its recording)
+from .long import (LIVE_LONG_LANES, LIVE_LONG_PROMPTS, LIVE_LONG_TOKENS, LONG_PROMPTS, PAPERS, long_claim_from,
+                   long_slide, long_takeaway)
+from .long import measure_long, measure_long_live  # noqa: F401  (the recording's recipe and its live size)
 
 LESSONS_DIR = ASSETS_DIR / "lessons"
 
@@ -207,7 +210,7 @@ def measure_load_live(engine, stop=None) -> dict:
 
 RECORDINGS = {"greedy": "greedy.json", "sampled": "sampled.json", "sweeps": "k_sweeps.json",
               "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json",
-              "trees": "trees.json", "load": "load.json"}
+              "trees": "trees.json", "load": "load.json", "long": "long.json"}
 COMPARISONS = ("greedy", "sampled")  # saved comparisons; the rest are plain measurements with FORMAT
 
 
@@ -277,6 +280,8 @@ def measurement_kind(item: dict) -> str | None:
         return "trees"
     if "sizes" in data and "requests" in data:
         return "load"
+    if "bin" in data and "lanes" in data:
+        return "long"
     return None
 
 
@@ -307,6 +312,8 @@ def size_words(item: dict) -> str:
     if kind == "load":
         return _load_size(len(data["lanes"]), data["sizes"], data["requests"], data.get("rounds"),
                           data["max_new_tokens"])
+    if kind == "long":
+        return _long_size(len(data["lanes"]), data["prompts"], data.get("context", 0), data.get("max_new_tokens"))
     if kind == "temperatures":
         temperatures = sorted(map(float, data["temperatures"]))
         return (f"{_count(len(temperatures), 'temperature')} ({', '.join(f'{t:g}' for t in temperatures)}) × "
@@ -328,6 +335,12 @@ def _load_size(lanes: int, sizes, requests: int, rounds: int | None, tokens: int
     times = f" × {_count(rounds, 'round')}" if isinstance(rounds, int) else ""
     return (f"{_count(lanes, 'lane')} × {_count(len(sizes), 'batch size')} ({', '.join(map(str, sizes))}) × "
             f"{_count(requests, 'request')}{times}, {tokens} new tokens")
+
+
+def _long_size(lanes: int, prompts: int, context: int, tokens: int | None = None) -> str:
+    """"5 lanes × 16 prompts, each to the 512-position context", or with `tokens`: "…, 280 new tokens each"."""
+    return (f"{_count(lanes, 'lane')} × {_count(prompts, 'prompt')}, "
+            + (f"{tokens} new tokens each" if tokens else f"each to the {context}-position context"))
 
 
 def live_size(point: "Point") -> str:
@@ -352,6 +365,9 @@ def live_size(point: "Point") -> str:
                              f"recording: T = {', '.join(f'{t:g}' for t in TEMPERATURES)} × "
                              f"{_count(TEMPERATURE_PROMPTS, 'prompt')}, {TEMPERATURE_TOKENS} new tokens)",
              "trees": f"{live_trees} (the recording: {recorded_trees})",
+             "long": _long_size(len(LIVE_LONG_LANES), LIVE_LONG_PROMPTS, 0, LIVE_LONG_TOKENS) + (
+                 f" (the recording: {size_words(recorded()['long'])})" if "long" in recorded() else
+                 f" (the recording: every feature drafter × {LONG_PROMPTS} prompts)"),
              "load": _load_size(len(LIVE_LOAD_LANES), LIVE_LOAD_SIZES, LIVE_LOAD_REQUESTS, LIVE_LOAD_ROUNDS,
                                 LIVE_LOAD_TOKENS) + (f" (the recording: {size_words(recorded()['load'])})"
                                                      if "load" in recorded() else "")}
@@ -492,6 +508,18 @@ POINTS = (
           "why", "load", "the chart “Under load” (speedup and τ against requests at once, the published curves "
           "dashed grey)", load_takeaway, ("load",), "why-load-plot", load_slide,
           "Under load, each verified token costs the batch"),
+    Point(11, "Long outputs: a drafter past the length it was trained on",
+          "A drafter is trained on short stretches of text (256 tokens here) and then asked to draft far past them. "
+          "Generating to the target's whole context shows where each feature drafter's τ goes once its view of the "
+          "context is longer than anything it saw in training. Two answers: cut the drafter's view to the length it "
+          "was trained on (a drafter window, as serving engines do; the target still reads everything), or let it "
+          "tune itself as it goes: after each verify, a small training step on a copy of the drafter, on the tokens "
+          "the target just wrote, which cost time of their own (“train” on the timeline). Either way the output is "
+          "still the target's. " + PAPERS,
+          "why", "long", "the chart “Acceptance by output position”: each drafter's solid line before and after the "
+          "dash-dot mark where its trained window ends, beside its dashed window and dotted self-tuning lines",
+          long_takeaway, ("long",), "why-long-plot", long_slide, "Past its trained length a drafter falls",
+          claim_from=long_claim_from),
 )
 TABS = ("lesson", "compare", "step", "why", "about")  # the tabs a link may open (?tab=)
 

@@ -222,6 +222,8 @@ class LessonHandlers:
             yield self.why.on_trees(request)
         elif point.recording == "load":
             yield self.why.on_under_load(request)
+        elif point.recording == "long":
+            yield self.why.on_long(request)
         else:
             yield self.why.on_parts(request)
 
@@ -295,6 +297,8 @@ def wire(targets: Targets, handlers: LessonHandlers, demo: gr.Blocks) -> None:
                         targets.why.trees_text]
         elif point.recording == "load":
             measured = [targets.why.load_plot, targets.why.load_text]
+        elif point.recording == "long":
+            measured = [targets.why.long.plot, targets.why.long.text]
         else:
             measured = [targets.why.parts_plot, targets.why.parts_text]
         live.click(events.prepare_live, None, everything, queue=False, **quiet) \

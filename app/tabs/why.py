@@ -29,7 +29,7 @@ from ..draw.charts import styled, theory_figure, verify_cost
 from ..settings import SettingError, float_parser
 from ..hosting.sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
-from . import device_recordings
+from . import device_recordings, why_long
 from .compare import MAX_RUN_S
 from .why_panels import (CHECK_CAPTION, HELDOUT, LOAD_CAPTION, MACHINE_CAPTION, PARTS_CAPTION, SWEEP_CAPTION,
                          TEMPERATURE_CAPTION, TREES_CAPTION, check_outputs, load_outputs, panel_outputs, parts_outputs,
@@ -134,7 +134,7 @@ def overlay_warnings(comparison) -> list[str]:
 
 
 NO_RUN = "Run a comparison with the Baseline lane on the Compare tab first."
-NUM_PANELS = 16  # WhyView.panels
+NUM_PANELS = 18  # WhyView.panels
 # The prediction's sliders: what each means and its range, shared by the layout and the handlers' checks.
 SLIDERS = (("per-position acceptance p (prediction)", "acceptance p", 0.3, 0.98, 0.75),
            ("serial drafter: one draft forward's cost / a verify forward's", "serial draft cost", 0.02, 1.0, 0.15),
@@ -178,6 +178,7 @@ class WhyView:
     load_button: gr.Button
     load_plot: gr.Plot
     load_text: gr.Markdown
+    long: why_long.LongPanel  # long outputs: acceptance by output position
     focus: gr.HTML  # a lesson point's "look at" note
     stop_buttons: list  # one beside each measurement's button; each stops the session's measurement
 
@@ -188,11 +189,11 @@ class WhyView:
     @property
     def panels(self) -> list:
         """The measured panels, in panel_outputs' order: the sweep, the distribution check, the parts, the
-        temperatures, the trees, under load."""
+        temperatures, the trees, under load, long outputs."""
         return [self.sweep_plot, self.sweep_text, self.machine_plot, self.check_plot, self.check_text,
                 self.parts_plot, self.parts_text, self.temperature_tau, self.temperature_acceptance,
                 self.temperature_text, self.trees_plot, self.trees_cost, self.trees_published, self.trees_text,
-                self.load_plot, self.load_text]
+                self.load_plot, self.load_text, self.long.plot, self.long.text]
 
 
 def _stop_button(elem: str) -> gr.Button:
@@ -215,7 +216,7 @@ def _table(text: str, elem: str) -> gr.Markdown:
 
 # Each measured panel's chart, under which its table and other charts fold in projector mode (projector.folded).
 FOLDED_CHARTS = ("why-sweep", "why-check-plot", "why-trees-plot", "why-parts-plot", "why-temperatures-plot",
-                 "why-load-plot")
+                 "why-load-plot", "why-long-plot")
 HEAD = projector.fold_style(FOLDED_CHARTS)  # in the page's head (app/main.py)
 
 
@@ -224,7 +225,7 @@ def layout(recordings: dict) -> WhyView:
     lesson's); no behaviour."""
     (sweep_figure, sweep_words, machine_figure, check_figure, check_words, parts_figure_, parts_words,
      temperature_tau, temperature_acceptance, temperature_words, trees_figure, trees_cost, trees_published,
-     trees_words, load_figure_, load_words) = panel_outputs(recordings)
+     trees_words, load_figure_, load_words, _, _) = panel_outputs(recordings)
     focus = gr.HTML("", elem_id="why-focus", visible=False)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -272,12 +273,13 @@ def layout(recordings: dict) -> WhyView:
     with projector.folded("why-load-plot"):
         load_text = _table(load_words, "load")
         device_recordings.layout("load")
+    long = why_long.layout(recordings.get("long"), _stop_button, projector.folded)
     return WhyView(acceptance, serial_cost, block_cost, overlay_button, overlay_note, prediction, prompt,
                    sweep_button, sweep_plot, sweep_text, machine_plot, check_button, check_plot, check_text,
                    parts_button, parts_plot, parts_text, temperature_button, temperature_tau, temperature_acceptance,
                    temperature_text, trees_button, trees_plot, trees_cost, trees_published, trees_text,
-                   load_button, load_plot, load_text, focus,
-                   [sweep_stop, check_stop, parts_stop, temperature_stop, trees_stop, load_stop])
+                   load_button, load_plot, load_text, long, focus,
+                   [sweep_stop, check_stop, parts_stop, temperature_stop, trees_stop, load_stop, long.stop])
 
 
 # --- the behaviour ---------------------------------------------------------------------------------------
@@ -452,6 +454,10 @@ class WhyHandlers:
         return self._drawn(load_outputs, request, "load",
                            self._measured(lesson.measure_load_live, request.session_hash))
 
+    def on_long(self, request: gr.Request):
+        return self._drawn(why_long.long_outputs, request, "long",
+                           self._measured(lesson.measure_long_live, request.session_hash))
+
 
 def wire(view: WhyView, handlers: WhyHandlers) -> None:
     """Connect the components to the handlers; every measurement waits in the engine's queue like a
@@ -463,7 +469,7 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
     at_once = dict(queue=False, api_visibility="private", show_progress="hidden")
     for button in (view.sweep_button, view.check_button, view.parts_button, view.temperature_button,
-                   view.trees_button, view.load_button):  # Stop may withdraw
+                   view.trees_button, view.load_button, view.long.button):  # Stop may withdraw
         button.click(handlers.on_requested, None, None, **at_once)
     for stop in view.stop_buttons:
         stop.click(handlers.on_stop, None, None, **at_once)
@@ -480,6 +486,8 @@ def wire(view: WhyView, handlers: WhyHandlers) -> None:
                             [view.trees_plot, view.trees_cost, view.trees_published, view.trees_text],
                             api_name="trees", **engine_queue)
     view.load_button.click(handlers.on_under_load, None, [view.load_plot, view.load_text], api_name="under_load",
+                           **engine_queue)
+    view.long.button.click(handlers.on_long, None, [view.long.plot, view.long.text], api_name="long_outputs",
                            **engine_queue)
 
 

@@ -17,6 +17,7 @@ from ..draw.charts import (budget_figure, load_figure, lossless_figure, machine_
 from ..examples import example_choices
 from ..glossary import meaning
 from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_LOAD, PUBLISHED_TREES, tree_costs
+from .why_long import long_outputs
 
 
 def _sentence(words: str) -> str:
@@ -338,4 +339,4 @@ def draw_panels(recordings: dict, projector: bool = False) -> tuple:
     trees = (trees_outputs(recordings["trees"], projector) if "trees" in recordings
              else (None, None, None, NOT_RECORDED))
     load = load_outputs(recordings["load"], projector) if "load" in recordings else (None, NOT_RECORDED)
-    return *sweep, *check, *parts, *temperatures, *trees, *load
+    return *sweep, *check, *parts, *temperatures, *trees, *load, *long_outputs(recordings.get("long"), projector)

@@ -84,7 +84,7 @@ def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure |
         if not figure.layout.title.text:  # a chart with no title of its own (the timeline): the words are its title
             figure.layout.title.text = LIVE_WORDS
         else:
-            figure.layout.title.subtitle.text = f"{LIVE_WORDS}. {subtitle}" if subtitle else LIVE_WORDS
+            figure.layout.title.subtitle.text = f"{LIVE_WORDS}; {subtitle}" if subtitle else LIVE_WORDS
     figure.layout.height = None  # the slide's stylesheet gives the chart the screen's height that is left
     if point.number == WIDGET_POINT:  # half the screen wide
         fit_title(figure, HALF_TITLE_CHARS)

@@ -18,6 +18,13 @@ duration first, refuses one past what the visitor's quota or its cap allow, and 
   generator alone would not do: the worker runs on until it reaches its next item, and a measurement has none.
 - Each call declares a duration computed from measured costs (`CostBook`, docs/hosting.md gives the basis), and the
   worker stops itself shortly before it, so a run that would overrun ends as "stopped" instead of being aborted.
+  `spaces` schedules a call for the seconds it asks times its card's `duration_factor` (1.5 on an RTX PRO 6000
+  Blackwell), so a call asks for its cost divided by the factor, and never more than an anonymous visitor's quota
+  allows once multiplied. A preset with no cost measured yet starts from a per-token figure estimated for its
+  shape (`estimated_per_token_s`), not the cap.
+- The target's weights are joined for its fused forward inside the GPU call (engine/loop.py Engine.fused_target,
+  built on first use), never in the app's process: `spaces` would move a joined tensor and each slice of it
+  apart, every projection twice.
 - A worker warms up, in its own process, only the methods its call runs, once; DSpark's verify-speed profile is
   measured in the first worker only and then stored (in the app's engine, so later forks inherit it, and on disk).
 - The device's name is read inside the GPU call and shown from then on; before the first run the page names no
@@ -42,14 +49,21 @@ from engine.contract.interface import KnownFacts
 from engine.contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 # ZeroGPU's caps and the costs a call's duration is computed from (docs/hosting.md, "How long a GPU call asks for").
-GPU_CAP_S = 120  # the most one call asks for: an anonymous visitor's daily quota is 2 minutes
+GPU_CAP_S = 120  # the most one call is scheduled for: an anonymous visitor's daily quota is 2 minutes
 WORKER_START_S = 10.0  # a new worker: the fork, the weights moved to its GPU, CUDA's context (an allowance)
 PROFILE_S = 10.0  # DSpark's verify-speed profile, 90 timed forwards, when none is stored yet (an allowance)
 MARGIN = 2.0  # measured costs are multiplied by this: a new worker's first calls, a shared GPU
 WARM_UP_TOKENS = 8  # a method's warm-up run in a new worker (engine/loop.py Engine.warm_up)
-# Seconds of GPU per new token of the slowest lane, measured on a GPU per preset; a preset not listed here asks
-# for the cap until the Space has measured its own (CostBook).
+# Seconds of GPU per new token of the slowest lane, measured on a GPU per preset: where a Space starts before it has
+# measured its own (CostBook); a preset not listed here starts from estimated_per_token_s.
 MEASURED_PER_TOKEN_S = {"tiny": 0.11}  # one H200, 2026-12-04: a plain step 60 ms, the AR tree's 440 ms at tau 4.3
+# The estimate's basis for an unmeasured shape: the slowest lane (a tree's) runs about this many forwards a new
+# token, each a launch-bound part (kernels a layer, each this long to launch) and a bandwidth-bound one (the
+# weights read once, bfloat16, at a conservative share of a data-centre GPU's bandwidth).
+FORWARDS_PER_TOKEN = 8
+KERNELS_PER_LAYER = 15
+LAUNCH_S = 10e-6
+WEIGHT_BYTES_PER_S = 1.0e12
 MEASURED_ON = {"tiny": "one NVIDIA H200 (docs/benchmarks.md, the trees on a GPU)"}
 WORKER_GRACE_S = 2.0  # the worker stops itself this long before its declared duration ends
 STOPS_FOLDER = "speclab-stops"
@@ -165,12 +179,11 @@ class CostBook:
                 self._save()
 
     def per_token_s(self, preset: str) -> float | None:
-        """The slowest measured seconds per new token of the recent lanes, else the table's figure, else None."""
+        """The slowest measured seconds per new token of the recent lanes here, or None before any (a figure
+        measured elsewhere is where a Space starts, never a floor under what it measures)."""
         with self._lock:
             kept = self._entry(preset).get("per_token_s") or []
-        measured = max((v for v in kept if isinstance(v, (int, float))), default=None)
-        table = MEASURED_PER_TOKEN_S.get(preset)
-        return max(v for v in (measured, table) if v is not None) if (measured or table) else None
+        return max((v for v in kept if isinstance(v, (int, float))), default=None)
 
     def call_s(self, preset: str, name: str) -> float | None:
         with self._lock:
@@ -215,30 +228,65 @@ class CostBook:
             pass  # kept in memory only
 
 
-def lane_seconds(per_token_s: float | None, tokens: int, warm_ups: int, profile_stored: bool,
-                 cap_s: float = GPU_CAP_S) -> int:
+def estimated_per_token_s(config) -> float:
+    """Seconds per new token of the slowest lane for a target of `config`'s shape (a transformers config), before
+    any is measured: FORWARDS_PER_TOKEN forwards, each its layers' kernel launches and its weights read once."""
+    layers, hidden = config.num_hidden_layers, config.hidden_size
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    per_layer = hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * config.intermediate_size
+    parameters = layers * per_layer + config.vocab_size * hidden
+    forward_s = layers * KERNELS_PER_LAYER * LAUNCH_S + 2 * parameters / WEIGHT_BYTES_PER_S
+    return FORWARDS_PER_TOKEN * forward_s
+
+
+def asked(seconds: float, cap_s: float, factor: float) -> int:
+    """What a call asks for to be scheduled `seconds`: `spaces` multiplies what is asked by its card's duration
+    factor; never more than the cap (an anonymous visitor's quota) allows once multiplied."""
+    return int(min(math.floor(cap_s / factor), math.ceil(seconds / factor)))
+
+
+def lane_seconds(per_token_s: float, tokens: int, warm_ups: int, profile_stored: bool,
+                 cap_s: float = GPU_CAP_S, factor: float = 1.0) -> int:
     """Seconds one lane's GPU call asks for: a new worker's start, the warm-up runs of its method, DSpark's profile
-    when none is stored, and the lane's tokens (the prefill counted as one), each token at MARGIN times the
-    measured cost; the cap when no cost has been measured for the preset, and never more than the cap."""
-    if per_token_s is None:
-        return int(cap_s)
+    when none is stored, and the lane's tokens (the prefill counted as one), each token at MARGIN times its cost
+    (measured, else the start figure), divided by spaces' duration factor and within the cap (`asked`)."""
     seconds = (WORKER_START_S + (0.0 if profile_stored else PROFILE_S)
                + MARGIN * per_token_s * (warm_ups * WARM_UP_TOKENS + tokens + 1))
-    return int(min(cap_s, math.ceil(seconds)))
+    return asked(seconds, cap_s, factor)
 
 
-def call_seconds(measured_s: float | None, profile_stored: bool, cap_s: float = GPU_CAP_S) -> int:
+def call_seconds(measured_s: float | None, profile_stored: bool, cap_s: float = GPU_CAP_S,
+                 factor: float = 1.0) -> int:
     """Seconds a measurement's GPU call asks for: a new worker's start and MARGIN times the same measurement's
-    slowest measured time here (its warm-up included); the cap until it has been measured once."""
+    slowest measured time here (its warm-up included), as `asked`; all the cap allows until it has been measured
+    once (a measurement's cost has no shape to estimate it from)."""
     if measured_s is None:
-        return int(cap_s)
-    seconds = WORKER_START_S + (0.0 if profile_stored else PROFILE_S) + MARGIN * measured_s
-    return int(min(cap_s, math.ceil(seconds)))
+        return asked(cap_s, cap_s, factor)
+    return asked(WORKER_START_S + (0.0 if profile_stored else PROFILE_S) + MARGIN * measured_s, cap_s, factor)
 
 
-def worker_limit_s(declared_s: float) -> float:
-    """How long the worker runs before it stops itself: WORKER_GRACE_S short of its declared duration."""
-    return max(declared_s * 0.5, declared_s - WORKER_GRACE_S)
+def worker_limit_s(declared_s: float, factor: float = 1.0) -> float:
+    """How long the worker runs before it stops itself: WORKER_GRACE_S short of the duration it is scheduled for
+    (what it asked for times spaces' duration factor)."""
+    scheduled = declared_s * factor
+    return max(scheduled * 0.5, scheduled - WORKER_GRACE_S)
+
+
+def spaces_duration_factor() -> float:
+    """The duration factor `spaces` applies on this Space's card (its own table, read the way it reads it), 1.0
+    where the package is not installed or names none."""
+    import warnings
+
+    try:
+        from spaces.zero.config import get_config
+
+        with warnings.catch_warnings():  # off ZeroGPU it warns that it found no driver information
+            warnings.simplefilter("ignore")
+            return float(get_config()["duration_factor"])
+    except Exception:  # noqa: BLE001 - no spaces, no driver information, another release's table: no factor
+        return 1.0
 
 
 def _declared(run: str, declared_s: int, *args, **kwargs) -> int:
@@ -271,7 +319,7 @@ class ZeroGPUEngine(KnownFacts):
     """The engine, every model computation in a GPU call of `gpu` (`spaces.GPU` on ZeroGPU; module docstring)."""
 
     def __init__(self, engine, gpu: Callable = no_gpu, costs: CostBook | None = None, stops: StopFlags | None = None,
-                 cap_s: float = GPU_CAP_S):
+                 cap_s: float = GPU_CAP_S, duration_factor: float | None = None):
         self._engine = engine
         self.preset = engine.preset
         self.eos_id = getattr(engine, "eos_id", None)
@@ -282,6 +330,10 @@ class ZeroGPUEngine(KnownFacts):
         self.costs = costs if costs is not None else CostBook()
         self.stops = stops if stops is not None else StopFlags()
         self.cap_s = cap_s
+        self.factor = duration_factor if duration_factor is not None else (
+            1.0 if gpu is no_gpu else spaces_duration_factor())
+        # seconds per new token until the Space has measured its own: the table's figure, else its shape's estimate
+        self.start_per_token_s = MEASURED_PER_TOKEN_S.get(self.preset) or estimated_per_token_s(engine.target.config)
         self._device_name = ""  # read inside a GPU call
         stored = self.costs.profile(self.preset)
         if stored is not None:
@@ -311,12 +363,12 @@ class ZeroGPUEngine(KnownFacts):
 
     def stream_seconds(self, config: GenerationConfig) -> int:
         warm_ups = 2 if config.temperature > 0 else 1  # the method's run at temperature 0 and above it
-        return lane_seconds(self.costs.per_token_s(self.preset), config.max_new_tokens, warm_ups,
-                            self.costs.profile(self.preset) is not None, self.cap_s)
+        return lane_seconds(self.costs.per_token_s(self.preset) or self.start_per_token_s, config.max_new_tokens,
+                            warm_ups, self.costs.profile(self.preset) is not None, self.cap_s, self.factor)
 
     def call_seconds(self, fn: Callable) -> int:
         return call_seconds(self.costs.call_s(self.preset, _name(fn)), self.costs.profile(self.preset) is not None,
-                            self.cap_s)
+                            self.cap_s, self.factor)
 
     # --- the work (the app's process asks, a worker runs) ------------------------------------------------
 
@@ -424,7 +476,7 @@ class ZeroGPUEngine(KnownFacts):
     def _worker_stream(self, run: str, declared_s: int, prompt: str, config: GenerationConfig):
         """The GPU call of one lane: its facts, each step, then what it cost; ends after the step in which its stop
         flag appeared or its time ran out."""
-        flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s))
+        flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s, self.factor))
         had_profile = self._has_profile()
         try:
             self._ready([config.method], (0.0, 1.0) if config.temperature > 0 else (0.0,), flag)
@@ -455,7 +507,7 @@ class ZeroGPUEngine(KnownFacts):
 
     def _worker_call(self, run: str, declared_s: int, fn: Callable, args: tuple, kwargs: dict, pass_stop: bool):
         """The GPU call of a measurement or a whole run: ("ok" | "stopped" | "error", value, facts, seconds)."""
-        flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s))
+        flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s, self.factor))
         started, had_profile = time.monotonic(), self._has_profile()
         try:
             self._ready([args[1].method] if fn is _generate else [] if fn is _target_entropy else self._methods,

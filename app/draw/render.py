@@ -308,6 +308,50 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
     ]) + "</div>"
 
 
+def clock_note(comparison: Comparison, within_s: float | None = None) -> str:
+    """The status line's words on the speedups: what they divide, and how many timing runs stand behind them.
+    within_s: the engine seconds the repeats must fit in (app/runner.py REPEAT_WITHIN_S), to say why a comparison
+    ran once when that is why (None: not said)."""
+    if comparison.baseline is None or len(comparison.lanes) < 2:
+        return ""
+    if comparison.clock == "batch":
+        requests = comparison.settings.get("requests_at_once")
+        return (" Speedups under load: each lane's batch tokens/s over the baseline's batch tokens/s at the same "
+                f"load, {requests} requests at once (a server's throughput, the measure the Lesson's point 10 uses); "
+                "your request's own tokens/s, its latency among the others, is a different measure, in each "
+                "speedup's hover." + runs_note(comparison, within_s))
+    if comparison.busy:  # a run saved without its batch's tokens
+        return (" Speedups: wall time, as a request on a busy server waits for the whole batch's work, which the "
+                "decoding thread's compute time does not all count." + runs_note(comparison, within_s))
+    if comparison.clock == "compute":
+        return (" Speedups: compute time of the decoding thread (CPU seconds, which another program on the machine "
+                "does not stretch); the wall-time speedup is beside each." + runs_note(comparison, within_s))
+    return " Speedups: wall time." + runs_note(comparison, within_s)
+
+
+def runs_note(comparison: Comparison, within_s: float | None = None) -> str:
+    """How many timing runs stand behind the speedups, in the words of the chips' brackets and tags (both read
+    Comparison.timed_rounds, so "ran once" never stands beside a bracket)."""
+    counts = {m: n for m in comparison.lanes if m != BASELINE and (n := comparison.timed_rounds(m)) is not None}
+    if not counts:
+        return ""
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{method_label(m)} {runs_tag(n)}" for m, n in counts.items())
+        return (f" Timing runs behind each speedup: {listed} (a repeat that wrote other tokens, failed or was "
+                f"stopped is not counted; a bracket needs {MIN_BRACKET_RUNS} runs).")
+    runs = next(iter(counts.values()))
+    if runs == 1:
+        engine_s = sum(lane.summary.wall_s for lane in comparison.lanes.values() if lane.summary is not None)
+        why = (f": one pass of the lanes took {engine_s:.0f} s of the engine's time, and the repeats must fit in "
+               f"{within_s:.0f} s" if within_s is not None and engine_s > within_s / 2 else "")
+        return f" Each lane ran once{why}, so each speedup says “one run” and gives no spread."
+    if runs < MIN_BRACKET_RUNS:
+        return (f" Each lane ran {runs} times, the lanes taking turns: each speedup is the mean of its runs' own "
+                f"speedups, tagged “{runs_tag(runs)}”, with no bracket (one needs {MIN_BRACKET_RUNS} runs).")
+    return (f" Each lane ran {runs} times, the lanes taking turns: each speedup is the median of its runs' own "
+            "speedups, in brackets the lowest and highest.")
+
+
 SAMPLE_NOTE = ("At temperature > 0 each lane draws its own sample: its text follows the target's distribution, not "
                "the baseline's exact text. The Lesson's point 2 shows that distribution check over many samples.")
 

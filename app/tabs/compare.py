@@ -30,7 +30,7 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 from engine.contract.interface import EngineLike
-from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
 from engine.contract.summary import summarize
 from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, EngineError
@@ -43,7 +43,7 @@ from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, MAX_REQUESTS_AT_ONC
                         default_settings, parse_controls, quoted)
 from ..links import build_query, is_link, parse_query
 from ..comparison import Comparison, LaneResult, RecordError, read_comparison, settings_dict
-from ..draw.render import LEGEND_HTML, MIN_BRACKET_RUNS, empty_lane_html, lane_html, runs_tag, status_html
+from ..draw.render import LEGEND_HTML, clock_note, empty_lane_html, lane_html, status_html
 from .. import runner
 from ..runner import LaneRun, run_lanes as run_lanes_here
 from ..hosting import memory
@@ -222,49 +222,6 @@ def timing_message(lane_runs: list[LaneRun]) -> str:
         return "…"
     return (f"timing: {method_label(lane.method)} again, run {lane.timing_runs + 1} (the lanes run again in turn, "
             "each step keeping its fastest timing: speedups that hold still on a shared machine)…")
-
-
-def clock_note(comparison: Comparison) -> str:
-    """What the speedups divide, and how many timing runs stand behind them, in the page's words."""
-    if comparison.baseline is None or len(comparison.lanes) < 2:
-        return ""
-    if comparison.clock == "batch":
-        requests = comparison.settings.get("requests_at_once")
-        return (" Speedups under load: each lane's batch tokens/s over the baseline's batch tokens/s at the same "
-                f"load, {requests} requests at once (a server's throughput, the measure the Lesson's point 10 uses); your "
-                "request's own tokens/s, its latency among the others, is a different measure, in each speedup's "
-                "hover." + runs_note(comparison))
-    if comparison.busy:  # a run saved without its batch's tokens
-        return (" Speedups: wall time, as a request on a busy server waits for the whole batch's work, which the "
-                "decoding thread's compute time does not all count." + runs_note(comparison))
-    if comparison.clock == "compute":
-        return (" Speedups: compute time of the decoding thread (CPU seconds, which another program on the machine "
-                "does not stretch); the wall-time speedup is beside each." + runs_note(comparison))
-    return " Speedups: wall time." + runs_note(comparison)
-
-
-def runs_note(comparison: Comparison) -> str:
-    """How many timing runs stand behind the speedups, in the words of the chips' brackets and tags (both read
-    Comparison.timed_rounds, so "ran once" never stands beside a bracket)."""
-    counts = {m: n for m in comparison.lanes if m != BASELINE and (n := comparison.timed_rounds(m)) is not None}
-    if not counts:
-        return ""
-    if len(set(counts.values())) > 1:
-        listed = ", ".join(f"{method_label(m)} {runs_tag(n)}" for m, n in counts.items())
-        return (f" Timing runs behind each speedup: {listed} (a repeat that wrote other tokens, failed or was "
-                f"stopped is not counted; a bracket needs {MIN_BRACKET_RUNS} runs).")
-    runs = next(iter(counts.values()))
-    if runs == 1:
-        engine_s = sum(lane.summary.wall_s for lane in comparison.lanes.values() if lane.summary is not None)
-        within_s = runner.REPEAT_WITHIN_S  # as it is now (app/runner.py runs_that_fit)
-        why = (f": one pass of the lanes took {engine_s:.0f} s of the engine's time, and the repeats must fit in "
-               f"{within_s:.0f} s" if engine_s > within_s / 2 else "")
-        return f" Each lane ran once{why}, so each speedup says “one run” and gives no spread."
-    if runs < MIN_BRACKET_RUNS:
-        return (f" Each lane ran {runs} times, the lanes taking turns: each speedup is the mean of its runs' own "
-                f"speedups, tagged “{runs_tag(runs)}”, with no bracket (one needs {MIN_BRACKET_RUNS} runs).")
-    return (f" Each lane ran {runs} times, the lanes taking turns: each speedup is the median of its runs' own "
-            "speedups, in brackets the lowest and highest.")
 
 
 # --- the layout ------------------------------------------------------------------------------------------
@@ -648,7 +605,8 @@ class RunController:
             elif not shared:
                 self.sessions.recorded.remember(key, comparison, pinned=pin)
         text, error = self._final_status(lane_runs, stop, out_of_time)
-        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison) + prose_note(settings.prompt)
+        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison, runner.REPEAT_WITHIN_S) \
+            + prose_note(settings.prompt)
         final = (lambda: (self.views.lanes_html(comparison, show, {}, {}, False),
                           tuple(as_sent(f) for f in comparison_figures(comparison, state.projector))))
         boxes, figures = (self.sessions.replays.get(f"shared|{key}|{show}|{state.projector}", comparison, final)

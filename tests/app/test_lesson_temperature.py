@@ -56,14 +56,14 @@ def test_the_ceiling_over_the_held_out_prompts_says_which_rates_lie_within_1_min
     assert lesson.heldout_ceiling({}) == ""
 
 
-def test_the_formula_over_the_held_out_prompts_places_the_example_prompt_in_their_spread():
+def test_the_formula_over_the_held_out_prompts_places_the_one_prompt_in_their_spread():
     from types import SimpleNamespace
 
     sweep = {"temperatures": {"0.0": {"lanes": {"eagle3": heldout_row(0.5, 0.5, 1.7, (1.2, 2.0)),
                                                 "dflash": heldout_row(0.5, 0.5, 2.2, (1.6, 2.9))},
                                       "target_entropy": cell(0.0)}}, "num_prompts": 65}
     inside = {"temperatures": {"data": sweep}, "greedy": SimpleNamespace(speedup=lambda m: {"eagle3": 1.9, "dflash": 2.5}[m])}
-    assert "the example prompt's lanes lie within that spread" in lesson.heldout_formula(inside)
+    assert "the one prompt's lanes lie within that spread" in lesson.heldout_formula(inside)
     assert "The fastest there is DFlash" in lesson.heldout_formula(inside)
     outside = {**inside, "greedy": SimpleNamespace(speedup=lambda m: {"eagle3": 2.66, "dflash": 2.5}[m])}
-    assert "the example prompt's AR lie outside that spread" in lesson.heldout_formula(outside)
+    assert "the one prompt's AR lie outside that spread" in lesson.heldout_formula(outside)

@@ -90,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
 
     notice = ""
     if args.target or args.drafter:  # the operator's own checkpoints: checked, then loaded in this process
-        from engine.measure.pair import CUSTOM, custom_preset, parse_drafter
+        from engine.measure.pair import custom_preset, parse_drafter
 
         try:
             if not args.target:
                 raise EngineError("--drafter needs --target (the model it drafts for)")
-            custom_preset(args.target, dict(parse_drafter(f) for f in args.drafter), chat=args.chat == "on")
-            engine = load_engine(CUSTOM, args.device, args.threads, False, args.cuda_graphs)
+            preset = custom_preset(args.target, dict(parse_drafter(f) for f in args.drafter), chat=args.chat == "on")
+            engine = load_engine(preset.name, args.device, args.threads, False, args.cuda_graphs)
         except EngineError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -1,5 +1,5 @@
 """Your own target and drafters: `--target PATH_OR_ID` and `--drafter METHOD=PATH_OR_ID` (repeatable) on the engine's
-command line and the bench, loaded as a preset named "custom" beside the shipped ones.
+command line and the bench, loaded as a preset named "custom:" and the target's folder, beside the shipped ones.
 
 - A folder is read as it is; a hub id only from the local hub cache (nothing downloads at run time), pinned to the
   snapshot found there. Remote code is never run: a checkpoint whose config needs it is refused.
@@ -110,7 +110,8 @@ def pair_problems(target: dict, drafters: dict[str, dict], tokenizer_size: int |
 
 def custom_preset(target: str, drafters: dict[str, str], chat: bool = False, cache_dir: str | None = None,
                   environ=None) -> Preset:
-    """Check the pair (allow-list, folders or cached ids, configs, tokenizer) and register it as the preset "custom";
+    """Check the pair (allow-list, folders or cached ids, configs, tokenizer) and register it as the preset
+    "custom:<the target's folder>";
     one EngineError line naming every problem, before any weights load."""
     names = [target, *drafters.values()]
     refused = [n for n in names if not allowed(n, environ)]
@@ -129,16 +130,25 @@ def custom_preset(target: str, drafters: dict[str, str], chat: bool = False, cac
     problems = pair_problems(target_config, drafter_configs, tokenizer_size)
     if problems:
         raise EngineError("these checkpoints do not fit together: " + "; ".join(problems))
-    preset = Preset(name=CUSTOM, target=str(where[target][0]), tokenizer=str(where[target][0]),
+    # named by its target's folder, so what is measured and kept per preset (DSpark's batched verify cost) is this
+    # target's own: "custom:/path/to/the/target"
+    preset = Preset(name=f"{CUSTOM}:{where[target][0]}", target=str(where[target][0]), tokenizer=str(where[target][0]),
                     drafters={m: str(where[n][0]) for m, n in drafters.items()},
                     description=f"your own: {target} with " + (", ".join(f"{m} {n}" for m, n in drafters.items())
                                                               or "no drafter"),
                     chat=chat, local=True, cuda_dtype="bfloat16")
-    PRESETS[CUSTOM] = preset
+    for name in [n for n in PRESETS if n.startswith(CUSTOM + ":")]:  # one pair of one's own at a time
+        del PRESETS[name]
+    PRESETS[preset.name] = preset
     _SOURCES.clear()
     _SOURCES.update({"target": (target, *where[target]),
                      **{f"drafter:{m}": (n, *where[n]) for m, n in drafters.items()}})
     return preset
+
+
+def is_custom(preset_name: str) -> bool:
+    """Whether a preset's name is that of your own checkpoints (custom_preset)."""
+    return preset_name.startswith(CUSTOM + ":")
 
 
 _SOURCES: dict[str, tuple[str, Path, str | None]] = {}  # role -> (name as given, folder, revision) of "custom"
@@ -161,9 +171,9 @@ def weights_sha256(folder: Path) -> str | None:
 
 
 def identities(preset_name: str) -> dict | None:
-    """What a run of the preset "custom" ran: per role, the name given, its folder, revision and weights' sha256
+    """What a run of your own checkpoints ran: per role, the name given, its folder, revision and weights' sha256
     (None for any other preset: the shipped ones are named by their preset and weights_digests)."""
-    if preset_name != CUSTOM or not _SOURCES:
+    if not is_custom(preset_name) or not _SOURCES:
         return None
     return {role: {"name": name, "path": str(folder), "revision": revision, "weights_sha256": weights_sha256(folder)}
             for role, (name, folder, revision) in _SOURCES.items()}
@@ -209,8 +219,7 @@ def load_pair_or_preset(args, **load):
         raise EngineError("--drafter needs --target (the model it drafts for)")
     preset = args.preset
     if args.target:
-        custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter))
-        preset = CUSTOM
+        preset = custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter)).name
     elif args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     engine = Engine.load(preset, **load)

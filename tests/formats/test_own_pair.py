@@ -15,7 +15,7 @@ import torch
 from engine.__main__ import main
 from engine.contract.presets import PRESETS
 from engine.contract.types import EngineError
-from engine.measure.pair import CUSTOM, allowed, locate, pair_problems, parse_drafter
+from engine.measure.pair import allowed, is_custom, locate, pair_problems, parse_drafter
 
 from conftest import tiny_qwen3
 from test_formats import CHAT_TEMPLATE, HIDDEN, TARGET_LAYERS, _snapshot, _write, deepspec_eagle3, zlab_dflash
@@ -35,7 +35,8 @@ def folders(tokenizer, tmp_path_factory):
         folder = _write(root, f"local/{name}", config, weights)
         (root / name).symlink_to(folder, target_is_directory=True)
     yield root
-    PRESETS.pop(CUSTOM, None)
+    for name in [n for n in PRESETS if is_custom(n)]:
+        del PRESETS[name]
 
 
 def _run(capsys, folders, *extra) -> tuple[int, dict | None, str]:
@@ -54,7 +55,7 @@ def test_your_own_pair_runs_by_path_at_its_trained_block_and_is_named(folders, c
     status, run, err = _run(capsys, folders, "--method", "dflash", "--drafter", drafter, "--chat", "off")
     assert status == 0, err
     assert run["output_ids"] == base["output_ids"] and len(run["output_ids"]) == 12
-    assert run["preset"] == CUSTOM and run["config"]["drafts_per_step"] == 15  # z-lab's block 16: 15 drafts
+    assert run["preset"] == f"custom:{(folders / 'target').resolve()}" and run["config"]["drafts_per_step"] == 15  # z-lab's block 16: 15 drafts
     models = run["models"]
     assert models["drafter:dflash"]["path"] == str((folders / "dflash").resolve())
     weights = (folders / "dflash" / "model.safetensors").read_bytes()
@@ -112,7 +113,7 @@ def test_the_bench_runs_your_own_pair_and_names_its_weights(folders, capsys, tmp
                        "--prompts", str(prompts), "--max-new-tokens", "6", "--device", "cpu", "--no-hf", "--chat", "off",
                        "--json", str(out)]) == 0, capsys.readouterr().err
     report = json.loads(out.read_text())
-    assert report["preset"] == CUSTOM and report["drafts_per_block"] == 15 and report["identical_outputs"]
+    assert is_custom(report["preset"]) and report["drafts_per_block"] == 15 and report["identical_outputs"]
     assert set(report["weights"]) == {"target", "drafter:dflash"} and report["models"]["drafter:dflash"]["revision"] is None
     assert report["weights"]["drafter:dflash"] == report["models"]["drafter:dflash"]["weights_sha256"]
     assert report["prompts"]["format"] == "text" and report["chat"] is False
@@ -133,15 +134,15 @@ def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, caps
     monkeypatch.setattr(app.main, "launch", lambda engine, **kw: served.append(engine))
     assert app_main(["--target", target, "--drafter", drafter, "--device", "cpu"]) == 0
     (engine,) = served
-    assert engine.preset == CUSTOM and "dflash" in engine.methods() and engine.chat
+    assert is_custom(engine.preset) and "dflash" in engine.methods() and engine.chat
 
 
 def test_the_about_tab_names_the_operators_checkpoints(folders):
     from app.tabs.about import checkpoints_text
     from engine.measure.pair import custom_preset, identities
 
-    custom_preset(str(folders / "target"), {"dflash": str(folders / "dflash")})
-    text = checkpoints_text(CUSTOM)
-    digest = identities(CUSTOM)["drafter:dflash"]["weights_sha256"]
+    preset = custom_preset(str(folders / "target"), {"dflash": str(folders / "dflash")}).name
+    text = checkpoints_text(preset)
+    digest = identities(preset)["drafter:dflash"]["weights_sha256"]
     assert f"- drafter:dflash: `{folders / 'dflash'}`, weights sha256 `{digest[:16]}…`" in text
     assert checkpoints_text("tiny") == ""

@@ -15,7 +15,7 @@ from ..draw.long import long_figure, long_table
 from ..lesson.long import LIVE_LONG_PROMPTS, LIVE_LONG_TOKENS, LONG_PROMPTS, PAPERS, RECORDING_MINUTES, long_words
 
 LONG_CAPTION = ("**Long outputs: acceptance by output position.** Each feature drafter generates to the target's whole "
-                f"context on {LONG_PROMPTS} held-out prompts (measured here: DFlash as shipped and cut to its window "
+                f"context on {LONG_PROMPTS} held-out prompts (measured here: DFlash as shipped "
                 f"on {LIVE_LONG_PROMPTS} prompts, {LIVE_LONG_TOKENS} new tokens each), and its τ is drawn against how "
                 "far into the output each step drafts, with 95 % intervals over the prompts. The dash-dot line marks "
                 "where the drafters' trained window (the sequence length they were trained on, prompt included) ends "

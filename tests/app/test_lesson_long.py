@@ -82,7 +82,7 @@ def test_the_lesson_knows_the_recordings_kind_size_and_point():
     assert point.recording == "long" and point.chart == "why-long-plot" and lesson.RECORDINGS["long"] == "long.json"
     assert lesson.takeaway(point, {"long": FALLING}) == long_words(FALLING)
     assert "2605.09329" in point.text and "3.7" in point.text
-    assert "3 prompts, 280 new tokens each" in lesson.live_size(point)
+    assert "4 prompts, 280 new tokens each" in lesson.live_size(point)
 
 
 def test_a_prompt_by_prompt_difference_decides_where_the_intervals_overlap():

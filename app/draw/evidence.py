@@ -235,6 +235,7 @@ def temperature_figure(data: dict, live: str | None = None) -> go.Figure | None:
                              marker=dict(symbol="line-ew-open", size=22, color=KEY_COLOUR, line=dict(width=3))),
                   row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#999", width=1), row=1, col=3)
+    fig.update_annotations(yshift=14)  # the panels' titles clear of their axes' top ticks
     fig.update_xaxes(tickvals=xs, ticktext=[f"{t:g}" for t in xs], title_text="T")
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)

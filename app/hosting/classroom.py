@@ -48,6 +48,8 @@ placeholder="the class code" aria-label="class code"> <input type="submit" value
 gives the code. Each browser that joins waits in the line of runs as a visitor of its own, told its place and
 expected wait on the Compare tab, even when the whole class shares one school network.</p>"""
 
+OPEN_APP = '<p><a href="./" id="open-app">Open SpecLab</a></p>'
+
 
 class Classroom:
     """The one class open on this server (or none): its code, size and end, and the members that entered it."""
@@ -193,7 +195,7 @@ class ClassPage:
             said = (self.joined(member) if member is not None else
                     "Type the code the presenter gave." if self.classroom.is_open() else
                     "No class is open on this server just now: every visitor waits in line by address.")
-            return await page(send, 200, said, ENTER_FORM.format(path=PATH) if member is None else "")
+            return await page(send, 200, said, ENTER_FORM.format(path=PATH) if member is None else OPEN_APP)
         entered = self.classroom.enter((await read_form(receive)).get("code", "").strip())
         if isinstance(entered, str):
             await asyncio.sleep(WRONG_CODE_PAUSE_S if entered.startswith("That is not") else 0)

@@ -220,7 +220,8 @@ def _speedup_value(comparison: Comparison, method: str, clock: str | None = None
     if rounds is None:
         return value, "", ""
     if rounds == 1:
-        return value, "; from one run of each lane: no spread to give, so read it as one measurement", runs_tag(1)
+        return value, "; from one timing run of this lane: no spread to give, so read it as one measurement", \
+            runs_tag(1)
     ratios = sorted(comparison.round_speedups(method, clock))
     low, high = f"{ratios[0]:.2f}", f"{ratios[-1]:.2f}"
     each = (f"its {rounds} timing runs' own speedups ({', '.join(f'{r:.2f}' for r in ratios)}: each run over the "

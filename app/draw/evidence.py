@@ -224,16 +224,15 @@ def temperature_figure(data: dict, live: str | None = None) -> go.Figure | None:
                                  showlegend=False, **style), row=1, col=2)
         hot = [(t, r) for t, r in zip(xs, rows) if t > 0]  # at 0 the rule is greedy: 1 − TV bounds nothing
         fig.add_trace(go.Scatter(x=[t for t, _ in hot], y=[r["one_minus_tv"]["mean"] for _, r in hot],
-                                 mode="lines+markers", name=method_label(m), legendgroup=m, showlegend=False,
-                                 line=dict(color=colour, dash=PREDICTION_DASH),  # a dash marks it at a lone T
+                                 mode="lines+markers" if len(hot) == 1 else "lines",  # a dash marks it at a lone T
+                                 name=method_label(m), legendgroup=m, showlegend=False,
+                                 line=dict(color=colour, dash=PREDICTION_DASH),
                                  marker=dict(symbol="line-ew-open", size=22, color=colour, line=dict(width=3))),
                       row=1, col=2)
         speedups = [r.get("speedup") for r in rows]  # None where a recording has none: no point drawn
         fig.add_trace(go.Scatter(x=xs, y=speedups, name=method_label(m), showlegend=False, **style), row=1, col=3)
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name="1 − TV, the overlap (dashed)",
-                             line=dict(color=KEY_COLOUR, dash=PREDICTION_DASH),
-                             marker=dict(symbol="line-ew-open", size=22, color=KEY_COLOUR, line=dict(width=3))),
-                  row=1, col=2)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="1 − TV, the overlap (dashed)",
+                             line=dict(color=KEY_COLOUR, dash=PREDICTION_DASH)), row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#999", width=1), row=1, col=3)
     fig.update_annotations(yshift=14)  # the panels' titles clear of their axes' top ticks
     fig.update_xaxes(tickvals=xs, ticktext=[f"{t:g}" for t in xs], title_text="T")

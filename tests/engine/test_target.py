@@ -195,11 +195,11 @@ def test_every_lane_writes_the_baselines_tokens_at_a_fixed_width(embedded_engine
     from engine.target import VERIFY_WIDTH
 
     prompt = "def fibonacci(n):\n"
-    exact = {m: embedded_engine.generate(prompt, GenerationConfig(method=m, max_new_tokens=24)).output_ids
+    exact = {m: embedded_engine.generate(prompt, GenerationConfig(method=m, max_new_tokens=16)).output_ids
              for m in ("baseline", "dflash")}
     monkeypatch.setattr(embedded_engine, "verify_width", VERIFY_WIDTH)
-    for method in ("baseline", "dspark", "eagle3", "dflash_tree", "eagle3_tree"):
-        result = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=24))
+    for method in ("baseline", "dspark", "dflash_tree", "eagle3_tree"):
+        result = embedded_engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=16))
         assert result.output_ids == exact["baseline"], method
     assert exact["dflash"] == exact["baseline"]
 

@@ -101,7 +101,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
 
         charts = [*compare_view.charts, *why_view.panels, step_view.timeline, step_view.draft_plot,
                   step_view.target_plot, why_view.prediction]
-        redraw = toggles.LimitedRedraw(sessions, redraw_all, outputs=len(charts))  # toggles limited per session, address
+        redraw = toggles.LimitedRedraw(sessions, redraw_all, outputs=len(charts))  # limited per session, address
         projector.wire(projector_toggle, demo, redraw, charts, [step_view.slider, step_view.token])
         demo.speclab_toggles, demo.speclab_drawings = redraw, drawings
     demo.queue(max_size=queue_size)

@@ -15,8 +15,9 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   A browser that entered an open class's code (app/hosting/classroom.py) is counted as a visitor of its own instead
   of by its address, its class holding at most max(its size, PLACES_PER_ADDRESS) places together.
 - **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
-  the engine's time per token as measured when it ran quietly: `quiet_costs`); one over the budget (JOB_BUDGET_S, the operator's `--job-budget`) is
-  refused in one line naming the largest settings that fit. A presenter's runs are not limited.
+  the engine's time per token as measured when it ran quietly: `quiet_costs`); one over the budget (JOB_BUDGET_S,
+  the operator's `--job-budget`) is refused in one line naming the largest settings that fit. A presenter's runs
+  are not limited.
 - **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
   has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
   that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`). That needs an

@@ -170,7 +170,8 @@ def test_the_files_named_by_queued_and_running_events_are_in_use():
                                                           for p in paths]))
 
     lane = SimpleNamespace(queue=[named("/cache/a/x.json"), SimpleNamespace(data=None)])
-    queue = SimpleNamespace(event_queue_per_concurrency_id={"open-file": lane}, active_jobs=[[named("/cache/b/y")], None])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"open-file": lane},
+                            active_jobs=[[named("/cache/b/y")], None])
     assert disk.queued_paths(SimpleNamespace(_queue=queue)) == {"/cache/a/x.json", "/cache/b/y"}
 
 

@@ -195,7 +195,9 @@ class ClassPage:
             said = (self.joined(member) if member is not None else
                     "Type the code the presenter gave." if self.classroom.is_open() else
                     "No class is open on this server just now: every visitor waits in line by address.")
-            return await page(send, 200, said, ENTER_FORM.format(path=PATH) if member is None else OPEN_APP)
+            stale = member is None and _cookie(scope_cookie(scope), MARK_COOKIE) is not None
+            return await page(send, 200, said, ENTER_FORM.format(path=PATH) if member is None else OPEN_APP,
+                              [f"{MARK_COOKIE}=; Max-Age=0; Path=/"] if stale else [])  # a class ended: no mark
         entered = self.classroom.enter((await read_form(receive)).get("code", "").strip())
         if isinstance(entered, str):
             await asyncio.sleep(WRONG_CODE_PAUSE_S if entered.startswith("That is not") else 0)
@@ -233,11 +235,12 @@ class ClassPage:
         await send({"type": "http.response.body", "body": b""})
 
 
-async def page(send, status: int, said: str, form: str) -> None:
+async def page(send, status: int, said: str, form: str, cookies: list[str] = ()) -> None:
     body = PAGE.format(said=html.escape(said), form=form).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/html; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]})
+                            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store"),
+                            *((b"set-cookie", c.encode()) for c in cookies)]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -113,6 +113,8 @@ def test_ending_the_class_or_its_expiry_returns_everyone_to_the_per_address_rule
         answers = [school.join(i, cookie) for i, cookie in enumerate(browsers)]
         assert answers.count(200) == fairness.JOBS_PER_ADDRESS, ends
         assert school.enter() is None  # the old code opens nothing
+        status, headers, body = serve(school.page, request(classes.PATH, headers={"cookie": browsers[0]}))
+        assert b"No class is open" in body and f"{classes.MARK_COOKIE}=; Max-Age=0" in headers.get("set-cookie", "")
 
 
 def test_only_the_presenter_opens_a_class_and_a_wrong_code_is_one_line(monkeypatch):

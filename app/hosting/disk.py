@@ -79,8 +79,15 @@ def queued_paths(blocks) -> set[str]:
     queue = getattr(blocks, "_queue", None)
     if queue is None:
         return set()
-    events = [e for lane in list(queue.event_queue_per_concurrency_id.values()) for e in list(lane.queue)]
-    events += [e for jobs in list(getattr(queue, "active_jobs", ()) or ()) if jobs for e in list(jobs)]
+    for _ in range(5):  # read from the sweep's thread while the server's loop may change the queue: read again
+        try:
+            events = [e for lane in list(queue.event_queue_per_concurrency_id.values()) for e in list(lane.queue)]
+            events += [e for jobs in list(getattr(queue, "active_jobs", ()) or ()) if jobs for e in list(jobs)]
+            break
+        except RuntimeError:
+            continue
+    else:
+        events = []
     found: set[str] = set()
 
     def walk(value, depth: int = 0) -> None:

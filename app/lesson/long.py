@@ -97,7 +97,8 @@ def method_words(lanes: dict, method: str, short: bool = False) -> str:
     name, window = method_label(method), shipped.get("trained_window")
     fall = _trend(shipped.get("inside"), shipped.get("past"), shipped.get("fall"))
     if short:
-        parts = [f"{name} τ {tau_text(shipped.get('inside'))} → {tau_text(shipped['past'])}"]
+        parts = [f"{name} τ {tau_text(shipped.get('inside'))} → {tau_text(shipped['past'])}"
+                 + (f" ({FALLS[fall]})" if fall else "")]
     else:
         parts = [f"{name} drafts τ {tau_text(shipped.get('inside'))} inside its {window}-token trained window and "
                  f"{tau_text(shipped['past'])} past it{_difference(shipped.get('fall'))}"
@@ -108,7 +109,7 @@ def method_words(lanes: dict, method: str, short: bool = False) -> str:
         if trend is None:
             continue
         if short:
-            parts.append(f"{option} {tau_text(lane['past'])}")
+            parts.append(f"{option} {tau_text(lane['past'])} ({AGAINST[trend]})")
             continue
         cost = (f", {train_share(lane):.0%} of its time spent training" if option == "self-tuning" else "")
         parts.append(f"{what}, {tau_text(lane['past'])} past it{_difference(lane.get('gain_past'))} "

@@ -59,7 +59,8 @@ def test_the_words_turn_when_the_numbers_do():
 
 def test_the_slide_words_are_short_and_carry_the_same_numbers():
     short = long_words(FALLING, short=True)
-    assert "DFlash τ 4.00 (3.80–4.20) → 1.80 (1.60–2.00)" in short and "window 4.00 (3.80–4.20)" in short
+    assert "DFlash τ 4.00 (3.80–4.20) → 1.80 (1.60–2.00) (falls)" in short
+    assert "window 4.00 (3.80–4.20) (lifts it)" in short and "self-tuning 2.00 (1.80–2.20) (leaves it within" in short
     assert len(short) < len(long_words(FALLING))
 
 

@@ -343,9 +343,11 @@ class Engine:
                 a = verdict.num_accepted
                 nodes = list(range(a)) if verdict.path is None else list(verdict.path)  # the accepted drafts
                 rows = [0, *(node + 1 for node in nodes)]  # the verify's rows that stand: the anchor's and theirs
-                target.keep(num_committed - 1, rows)
+                # a tree's rows sent once, for the cache's entries and the features alike
+                kept_rows = torch.tensor(rows, device=self.device) if verdict.path is not None else None
+                target.keep(num_committed - 1, rows, kept_rows)
                 if features is not None:  # a chain's are its first rows: a slice, no index from the host
-                    features = features[:, : a + 1] if verdict.path is None else features[:, rows]
+                    features = features[:, : a + 1] if verdict.path is None else features[:, kept_rows]
                 drafter.accept(num_committed + a, features)
                 kept = self._append(state, list(verdict.committed_ids), verdict.committed)
                 # the step's figures for its trace, gathered here and sent to the host in one copy

@@ -354,16 +354,17 @@ class Target:
             sees.index_put_((rows, ancestor), seen)
         return (depth + start)[None], sees
 
-    def keep(self, length: int, rows: list[int] | None = None) -> None:
+    def keep(self, length: int, rows: list[int] | None = None, index: torch.Tensor | None = None) -> None:
         """Keep the cache's first `length` entries and then the last verify's rows `rows` (offsets from its anchor,
         ascending; None: none). A chain keeps its first rows, already in place, so only the length changes; a
-        tree's path is copied down behind the context with one index for every layer."""
+        tree's path is copied down behind the context with one index for every layer (`index`: `rows` already on
+        the device, where the caller has them there, so nothing more is sent)."""
         rows = rows or []
         if length == self.length and rows == list(range(len(rows))):  # in place
             self.length = length + len(rows)
             return
         if rows:
-            source = torch.tensor(rows, device=self.keys.device) + self.length
+            source = (index if index is not None else torch.tensor(rows, device=self.keys.device)) + self.length
             for tensor in (self.keys, self.values):
                 tensor[:, :, :, length: length + len(rows)] = tensor.index_select(3, source)
         self.length = length + len(rows)
@@ -599,7 +600,7 @@ class TransformersTarget:
         inputs = verify_inputs(parents, self.length, device) if parents is not None else {}
         return forward_with_features(self.model, ids, self.cache, self.layer_ids, **inputs)
 
-    def keep(self, length: int, rows: list[int] | None = None) -> None:
+    def keep(self, length: int, rows: list[int] | None = None, index: torch.Tensor | None = None) -> None:
         rows = rows or []
         if length == self.length and rows == list(range(len(rows))):
             crop_cache(self.cache, length + len(rows))

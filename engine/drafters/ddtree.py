@@ -34,30 +34,34 @@ class DDTreeDrafter(TreeDrafter):
         with clock.span("draft", f"one parallel pass over the block, the {self.nodes} likeliest prefixes of {k}"):
             probs = self.chain.position_probs(committed_ids, k, temperature)
             ids, parents = best_first(probs, self.nodes)
-            rows = torch.tensor([d - 1 for d in depths(parents)], device=probs.device)
+            positions = [d - 1 for d in depths(parents)]  # each node's position in the block
             if temperature > 0:  # the same shape, its tokens drawn from q
                 # every token kept possible, so any node can draw its children distinct (the rule reads this same q)
                 probs = probs.clamp_min(1e-12)
                 probs = probs / probs.sum(dim=-1, keepdim=True)
-                return DraftBlock(sample_siblings(probs, parents, generator), probs[rows], None, parents)
-        return DraftBlock(torch.tensor(ids, device=probs.device), probs[rows], None, parents, tuple(ids))
+                drawn, rows = sample_siblings(probs, parents, generator, positions)
+                return DraftBlock(drawn, probs[rows], None, parents)
+            table = torch.tensor([*ids, *positions], dtype=torch.long, device=probs.device)  # one copy there
+        return DraftBlock(table[: len(ids)], probs[table[len(ids):]], None, parents, tuple(ids))
 
 
-def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator,
+                    also: list[int] = ()) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Tokens for a tree of the shape `parents`, on the device: each node's children drawn from their position's
     distribution without replacement, in the order drawn, every row's children in one draw. The shape comes from the
     likeliest tokens (best_first), never from the drawn ones, so how many children a node has does not depend on
-    what they are: what the residual rule (tree.verify_tree) needs to keep the output the target's."""
+    what they are: what the residual rule (tree.verify_tree) needs to keep the output the target's. `also`: host
+    integers sent in the same copy, returned beside the tokens as a device tensor."""
     depth_of, rows = depths(parents), children(parents)
     parent_rows = [row for row in rows if row]
     most = max(len(row) for row in parent_rows)
     depth_index = [depth_of[row[0]] - 1 for row in parent_rows]  # each row's children's position in the block
     slots = [r * most + k for r, row in enumerate(parent_rows) for k in range(len(row))]
     order = [node for row in parent_rows for node in row]  # the nodes, in the order their slots are listed
-    table = torch.tensor([*depth_index, *slots, *order], device=probs.device)  # one copy to the device
-    depth_index, slots, order = table.split([len(depth_index), len(slots), len(order)])
+    table = torch.tensor([*depth_index, *slots, *order, *also], device=probs.device)  # one copy to the device
+    depth_index, slots, order, extra = table.split([len(depth_index), len(slots), len(order), len(also)])
     # every row with children draws `most` tokens without replacement; its first len(row) are its children's
     drawn = torch.multinomial(probs[depth_index], most, replacement=False, generator=generator)
     ids = torch.empty(len(parents), dtype=torch.long, device=probs.device)
     ids[order] = drawn.view(-1)[slots]
-    return ids
+    return (ids, extra) if also else ids

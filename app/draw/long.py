@@ -48,9 +48,12 @@ def long_figure(item: dict | None) -> go.Figure | None:
         fig.add_annotation(x=x, y=1, yref="paper", text=f"trained window ends ({length} positions, prompt included)",
                            showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=12))
     lengths = sorted(data.get("prompt_tokens") or [0])
+    last = max((x for trace in fig.data for x in trace.x), default=data["bin"])
+    top = max((y + e for trace in fig.data for y, e in zip(trace.y, trace.error_y.array)), default=2.0)
+    # τ is at least 1, so the axis starts there; no tick at the corner, where the two axes' first labels would meet
     fig.update_xaxes(title=f"position in the output (bins of {data['bin']})", showgrid=True, gridcolor="#eee",
-                     rangemode="tozero")
-    fig.update_yaxes(title="τ, tokens a step", showgrid=True, gridcolor="#eee", rangemode="tozero")
+                     range=[0, last + data["bin"] / 2], tickvals=list(range(64, int(last) + 64, 64)))
+    fig.update_yaxes(title="τ, tokens a step", showgrid=True, gridcolor="#eee", range=[1, 1.05 * top])
     fig.update_layout(title=dict(text="Acceptance by output position: τ inside and past the trained window",
                                  font=dict(size=14),
                                  subtitle=dict(text=f"{data['prompts']} held-out prompts of {lengths[0]}–{lengths[-1]} "

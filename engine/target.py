@@ -249,9 +249,9 @@ class Target:
     `width`: None verifies exactly the rows it is given (the CPU's way: its cost grows with every row). A number W
     pads every verify to that fixed width (VERIFY_WIDTH holds the largest tree and block; a wider verify is refused)
     over the whole cache with a mask, so every verify of every run, the baseline's one-token steps included, runs
-    the same kernels on the same shapes: a row's numbers do not depend on how many rows were verified beside it, and a GPU can replay the
-    forward as a CUDA graph (`graphs`: the engine's captured graphs, shared by its runs with `cache`, the engine's
-    one cache they were captured over)."""
+    the same kernels on the same shapes: a row's numbers do not depend on how many rows were verified beside it,
+    and a GPU can replay the forward as a CUDA graph (`graphs`: the engine's captured graphs, shared by its runs
+    with `cache`, the engine's one cache they were captured over)."""
 
     def __init__(self, fused: FusedQwen3, layer_ids: list[int] | None, capacity: int, width: int | None = None,
                  graphs: "GraphedVerifies | None" = None):

@@ -553,7 +553,8 @@ def estimate(name: str, check: Check) -> tuple[float, str]:
     if name == "concurrency":  # each size: every request in batches of that size, 3 lanes and transformers' (≈ 2)
         requests, short = 2 * max(CONCURRENCY_SIZES), min(tokens, 48)
         steps = sum(-(-requests // size) * short * (1 + size / 8) * 5 for size in CONCURRENCY_SIZES)
-        return steps * step, f"{requests} requests {short} tokens each, {', '.join(map(str, CONCURRENCY_SIZES))} at once"
+        sizes = ", ".join(map(str, CONCURRENCY_SIZES))
+        return steps * step, f"{requests} requests {short} tokens each, {sizes} at once"
     return 90.0, "a Qwen3-4B-shaped target's verify cost and every lane's draft cost"
 
 

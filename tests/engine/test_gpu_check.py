@@ -108,8 +108,9 @@ def test_the_quick_set_is_estimated_within_five_minutes_on_a_healthy_gpu(gpu_che
     assert sum(float(line.split()[2]) for line in lines[:-1]) == pytest.approx(total, abs=len(lines))
 
 
-@pytest.mark.parametrize("args", [["--only", "recordings", "--full", "trees"], ["--only", "recordings", "--full", "load"],
-                                  ["--only", "concurrency"], ["--only", "qwen3_4b"]])
+@pytest.mark.parametrize("args", [["--only", "recordings", "--full", "trees"],
+                                  ["--only", "recordings", "--full", "load"], ["--only", "concurrency"],
+                                  ["--only", "qwen3_4b"]])
 def test_each_long_section_fits_a_command_of_its_own(gpu_check, capsys, args):
     assert gpu_check.main([*args, "--plan"]) == 0
     assert float(capsys.readouterr().out.strip().splitlines()[-1].split()[3]) <= 540

@@ -1,4 +1,4 @@
-"""The Lesson tab: the argument in ten points (app/lesson), each with the data that shows it, one click away.
+"""The Lesson tab: the argument in eleven points (app/lesson), each with the data that shows it, one click away.
 
 "Show me" opens the tab that shows the point with the lesson's recording (the same numbers in every class),
 sets that tab's controls to the recording's settings and says what to look at; "Run it live" measures the

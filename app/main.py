@@ -26,7 +26,7 @@ INTRO = ("**SpecLab** runs real speculative decoding: a cheap drafter proposes t
          "them all in one forward pass, and the output is distributed exactly as the big model's own: at "
          "temperature 0 the very same text, above it the same odds (each lane draws its own sample). "
          "Every number below is measured in this run, on this machine. New to it? The **Lesson** tab walks "
-         "through the argument in ten points, each one click from the data that shows it.")
+         "through the argument in eleven points, each one click from the data that shows it.")
 
 
 # Runs waiting at once; past this a visitor is told the app is busy, the expected wait and to try again. A class

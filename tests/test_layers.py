@@ -21,7 +21,7 @@ ENGINE_LAYERS = (
     ("engine.tree", 1), ("engine.rules", 1),
     ("engine.models", 2), ("engine.scheduler", 2), ("engine.ragged", 2),
     ("engine.drafters", 3), ("engine.target", 3),
-    ("engine.trace", 4), ("engine.batch", 5), ("engine.loop", 6),
+    ("engine.trace", 4), ("engine.online", 4), ("engine.batch", 5), ("engine.loop", 6),
     ("engine.measure", 7), ("engine.process", 7), ("engine.train", 7),
     ("engine.__main__", 8), ("engine", 8),
     # app/: plain helpers (words, prompts, the formula, hosting's small parts, the servers' client), then the
@@ -30,11 +30,14 @@ ENGINE_LAYERS = (
     ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.runner", 10),
     ("app.servers.client", 10), ("app.hosting.addresses", 10), ("app.hosting.memory", 10),
     ("app.hosting.page_sessions", 10), ("app.hosting.uploads", 10), ("app.draw.theme", 10),
-    ("app.hosting.zerogpu", 10),
+    ("app.hosting.zerogpu", 10), ("app.texts", 10),
     ("app.settings", 11), ("app.links", 12),
     ("app.comparison", 13),
     ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),
-    ("app.hosting.presenter", 10), ("app.hosting.disk", 10), ("app.hosting.fairness", 14),
+    ("app.hosting.presenter", 10), ("app.hosting.disk", 10), ("app.hosting.classroom", 10),
+    ("app.lesson.choice", 14),  # the rule that picks the lesson's one prompt: read by the drawing too
+    ("app.hosting.toggles", 15),  # one drawing a comparison and mode, reused: above the drawing it caches
+    ("app.hosting.fairness", 14),
     ("app.draw", 15),
     ("app.lesson", 16), ("app.servers", 16),
     ("app.tabs", 17),

@@ -11,6 +11,7 @@ from engine.contract.presets import load_prompts
 from engine.measure import positions as recipes
 from engine.process import run_on
 
+from ..draw.long import long_lanes, tau_text, train_share
 from ..words import interval_trend
 
 LONG_POINT = 11
@@ -52,17 +53,6 @@ def measure_long_live(engine, stop=None) -> dict:
     return measure_long(engine, LIVE_LONG_PROMPTS, LIVE_LONG_LANES, max_new_tokens=LIVE_LONG_TOKENS, stop=stop)
 
 
-def long_lanes(item: dict | None) -> dict[tuple[str, str], dict]:
-    """(method, option) -> its lane, of a long-output measurement ({} without one)."""
-    lanes = ((item or {}).get("data") or {}).get("lanes") or []
-    return {(lane["method"], lane["option"]): lane for lane in lanes if isinstance(lane, dict)}
-
-
-def tau_text(cell: dict | None) -> str:
-    tau = (cell or {}).get("tau")
-    return "–" if not tau else f"{tau['mean']:.2f} ({tau['low']:.2f}–{tau['high']:.2f})"
-
-
 FALLS = {"falls": "falls", "holds": "holds, within the intervals", "rises": "rises"}
 AGAINST = {"rises": "lifts it", "holds": "leaves it within the intervals", "falls": "lowers it"}
 
@@ -81,11 +71,6 @@ def _difference(paired: dict | None) -> str:
     if not paired:
         return ""
     return f"; prompt by prompt {paired['mean']:+.2f} ({paired['low']:+.2f} to {paired['high']:+.2f})"
-
-
-def train_share(lane: dict) -> float:
-    seconds = lane.get("seconds") or {}
-    return seconds.get("train", 0.0) / seconds["wall"] if seconds.get("wall") else 0.0
 
 
 def method_words(lanes: dict, method: str, short: bool = False) -> str:

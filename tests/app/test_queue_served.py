@@ -172,7 +172,7 @@ def test_a_browser_that_entered_the_key_carries_the_presenter_mark_and_a_wrong_k
 
 LIVE_MEASURES = {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live", "parts": "measure_parts_live",
                  "temperatures": "measure_temperatures_live", "trees": "measure_trees_live",
-                 "load": "measure_load_live"}
+                 "load": "measure_load_live", "long": "measure_long_live"}
 
 
 def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(served, monkeypatch):

@@ -334,7 +334,8 @@ class Engine:
             with clock.span("verify", f"target verify, a tree of {num_verified} nodes" if block.is_tree
                             else "target verify"):
                 verify_ids = torch.cat([state.committed_ids[:, -1:], checked.ids.view(1, -1)], dim=1)
-                logits, features = target.verify(verify_ids, checked.parents if block.is_tree else None)
+                tree = (checked.parents, checked.parent_rows) if block.is_tree else ()  # a tree: its shape
+                logits, features = target.verify(verify_ids, *tree)
                 target_probs = logits_to_probs(logits[0], config.temperature)
                 # 3. accept: the rule's verdict, how many drafts stand and the target's own token
                 verdict = judge(config, checked, target_probs, generator)

@@ -294,13 +294,14 @@ class Target:
         self.length = n
         return logits, features
 
-    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None,
+               parent_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Rows (1, 1 + N) after the cache: the anchor, then a chain of drafts or, with `parents`, a tree's nodes
-        (engine/tree.py). Logits (1, 1 + N, V) and features (1, 1 + N, F) of every row. The rows' entries are
-        written after the cache's; `keep` says which of them stand."""
+        (engine/tree.py; `parent_rows`: each row's parent's row on the device, where the drafter has them there).
+        Logits (1, 1 + N, V) and features (1, 1 + N, F) of every row. The rows' entries are written after the
+        cache's; `keep` says which of them stand."""
         if self.width is not None:
-            return self._verify_fixed(ids, parents)
+            return self._verify_fixed(ids, parents, parent_rows)
         start, rows = self.length, ids.shape[1]
         end = start + rows
         self._reserve(end)
@@ -308,11 +309,11 @@ class Target:
             positions = self._arange[start:end][None]
             mask = None if rows == 1 else (self._arange[:end][None, :] <= positions[0][:, None])[None, None]
         else:
-            positions, sees = self._tree_inputs(parents, start)
+            positions, sees = self._tree_inputs(parents, start, parent_rows)
             mask = torch.cat([sees.new_ones(rows, start), sees], dim=1)[None, None]
         return self.fused.forward(ids, positions, self.keys, self.values, start, mask, False, self.layer_ids)
 
-    def _verify_fixed(self, ids: torch.Tensor, parents: tuple[int, ...] | None):
+    def _verify_fixed(self, ids: torch.Tensor, parents: tuple[int, ...] | None, parent_rows: torch.Tensor | None):
         """The verify at a fixed width: `rows` real rows, then padding rows (token 0, each at the slot after the
         last, seeing every slot up to its own) whose entries land past the cache's length and are never kept."""
         start, rows = self.length, ids.shape[1]
@@ -324,7 +325,7 @@ class Target:
         mask = self._arange[None, :] <= slots[:, None]  # (width, capacity): a chain, padding rows alike
         positions = slots.clone()
         if parents is not None:
-            tree_positions, sees = self._tree_inputs(parents, start)
+            tree_positions, sees = self._tree_inputs(parents, start, parent_rows)
             positions[:rows] = tree_positions[0]
             mask[:rows, start: start + rows] = sees
         padded = ids.new_zeros(1, width)
@@ -336,13 +337,16 @@ class Target:
                                                   mask[None, None], False, self.layer_ids)
         return logits[:, :rows], features[:, :rows] if features is not None else None
 
-    def _tree_inputs(self, parents: tuple[int, ...], start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tree_inputs(self, parents: tuple[int, ...], start: int, parent_rows: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A tree verify's positions (1, 1 + N) and which of its own rows each row sees (1 + N, 1 + N), built on the
-        device from one small tensor of parents: a row sees the anchor, its ancestors and itself, and sits at the
-        position its depth gives. Every row walks up one level at a time, all rows together."""
+        device from each row's parent's row (`parent_rows`, the drafter's, else one small tensor sent from
+        `parents`): a row sees the anchor, its ancestors and itself, and sits at the position its depth gives.
+        Every row walks up one level at a time, all rows together."""
         n = len(parents)
         device = self.keys.device
-        parent_rows = torch.tensor([0, *(p + 1 for p in parents)], device=device)  # row r's parent's row; 0: anchor
+        if parent_rows is None:  # row r's parent's row; 0: the anchor
+            parent_rows = torch.tensor([0, *(p + 1 for p in parents)], device=device)
         rows = self._arange[: n + 1]
         sees = torch.eye(n + 1, dtype=torch.bool, device=device)
         seen = sees.new_ones(n + 1)  # the values written, made on the device (a Python True would be copied there)
@@ -594,8 +598,8 @@ class TransformersTarget:
         self.length = ids.shape[1]
         return logits, features
 
-    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def verify(self, ids: torch.Tensor, parents: tuple[int, ...] | None = None,
+               parent_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         device = ids.device
         inputs = verify_inputs(parents, self.length, device) if parents is not None else {}
         return forward_with_features(self.model, ids, self.cache, self.layer_ids, **inputs)

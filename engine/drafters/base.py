@@ -28,12 +28,15 @@ class DraftBlock:
     # A tree (engine/tree.py): each token's parent, -1 for a child of the anchor; None for a chain
     parents: tuple[int, ...] | None = None
     host_ids: tuple[int, ...] | None = None  # the ids on the host too, where the drafter made them there (a tree)
+    # a tree's verify rows' parents' rows on the device (0 the anchor's, then 1 + parents[i]), where the drafter has
+    # them there: the target builds the tree's positions and mask from them, nothing sent
+    parent_rows: torch.Tensor | None = None
 
     def as_point_masses(self) -> "DraftBlock":
         """The same tokens proposed with certainty: q is 1 on each drafted token (an argmax proposal), which is
         what the rule must divide by for the output to stay the target's."""
         return DraftBlock(self.ids, torch.nn.functional.one_hot(self.ids, self.probs.shape[-1]).to(self.probs.dtype),
-                          self.confidences, self.parents, self.host_ids)
+                          self.confidences, self.parents, self.host_ids, self.parent_rows)
 
     def head(self, length: int) -> "DraftBlock":
         """The first `length` tokens: what is sent to the target when a scheduler cuts the block (a chain)."""

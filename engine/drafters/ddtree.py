@@ -34,15 +34,17 @@ class DDTreeDrafter(TreeDrafter):
         with clock.span("draft", f"one parallel pass over the block, the {self.nodes} likeliest prefixes of {k}"):
             probs = self.chain.position_probs(committed_ids, k, temperature)
             ids, parents = best_first(probs, self.nodes)
-            positions = [d - 1 for d in depths(parents)]  # each node's position in the block
+            n = len(parents)
+            # each node's position in the block, and the verify rows' parents' rows (the target's tree inputs)
+            sent = [*(d - 1 for d in depths(parents)), 0, *(p + 1 for p in parents)]
             if temperature > 0:  # the same shape, its tokens drawn from q
                 # every token kept possible, so any node can draw its children distinct (the rule reads this same q)
                 probs = probs.clamp_min(1e-12)
                 probs = probs / probs.sum(dim=-1, keepdim=True)
-                drawn, rows = sample_siblings(probs, parents, generator, positions)
-                return DraftBlock(drawn, probs[rows], None, parents)
-            table = torch.tensor([*ids, *positions], dtype=torch.long, device=probs.device)  # one copy there
-        return DraftBlock(table[: len(ids)], probs[table[len(ids):]], None, parents, tuple(ids))
+                drawn, table = sample_siblings(probs, parents, generator, sent)
+                return DraftBlock(drawn, probs[table[:n]], None, parents, None, table[n:])
+            table = torch.tensor([*ids, *sent], dtype=torch.long, device=probs.device)  # one copy there
+        return DraftBlock(table[:n], probs[table[n: 2 * n]], None, parents, tuple(ids), table[2 * n:])
 
 
 def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator,

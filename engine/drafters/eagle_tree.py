@@ -128,11 +128,14 @@ class _Grown:
         values = torch.cat([ids, parents, finite]).tolist()  # the tree's one read
         count = chosen.numel()
         kept = [i for i in range(count) if values[2 * count + i]]
+        parent_rows = None  # the verify's rows' parents' rows, on the device where no node was left out
         if len(kept) < count:  # tokens of probability 0: left out, as a tree never holds an impossible node
             chosen, ids = chosen[kept], ids[kept]
             remap = {old: new for new, old in enumerate(kept)}
             parent_list = tuple(remap.get(values[count + i], -1) if values[count + i] >= 0 else -1 for i in kept)
         else:
             parent_list = tuple(values[count: 2 * count])
+            parent_rows = torch.cat([parents.new_zeros(1), parents + 1])
         all_probs = torch.cat(self.probs)
-        return DraftBlock(ids, all_probs[chosen // WIDTH], None, parent_list, tuple(values[i] for i in kept))
+        return DraftBlock(ids, all_probs[chosen // WIDTH], None, parent_list, tuple(values[i] for i in kept),
+                          parent_rows)

@@ -344,8 +344,9 @@ class Engine:
                 a = verdict.num_accepted
                 nodes = list(range(a)) if verdict.path is None else list(verdict.path)  # the accepted drafts
                 rows = [0, *(node + 1 for node in nodes)]  # the verify's rows that stand: the anchor's and theirs
-                # a tree's rows sent once, for the cache's entries and the features alike
-                kept_rows = torch.tensor(rows, device=self.device) if verdict.path is not None else None
+                kept_rows = verdict.kept_rows  # a tree's: on the device with its verdict, the entries' and features' index
+                if verdict.path is not None and kept_rows is None:
+                    kept_rows = torch.tensor(rows, device=self.device)
                 target.keep(num_committed - 1, rows, kept_rows)
                 if features is not None:  # a chain's are its first rows: a slice, no index from the host
                     features = features[:, : a + 1] if verdict.path is None else features[:, kept_rows]

@@ -48,6 +48,8 @@ class Verdict:
     # on the device (where the committed ids grow without a copy from the host)
     committed_ids: tuple[int, ...] = ()
     committed: torch.Tensor | None = None
+    # A tree's verify rows that stand (the anchor's, then each accepted node's), on the device: what the caches keep
+    kept_rows: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

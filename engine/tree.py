@@ -120,9 +120,11 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
     bonus_id = greedy_ids[row]
     device = draft_ids.device
     committed_ids = (*(ids[node] for node in path), bonus_id)
-    sent = torch.tensor([*accept_probs, *committed_ids], dtype=torch.float64, device=device)  # one copy to the device
+    kept_rows = (0, *(node + 1 for node in path))
+    sent = torch.tensor([*accept_probs, *committed_ids, *kept_rows], dtype=torch.float64, device=device)  # one copy
+    done = len(ids) + len(committed_ids)
     return Verdict(len(path), bonus_id, sent[: len(ids)].float(), None, path=tuple(path), judged=tuple(judged),
-                   committed_ids=committed_ids, committed=sent[len(ids):].long())
+                   committed_ids=committed_ids, committed=sent[len(ids): done].long(), kept_rows=sent[done:].long())
 
 
 def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
@@ -182,5 +184,6 @@ def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: t
         row = node + 1 if node is not None else row
     committed_ids = (*(ids[n] for n in walked), bonus_id)
     committed = torch.cat([draft_ids[path[: len(walked)]], bonus.view(1)]).long()
+    kept_rows = torch.cat([path.new_zeros(1), path[: len(walked)] + 1])  # the anchor's row, then the path's
     return Verdict(len(walked), bonus_id, accept_probs, draws, path=tuple(walked), judged=tuple(judged),
-                   committed_ids=committed_ids, committed=committed)
+                   committed_ids=committed_ids, committed=committed, kept_rows=kept_rows)

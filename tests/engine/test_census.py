@@ -18,8 +18,8 @@ from engine.timing import SpanClock
 PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
 CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
 TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at the default budget
-    "dflash_tree": (2, 4),  # sent: the tree (its ids, positions and parents' rows in one), verdict, kept rows, trace rows
-    "eagle3_tree": (2, 3),  # sent: its verdict, kept rows (entries and features: one index), trace rows
+    "dflash_tree": (2, 3),  # sent: the tree (its ids, positions and parents' rows in one), verdict, trace rows
+    "eagle3_tree": (2, 2),  # sent: its verdict (with the kept rows, the entries' and features' index), trace rows
 }
 
 

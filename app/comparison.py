@@ -384,13 +384,13 @@ def _spans_problem(lane: LaneResult) -> str | None:
     for step in lane.steps:  # a tree deeper than the engine drafts would cost the views its depth squared
         if step.parents is not None and len(step.drafted) > MAX_TREE_NODES:
             return f"step {step.index} has a tree of {len(step.drafted):,} drafted tokens, more than {MAX_TREE_NODES}"
-    s = lane.summary
+    s = lane.summary  # a run too short to be one first: its rate would be the symptom, not the cause
     rates = [r for pair in lane.run_rates for r in pair if r] + [
         r for r in (s.tokens_per_s, s.batch_tokens_per_s) if r] if s is not None else []
-    if rates and max(rates) > MAX_TOKENS_PER_S:
-        return f"claims {max(rates):,.0f} tokens/s, more than any run here could write ({MAX_TOKENS_PER_S:,.0f})"
     if s is not None and s.num_new_tokens and (s.wall_s < MIN_LANE_S or (s.cpu_s is not None and s.cpu_s < MIN_LANE_S)):
         return f"wrote {s.num_new_tokens} tokens in {min(s.wall_s, s.cpu_s or s.wall_s):.3g} s, less than a microsecond"
+    if rates and max(rates) > MAX_TOKENS_PER_S:
+        return f"claims {max(rates):,.0f} tokens/s, more than any run here could write ({MAX_TOKENS_PER_S:,.0f})"
     return None
 
 

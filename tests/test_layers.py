@@ -30,7 +30,7 @@ ENGINE_LAYERS = (
     ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.runner", 10),
     ("app.servers.client", 10), ("app.hosting.addresses", 10), ("app.hosting.memory", 10),
     ("app.hosting.page_sessions", 10), ("app.hosting.uploads", 10), ("app.draw.theme", 10),
-    ("app.hosting.zerogpu", 10), ("app.texts", 10),
+    ("app.hosting.zerogpu", 10), ("app.texts", 10), ("app.draw.long_values", 10),
     ("app.settings", 11), ("app.links", 12),
     ("app.comparison", 13),
     ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),

@@ -10,27 +10,12 @@ import plotly.graph_objects as go
 from engine.contract.methods import method_label
 
 from .layout import for_projector, lane_line
+from .long_values import long_lanes, tau_text, train_share
 
 # Each option's second cue beside the lane's one colour: the drafter as shipped solid, cut to its window dashed,
 # tuning itself dotted
 OPTION_DASH = {"as shipped": "solid", "window": "dash", "self-tuning": "dot"}
 MIN_STEPS = 8  # a bin with fewer steps over all the prompts is left out: its interval says little
-
-
-def long_lanes(item: dict | None) -> dict[tuple[str, str], dict]:
-    """(method, option) -> its lane, of a long-output measurement ({} without one)."""
-    lanes = ((item or {}).get("data") or {}).get("lanes") or []
-    return {(lane["method"], lane["option"]): lane for lane in lanes if isinstance(lane, dict)}
-
-
-def tau_text(cell: dict | None) -> str:
-    tau = (cell or {}).get("tau")
-    return "–" if not tau else f"{tau['mean']:.2f} ({tau['low']:.2f}–{tau['high']:.2f})"
-
-
-def train_share(lane: dict) -> float:
-    seconds = lane.get("seconds") or {}
-    return seconds.get("train", 0.0) / seconds["wall"] if seconds.get("wall") else 0.0
 
 
 def window_end(data: dict, trained: int) -> float:

@@ -11,7 +11,7 @@ from engine.contract.presets import load_prompts
 from engine.measure import positions as recipes
 from engine.process import run_on
 
-from ..draw.long import long_lanes, tau_text, train_share
+from ..draw.long_values import long_lanes, tau_mean, tau_text, train_share
 from ..words import interval_trend
 
 LONG_POINT = 11
@@ -55,6 +55,8 @@ def measure_long_live(engine, stop=None) -> dict:
 
 FALLS = {"falls": "falls", "holds": "holds, within the intervals", "rises": "rises"}
 AGAINST = {"rises": "lifts it", "holds": "leaves it within the intervals", "falls": "lowers it"}
+SHORT_TREND = {"falls": "falls", "holds": "holds", "rises": "rises"}
+SHORT_AGAINST = {"rises": "lifts it", "holds": "no clear change", "falls": "lowers it"}
 
 
 def _trend(start: dict | None, end: dict | None, paired: dict | None = None) -> str | None:
@@ -81,9 +83,9 @@ def method_words(lanes: dict, method: str, short: bool = False) -> str:
         return ""
     name, window = method_label(method), shipped.get("trained_window")
     fall = _trend(shipped.get("inside"), shipped.get("past"), shipped.get("fall"))
-    if short:
-        parts = [f"{name} τ {tau_text(shipped.get('inside'))} → {tau_text(shipped['past'])}"
-                 + (f" ({FALLS[fall]})" if fall else "")]
+    if short:  # a slide's few words: the means, each verb still chosen from the intervals
+        parts = [f"{name} {tau_mean(shipped.get('inside'))} → {tau_mean(shipped['past'])}"
+                 + (f" ({SHORT_TREND[fall]})" if fall else "")]
     else:
         parts = [f"{name} drafts τ {tau_text(shipped.get('inside'))} inside its {window}-token trained window and "
                  f"{tau_text(shipped['past'])} past it{_difference(shipped.get('fall'))}"
@@ -94,12 +96,12 @@ def method_words(lanes: dict, method: str, short: bool = False) -> str:
         if trend is None:
             continue
         if short:
-            parts.append(f"{option} {tau_text(lane['past'])} ({AGAINST[trend]})")
+            parts.append(f"{option} {tau_mean(lane['past'])} ({SHORT_AGAINST[trend]})")
             continue
         cost = (f", {train_share(lane):.0%} of its time spent training" if option == "self-tuning" else "")
         parts.append(f"{what}, {tau_text(lane['past'])} past it{_difference(lane.get('gain_past'))} "
                      f"({option} {AGAINST[trend]}{cost})")
-    return "; ".join(parts) + "."
+    return (", " if short else "; ").join(parts) + ("" if short else ".")
 
 
 def long_words(item: dict | None, short: bool = False) -> str:
@@ -112,7 +114,7 @@ def long_words(item: dict | None, short: bool = False) -> str:
     methods = list(dict.fromkeys(m for m, _ in lanes))
     sentences = [w for w in (method_words(lanes, m, short) for m in methods) if w]
     if short:
-        return f"τ inside → past the trained window ({data['prompts']} prompts, 95 % intervals): " + " ".join(sentences)
+        return f"τ inside → past the trained window, {data['prompts']} prompts: " + "; ".join(sentences) + "."
     return (f"Over {data['prompts']} held-out prompts of {lengths[0]}–{lengths[-1]} tokens, each generated to the "
             f"target's {data['context']} positions{_tokens(data)} (τ with its 95 % interval, and each change prompt by "
             "prompt with its own; past the window means the step's anchor sits past the drafter's trained length, "

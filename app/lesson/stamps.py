@@ -17,7 +17,7 @@ SHORT_BUILD = 10  # hex digits of a build shown on a page
 SOURCE_NAMES = {"greedy": "one prompt at T = 0", "sampled": "one prompt at T = 1",
                 "temperatures": "the held-out prompts by temperature", "sweeps": "the K sweep",
                 "lossless": "the distribution check", "parts": "DSpark's parts", "trees": "the budget sweep",
-                "load": "under load", "kv": "the KV ablation"}
+                "load": "under load", "kv": "the KV ablation", "long": "long outputs"}
 # The recordings a point's slide reads besides its own (Point.recording): its chart's other panels and its takeaway's
 # other numbers (app/draw/evidence.py, app/lesson/speed.py)
 SLIDE_EXTRA = {1: ("temperatures",), 3: ("temperatures",), 6: ("sweeps", "parts"), 7: ("kv",)}

@@ -354,10 +354,12 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     return comparison
 
 
-def _verdict_problem(token, rule: str) -> str | None:
+def _verdict_problem(token, rule: str, first_sibling: bool = True) -> str | None:
     """Why a judged drafted token's verdict does not follow from its own numbers under `rule`, or None. The
     engine writes accept_prob as min(1, p_target / p_draft) under the rejection rule (the draw r decides:
-    accepted when r < accept_prob), p_target under the match rule, and 1 or 0 at temperature 0 (argmax)."""
+    accepted when r < accept_prob), p_target under the match rule, and 1 or 0 at temperature 0 (argmax). A tree
+    node after its row's first child is judged against what its earlier siblings left of p and q (engine/tree.py),
+    which the file does not hold: only its draw is checked against its accept_prob."""
     accepted, a, r = token.verdict == "accepted", token.accept_prob, token.draw
     if a is None:
         return None
@@ -367,7 +369,7 @@ def _verdict_problem(token, rule: str) -> str | None:
     elif rule == "rejection":
         if r is not None and accepted != (r < a):
             return f"is {token.verdict} with the draw {r:g} against accept_prob {a:g}"
-        if token.target_prob is not None and token.draft_prob > 0 \
+        if first_sibling and token.target_prob is not None and token.draft_prob > 0 \
                 and abs(a - min(1.0, token.target_prob / token.draft_prob)) > RATIO_SLACK:
             return (f"has accept_prob {a:g}, not min(1, p_target / p_draft) = "
                     f"{min(1.0, token.target_prob / token.draft_prob):g}")
@@ -394,6 +396,16 @@ def _spans_problem(lane: LaneResult) -> str | None:
     return None
 
 
+def _later_siblings(parents) -> set[int]:
+    """The nodes of a tree step (index into its drafted tokens) that have an earlier sibling; none for a chain."""
+    seen, later = set(), set()
+    for node, parent in enumerate(parents or ()):
+        if parent in seen:
+            later.add(node)
+        seen.add(parent)
+    return later
+
+
 def check_consistent(comparison: Comparison) -> None:
     """What the views take from a saved comparison without looking again, checked against its own numbers
     (RecordError, one line): each judged draft's verdict follows from its probabilities and draw under the
@@ -404,9 +416,10 @@ def check_consistent(comparison: Comparison) -> None:
         if problem:
             raise RecordError(f"lane {method} {problem}: not a measurement")
         for step in lane.steps:
+            later = _later_siblings(step.parents)
             for position, token in enumerate(step.drafted, start=1):
                 if token.verdict in ("accepted", "rejected"):
-                    problem = _verdict_problem(token, comparison.rule)
+                    problem = _verdict_problem(token, comparison.rule, position - 1 not in later)
                     if problem:
                         raise RecordError(f"lane {method}, step {step.index}: drafted token {position} {problem}")
     for method in comparison.lanes:

@@ -162,3 +162,22 @@ def test_a_files_tree_of_any_shape_is_drawn_capped_and_says_what_it_left_out(ran
     bonus = any(t.source == "bonus" for t in step.committed)
     assert svg.count('class="tree-node"') == 1 + drawn + bonus  # the anchor, the nodes drawn, the bonus
     assert f"{n - drawn:,} more nodes not drawn" in svg
+
+
+def test_a_tree_sampled_at_temperature_above_zero_reads_back_and_its_first_children_are_still_checked(embedded_engine):
+    """A tree node after its row's first child is judged against what its earlier siblings left of p and q, which the
+    file does not hold: it reads back as the engine wrote it. Its row's first child is judged on p and q themselves,
+    so a first child's accept_prob that is not min(1, p / q) is still refused."""
+    comparison = comparison_of(embedded_engine, ("baseline", "eagle3_tree", "dflash_tree"), PROMPT, max_new_tokens=12,
+                               temperature=1.0, seed=3, tree_nodes=16)  # the shipped drafters: trees need theirs
+    doc = json.loads(comparison.to_json())
+    later = [(m, s["index"]) for m in ("eagle3_tree", "dflash_tree") for s in doc["lanes"][m]
+             if s.get("parents") and len(set(s["parents"])) < len(s["parents"])]
+    assert later, "no tree step with siblings: the check of later siblings would be vacuous"
+    read_comparison(json.dumps(doc))
+    first = next(t for m in ("eagle3_tree", "dflash_tree") for s in doc["lanes"][m] if s.get("parents")
+                 for i, t in enumerate(s["drafted"]) if s["parents"].index(s["parents"][i]) == i
+                 and t["verdict"] in ("accepted", "rejected") and 0.02 < t["accept_prob"] < 1)
+    first["accept_prob"] /= 2
+    with pytest.raises(RecordError, match=r"not min\(1, p_target / p_draft\)"):
+        read_comparison(json.dumps(doc))

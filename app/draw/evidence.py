@@ -170,7 +170,7 @@ def bottlenecks_figure(data: dict, live: str | None = None) -> go.Figure | None:
         one_pass.update(sweep.get("others", {}))
     for m, row in one_pass.items():
         colour, marker = lane_style(m)
-        fig.add_trace(go.Scatter(x=[row["draft_len"]], y=[row["draft_ms_per_step"]], mode="markers",
+        fig.add_trace(go.Scatter(x=[row.get("drafts_per_step", row.get("draft_len"))], y=[row["draft_ms_per_step"]], mode="markers",
                                  name=method_label(m), legendgroup=m,
                                  marker=dict(symbol=marker, size=14, color=colour)), row=1, col=1)
     for m, lane in example.lanes.items():

@@ -306,7 +306,7 @@ def _drafting_growth(data: dict, short: bool = False) -> str:
         span_k = f"K = {ks[0]} to {ks[-1]}"
     others = " and ".join(method_label(m) for m in one_pass)
     if one_pass:
-        lengths = sorted({row["draft_len"] for row in one_pass.values()})
+        lengths = sorted({row.get("drafts_per_step", row.get("draft_len")) for row in one_pass.values()})  # older files: draft_len
         costs = ", ".join(f"{row['draft_ms_per_step']:.1f}" for row in one_pass.values())
         others += f" draft {', '.join(map(str, lengths))} in one pass ({costs} ms)"
     if short:

@@ -27,8 +27,9 @@ from engine.measure.provenance import provenance
 
 # Each lesson recording: key -> the measurement as a JSON-able document, from a loaded, warmed engine.
 JOBS: dict[str, Callable] = {
-    # first: the one prompt the comparisons are then recorded on (app/lesson/choice.py), about a minute
-    "prompt": lambda engine: lesson.measure_prompt_choice(engine, lesson.comparison_settings(engine.methods(), 0.0)),
+    # The comparisons' one prompt is the Compare tab's first example prompt (app/lesson/choice.py's rule without a
+    # recorded choice). The held-out prompt nearest every lane's median speedup (choice.measure_prompt_choice) was 170
+    # tokens on the shipped family: longer than a slide's lanes show whole, and than the tests' models hold.
     "greedy": lambda engine: record_comparison(engine, 0.0),
     "sampled": lambda engine: record_comparison(engine, 1.0),
     "sweeps": lambda engine: lesson.measure_sweeps(engine, lesson.sweep_prompts()),

@@ -107,8 +107,10 @@ def lesson_prompt() -> str:
 
 
 def comparison_settings(available, temperature: float) -> Settings:
-    """The recorded comparisons' settings: every lane, the example prompt, 64 new tokens."""
-    return replace(default_settings(available), prompt=lesson_prompt(), methods=tuple(available),
+    """The recorded comparisons' settings: every chain lane (the trees have their own point, 8), the lesson's prompt,
+    64 new tokens."""
+    chains = tuple(m for m in available if not METHOD_REGISTRY[m].tree)
+    return replace(default_settings(available), prompt=lesson_prompt(), methods=chains,
                    temperature=temperature, max_new_tokens=NEW_TOKENS, seed=0, verify_rule="rejection")
 
 

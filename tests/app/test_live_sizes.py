@@ -80,7 +80,9 @@ def test_the_distribution_check_runs_its_live_seeds_on_every_drafting_lane(app_h
     assert per_lane == {m: lesson.LIVE_LOSSLESS_SAMPLES for m in drafting(random_engine)}
     assert {config.seed for _, config in app_handlers.generated} == set(range(lesson.LIVE_LOSSLESS_SAMPLES))
     assert f"{lesson.LIVE_LOSSLESS_SAMPLES} seeds × {len(drafting(random_engine))} lanes" in table
-    assert "the recording: 200 seeds × 5 lanes" in table and "Measured live" in table
+    recording = lesson.recorded()["lossless"]
+    assert f"(the recording: {lesson.size_words(recording)})" in table and "Measured live" in table
+    assert lesson.size_words(recording) == f"{lesson.LOSSLESS_SAMPLES} seeds × {len(recording['data']['lanes'])} lanes"
 
 
 def test_the_k_sweep_runs_its_live_values_of_k_prompts_tokens_and_rounds(app_handlers, random_engine):
@@ -108,7 +110,9 @@ def test_the_parts_run_their_live_prompts_tokens_and_rounds(app_handlers, random
     baseline = [config for _, config in runs if config.method == BASELINE]
     assert len(baseline) == lesson.LIVE_PARTS_PROMPTS * lesson.LIVE_PARTS_ROUNDS
     assert measured["data"]["num_prompts"] == lesson.LIVE_PARTS_PROMPTS and measured["data"]["rounds"] == 1
-    assert lesson.size_words(measured) in table and "(the recording: 4 variants × 3 prompts, 64 new tokens)" in table
+    recording = lesson.recorded()["parts"]
+    assert lesson.size_words(measured) in table and f"(the recording: {lesson.size_words(recording)})" in table
+    assert lesson.size_words(recording).startswith(f"4 variants × {recording['data']['num_prompts']} prompts")
 
 
 def test_the_temperature_sweep_runs_its_live_temperatures_prompts_and_tokens(app_handlers):
@@ -237,7 +241,7 @@ def parts_of(shipped: float, full: float, rounds: int | None) -> dict:
 def test_one_round_of_speedups_needs_a_larger_gap_to_say_the_scheduler_pays():
     assert "here the scheduler pays" in lesson.parts_slide(parts_of(2.10, 2.00, rounds=2))
     assert "no measurable difference" in lesson.parts_slide(parts_of(2.10, 2.00, rounds=1))
-    assert "here the scheduler pays" in lesson.parts_slide(parts_of(2.40, 2.00, rounds=1))
+    assert "here the scheduler pays" in lesson.parts_slide(parts_of(2.50, 2.00, rounds=1))
 
 
 # --- each live word chooser at the size it runs at: its words never contradict its slide -------------------------
@@ -333,7 +337,8 @@ def test_the_live_parts_never_say_the_scheduler_pays_where_the_recording_says_it
     import copy
 
     recorded = lesson.recorded()["parts"]["data"]["rows"]
-    assert "does not pay" in lesson.parts_slide(lesson.recorded())  # what the recording says
+    said = lesson.parts_slide(lesson.recorded())  # what the recording says: the scheduler does not pay, or no
+    assert "does not pay" in said or "no measurable difference" in said  # measurable difference, here
     for signs in every_direction(2):
         data = {"parts": copy.deepcopy(lesson.recorded()["parts"])}
         parts = data["parts"]["data"]

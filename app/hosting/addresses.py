@@ -90,6 +90,23 @@ async def answer(send, status: int, text: str, retry_after_s: int | None = None,
     await send({"type": "http.response.body", "body": body})
 
 
+async def html_page(send, status: int, body: str, cookies: tuple[str, ...] | list[str] = ()) -> None:
+    """A whole HTML page of the app's own (the presenter's and the class's forms), never cached, setting `cookies`."""
+    data = body.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(data)).encode()),
+                            (b"cache-control", b"no-store"), *((b"set-cookie", c.encode()) for c in cookies)]})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def see_other(send, location: str, cookies: tuple[str, ...] | list[str] = ()) -> None:
+    """HTTP 303 to `location` (after a form was posted), setting `cookies`."""
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode()), *((b"set-cookie", c.encode()) for c in cookies),
+                            (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
 class LongAddressGuard:
     """Answers HTTP 414 with MESSAGE to a request whose address is longer than `limit`; passes the rest on."""
 

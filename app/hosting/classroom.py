@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from urllib.parse import parse_qsl
 
-from .addresses import answer, client_address
+from .addresses import answer, client_address, html_page, see_other
 from .presenter import Presenter
 
 PATH = "/class"
@@ -206,10 +206,7 @@ class ClassPage:
         age = max(1, int(self.classroom.ends_s - self.classroom.clock()))
         cookie = f"{COOKIE}={value}; Max-Age={age}; Path=/; HttpOnly; SameSite=Lax"
         mark = f"{MARK_COOKIE}={number}-{self.classroom.size}; Max-Age={age}; Path=/; SameSite=Lax"
-        await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", b"./"), (b"set-cookie", cookie.encode()),
-                                (b"set-cookie", mark.encode()), (b"content-length", b"0")]})
-        await send({"type": "http.response.body", "body": b""})
+        await see_other(send, "./", [cookie, mark])
 
     def joined(self, number: int) -> str:
         return (f"This browser is member {number} of {self.classroom.size} of class {self.classroom.code!r}: its "
@@ -230,18 +227,11 @@ class ClassPage:
             except ValueError as exc:
                 text = str(exc) if "class" in str(exc) else "the size and hours are whole numbers"
                 return await answer(send, 400, f"SpecLab: {text}.")
-        await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", b"../presenter"), (b"content-length", b"0")]})
-        await send({"type": "http.response.body", "body": b""})
+        await see_other(send, "../presenter")
 
 
 async def page(send, status: int, said: str, form: str, cookies: list[str] = ()) -> None:
-    body = PAGE.format(said=html.escape(said), form=form).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/html; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store"),
-                            *((b"set-cookie", c.encode()) for c in cookies)]})
-    await send({"type": "http.response.body", "body": body})
+    await html_page(send, status, PAGE.format(said=html.escape(said), form=form), cookies)
 
 
 # The mark: drawn by the page itself from the readable cookie, as the presenter's is.

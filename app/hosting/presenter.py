@@ -17,7 +17,7 @@ import hmac
 import html
 from urllib.parse import parse_qsl
 
-from .addresses import answer
+from .addresses import answer, html_page, see_other
 
 ENVIRONMENT = "SPECLAB_PRESENTER_KEY"
 MIN_KEY_CHARS = 12
@@ -99,18 +99,12 @@ class PresenterPage:
             return await self.page(send, 403, "That is not the presenter key.")
         cookie = f"{COOKIE}={self.presenter.token}; Max-Age={MAX_AGE_S}; Path=/; HttpOnly; SameSite=Strict"
         mark = f"{MARK_COOKIE}=1; Max-Age={MAX_AGE_S}; Path=/; SameSite=Strict"
-        await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", b"./?lesson=1&present=1"), (b"set-cookie", cookie.encode()),
-                                (b"set-cookie", mark.encode()), (b"content-length", b"0")]})
-        await send({"type": "http.response.body", "body": b""})
+        await see_other(send, "./?lesson=1&present=1", [cookie, mark])
 
     @staticmethod
     async def page(send, status: int, said: str, extra: str = "") -> None:
-        body = FORM.format(said=html.escape(said), path=PATH, hours=MAX_AGE_S // 3600, extra=extra).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/html; charset=utf-8"),
-                                (b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]})
-        await send({"type": "http.response.body", "body": body})
+        await html_page(send, status, FORM.format(said=html.escape(said), path=PATH, hours=MAX_AGE_S // 3600,
+                                                  extra=extra))
 
 
 # The mark: drawn by the page itself from the readable cookie (the key's cookie is HttpOnly).

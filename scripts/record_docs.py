@@ -344,10 +344,11 @@ def differences() -> list[str]:
 
 def write_blocks() -> list[str]:
     """Write every generated block again; the files changed."""
-    changed = differences()
-    for name, text in expected_files().items():
-        if name in changed:
+    changed = []
+    for name, text in expected_files().items():  # each block made once, from the recordings as read now
+        if (ROOT / name).read_text(encoding="utf-8") != text:
             (ROOT / name).write_text(text, encoding="utf-8")
+            changed.append(name)
     return changed
 
 

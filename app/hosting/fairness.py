@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl
 
 from gradio.queueing import EventQueue
 
-from .addresses import answer, client_address
+from .addresses import answer
 
 JOIN = "/gradio_api/queue/join"
 PREDICT = "/gradio_api/run/predict"
@@ -85,13 +85,6 @@ def job_key(event) -> tuple:
 
 def waiting_events(queue) -> list:
     return [event for lane in queue.event_queue_per_concurrency_id.values() for event in lane.queue]
-
-
-def address_share(queue, address: str, who: Callable[[object], str] = event_address) -> tuple[int, int]:
-    """The places one address (or class member: `who`, the Door's `event_identity`) holds in the queue, and the
-    distinct jobs among them."""
-    mine = [event for event in waiting_events(queue) if who(event) == address]
-    return len(mine), len({job_key(event) for event in mine})
 
 
 def lane(queue, name: str, limit: int | None):
@@ -150,10 +143,9 @@ class Door:
 
     def scope_identity(self, scope: dict) -> str:
         """Who a request is for the queue's shares: its class member (a class code entered), else its address."""
-        from .classroom import scope_cookie
+        from .classroom import scope_identity
 
-        address = client_address(scope)
-        return address if self.classroom is None else self.classroom.identity(address, scope_cookie(scope))
+        return scope_identity(self.classroom)(scope)
 
     def event_identity(self, event) -> str:
         """Who a waiting job is for the queue's shares, as `scope_identity`."""

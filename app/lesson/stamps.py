@@ -11,7 +11,8 @@ import json
 from functools import cache
 from pathlib import Path
 
-SHORT_BUILD = 10  # hex digits of a build shown on a page
+from engine.measure.provenance import short  # the build as a page shows it
+
 
 # What each recording is, in a few words, where a slide names its sources one by one
 SOURCE_NAMES = {"greedy": "one prompt at T = 0", "sampled": "one prompt at T = 1",
@@ -68,4 +69,4 @@ def stamp_words(block: dict | None, dated: str = "", device: str = "") -> str:
     if isinstance(threads, int) and "thread" not in device:
         where += f", {threads} thread{'' if threads == 1 else 's'}"
     when = str(block.get("recorded_at") or dated)[:10]
-    return f"recorded {when} on build {block['build'][:SHORT_BUILD]}" + (f", {where}" if where else "")
+    return f"recorded {when} on build {short(block['build'])}" + (f", {where}" if where else "")

@@ -22,6 +22,7 @@ import gradio as gr
 
 from engine.contract.methods import BASELINE, method_label
 from engine.contract.presets import ASSETS_DIR
+from engine.measure.provenance import short
 
 from .. import lesson
 from ..comparison import Comparison, RecordError, read_comparison
@@ -93,7 +94,7 @@ def device_recordings(folder: Path = DEVICE_DIR) -> dict[str, DeviceRecording]:
 def label(recording: DeviceRecording) -> str:
     """What the recording is, where and when: never a live run."""
     versions = ", ".join(f"{name} {value}" for name, value in recording.versions.items())
-    build = f", engine build {recording.provenance['build'][:10]}" if recording.provenance else ""
+    build = f", engine build {short(recording.provenance['build'])}" if recording.provenance else ""
     words = (f"Recorded on {recording.device_words} on {recording.recorded_at[:10]}"
              + (f" ({versions}{build})" if versions else build) + ", by the device check: a recording, not a live run")
     if not recording.on_gpu:

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS.max_new_tokens)
     gen.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     gen.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    gen.add_argument("--draft-len", dest="drafts_per_step", type=int, default=None,
+    gen.add_argument("--drafts-per-step", "--draft-len", dest="drafts_per_step", type=int, default=None,
                      help="K, tokens drafted per step (default: a --drafter block drafter's trained block, else the method's, "
                           + ", ".join(f"{m.name} {m.default_drafts}" for m in METHOD_REGISTRY.values()
                                       if m.default_drafts) + ")")

@@ -21,7 +21,7 @@ CARD_JSON = ROOT / "assets" / "model_card.json"
 CARD_MD = ROOT / "assets" / "MODEL_CARD.md"
 RUNS = ROOT / "runs"
 PROMPTS = 24  # the held-out prompts of each bench run (the card's τ table is over all of them)
-SETTINGS = ("--device", "cpu", "--max-new-tokens", "64", "--draft-len", "4", "--block-len", "7", "--no-hf")
+SETTINGS = ("--device", "cpu", "--max-new-tokens", "64", "--drafts-per-step", "serial=4,one_pass=7", "--no-hf")
 REPORTS = {"quiet": (), "busy": ("--busy",), "sampled": ("--temperature", "1")}
 COMMAND = "python -m scripts.record_card"
 

@@ -82,7 +82,7 @@ for stage in "${stages[@]}"; do
     # The card's speed table: the bench on the CPU (where the card measures), quiet and with a busy core.
     : > "runs/$stage.log"
     for busy in "" --busy; do
-      "$PYTHON" -m engine.measure.bench --device cpu --max-new-tokens 64 --draft-len 4 --block-len 7 --no-hf $busy \
+      "$PYTHON" -m engine.measure.bench --device cpu --max-new-tokens 64 --drafts-per-step serial=4,one_pass=7 --no-hf $busy \
         --json "runs/card-bench${busy:+-busy}.json" >> "runs/$stage.log" 2>&1
     done
     "$PYTHON" -m engine.train card --bench runs/card-bench.json --bench runs/card-bench-busy.json >> "runs/$stage.log" 2>&1

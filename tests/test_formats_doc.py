@@ -74,7 +74,7 @@ def real_files(random_engine, tmp_path_factory, monkeypatch_module):
     prompts.write_text('prompt,kind\n"def parse(self, text):\n",code\n"import os\n",imports\n"class Queue:\n",code\n')
     monkeypatch_module.setattr(bench.Engine, "load", classmethod(lambda cls, *a, **k: random_engine))
     assert bench.main(["--prompts", str(prompts), "--by", "kind", "--methods", "eagle3", "--max-new-tokens", "6",
-                       "--draft-len", "2", "--temperature", "0", "--json", str(folder / "bench.json")]) == 0
+                       "--drafts-per-step", "2", "--temperature", "0", "--json", str(folder / "bench.json")]) == 0
     with Stub("sglang") as stub:
         assert measure(["--server", f"s={stub.url}", "--prompts", str(prompts), "--concurrency", "2", "--by", "kind",
                         "--beside", str(folder / "bench.json"), "--json", str(folder / "serving.json")]) == 0

@@ -1,5 +1,7 @@
 """Colours and their meanings, defined once (Okabe–Ito, safe for colour-blind viewers)."""
 
+from engine.contract.methods import METHOD_REGISTRY
+
 ACCEPTED = "#009E73"  # accepted draft token
 REJECTED = "#D55E00"  # rejected draft token (also struck through)
 BONUS = "#0072B2"  # token written by the target (also bold)
@@ -13,18 +15,17 @@ WORK_COLOURS = {"draft": DRAFT_WORK, "verify": VERIFY_WORK, "host": HOST_WORK,
                 "train": TRAIN_WORK}  # kinds of work on the timeline
 
 # Each lane's one identity in its header and in every chart that draws lanes: a colour, and a marker as the second
-# cue. Paul Tol's "muted" scheme (safe for colour-blind viewers), apart from the colours of the token verdicts.
-METHOD_STYLES = {"baseline": ("#444444", "circle"), "eagle3": ("#CC6677", "square"), "classic": ("#999933", "diamond"),
-                 "dflash": ("#332288", "triangle-up"), "dspark": ("#44AA99", "star"),
-                 "eagle3_tree": ("#882255", "hourglass"), "dflash_tree": ("#117733", "triangle-down")}
+# cue, from its registry entry (methods.Method.style). Spares for a lane the registry does not style, apart from the
+# colours of the token verdicts.
 OTHER_STYLES = (("#AA4499", "x"), ("#88CCEE", "cross"), ("#DDCC77", "pentagon"))
 
 
 def lane_style(method: str) -> tuple[str, str]:
-    """(colour, plotly marker symbol) of a lane, the same in every chart and in its header; a lane the table does
-    not name (a server's) gets one of OTHER_STYLES, always the same for the same name."""
-    if method in METHOD_STYLES:
-        return METHOD_STYLES[method]
+    """(colour, plotly marker symbol) of a lane, the same in every chart and in its header; a lane the table does not
+    style (a server's) gets one of OTHER_STYLES, always the same for the same name."""
+    entry = METHOD_REGISTRY.get(method)
+    if entry is not None and all(entry.style):
+        return entry.style
     return OTHER_STYLES[sum(map(ord, method)) % len(OTHER_STYLES)]
 
 

@@ -32,6 +32,7 @@ class DrafterKind:
     label: str  # shown in the lane header: which drafter the lane ran
     module: str  # import path of the module with recognises / load / owns / build (engine.drafters.implementation)
     weights: bool = True  # False: built without a checkpoint, for every engine (no preset names it)
+    features: bool = False  # its drafter reads the target's hidden states (not the tokens alone)
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,33 @@ class Method:
     # (engine.models.tree_grower imports it; engine/tree.py verifies the tree).
     grows_from: str = ""
     tree_module: str = ""
+    # the lane's one identity in its header and every chart that draws lanes: a colour and a plotly marker symbol
+    # (Paul Tol's "muted" scheme, safe for colour-blind viewers); empty: the app picks one from its spares
+    style: tuple[str, str] = ("", "")
 
     @property
     def tree(self) -> bool:
         return bool(self.grows_from)
 
     @property
+    def batched(self) -> bool:
+        """Runs with several requests at once (engine/batch.py): every method but the trees."""
+        return not self.tree
+
+    @property
+    def ablation(self) -> bool:
+        """Has a variant drafting with a checkpoint trained apart (`ablations`)."""
+        return bool(self.ablations)
+
+    @property
     def drafts(self) -> bool:
         """False for the baseline: the target alone."""
         return bool(self.kinds)
+
+    @property
+    def drafting(self) -> str:
+        """How it drafts, the group a draft length is set for: "serial" (one forward a token) or "one_pass"."""
+        return "one_pass" if self.one_pass else "serial"
 
     @property
     def setting(self) -> str:
@@ -86,16 +105,17 @@ class Method:
 
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).
 DRAFTER_KINDS: dict[str, DrafterKind] = {k.name: k for k in (
-    DrafterKind("eagle3", "EAGLE-3", "engine.drafters.eagle3"),
-    DrafterKind("deepspec", "DeepSpec", "engine.drafters.deepspec"),  # DeepSpec's DSpark, and its DFlash
-    DrafterKind("dflash", "DFlash", "engine.drafters.dflash"),
+    DrafterKind("eagle3", "EAGLE-3", "engine.drafters.eagle3", features=True),
+    DrafterKind("deepspec", "DeepSpec", "engine.drafters.deepspec", features=True),  # DeepSpec's DSpark, and DFlash
+    DrafterKind("dflash", "DFlash", "engine.drafters.dflash", features=True),
     DrafterKind("small-lm", "small LM", "engine.drafters.small_lm"),
 )}
 
 METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", "Baseline", "target only: one target forward per token", 0, False, (),
            about="the target alone, one forward per token. Every other lane must write exactly its text at "
-                 "temperature 0."),
+                 "temperature 0.",
+           style=("#444444", "circle")),
     Method("eagle3", "AR", "drafts K tokens one forward at a time, then one verify", 4, False,
            ("eagle3", "small-lm"),
            "EAGLE-3, arXiv 2503.01840 (a small LM when the preset has no EAGLE-3)",
@@ -103,12 +123,14 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                  "fused by a linear layer) with the last token's embedding and drafts K tokens, one forward each, "
                  "feeding its own hidden state back (Li et al., EAGLE-3, arXiv 2503.01840; DeepSpec's checkpoint "
                  "format). The target then verifies all K in one forward. Drafting cost grows with K: the serial "
-                 "ceiling."),
+                 "ceiling.",
+           style=("#CC6677", "square")),
     Method("classic", "Classic", "a small LM drafts K tokens, one forward each, then one verify", 4, False,
            ("small-lm",), "Leviathan et al. 2023, arXiv 2211.17192",
            about="classic speculative decoding: a small language model with the target's tokenizer drafts K "
                  "tokens, one forward each, from the tokens alone (Leviathan et al. 2023, Fast Inference from "
-                 "Transformers via Speculative Decoding)."),
+                 "Transformers via Speculative Decoding).",
+           style=("#999933", "diamond")),
     Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("deepspec", "dflash"),
            "DFlash, arXiv 2602.06036",
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
@@ -118,7 +140,8 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                      Variant("overlap_off", (("overlap", False),), words="overlap off")),
            # the same recipe without KV injection (engine/train `dflash --no-target-features`): what it buys
            ablations=(Variant("no_features", (("drafter_weights", "no_features"),),
-                              words="trained without the target's features"),)),
+                              words="trained without the target's features"),),
+           style=("#332288", "triangle-up")),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
            ("deepspec",), "DSpark, deepseek-ai/DeepSpec",
            about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "
@@ -129,7 +152,8 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                      Variant("static_cut", (("scheduler", "static"),), words="with the static cut"),
                      # the backbone drafting alone, every token verified: beside verify_all, what the head buys
                      Variant("no_markov", (("markov_head", False), ("scheduler", "none")),
-                             words="without its Markov head, verifying the whole block"))),
+                             words="without its Markov head, verifying the whole block")),
+           style=("#44AA99", "star")),
     Method("eagle3_tree", "AR tree", "grows a tree one draft forward per level, then one verify", 4, False,
            ("eagle3",), "EAGLE-2's dynamic tree, arXiv 2406.16858", grows_from="eagle3",
            tree_module="engine.drafters.eagle_tree",
@@ -137,14 +161,16 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                  "level is one draft forward over the likeliest leaves so far, which adds their likeliest children; "
                  "the likeliest nodes overall, up to the node budget, are verified in one target forward with an "
                  "attention mask that lets each node see its ancestors only. Every level costs another serial "
-                 "forward."),
+                 "forward.",
+           style=("#882255", "hourglass")),
     Method("dflash_tree", "DFlash tree", "one parallel pass, the likeliest prefixes as a tree, one verify", 7, True,
            ("deepspec", "dflash"), "DDTree, arXiv 2604.12989", grows_from="dflash",
            tree_module="engine.drafters.ddtree",
            about="DDTree over the DFlash drafter: one parallel pass gives a distribution for every position of the "
                  "block; the likeliest prefixes under the node budget (best first, scored by the product of their "
                  "tokens' probabilities) form a tree, verified in one target forward with an ancestor-only mask. "
-                 "Many candidates for the price of one draft forward."),
+                 "Many candidates for the price of one draft forward.",
+           style=("#117733", "triangle-down")),
 )}
 
 # Method ids a link, a saved comparison or the command line may still use, and the id each now has.
@@ -175,6 +201,18 @@ def method(name: str) -> Method:
     return METHOD_REGISTRY[name]
 
 
+def methods_where(**wanted) -> tuple[str, ...]:
+    """The registered methods (display order, read at call time) whose attributes equal `wanted`, e.g.
+    methods_where(tree=False) for the chains, methods_where(batched=True), methods_where(drafts=True, one_pass=True)."""
+    return tuple(name for name, entry in METHOD_REGISTRY.items()
+                 if all(getattr(entry, key) == value for key, value in wanted.items()))
+
+
+def methods_with(*names: str) -> tuple[str, ...]:
+    """The methods among `names` that are registered, in display order (a table's lanes, ignoring a retired one)."""
+    return tuple(name for name in METHOD_REGISTRY if name in names)
+
+
 def method_label(name: str) -> str:
     """A method's label, or the name itself for one this registry does not know (a file from elsewhere)."""
     entry = METHOD_REGISTRY.get(name)
@@ -183,6 +221,12 @@ def method_label(name: str) -> str:
 
 def kind_label(kind: str) -> str:
     return DRAFTER_KINDS[kind].label
+
+
+def reads_features(method_name: str) -> bool:
+    """A chain method whose first drafter kind reads the target's hidden states (DrafterKind.features)."""
+    entry = METHOD_REGISTRY[method_name]
+    return entry.drafts and not entry.tree and DRAFTER_KINDS[entry.kinds[0]].features
 
 
 def weightless_kind(method_name: str) -> DrafterKind | None:

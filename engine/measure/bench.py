@@ -1,7 +1,7 @@
 """Benchmark: `python -m engine.measure.bench` measures every available method on the held-out prompts, and
 Hugging Face transformers' own decoding on the same models in the same run as the peer.
 
-    python -m engine.measure.bench --max-new-tokens 64 --draft-len 4 --block-len 7 --json runs/bench.json
+    python -m engine.measure.bench --max-new-tokens 64 --drafts-per-step serial=4,one_pass=7 --json runs/bench.json
 
 For each prompt the runs are interleaved (ours baseline, HF generate, ours ar, HF assisted generation),
 so machine noise hits all of them alike; outputs must be identical token for token (greedy), and the
@@ -15,7 +15,7 @@ excludes 1, else a tie) and per-position acceptance with its counts and interval
     python -m engine.measure.bench --prompts mine.csv --by kind --target ./Qwen3-4B \
         --drafter dflash=z-lab/Qwen3-4B-DFlash-b16 --device cuda --json runs/mine.json
 
-runs your own checkpoints (engine/measure/pair.py), each block drafter at its trained block unless --block-len says.
+runs your own checkpoints (engine/measure/pair.py), each block drafter at its trained block unless --drafts-per-step says.
 
     python -m engine.measure.bench --temperature 1 --no-hf --json runs/bench-t1.json
 
@@ -36,13 +36,13 @@ from pathlib import Path
 
 import torch
 
-from ..contract.methods import BASELINE, method as method_entry, method_id
+from ..contract.methods import BASELINE, method as method_entry, method_id, method_names
 from ..contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS, load_prompts, resolve_model_path, weights_digests
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
 from .decide import (MIN_DRAFTS, add_counts, labels_of, pair_words, pairwise, position_counts,
                      position_rows, position_words, prompt_file_record, read_prompt_file, rows_csv)
-from .concurrency import BATCHED_LANES, check_sizes, concurrency_sweep, concurrency_table, lane_config
+from .concurrency import BATCHED_LANES, check_sizes, scheduled_method, concurrency_sweep, concurrency_table, lane_config
 from .pair import add_pair_arguments, default_drafts, load_pair_or_preset
 from .sweep import budget_sweep, k_sweep
 
@@ -50,14 +50,14 @@ DEFAULT_PROMPTS = HELDOUT_PROMPTS
 
 
 def _timed_hf_generate(engine: Engine, prompt_ids: list[int], max_new_tokens: int, assistant=None,
-                       serial_k: int = 4) -> tuple[list[int], float]:
+                       drafts_per_step: int = 4) -> tuple[list[int], float]:
     """transformers' `generate` (greedy), or assisted generation with a constant draft length K."""
     ids = torch.tensor([prompt_ids], device=engine.device)
     kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=engine.eos_id,
                   eos_token_id=engine.eos_id, attention_mask=torch.ones_like(ids))
     if assistant is not None:
         # The same K every step and no early exit on low confidence: the same work as our AR lane.
-        assistant.generation_config.num_assistant_tokens = serial_k
+        assistant.generation_config.num_assistant_tokens = drafts_per_step
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = assistant
@@ -154,21 +154,43 @@ def _calibration(engine: Engine) -> dict | None:
     return None
 
 
-def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k: int, drafts_per_block: int | None = None,
+def parse_drafts_per_step(text: str) -> dict[str, int]:
+    """--drafts-per-step: `N` for every drafting lane, or comma-separated `WHO=N` where WHO is a method or how a
+    method drafts (`serial`, `one_pass`; methods.Method.drafting); one EngineError line for anything else."""
+    spec = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        who, sep, value = part.rpartition("=")
+        who = method_id(who.strip()) if sep else "*"
+        if who != "*" and who not in ("serial", "one_pass") and who not in method_names():
+            raise EngineError(f"--drafts-per-step {text!r}: {who!r} is neither a method nor serial / one_pass")
+        if not value.strip().isdigit() or int(value) < 1:
+            raise EngineError(f"--drafts-per-step {text!r}: {value.strip()!r} is not a whole number of 1 or more")
+        spec[who] = int(value)
+    return spec
+
+
+def lane_drafts(engine: Engine, method: str, drafts_per_step: dict[str, int]) -> int:
+    """A lane's drafts per step: its own entry in `drafts_per_step`, else its drafting style's, else the one for
+    every lane, else a block drafter's trained block and any other method's default."""
+    entry = method_entry(method)
+    for who in (method, entry.drafting, "*"):
+        if who in drafts_per_step:
+            return drafts_per_step[who]
+    return default_drafts(engine, method, max(entry.default_drafts, 1))
+
+
+def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, drafts_per_step: dict[str, int] | None = None,
               with_hf: bool = True, temperature: float = 0.0, verify_rule: str = "rejection", seed: int = 0,
               methods: list[str] | None = None, tree_nodes: int = GenerationConfig.tree_nodes,
               label_rows: list[dict] | None = None, by: str | None = None) -> dict:
-    """serial_k is K of the serial lanes (and their transformers peer); drafts_per_block the tokens drafted per block by
-    DFlash and DSpark (default: the same K); tree_nodes the tree lanes' node budget. methods: the lanes to run
+    """drafts_per_step: each lane's drafts per step by method, drafting style or "*" (lane_drafts; the serial lanes'
+    also their transformers peer's); tree_nodes the tree lanes' node budget. methods: the lanes to run
     (default every lane here; the baseline always runs). Above temperature 0 the lanes sample (no transformers
     peers, no identity check) and each drafter with sampled weights also runs with its greedy ones. label_rows: each
     prompt's row of its prompt file (its labels go into the per-prompt rows); by: a label column whose values split
     every figure into groups (report["by"])."""
     labels = labels_of(label_rows if label_rows is not None else [{}] * len(prompts), by)
-    if drafts_per_block == "trained":  # each block drafter at the block its checkpoint was trained for
-        blocks = {m: default_drafts(engine, m, serial_k) for m in engine.methods() if method_entry(m).one_pass}
-        drafts_per_block = blocks.popitem()[1] if len(set(blocks.values())) == 1 else blocks
-    drafts_per_block = drafts_per_block or serial_k
+    drafts = {m: lane_drafts(engine, m, drafts_per_step or {}) for m in engine.methods() if method_entry(m).drafts}
     greedy = temperature == 0
     with_hf = with_hf and greedy
     chosen = [m for m in engine.methods() if methods is None or m == BASELINE or m in methods]
@@ -177,8 +199,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
         raise EngineError(f"no lane {', '.join(unknown)} here; choose among {', '.join(engine.methods())}")
     configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                                    verify_rule=verify_rule, tree_nodes=tree_nodes,
-                                   drafts_per_step=(drafts_per_block.get(m, serial_k) if isinstance(drafts_per_block, dict)
-                                                    else drafts_per_block) if method_entry(m).one_pass else serial_k)
+                                   drafts_per_step=drafts.get(m, GenerationConfig.drafts_per_step))
                for m in chosen}
     configs.update(variant_configs(configs))
     if not greedy:
@@ -207,7 +228,7 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
                 peer = "hf_generate" if method == BASELINE else "hf_assisted"
                 assistant = engine.drafter_models[small_lm] if method == small_lm else None
                 hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
-                                                  assistant, serial_k)
+                                                  assistant, drafts.get(small_lm, 1))
                 same = hf_ids == list(results[BASELINE].output_ids)
                 if tally:
                     tallies[peer].append(_Tally())
@@ -242,7 +263,9 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, serial_k:
               # which weights were measured (the model card takes a report of its own weights only)
               "weights": weights_digests(preset) if preset is not None else None,
               "calibration": calibration,
-              "max_new_tokens": max_new_tokens, "serial_k": serial_k, "drafts_per_block": drafts_per_block,
+              "max_new_tokens": max_new_tokens, "drafts_per_step": {m: drafts[m] for m in chosen if m in drafts},
+              # the model card's reading of the same: the serial lanes' K and the block drafters' blocks
+              **drafting_summary({m: drafts[m] for m in chosen if m in drafts}),
               "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
               "ratios": ratios, "pairwise": everything["pairwise"], "min_drafts": MIN_DRAFTS,
               "identical_outputs": not mismatches, "mismatches": mismatches[:20],
@@ -376,6 +399,15 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def drafting_summary(drafts: dict[str, int]) -> dict:
+    """The file format's `serial_k` (the serial chains' drafts per step) and `drafts_per_block` (the one-pass
+    chains': one number where they agree, else one per method) from each lane's drafts per step."""
+    groups = {style: {m: n for m, n in drafts.items()
+                      if method_entry(m).drafting == style and not method_entry(m).tree} for style in ("serial", "one_pass")}
+    one = {style: (next(iter(g.values())) if len(set(g.values())) == 1 else g or None) for style, g in groups.items()}
+    return {"serial_k": one["serial"], "drafts_per_block": one["one_pass"]}
+
+
 def _blocks(value) -> str:
     return ", ".join(f"{m} {n}" for m, n in value.items()) if isinstance(value, dict) else str(value)
 
@@ -434,9 +466,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="per-prompt rows as CSV (default: the --json path with .csv)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--draft-len", dest="serial_k", type=int, default=4, help="K of the AR lane")
-    parser.add_argument("--block-len", dest="drafts_per_block", type=int, default=None,
-                        help="tokens per block of DFlash and DSpark (default: each drafter's trained block)")
+    parser.add_argument("--drafts-per-step", type=str, default="serial=4", metavar="N | WHO=N,...",
+                        help="tokens drafted per step: N for every lane, or per method or drafting style (serial, "
+                             "one_pass), e.g. serial=4,one_pass=7 (default serial=4; a block drafter at its trained "
+                             "block)")
     add_pair_arguments(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
@@ -456,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(engine/measure/concurrency.py)")
     parser.add_argument("--lanes", type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()), default=None,
                         help=f"with --concurrency: these batched lanes (default: {','.join(BATCHED_LANES)}; "
-                             "dspark_verify_N verifies N)")
+                             f"{scheduled_method()}_verify_N verifies N)")
     parser.add_argument("--pairs", type=int, default=0, metavar="N",
                         help="with --concurrency: also N adjacent pairs of runs of DSpark's scheduler against DSpark "
                              "verifying everything at the largest B, their ratio with a 95 %% interval")
@@ -475,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         if not label_rows:
             raise EngineError(f"no prompts in {args.prompts}")
         prompts = [row["prompt"] for row in label_rows]
+        drafts_per_step = parse_drafts_per_step(args.drafts_per_step)  # one line, before the models load
         labels_of(label_rows, args.by)  # a missing label: one line, before the models load
         csv_path = args.csv or args.json.with_suffix(".csv")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
@@ -489,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.concurrency:
             return _concurrency(engine, prompts, args)
         with BusyMachine() if args.busy else contextlib.nullcontext():
-            report = run_bench(engine, prompts, args.max_new_tokens, args.serial_k, args.drafts_per_block or "trained",
+            report = run_bench(engine, prompts, args.max_new_tokens, drafts_per_step,
                                with_hf=not args.no_hf, temperature=args.temperature, verify_rule=args.verify_rule,
                                seed=args.seed, methods=args.methods, tree_nodes=args.tree_nodes,
                                label_rows=label_rows, by=args.by)
@@ -517,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
 def _concurrency(engine: Engine, prompts: list[str], args) -> int:
     engine.warm_up()
     with BusyMachine() if args.busy else contextlib.nullcontext():
-        lanes = ("baseline", *(lane for lane in args.lanes if lane != "baseline")) if args.lanes else BATCHED_LANES
+        lanes = (BASELINE, *(lane for lane in args.lanes if lane != BASELINE)) if args.lanes else BATCHED_LANES
         sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency, lanes, pairs=args.pairs)
     report = {"concurrency": sweep, "device": engine.device_name, "preset": engine.preset, "busy_machine": args.busy,
               "date": time.strftime("%Y-%m-%d")}

@@ -25,30 +25,48 @@ import time
 import torch
 
 from ..batch import MAX_BATCH, generate_batch
-from ..contract.methods import METHOD_REGISTRY, method as method_entry
+from ..contract.methods import BASELINE, METHOD_REGISTRY, method as method_entry, methods_where
 from ..contract.types import EngineError, GenerationConfig, check_stop
 from ..loop import Engine
 from .sweep import interval_row
 
-# every method that runs batched, and DSpark verifying its whole block beside its scheduler's choice
-BATCHED_LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "dspark_verify_all")
 ROUNDS = 2
 REQUESTS_PER_SLOT = 2  # requests per place in the largest batch: the batch stays full for most of the run
+VERIFY_ALL, VERIFY_N = "_verify_all", "_verify_"  # a cutting method's lane without its scheduler, or with a fixed cut
+
+
+def scheduled_method() -> str | None:
+    """The batched method whose scheduler may verify fewer tokens than were drafted (methods.Method.cuts)."""
+    return next(iter(methods_where(batched=True, cuts=True)), None)
+
+
+def batched_lanes() -> tuple[str, ...]:
+    """Every method that runs batched (methods.Method.batched), and the scheduled one verifying its whole block
+    beside its scheduler's choice."""
+    scheduled = scheduled_method()
+    return methods_where(batched=True) + ((scheduled + VERIFY_ALL,) if scheduled else ())
+
+
+BATCHED_LANES = batched_lanes()
 
 
 def lane_config(lane: str, max_new_tokens: int) -> GenerationConfig:
-    """A lane's settings: its method's default draft length. `dspark_verify_all` is DSpark with no scheduler, and
-    `dspark_verify_N` DSpark verifying its first N drafts every step (a fixed cut: what no scheduler can beat by
-    much unless some fixed cut does)."""
-    fixed = lane.removeprefix("dspark_verify_")
-    if lane.startswith("dspark_verify_") and fixed.isdigit():
-        return GenerationConfig(method="dspark", max_new_tokens=max_new_tokens, drafts_per_step=int(fixed),
-                                scheduler="none")
-    method = "dspark" if lane == "dspark_verify_all" else lane
-    if method not in METHOD_REGISTRY:
-        raise EngineError(f"no batched lane {lane!r}; choose among {', '.join(BATCHED_LANES)} or dspark_verify_N")
-    return GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=max(
-        method_entry(method).default_drafts, 1), scheduler="none" if lane == "dspark_verify_all" else "throughput")
+    """A lane's settings: its method's default draft length. `<method>_verify_all` is a cutting method (DSpark)
+    with no scheduler, and `<method>_verify_N` it verifying its first N drafts every step (a fixed cut: what no
+    scheduler can beat by much unless some fixed cut does)."""
+    for name in methods_where(batched=True, cuts=True):
+        fixed = lane.removeprefix(name + VERIFY_N)
+        if lane.startswith(name + VERIFY_N) and fixed.isdigit():
+            return GenerationConfig(method=name, max_new_tokens=max_new_tokens, drafts_per_step=int(fixed),
+                                    scheduler="none")
+        if lane == name + VERIFY_ALL:
+            return GenerationConfig(method=name, max_new_tokens=max_new_tokens, drafts_per_step=max(
+                method_entry(name).default_drafts, 1), scheduler="none")
+    if lane not in METHOD_REGISTRY or not method_entry(lane).batched:
+        raise EngineError(f"no batched lane {lane!r}; choose among {', '.join(batched_lanes())} or "
+                          f"{scheduled_method()}{VERIFY_N}N")
+    return GenerationConfig(method=lane, max_new_tokens=max_new_tokens, drafts_per_step=max(
+        method_entry(lane).default_drafts, 1), scheduler="throughput")
 
 
 def peak_rss_mib() -> float | None:
@@ -94,7 +112,7 @@ def check_sizes(sizes: list[int]) -> None:
 
 
 def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
-                      lanes: tuple[str, ...] = BATCHED_LANES, log=print, rounds: int = ROUNDS,
+                      lanes: tuple[str, ...] | None = None, log=print, rounds: int = ROUNDS,
                       num_requests: int | None = None, stop=None, pairs: int = 0, references: bool = True) -> dict:
     """Every lane at every batch size in `sizes` (see the module's docstring) over `num_requests` requests (default
     the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch. pairs: that many
@@ -102,9 +120,9 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
     not among `lanes`). references: also transformers' batched generate at every size and, at B = 1, the batched
     path against the single-request loop (without them, about half the time: a live lesson measurement's size)."""
     check_sizes(sizes)
-    lanes = tuple(lane for lane in lanes if lane_config(lane, 1).method in engine.methods())
+    lanes = tuple(lane for lane in lanes or batched_lanes() if lane_config(lane, 1).method in engine.methods())
     requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(sizes))]
-    greedy = {p: engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=max_new_tokens)).output_ids
+    greedy = {p: engine.generate(p, GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens)).output_ids
               for p in set(requests)}
     rows = {}
     for size in sizes:
@@ -131,7 +149,7 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
                 "identical": [tuple(o) for outputs, _ in hf_runs for o in outputs] == [tuple(greedy[p]) for p in requests]}
         for lane, result in runs.items():
             row["lanes"][lane] = _lane_row(result, [greedy[p] for p in requests])
-        base = row["lanes"]["baseline"]
+        base = row["lanes"][BASELINE]
         for lane in row["lanes"].values():
             lane["speedup"] = steady_ratio(lane, base)
             lane["speedup_all"] = lane["tokens_per_s"] / base["tokens_per_s"]
@@ -145,7 +163,8 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
     sweep = {"sizes": list(sizes), "requests": len(requests), "batching": "continuous",
              "max_new_tokens": max_new_tokens, "rounds": rounds, "lanes": list(lanes), "rows": rows,
              "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
-    if pairs and {"dspark", "dspark_verify_all"} <= set(lanes):
+    scheduled = scheduled_method()
+    if pairs and scheduled and {scheduled, scheduled + VERIFY_ALL} <= set(lanes):
         paired = scheduler_versus_all(engine, requests, [greedy[p] for p in requests], max_new_tokens, max(sizes),
                                       pairs, stop)
         log(f"B = {max(sizes)}: DSpark's scheduler / verifying everything {paired['mean']:.3f} "
@@ -161,14 +180,14 @@ def scheduler_versus_all(engine: Engine, requests: list[str], greedy: list, max_
     over the same requests, the order alternating so that a drift of the machine's speed falls on both. Each pair
     gives the ratio of their steady speeds; returned with their mean and its 95 % interval (Student's t over the
     pairs), and whether every request wrote its greedy output in every run."""
-    ratios, identical = [], True
+    ratios, identical, scheduled = [], True, scheduled_method()
     for i in range(pairs):
         rows = {}
-        for lane in ("dspark", "dspark_verify_all")[:: 1 if i % 2 == 0 else -1]:
+        for lane in (scheduled, scheduled + VERIFY_ALL)[:: 1 if i % 2 == 0 else -1]:
             rows[lane] = _lane_row(generate_batch(engine, requests, lane_config(lane, max_new_tokens), size), greedy)
             check_stop(stop)
             identical = identical and rows[lane]["identical"]
-        ratios.append(steady_ratio(rows["dspark"], rows["dspark_verify_all"]))
+        ratios.append(steady_ratio(rows[scheduled], rows[scheduled + VERIFY_ALL]))
     return {"size": size, "pairs": pairs, "ratios": [round(r, 4) for r in ratios],
             **interval_row(ratios, [1.0] * len(ratios)), "identical": identical}
 

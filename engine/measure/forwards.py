@@ -20,13 +20,12 @@ from pathlib import Path
 
 import torch
 
-from ..contract.methods import method_id
+from ..contract.methods import BASELINE, method_id, method_names
 from ..contract.presets import load_prompts
 from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
 from .bench import BusyMachine
 
-LANES = ("baseline", "eagle3", "classic", "dflash", "dspark", "eagle3_tree", "dflash_tree")
 
 
 def compare_forwards(engine: Engine, prompts: list[str], methods, max_new_tokens: int, log=print) -> dict:
@@ -62,7 +61,7 @@ def compare_forwards(engine: Engine, prompts: list[str], methods, max_new_tokens
         fused_rate, hf_rate = t["fused"][0] / t["fused"][1], t["transformers"][0] / t["transformers"][1]
         lanes[method] = {"fused_tokens_per_s": round(fused_rate, 2), "transformers_tokens_per_s": round(hf_rate, 2),
                          "ratio": round(fused_rate / hf_rate, 3), "same_tokens": t["same"]}
-    baseline = lanes.get("baseline")
+    baseline = lanes.get(BASELINE)
     report = {"lanes": lanes, "hf_generate_tokens_per_s": round(hf[0] / hf[1], 2)}
     if baseline is not None:
         hf_rate = report["hf_generate_tokens_per_s"]
@@ -78,13 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=12, help="the first N held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--methods", type=lambda v: [method_id(m.strip()) for m in v.split(",") if m.strip()],
-                        default=list(LANES))
+                        default=None, help="comma-separated (default: every registered method)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         engine = Engine.load(args.preset, args.device)
-        methods = [m for m in args.methods if m in engine.methods()]
+        methods = [m for m in args.methods or method_names() if m in engine.methods()]
         engine.warm_up()
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = compare_forwards(engine, load_prompts()[: args.limit], methods, args.max_new_tokens)

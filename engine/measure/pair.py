@@ -21,13 +21,13 @@ import os
 from functools import cache
 from pathlib import Path
 
-from ..contract.methods import METHODS, method as method_entry, method_id
+from ..contract.methods import DRAFTER_KINDS, METHODS, method as method_entry, method_id
 from ..contract.presets import PRESETS, Preset
 from ..contract.types import EngineError
 
 CUSTOM = "custom"
 ALLOW_ENV = "SPECLAB_ALLOWED_MODELS"
-FEATURE_KINDS = ("eagle3", "dflash", "deepspec")  # drafters that read the target's hidden states
+FEATURE_KINDS = tuple(k for k, kind in DRAFTER_KINDS.items() if kind.features)  # drafters that read the target's states
 
 
 def parse_drafter(flag: str) -> tuple[str, str]:

@@ -17,12 +17,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from ..contract.methods import METHOD_REGISTRY
+from ..contract.methods import METHOD_REGISTRY, reads_features
 from ..contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, load_prompts
 from ..contract.types import EngineError, GenerationConfig, check_stop
 from .sweep import T_975, interval_row
 
-FEATURE_METHODS = ("dflash", "dspark", "eagle3")  # the chain drafters that read the target's features
+FEATURE_METHODS = tuple(m for m in METHOD_REGISTRY if reads_features(m))  # the chains that read the target's features
 OPTIONS = ("as shipped", "window", "self-tuning")
 BIN = 32  # output positions a bin
 

@@ -10,7 +10,7 @@ from engine.measure.bench import format_table, load_prompts, run_bench
 @pytest.mark.slow
 def test_bench_matches_transformers_and_reports_every_lane(random_engine):
     prompts = ["def parse(self, text):\n", "import os\n", "class Queue:\n"]
-    report = run_bench(random_engine, prompts, max_new_tokens=20, serial_k=3)
+    report = run_bench(random_engine, prompts, max_new_tokens=20, drafts_per_step={"serial": 3})
     assert report["identical_outputs"], report["mismatches"]
     assert set(report["lanes"]) == {"baseline", "eagle3", "dflash", "dspark", "dflash_tree", "dflash_overlap_on", "dflash_overlap_off", "dspark_verify_all",
                                     "dspark_static_cut", "dspark_no_markov",
@@ -83,9 +83,9 @@ def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
     for name, digest in digests.items():
         assert digest == hashlib.sha256((ASSETS_DIR / name / "model.safetensors").read_bytes()).hexdigest()[:12]
     assert weights_digests(PRESETS["qwen3-4b"]) is None  # hub checkpoints: nothing here to hash
-    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] is None
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, drafts_per_step={"*": 2}, with_hf=False)["weights"] is None
     monkeypatch.setattr(random_engine, "preset", "tiny")
-    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, serial_k=2, with_hf=False)["weights"] == digests
+    assert run_bench(random_engine, ["import os\n"], max_new_tokens=4, drafts_per_step={"*": 2}, with_hf=False)["weights"] == digests
 
 
 @pytest.mark.slow
@@ -215,7 +215,7 @@ def test_the_bench_writes_per_prompt_rows_pairs_and_groups(random_engine, tmp_pa
     monkeypatch.setattr(bench.Engine, "load", classmethod(lambda cls, *a, **k: random_engine))
     out = tmp_path / "bench.json"
     assert bench.main(["--prompts", str(prompts), "--by", "kind", "--methods", "eagle3", "--no-hf",
-                       "--max-new-tokens", "8", "--draft-len", "2", "--json", str(out)]) == 0
+                       "--max-new-tokens", "8", "--drafts-per-step", "2", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["prompts"]["sha256"] == hashlib.sha256(prompts.read_bytes()).hexdigest()
@@ -244,3 +244,25 @@ def test_the_bench_writes_per_prompt_rows_pairs_and_groups(random_engine, tmp_pa
     assert "eagle3 / baseline:" in table and "kind = code (2 prompts):" in table and "sha256" in table
     assert bench.main(["--prompts", str(prompts), "--by", "lang", "--json", str(out)]) == 2
     assert "has no 'lang' label" in capsys.readouterr().err
+
+
+def test_drafts_per_step_is_one_flag_by_lane_style_or_method(random_engine):
+    from engine.measure.bench import lane_drafts, parse_drafts_per_step
+    from engine.contract.types import EngineError
+
+    assert parse_drafts_per_step("3") == {"*": 3}
+    assert parse_drafts_per_step("serial=4, one_pass=7,ar=2") == {"serial": 4, "one_pass": 7, "eagle3": 2}
+    for bad in ("serial=0", "blocks=3", "x"):
+        with pytest.raises(EngineError, match="--drafts-per-step"):
+            parse_drafts_per_step(bad)
+    spec = {"serial": 4, "one_pass": 6, "dspark": 5}
+    assert [lane_drafts(random_engine, m, spec) for m in ("eagle3", "dflash", "dspark")] == [4, 6, 5]
+    assert lane_drafts(random_engine, "eagle3", {"*": 2}) == 2
+
+
+def test_the_old_flags_are_gone_from_the_bench(capsys):
+    from engine.measure.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--draft-len", "4"])  # once the serial lanes' K here and the one lane's drafts per step elsewhere
+    assert "--draft-len" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 The single-request loop (engine/loop.py) with a batch dimension and nothing else new. Each step, every live
 request drafts (one batched drafter pass where the drafter has one, drafters/batched.py), the target reads each
-request's anchor and drafts in one forward over one cache for all of them (target.py BatchTarget: each request
+request's anchor and drafts in one forward over one cache for all of them (target/batch.py BatchTarget: each request
 its own length, positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).
 A request that finishes leaves the batch, and the next waiting request joins it (its prompt prefilled, its rows
 appended): a serving engine's continuous batching, which keeps the batch full. At temperature 0 each request's

@@ -30,10 +30,10 @@ from .online import long_output_options
 from .rules import drafts_this_step, finish_reason
 from .sampling import logits_to_probs, pick, verify
 from .scheduler import stored_measurement
+from .speed import profile_batch_verify_speed, profile_verify_speed
 from .text import TokenTexts, repair_text
 from .timing import SpanClock
-from .target import (GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies,
-                     graphs_wanted, profile_batch_verify_speed, profile_verify_speed, target_for)
+from .target import GRAPHED_CONTEXT, TREE_ROOM, VERIFY_WIDTH, FusedQwen3, GraphedVerifies, graphs_wanted, target_for
 from .trace import DeviceStep, PackedTrace, Tracer, build_result
 from .tree import verify_tree
 
@@ -90,7 +90,8 @@ class Engine:
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
         self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
-        # the target's fused forward (engine/target.py), built on first use (fused_target), after the CPU layout above
+        # the target's fused forward (engine/target/fused.py), built on first use (fused_target), after the CPU
+        # layout above
         self._fused_target: FusedQwen3 | None = None
         self._fuses = FusedQwen3.supports(target)
         # On CUDA every verify runs at one fixed width (every row computed by the same kernels whatever the lane, and
@@ -103,8 +104,8 @@ class Engine:
 
     @property
     def fused_target(self) -> FusedQwen3 | None:
-        """The target's fused forward (engine/target.py), or None where transformers' own computes it. Built on first
-        use, never at load: on ZeroGPU the app's process loads the weights and a GPU call's worker runs them, and
+        """The target's fused forward (engine/target/fused.py), or None where transformers' own computes it. Built on
+        first use, never at load: on ZeroGPU the app's process loads the weights and a GPU call's worker runs them, and
         weights joined in the app's process would each go to the GPU twice (`spaces` moves every tensor apart, a
         view and the tensor it views alike); joined in the worker, the model's own become views of them."""
         if self._fused_target is None and self._fuses:
@@ -359,7 +360,7 @@ class Engine:
             index += 1
 
     def new_target(self, layer_ids: list[int] | None, length: int):
-        """The target for one run that may reach `length` tokens, with a cache of its own (engine/target.py) and
+        """The target for one run that may reach `length` tokens, with a cache of its own (engine/target/request.py) and
         room for a verify of a large tree past it; with CUDA graphs, the engine's one cache and its graphs, where
         the run fits in it."""
         capacity = min(length, self.context_length) + TREE_ROOM

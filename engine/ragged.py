@@ -1,6 +1,6 @@
 """One transformers KV cache for many requests of different lengths: a batch's drafters (drafters/batched.py), and its
-target where the fused forward does not compute it (target.py RaggedBatchTarget; the fused target's batch cache is
-preallocated instead: target.py BatchTarget).
+target where the fused forward does not compute it (target/batch.py RaggedBatchTarget; the fused target's batch cache is
+preallocated instead: target/batch.py BatchTarget).
 
 A transformers DynamicCache holds one tensor per layer, (batch, heads, slots, head_dim), and every forward appends
 the same number of slots to every request. Requests in a speculative batch are ragged: each has its own committed

@@ -14,7 +14,7 @@ each row as wide as the longest (the rows are padded), so its time grows with B 
 more for one request costs the whole batch. `batch_cut` picks the verified length ℓ per step over the batch:
 each request verifies min(ℓ, its drafts), ℓ maximising the batch's expected tokens Σ_b τ_b(ℓ) per second of a step
 that costs c + b · B · (1 + ℓ) (a shorter row would save nothing: the padding is computed anyway). b, the time of
-one more verified token, comes from `profile_batch_verify_speed` (engine/target.py: the batch's own verify of B
+one more verified token, comes from `profile_batch_verify_speed` (engine/speed.py: the batch's own verify of B
 rows of S tokens timed once per target and device, fitted to t(N) = a + b·N in N = B · S); c, everything a step costs whatever ℓ is (drafting, the
 verify's work per request over its cache, the host's), from the run itself: the last drafting step's time less b
 times the tokens it verified.

@@ -72,7 +72,7 @@ from engine.loop import Engine  # noqa: E402
 from engine.measure.bench import load_prompts  # noqa: E402
 from engine.measure.census import KINDS, census  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
-from engine.target import time_verifies  # noqa: E402
+from engine.speed import time_verifies  # noqa: E402
 from engine.timing import SpanClock  # noqa: E402
 
 # Qwen3-4B and Qwen3-0.6B as published; --cpu narrows the width and keeps every depth.

@@ -403,13 +403,13 @@ def verify_costs_timed_once():
     up to 32 rows, seconds on the embedded models); the tests time nothing, so one round each, the batches' over
     32-token caches: the same code, the scheduler fed a rougher cost. Their own tests pass their sizes."""
     import engine.loop as loop
-    import engine.target as target
+    import engine.speed as speed
 
-    saved = target.time_verifies, loop.profile_batch_verify_speed
-    target.time_verifies = functools.partial(target.time_verifies, repeats=1)
+    saved = speed.time_verifies, loop.profile_batch_verify_speed
+    speed.time_verifies = functools.partial(speed.time_verifies, repeats=1)
     loop.profile_batch_verify_speed = functools.partial(loop.profile_batch_verify_speed, context=32, repeats=1)
     yield
-    target.time_verifies, loop.profile_batch_verify_speed = saved
+    speed.time_verifies, loop.profile_batch_verify_speed = saved
 
 
 @pytest.fixture(autouse=True, scope="session")

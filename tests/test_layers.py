@@ -20,7 +20,7 @@ ENGINE_LAYERS = (
     ("engine.cpu", 1), ("engine.background", 1), ("engine.text", 1), ("engine.sampling", 1), ("engine.timing", 1),
     ("engine.tree", 1), ("engine.rules", 1),
     ("engine.models", 2), ("engine.scheduler", 2), ("engine.ragged", 2),
-    ("engine.drafters", 3), ("engine.target", 3),
+    ("engine.drafters", 3), ("engine.target", 3), ("engine.speed", 3),
     ("engine.trace", 4), ("engine.online", 4), ("engine.batch", 5), ("engine.loop", 6),
     ("engine.measure", 7), ("engine.process", 7), ("engine.train", 7),
     ("engine.__main__", 8), ("engine", 8),

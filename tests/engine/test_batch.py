@@ -15,7 +15,7 @@ from engine.contract.types import EngineError, GenerationConfig, Step
 from engine.models import _cache_kwarg, new_cache
 from engine.ragged import RaggedCache
 from engine.scheduler import DraftGate, batch_cut, stored_measurement
-from engine.target import profile_batch_verify_speed
+from engine.speed import profile_batch_verify_speed
 
 BATCHED = ("baseline", "eagle3", "classic", "dflash", "dspark")
 PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    print(", "x = [", "class Stack:\n    def",

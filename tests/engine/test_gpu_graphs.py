@@ -78,7 +78,7 @@ def test_a_run_too_long_for_the_graphs_cache_verifies_eagerly(embedded_engine, c
 
 
 def test_auto_turns_graphs_on_only_where_the_device_check_passed(monkeypatch):
-    import engine.target as target_module
+    import engine.target.graphs as target_module
 
     assert not graphs_wanted("auto", torch.device("cpu")) and not graphs_wanted("on", torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")

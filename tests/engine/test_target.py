@@ -242,7 +242,7 @@ def test_on_cuda_a_masked_verify_calls_one_kernel_sdpa_fuses(model, monkeypatch)
     memory-efficient kernel's conditions. The unmasked calls (the prefill, causal) keep the grouped heads, which the
     flash kernel reads. The CUDA path's code runs here on the CPU (only the device test is pointed at it) and
     computes the grouped call's numbers."""
-    import engine.target as target_module
+    import engine.target.fused as target_module
 
     calls, real = [], torch.nn.functional.scaled_dot_product_attention
 

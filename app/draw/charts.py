@@ -55,18 +55,18 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
                 _add(bars[work], row, start_ms, end_ms,
                      f"{row} · step {step.index} · {span.label or span.work}<br>{end_ms - start_ms:.2f} ms")
                 last_end_ms = max(last_end_ms, end_ms)
-    fig = go.Figure()
-    for work, data in bars.items():
-        alternate = work == DRAFT_ALTERNATE
-        fig.add_trace(go.Bar(orientation="h", y=data["y"], x=data["x"], base=data["base"],
-                             name=WORK_NAMES["draft" if alternate else work],
-                             showlegend=not alternate and (work != "train" or bool(data["x"])),  # train: where it ran
-                             legendgroup="draft" if alternate else work,
-                             marker_color=DRAFT_ALTERNATE_COLOUR if alternate else WORK_COLOURS[work],
-                             marker_line_width=0, hovertext=data["text"], hoverinfo="text"))
-    fig.add_trace(go.Bar(orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
-                         name="bubble (gap)", marker_color="rgba(0,0,0,0)", marker_line_color="rgba(0,0,0,0.25)",
-                         marker_line_width=0.5, hovertext=bubbles["text"], hoverinfo="text"))
+    traces = [dict(type="bar", orientation="h", y=data["y"], x=data["x"], base=data["base"],
+                   name=WORK_NAMES["draft" if alternate else work],
+                   showlegend=not alternate and (work != "train" or bool(data["x"])),  # train: where it ran
+                   legendgroup="draft" if alternate else work,
+                   marker=dict(color=DRAFT_ALTERNATE_COLOUR if alternate else WORK_COLOURS[work], line=dict(width=0)),
+                   hovertext=data["text"], hoverinfo="text")
+              for work, data in bars.items() for alternate in (work == DRAFT_ALTERNATE,)]
+    traces.append(dict(type="bar", orientation="h", y=bubbles["y"], x=bubbles["x"], base=bubbles["base"],
+                       name="bubble (gap)", marker=dict(color="rgba(0,0,0,0)",
+                                                        line=dict(color="rgba(0,0,0,0.25)", width=0.5)),
+                       hovertext=bubbles["text"], hoverinfo="text"))
+    fig = unchecked_figure(traces)
     fig.update_layout(
         barmode="overlay", height=120 + 70 * max(1, len(rows)), margin=dict(l=10, r=10, t=30, b=40),
         xaxis_title="time since the lane's start (ms)", bargap=0.35,
@@ -74,6 +74,16 @@ def timeline_figure(lanes: dict[str, list[Step]]) -> go.Figure:
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), plot_bgcolor="white",
         hoverlabel=dict(align="left"))
     fig.update_xaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    return fig
+
+
+def unchecked_figure(traces: list[dict]) -> go.Figure:
+    """A figure of traces that skip plotly's per-element checks (its own `_validate` switch, off only while they
+    are built): the timeline of a large file holds tens of thousands of values, and checking each one cost most
+    of its drawing. Only for traces built here from numbers and strings; what is set afterwards (the layout,
+    projector mode, another trace) is checked as usual."""
+    fig = go.Figure(data=traces, _validate=False)
+    fig._validate = fig.layout._validate = True
     return fig
 
 

@@ -63,7 +63,7 @@ import transformers  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
 from engine.batch import generate_batch  # noqa: E402
-from engine.contract.methods import BASELINE, METHOD_REGISTRY  # noqa: E402
+from engine.contract.methods import BASELINE, METHOD_REGISTRY, methods_where, reads_features  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 from engine.drafters.dflash_model import DFlashDraftModel  # noqa: E402
 from engine.drafters.dspark_model import DSparkDraftModel  # noqa: E402
@@ -82,8 +82,10 @@ QWEN3_06B = dict(num_hidden_layers=28, hidden_size=1024, intermediate_size=3072,
                  num_key_value_heads=8, head_dim=128)
 NARROW = dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num_key_value_heads=2, head_dim=64)
 FEATURE_LAYERS = [1, 9, 17, 25, 33]  # DeepSpec's and z-lab's for a 36-layer target
-CHAINS = ("baseline", "eagle3", "classic", "dflash", "dspark")
-TREES = ("dflash_tree", "eagle3_tree")
+CHAINS = methods_where(tree=False)  # every lane from the registry: a method registered there is checked too
+TREES = methods_where(tree=True)
+ONE_PASS = methods_where(drafts=True, one_pass=True, tree=False)  # the block drafters (DFlash, DSpark)
+SMOKE = (BASELINE, *ONE_PASS[:1])  # --smoke: the baseline and the first block drafter
 BATCH_SIZES = (2, 8)  # identity's batches
 TREE_BUDGETS = (8, 16, 32, 64)
 CONCURRENCY_SIZES = (1, 8, 32)
@@ -135,15 +137,17 @@ def qwen3_shaped_engine(tokenizer, device: torch.device, narrow: bool, smoke: bo
     return engine, {"dflash_zlab_b16": zlab}
 
 
-def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, drafts_per_block: int,
+def measure_lanes(engine: Engine, prompts: list[str], max_new_tokens: int, drafts_per_step: dict[str, int],
                   extra: dict | None = None, warm_up: bool = True) -> dict:
     """Every lane, overlap off and on, interleaved per prompt so machine noise hits all alike, after a
-    warm-up round (unless warm_up is False); `extra` names further block-drafter checkpoints (z-lab's DFlash),
-    each run in the one-pass lane that verifies every draft, at its whole block."""
+    warm-up round (unless warm_up is False), each at its drafting style's entry in `drafts_per_step` (else its
+    default); `extra` names further block-drafter checkpoints (z-lab's DFlash), each run in the one-pass lane that
+    verifies every draft, at its whole block."""
     block = next(m for m in engine.methods() if METHOD_REGISTRY[m].one_pass and not METHOD_REGISTRY[m].cuts)
     lanes = {}  # the extra checkpoints run in `block`, the first one-pass lane that verifies every draft
     for method in engine.methods():
-        k = drafts_per_block if METHOD_REGISTRY[method].one_pass else METHOD_REGISTRY[method].default_drafts or 1
+        entry = METHOD_REGISTRY[method]
+        k = drafts_per_step.get(entry.drafting, entry.default_drafts or 1)
         for overlap in (False, True):
             config = GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k, overlap=overlap)
             lanes[f"{method}/overlap_{'on' if overlap else 'off'}"] = (method, config)
@@ -289,7 +293,7 @@ def _identity_lanes(check: Check, dtype: str) -> dict:
     """Each group's lanes (chains, trees, batches) and their runs' configurations."""
     smoke, tokens = check.args.smoke, check.tokens
     engine = check.engine(dtype)
-    chains = CHAINS if dtype == "float32" or not smoke else ("baseline", "dflash")  # smoke: bfloat16 is slow on a CPU
+    chains = CHAINS if dtype == "float32" or not smoke else SMOKE  # smoke: bfloat16 is slow on a CPU
     groups = {"chains": {m: GenerationConfig(method=m, max_new_tokens=tokens) for m in chains if m in engine.methods()},
               "trees": {}, "batches": {}}
     for tree in TREES if dtype == "float32" or not smoke else ():
@@ -298,7 +302,7 @@ def _identity_lanes(check: Check, dtype: str) -> dict:
                 groups["trees"][f"{tree}/{nodes}"] = GenerationConfig(method=tree, max_new_tokens=tokens,
                                                                       tree_nodes=nodes)
     for size in (2,) if smoke else BATCH_SIZES:
-        for method in ("dflash",) if smoke else ("baseline", "dflash", "dspark"):
+        for method in SMOKE[1:] if smoke else (BASELINE, *ONE_PASS):
             groups["batches"][f"{method}/batch_{size}"] = (size, GenerationConfig(method=method, max_new_tokens=tokens))
     return groups
 
@@ -373,7 +377,7 @@ def section_profile(check: Check, out: Path) -> dict:
     engine = check.engine()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if check.device.type == "cuda" else [])
     report = {}
-    for method in ("baseline", "dflash"):
+    for method in SMOKE:
         config = GenerationConfig(method=method, max_new_tokens=max(check.tokens, 32))
         prompt_ids, drafter = engine._prepare(check.prompts[0], config)
         steps = engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
@@ -437,7 +441,7 @@ def section_steps(check: Check) -> dict:
     for mode, graphs in modes.items():
         engine = check.engine(cuda_graphs=graphs)
         configs = {}
-        for method in ("baseline", "dflash", "dspark", "eagle3"):
+        for method in (BASELINE, *(m for m in CHAINS if reads_features(m))):
             if method in engine.methods():
                 for overlap in (False, True):
                     configs[f"{method}/overlap_{'on' if overlap else 'off'}"] = GenerationConfig(
@@ -477,7 +481,7 @@ def section_concurrency(check: Check) -> dict:
 
     engine = check.engine()
     sizes = [2] if check.args.smoke else list(CONCURRENCY_SIZES)
-    lanes = ("baseline", "dflash") if check.args.smoke else ("baseline", "dflash", "dspark")
+    lanes = SMOKE if check.args.smoke else (BASELINE, *ONE_PASS)
     return concurrency_sweep(engine, check.prompts, min(check.tokens, 48), sizes, lanes=lanes,
                              log=lambda *a, **k: None, rounds=1)
 
@@ -487,7 +491,7 @@ def section_qwen3_4b(check: Check) -> dict:
                                         narrow=check.args.cpu, smoke=check.args.smoke)
     return {"narrowed": check.args.cpu, "smoke": check.args.smoke, "dtype": str(default_dtype(check.device)),
             "verify_cost": verify_cost(shaped, check.args.repeats),
-            "lanes": measure_lanes(shaped, check.prompts[:2], check.tokens, 7, extra, warm_up=not check.args.smoke)}
+            "lanes": measure_lanes(shaped, check.prompts[:2], check.tokens, {"one_pass": 7}, extra, warm_up=not check.args.smoke)}
 
 
 def section_recordings(check: Check, out: Path) -> dict:

@@ -50,6 +50,20 @@ FULL = "SpecLab: the server's room for uploaded files is full just now; please t
 TOO_MUCH = ("SpecLab: your address has uploaded {mb} MB in the last {minutes} minutes, the most one address may; "
             "please try again in {s} s.")
 
+def life_words(seconds: float) -> str:
+    """A file's life in the page's words: whole hours as "1 h", else minutes ("30 min"), else seconds."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:.0f} h"
+    if seconds >= 60:
+        return f"{round(seconds / 60):.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def download_label(life_s: float = DOWNLOAD_LIFE_S) -> str:
+    """The download button's words: what it saves and how long its link lives. Each offer (after every run or
+    opened file) starts the life again (`DiskBudget.refresh_offers`), so the life counts from the latest one."""
+    return f"Download this comparison (link kept {life_words(life_s)})"
+
 
 _reading: Counter = Counter()  # paths being read now (app/hosting/uploads.py), how many times over
 _reading_lock = threading.Lock()

@@ -194,3 +194,13 @@ def test_room_is_made_for_every_upload_still_arriving(tmp_path):
     budget.arriving = 2 * MB  # two uploads admitted, still arriving
     budget.sweep(room_for=MB)
     assert budget.total() == 2 * MB and budget.has_room(MB)  # room for the three
+
+
+def test_the_download_button_states_the_life_the_sweep_keeps_a_download():
+    """The page's words come from the same DOWNLOAD_LIFE_S the sweep keeps an offered download by."""
+    import re
+
+    hours = re.fullmatch(r"Download this comparison \(link kept (\d+) h\)", disk.download_label())
+    assert hours and float(hours.group(1)) * 3600 == disk.DOWNLOAD_LIFE_S
+    assert disk.download_label(1800) == "Download this comparison (link kept 30 min)"
+    assert [disk.life_words(s) for s in (7200, 5400, 90, 45)] == ["2 h", "90 min", "2 min", "45 s"]

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import torch
 
-from ..models import crop_cache, new_cache
+from ..models import new_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from .base import BaseDrafter, DraftBlock
 from .dflash_model import DFlashDraftModel, load_block_model, share_target_embeddings
+from .fused import DraftCache, FusedBlock, roll_back
 
 
 def recognises(config: dict) -> bool:
@@ -48,8 +49,11 @@ def drafts_per_block(n: int) -> str:
 
 
 class DFlashDrafter(BaseDrafter):
-    def __init__(self, model, target):
+    def __init__(self, model, target, fused: bool = True):
         self.model = model
+        # the fused forward over a cache of its own (fused.py); fused=False, or a network it does not fit: the model's
+        # own forward over a transformers cache, cropped after every block
+        self.fused = FusedBlock(model) if fused and FusedBlock.supports(model) else None
         # The target's embedding and LM head, unless the checkpoint carries its own different copies.
         share_target_embeddings(model, target)
         self.embed_tokens = model.embed_tokens if model.embed_tokens is not None else target.get_input_embeddings()
@@ -64,7 +68,7 @@ class DFlashDrafter(BaseDrafter):
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
-        self.cache = new_cache(self.model)
+        self.cache = DraftCache.for_model(self.model, prompt_ids.shape[1]) if self.fused else new_cache(self.model)
         self.pending = features  # the whole prompt is context for the first block
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
@@ -100,16 +104,22 @@ class DFlashDrafter(BaseDrafter):
         block = torch.full((1, block_size), self.mask_token_id, dtype=committed_ids.dtype, device=committed_ids.device)
         block[0, 0] = committed_ids[0, -1]
         if self.target_layer_ids is None:  # no target features: the block alone, no context, nothing cached
-            positions = torch.arange(anchor_position, anchor_position + block_size, device=committed_ids.device)
-            return self.model(self.embed_tokens(block), None, positions.unsqueeze(0))[0]
+            return self.forward(self.embed_tokens(block), None, anchor_position, None, None)[0]
         cached = self.cache.get_seq_length()
         assert cached + self.pending.shape[1] == anchor_position, "draft context out of step"
-        positions = torch.arange(cached, anchor_position + block_size, device=committed_ids.device).unsqueeze(0)
-        hidden = self.model(self.embed_tokens(block), self.pending, positions, self.cache,
-                            self.window_mask(anchor_position, block_size, committed_ids.device))
-        crop_cache(self.cache, anchor_position)  # keep the context, drop the block's keys and values
+        hidden = self.forward(self.embed_tokens(block), self.pending, cached, self.cache,
+                              self.window_mask(anchor_position, block_size, committed_ids.device))
+        roll_back(self.cache, anchor_position)  # keep the context, drop the block's keys and values
         self.pending = self.pending[:, :0]
         return hidden[0]
+
+    def forward(self, block: torch.Tensor, context: torch.Tensor | None, first: int, cache, mask) -> torch.Tensor:
+        """The network over the embedded block and new context features whose first key is at position `first`."""
+        if self.fused is not None:
+            return self.fused(block, context, first, cache, mask)
+        positions = torch.arange(first, first + block.shape[1] + (0 if context is None else context.shape[1]),
+                                 device=block.device)
+        return self.model(block, context, positions[None], cache, mask)
 
     def window_mask(self, anchor_position: int, block_size: int, device) -> torch.Tensor | None:
         """With a window (BaseDrafter.window): every query of the block sees the whole block and the context's latest

@@ -1,0 +1,66 @@
+"""The drafters' fast path (engine/drafters/fused.py): each fused network computes what the network's own modules do
+over a transformers cache, on the shipped checkpoints, through rounds of drafting and rollback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from engine.drafters.dflash import DFlashDrafter
+from engine.drafters.fused import DraftCache, roll_back
+from engine.timing import SpanClock
+
+CLOCK = SpanClock(torch.device("cpu"))
+
+
+def _features(model, count: int, seed: int) -> torch.Tensor | None:
+    if not model.target_features:
+        return None
+    width = len(model.target_layer_ids) * model.config.hidden_size
+    return torch.randn(1, count, width, generator=torch.Generator().manual_seed(seed)) * 3
+
+
+def _rounds(drafter, prompt: torch.Tensor, rounds: list[int]) -> list[torch.Tensor]:
+    """The block's probabilities at each round, `rounds` giving how many drafts each verdict accepts."""
+    model, k = drafter.model, drafter.max_drafts
+    drafter.start(prompt, _features(model, prompt.shape[1], 0), CLOCK)
+    committed, out = torch.cat([prompt, torch.tensor([[5]])], dim=1), []
+    for i, accepted in enumerate(rounds):
+        block = drafter.propose(committed, k, 1.0, torch.Generator().manual_seed(i), CLOCK)
+        out.append(block.probs)
+        committed = torch.cat([committed, block.ids[:accepted].view(1, -1), torch.tensor([[9 + i]])], dim=1)
+        drafter.accept(committed.shape[1] - 1, _features(model, accepted + 1, i + 1))
+    return out
+
+
+def _block_model(engine, name: str):
+    return engine.ablation_drafter_models["dflash"] if name == "dflash without features" else engine.drafter_models[name]
+
+
+@pytest.mark.parametrize("name", ["dflash", "dspark", "dflash without features"])
+def test_a_fused_block_drafter_drafts_what_the_transformers_path_drafts(embedded_engine, name):
+    model = _block_model(embedded_engine, name)
+    fast, slow = DFlashDrafter(model, embedded_engine.target), DFlashDrafter(model, embedded_engine.target, fused=False)
+    assert fast.fused is not None and slow.fused is None
+    prompt = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+    rounds = [0, 3, fast.max_drafts, 1]
+    for mine, theirs in zip(_rounds(fast, prompt, rounds), _rounds(slow, prompt, rounds)):
+        assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6), (mine - theirs).abs().max()
+    assert isinstance(fast.cache, DraftCache) and fast.cache.length == slow.cache.get_seq_length()
+
+
+def test_the_draft_cache_writes_in_place_rolls_back_by_length_and_grows():
+    cache = DraftCache(2, 1, 4, 3, torch.zeros(1))
+    first = torch.arange(8.0).view(1, 1, 2, 4)
+    for layer in range(2):
+        keys, values = cache.update(first + layer, -first, layer)
+    assert cache.length == 2 and torch.equal(keys, first + 1) and torch.equal(values, -first)
+    roll_back(cache, 1)
+    keys, _ = cache.update(torch.full((1, 1, 3, 4), 7.0), torch.zeros(1, 1, 3, 4), 0)  # past the capacity: grows
+    assert keys.shape[2] == 4 and torch.equal(keys[0, 0, 0], first[0, 0, 0]) and (keys[0, 0, 1:] == 7).all()
+    assert cache.length == 1  # only the last layer's write moves the length on
+    dynamic = DynamicCache()
+    dynamic.update(first, first, 0)
+    roll_back(dynamic, 1)
+    assert dynamic.get_seq_length() == 1

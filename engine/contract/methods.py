@@ -103,6 +103,11 @@ class Method:
         return "drafts_per_block" if self.one_pass else "serial_k"
 
 
+# Each built-in method's id, for code that speaks of one method in particular (a preset's checkpoints, a lesson's
+# words, a paper's figures); lists of lanes come from the registry (method_names, methods_where), never by hand.
+BASELINE, EAGLE3, CLASSIC, DFLASH, DSPARK = "baseline", "eagle3", "classic", "dflash", "dspark"
+EAGLE3_TREE, DFLASH_TREE = "eagle3_tree", "dflash_tree"
+
 # Checkpoint formats, in the order they are recognised (the first whose `recognises` says yes wins).
 DRAFTER_KINDS: dict[str, DrafterKind] = {k.name: k for k in (
     DrafterKind("eagle3", "EAGLE-3", "engine.drafters.eagle3", features=True),
@@ -182,9 +187,9 @@ def method_id(name):
     return LEGACY_METHOD_IDS.get(name, name) if isinstance(name, str) else name
 
 
-BASELINE = "baseline"  # the method every other lane is compared with (and must equal at temperature 0)
-DEFAULT_METHOD = "eagle3"  # the CLI's method when none is named
-DEFAULT_LANES = ("baseline", "eagle3", "dflash", "dspark")  # the app's lanes unless a visitor picks others
+# BASELINE: the method every other lane is compared with (and must equal at temperature 0)
+DEFAULT_METHOD = EAGLE3  # the CLI's method when none is named
+DEFAULT_LANES = (BASELINE, EAGLE3, DFLASH, DSPARK)  # the app's lanes unless a visitor picks others
 assert BASELINE in METHOD_REGISTRY and not METHOD_REGISTRY[BASELINE].drafts
 assert DEFAULT_METHOD in METHOD_REGISTRY and set(DEFAULT_LANES) <= set(METHOD_REGISTRY)
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .methods import METHODS
+from .methods import CLASSIC, DFLASH, DSPARK, EAGLE3, METHODS
 
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 HELDOUT_PROMPTS = ASSETS_DIR / "prompts" / "heldout.jsonl"  # prompts no model trained or was tuned on
@@ -68,12 +68,12 @@ TINY = Preset(
     name="tiny",
     target="target",
     tokenizer="tokenizer",
-    drafters={"eagle3": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+    drafters={EAGLE3: "eagle3-drafter", CLASSIC: "small-lm-drafter", DFLASH: "dflash-drafter", DSPARK: "dspark-drafter"},
     # Each feature drafter's temperature-0 weights trained on against the target's whole distribution at
     # temperature 1 (engine/train `--sampled`); the small LM was distilled from distributions and serves both.
-    sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled",
-                      "dspark": "dspark-drafter-sampled"},
-    ablation_drafters={"dflash": "dflash-drafter-nokv"},  # engine/train `dflash --no-target-features`
+    sampled_drafters={EAGLE3: "eagle3-drafter-sampled", DFLASH: "dflash-drafter-sampled",
+                      DSPARK: "dspark-drafter-sampled"},
+    ablation_drafters={DFLASH: "dflash-drafter-nokv"},  # engine/train `dflash --no-target-features`
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,
     # Small enough that float32 costs little on a GPU, and the lesson's promise (every method's output equals the
@@ -86,13 +86,13 @@ QWEN3_4B = Preset(
     name="qwen3-4b",
     target="Qwen/Qwen3-4B",
     tokenizer="Qwen/Qwen3-4B",
-    drafters={"eagle3": "deepseek-ai/eagle3_qwen3_4b_ttt7", "classic": "Qwen/Qwen3-0.6B",
-              "dflash": "deepseek-ai/dflash_qwen3_4b_block7", "dspark": "deepseek-ai/dspark_qwen3_4b_block7"},
+    drafters={EAGLE3: "deepseek-ai/eagle3_qwen3_4b_ttt7", CLASSIC: "Qwen/Qwen3-0.6B",
+              DFLASH: "deepseek-ai/dflash_qwen3_4b_block7", DSPARK: "deepseek-ai/dspark_qwen3_4b_block7"},
     description="Qwen3-4B with DeepSpec's EAGLE-3, DFlash and DSpark (block 7) and Qwen3-0.6B as the small LM",
     chat=True, needs_gpu=True, local=False,
 )
 # The DFlash paper's own drafter (z-lab, block 16) in the DFlash lane, the rest as above.
-QWEN3_4B_ZLAB = replace(QWEN3_4B, name="qwen3-4b-zlab", drafters={**QWEN3_4B.drafters, "dflash": "z-lab/Qwen3-4B-DFlash-b16"},
+QWEN3_4B_ZLAB = replace(QWEN3_4B, name="qwen3-4b-zlab", drafters={**QWEN3_4B.drafters, DFLASH: "z-lab/Qwen3-4B-DFlash-b16"},
                         description="as qwen3-4b, with z-lab's DFlash checkpoint (block 16) in the DFlash lane")
 PRESETS = {p.name: p for p in (TINY, QWEN3_4B, QWEN3_4B_ZLAB)}
 DEFAULT_PRESET = "tiny"

@@ -236,7 +236,7 @@ def concurrency_table(sweep: dict) -> list[str]:
         cells = [f"{row['lanes'][lane]['speedup']:.2f}× ({row['lanes'][lane].get('speedup_all', 0):.2f}×; "
                  f"{row['lanes'][lane]['tau']:.2f}, {row['lanes'][lane]['verified_per_request']:.2f})"
                  for lane in lanes[1:]]
-        lines.append(f"| {size} | " + " | ".join(cells) + f" | {row['lanes']['baseline']['tokens_per_s']:.0f} | "
+        lines.append(f"| {size} | " + " | ".join(cells) + f" | {row['lanes'][BASELINE]['tokens_per_s']:.0f} | "
                      f"{row['hf_generate']['tokens_per_s']:.0f} |")
     single = next((r["batched_vs_single_path"] for r in sweep["rows"].values() if "batched_vs_single_path" in r), None)
     if single:

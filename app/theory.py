@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.contract.methods import DFLASH, DFLASH_TREE, EAGLE3
 from engine.contract.survival import expected_tokens
 
 MAX_K = 16
@@ -117,9 +118,9 @@ class PublishedTree:
 # T = 0, DDTree at its best node budget of 16 to 1024. Its project page: "On MATH-500, acceptance length rises steadily
 # as the DDTree node budget grows, but speedup peaks at an intermediate budget once verifier cost becomes dominant."
 PUBLISHED_TREES = (
-    PublishedTree("Qwen3-Coder-30B-A3B, HumanEval, T = 0, GPU", "dflash", 6.09, 8.02, "dflash_tree", 8.22, 10.72,
+    PublishedTree("Qwen3-Coder-30B-A3B, HumanEval, T = 0, GPU", DFLASH, 6.09, 8.02, DFLASH_TREE, 8.22, 10.72,
                   "DDTree paper, Table 1"),
-    PublishedTree("Qwen3-8B, MATH-500, T = 0, GPU", "dflash", 5.56, 7.79, "dflash_tree", 7.52, 10.73,
+    PublishedTree("Qwen3-8B, MATH-500, T = 0, GPU", DFLASH, 5.56, 7.79, DFLASH_TREE, 7.52, 10.73,
                   "DDTree paper, Table 1"),
 )
 DDTREE_BUDGETS = (16, 1024)  # the node budgets DDTree's Table 1 chose from
@@ -138,9 +139,9 @@ class PublishedLoad:
 # Speedups under load as their authors report them (GPUs, production servers): the fall with concurrency is the
 # shape to compare, not the heights (another model, another machine).
 PUBLISHED_LOAD = (
-    PublishedLoad("DFlash, Qwen3.5-4B, block 16, B200, SGLang", "dflash", ((1, 3.5), (8, 3.0), (16, 2.3), (32, 1.8)),
+    PublishedLoad("DFlash, Qwen3.5-4B, block 16, B200, SGLang", DFLASH, ((1, 3.5), (8, 3.0), (16, 2.3), (32, 1.8)),
                   "z-lab's Qwen3.5-4B DFlash model card"),
-    PublishedLoad("DFlash 2, one H200, SGLang", "dflash", ((1, 3.43), (8, 2.84), (32, 1.45)),
+    PublishedLoad("DFlash 2, one H200, SGLang", DFLASH, ((1, 3.43), (8, 2.84), (32, 1.45)),
                   "SGLang's DFlash 2 benchmark"),
-    PublishedLoad("EAGLE-3, batch 64, SGLang", "eagle3", ((64, 1.38),), "EAGLE-3 paper"),
+    PublishedLoad("EAGLE-3, batch 64, SGLang", EAGLE3, ((64, 1.38),), "EAGLE-3 paper"),
 )

@@ -72,6 +72,7 @@ from engine.loop import Engine  # noqa: E402
 from engine.measure.bench import load_prompts  # noqa: E402
 from engine.measure.census import KINDS, census  # noqa: E402
 from engine.models import default_dtype, drafter_kind_of, load_tokenizer  # noqa: E402
+from engine.run import Run  # noqa: E402
 from engine.speed import time_verifies  # noqa: E402
 from engine.timing import SpanClock  # noqa: E402
 
@@ -345,8 +346,8 @@ def section_census(check: Check) -> dict:
             continue
         for temperature in (0.0, 1.0):
             config = GenerationConfig(method=method, max_new_tokens=check.tokens, temperature=temperature)
-            prompt_ids, drafter = engine._prepare(prompt, config)
-            steps = engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
+            prompt_ids, drafter = Run(engine).prepare(prompt, config)
+            steps = Run(engine).device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
             per_step = []
             if debug:
                 torch.cuda.set_sync_debug_mode("warn")
@@ -379,8 +380,8 @@ def section_profile(check: Check, out: Path) -> dict:
     report = {}
     for method in SMOKE:
         config = GenerationConfig(method=method, max_new_tokens=max(check.tokens, 32))
-        prompt_ids, drafter = engine._prepare(check.prompts[0], config)
-        steps = engine._device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
+        prompt_ids, drafter = Run(engine).prepare(check.prompts[0], config)
+        steps = Run(engine).device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
         for _ in range(3):  # the prefill and two steps: caches made, kernels chosen
             next(steps)
         check.sync()
@@ -491,7 +492,8 @@ def section_qwen3_4b(check: Check) -> dict:
                                         narrow=check.args.cpu, smoke=check.args.smoke)
     return {"narrowed": check.args.cpu, "smoke": check.args.smoke, "dtype": str(default_dtype(check.device)),
             "verify_cost": verify_cost(shaped, check.args.repeats),
-            "lanes": measure_lanes(shaped, check.prompts[:2], check.tokens, {"one_pass": 7}, extra, warm_up=not check.args.smoke)}
+            "lanes": measure_lanes(shaped, check.prompts[:2], check.tokens, {"one_pass": 7}, extra,
+                                   warm_up=not check.args.smoke)}
 
 
 def section_recordings(check: Check, out: Path) -> dict:

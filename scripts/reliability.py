@@ -49,7 +49,7 @@ from pathlib import Path
 
 import httpx
 
-
+from engine.contract.methods import BASELINE, DFLASH, DSPARK, EAGLE3  # torch-free
 from scripts.app_client import API, ROOT, App, join, messages, rss_mib, start_app
 from scripts.support import free_port
 
@@ -163,7 +163,7 @@ def crafted_files() -> dict:
 
     def tree(nodes: int, parents=None) -> bytes:
         doc = json.loads(SAVED.read_text(encoding="utf-8"))
-        step = next(s for s in doc["lanes"]["eagle3"][1:] if s["drafted"])
+        step = next(s for s in doc["lanes"][EAGLE3][1:] if s["drafted"])
         token = {**step["drafted"][0], "verdict": "unverified", "draft_top": [], "target_top": []}
         bonus = next(t for t in step["committed"] if t["source"] == "bonus")
         step.update(drafted=[dict(token) for _ in range(nodes)], num_accepted=0, num_verified=nodes, committed=[bonus],
@@ -172,7 +172,7 @@ def crafted_files() -> dict:
 
     def edited() -> bytes:
         doc = json.loads(SAVED.read_text(encoding="utf-8"))
-        doc["lanes"]["eagle3"][3]["committed"][0]["text"] = " edited"
+        doc["lanes"][EAGLE3][3]["committed"][0]["text"] = " edited"
         return json.dumps(doc).encode()
 
     def rate() -> bytes:
@@ -191,7 +191,7 @@ def crafted_files() -> dict:
             comparison = read_comparison(data)
             read_s = round(time.process_time() - started, 2)
             draw_everything(comparison)
-            said = "shown" + (" as edited" if "texts edited" in sameness_html(comparison, "eagle3") else "")
+            said = "shown" + (" as edited" if "texts edited" in sameness_html(comparison, EAGLE3) else "")
         except RecordError as exc:
             said = f"refused: {str(exc)[:90]}"
         report[name] = {"mb": round(len(data) / 1e6, 1), "cpu_s": round(time.process_time() - started, 2),
@@ -203,14 +203,14 @@ def crafted_files() -> dict:
 
 BAD_RUN_VALUES = {  # the Run endpoint's inputs, by position, and what to send instead
     0: [None, 5, ["x"], "", "x" * 200_000],
-    1: ["nope", [1], None, ["baseline", "baseline"]],
+    1: ["nope", [1], None, [BASELINE, BASELINE]],
     2: [float("nan"), "hot", -1, 1e9, None],
     5: [0, 10**9, "many", 2.5],
     6: ["-1", "1e99", "x", 2**80],
     7: ["maybe", None],
     13: [0, 33, "many", None, 2.5, [4]],  # the batch control (requests at once)
 }
-RUN_INPUTS = ["def f(x):\n", ["baseline", "eagle3"], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto",
+RUN_INPUTS = ["def f(x):\n", [BASELINE, EAGLE3], 0.0, 4, 7, 8, "0", "rejection", True, "throughput", 0.5, "auto",
               16, 1]  # the Run event's inputs in order (app/tabs/compare.py wire), the last two the tree and batch
 TAMPERED_LINKS = ["temperature=nan", "max_new_tokens=-5", "methods=<script>alert(1)</script>", "seed=1e99",
                   "prompt=%00%ff", "lesson=99", "tab=<b>x", "draft_len=1&draft_len=2", "preset=elsewhere",
@@ -523,7 +523,7 @@ def _has(app: App, api_name: str) -> bool:
 def _run_inputs(prompt: str, **changes) -> list:
     data = list(RUN_INPUTS)
     data[0] = prompt
-    data[1] = ["baseline", "eagle3", "dflash", "dspark"]
+    data[1] = [BASELINE, EAGLE3, DFLASH, DSPARK]
     positions = {"max_new_tokens": 5, "requests_at_once": 13}
     data[5] = 64
     for name, value in changes.items():

@@ -29,7 +29,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from engine.contract.methods import DEFAULT_LANES  # noqa: E402  torch-free
+from engine.contract.methods import BASELINE, DEFAULT_LANES  # noqa: E402  torch-free
 from scripts.app_client import App, start_app
 from scripts.support import free_port
 
@@ -50,7 +50,7 @@ def speedups(app: App, fn_index: int, controls: list) -> dict[str, tuple[float, 
             continue
         method = re.search(r'data-method="([^"]+)"', lane).group(1)
         compute, wall = SPEEDUP.search(lane), WALL.search(lane)
-        if method != "baseline" and compute and wall:
+        if method != BASELINE and compute and wall:
             found[method] = (float(compute.group(1)), float(wall.group(1)))
     return found
 
@@ -107,7 +107,7 @@ def measure(args, timing_runs: int | None, server_args: tuple[str, ...] = (), cr
     server = start_app(port, args=(*server_args, *(() if timing_runs is None else ("--timing-runs", str(timing_runs)))))
 
     def empty():
-        return {m: {"compute": [], "wall": []} for m in METHODS if m != "baseline"}
+        return {m: {"compute": [], "wall": []} for m in METHODS if m != BASELINE}
 
     try:
         app = App(f"http://127.0.0.1:{port}/")

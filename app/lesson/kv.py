@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from engine.contract.methods import method_label
+from engine.contract.methods import DFLASH, method_label
 from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, ablation_shipped, load_prompts
 from engine.measure import lesson as recipes
 from engine.process import run_on
@@ -26,7 +26,7 @@ KV_ROUNDS = 2
 TRAIN_COMMAND = "python -m engine.train dflash --no-target-features"
 
 
-def ablation_checkpoint(method: str = "dflash") -> str | None:
+def ablation_checkpoint(method: str = DFLASH) -> str | None:
     """The embedded preset's checkpoint of `method` trained without the target's features (a folder of assets/)."""
     return PRESETS[DEFAULT_PRESET].ablation_drafters.get(method)
 

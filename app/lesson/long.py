@@ -6,7 +6,7 @@ recorded into assets/lessons/long.json. Torch-free and Gradio-free.
 
 from __future__ import annotations
 
-from engine.contract.methods import method_label
+from engine.contract.methods import DFLASH, DSPARK, EAGLE3, method_label
 from engine.contract.presets import load_prompts
 from engine.measure import positions as recipes
 from engine.process import run_on
@@ -19,14 +19,14 @@ LONG_PROMPTS = 16  # the first held-out prompts
 LONG_BIN = 32  # output positions a bin
 # The recording: every feature drafter as shipped, and the one that falls here (DFlash) cut to its window and tuning
 # itself; the options exist for every feature drafter, which past their windows here hold their τ as shipped
-LONG_LANES = (("dflash", "as shipped"), ("dspark", "as shipped"), ("eagle3", "as shipped"), ("dflash", "window"),
-              ("dflash", "self-tuning"))
+LONG_LANES = ((DFLASH, "as shipped"), (DSPARK, "as shipped"), (EAGLE3, "as shipped"), (DFLASH, "window"),
+              (DFLASH, "self-tuning"))
 # The Run it live: the drafter that falls here, as shipped, on four prompts (the fall prompt by prompt needs them),
 # each run LIVE_LONG_TOKENS new tokens, about 150 past the window: about 11 s of one core (12 s of CPU time on a busy
 # one); its window and self-tuning lanes stay the recording's
 LIVE_LONG_PROMPTS = 4
 LIVE_LONG_TOKENS = 280
-LIVE_LONG_LANES = (("dflash", "as shipped"),)
+LIVE_LONG_LANES = ((DFLASH, "as shipped"),)
 # About 5 minutes on one core with nothing else running (3 prompts of all nine lanes took 100 s of CPU time)
 RECORDING_MINUTES = 5
 

@@ -3,7 +3,7 @@ at once), each a takeaway for the page and a shorter one for its slide. Torch-fr
 
 from __future__ import annotations
 
-from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.methods import BASELINE, CLASSIC, DFLASH, DSPARK, EAGLE3, METHOD_REGISTRY, method_label
 
 from ..theory import PUBLISHED_LOAD, PUBLISHED_TREES, tree_costs
 from ..words import above_or_below, interval_trend, interval_versus, more_or_less, trend, versus
@@ -12,7 +12,7 @@ from .speed import speed_tolerance
 # --- temperature: what the sweep over temperatures shows ----------------------------------------------------
 
 # DSpark's Table 1 (Qwen3-4B target, T = 1, block 7, GSM8K): τ of EAGLE-3, DFlash, DSpark.
-PUBLISHED_T1_TAU = {"eagle3": 5.14, "dflash": 5.40, "dspark": 6.11}
+PUBLISHED_T1_TAU = {EAGLE3: 5.14, DFLASH: 5.40, DSPARK: 6.11}
 
 
 def order_words(values: dict[str, float]) -> str:
@@ -270,7 +270,7 @@ def trees_slide(data: dict) -> str:
 # --- load: what the concurrency sweep shows ---------------------------------------------------------------
 
 # in this order, those the measurement has: each drafts every step (DSpark's scheduler, which may not, is worded apart)
-LOAD_LANES_WORDED = ("dflash", "dspark_verify_all", "eagle3", "classic")
+LOAD_LANES_WORDED = (DFLASH, "dspark_verify_all", EAGLE3, CLASSIC)
 LOAD_SPEEDUP_WORDS = {"dspark_verify_all": "DSpark's speedup verifying everything"}
 LOAD_LANE_NAMES = {"dspark_verify_all": "DSpark verifying everything"}
 
@@ -326,12 +326,12 @@ def load_takeaway(data: dict) -> str:
             f"The target alone writes {base_low:.0f} tokens/s at B = {b0} and {base_high:.0f} at B = {b1}: a batch "
             f"{'shares' if base_high > base_low else 'does not share'} each forward among its requests, and a verify "
             f"of B × (1 + ℓ) tokens costs the whole batch for every drafted token it reads.")
-    if "dspark" in high and "dspark_verify_all" in high:
-        ours, everything = high["dspark"], high["dspark_verify_all"]
+    if DSPARK in high and "dspark_verify_all" in high:
+        ours, everything = high[DSPARK], high["dspark_verify_all"]
         text += (f" At B = {b1} DSpark's scheduler verifies {ours['verified_per_request']:.1f} drafts a request a step "
                  f"against {everything['verified_per_request']:.1f} verifying everything (τ {ours['tau']:.2f} against "
                  f"{everything['tau']:.2f}), and runs {_scheduler_stands(sweep, ours, everything, tolerance)}")
-        alone, all_alone = low["dspark"], low["dspark_verify_all"]
+        alone, all_alone = low[DSPARK], low["dspark_verify_all"]
         text += (f"; at B = {b0}, {versus(_rate(alone), _rate(all_alone), tolerance)} it "
                  f"({alone['speedup']:.2f}× against {all_alone['speedup']:.2f}×).")
     published = "; ".join(f"{p.setting}: {' → '.join(f'{x:.2f}× at {c}' for c, x in p.speedups)}"
@@ -353,15 +353,15 @@ def _scheduler_stands(sweep: dict, ours: dict, everything: dict, tolerance: floa
 
 def load_slide(data: dict) -> str:
     sweep, b0, b1, low, high = _load_rows(data)
-    lanes = [lane for lane in ("dflash", "dspark_verify_all") if lane in low]  # those that draft every step
+    lanes = [lane for lane in (DFLASH, "dspark_verify_all") if lane in low]  # those that draft every step
     head = "; ".join(f"{LOAD_LANE_NAMES.get(lane, method_label(lane))} {low[lane]['speedup']:.2f}× → "
                      f"{high[lane]['speedup']:.2f}× (τ {low[lane]['tau']:.2f} → {high[lane]['tau']:.2f})"
                      for lane in lanes)
     text = f"B = {b0} → {b1}: {head}."
-    if "dspark" in high and "dspark_verify_all" in high:
+    if DSPARK in high and "dspark_verify_all" in high:
         paired = sweep.get("scheduler_vs_all")
         ratio = (f"{paired['mean']:.2f} ({paired['low']:.2f}–{paired['high']:.2f})" if paired else
-                 f"{_rate(high['dspark']) / _rate(high['dspark_verify_all']):.2f}")
-        text += (f" At B = {b1} the scheduler verifies {high['dspark']['verified_per_request']:.1f} a request: "
+                 f"{_rate(high[DSPARK]) / _rate(high['dspark_verify_all']):.2f}")
+        text += (f" At B = {b1} the scheduler verifies {high[DSPARK]['verified_per_request']:.1f} a request: "
                  f"{ratio} times verifying everything's speed.")
     return text

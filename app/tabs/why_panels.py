@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label
+from engine.contract.methods import BASELINE, DSPARK, METHOD_REGISTRY, method_label
 
 from .. import lesson
 from ..draw.charts import (budget_figure, load_figure, lossless_figure, machine_vs_gpu_figure, parts_figure, styled,
@@ -155,7 +155,7 @@ def load_table(recorded: dict) -> str:
     transformers' batched generate's tokens/s, and where the numbers come from, ours and published."""
     sweep = recorded["data"]
     lanes = [lane for lane in sweep["lanes"] if lane != BASELINE]
-    names = [method_label("dspark") + ", verifying everything" if lane == "dspark_verify_all" else method_label(lane)
+    names = [method_label(DSPARK) + ", verifying everything" if lane == "dspark_verify_all" else method_label(lane)
              for lane in lanes]
     sizes = sorted(sweep["rows"], key=int)
     rows = [sweep["rows"][size] for size in sizes]

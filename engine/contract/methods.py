@@ -69,6 +69,9 @@ class Method:
     # (engine.models.tree_grower imports it; engine/tree.py verifies the tree).
     grows_from: str = ""
     tree_module: str = ""
+    # runs with several requests at once (engine/batch.py): its drafter has a batch form (engine/drafters/batched.py
+    # batched); without one the lane runs one request at a time, and the batched tables leave it out
+    batched: bool = False
     # the lane's one identity in its header and every chart that draws lanes: a colour and a plotly marker symbol
     # (Paul Tol's "muted" scheme, safe for colour-blind viewers); empty: the app picks one from its spares
     style: tuple[str, str] = ("", "")
@@ -76,11 +79,6 @@ class Method:
     @property
     def tree(self) -> bool:
         return bool(self.grows_from)
-
-    @property
-    def batched(self) -> bool:
-        """Runs with several requests at once (engine/batch.py): every method but the trees."""
-        return not self.tree
 
     @property
     def ablation(self) -> bool:
@@ -120,7 +118,7 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", "Baseline", "target only: one target forward per token", 0, False, (),
            about="the target alone, one forward per token. Every other lane must write exactly its text at "
                  "temperature 0.",
-           style=("#444444", "circle")),
+           batched=True, style=("#444444", "circle")),
     Method("eagle3", "AR", "drafts K tokens one forward at a time, then one verify", 4, False,
            ("eagle3", "small-lm"),
            "EAGLE-3, arXiv 2503.01840 (a small LM when the preset has no EAGLE-3)",
@@ -129,13 +127,13 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                  "feeding its own hidden state back (Li et al., EAGLE-3, arXiv 2503.01840; DeepSpec's checkpoint "
                  "format). The target then verifies all K in one forward. Drafting cost grows with K: the serial "
                  "ceiling.",
-           style=("#CC6677", "square")),
+           batched=True, style=("#CC6677", "square")),
     Method("classic", "Classic", "a small LM drafts K tokens, one forward each, then one verify", 4, False,
            ("small-lm",), "Leviathan et al. 2023, arXiv 2211.17192",
            about="classic speculative decoding: a small language model with the target's tokenizer drafts K "
                  "tokens, one forward each, from the tokens alone (Leviathan et al. 2023, Fast Inference from "
                  "Transformers via Speculative Decoding).",
-           style=("#999933", "diamond")),
+           batched=True, style=("#999933", "diamond")),
     Method("dflash", "DFlash", "drafts a whole block in one parallel pass", 7, True, ("deepspec", "dflash"),
            "DFlash, arXiv 2602.06036",
            about="a block-diffusion drafter drafts the whole block in one parallel forward, conditioned on the "
@@ -146,7 +144,7 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
            # the same recipe without KV injection (engine/train `dflash --no-target-features`): what it buys
            ablations=(Variant("no_features", (("drafter_weights", "no_features"),),
                               words="trained without the target's features"),),
-           style=("#332288", "triangle-up")),
+           batched=True, style=("#332288", "triangle-up")),
     Method("dspark", "DSpark", "one-pass block, Markov head, confidence-scheduled verify", 7, True,
            ("deepspec",), "DSpark, deepseek-ai/DeepSpec",
            about="DFlash's one-pass backbone, a cheap low-rank Markov head that samples the block left to right, "
@@ -158,7 +156,7 @@ METHOD_REGISTRY: dict[str, Method] = {m.name: m for m in (
                      # the backbone drafting alone, every token verified: beside verify_all, what the head buys
                      Variant("no_markov", (("markov_head", False), ("scheduler", "none")),
                              words="without its Markov head, verifying the whole block")),
-           style=("#44AA99", "star")),
+           batched=True, style=("#44AA99", "star")),
     Method("eagle3_tree", "AR tree", "grows a tree one draft forward per level, then one verify", 4, False,
            ("eagle3",), "EAGLE-2's dynamic tree, arXiv 2406.16858", grows_from="eagle3",
            tree_module="engine.drafters.eagle_tree",
@@ -192,6 +190,7 @@ DEFAULT_METHOD = EAGLE3  # the CLI's method when none is named
 DEFAULT_LANES = (BASELINE, EAGLE3, DFLASH, DSPARK)  # the app's lanes unless a visitor picks others
 assert BASELINE in METHOD_REGISTRY and not METHOD_REGISTRY[BASELINE].drafts
 assert DEFAULT_METHOD in METHOD_REGISTRY and set(DEFAULT_LANES) <= set(METHOD_REGISTRY)
+assert not any(m.tree and m.batched for m in METHOD_REGISTRY.values()), "trees do not run in a batch"
 
 
 def method_names() -> tuple[str, ...]:

@@ -402,8 +402,8 @@ def format_table(report: dict) -> str:
 def drafting_summary(drafts: dict[str, int]) -> dict:
     """The file format's `serial_k` (the serial chains' drafts per step) and `drafts_per_block` (the one-pass
     chains': one number where they agree, else one per method) from each lane's drafts per step."""
-    groups = {style: {m: n for m, n in drafts.items()
-                      if method_entry(m).drafting == style and not method_entry(m).tree} for style in ("serial", "one_pass")}
+    groups = {style: {m: n for m, n in drafts.items() if method_entry(m).drafting == style and not method_entry(m).tree}
+              for style in ("serial", "one_pass")}
     one = {style: (next(iter(g.values())) if len(set(g.values())) == 1 else g or None) for style, g in groups.items()}
     return {"serial_k": one["serial"], "drafts_per_block": one["one_pass"]}
 

@@ -322,7 +322,7 @@ def test_a_method_whose_drafter_has_no_weights_is_one_module_and_one_registry_en
     (lane,) = [lane for lane in lanes if 'data-method="repeat"' in lane]
     assert "Repeat" in lane and "repeat the last token" in lane and "identical to the baseline" in lane
 
-    report = run_bench(engine, [PROMPT], max_new_tokens=8, serial_k=3, with_hf=False)
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, drafts_per_step={"serial": 3}, with_hf=False)
     assert set(report["lanes"]) == {"baseline", "repeat"} and report["identical_outputs"]
     assert "**Repeat**: a drafter with no weights." in methods_text()
 

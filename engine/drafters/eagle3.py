@@ -38,11 +38,11 @@ from transformers import DynamicCache, PreTrainedModel, Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RotaryEmbedding
 
 from ..contract.types import EngineError
-from ..models import crop_cache
 from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from .base import BaseDrafter, DraftBlock, window_mask
 from .dflash_model import DraftAttention, RMSNorm
+from .fused import DraftCache, FusedEagle3, roll_back
 
 ARCHITECTURE = "Qwen3Eagle3Model"  # DeepSpec's name, used for our checkpoints too
 NUM_FEATURE_LAYERS = 5  # DeepSpec reads exactly 5 target layers (validate_eagle3_target_layer_ids)
@@ -177,17 +177,20 @@ def build(model: Eagle3DraftModel, engine) -> "Eagle3Drafter":
 class Eagle3Drafter(BaseDrafter):
     max_drafts = None  # serial: any K (DeepSpec trains 7 steps ahead and drafts up to 7)
 
-    def __init__(self, model: Eagle3DraftModel):
+    def __init__(self, model: Eagle3DraftModel, fused: bool = True):
         self.model = model
+        # the fused forward over a cache of its own (fused.py); fused=False, or a network it does not fit: the model's
+        # own forward over a transformers cache, cropped after every step
+        self.fused = FusedEagle3(model) if fused and FusedEagle3.supports(model) else None
         self.target_layer_ids = model.target_layer_ids
         layers = model.config.num_hidden_layers
         self.label = f"EAGLE-3, {layers} layer{'s' if layers > 1 else ''}"
-        self.cache: DynamicCache | None = None
+        self.cache: DraftCache | DynamicCache | None = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
         self.context_len = 0  # cache entries built from target features (positions 0..context_len − 1)
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
-        self.cache = new_draft_cache()
+        self.cache = DraftCache.for_model(self.model, prompt_ids.shape[1]) if self.fused else new_draft_cache()
         self.pending = features  # f_0..f_{N−1}; they pair with t_1..t_N, and t_N comes with the first propose
         self.context_len = 0
 
@@ -205,8 +208,8 @@ class Eagle3Drafter(BaseDrafter):
         for i in range(1, k):  # own hidden state and the previous draft, at the next position
             with clock.span("draft", f"draft forward {i + 1}/{k}"):
                 position = n - 2 + i
-                hidden = self.model(token.view(1, 1), hidden, positions[i - 1].view(1, 1), self.cache,
-                                    window_mask(position, 1, position + 1, self.window, committed_ids.device))
+                hidden = self.forward(token.view(1, 1), hidden, position, positions[i - 1: i],
+                                      window_mask(position, 1, position + 1, self.window, committed_ids.device))
                 token, token_probs = self._next(hidden, temperature, generator)
             ids.append(token)
             probs.append(token_probs)
@@ -219,9 +222,16 @@ class Eagle3Drafter(BaseDrafter):
         positions = torch.arange(start, stop, device=committed_ids.device).unsqueeze(0)
         mask = causal_mask(stop - start, start, committed_ids.device) if self.window is None else \
             window_mask(start, stop - start, stop, self.window, committed_ids.device)
-        hidden = self.model(committed_ids[:, start + 1:], self.model.fc(self.pending), positions, self.cache, mask)
+        hidden = self.forward(committed_ids[:, start + 1:], self.model.fc(self.pending), start, positions[0], mask)
         self.pending, self.context_len = self.pending[:, :0], stop
         return hidden[:, -1:]
+
+    def forward(self, ids: torch.Tensor, hidden: torch.Tensor, first: int, positions: torch.Tensor, mask):
+        """The network over `ids` (1, q) at positions first.. (`positions` (q,), on the device: the fallback's), the
+        cache extended."""
+        if self.fused is not None:
+            return self.fused(ids, hidden, first, self.cache, mask)
+        return self.model(ids, hidden, positions[None], self.cache, mask)
 
     def _next(self, hidden: torch.Tensor, temperature: float, generator: torch.Generator):
         token_probs = logits_to_probs(self.model.logits(hidden)[0, -1], temperature)
@@ -230,6 +240,6 @@ class Eagle3Drafter(BaseDrafter):
     def accept(self, num_valid: int, features: torch.Tensor | None) -> None:
         # The serial steps' entries were built from the drafter's own hidden states: drop them. The target's
         # features of the anchor and the accepted tokens take their place at the next propose.
-        crop_cache(self.cache, self.context_len)
+        roll_back(self.cache, self.context_len)
         self.pending = torch.cat([self.pending, features], dim=1)
         assert self.context_len + self.pending.shape[1] == num_valid, "draft context out of step"

@@ -8,22 +8,25 @@ import torch
 from transformers import DynamicCache
 
 from engine.drafters.dflash import DFlashDrafter
+from engine.drafters.eagle3 import Eagle3Drafter
 from engine.drafters.fused import DraftCache, roll_back
 from engine.timing import SpanClock
+
+from conftest import tiny_dflash, tiny_eagle3, tiny_qwen3
 
 CLOCK = SpanClock(torch.device("cpu"))
 
 
 def _features(model, count: int, seed: int) -> torch.Tensor | None:
-    if not model.target_features:
+    if not getattr(model, "target_features", True):
         return None
     width = len(model.target_layer_ids) * model.config.hidden_size
     return torch.randn(1, count, width, generator=torch.Generator().manual_seed(seed)) * 3
 
 
-def _rounds(drafter, prompt: torch.Tensor, rounds: list[int]) -> list[torch.Tensor]:
+def _rounds(drafter, prompt: torch.Tensor, rounds: list[int], k: int | None = None) -> list[torch.Tensor]:
     """The block's probabilities at each round, `rounds` giving how many drafts each verdict accepts."""
-    model, k = drafter.model, drafter.max_drafts
+    model, k = drafter.model, k or drafter.max_drafts
     drafter.start(prompt, _features(model, prompt.shape[1], 0), CLOCK)
     committed, out = torch.cat([prompt, torch.tensor([[5]])], dim=1), []
     for i, accepted in enumerate(rounds):
@@ -50,6 +53,20 @@ def test_a_fused_block_drafter_drafts_what_the_transformers_path_drafts(embedded
     assert isinstance(fast.cache, DraftCache) and fast.cache.length == slow.cache.get_seq_length()
 
 
+@pytest.mark.parametrize("weights", ["greedy", "sampled"])
+def test_the_fused_eagle3_layer_drafts_what_the_transformers_path_drafts(embedded_engine, weights):
+    models = embedded_engine.drafter_models if weights == "greedy" else embedded_engine.sampled_drafter_models
+    if "eagle3" not in models:
+        pytest.skip("no EAGLE-3 drafter for sampling in this preset")
+    fast, slow = Eagle3Drafter(models["eagle3"]), Eagle3Drafter(models["eagle3"], fused=False)
+    assert fast.fused is not None and slow.fused is None
+    prompt = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+    rounds = [0, 2, 5, 1]
+    for mine, theirs in zip(_rounds(fast, prompt, rounds, 5), _rounds(slow, prompt, rounds, 5)):
+        assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6), (mine - theirs).abs().max()
+    assert isinstance(fast.cache, DraftCache) and fast.cache.length == slow.cache.get_seq_length()
+
+
 def test_the_draft_cache_writes_in_place_rolls_back_by_length_and_grows():
     cache = DraftCache(2, 1, 4, 3, torch.zeros(1))
     first = torch.arange(8.0).view(1, 1, 2, 4)
@@ -64,3 +81,20 @@ def test_the_draft_cache_writes_in_place_rolls_back_by_length_and_grows():
     dynamic.update(first, first, 0)
     roll_back(dynamic, 1)
     assert dynamic.get_seq_length() == 1
+
+
+@pytest.mark.parametrize("kind", ["dflash", "eagle3"])
+def test_two_layer_random_drafters_agree_with_the_transformers_path_under_a_window(tokenizer, kind):
+    """Two layers, so the second reads what the first attended to (its mask matters), and a window that hides the
+    oldest context."""
+    target = tiny_qwen3(len(tokenizer), layers=6)
+    model = tiny_dflash(target, layers=2) if kind == "dflash" else tiny_eagle3(target, layers=2)
+    make = (lambda fused: DFlashDrafter(model, target, fused=fused)) if kind == "dflash" else \
+        (lambda fused: Eagle3Drafter(model, fused=fused))
+    fast, slow = make(True), make(False)
+    fast.window = slow.window = 12
+    prompt = torch.randint(2, target.config.vocab_size, (1, 11), generator=torch.Generator().manual_seed(0))
+    rounds = [0, 3, 4, 1, 2]
+    with torch.no_grad():
+        for mine, theirs in zip(_rounds(fast, prompt, rounds, 4), _rounds(slow, prompt, rounds, 4)):
+            assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6), (mine - theirs).abs().max()

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {again}", file=sys.stderr)
             return 2
     print(f"SpecLab: {engine.preset} models on {engine.device_name}; open http://{args.host}:{args.port}")
-    from . import runner
+    from .run import runner
     from .recordings import default_folder
 
     run_lanes = runner.run_lanes if args.timing_runs is None else \

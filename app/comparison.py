@@ -68,11 +68,11 @@ class LaneResult:
     drafter: str = ""  # which drafter served the method, in words
     state: str = "done"  # done, stopped, recorded, or "error: ..."; "running" while it runs (no summary yet)
     summary: RunSummary | None = None
-    timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/runner.py)
+    timing_runs: int = 1  # complete runs measured; each step as timed in the fastest of them (app/run/runner.py)
     # each timing run's own (tokens per compute second or None, tokens per wall second[, the batch's tokens per wall
-    # second, for a request among others]), in the order they ran (app/runner.py run_rates)
+    # second, for a request among others]), in the order they ran (app/run/runner.py run_rates)
     run_rates: tuple = ()
-    # of its live pass on the clock, the share its engine run took (app/runner.py LaneEvent; None: not measured)
+    # of its live pass on the clock, the share its engine run took (app/run/runner.py LaneEvent; None: not measured)
     engine_share: float | None = None
 
     @classmethod

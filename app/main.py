@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from engine.contract.interface import EngineLike
 from engine.contract.presets import PRESETS
 
-from . import runner
+from .run import runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
 from .hosting import classroom as classes, disk, fairness, page_sessions, presenter as presenting, toggles
@@ -56,6 +56,15 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     from any thread), else at the head of the line. The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
     sessions = SessionStore(recordings=recordings)
+    presenter = presenting.Presenter(presenter_key)
+    own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
+    door = None  # the queue's door, made once the page exists (below)
+
+    def presenter_first(stop) -> bool:  # a visitor's comparison lets a presenter's job go between its lanes
+        return door is not None and door.presenter_running() and not any(
+            (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
+
+    turns = runner.Turns(presenter_first if presenter.key is not None and own_lane else None)
     server_handlers = (server_lanes.ServerLaneHandlers(list(servers), server_timeouts or server_lanes.Timeouts())
                        if servers else None)
     preset = PRESETS.get(engine.preset)
@@ -74,7 +83,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
                 with gr.Tab("Compare", id="compare"):
                     compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
                                                                     max_run_s=max_run_s, servers=server_handlers,
-                                                                    pin_key=pin_key)
+                                                                    pin_key=pin_key, turns=turns)
                 with gr.Tab("Lesson", id="lesson"):
                     lesson_view = lesson.layout(recordings)
                 with gr.Tab("Step through", id="step"):
@@ -105,8 +114,6 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
         projector.wire(projector_toggle, demo, redraw, charts, [step_view.slider, step_view.token])
         demo.speclab_toggles, demo.speclab_drawings = redraw, drawings
     demo.queue(max_size=queue_size)
-    presenter = presenting.Presenter(presenter_key)
-    own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
     classroom = classes.Classroom()  # a class code the presenter opens: each member counted apart
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane,
                          classroom)
@@ -115,9 +122,6 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
     fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
     compare_handlers.run.where = lambda session: fairness.place_of(demo._queue, session, job_s)
-    if presenter.key is not None and own_lane:  # a visitor's comparison lets a presenter's job go between its lanes
-        runner.YIELD_TO = lambda stop: door.presenter_running() and not any(
-            (state := sessions.peek(s)) is not None and state.stop is stop for s in list(door.presenters))
     demo.speclab_door, demo.speclab_presenter, demo.speclab_job_s = door, presenter, job_s
     demo.speclab_classroom = classroom
     return demo

@@ -219,3 +219,15 @@ def parse_setting(name: str, value: Any, available: Sequence[str]) -> Any:
 def parse_controls(values: Mapping[str, Any], available: Sequence[str] | None = None) -> Settings:
     """The run handler's check: every control's raw value, or SettingError naming the first bad one."""
     return Settings(**{name: parse_setting(name, values[name], available) for name in PARSERS})
+
+
+def parse_show_drafts(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(f"show drafts must be true or false, got {value!r:.40}")
+    return value
+
+
+# The Run button's inputs by name, in the order the page and the API send them (app/run/plan.py reads them by name)
+RUN_INPUTS = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed",
+              "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes",
+              "requests_at_once")

@@ -78,9 +78,8 @@ def call_raw(url: str, data: list) -> list:
     return json.loads(payload.removeprefix("data:"))
 
 
-# The Run button's inputs in the order its handler takes them (CompareHandlers.on_run)
-RUN_ORDER = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule",
-             "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes", "requests_at_once")
+# The Run button's inputs in the order the page and the API send them (CompareHandlers.on_run reads them by name)
+from app.settings import RUN_INPUTS as RUN_ORDER  # noqa: E402
 
 
 def comparison_of(engine, methods, prompt: str = PROMPT, drafters: dict | None = None, device: str = "cpu",

@@ -414,9 +414,9 @@ def verify_costs_timed_once():
 
 @pytest.fixture(autouse=True, scope="session")
 def no_settle_pause_between_lanes():
-    """The app pauses 0.1 s before each lane so a browser on the same cores can draw (app/runner.py); the
+    """The app pauses 0.1 s before each lane so a browser on the same cores can draw (app/run/runner.py); the
     tests time nothing, and would pay it hundreds of times."""
-    import app.runner as runner  # plain Python, no gradio: importable on the GPU machine too
+    import app.run.runner as runner  # plain Python, no gradio: importable on the GPU machine too
 
     saved, runner.SETTLE_S = runner.SETTLE_S, 0.0
     yield

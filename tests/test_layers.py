@@ -21,18 +21,19 @@ ENGINE_LAYERS = (
     ("engine.tree", 1), ("engine.rules", 1),
     ("engine.models", 2), ("engine.scheduler", 2), ("engine.ragged", 2),
     ("engine.drafters", 3), ("engine.target", 3), ("engine.speed", 3),
-    ("engine.trace", 4), ("engine.online", 4), ("engine.batch", 5), ("engine.loop", 6),
+    ("engine.trace", 4), ("engine.online", 4), ("engine.batch", 5), ("engine.loop", 6), ("engine.run", 6),
     ("engine.measure", 7), ("engine.process", 7), ("engine.train", 7),
     ("engine.__main__", 8), ("engine", 8),
     # app/: plain helpers (words, prompts, the formula, hosting's small parts, the servers' client), then the
     # settings and links, the comparison value and its stores, the drawing, the lesson, the tabs, the page, and
     # the entry points (python -m app, the Space's runtime)
-    ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.runner", 10),
+    ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.run.events", 10),
+    ("app.run.runner", 10),
     ("app.servers.client", 10), ("app.hosting.addresses", 10), ("app.hosting.memory", 10),
     ("app.hosting.page_sessions", 10), ("app.hosting.uploads", 10), ("app.draw.theme", 10),
     ("app.hosting.zerogpu", 10), ("app.texts", 10), ("app.draw.long_values", 10),
     ("app.settings", 11), ("app.links", 12),
-    ("app.comparison", 13),
+    ("app.comparison", 13), ("app.run.plan", 13), ("app.run.controller", 14), ("app.run", 10),
     ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),
     ("app.hosting.presenter", 10), ("app.hosting.disk", 10), ("app.hosting.classroom", 10),
     ("app.lesson.choice", 14),  # the rule that picks the lesson's one prompt: read by the drawing too

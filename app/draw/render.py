@@ -311,7 +311,7 @@ def chips_html(comparison: Comparison, method: str, steps: list[Step], provision
 
 def clock_note(comparison: Comparison, within_s: float | None = None) -> str:
     """The status line's words on the speedups: what they divide, and how many timing runs stand behind them.
-    within_s: the engine seconds the repeats must fit in (app/runner.py REPEAT_WITHIN_S), to say why a comparison
+    within_s: the engine seconds the repeats must fit in (app/run/runner.py REPEAT_WITHIN_S), to say why a comparison
     ran once when that is why (None: not said)."""
     if comparison.baseline is None or len(comparison.lanes) < 2:
         return ""

@@ -14,15 +14,15 @@ installs, reads every request that names one of the page's events (`fn_index`) b
   address flooding the queue leaves the other places to everyone else; past either it gets HTTP 429 and one line.
   A browser that entered an open class's code (app/hosting/classroom.py) is counted as a visitor of its own instead
   of by its address, its class holding at most max(its size, PLACES_PER_ADDRESS) places together.
-- **A budget per run.** A comparison's engine time is estimated before it joins (app/runner.py `RunCosts`, from
+- **A budget per run.** A comparison's engine time is estimated before it joins (app/run/runner.py `RunCosts`, from
   the engine's time per token as measured when it ran quietly: `quiet_costs`); one over the budget (JOB_BUDGET_S,
   the operator's `--job-budget`) is refused in one line naming the largest settings that fit. A presenter's runs
   are not limited.
 - **The presenter first.** A browser that has entered the operator's presenter key (app/hosting/presenter.py)
   has its jobs taken out of the line into a lane of their own: each starts at once, and a visitor's comparison
-  that is running lets it have the engine before its own next lane (app/runner.py `YIELD_TO`). That needs an
-  engine that takes jobs from two threads one at a time (the engine's own process, engine/process.py); an engine
-  in the server's process (a ZeroGPU Space) gets the presenter's jobs at the head of the line instead.
+  that is running lets it have the engine before its own next lane (a turn policy, app/run/runner.py `Turns`,
+  handed in by app/main.py). That needs an engine that takes jobs from two threads one at a time (the engine's own
+  process, engine/process.py); an engine in the server's process (a ZeroGPU Space) gets the presenter's jobs at the head of the line instead.
 - **Stop withdraws at once.** A visitor's jobs still waiting are moved to a lane that starts them at once, where
   each handler sees the Stop and answers "withdrawn" without running anything (`withdraw`).
 
@@ -360,21 +360,19 @@ def same_key(given: str, key: str) -> bool:
 
 # --- a comparison's cost, before it joins -----------------------------------------------------------------
 
-RUN_POSITIONS = {"methods": 1, "max_new_tokens": 5, "requests_at_once": 13}  # in the Run event's inputs (compare.py)
-
-
 def comparison_lanes(fn, data: list) -> list[tuple[int, int]] | None:
     """The (new tokens, requests at once) of each lane a Run or a share link's run asks for; None for other events
     and for values the handler will refuse itself."""
     from ..links import parse_query
-    from ..settings import PARSERS, SettingError
+    from ..settings import PARSERS, RUN_INPUTS, SettingError
 
+    at = {name: RUN_INPUTS.index(name) for name in ("methods", "max_new_tokens", "requests_at_once")}  # Run's inputs
     name = getattr(fn.fn, "__name__", "")
     try:
-        if name == "on_run" and len(data) > max(RUN_POSITIONS.values()):
-            methods = PARSERS["methods"](data[RUN_POSITIONS["methods"]])
-            tokens = PARSERS["max_new_tokens"](data[RUN_POSITIONS["max_new_tokens"]])
-            requests = PARSERS["requests_at_once"](data[RUN_POSITIONS["requests_at_once"]])
+        if name == "on_run" and len(data) > max(at.values()):
+            methods = PARSERS["methods"](data[at["methods"]])
+            tokens = PARSERS["max_new_tokens"](data[at["max_new_tokens"]])
+            requests = PARSERS["requests_at_once"](data[at["requests_at_once"]])
         elif name == "run_link" and data and isinstance(data[0], str) and data[0]:
             settings, _ = parse_query(parse_qsl(data[0][:MAX_BODY_BYTES], keep_blank_values=True))
             methods, tokens, requests = settings.methods, settings.max_new_tokens, settings.requests_at_once
@@ -420,11 +418,11 @@ def within_the_defaults(lanes: list[tuple[int, int]]) -> bool:
 def quiet_costs(learned):
     """The budget's costs: the engine's time per token as measured when it ran quietly, so that what a visitor may
     run does not move with other people's load. A live pass measured on a busy server is slower than its estimate;
-    one on a quiet server is not. So of every pass `learned` (app/runner.py RunCosts) measures since the server
+    one on a quiet server is not. So of every pass `learned` (app/run/runner.py RunCosts) measures since the server
     started, these costs (a RunCosts of the same starting figures) keep the fastest, measured over estimated, for
     single requests and batches apart: the first run sets it, a quicker one lowers it, a slowed one never raises it.
     The queue's expected waits still use `learned`, which follows the load."""
-    from ..runner import RunCosts
+    from ..run.runner import RunCosts
 
     quiet, observed = RunCosts(learned.token_s, learned.request_token_s, learned.batch_s), learned.observe
     fastest: dict[bool, float] = {}  # batched or not -> the fastest pass, measured over estimated

@@ -2,10 +2,11 @@
 
 app/hosting/zerogpu.py's ZeroGPUEngine runs each lane in a GPU call of its own (a shorter request gets a visitor a
 GPU sooner and fits their quota better than one for every lane), and stops the worker within a step once the
-run's stop event is set. `lane_runner` is the drop-in for app/runner.py's `run_lanes` that drives it: the lanes in
-order, each lane's steps applied through the same LaneEvents the page's own runner applies, in the calling thread
-(the visitor's request, whose ZeroGPU quota the call is counted against, is known there only). Each lane runs once:
-a GPU's timing is steady, and a repeat would cost the visitor's quota again.
+run's stop event is set. `gpu_events` is a transport, not a runner: it says what the GPU calls did as the run's
+own events (app/run/events.py), in the calling thread (the visitor's request, whose ZeroGPU quota the call is
+counted against, is known there only); `lane_runner` is the drop-in for app/run/runner.py's `run_lanes` that
+applies them through the same `LaneRun.apply`. Each lane runs once: a GPU's timing is steady, and a repeat would
+cost the visitor's quota again.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import gradio as gr
 
 from engine.contract.types import EngineError
 
-from ..runner import COLLECT_S, LaneEvent, LaneRun
+from ..run.events import Ended, LaneEvent, RunEvent
+from ..run.runner import COLLECT_S, LaneRun, apply_all
 from .zerogpu import ZeroGPUEngine, no_gpu
 
-__all__ = ["gpu_decorator", "lane_runner", "no_gpu", "warm_up_once", "zero_gpu"]
+__all__ = ["gpu_decorator", "gpu_events", "lane_runner", "no_gpu", "warm_up_once", "zero_gpu"]
 
 
 def zero_gpu() -> bool:
@@ -52,43 +54,48 @@ def _refusal(exc: gr.Error) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def lane_runner(engine: ZeroGPUEngine) -> Callable[..., Iterator[None]]:
+def gpu_events(engine: ZeroGPUEngine, prompt: str, configs: list, stop: threading.Event) -> Iterator[LaneEvent]:
+    """The live pass of `configs` in GPU calls of `engine`, as events: each lane "running", its steps in batches
+    COLLECT_S apart, then "done", "stopped" or "error: ..."; a ZeroGPU refusal (quota, no GPU free, a worker that
+    died) ends the lane it met as an error, said once, and every lane after it "stopped"."""
+    index, refused = 0, False
+    try:
+        for index, config in enumerate(configs):
+            if stop.is_set():
+                yield LaneEvent(index, "stopped")
+                continue
+            yield LaneEvent(index, "running")
+            pending, shown = [], time.monotonic()
+            try:
+                for step in engine.stream_until(prompt, config, stop):
+                    pending.append(step)
+                    if time.monotonic() - shown >= COLLECT_S:
+                        yield LaneEvent(index, steps=tuple(pending))
+                        pending, shown = [], time.monotonic()
+            except EngineError as exc:
+                yield LaneEvent(index, f"error: {exc}", tuple(pending))
+                continue
+            yield LaneEvent(index, "stopped" if stop.is_set() else "done", tuple(pending))
+        return
+    except gr.Error as exc:  # ZeroGPU's own refusals
+        refused = True
+        yield LaneEvent(index, f"error: {_refusal(exc)}")
+    for rest in range(index + 1 if refused else len(configs), len(configs)):
+        yield LaneEvent(rest, "stopped")
+
+
+def lane_runner(engine: ZeroGPUEngine) -> Callable[..., Iterator[RunEvent]]:
     """A `run_lanes(engine, prompt, lanes, stop)` whose lanes run in GPU calls of `engine`."""
 
     def run_lanes(engine_: object, prompt: str, lanes: list[LaneRun], stop: threading.Event,
-                  timing_runs: int | None = None, asked_s: float | None = None) -> Iterator[None]:
-        """As app/runner.py's run_lanes: advance the lanes in order, yielding after every batch of steps (each lane
-        runs once here, and every press runs: `timing_runs` and `asked_s` are not used)."""
+                  timing_runs: int | None = None, asked_s: float | None = None, turns=None) -> Iterator[RunEvent]:
+        """As app/run/runner.py's run_lanes: the events applied, each yielded after (each lane runs once here, and
+        every press runs: `timing_runs`, `asked_s` and `turns` are not used)."""
         if engine_ is not engine:
             raise ValueError("this lane runner was built for another engine")
-        try:
-            for index, lane in enumerate(lanes):
-                if stop.is_set():
-                    lane.apply(LaneEvent(index, "stopped"))
-                    continue
-                lane.apply(LaneEvent(index, "running"))
-                yield
-                pending, shown = [], time.monotonic()
-                try:
-                    for step in engine.stream_until(prompt, lane.config, stop):
-                        pending.append(step)
-                        if time.monotonic() - shown >= COLLECT_S:
-                            lane.apply(LaneEvent(index, steps=tuple(pending)))
-                            pending, shown = [], time.monotonic()
-                            yield
-                except EngineError as exc:
-                    lane.apply(LaneEvent(index, f"error: {exc}", tuple(pending)))
-                    yield
-                    continue
-                lane.apply(LaneEvent(index, "stopped" if stop.is_set() else "done", tuple(pending)))
-                yield
-        except gr.Error as exc:  # ZeroGPU's own refusals (quota, no GPU free, a worker that died)
-            unfinished = [lane for lane in lanes if lane.state in ("waiting", "running")]
-            if unfinished:  # said once; the lanes after it are marked stopped below
-                unfinished[0].state = f"error: {_refusal(exc)}"
-        for lane in lanes:
-            if lane.state in ("waiting", "running"):
-                lane.state = "stopped"
-        yield
+        for event in gpu_events(engine, prompt, [lane.config for lane in lanes], stop):
+            apply_all(lanes, event)
+            yield event
+        yield Ended(tuple(lane.ran() for lane in lanes), stopped=stop.is_set())
 
     return run_lanes

@@ -223,7 +223,7 @@ def create_demo():
     from ..main import build_app
     from ..recordings import default_folder
 
-    from ..runner import run_lanes
+    from ..run.runner import run_lanes
     from .zerogpu import ZeroGPUEngine
 
     engine, notice = load_space_engine(space_preset())

@@ -70,7 +70,7 @@ LIVE_PARTS_ROUNDS = 1
 LIVE_TEMPERATURES = (0.0, 1.0)  # the two ends: the target sure of itself, and sampling at its own odds
 LIVE_TEMPERATURE_PROMPTS = 3  # intervals over the prompts, widened for so few (engine/measure/sweep.py)
 LIVE_TEMPERATURE_TOKENS = 24
-LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab's own: app/runner.py TIMING_RUNS)
+LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab's own: app/run/runner.py TIMING_RUNS)
 # The budget sweep: every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py
 # budget_sweep), recorded on the first TREE_PROMPTS held-out prompts; live, the two ends and the default budget.
 TREE_BUDGETS = (4, 8, 16, 32, 64)

@@ -5,9 +5,10 @@ runs in a worker thread and hands each finished step over a queue; the UI thread
 pace, so drawing the page does not sit on the engine's clock. Stopping sets an event checked after every
 batch of steps, which closes the worker.
 
-One state machine: `lane_events` runs the lanes and says what happened as plain values (LaneEvent: a lane's new
-state, its new steps), and `LaneRun.apply` is the only code that changes a lane. The page's runner below and the
-ZeroGPU path (app/hosting/gpu.py, where the events cross a process boundary) both consume the same events.
+One state machine: `run_events` runs the lanes and says what happened as plain values (app/run/events.py: the
+live pass, the timing repeats, a shared result, the end with what ran), and `LaneRun.apply` is the only code that
+changes a lane. The page's runner below and the ZeroGPU path (app/hosting/gpu.py, where the events cross a process
+boundary) both consume the same events. Who goes first between two lanes is a turn policy (`Turns`) handed in.
 
 Timing runs: after the pass shown live, every lane runs again (`timing_runs` in all), the lanes taking
 turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the
@@ -38,6 +39,8 @@ from engine.contract.interface import EngineLike
 from engine.contract.summary import fastest_steps, summarize
 from engine.contract.types import EngineError, GenerationConfig, Step
 
+from .events import Ended, LaneEvent, LaneRan, RepeatEvent, RunEvent, SharedEvent
+
 
 @dataclass
 class LaneRun:
@@ -49,30 +52,40 @@ class LaneRun:
     repeating: bool = False  # a repeat of this lane is running now
     rates: list = field(default_factory=list)  # each complete run's (tokens per compute second, per wall second)
     engine_share: float | None = None  # of its live pass on the clock, the share its engine run took (LaneEvent)
+    drafts_per_step: int | None = None  # what it runs, after its drafter's cap (app/run/plan.py; None: not fixed)
 
-    def apply(self, event: "LaneEvent") -> None:
-        """What one event of its live pass does to this lane: its steps grow, its state moves on; a lane done
-        counts its live pass as its first timing run."""
-        self.steps.extend(event.steps)
-        if event.state:
-            self.state = event.state
-        if event.engine_share is not None:
+    def apply(self, event: RunEvent) -> None:
+        """What one event does to this lane (the only code that changes one). The live pass: its steps grow, its
+        state moves on, and a lane done counts its live pass as its first timing run. A repeat: it began, or it
+        ended counted (its rates) or not; then its steps each at their fastest. A shared run: its lane, taken whole."""
+        if isinstance(event, LaneEvent):
+            self.steps.extend(event.steps)
+            if event.state:
+                self.state = event.state
+            if event.engine_share is not None:
+                self.engine_share = event.engine_share
+            if event.state == "done":
+                self.timing_runs, self.rates = 1, [run_rates(self.steps)]
+        elif isinstance(event, RepeatEvent):
+            self.repeating = event.began
+            if event.rates is not None:
+                self.rates.append(event.rates)
+                self.timing_runs += 1
+            if event.fastest:
+                self.steps[:] = event.fastest
+        elif isinstance(event, SharedEvent):
+            self.steps[:] = event.steps
+            self.state, self.timing_runs, self.rates = event.state, event.timing_runs, list(event.rates)
             self.engine_share = event.engine_share
-        if event.state == "done":
-            self.timing_runs, self.rates = 1, [run_rates(self.steps)]
+
+    def ran(self) -> LaneRan:
+        return LaneRan(self.method, self.state, self.drafts_per_step)
 
 
-@dataclass(frozen=True)
-class LaneEvent:
-    """One thing that happened to lane `index` in the live pass: a new state ("" for none) and new steps."""
-
-    index: int
-    state: str = ""  # "running", "done", "stopped", "error: <one line>", or "" (steps only)
-    steps: tuple[Step, ...] = ()
-    # On "done": the share of the lane's live pass on the clock (from its first step asked for to its last handed
-    # over) that its run took in the engine (its trace's wall time). Near 1 when the page takes and draws the steps
-    # as fast as they come; far below it when the server, busy with other requests, is slow to (None: not said).
-    engine_share: float | None = None
+def apply_all(lanes: Sequence[LaneRun], event: RunEvent) -> None:
+    """Fold one event of the stream into the lanes it names (an Ended changes none)."""
+    if not isinstance(event, Ended):
+        lanes[event.index].apply(event)
 
 
 def run_rates(steps: list[Step]) -> tuple:
@@ -153,18 +166,27 @@ class RunCosts:
 
 
 COSTS = RunCosts()
-# Asked before each lane and each repeat with the run's stop event: True while another job should have the engine
-# first (app/hosting/fairness.py sets it when a presenter key is set); the run waits, Stop still ends it.
-YIELD_TO: Callable[[threading.Event], bool] = lambda stop: False
 MAX_YIELD_S = 180.0  # the longest a run waits for others' jobs between two of its lanes
 
 
-def take_turn(stop: threading.Event) -> float:
-    """Wait while another job should have the engine first; the seconds waited."""
-    started = time.monotonic()
-    while YIELD_TO(stop) and not stop.is_set() and time.monotonic() - started < MAX_YIELD_S:
-        time.sleep(0.05)
-    return time.monotonic() - started
+class Turns:
+    """A run's turn policy: asked before each lane and each repeat with the run's stop event, `yield_to` says True
+    while another job should have the engine first (app/main.py hands in one that lets a presenter's job go
+    between a visitor's lanes, app/hosting/fairness.py); the run waits, Stop still ends it."""
+
+    def __init__(self, yield_to: Callable[[threading.Event], bool] | None = None, max_wait_s: float = MAX_YIELD_S):
+        self.yield_to, self.max_wait_s = yield_to, max_wait_s
+
+    def take(self, stop: threading.Event) -> float:
+        """Wait while another job should have the engine first; the seconds waited."""
+        started = time.monotonic()
+        while (self.yield_to is not None and self.yield_to(stop) and not stop.is_set()
+               and time.monotonic() - started < self.max_wait_s):
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+
+EVERY_RUN_FIRST = Turns()  # no other job goes first
 
 
 COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once when a lane ends)
@@ -186,30 +208,26 @@ def stream_steps(engine: EngineLike, prompt: str, config: GenerationConfig, stop
 
 
 MAX_SHARED = 16  # finished runs kept for sharing
-_shared: dict[tuple, tuple[list[LaneRun], float]] = {}  # run key -> (its lanes, when it ended)
+_shared: dict[tuple, tuple[tuple[SharedEvent, ...], float]] = {}  # run key -> (its lanes as events, when it ended)
 _shared_lock = threading.Lock()
 
 
-def _share_key(engine, prompt: str, lanes: list[LaneRun], timing_runs: int) -> tuple:
-    return id(engine), prompt, tuple(lane.config for lane in lanes), timing_runs
+def _share_key(engine, prompt: str, configs: Sequence[GenerationConfig], timing_runs: int) -> tuple:
+    return id(engine), prompt, tuple(configs), timing_runs
 
 
-def _take_shared(key: tuple, lanes: list[LaneRun], asked_s: float | None) -> bool:
-    """Give `lanes` the lanes of an identical run that ended after `asked_s` (None: asked now, so none)."""
+def _take_shared(key: tuple, asked_s: float | None) -> tuple[SharedEvent, ...] | None:
+    """The lanes of an identical run that ended after `asked_s` (None: asked now, so none)."""
     with _shared_lock:
         found = _shared.get(key)
     if found is None or asked_s is None or found[1] < asked_s:
-        return False
-    for lane, done in zip(lanes, found[0]):
-        lane.steps[:] = done.steps
-        lane.state, lane.timing_runs, lane.rates = done.state, done.timing_runs, list(done.rates)
-        lane.engine_share = done.engine_share
-    return True
+        return None
+    return found[0]
 
 
-def _keep_shared(key: tuple, lanes: list[LaneRun]) -> None:
-    kept = [LaneRun(lane.method, lane.config, list(lane.steps), lane.state, lane.timing_runs, False,
-                    list(lane.rates), lane.engine_share) for lane in lanes]
+def _keep_shared(key: tuple, lanes: Sequence["_Record"]) -> None:
+    kept = tuple(SharedEvent(i, lane.state, tuple(lane.steps), lane.timing_runs, tuple(lane.rates), lane.share)
+                 for i, lane in enumerate(lanes))
     with _shared_lock:
         _shared.pop(key, None)
         _shared[key] = (kept, time.monotonic())
@@ -217,57 +235,89 @@ def _keep_shared(key: tuple, lanes: list[LaneRun]) -> None:
             _shared.pop(next(iter(_shared)))
 
 
-def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
-              timing_runs: int = TIMING_RUNS, asked_s: float | None = None) -> Iterator[None]:
-    """Advance the lanes in order, yielding after every batch of steps so the caller can redraw; then the
-    timing runs (module docstring). asked_s: when the visitor pressed Run (time.monotonic; None: now). An identical
-    run that ended after that press gives its lanes instead: a class pressing one Run together, each press waiting
-    its turn in the engine's queue, costs one run; a press after a run ended measures afresh."""
-    key = _share_key(engine, prompt, lanes, timing_runs)
-    if not stop.is_set() and _take_shared(key, lanes, asked_s):
-        yield
+@dataclass
+class _Record:
+    """What the producer of the events remembers of a lane to decide what comes next (never the page's lane)."""
+
+    state: str = "waiting"
+    steps: list[Step] = field(default_factory=list)
+    timing_runs: int = 0
+    rates: list = field(default_factory=list)
+    share: float | None = None
+
+
+def run_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConfig], stop: threading.Event,
+               timing_runs: int = TIMING_RUNS, asked_s: float | None = None, turns: Turns = EVERY_RUN_FIRST
+               ) -> Iterator[RunEvent]:
+    """The whole run as events: the live pass, then the timing runs (module docstring); no Ended (run_lanes says
+    what ran, from the plan's lanes). asked_s: when the visitor pressed Run (time.monotonic; None: now). An
+    identical run that ended after that press gives its lanes instead: a class pressing one Run together, each
+    press waiting its turn in the engine's queue, costs one run; a press after a run ended measures afresh."""
+    key = _share_key(engine, prompt, configs, timing_runs)
+    shared = None if stop.is_set() else _take_shared(key, asked_s)
+    if shared is not None:
+        yield from shared
         return
+    records = [_Record() for _ in configs]
     started, waited = time.monotonic(), [0.0]
-    yield from _live_pass(engine, prompt, lanes, stop, waited)
+    for event in lane_events(engine, prompt, configs, stop, waited=waited, turns=turns):
+        record = records[event.index]
+        record.steps.extend(event.steps)
+        record.state = event.state or record.state
+        if event.state == "done":
+            record.timing_runs, record.rates, record.share = 1, [run_rates(record.steps)], event.engine_share
+        yield event
     live_s = time.monotonic() - started - waited[0]
-    if all(lane.state == "done" for lane in lanes) and not stop.is_set():
-        COSTS.observe([(lane.config.max_new_tokens, lane.config.requests_at_once) for lane in lanes], live_s)
-    runs = runs_that_fit(engine_seconds(lanes), timing_runs)
+    if all(r.state == "done" for r in records) and not stop.is_set():
+        COSTS.observe([(c.max_new_tokens, c.requests_at_once) for c in configs], live_s)
+    runs = runs_that_fit(sum(summarize(r.steps).wall_s for r in records if r.steps), timing_runs)
     if runs > 1:
-        yield from _repeats(engine, prompt, lanes, stop, runs)
-    if all(lane.state == "done" for lane in lanes) and not stop.is_set():
-        _keep_shared(key, lanes)
+        yield from _repeats(engine, prompt, configs, records, stop, runs, turns)
+    if all(r.state == "done" for r in records) and not stop.is_set():
+        _keep_shared(key, records)
 
 
-def _repeats(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event, timing_runs: int) -> Iterator[None]:
+def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
+              timing_runs: int = TIMING_RUNS, asked_s: float | None = None, turns: Turns = EVERY_RUN_FIRST
+              ) -> Iterator[RunEvent]:
+    """Advance the lanes by run_events, each event applied before it is yielded, so the caller can redraw; last,
+    Ended with what each lane ran."""
+    for event in run_events(engine, prompt, [lane.config for lane in lanes], stop, timing_runs, asked_s, turns):
+        apply_all(lanes, event)
+        yield event
+    yield Ended(tuple(lane.ran() for lane in lanes), stopped=stop.is_set())
+
+
+def _repeats(engine, prompt: str, configs, records: list[_Record], stop: threading.Event, timing_runs: int,
+             turns: Turns) -> Iterator[RepeatEvent]:
     """Run every finished lane again, in turns; each lane then keeps, step by step, its fastest timing of the
     same tokens (engine/contract/summary.py fastest_steps), over the runs that drafted alike (module docstring)."""
-    runs = {id(lane): [list(lane.steps)] for lane in lanes}
+    runs = {i: [list(r.steps)] for i, r in enumerate(records)}
     ended = set()  # lanes whose last repeat was not a run of the same work: not repeated again
     for _ in range(timing_runs - 1):
-        for lane in lanes:
-            if stop.is_set() or lane.state != "done" or id(lane) in ended:
+        for i, (config, record) in enumerate(zip(configs, records)):
+            if stop.is_set() or record.state != "done" or i in ended:
                 continue
-            take_turn(stop)
-            lane.repeating = True
-            yield
+            turns.take(stop)
+            yield RepeatEvent(i, began=True)
             try:
-                steps = [step for batch in stream_steps(engine, prompt, lane.config, stop) for step in batch]
+                steps = [step for batch in stream_steps(engine, prompt, config, stop) for step in batch]
             except EngineError:  # it ran once already; a repeat that fails only loses its timing
                 steps = []
-            lane.repeating = False
-            if _complete(steps) and _same_tokens(steps, lane.steps):
-                if _same_run(steps, lane.steps):
-                    runs[id(lane)].append(steps)
-                lane.rates.append(run_rates(steps))
-                lane.timing_runs += 1
+            rates = None
+            if _complete(steps) and _same_tokens(steps, record.steps):
+                if _same_run(steps, record.steps):
+                    runs[i].append(steps)
+                rates = run_rates(steps)
+                record.rates.append(rates)
+                record.timing_runs += 1
             else:
-                ended.add(id(lane))
-            yield
-    for lane in lanes:
-        if lane.state == "done" and len(runs[id(lane)]) > 1:
-            lane.steps[:] = fastest_steps(runs[id(lane)])
-    yield
+                ended.add(i)
+            yield RepeatEvent(i, rates=rates)
+    for i, record in enumerate(records):
+        if record.state == "done" and len(runs[i]) > 1:
+            record.steps[:] = fastest_steps(runs[i])
+            yield RepeatEvent(i, fastest=tuple(record.steps))
 
 
 def _complete(steps: list[Step]) -> bool:
@@ -284,8 +334,9 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
     return len(a) == len(b) and all(x.committed == y.committed and x.drafted == y.drafted for x, y in zip(a, b))
 
 
-def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig], stop: threading.Event,
-                settle_s: float | None = None, waited: list[float] | None = None) -> Iterator[LaneEvent]:
+def lane_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConfig], stop: threading.Event,
+                settle_s: float | None = None, waited: list[float] | None = None,
+                turns: Turns = EVERY_RUN_FIRST) -> Iterator[LaneEvent]:
     """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
     ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too).
     settle_s: the pause before each lane (None: SETTLE_S as it is when the pass runs)."""
@@ -295,7 +346,7 @@ def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig]
             yield LaneEvent(index, "stopped")
             continue
         yield LaneEvent(index, "running")
-        paused = take_turn(stop)
+        paused = turns.take(stop)
         if waited is not None:
             waited[0] += paused
         time.sleep(settle_s)  # let the page draw the lane that just ended before this one is timed
@@ -313,10 +364,3 @@ def lane_events(engine: EngineLike, prompt: str, configs: list[GenerationConfig]
         on_clock = time.monotonic() - started
         yield LaneEvent(index, "done", engine_share=min(1.0, summarize(lane_steps).wall_s / on_clock)
                         if on_clock > 0 else None)
-
-
-def _live_pass(engine, prompt: str, lanes: list[LaneRun], stop: threading.Event,
-               waited: list[float] | None = None) -> Iterator[None]:
-    for event in lane_events(engine, prompt, [lane.config for lane in lanes], stop, waited=waited):
-        lanes[event.index].apply(event)
-        yield

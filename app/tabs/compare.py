@@ -13,51 +13,49 @@ one restores every control and runs the comparison.
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
-import html
-import json
-import os
-import tempfile
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from urllib.parse import parse_qsl
 
 import gradio as gr
-from gradio.components.plot import PlotData
 
 from engine.contract.interface import EngineLike
 from engine.contract.methods import METHOD_REGISTRY, method_label
 from engine.contract.presets import OVERLAP_CHOICES, SCHEDULERS, VERIFY_RULES
-from engine.contract.summary import summarize
 from engine.contract.types import MAX_DRAFTS, MAX_TEMPERATURE, MAX_TREE_NODES, EngineError
 
-from ..draw.projector import adopt_from_link
 from ..draw.charts import CHART_IDS, NUM_CHARTS, comparison_figures
 from ..examples import example_prompts
 from ..words import prose_note
-from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, MAX_REQUESTS_AT_ONCE_UI, PARSERS, SettingError, Settings,
-                        default_settings, parse_controls, quoted)
-from ..links import build_query, is_link, parse_query
-from ..comparison import Comparison, LaneResult, RecordError, read_comparison, settings_dict
-from ..draw.render import LEGEND_HTML, clock_note, empty_lane_html, lane_html, status_html
-from .. import runner
-from ..runner import LaneRun, run_lanes as run_lanes_here
+from ..settings import (MAX_NEW_TOKENS_UI, MAX_PROMPT_CHARS, MAX_REQUESTS_AT_ONCE_UI, PARSERS, RUN_INPUTS,
+                        SettingError, Settings, quoted)
+from ..links import build_query
+from ..comparison import RecordError, read_comparison
+from ..draw.render import LEGEND_HTML, clock_note, empty_lane_html, status_html
+from ..run import runner
+from ..run.controller import Finished, LiveRun
+from ..run.plan import RunPlan, controls_by_name, read_controls
+from ..run.runner import EVERY_RUN_FIRST, Turns, run_lanes as run_lanes_here
 from ..hosting import memory
 from ..servers import lanes as server_lanes
 from ..hosting.sessions import SessionStore
 from ..hosting.uploads import SavedFileButton
 from . import device_recordings
+from .compare_links import LONG_LINK_CHARS, MAX_LINK_CHARS, LinkHandlers
+from .compare_views import (NOT_SELECTED, LaneViews, Replays, as_sent, control_values, download_path, load_note,
+                            notes_update, query_items, running_message, timing_message, versions)
+
+__all__ = ["CHART_IDS", "LONG_LINK_CHARS", "MAX_LINK_CHARS", "NOT_SELECTED", "NUM_CHARTS", "CompareHandlers",
+           "LaneViews", "LinkHandlers", "Replays", "RunController", "as_sent", "clock_note", "control_values",
+           "download_path", "notes_update", "query_items", "render", "versions"]
 
 REDRAW_EVERY_S = 0.5  # lanes redraw at most this often while a lane runs (each redraw briefly holds
 # the interpreter the engine runs in; a lane that ends is drawn while the next one has not started yet)
 # While lanes run, the page gets only light updates (a running lane's new tokens, a finished lane's chips);
 # the full lanes (hover text, lists of steps) and the charts are built and sent once, after the last lane:
 # building and drawing them would otherwise share the cores, and the interpreter, with the lane being measured.
-NOT_SELECTED = "not selected"
 NO_FILE = "no file arrived: open a saved comparison's .json file"
 
 # Before the share-link handler runs, the browser swaps in the page's own address (origin + path, so a
@@ -95,8 +93,6 @@ WHEN_IDLE_JS = ("async (...inputs) => { await new Promise((done) => window.reque
                 "window.requestIdleCallback(done, {timeout: 3000}) : setTimeout(done, 0)); return inputs; }")
 
 MAX_RUN_S = 180.0  # one comparison's wall-time limit: the engine is shared, so the queue must keep moving
-LONG_LINK_CHARS = 8_000  # past this, some servers and proxies refuse the address
-MAX_LINK_CHARS = 60_000  # past this no link is made: the server itself cannot open an address over 65,536 bytes
 
 ACCEPTANCE_CAPTION = ("At temperature 0 a drafted token is accepted exactly when it is the target's own choice (its "
                       "most likely token). Above 0, the rejection rule accepts it with probability "
@@ -120,108 +116,6 @@ CHARTS_CAPTION = ("**How each lane did:** how many drafts each step kept (τ, th
                   "what remains between that bar and the "
                   "measured one is host work, bubbles and the prefill. ✂ in a lane marks where a scheduler cut the "
                   "block before verification.")
-
-
-@functools.cache
-def versions() -> dict:
-    """Versions that shape a run's numbers, read once from the installed packages (no import of torch here)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in ("torch", "transformers", "gradio"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    return found
-
-
-MAX_DOWNLOADS = 256  # download files kept (one per comparison, the latest offered): the folder stays under ~1.3 GB
-
-
-def download_path(text: str, keep: int = MAX_DOWNLOADS) -> Path:
-    """The file "Download this comparison" offers for a comparison's JSON `text`: named by its content and written
-    once, so every session downloading one comparison (a class on a recorded link) shares it, and shares Gradio's
-    copy of it too (Gradio keeps one copy per content and name). Past `keep` files the least recently offered are
-    removed (Gradio serves its own copy, so a page that still shows a removed file's button keeps working a while)."""
-    folder = Path(tempfile.gettempdir()) / "speclab-comparisons"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"speclab-comparison-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-    try:
-        os.utime(path)  # offered again: the latest
-    except FileNotFoundError:
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, suffix=".part", delete=False) as part:
-            part.write(text)
-        os.replace(part.name, path)  # whole or not at all: another browser session may be reading it
-    others = []
-    for other in folder.glob("speclab-comparison-*.json"):
-        try:
-            others.append((other.stat().st_mtime, other))
-        except OSError:  # removed by another thread meanwhile
-            pass
-    for _, old in sorted(others, reverse=True)[max(0, keep - 1):]:
-        if old != path:
-            old.unlink(missing_ok=True)
-    return path
-
-
-def control_values(settings: Settings) -> list:
-    """Every control's value for `settings`, in PARSERS order (the seed as text, the lanes as a list)."""
-    return [str(v) if name == "seed" else list(v) if name == "methods" else v
-            for name, v in ((name, getattr(settings, name)) for name in PARSERS)]
-
-
-def notes_update(messages: list[str], heading: str):
-    """The link notes' update: the messages under a heading, or hidden when there are none."""
-    if not messages:
-        return gr.update(value="", visible=False)
-    items = "".join(f"<li>{html.escape(m)}</li>" for m in messages)
-    return gr.update(value=f'<div class="status-error link-notes">{html.escape(heading)}<ul>{items}</ul></div>',
-                     visible=True)
-
-
-def parse_show_drafts(value) -> bool:
-    if not isinstance(value, bool):
-        raise SettingError(f"show drafts must be true or false, got {value!r:.40}")
-    return value
-
-
-def query_items(request: gr.Request | None) -> list[tuple[str, str]]:
-    """The page's query parameters, repeats kept (Gradio forwards the page's query with every event)."""
-    params = getattr(request, "query_params", None) if request is not None else None
-    if params is None:
-        return []
-    if hasattr(params, "multi_items"):
-        return [(str(k), str(v)) for k, v in params.multi_items()]
-    return [(str(k), str(v)) for k, v in dict(params).items()]  # a pickled request holds a plain dict
-
-
-def load_note(settings: Settings) -> str:
-    """What a run with requests at once above 1 measured: one request of a full batch."""
-    n = settings.requests_at_once
-    if n == 1:
-        return ""
-    return (f" Each lane decoded your prompt among {n} requests at once, one batch (the others held-out prompts, each "
-            "replaced as it finished): the lane shows your request, each step is the whole batch's, and its batch "
-            "tokens/s is what all of them wrote.")
-
-
-def running_message(lane: LaneRun, device: str, max_new_tokens: int) -> str:
-    """The status while a lane runs: its numbers so far (its own box shows only its tokens until it ends)."""
-    message = f"running {method_label(lane.method)} on {device}…"
-    if lane.steps:
-        s = summarize(lane.steps)
-        message += f" {s.num_new_tokens} of {max_new_tokens} tokens, τ {s.tau:.2f}, {s.tokens_per_s:.0f} tokens/s so far"
-    return message
-
-
-def timing_message(lane_runs: list[LaneRun]) -> str:
-    """The status while the lanes are timed again (app/runner.py): which lane, which run."""
-    lane = next((lane for lane in lane_runs if lane.repeating), None)
-    if lane is None:
-        return "…"
-    return (f"timing: {method_label(lane.method)} again, run {lane.timing_runs + 1} (the lanes run again in turn, "
-            "each step keeping its fastest timing: speedups that hold still on a shared machine)…")
 
 
 # --- the layout ------------------------------------------------------------------------------------------
@@ -384,160 +278,41 @@ def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], blo
 
 # --- the behaviour ---------------------------------------------------------------------------------------
 
-class LaneViews:
-    """How this page draws a comparison: each lane's HTML and the charts, for the lanes this engine runs."""
+def by_name(handle: Callable) -> Callable:
+    """A Run event's handler that takes the controls as one dict by name (RUN_INPUTS) and the request. The page and
+    the API still send the inputs in RUN_INPUTS order, and the API documents each under its name: the event's
+    signature is made from RUN_INPUTS (one list of names, never a second hand-written one)."""
 
-    def __init__(self, engine: EngineLike, sessions: SessionStore):
-        self.sessions = sessions
-        self.methods = list(engine.methods())
-        # shown in each lane's header: the drafter at temperature 0, and above it (a checkpoint trained for sampling)
-        self.drafters = {m: engine.drafter_label(m) for m in self.methods}
-        self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
-        self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
-        self.defaults = default_settings(self.methods)
+    def called(self, values, request):
+        if request is None:
+            *values, request = values
+        return handle(self, controls_by_name(values), request)
 
-    def refused(self, message: str) -> tuple:
-        return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)
-
-    def projector(self, session: str) -> bool:
-        """Whether the session's page is in projector mode (its charts then drawn for a room)."""
-        return self.sessions.get(session).projector
-
-    def draw(self, comparison: Comparison, show: bool, projector: bool = False) -> tuple[list, tuple]:
-        """What the page draws of a comparison: each lane's HTML (None when not in it) and the charts."""
-        boxes = [lane_html(comparison, m, show) if m in comparison.lanes else None for m in self.methods]
-        shown = Comparison({**comparison.settings}, {m: l for m, l in comparison.lanes.items() if m in self.methods},
-                           comparison.device, comparison.preset, comparison.versions, comparison.recorded_at)
-        return boxes, comparison_figures(shown, projector)
-
-    def page_outputs(self, comparison: Comparison, show: bool, status: str, drawn: tuple | None = None,
-                     projector: bool = False) -> tuple:
-        """The run's outputs for a comparison: the status, each lane (hidden when not in it), the charts.
-        `drawn`: what `draw` returned for it before. (The updates are made anew each time: Gradio consumes them.)"""
-        boxes, figures = drawn or self.draw(comparison, show, projector)
-        return status, *[gr.update(value=box, visible=True) if box is not None else gr.update(visible=False)
-                         for box in boxes], *figures
-
-    def lanes_html(self, comparison: Comparison, show: bool, shown: dict, drawn: dict, live: bool) -> list[str]:
-        """Every box's HTML. live: the light view, re-rendered only for a lane that changed (an unchanged lane is
-        resent as the same string, which Gradio sends no bytes for; never gr.skip(), which in Gradio 6 adds a
-        component to the session's state for good)."""
-        for m in self.methods:
-            lane = comparison.lanes.get(m)
-            if lane is None:
-                shown.setdefault(m, empty_lane_html(m, NOT_SELECTED, self.drafters[m]))
-                continue
-            mark = (len(lane.steps), lane.state)
-            if not (live and drawn.get(m) == mark):
-                drawn[m] = mark
-                shown[m] = lane_html(comparison, m, show, live=live)
-        return [shown[m] for m in self.methods]
-
-
-def as_sent(figure):
-    """A plotly figure as the JSON Gradio sends, so a drawing kept for every visitor is made JSON once, not once a
-    visitor (None stays None)."""
-    return None if figure is None else PlotData(type="plotly", plot=figure.to_json())
-
-
-class Replays:
-    """The replay cache: complete runs recorded by configuration (app/recordings.py, shared by every visitor) and
-    what the page drew of them, so a class opening one link computes and draws it once."""
-
-    def __init__(self, engine: EngineLike, views: LaneViews, sessions: SessionStore):
-        self.engine, self.views, self.sessions = engine, views, sessions
-
-    def pin(self, key: str) -> None:
-        """The run recorded under `key` is never evicted (an operator's link)."""
-        self.sessions.recorded.pin(key)
-
-    def result_key(self, settings: Settings) -> str:
-        """Everything a run's outcome depends on: the models, the device and every setting."""
-        return json.dumps([self.engine.preset, self.engine.device_name, settings_dict(settings)], sort_keys=True)
-
-    def status_recorded(self, comparison: Comparison, how: str) -> str:
-        missing = [m for m in comparison.lanes if m not in self.views.methods]
-        note = f" (lanes this server cannot show: {', '.join(missing)})" if missing else ""
-        return status_html(f"recorded {comparison.recorded_at} on {comparison.device}, preset "
-                           f"{comparison.preset} ({how}): nothing was rerun{note}.")
-
-    def show_recorded(self, comparison: Comparison, show: bool, how: str, projector: bool = False) -> tuple:
-        """The page's outputs for a recorded comparison: its lanes and charts as they were measured."""
-        return self.views.page_outputs(comparison, show, self.status_recorded(comparison, how), projector=projector)
-
-    def show_comparison(self, comparison: Comparison, session: str, how: str) -> tuple:
-        """A recorded comparison shown as if just run (a lesson point): every control set to its settings, then
-        its lanes and charts; it becomes the session's last comparison (Step through and Why read it)."""
-        self.sessions.get(session).last = comparison
-        settings = parse_controls(comparison.settings)
-        settings = replace(settings, methods=tuple(m for m in settings.methods if m in self.views.methods))
-        drawn = self.draw_once(f"shown|{id(comparison)}", comparison, True, self.views.projector(session))
-        status = self.status_recorded(comparison, how)
-        return *control_values(settings), *self.views.page_outputs(comparison, True, status, drawn)
-
-    def recorded_outputs(self, key: str, session: str, show: bool) -> tuple | None:
-        """The page's outputs for the run this server recorded under `key` (it becomes the session's last
-        comparison), or None when there is none."""
-        recorded = self.sessions.recorded.last(key)
-        if recorded is None:
-            return None
-        self.sessions.get(session).last = recorded
-        status = self.status_recorded(recorded, "the same comparison ran before on this server; this is that run")
-        drawn = self.draw_once(key, recorded, show, self.views.projector(session))
-        return self.views.page_outputs(recorded, show, status, drawn)
-
-    def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
-        """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
-        made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
-        draw it forty times, nor wait for forty drawings (app/hosting/sessions.py DrawnOnce)."""
-        def draw() -> tuple:
-            boxes, figures = self.views.draw(comparison, show, projector)
-            return boxes, tuple(as_sent(f) for f in figures)
-
-        return self.sessions.replays.get(f"{key}|{show}|{projector}", comparison, draw)
-
-
-def raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule, scheduler,
-                 confidence_threshold, overlap, tree_nodes, requests_at_once) -> dict:
-    """The Run button's control values, as the page sends them (unchecked), by the names parse_controls reads."""
-    return dict(prompt=prompt, methods=methods, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                serial_k=serial_k, drafts_per_block=drafts_per_block, verify_rule=verify_rule, scheduler=scheduler,
-                confidence_threshold=confidence_threshold, overlap=overlap, tree_nodes=tree_nodes,
-                requests_at_once=requests_at_once)
+    if inspect.isgeneratorfunction(handle):  # Gradio streams a generator's outputs: the event must be one too
+        def event(self, *values, request=None):
+            yield from called(self, values, request)
+    else:
+        def event(self, *values, request=None):
+            return called(self, values, request)
+    event = functools.wraps(handle)(event)
+    plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    event.__signature__ = inspect.Signature([inspect.Parameter("self", plain),
+                                             *(inspect.Parameter(name, plain) for name in RUN_INPUTS),
+                                             inspect.Parameter("request", plain, annotation=gr.Request)])
+    return event
 
 
 class RunController:
-    """Runs comparisons: checks the settings, runs the lanes (app/runner.py), yields the page's outputs as they
-    fill, records complete runs; Stop, the time limit, saved files and the download. Per-session state lives in
-    `sessions` (app/hosting/sessions.py), nothing here."""
+    """Runs comparisons: plans them (app/run/plan.py), runs the plan (app/run/controller.py), draws each moment and
+    the result, records complete runs; Stop, saved files and the download. Per-session state lives in `sessions`
+    (app/hosting/sessions.py), nothing here."""
 
     def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, sessions: SessionStore,
-                 run_lanes: Callable[..., Iterator[None]] = run_lanes_here, max_run_s: float = MAX_RUN_S):
+                 run_lanes: Callable[..., Iterator] = run_lanes_here, max_run_s: float = MAX_RUN_S,
+                 turns: Turns = EVERY_RUN_FIRST):
         self.engine, self.views, self.replays, self.sessions = engine, views, replays, sessions
-        self.run_lanes = run_lanes
-        self.max_run_s = max_run_s
+        self.run_lanes, self.max_run_s, self.turns = run_lanes, max_run_s, turns
         self.servers = None  # the server lanes (app/servers/lanes.py ServerLaneHandlers), where the page has any
-
-    def _live_lanes(self, settings: Settings, lane_runs: list[LaneRun], ended: dict[str, LaneResult]) -> Comparison:
-        """The comparison so far: ended lanes with their summaries, the running one without."""
-        lanes = {}
-        drafters = self.views.sampled_drafters if settings.temperature > 0 else self.views.drafters
-        for run in lane_runs:
-            if run.state not in ("waiting", "running") and run.method not in ended:
-                ended[run.method] = LaneResult.ended(run.method, run.steps, drafters[run.method], run.state,
-                                                     max(1, run.timing_runs), run.rates, run.engine_share)
-            lanes[run.method] = ended.get(run.method) or LaneResult(run.method, tuple(run.steps),
-                                                                    drafters[run.method], run.state)
-        return Comparison(settings_dict(settings), lanes, self.engine.device_name, self.engine.preset,
-                          dict(versions()))
-
-    def _checked(self, settings: Settings) -> list[LaneRun]:
-        """The lanes to run, every setting checked by the engine first (raises EngineError)."""
-        lane_runs = [LaneRun(m, settings.config(m)) for m in settings.methods]
-        for lane in lane_runs:
-            lane.config.validate()
-        self.engine.encode_prompt(settings.prompt)
-        return lane_runs
 
     def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False,
                        pin: bool = False, timing_runs: int | None = None) -> Iterator[tuple]:
@@ -545,14 +320,14 @@ class RunController:
         lanes run: the button, a share link and the API all come here. reuse: show the recorded run of the
         same configuration when there is one (share links: thirty visitors of one link compute it once);
         pin: the operator's link, whose recorded run is never evicted; timing_runs: each lane's complete runs
-        (default: the lane runner's own, app/runner.py TIMING_RUNS)."""
+        (default: the lane runner's own, app/run/runner.py TIMING_RUNS)."""
         try:
-            lane_runs = self._checked(settings)
+            plan = RunPlan.of(settings, self.engine, self.views.caps)
         except EngineError as exc:
             yield self.views.refused(str(exc))
             return
         state = self.sessions.get(session)
-        asked_s = state.run_pressed_s  # an identical run that ended since is shared (app/runner.py run_lanes)
+        asked_s = state.run_pressed_s  # an identical run that ended since is shared (app/run/runner.py run_events)
         if state.withdrawn():
             yield status_html("withdrawn: Stop was pressed while this run waited in the queue; nothing ran."), \
                 *[gr.skip()] * (len(self.views.methods) + NUM_CHARTS)
@@ -566,47 +341,30 @@ class RunController:
             return
         stop = state.stop = threading.Event()
         try:
-            yield from self._run(settings, show, lane_runs, stop, state, key, pin, timing_runs, asked_s)
+            yield from self._run(plan, show, stop, state, key, pin, timing_runs, asked_s)
         finally:
             stop.set()  # a closed page or a cancelled event also ends the worker
             state.stop = None
 
-    def _run(self, settings: Settings, show: bool, lane_runs: list[LaneRun], stop: threading.Event, state,
-             key: str, pin: bool = False, timing_runs: int | None = None,
-             asked_s: float | None = None) -> Iterator[tuple]:
-        shown, drawn, ended = {}, {}, {}
-        last_draw, started, out_of_time = 0.0, time.monotonic(), False
-        runs = {"asked_s": asked_s} if timing_runs is None else {"timing_runs": timing_runs, "asked_s": asked_s}
-        for _ in self.run_lanes(self.engine, settings.prompt, lane_runs, stop, **runs):
+    def _run(self, plan: RunPlan, show: bool, stop: threading.Event, state, key: str, pin: bool = False,
+             timing_runs: int | None = None, asked_s: float | None = None) -> Iterator[tuple]:
+        drafters = self.views.sampled_drafters if plan.settings.temperature > 0 else self.views.drafters
+        run = LiveRun(self.engine, plan, drafters, versions(), self.run_lanes, self.turns, self.max_run_s)
+        shown, drawn, last_draw = {}, {}, 0.0
+        for moment in run.moments(stop, timing_runs, asked_s):
             now = time.monotonic()
-            if now - started > self.max_run_s and not stop.is_set():
-                stop.set()  # the running lane ends after its current step
-                out_of_time = True
-            running = next((lane for lane in lane_runs if lane.state == "running"), None)
-            if running is not None and now - last_draw < REDRAW_EVERY_S:
+            if moment.running is not None and now - last_draw < REDRAW_EVERY_S:
                 continue
             last_draw = now
-            message = running_message(running, self.engine.device_name, settings.max_new_tokens) if running \
-                else timing_message(lane_runs)
-            live = self._live_lanes(settings, lane_runs, ended)
-            yield status_html(message), *self.views.lanes_html(live, show, shown, drawn, True), *[None] * NUM_CHARTS
-        comparison = self._live_lanes(settings, lane_runs, {})  # each step's fastest timing, now that all have ended
-        recorded = self.sessions.recorded.last(key)
-        shared = recorded is not None and all(  # it took the lanes of the identical run just recorded (app/runner.py)
-            lane.steps and recorded.lanes.get(lane.method) is not None and recorded.lanes[lane.method].steps
-            and recorded.lanes[lane.method].steps[-1] is lane.steps[-1] for lane in lane_runs)
-        comparison = recorded if shared else comparison  # that very run: a class sharing it draws it once
+            message = (running_message(moment.running, moment.comparison.lanes.get(moment.running),
+                                       self.engine.device_name, plan.settings.max_new_tokens)
+                       if moment.running else timing_message(moment.repeating))
+            yield status_html(message), *self.views.lanes_html(moment.comparison, show, shown, drawn, True), \
+                *[None] * NUM_CHARTS
+        finished = run.finished
+        comparison, shared = self._recorded(finished, key, pin)
         state.last = comparison
-        # Only complete runs are replayed: every lane done and every timing run it began finished (a Stop or the
-        # time limit during the timing runs leaves lanes "done" with fewer runs behind their figures).
-        if all(lane.state == "done" for lane in lane_runs) and not stop.is_set():
-            if shared and pin:
-                self.replays.pin(key)
-            elif not shared:
-                self.sessions.recorded.remember(key, comparison, pinned=pin)
-        text, error = self._final_status(lane_runs, stop, out_of_time)
-        text += self._capped_note(settings) + load_note(settings) + clock_note(comparison, runner.REPEAT_WITHIN_S) \
-            + prose_note(settings.prompt)
+        text, error = self._final_status(finished, plan)
         final = (lambda: (self.views.lanes_html(comparison, show, {}, {}, False),
                           tuple(as_sent(f) for f in comparison_figures(comparison, state.projector))))
         boxes, figures = (self.sessions.replays.get(f"shared|{key}|{show}|{state.projector}", comparison, final)
@@ -614,34 +372,46 @@ class RunController:
                                           comparison_figures(comparison, state.projector)))
         yield status_html(text, error=error), *boxes, *figures
 
-    def _capped_note(self, settings: Settings) -> str:
-        """Where a lane drafted less than asked, because its drafter was trained on a shorter block."""
-        caps = self.views.caps
-        capped = [f"{method_label(m)} drafted {caps[m]} per step (its trained block), not {asked}"
-                  for m in settings.methods if METHOD_REGISTRY[m].drafts
-                  and caps.get(m) is not None and (asked := settings.config(m).drafts_per_step) > caps[m]]
-        return f" {'; '.join(capped)}." if capped else ""
+    def _recorded(self, finished: Finished, key: str, pin: bool):
+        """The comparison to show, and whether it is the identical run just recorded, whose lanes this one took
+        (app/run/runner.py): that very run, so a class sharing it draws it once. Only complete runs are recorded
+        for replay (a Stop or the time limit during the timing runs leaves lanes "done" with fewer runs)."""
+        comparison, recorded = finished.comparison, self.sessions.recorded.last(key)
+        shared = recorded is not None and all(
+            lane.steps and recorded.lanes.get(m) is not None and recorded.lanes[m].steps
+            and recorded.lanes[m].steps[-1] is lane.steps[-1] for m, lane in comparison.lanes.items())
+        comparison = recorded if shared else comparison
+        if finished.complete:
+            if shared and pin:
+                self.replays.pin(key)
+            elif not shared:
+                self.sessions.recorded.remember(key, comparison, pinned=pin)
+        return comparison, shared
 
-    def _final_status(self, lane_runs: list[LaneRun], stop: threading.Event, out_of_time: bool) -> tuple[str, bool]:
-        errors = [f"{lane.method}: {lane.state}" for lane in lane_runs if lane.state.startswith("error")]
-        done = "stopped" if stop.is_set() else "done"
+    def _final_status(self, finished: Finished, plan: RunPlan) -> tuple[str, bool]:
+        """The status once the run ended: how it ended, and notes on what ran (a lane that drafted fewer per step
+        than asked, as the run's end says it ran), the load and the clock."""
+        errors, settings = finished.errors, plan.settings
+        done = "stopped" if finished.ended.stopped else "done"
         text = "; ".join(errors) if errors else f"{done} on {self.engine.device_name}. Hover any token for its numbers, or click it to pin them."
-        if out_of_time:
+        if finished.out_of_time:
             errors.append("time limit")
             text = (f"stopped after {self.max_run_s:.0f} s, the most one comparison may take on this shared server; "
                     f"fewer new tokens or fewer lanes fit. {text}")
+        capped = [f"{method_label(m)} drafted {ran} per step (its trained block), not {asked}"
+                  for m, ran, asked in finished.ended.capped(plan.asked())]
+        text += f" {'; '.join(capped)}." if capped else ""
+        text += load_note(settings) + clock_note(finished.comparison, runner.REPEAT_WITHIN_S) + prose_note(settings.prompt)
         return text, bool(errors)
 
     # Event handlers (their names are the events' names in tests and logs).
 
-    def on_run(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
-               show_drafts, scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once,
-               request: gr.Request):
-        """Check every raw value (events here skip Gradio's preprocessing), then run."""
-        raw = raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
-                           scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once)
+    @by_name
+    def on_run(self, controls: dict, request: gr.Request):
+        """The Run button: its controls by name, every raw value checked (events here skip Gradio's preprocessing),
+        then run."""
         try:
-            settings, show = parse_controls(raw, self.views.methods), parse_show_drafts(show_drafts)
+            settings, show = read_controls(controls, self.views.methods)
         except SettingError as exc:
             yield self.views.refused(str(exc))
             return
@@ -664,15 +434,12 @@ class RunController:
     # (session) -> (its place, seconds until its run should start): the app's queue (app/main.py); None: no words
     where: Callable[[str], tuple[int, float]] | None = None
 
-    def where_it_stands(self, prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed,
-                        verify_rule, show_drafts, scheduler, confidence_threshold, overlap, tree_nodes,
-                        requests_at_once, request: gr.Request):
+    @by_name
+    def where_it_stands(self, controls: dict, request: gr.Request):
         """Beside a Run press, outside the queue: a run expected to wait long is told so on the status line, with
         the recorded run of the same settings when this server has one (app/hosting/fairness.py waiting_note)."""
-        raw = raw_controls(prompt, methods, temperature, serial_k, drafts_per_block, max_new_tokens, seed, verify_rule,
-                           scheduler, confidence_threshold, overlap, tree_nodes, requests_at_once)
         try:
-            settings = parse_controls(raw, self.views.methods)
+            settings, _ = read_controls(controls, self.views.methods)
         except SettingError:
             return gr.skip()  # the run itself says what is wrong
         if self.where is None:
@@ -725,70 +492,6 @@ class RunController:
         return self.views.draw(last, True, self.views.projector(session))[1]
 
 
-class LinkHandlers:
-    """Share links: opening the page with one (its controls set, its recorded run replayed or run afresh), and
-    making one from the controls."""
-
-    def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, run: RunController,
-                 pin_key: str | None = None):
-        self.engine, self.views, self.replays, self.run = engine, views, replays, run
-        self.pin_key = pin_key or None  # a link opened with `pin=` this key pins its recorded run (app/recordings.py)
-
-    def pins(self, request: gr.Request | None) -> bool:
-        """Whether the page was opened with the operator's pin key (`pin=KEY` in its address)."""
-        given = [v for k, v in query_items(request) if k == "pin"]
-        return self.pin_key is not None and len(given) == 1 and hmac.compare_digest(
-            given[0].encode("utf-8", "surrogatepass"), self.pin_key.encode("utf-8", "surrogatepass"))
-
-    def run_link(self, query, show_drafts, request: gr.Request):
-        if not isinstance(query, str) or not query:
-            yield (gr.skip(),) * (1 + len(self.views.methods) + NUM_CHARTS)
-            return
-        settings, _ = parse_query(parse_qsl(query, keep_blank_values=True), self.views.defaults,
-                                  available=self.views.methods)
-        yield from self.run.run_comparison(settings, show_drafts if isinstance(show_drafts, bool) else True,
-                                           request.session_hash, reuse=True, pin=self.pins(request))
-
-    def restore(self, request: gr.Request):
-        """Opening the page: a share link's parameters set every control, then the comparison runs. A link
-        whose comparison this server has recorded is shown at once, from here: it never waits in the
-        engine's queue behind other visitors' runs (a classroom on one link), nor fills it."""
-        items = query_items(request)
-        adopt_from_link(self.replays.sessions, request)
-        settings, messages = parse_query(items, self.views.defaults, available=self.views.methods,
-                                         preset=self.engine.preset)
-        outputs = 1 + len(self.views.methods) + NUM_CHARTS
-        if not messages and not is_link(items):
-            return (gr.skip(),) * (len(PARSERS) + 2 + outputs)
-        values = control_values(settings)
-        notes = notes_update(messages, "This link had problems; the rest of it was used:")
-        replay = (self.replays.recorded_outputs(self.replays.result_key(settings), request.session_hash, True)
-                  if is_link(items) else None)
-        if replay is not None:
-            if self.pins(request):
-                self.replays.pin(self.replays.result_key(settings))
-            return *values, notes, gr.skip(), *replay
-        return *values, notes, build_query(settings) if is_link(items) else gr.skip(), *[gr.skip()] * outputs
-
-    def make_link(self, address, *values):
-        """The link to the current controls, on the page's own address (the browser fills `address`)."""
-        try:
-            settings = parse_controls(dict(zip(PARSERS, values)), self.views.methods)
-        except SettingError as exc:
-            return gr.update(value="", visible=False), notes_update([str(exc)], "No link made:")
-        base = address if isinstance(address, str) and address.startswith(("http://", "https://")) else ""
-        link = f"{base}?{build_query(settings, self.engine.preset)}"
-        if len(link) > MAX_LINK_CHARS:
-            return gr.update(value="", visible=False), notes_update(
-                [f"this comparison's link would be {len(link):,} characters, more than this server can open "
-                 f"({MAX_LINK_CHARS:,}); a shorter prompt fits, or share the file from “Download this comparison”"],
-                "No link made:")
-        long = (notes_update([f"it is {len(link):,} characters long; some browsers and servers cut links past "
-                              f"about {LONG_LINK_CHARS:,}, so a shorter prompt travels more safely"],
-                             "Note on this link:") if len(link) > LONG_LINK_CHARS else notes_update([], ""))
-        return gr.update(value=link, visible=True), long
-
-
 @dataclass(frozen=True)
 class CompareHandlers:
     """The tab's handlers, one job each: drawing, the replay cache, running, links."""
@@ -799,11 +502,12 @@ class CompareHandlers:
     links: LinkHandlers
 
     @classmethod
-    def over(cls, engine: EngineLike, sessions: SessionStore, run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
-             max_run_s: float = MAX_RUN_S, pin_key: str | None = None) -> "CompareHandlers":
+    def over(cls, engine: EngineLike, sessions: SessionStore, run_lanes: Callable[..., Iterator] = run_lanes_here,
+             max_run_s: float = MAX_RUN_S, pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST
+             ) -> "CompareHandlers":
         views = LaneViews(engine, sessions)
         replays = Replays(engine, views, sessions)
-        run = RunController(engine, views, replays, sessions, run_lanes, max_run_s)
+        run = RunController(engine, views, replays, sessions, run_lanes, max_run_s, turns)
         return cls(views, replays, run, LinkHandlers(engine, views, replays, run, pin_key))
 
     @property
@@ -817,10 +521,7 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     quiet = dict(api_visibility="private", show_progress="hidden")
     download = dict(fn=run.offer_download, inputs=None, outputs=[view.download_button], **quiet)
     engine_queue = dict(concurrency_limit=1, concurrency_id="engine")
-    run_inputs = [view.prompt, view.controls["methods"], *(view.controls[n] for n in (
-        "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed", "verify_rule")), view.show_drafts,
-        view.controls["scheduler"], view.controls["confidence_threshold"], view.controls["overlap"],
-        view.controls["tree_nodes"], view.controls["requests_at_once"]]
+    run_inputs = [view.show_drafts if name == "show_drafts" else view.controls[name] for name in RUN_INPUTS]
     view.run_button.click(run.on_run, inputs=run_inputs, outputs=view.run_outputs, preprocess=False,
                           api_name="run", show_progress="minimal", show_progress_on=[view.status],  # its place in line
                           **engine_queue).then(**download)
@@ -850,13 +551,14 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 
 
 def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
-           run_lanes: Callable[..., Iterator[None]] = run_lanes_here,
+           run_lanes: Callable[..., Iterator] = run_lanes_here,
            max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
-           pin_key: str | None = None) -> tuple[CompareView, CompareHandlers]:
-    """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/runner.py's in this process;
+           pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST) -> tuple[CompareView, CompareHandlers]:
+    """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/run/runner.py's in this process;
     app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
-    lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any."""
-    handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key)
+    lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any; turns: who
+    goes first between two lanes (app/run/runner.py Turns)."""
+    handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key, turns)
     handlers.run.servers = servers
     views = handlers.views
     view = layout(views.methods, views.defaults, views.drafters, block_most(views.methods, views.caps),

@@ -18,7 +18,7 @@ pytest.importorskip("gradio")
 
 from gradio.queueing import EventQueue  # noqa: E402
 
-from app import runner  # noqa: E402
+from app.run import runner  # noqa: E402
 from app.hosting import fairness  # noqa: E402
 from app.hosting.fairness import Door, QueueDoor  # noqa: E402
 from app.hosting.presenter import COOKIE, Presenter, PresenterPage, token  # noqa: E402

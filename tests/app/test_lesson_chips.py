@@ -13,7 +13,7 @@ import pytest
 from app import lesson
 from app.comparison import Comparison, LaneResult, read_comparison
 from app.draw.render import chips_html
-from app.runner import LaneRun, run_lanes
+from app.run.runner import LaneRun, run_lanes
 from engine.contract.types import GenerationConfig
 
 from lesson_data import SETTINGS, baseline, lane

@@ -299,7 +299,7 @@ def test_the_values_of_k_level_with_the_best_are_named_beside_it():
 
 def _rounds(data: dict, speedups: dict[str, list[float]]) -> dict:
     """The recording's comparison with each lane's timing rounds at `speedups` over a baseline round of 100 tokens/s
-    (a live comparison's rounds: app/runner.py), each lane's headline then their median."""
+    (a live comparison's rounds: app/run/runner.py), each lane's headline then their median."""
     from dataclasses import replace
 
     c = data["greedy"]

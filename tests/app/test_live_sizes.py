@@ -12,7 +12,8 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
-from app import lesson, runner  # noqa: E402
+from app import lesson
+from app.run import runner  # noqa: E402
 from engine.contract.methods import BASELINE, METHOD_REGISTRY, method_label  # noqa: E402
 
 SHORT_PROMPTS = ["def f(x):", "import os", "class A:", "x = 1"]  # the tiny random model's context holds 96 tokens

@@ -15,7 +15,7 @@ from statistics import median
 
 import pytest
 
-from app import runner
+from app.run import runner
 from app.comparison import Comparison, LaneResult, read_comparison
 from app.draw.render import chips_html
 from app.hosting.sessions import SessionStore

@@ -11,7 +11,7 @@ import pytest
 
 from app.comparison import Comparison, LaneResult, read_comparison
 from app.draw.render import chips_html
-from app.runner import LaneRun, run_lanes
+from app.run.runner import LaneRun, run_lanes
 
 from lesson_data import SETTINGS, baseline, lane
 
@@ -62,7 +62,7 @@ def test_a_page_slow_to_draw_does_not_cost_the_lanes_their_repeats(random_engine
     of steps (here a 0.3 s pause at each) stretches the live pass past the budget, yet each lane is still timed thrice."""
     import time
 
-    from app import runner
+    from app.run import runner
     from engine.contract.types import GenerationConfig
 
     lanes = [LaneRun(m, GenerationConfig(method=m, max_new_tokens=8)) for m in ("baseline", "eagle3")]

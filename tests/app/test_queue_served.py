@@ -13,7 +13,7 @@ pytest.importorskip("gradio")
 
 import httpx  # noqa: E402
 
-from app import runner  # noqa: E402
+from app.run import runner  # noqa: E402
 from app.hosting import fairness  # noqa: E402
 from app.hosting.presenter import COOKIE, token  # noqa: E402
 from compare_support import raw_inputs  # noqa: E402
@@ -28,7 +28,7 @@ def slow_lanes(engine, prompt, lanes, stop, **kwargs):
     """A visitor's run (`visitors` below): the real lanes after HOLD_S of other work that, like a lane, lets a
     presenter's job go first between its parts and ends at Stop. Any other run: the real lanes."""
     for _ in range(int(HOLD_S / 0.25) if prompt.startswith("def visitor_") else 0):
-        runner.take_turn(stop)
+        kwargs.get("turns", runner.EVERY_RUN_FIRST).take(stop)
         time.sleep(0.25)
         yield
         if stop.is_set():
@@ -46,7 +46,6 @@ def served(random_engine):
     try:
         yield App(launch_locally(demo)), demo
     finally:
-        runner.YIELD_TO = lambda stop: False
         demo.close()
 
 
@@ -188,7 +187,7 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
     handlers = next(owner for dep in demo.fns.values()
                     if isinstance(owner := getattr(dep.fn, "__self__", None), LessonHandlers))
     runs = Counter()
-    real_pass = runner._live_pass
+    real_pass = runner.lane_events
     from app.hosting.sessions import Session
 
     class_size, presses, real_press = 4, threading.Semaphore(0), Session.press_run
@@ -203,12 +202,12 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
 
     monkeypatch.setattr(Session, "press_run", counted_press)
 
-    def counted_pass(engine, prompt, lanes, *args, **kwargs):
+    def counted_pass(engine, prompt, configs, *args, **kwargs):
         runs["compare"] += 1
         whole_class_pressed()
-        yield from real_pass(engine, prompt, lanes, *args, **kwargs)
+        yield from real_pass(engine, prompt, configs, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "_live_pass", counted_pass)
+    monkeypatch.setattr(runner, "lane_events", counted_pass)
     monkeypatch.setattr(handlers.compare.run, "run_lanes", runner.run_lanes)  # the real lanes, not slow_lanes
     settings = handlers.live_settings
     monkeypatch.setattr(handlers, "live_settings", lambda point: replace(settings(point), max_new_tokens=4))

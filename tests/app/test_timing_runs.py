@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from app.comparison import Comparison, LaneResult, read_comparison
-from app.runner import LaneRun, run_lanes
+from app.run.runner import LaneRun, run_lanes
 from engine.contract.summary import fastest_steps, step_cost_s, summarize
 from engine.contract.types import GenerationConfig
 

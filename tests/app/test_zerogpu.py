@@ -23,7 +23,7 @@ import gradio as gr
 import pytest
 
 from app.hosting import gpu, zerogpu
-from app.runner import LaneRun, run_lanes
+from app.run.runner import LaneRun, run_lanes
 from engine.contract.types import GenerationConfig, Stopped
 from engine.process import run_on
 

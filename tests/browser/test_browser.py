@@ -17,7 +17,7 @@ pytest.importorskip("playwright.sync_api")
 
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
-import app.runner as runner  # noqa: E402
+import app.run.runner as runner  # noqa: E402
 import app.tabs.step as step_tab  # noqa: E402
 from app.settings import default_settings  # noqa: E402
 from app.main import build_app  # noqa: E402

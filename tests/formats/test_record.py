@@ -117,7 +117,7 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
 
     from app.settings import PARSERS
     from app.main import build_app
-    from app.runner import TIMING_RUNS
+    from app.run.runner import TIMING_RUNS
     from app.tabs.compare import LaneViews
 
     demo = build_app(random_engine)

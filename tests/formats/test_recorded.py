@@ -193,7 +193,7 @@ LINK = {"prompt": "def h(z):", "methods": "baseline,ar", "max_new_tokens": "6"}
 
 
 def test_a_run_stopped_during_its_timing_runs_is_never_recorded(random_engine):
-    from app import runner
+    from app.run import runner
     from app.links import parse_query
     from app.main import build_app
 

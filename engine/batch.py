@@ -1,6 +1,6 @@
 """Many requests at once: the speculative loop over a batch, one target forward verifying every request's drafts.
 
-The single-request loop (engine/loop.py) with a batch dimension and nothing else new. Each step, every live
+The single-request loop (engine/run.py) with a batch dimension and nothing else new. Each step, every live
 request drafts (one batched drafter pass where the drafter has one, drafters/batched.py), the target reads each
 request's anchor and drafts in one forward over one cache for all of them (target/batch.py BatchTarget: each request
 its own length, positions and mask), and each request accepts its own number of drafts under the same rules (sampling.verify).

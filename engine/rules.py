@@ -1,4 +1,4 @@
-"""When a request stops, and how far it may draft: the rules every loop shares (engine/loop.py one request at a
+"""When a request stops, and how far it may draft: the rules every loop shares (engine/run.py one request at a
 time, engine/batch.py many at once). Plain integers in and out: no tensor, so nothing here waits for a device."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The target model of one run and the KV cache it owns: prefill, verify, keep.
 
-Every speculative loop asks the same three things of the target (engine/loop.py):
+Every speculative loop asks the same three things of the target (engine/run.py):
 
 - `prefill(ids)`: read the prompt; the logits of its last position and the features block drafters read;
 - `verify(ids, parents=None)`: read the anchor and the drafted tokens after the cache, a chain (each token sees

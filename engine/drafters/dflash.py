@@ -24,7 +24,7 @@ from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from .base import BaseDrafter, DraftBlock
 from .dflash_model import DFlashDraftModel, load_block_model, share_target_embeddings
-from .fused import DraftCache, FusedBlock, roll_back
+from .fused import DraftCache, FusedBlock, kept, roll_back
 
 
 def recognises(config: dict) -> bool:
@@ -68,6 +68,7 @@ class DFlashDrafter(BaseDrafter):
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
+        self.fused = kept(self.fused, self.model)
         self.cache = DraftCache.for_model(self.model, prompt_ids.shape[1]) if self.fused else new_cache(self.model)
         self.pending = features  # the whole prompt is context for the first block
 

@@ -42,7 +42,7 @@ from ..sampling import logits_to_probs, pick
 from ..timing import SpanClock
 from .base import BaseDrafter, DraftBlock, window_mask
 from .dflash_model import DraftAttention, RMSNorm
-from .fused import DraftCache, FusedEagle3, roll_back
+from .fused import DraftCache, FusedEagle3, kept, roll_back
 
 ARCHITECTURE = "Qwen3Eagle3Model"  # DeepSpec's name, used for our checkpoints too
 NUM_FEATURE_LAYERS = 5  # DeepSpec reads exactly 5 target layers (validate_eagle3_target_layer_ids)
@@ -190,6 +190,7 @@ class Eagle3Drafter(BaseDrafter):
         self.context_len = 0  # cache entries built from target features (positions 0..context_len − 1)
 
     def start(self, prompt_ids: torch.Tensor, features: torch.Tensor | None, clock: SpanClock) -> None:
+        self.fused = kept(self.fused, self.model)
         self.cache = DraftCache.for_model(self.model, prompt_ids.shape[1]) if self.fused else new_draft_cache()
         self.pending = features  # f_0..f_{N−1}; they pair with t_1..t_N, and t_N comes with the first propose
         self.context_len = 0

@@ -72,6 +72,12 @@ def roll_back(cache, length: int) -> None:
         crop_cache(cache, length)
 
 
+def kept(fused, model):
+    """`fused` while it still reads `model`'s weights; None once the drafter drafts with another network, as a run that
+    tunes its own copy does (engine/online.py): that copy's changing weights are read by its own forward."""
+    return fused if fused is not None and fused.model is model else None
+
+
 class _Rope:
     """cos and sin of every position up to a capacity, made by the model's own rotary embedding (the same numbers it
     gives a forward at those positions), grown on the host when a position passes the end."""

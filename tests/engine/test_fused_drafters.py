@@ -98,3 +98,20 @@ def test_two_layer_random_drafters_agree_with_the_transformers_path_under_a_wind
     with torch.no_grad():
         for mine, theirs in zip(_rounds(fast, prompt, rounds, 4), _rounds(slow, prompt, rounds, 4)):
             assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6), (mine - theirs).abs().max()
+
+
+def test_a_drafter_given_another_network_drafts_with_it(embedded_engine):
+    """A run that tunes its own copy of the network (engine/online.py) swaps the drafter's model before it starts: the
+    drafts are the copy's, not the fused forward's of the engine's weights."""
+    import copy
+
+    model = embedded_engine.drafter_models["dflash"]
+    tuned = copy.deepcopy(model)
+    with torch.no_grad():
+        tuned.layers[0].mlp.down_proj.weight.mul_(3)
+    swapped, reference = DFlashDrafter(model, embedded_engine.target), DFlashDrafter(tuned, embedded_engine.target)
+    swapped.model = tuned
+    prompt = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+    for mine, theirs in zip(_rounds(swapped, prompt, [2, 1]), _rounds(reference, prompt, [2, 1])):
+        assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+    assert swapped.fused is None

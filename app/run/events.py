@@ -2,8 +2,8 @@
 (RepeatEvent), the result of an identical run shared (SharedEvent) and the end, with what each lane ran (Ended).
 
 The page's runner (runner.py), the ZeroGPU path (app/hosting/gpu.py, where the events cross a process boundary)
-and the server lanes' transport all produce or consume these; runner.py's `LaneRun.apply` is the only code that
-turns them into a lane's state.
+and the server lanes (ServerLaneEvent, app/servers/client.py) all produce or consume these: they are transports;
+runner.py (`LaneRun.apply`, `apply_server`) is the only code that turns them into a lane's state.
 """
 
 from __future__ import annotations
@@ -72,6 +72,15 @@ class Ended:
         return [(lane.method, lane.drafts_per_step, asked[lane.method]) for lane in self.lanes
                 if lane.drafts_per_step is not None and lane.method in asked
                 and lane.drafts_per_step < asked[lane.method]]
+
+
+@dataclass(frozen=True)
+class ServerLaneEvent:
+    """What a server lane (app/servers/client.py) became: its changed fields as (name, value) pairs, in the order
+    its answer said them ("state" among them when it moved on: running, done, stopped, error)."""
+
+    index: int
+    changes: tuple[tuple[str, object], ...]
 
 
 RunEvent = LaneEvent | RepeatEvent | SharedEvent | Ended

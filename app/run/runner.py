@@ -32,14 +32,14 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.background import BackgroundSteps
 from engine.contract.interface import EngineLike
 from engine.contract.summary import fastest_steps, summarize
 from engine.contract.types import EngineError, GenerationConfig, Step
 
-from .events import Ended, LaneEvent, LaneRan, RepeatEvent, RunEvent, SharedEvent
+from .events import Ended, LaneEvent, LaneRan, RepeatEvent, RunEvent, ServerLaneEvent, SharedEvent
 
 
 @dataclass
@@ -80,6 +80,12 @@ class LaneRun:
 
     def ran(self) -> LaneRan:
         return LaneRan(self.method, self.state, self.drafts_per_step)
+
+
+def apply_server(lane, event: ServerLaneEvent):
+    """A server lane (app/servers/client.py ServerLaneResult) after one of its events: a new value, never the old
+    one changed, so a page reading the lane from another thread never sees it half-updated."""
+    return replace(lane, **dict(event.changes))
 
 
 def apply_all(lanes: Sequence[LaneRun], event: RunEvent) -> None:

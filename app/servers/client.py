@@ -27,8 +27,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from ..run.events import ServerLaneEvent
+from ..run.runner import apply_server
 
 KINDS = ("auto", "vllm", "sglang")
 ENV_SERVERS = "SPECLAB_SERVERS"  # NAME=URL entries separated by spaces or ";"
@@ -380,7 +383,8 @@ NO_SGLANG_FIGURES = ("its answer has no speculative-decoding figures: start SGLa
                      "(DFLASH, EAGLE3, …); its /generate reports them in meta_info")
 
 
-def _vllm_events(spec, model, prompt, settings, timeouts, environ, stop, lane: ServerLaneResult):
+def _vllm_events(spec, model, prompt, settings, timeouts, environ, stop) -> Iterator[dict]:
+    """The answer's text so far after every piece ({"text": ...}); returns its last figures."""
     body = {"prompt": prompt, "max_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
             "stream": True, "stream_options": {"include_usage": True}}
     if model:
@@ -388,78 +392,89 @@ def _vllm_events(spec, model, prompt, settings, timeouts, environ, stop, lane: S
     if settings["temperature"] > 0 and settings.get("seed") is not None:
         body["seed"] = settings["seed"] % 2**63
     conn, response = _open(spec, "POST", "/v1/completions", body, timeouts, environ)
-    clock, final = _Clock(), None
+    clock, final, text = _Clock(), None, ""
     with closing(conn):
         for event in sse_events(response, time.monotonic() + timeouts.total_s, stop):
             choices = event.get("choices") or []
             piece = choices[0].get("text") if choices and isinstance(choices[0], dict) else None
             if isinstance(piece, str) and piece:
-                lane.text += piece
+                text += piece
                 clock.saw_text()
-                yield
+                yield {"text": text}
             if event.get("usage"):
                 final = event
     if final is None:
         raise ServerError("its stream ended without the usage chunk (stream_options.include_usage)")
     usage = final["usage"] if isinstance(final["usage"], dict) else {}
-    lane.num_tokens = usage.get("completion_tokens") if isinstance(usage.get("completion_tokens"), int) else None
+    tokens = usage.get("completion_tokens") if isinstance(usage.get("completion_tokens"), int) else None
     metrics = final.get("metrics") if isinstance(final.get("metrics"), dict) else {}
-    for key, value in (vllm_server_timing(metrics, lane.num_tokens) or client_timing(clock, lane.num_tokens)).items():
-        setattr(lane, key, value)
     block = metrics.get("speculative_decoding")
-    if block is None:
-        lane.note = NO_VLLM_FIGURES
-    else:
-        lane.spec = vllm_figures(block)
+    return {"num_tokens": tokens, **(vllm_server_timing(metrics, tokens) or client_timing(clock, tokens)),
+            **({"note": NO_VLLM_FIGURES} if block is None else {"spec": vllm_figures(block)})}
 
 
-def _sglang_events(spec, prompt, settings, timeouts, environ, stop, lane: ServerLaneResult):
+def _sglang_events(spec, prompt, settings, timeouts, environ, stop) -> Iterator[dict]:
+    """The answer's text so far after every piece ({"text": ...}); returns its last figures."""
     body = {"text": prompt, "stream": True,
             "sampling_params": {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"]}}
     conn, response = _open(spec, "POST", "/generate", body, timeouts, environ)
-    clock, meta = _Clock(), None
+    clock, meta, so_far = _Clock(), None, ""
     with closing(conn):
         for event in sse_events(response, time.monotonic() + timeouts.total_s, stop):
             text = event.get("text")
             if isinstance(text, str) and text:
                 # SGLang streams the whole text so far (or, with --incremental-streaming-output, the new part)
-                lane.text = text if text.startswith(lane.text) else lane.text + text
+                so_far = text if text.startswith(so_far) else so_far + text
                 clock.saw_text()
-                yield
+                yield {"text": so_far}
             if isinstance(event.get("meta_info"), dict):
                 meta = event["meta_info"]
     if meta is None:
         raise ServerError("its /generate stream carried no meta_info")
     tokens = meta.get("completion_tokens")
-    lane.num_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-    for key, value in client_timing(clock, lane.num_tokens).items():
-        setattr(lane, key, value)
-    lane.spec = sglang_figures(meta)
-    if lane.spec is None:
-        lane.note = NO_SGLANG_FIGURES
+    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+    figures = sglang_figures(meta)
+    return {"num_tokens": tokens, **client_timing(clock, tokens), "spec": figures,
+            **({"note": NO_SGLANG_FIGURES} if figures is None else {})}
+
+
+def lane_events(spec: ServerSpec, prompt: str, settings: Mapping, stop: threading.Event | None = None,
+                timeouts: Timeouts = Timeouts(), environ: Mapping[str, str] | None = None,
+                index: int = 0) -> Iterator[ServerLaneEvent]:
+    """Ask one server for the prompt, streamed, and say what its lane `index` became as events (app/run/events.py):
+    "running", then after every new piece of text, then once at the end (done, stopped or error with one line).
+    A transport: it changes no lane. Never raises for anything the server does."""
+    yield ServerLaneEvent(index, (("state", "running"),))
+    try:
+        kind, model = spec.kind, spec.model
+        if kind == "auto":
+            kind, model = detect_kind(spec, timeouts, environ)
+        pending = {"kind": kind}  # said with the next event
+        events = (_sglang_events(spec, prompt, settings, timeouts, environ, stop) if kind == "sglang"
+                  else _vllm_events(spec, model, prompt, settings, timeouts, environ, stop))
+        while True:
+            try:
+                changes = next(events)
+            except StopIteration as end:
+                pending.update(end.value or {})
+                break
+            yield ServerLaneEvent(index, tuple({**pending, **changes}.items()))
+            pending = {}
+        pending["state"] = "stopped" if stop is not None and stop.is_set() else "done"
+    except Exception as exc:  # noqa: BLE001 (every failure of a remote server is one line, never a traceback)
+        pending = {"state": "error", "error": _why(exc, timeouts)}
+    yield ServerLaneEvent(index, tuple(pending.items()))
 
 
 def stream_lane(spec: ServerSpec, prompt: str, settings: Mapping, stop: threading.Event | None = None,
                 timeouts: Timeouts = Timeouts(), environ: Mapping[str, str] | None = None
                 ) -> Iterator[ServerLaneResult]:
-    """Ask one server for the prompt, streamed; yield the lane after every new piece of text and once at the
-    end (done, stopped or error with one line). settings: temperature, max_new_tokens, seed. Never raises for
-    anything the server does."""
-    lane = ServerLaneResult(spec.name, spec.kind, state="running")
-    yield lane
-    try:
-        kind, model = spec.kind, spec.model
-        if kind == "auto":
-            kind, model = detect_kind(spec, timeouts, environ)
-        lane.kind = kind
-        events = (_sglang_events(spec, prompt, settings, timeouts, environ, stop, lane) if kind == "sglang"
-                  else _vllm_events(spec, model, prompt, settings, timeouts, environ, stop, lane))
-        for _ in events:
-            yield lane
-        lane.state = "stopped" if stop is not None and stop.is_set() else "done"
-    except Exception as exc:  # noqa: BLE001 (every failure of a remote server is one line, never a traceback)
-        lane.state, lane.error = "error", _why(exc, timeouts)
-    yield lane
+    """Ask one server for the prompt, streamed; yield the lane after every event of `lane_events` (each a new
+    value: app/run/runner.py's apply_server makes it). settings: temperature, max_new_tokens, seed."""
+    lane = ServerLaneResult(spec.name, spec.kind)
+    for event in lane_events(spec, prompt, settings, stop, timeouts, environ):
+        lane = apply_server(lane, event)
+        yield lane
 
 
 class ServerRun:
@@ -477,7 +492,7 @@ class ServerRun:
 
     def _follow(self, i: int, spec: ServerSpec, prompt, settings, timeouts, environ):
         for lane in stream_lane(spec, prompt, settings, self.stop, timeouts, environ):
-            self.lanes[i] = replace(lane)  # a copy: the reader never sees a lane half-updated
+            self.lanes[i] = lane  # a new value each time: the reader never sees a lane half-updated
 
     def running(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)

@@ -1,0 +1,187 @@
+"""The run's room (app/run/): one plan, one stream of events, one runner that changes a lane; the page, the ZeroGPU
+path and the server lanes consume the same events."""
+
+from __future__ import annotations
+
+import ast
+import html
+import inspect
+import re
+import threading
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from app.hosting import gpu  # noqa: E402
+from app.hosting.sessions import SessionStore  # noqa: E402
+from app.run import runner  # noqa: E402
+from app.run.events import Ended, LaneEvent, LaneRan, ServerLaneEvent  # noqa: E402
+from app.run.runner import LaneRun, apply_all, apply_server  # noqa: E402
+from app.servers import client  # noqa: E402
+from app.settings import default_settings  # noqa: E402
+from app.tabs.compare import CompareHandlers  # noqa: E402
+from engine.contract.types import GenerationConfig  # noqa: E402
+from serving_stub import Stub  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = "def add(a, b):\n"
+
+
+def settings_for(engine, methods=("baseline", "dflash"), **changes):
+    return replace(default_settings(list(engine.methods())), prompt=PROMPT, methods=methods, max_new_tokens=4,
+                   **changes)
+
+
+class CountingEngine:
+    """The engine, its encode_prompt calls counted (the engine's own, inside a lane's run, are not the app's)."""
+
+    def __init__(self, engine):
+        self._engine, self.encoded = engine, 0
+
+    def encode_prompt(self, prompt):
+        self.encoded += 1
+        return self._engine.encode_prompt(prompt)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+def test_one_compare_run_encodes_the_prompt_once_and_checks_each_lanes_config_once(random_engine, monkeypatch):
+    engine = CountingEngine(random_engine)
+    checked, real_validate = [], GenerationConfig.validate
+
+    def counted(config):
+        caller = Path(inspect.stack()[1].filename).resolve()
+        if ROOT / "app" in caller.parents:  # the app's checks; the engine's own are the engine's
+            checked.append(config.method)
+        return real_validate(config)
+
+    monkeypatch.setattr(GenerationConfig, "validate", counted)
+    handlers = CompareHandlers.over(engine, SessionStore())
+    methods = ("baseline", "dflash", "eagle3")
+    outputs = list(handlers.run.run_comparison(settings_for(engine, methods), True, "counted", timing_runs=1))
+    assert "done" in outputs[-1][0]
+    assert engine.encoded == 1
+    assert sorted(checked) == sorted(methods)
+
+
+def lane_writes(path: Path, names: set[str]) -> list[str]:
+    """Where a file writes an attribute named in `names`: assigned (also by subscript or augmented), or changed
+    in place by a list method, or by setattr."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Attribute) and part.attr in names and isinstance(part.ctx, ast.Store) \
+                        or isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute) \
+                        and target.value.attr in names and part is target:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            held = node.func.value
+            if node.func.attr in ("append", "extend", "clear", "pop", "insert", "remove") \
+                    and isinstance(held, ast.Attribute) and held.attr in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} setattr") if path.parts[-2] == "servers" else None
+    return found
+
+
+def test_no_lane_is_changed_outside_the_runner():
+    """A page's lane (LaneRun) and a server lane (ServerLaneResult) change only in app/run/runner.py: every other
+    file in app/ reads them (the server lanes' fields are checked in app/servers/, where they live)."""
+    lane_fields = {f.name for f in fields(LaneRun)} - {"method", "config"}
+    server_fields = {f.name for f in fields(client.ServerLaneResult)} - {"name"}
+    writes = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        if path == ROOT / "app" / "run" / "runner.py":
+            continue
+        writes += lane_writes(path, lane_fields)
+        if "servers" in path.parts:
+            writes += lane_writes(path, server_fields)
+    assert writes == []
+    # the rule sees a write where there is one
+    assert lane_writes(ROOT / "app" / "run" / "runner.py", lane_fields)
+
+
+class GPUStandIn:
+    """The ZeroGPU engine's one call per lane, here in this process: each step as the engine makes it."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def stream_until(self, prompt, config, stop):
+        for step in self.engine.stream(prompt, config):
+            yield step
+            if stop.is_set():
+                return
+
+
+def committed(lane: LaneRun) -> list[int]:
+    return [t.id for s in lane.steps for t in s.committed]
+
+
+def test_zerogpu_says_the_live_pass_as_the_runners_own_events(random_engine):
+    """The ZeroGPU transport yields the same kind of events as the page's runner, applied by the same
+    LaneRun.apply, and the same lanes come out; its runner ends with what each lane ran."""
+    configs = [GenerationConfig(method=m, max_new_tokens=6) for m in ("baseline", "dflash")]
+    here = [LaneRun(c.method, c) for c in configs]
+    for event in runner.lane_events(random_engine, PROMPT, configs, threading.Event()):
+        apply_all(here, event)
+    stand_in = GPUStandIn(random_engine)
+    there, events = [LaneRun(c.method, c, drafts_per_step=2) for c in configs], []
+    for event in gpu.lane_runner(stand_in)(stand_in, PROMPT, there, threading.Event()):
+        events.append(event)
+    assert all(isinstance(e, LaneEvent) for e in events[:-1]) and isinstance(events[-1], Ended)
+    assert [(e.index, e.state) for e in events[:-1] if e.state] == [(0, "running"), (0, "done"), (1, "running"),
+                                                               (1, "done")]
+    assert [committed(lane) for lane in there] == [committed(lane) for lane in here] and committed(here[0])
+    assert [lane.state for lane in there] == ["done", "done"] and all(lane.timing_runs == 1 for lane in there)
+    assert events[-1].lanes == (LaneRan("baseline", "done", 2), LaneRan("dflash", "done", 2))
+
+
+def test_server_lanes_are_events_the_runner_applies():
+    """A server lane's answer arrives as ServerLaneEvents; the lanes stream_lane hands out are those events
+    applied by the runner's apply_server, one new value each."""
+    spec = client.ServerSpec("s", "", "vllm")
+    with Stub("vllm") as stub:
+        spec = replace(spec, url=stub.url)
+        settings = {"temperature": 0.0, "max_new_tokens": 8, "seed": 0}
+        events = list(client.lane_events(spec, PROMPT, settings))
+        lanes = list(client.stream_lane(spec, PROMPT, settings))
+    assert all(isinstance(e, ServerLaneEvent) for e in events) and len(events) == len(lanes)
+    folded, lane = [], client.ServerLaneResult("s", "vllm")
+    for event in events:
+        lane = apply_server(lane, event)
+        folded.append(lane)
+    assert [(x.state, x.text) for x in folded] == [(x.state, x.text) for x in lanes]
+    assert lanes[0].state == "running" and lanes[-1].state == "done" and lanes[-1].text
+    assert len({id(x) for x in lanes}) == len(lanes)  # never one lane changed under a reader
+
+
+def test_the_page_says_what_ran_from_the_runs_end_not_from_its_start_up_caps(random_engine):
+    """The page consumes the same events: a lane runner whose end says DFlash ran 3 drafts per step (asked 7)
+    makes the status say so; one whose end says it ran what was asked says nothing, whatever the caps."""
+
+    def scripted(ran: int):
+        def run_lanes(engine, prompt, lanes, stop, **_):
+            for event in runner.lane_events(engine, prompt, [lane.config for lane in lanes], stop):
+                apply_all(lanes, event)
+                yield event
+            yield Ended(tuple(LaneRan(lane.method, lane.state, ran if lane.method == "dflash" else None)
+                              for lane in lanes))
+        return run_lanes
+
+    def status(ran: int) -> str:
+        handlers = CompareHandlers.over(random_engine, SessionStore(), run_lanes=scripted(ran))
+        settings = settings_for(random_engine, drafts_per_block=7)
+        outputs = list(handlers.run.run_comparison(settings, True, f"ran-{ran}"))
+        return html.unescape(re.sub(r"<[^>]+>", "", outputs[-1][0]))
+
+    assert "DFlash drafted 3 per step (its trained block), not 7" in status(3)
+    assert "not 7" not in status(7)

@@ -1,6 +1,6 @@
 """How much the engine's CPU forward path saves: the embedded target as transformers runs it (SDPA), with the
 engine's attention (engine/cpu/attention.py), with that and engine/cpu/layout.py, and as the engine runs it (the
-fused forward of engine/target.py over its own cache), timed interleaved over a 200-token cache, and the prefill.
+fused forward of engine/target/ over its own cache), timed interleaved over a 200-token cache, and the prefill.
 
     .venv/bin/python scripts/forward_times.py [--repeats 150]
 

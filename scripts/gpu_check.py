@@ -24,8 +24,8 @@ whose estimate would take the call past --budget-s (540 s) is skipped and says s
 - profile: `torch.profiler` over one baseline and one DFlash step: top kernels, kernel launches and syncs a step,
   and a chrome trace each.
 - steps: step times, eager against CUDA graphs and overlap on against off; whether the graphs write the eager
-  verifies' tokens (where they do, add the device's name to engine/target.py GRAPHS_CHECKED_ON: `--cuda-graphs
-  auto` then turns graphs on there); DFlash's draft-to-verify cost ratio.
+  verifies' tokens (where they do, add the device's name to engine/target/graphs.py GRAPHS_CHECKED_ON:
+  `--cuda-graphs auto` then turns graphs on there); DFlash's draft-to-verify cost ratio.
 - trees: the DFlash and EAGLE trees at 8, 16, 32 and 64 nodes beside their chains (τ, speedup).
 - recordings: the Compare tab's default comparison and the lesson's trees and load points recorded on this device
   (scripts/device_recordings.py); with --full one of them at the lesson's recorded sizes, a call each.
@@ -460,7 +460,7 @@ def section_steps(check: Check) -> dict:
                "identical": {mode: {name: lane["outputs"] == base for name, lane in lanes.items()}
                              for mode, lanes in report.items()}}
     graphs = summary["identical"].get("graphs")
-    if graphs and all(graphs.values()):  # the name engine/target.py GRAPHS_CHECKED_ON takes, for `auto`
+    if graphs and all(graphs.values()):  # the name engine/target/graphs.py GRAPHS_CHECKED_ON takes, for `auto`
         summary["graphs_checked_on"] = torch.cuda.get_device_name(check.device)
     for lanes in report.values():
         for lane in lanes.values():

@@ -1,4 +1,4 @@
-"""The target and its cache (engine/target.py): the fused forward computes transformers' numbers for a prefill, a
+"""The target and its cache (engine/target/): the fused forward computes transformers' numbers for a prefill, a
 chain verify and a tree verify; keep leaves the cache a fresh prefill would build; a batch's preallocated cache
 computes what transformers' ragged one does; and a forward dispatches at most the operations its ceiling allows (a
 census of what a GPU would launch one by one)."""

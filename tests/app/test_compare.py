@@ -290,7 +290,7 @@ def test_a_method_registered_at_run_time_appears_in_the_lanes_the_bench_and_the_
     (echo_lane,) = [lane for lane in lanes if 'data-method="echo"' in lane]
     assert "Echo" in echo_lane and echo.description in echo_lane and "speedup" in echo_lane
 
-    report = run_bench(engine, [PROMPT], max_new_tokens=8, serial_k=2, with_hf=False)
+    report = run_bench(engine, [PROMPT], max_new_tokens=8, drafts_per_step={"serial": 2}, with_hf=False)
     assert set(report["lanes"]) == {"baseline", "echo"} and report["identical_outputs"]
     assert "**Echo**: a method that exists only in this test." in methods_text()
 

@@ -2,8 +2,9 @@
 
 One job a recording, each run by its own command in a process of its own: every lesson recording
 (scripts/record_lessons.py JOBS, so a recording registered there is recorded here too), the CPU's device recordings
-(the Compare tab's default comparison, trees, load: scripts/device_recordings.py), the model card's speed tables at
-temperature 0 (quiet and beside a busy core) and 1 (scripts/record_card.py), and the README's screenshot
+(the Compare tab's default comparison, measured in 3 fresh processes one after another; trees; load:
+scripts/device_recordings.py), the model card's speed tables at temperature 0 (quiet and beside a busy core) and 1
+(scripts/record_card.py), and the README's screenshot
 (scripts/record_screenshot.py); then the docs' generated blocks are written again from the recordings
 (scripts/record_docs.py). Each recording carries a "provenance" block (engine/measure/provenance.py).
 
@@ -48,6 +49,9 @@ class Job:
     sized_s: float  # the estimate from its sizes
     cheap: bool = False  # small enough to re-measure beside its recording (--recheck)
     others: tuple[Path, ...] = field(default=())  # what else it writes (the screenshot, the card's markdown)
+    # fresh processes it measures in, one after another, each loading the engine (its stamp says how many)
+    processes: int = 1
+    recheck_args: tuple[str, ...] = field(default=())  # added to args when --recheck measures it again
 
     @property
     def command(self) -> str:
@@ -59,9 +63,23 @@ class Job:
         took = [t for t in took if isinstance(t, (int, float))]
         return sum(took) if took and len(took) == len(self.stamps) else None
 
+    def previous_processes(self) -> int:
+        """In how many processes its last recording was measured, as stamped (1 where the stamp does not say)."""
+        said = [block.get("processes") for block in map(read_provenance, self.stamps) if block]
+        return max([n for n in said if isinstance(n, int) and n > 0], default=1)
+
     def estimate_s(self) -> float:
+        """Its last recording's duration and the engine's load and warm-up (START_S), once per process: a duration
+        stamped by a single process counts only its own measuring, one stamped over several processes their loads
+        too; a recording made in another number of processes than this job's is scaled to this job's."""
         previous = self.previous_s()
-        return previous + START_S if previous is not None else self.sized_s
+        if previous is None:
+            return self.sized_s
+        before = self.previous_processes()
+        if before == self.processes:
+            return previous + (START_S if before == 1 else 0)
+        each = previous / before if before > 1 else previous + START_S  # one process's, its load included
+        return each * self.processes
 
     def is_today(self, build: str) -> bool:
         blocks = [read_provenance(path) for path in self.stamps]
@@ -114,8 +132,12 @@ def jobs() -> list[Job]:
     device_sizes = {"comparison": 5 * 3 * 64, "trees": 7 * lesson.LIVE_TREE_PROMPTS * lesson.LIVE_TREE_TOKENS,
                     "load": live_lanes * 2 * lesson.LIVE_LOAD_REQUESTS * lesson.LIVE_LOAD_TOKENS}
     folder = device_recordings.DEFAULT_OUT / "cpu"
+    # the default comparison is measured in PROCESSES fresh processes (its range spans them); a re-check measures
+    # it again in one more, as a visitor's server would, to see whether that falls inside the range
+    processes = {name: device_recordings.PROCESSES if name == "comparison" else 1 for name in device_recordings.NAMES}
     found += [Job(f"device:{name}", ("-m", "scripts.device_recordings", "--device", "cpu", "--quick", "--only", name),
-                  (folder / file,), _seconds(device_sizes[name]), cheap=True)
+                  (folder / file,), _seconds(device_sizes[name]) * processes[name], cheap=True,
+                  processes=processes[name], recheck_args=("--processes", "1") if processes[name] > 1 else ())
               for name, file in device_recordings.NAMES.items()]
     found.append(Job("card", ("-m", "scripts.record_card"), (record_card.CARD_JSON,), record_card.estimate_s(),
                      others=(record_card.CARD_MD,)))

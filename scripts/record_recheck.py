@@ -4,6 +4,8 @@ Runs N re-checkable jobs (scripts/record.py, `cheap`; those whose recordings sta
 own commands, each writing into a temporary folder (the shipped recordings stay as they are), and prints a markdown
 table: each recorded speedup with the range the recording states for it (the spread over its timing runs, or its
 95 % interval over prompts), beside the one measured again, and whether it falls inside. For docs/benchmarks.md.
+The default comparison, recorded in several fresh processes (its range spans their rounds), is measured again in
+one more (a job's recheck_args: `--processes 1`), as a new server process would measure it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from engine.measure.provenance import read_provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FIGURES = 6  # figures a recording gives to the table
@@ -62,9 +66,11 @@ def figures(path: Path) -> dict[str, tuple[float, tuple[float, float] | None]]:
     return {key: found[key] for key in keep}
 
 
-def row(recording: str, name: str, recorded: tuple[float, tuple | None], again: float | None) -> str:
+def row(recording: str, name: str, recorded: tuple[float, tuple | None], again: float | None, over: str = "") -> str:
+    """One figure's line; over: what the range spans, in words ("3 processes")."""
     value, bounds = recorded
-    stated = f"{value:.2f}×" + (f" ({bounds[0]:.2f}–{bounds[1]:.2f})" if bounds else " (no range stated)")
+    stated = f"{value:.2f}×" + (f" ({bounds[0]:.2f}–{bounds[1]:.2f}{' over ' + over if over else ''})" if bounds
+                                else " (no range stated)")
     if again is None:
         return f"| {recording} | {name} | {stated} | — | not measured again |"
     verdict = (("inside" if bounds[0] <= again <= bounds[1] else "outside") if bounds
@@ -102,7 +108,7 @@ def recheck(jobs, count: int) -> str:
     with tempfile.TemporaryDirectory() as folder:
         for job in chosen:
             out = Path(folder) / job.key.replace(":", "-")
-            args = [*job.args, "--out", str(out)]
+            args = [*job.args, *job.recheck_args, "--out", str(out)]
             print(f"re-measuring {job.key}: python {' '.join(job.args)} --out {out}", file=sys.stderr, flush=True)
             done = subprocess.run([sys.executable, *args], cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr)
             shipped = job.stamps[0]
@@ -111,7 +117,9 @@ def recheck(jobs, count: int) -> str:
                 lines.append(f"| {job.key} | — | — | — | failed (status {done.returncode}) |")
                 continue
             before, after = figures(shipped), figures(again_path)
+            made = read_provenance(shipped) or {}
+            over = f"{made['processes']} processes" if isinstance(made.get("processes"), int) else ""
             for name, recorded in before.items():
                 lines.append(row(shipped.relative_to(ROOT).as_posix(), name, recorded,
-                                 after.get(name, (None,))[0]))
+                                 after.get(name, (None,))[0], over))
     return "\n".join(lines)

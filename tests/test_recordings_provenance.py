@@ -180,3 +180,23 @@ def test_the_recheck_reads_each_recordings_speedups_with_their_stated_ranges(tmp
     assert record_recheck.row("kv.json", "dflash speedup", found["dflash speedup"], 1.45).endswith("| 1.45× | inside |")
     assert record_recheck.row("kv.json", "dflash speedup", found["dflash speedup"], 1.8).endswith("| 1.80× | outside |")
     assert record_recheck.row("kv.json", "x", (1.0, None), 1.1).endswith("| +10 % |")
+
+
+def test_a_job_measured_in_several_processes_is_estimated_for_as_many(tmp_path):
+    """The default comparison is measured in several fresh processes: a stamp made in one (its own measuring only)
+    is scaled to as many, each with its load; a stamp made in as many already counts them; a re-check measures it
+    in one process more, and its table says what the range spans."""
+    from scripts import record, record_recheck
+
+    path = tmp_path / "comparison.json"
+    job = record.Job("device:comparison", ("-m", "x"), (path,), 99.0, processes=3, recheck_args=("--processes", "1"))
+    path.write_text(json.dumps({"provenance": provenance.provenance("cpu (1 thread)", 1, "x", 6.0, None)}))
+    assert job.previous_processes() == 1 and job.estimate_s() == 3 * (6.0 + record.START_S)
+    path.write_text(json.dumps({"provenance": provenance.provenance("cpu (1 thread)", 1, "x", 90.0, None,
+                                                                    processes=3)}))
+    assert job.previous_processes() == 3 and job.estimate_s() == 90.0
+    shipped = next(j for j in record.jobs() if j.key == "device:comparison")
+    assert shipped.processes == 3 and shipped.recheck_args == ("--processes", "1") and "--processes" not in shipped.args
+    assert record.jobs()[0].processes == 1 and record.jobs()[0].recheck_args == ()
+    line = record_recheck.row("c.json", "dflash speedup", (2.4, (2.2, 2.5)), 2.1, "3 processes")
+    assert line.endswith("| 2.40× (2.20–2.50 over 3 processes) | 2.10× | outside |")

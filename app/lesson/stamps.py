@@ -57,7 +57,8 @@ def stamp_of(doc) -> dict | None:
 
 
 def stamp_words(block: dict | None, dated: str = "", device: str = "") -> str:
-    """"recorded 2026-12-06 on build 3f2a91c0d1, cpu, 1 thread" from a provenance block; without one, "recorded
+    """"recorded 2026-12-06 on build 3f2a91c0d1, cpu, 1 thread" from a provenance block (", 3 separate processes"
+    after it for a recording measured in several, one after another); without one, "recorded
     2026-12-03 on cpu (1 thread) by an earlier engine, no build stamp" (dated, device: what the recording's data
     carries, if anything)."""
     if block is None:
@@ -69,4 +70,7 @@ def stamp_words(block: dict | None, dated: str = "", device: str = "") -> str:
     if isinstance(threads, int) and "thread" not in device:
         where += f", {threads} thread{'' if threads == 1 else 's'}"
     when = str(block.get("recorded_at") or dated)[:10]
+    processes = block.get("processes")
+    if isinstance(processes, int) and processes > 1:  # measured in fresh processes one after another
+        where += f"{', ' if where else ''}{processes} separate processes"
     return f"recorded {when} on build {short(block['build'])}" + (f", {where}" if where else "")

@@ -142,7 +142,10 @@ def comparison_markdown(recording: DeviceRecording) -> str:
     """The device's default comparison, lane by lane, as the Compare tab's chips give it: tokens/s, the speedup over
     the same comparison's baseline with its spread over the timing runs, τ."""
     comparison: Comparison = recording.item
-    lines = ["| lane | drafter | tokens/s | speedup (spread over the timing runs) | τ |", "|---|---|---|---|---|"]
+    processes = (recording.provenance or {}).get("processes")
+    processes = processes if isinstance(processes, int) and processes > 1 else 1
+    over = f"the timing runs of {processes} separate processes" if processes > 1 else "the timing runs"
+    lines = [f"| lane | drafter | tokens/s | speedup (spread over {over}) | τ |", "|---|---|---|---|---|"]
     for method, lane in comparison.lanes.items():
         if lane.summary is None:
             continue
@@ -151,10 +154,12 @@ def comparison_markdown(recording: DeviceRecording) -> str:
                  f"{speedup:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else ""))
         lines.append(f"| {method_label(method)} | {html.escape(lane.drafter, quote=False)} | "
                      f"{lane.summary.tokens_per_s:.0f} | {shown} | {lane.summary.tau:.2f} |")
-    settings = comparison.settings
+    settings, runs = comparison.settings, max(lane.timing_runs for lane in comparison.lanes.values())
+    timed = (f"timed {runs // processes} times in each of {processes} separate processes, one after another (the "
+             f"speedup is the median of those {runs} runs)" if processes > 1 else f"timed {runs} times")
     return (f"**{html.escape(label(recording), quote=False)}.** The default comparison: "
             f"{settings.get('max_new_tokens')} new tokens at temperature {settings.get('temperature'):g}, each lane "
-            f"timed {max(lane.timing_runs for lane in comparison.lanes.values())} times.\n\n" + "\n".join(lines))
+            f"{timed}.\n\n" + "\n".join(lines))
 
 
 def compare_layout(folder: Path = DEVICE_DIR) -> gr.Markdown | None:

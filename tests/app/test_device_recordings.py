@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ BLOCKED = ("import sys\n"
 
 def test_the_recorder_needs_no_gradio_nor_plotly():
     """The device machine has torch and transformers only: the recorder and what it calls import without the rest."""
-    code = BLOCKED + ("import scripts.device_recordings as r, app.comparison, app.runner, app.settings, app.lesson; "
+    code = BLOCKED + ("import scripts.device_recordings as r, app.comparison, app.run.runner, app.settings, app.lesson; "
                       "print('imported', r.write_recordings.__name__)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -62,7 +63,8 @@ def test_the_recordings_are_written_marked_and_read_back(written, random_engine)
         assert doc["device"] == random_engine.device_name and doc["recorded_at"][:2] == "20"
         assert set(doc["versions"]) == {"torch", "transformers"} and doc["size"] == "quick"
         made = doc["provenance"]  # what made it: engine/measure/provenance.py
-        assert made["build"] == build_digest() and made["command"].endswith(f"--only {path.stem}")
+        one_process = " --processes 1" if path.stem == "comparison" else ""  # in this process, not in fresh ones
+        assert made["build"] == build_digest() and made["command"].endswith(f"--only {path.stem}{one_process}")
         assert made["baseline_tokens_per_s"] > 0 and made["threads"] >= 1
     found = shown.device_recordings(out)
     assert f"engine build {build_digest()[:10]}" in shown.label(found["trees"])
@@ -105,3 +107,49 @@ def test_the_repository_holds_a_recording_for_each_panel():
     found = shown.device_recordings()
     assert {"comparison", "trees", "load"} <= set(found)
     assert sum(path.stat().st_size for path in shown.DEVICE_DIR.rglob("*.json")) < 2 * 2**20
+
+
+def test_the_comparison_is_measured_in_fresh_processes_its_range_spanning_them(written, tmp_path):
+    """`--processes 3` (the default): three processes one after another, each this script with `--processes 1`; the
+    saved comparison holds every process's rounds, so its spread covers each process's own, and it says so."""
+    from app.comparison import read_comparison
+    from app.lesson.stamps import stamp_words
+
+    shipped = json.loads((written[0] / "cpu" / "comparison.json").read_text())
+    commands = []
+
+    def run(args, cwd):  # a fresh process: the same comparison, the baseline's rates scaled by process
+        commands.append(args)
+        doc = json.loads(json.dumps(shipped))
+        doc["run_rates"]["baseline"] = [[r * (1 + 0.1 * len(commands)) for r in rates]
+                                        for rates in doc["run_rates"]["baseline"]]
+        doc["provenance"]["baseline_tokens_per_s"] = 10.0 * len(commands)
+        out = Path(args[args.index("--out") + 1]) / "cpu"
+        out.mkdir(parents=True)
+        (out / "comparison.json").write_text(json.dumps(doc))
+        return subprocess.CompletedProcess(args, 0)
+
+    path = recorder.write_comparison_in_processes(tmp_path, "cpu", True, 3, run)
+    assert len(commands) == 3 and all(a[a.index("--processes") + 1] == "1" and "--quick" in a for a in commands)
+    doc = json.loads(path.read_text())
+    made = doc["provenance"]
+    assert made["processes"] == 3 and made["process_baselines"] == [10.0, 20.0, 30.0]
+    assert made["baseline_tokens_per_s"] == 20.0 and made["command"].endswith("--only comparison")
+    merged, each = read_comparison(json.dumps(doc)), [read_comparison(json.dumps(shipped))]
+    for method in merged.lanes:
+        if method == "baseline":
+            continue
+        low, high = merged.speedup_spread(method)
+        alone = each[0].round_speedups(method)
+        rounds = merged.round_speedups(method)
+        assert len(rounds) == 3 * len(alone) and merged.lanes[method].timing_runs == len(rounds)
+        assert low == min(rounds) < min(alone) / 1.25 and high == max(rounds) <= max(alone) / 1.1 + 1e-9
+    recording = shown.DeviceRecording("comparison", merged, merged.device, merged.recorded_at, {}, made)
+    text = shown.comparison_markdown(recording)
+    assert "in each of 3 separate processes" in text and "spread over the timing runs of 3 separate processes" in text
+    assert stamp_words(made).endswith(", 3 separate processes")
+
+    other = json.loads(json.dumps(shipped))
+    other["lanes"]["dflash"][-1]["committed"][-1]["id"] += 1  # a process that wrote another token
+    with pytest.raises(ValueError, match="process 2's dflash lane wrote other tokens"):
+        recorder.merged_comparison([shipped, other])

@@ -41,23 +41,31 @@ def baseline(engine):
     return _run(engine, "baseline")
 
 
+@pytest.fixture(scope="module")
+def plain(engine):
+    """Each method's run without either option, made once for the module (at temperature 0 a run is the same run
+    after run: tests/engine/test_identity.py), which the option tests hold their own runs against."""
+    runs = {}
+    return lambda method: runs[method] if method in runs else runs.setdefault(method, _run(engine, method))
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_window_keeps_the_output_and_changes_the_drafts(engine, baseline, method):
-    plain, windowed = _run(engine, method), _run(engine, method, drafter_window=WINDOW)
+def test_window_keeps_the_output_and_changes_the_drafts(engine, baseline, plain, method):
+    plain, windowed = plain(method), _run(engine, method, drafter_window=WINDOW)
     assert windowed.output_ids == baseline.output_ids == plain.output_ids
     assert len(baseline.prompt_ids) + len(baseline.output_ids) > 2 * WINDOW  # the run went well past the window
     assert _drafted(windowed) != _drafted(plain)  # the drafter saw less: its drafts differ somewhere
 
 
-def test_a_window_wider_than_the_context_changes_nothing(engine):
-    assert _drafted(_run(engine, "eagle3", drafter_window=TINY_CONTEXT)) == _drafted(_run(engine, "eagle3"))
-    assert _drafted(_run(engine, "dflash", drafter_window=TINY_CONTEXT)) == _drafted(_run(engine, "dflash"))
+def test_a_window_wider_than_the_context_changes_nothing(engine, plain):
+    assert _drafted(_run(engine, "eagle3", drafter_window=TINY_CONTEXT)) == _drafted(plain("eagle3"))
+    assert _drafted(_run(engine, "dflash", drafter_window=TINY_CONTEXT)) == _drafted(plain("dflash"))
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_self_tuning_keeps_the_output_trains_a_copy_and_times_it(engine, baseline, method):
+def test_self_tuning_keeps_the_output_trains_a_copy_and_times_it(engine, baseline, plain, method):
     before = {k: v.clone() for k, v in engine.drafter_models[method].state_dict().items()}
-    plain, tuned = _run(engine, method), _run(engine, method, self_tuning=True, drafter_window=WINDOW)
+    plain, tuned = plain(method), _run(engine, method, self_tuning=True, drafter_window=WINDOW)
     assert tuned.output_ids == baseline.output_ids
     assert _drafted(tuned) != _drafted(plain)
     trains = [span for s in tuned.steps for span in s.spans if span.work == "train"]

@@ -320,26 +320,22 @@ class ZeroGPUEngine(KnownFacts):
 
     def __init__(self, engine, gpu: Callable = no_gpu, costs: CostBook | None = None, stops: StopFlags | None = None,
                  cap_s: float = GPU_CAP_S, duration_factor: float | None = None):
-        self._engine = engine
-        self.preset = engine.preset
-        self.eos_id = getattr(engine, "eos_id", None)
+        self._engine, self.preset, self.eos_id = engine, engine.preset, getattr(engine, "eos_id", None)
         self._methods = list(engine.methods())
         self._labels = {(m, hot): engine.drafter_label(m, 1.0 if hot else 0.0) for m in self._methods
                         for hot in (False, True)}
         self._caps = {m: engine.max_drafts(m) for m in self._methods}
         self.costs = costs if costs is not None else CostBook()
-        self.stops = stops if stops is not None else StopFlags()
-        self.cap_s = cap_s
+        self.stops, self.cap_s = stops if stops is not None else StopFlags(), cap_s
         self.factor = duration_factor if duration_factor is not None else (
             1.0 if gpu is no_gpu else spaces_duration_factor())
         # seconds per new token until the Space has measured its own: the table's figure, else its shape's estimate
         self.start_per_token_s = MEASURED_PER_TOKEN_S.get(self.preset) or estimated_per_token_s(engine.target.config)
-        self._device_name = ""  # read inside a GPU call
         stored = self.costs.profile(self.preset)
         if stored is not None:
             self._keep_profile(stored)
-        # in the worker: the process that warmed up, and what it warmed
-        self._warm_pid, self._warm = None, set()
+        # the GPU's name (read inside a GPU call); in the worker: the process that warmed up, and what it warmed
+        self._device_name, self._warm_pid, self._warm = "", None, set()
         self._stream_on_gpu = gpu(duration=_declared)(self._worker_stream)
         self._call_on_gpu = gpu(duration=_declared)(self._worker_call)
 

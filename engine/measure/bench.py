@@ -42,7 +42,8 @@ from ..contract.types import EngineError, GenerationConfig
 from ..loop import Engine
 from .decide import (MIN_DRAFTS, add_counts, labels_of, pair_words, pairwise, position_counts,
                      position_rows, position_words, prompt_file_record, read_prompt_file, rows_csv)
-from .concurrency import BATCHED_LANES, check_sizes, scheduled_method, concurrency_sweep, concurrency_table, lane_config
+from .concurrency import (BATCHED_LANES, check_requests_at_once, concurrency_sweep, concurrency_table, lane_config,
+                          scheduled_method)
 from .pair import add_pair_arguments, default_drafts, load_pair_or_preset
 from .sweep import budget_sweep, k_sweep
 
@@ -484,14 +485,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="node budget of the tree lanes (dflash_tree, eagle3_tree)")
     parser.add_argument("--budget-sweep", type=lambda v: [int(b) for b in v.split(",")], default=None,
                         metavar="B1,B2,...", help="also run every tree lane at these node budgets beside its chain")
-    parser.add_argument("--concurrency", type=lambda v: [int(b) for b in v.split(",")], default=None,
+    parser.add_argument("--requests-at-once", "--concurrency", dest="requests_at_once",
+                        type=lambda v: [int(b) for b in v.split(",")], default=None,
                         metavar="B1,B2,...", help="instead: every batched lane with this many requests at once "
                         "(engine/measure/concurrency.py)")
     parser.add_argument("--lanes", type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()), default=None,
-                        help=f"with --concurrency: these batched lanes (default: {','.join(BATCHED_LANES)}; "
+                        help=f"with --requests-at-once: these batched lanes (default: {','.join(BATCHED_LANES)}; "
                              f"{scheduled_method()}_verify_N verifies N)")
     parser.add_argument("--pairs", type=int, default=0, metavar="N",
-                        help="with --concurrency: also N adjacent pairs of runs of DSpark's scheduler against DSpark "
+                        help="with --requests-at-once: also N adjacent pairs of runs of DSpark's scheduler against DSpark "
                              "verifying everything at the largest B, their ratio with a 95 %% interval")
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--temperature", type=float, default=0.0,
@@ -512,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         labels_of(label_rows, args.by)  # a missing label: one line, before the models load
         csv_path = args.csv or args.json.with_suffix(".csv")
         args.json.parent.mkdir(parents=True, exist_ok=True)  # a bad output path fails before the run
-        check_sizes(args.concurrency or [])  # before the models load
+        check_requests_at_once(args.requests_at_once or [])  # before the models load
         if args.pairs < 0:
             raise EngineError(f"--pairs is how many pairs of runs to make: 0 or more, got {args.pairs}")
         for lane in args.lanes or ():
@@ -520,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         engine, form, ran = load_pair_or_preset(args, device=args.device, threads=args.threads,
                                                 cuda_graphs=args.cuda_graphs)
         prompts = [form(p) for p in prompts]
-        if args.concurrency:
+        if args.requests_at_once:
             return _concurrency(engine, prompts, args)
         with BusyMachine() if args.busy else contextlib.nullcontext():
             report = run_bench(engine, prompts, args.max_new_tokens, drafts_per_step,
@@ -552,7 +554,8 @@ def _concurrency(engine: Engine, prompts: list[str], args) -> int:
     engine.warm_up()
     with BusyMachine() if args.busy else contextlib.nullcontext():
         lanes = (BASELINE, *(lane for lane in args.lanes if lane != BASELINE)) if args.lanes else BATCHED_LANES
-        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.concurrency, lanes, pairs=args.pairs)
+        sweep = concurrency_sweep(engine, prompts, args.max_new_tokens, args.requests_at_once, lanes,
+                                  pairs=args.pairs)
     report = {"concurrency": sweep, "device": engine.device_name, "preset": engine.preset, "busy_machine": args.busy,
               "date": time.strftime("%Y-%m-%d")}
     print("\n".join(concurrency_table(sweep)))

@@ -1,6 +1,6 @@
 """Speculative decoding under load: every batched lane at each concurrency, measured side by side in one run.
 
-    python -m engine.measure.bench --concurrency 1,2,4,8,16,32 --json runs/concurrency.json
+    python -m engine.measure.bench --requests-at-once 1,2,4,8,16,32 --json runs/concurrency.json
 
 The same held-out prompts at every concurrency B: N of them (twice the largest B; repeated where there are fewer),
 decoded at most B at once, a finished request replaced by the next waiting one (continuous batching, as a serving
@@ -104,28 +104,28 @@ def hf_batched_generate(engine: Engine, prompt_ids: list[list[int]], max_new_tok
     return outputs, wall
 
 
-def check_sizes(sizes: list[int]) -> None:
-    """One line for a batch size the engine does not take."""
-    for size in sizes:
-        if not 1 <= size <= MAX_BATCH:
-            raise EngineError(f"a concurrency of {size} is outside 1 to {MAX_BATCH}")
+def check_requests_at_once(requests_at_once: list[int]) -> None:
+    """One line for a number of requests at once the engine does not take."""
+    for b in requests_at_once:
+        if not 1 <= b <= MAX_BATCH:
+            raise EngineError(f"{b} requests at once is outside 1 to {MAX_BATCH}")
 
 
-def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, sizes: list[int],
+def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, requests_at_once: list[int],
                       lanes: tuple[str, ...] | None = None, log=print, rounds: int = ROUNDS,
                       num_requests: int | None = None, stop=None, pairs: int = 0, references: bool = True) -> dict:
-    """Every lane at every batch size in `sizes` (see the module's docstring) over `num_requests` requests (default
+    """Every lane at every number of requests at once B in `requests_at_once` (see the module's docstring) over `num_requests` requests (default
     the largest size); plain values, JSON-ready. stop: a threading.Event seen after every batch. pairs: that many
     paired runs of DSpark's scheduler against verifying everything at the largest size (none when either lane is
     not among `lanes`). references: also transformers' batched generate at every size and, at B = 1, the batched
     path against the single-request loop (without them, about half the time: a live lesson measurement's size)."""
-    check_sizes(sizes)
+    check_requests_at_once(requests_at_once)
     lanes = tuple(lane for lane in lanes or batched_lanes() if lane_config(lane, 1).method in engine.methods())
-    requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(sizes))]
+    requests = [prompts[i % len(prompts)] for i in range(num_requests or REQUESTS_PER_SLOT * max(requests_at_once))]
     greedy = {p: engine.generate(p, GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens)).output_ids
               for p in set(requests)}
     rows = {}
-    for size in sizes:
+    for size in requests_at_once:  # B
         batches = [requests[i: i + size] for i in range(0, len(requests), size)]  # transformers': one after another
         runs: dict[str, object] = {lane: None for lane in lanes}
         hf_runs = None
@@ -160,14 +160,14 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, s
         rows[str(size)] = row
         log(f"B = {size}: " + ", ".join(f"{lane} {v['speedup']:.2f}× (τ {v['tau']:.2f})"
                                         for lane, v in row["lanes"].items()))
-    sweep = {"sizes": list(sizes), "requests": len(requests), "batching": "continuous",
+    sweep = {"sizes": list(requests_at_once), "requests": len(requests), "batching": "continuous",
              "max_new_tokens": max_new_tokens, "rounds": rounds, "lanes": list(lanes), "rows": rows,
              "identical_outputs": all(v["identical"] for r in rows.values() for v in r["lanes"].values())}
     scheduled = scheduled_method()
     if pairs and scheduled and {scheduled, scheduled + VERIFY_ALL} <= set(lanes):
-        paired = scheduler_versus_all(engine, requests, [greedy[p] for p in requests], max_new_tokens, max(sizes),
+        paired = scheduler_versus_all(engine, requests, [greedy[p] for p in requests], max_new_tokens, max(requests_at_once),
                                       pairs, stop)
-        log(f"B = {max(sizes)}: DSpark's scheduler / verifying everything {paired['mean']:.3f} "
+        log(f"B = {max(requests_at_once)}: DSpark's scheduler / verifying everything {paired['mean']:.3f} "
             f"(95 % interval {paired['low']:.3f}–{paired['high']:.3f})")
         sweep["scheduler_vs_all"] = paired
         sweep["identical_outputs"] = sweep["identical_outputs"] and paired["identical"]

@@ -88,7 +88,7 @@ def trees(engine, prompts: list[str], budgets, max_new_tokens: int, rounds: int,
     return measurement({**measured, "rounds": rounds}, engine.device_name)
 
 
-def load(engine, prompts: list[str], sizes, num_requests: int, max_new_tokens: int, rounds: int, lanes=None,
+def load(engine, prompts: list[str], requests_at_once, num_requests: int, max_new_tokens: int, rounds: int, lanes=None,
          pairs: int = 0, stop=None, references: bool = True) -> dict:
     """Every batched lane (or `lanes`) at every batch size over the same `num_requests` requests, beside the
     batched baseline and transformers' batched generate (engine/measure/concurrency.py), and at the largest size
@@ -96,7 +96,7 @@ def load(engine, prompts: list[str], sizes, num_requests: int, max_new_tokens: i
     out transformers' generate and the batched-against-single check (a live measurement)."""
     from .concurrency import BATCHED_LANES, concurrency_sweep
 
-    measured = concurrency_sweep(engine, prompts, max_new_tokens, list(sizes), tuple(lanes or BATCHED_LANES),
+    measured = concurrency_sweep(engine, prompts, max_new_tokens, list(requests_at_once), tuple(lanes or BATCHED_LANES),
                                  log=lambda line: None, rounds=rounds, num_requests=num_requests, stop=stop,
                                  pairs=pairs, references=references)
     return measurement(measured, engine.device_name)

@@ -134,9 +134,9 @@ def test_paired_runs_set_the_scheduler_against_verifying_everything_with_an_inte
 def test_a_concurrency_outside_the_range_is_one_clear_line(capsys):
     from engine.measure.bench import main
 
-    assert main(["--concurrency", "1,0", "--limit", "1"]) == 2
+    assert main(["--requests-at-once", "1,0", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "a concurrency of 0 is outside 1 to" in err[0]
+    assert len(err) == 1 and "0 requests at once is outside 1 to" in err[0]
     assert main(["--concurrency", "2", "--lanes", "dspark_verify_x", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no batched lane 'dspark_verify_x'" in err[0]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
-from engine.contract.methods import BASELINE, METHOD_REGISTRY
+from engine.contract.methods import BASELINE, DFLASH, DSPARK, METHOD_REGISTRY
 from engine.contract.presets import ASSETS_DIR, load_prompts
 from engine.measure import lesson as recipes
 from engine.measure.lesson import FORMAT, chain_methods, measurement, parts_method, serial_methods  # noqa: F401
@@ -92,7 +92,7 @@ LIVE_LOAD_SIZES = (1, 8)
 LIVE_LOAD_REQUESTS = 8
 LIVE_LOAD_TOKENS = 16
 LIVE_LOAD_ROUNDS = 1
-LIVE_LOAD_LANES = ("baseline", "dflash", "dspark", "dspark_verify_all")
+LIVE_LOAD_LANES = (BASELINE, DFLASH, DSPARK, "dspark_verify_all")
 # How far a speedup measured once at a live size moves between repeats, relative, either way, on a shared 2-core
 # machine (the live K sweep's: all within 3.3 % at load 2.5, 43 of 48 within 8 % at load 3-5; docs/benchmarks.md "Run
 # it live"): the live words call two speedups different only beyond twice it (speed.ONE_ROUND_NOISE), and the tests

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # where method ids may be typed: the registry itself, and training's configurations (a recipe per drafter kind)
 REGISTRY = ROOT / "engine" / "contract" / "methods.py"
 TRAINING = ROOT / "engine" / "train"
-MAX_LITERALS = 19  # what is left: kind names equal to method ids (eagle3, dflash) and a few a lesson speaks of
+# under 20: what is left are drafter kind names that equal a method id (eagle3, dflash) and a few charts' and
+# recorders' own references
+MAX_LITERALS = 19
 
 
 def method_id_literals() -> Counter:

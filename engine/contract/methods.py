@@ -11,9 +11,12 @@ implements it; that module provides
     build(model, engine) -> Drafter          the object the speculative loop talks to (drafters/base.py)
 
 so the engine, CLI, app, bench, model card and training read this file and never name a method
-themselves. Adding a drafter is one module under `engine/drafters/` plus one entry here (its DrafterKind, and
-its Method naming that kind); a method registered at run time (entries added to METHOD_REGISTRY and
-DRAFTER_KINDS) appears in the lanes, the bench and the About text alike. A kind without weights
+themselves: a lane's style (colour, marker) and capabilities (batched, tree, ablation, how it drafts) are on its
+Method, and every table of lanes derives from them (method_names, methods_where); code that speaks of one method in
+particular uses its name here (EAGLE3, DFLASH, ...). Adding a drafter is one module under `engine/drafters/` plus
+one entry here (its DrafterKind, and its Method naming that kind; tests/test_method_registry.py does it in a copy
+of the tree); a method registered at run time (entries added to METHOD_REGISTRY and DRAFTER_KINDS) appears in the
+lanes, the bench and the About text alike. A kind without weights
 (`weights=False`) needs no checkpoint and no preset entry: every engine builds it.
 
 Torch-free on purpose: the app (which imports no torch) reads names, labels and defaults from here. The seam to
@@ -210,11 +213,6 @@ def methods_where(**wanted) -> tuple[str, ...]:
     methods_where(tree=False) for the chains, methods_where(batched=True), methods_where(drafts=True, one_pass=True)."""
     return tuple(name for name, entry in METHOD_REGISTRY.items()
                  if all(getattr(entry, key) == value for key, value in wanted.items()))
-
-
-def methods_with(*names: str) -> tuple[str, ...]:
-    """The methods among `names` that are registered, in display order (a table's lanes, ignoring a retired one)."""
-    return tuple(name for name in METHOD_REGISTRY if name in names)
 
 
 def method_label(name: str) -> str:

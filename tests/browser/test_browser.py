@@ -24,19 +24,34 @@ from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import launch_locally, needs_chromium  # noqa: E402
+from conftest import launch_locally, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
 
+class Opened:
+    """What open_page opened: its context's permissions can be granted; close() closes the page (page_on)."""
+
+    def __init__(self, opening, page):
+        self._opening, self._context = opening, page.context
+
+    def grant_permissions(self, *args, **kwargs):
+        return self._context.grant_permissions(*args, **kwargs)
+
+    def close(self) -> None:
+        self._opening.__exit__(None, None, None)
+
+
 def open_page(browser):
-    """A fresh context with one wide page whose console errors (and uncaught page errors) are collected."""
-    context = browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = context.new_page()
+    """One wide page whose console errors (and uncaught page errors) are collected, and what closes it: a page of
+    the test process's kept context (page_on: warm caches, so a load costs about half a fresh context's), whose
+    cookies, storage and permissions are cleared when it closes, as a fresh context would start."""
+    opening = page_on(browser, viewport={"width": 1500, "height": 1300})
+    page = opening.__enter__()
     console_errors = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: console_errors.append(str(exc)))
-    return context, page, console_errors
+    return Opened(opening, page), page, console_errors
 
 
 def held_still(page, locator, quiet_ms, timeout_ms):

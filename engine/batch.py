@@ -108,13 +108,16 @@ class _Request:
 
 def _batch_loop(engine, config: GenerationConfig, concurrency: int, drafter=None, clock: SpanClock | None = None):
     """The loop for `config` with at most `concurrency` requests at once, or one clear line (EngineError): a tree
-    method, a concurrency out of range. `drafter`: the run's single-request drafter, prepared (made here if None)."""
+    method or another without a batch form (methods.Method.batched), a concurrency out of range. `drafter`: the
+    run's single-request drafter, prepared (made here if None)."""
     config.validate()
     if not 1 <= concurrency <= MAX_BATCH:
         raise EngineError(f"requests at once must be from 1 to {MAX_BATCH}, got {concurrency}")
     if method_entry(config.method).tree:
         raise EngineError(f"{config.method} drafts trees, which do not run in a batch: run it with requests at once 1, "
                           "or batch its chain method")
+    if not method_entry(config.method).batched:  # the registry says which methods have a batch form
+        raise EngineError(f"{config.method} does not run in a batch: run it with requests at once 1")
     if drafter is None:
         drafter = engine.new_drafter(config.method, config)
         drafter.prepare(config)

@@ -175,7 +175,7 @@ def test_a_new_drafter_with_parity_is_one_module_and_one_registry_entry(tmp_path
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "echo" in seen["methods"] and "echo" in seen["engine"]  # the registry and an engine without a preset
     assert seen["same"]  # parity: at temperature 0 it writes the baseline's text
-    assert seen["refused"] == "echo the last token does not run in a batch"  # a lane one request at a time
+    assert seen["refused"] == "echo does not run in a batch: run it with requests at once 1"  # not batched=True
     assert seen["style"] == ["#AA4499", "x"]  # its lane header and charts
     assert "echo" in seen["chains"] and "echo" not in seen["batched_lanes"]  # the device check; no load sweep
     assert "echo" in seen["bench_lanes"] and seen["bench_same"] and seen["drafts"] == 3  # the bench, at its default

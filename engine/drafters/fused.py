@@ -6,10 +6,11 @@ transformers DynamicCache appends with a copy of every layer's whole cache and c
 the one a DynamicCache has, so the networks' own modules (dflash_model.DraftAttention) run over it unchanged.
 
 `FusedBlock` (DFlash's and DSpark's backbone) and `FusedEagle3` (EAGLE-3's layers) compute what those modules do, with
-the arithmetic arranged as the target's fused forward (engine/target.py) arranges it: the projections that read one
-input as one product (EAGLE-3's query, key and value; the block drafters' key and value, which also read the context;
-the MLP's gate and up), every norm one operation, RoPE read from a table made once by the model's own rotary
-embedding. The weights are the checkpoint's as loaded, shared; nothing is saved differently. A network with biased
+the arithmetic arranged as the target's fused forward (engine/target.py) arranges it: the query, key and value
+projections as one product (a block drafter's over the new context rows and the block, its queries then cut to the
+block's rows), the MLP's gate and up as another, every norm one operation, queries and keys rotated together with
+RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's; the joined
+ones are copies made when a drafter is built, nothing is saved differently. A network with biased
 projections runs through its own modules (`supports` says which).
 """
 
@@ -101,14 +102,12 @@ def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Ten
 
 
 class _Weights:
-    """One draft layer's weights as a fused forward reads them (views of the checkpoint's, joined where one input
-    feeds several projections)."""
+    """One draft layer's weights as a fused forward reads them (the checkpoint's, the query, key and value projections
+    and the MLP's gate and up projections each joined into one)."""
 
-    def __init__(self, layer: nn.Module, join_query: bool):
+    def __init__(self, layer: nn.Module):
         attn, mlp = layer.self_attn, layer.mlp
-        projections = [attn.k_proj.weight, attn.v_proj.weight]
-        self.q = None if join_query else attn.q_proj.weight
-        self.qkv = _joined(([attn.q_proj.weight] if join_query else []) + projections)
+        self.qkv = _joined([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
         self.o, self.down = attn.o_proj.weight, mlp.down_proj.weight
         self.gate_up = _joined([mlp.gate_proj.weight, mlp.up_proj.weight])
         self.q_norm, self.k_norm = attn.q_norm.weight, attn.k_norm.weight
@@ -129,13 +128,13 @@ def _joined(weights: list[torch.Tensor]) -> torch.Tensor:
 class _Fused:
     """What both fused networks share: shapes, norms, the rope table, attention and the MLP."""
 
-    def __init__(self, model: nn.Module, join_query: bool):
+    def __init__(self, model: nn.Module):
         config = model.config
         self.model = model
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.eps = config.rms_norm_eps
-        self.layers = [_Weights(layer, join_query) for layer in model.layers]
+        self.layers = [_Weights(layer) for layer in model.layers]
         self.rope = _Rope(model.rotary_emb, model.norm.weight)
 
     @staticmethod
@@ -145,9 +144,12 @@ class _Fused:
     def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
 
-    def heads_of(self, x: torch.Tensor, count: int, weight: torch.Tensor) -> torch.Tensor:
-        """(1, n, count · D) -> (1, count, n, D), each head normed."""
-        return self.norm(x.view(1, x.shape[1], count, self.head_dim), weight).transpose(1, 2)
+    def projected(self, x: torch.Tensor, layer: _Weights, cos: torch.Tensor, sin: torch.Tensor):
+        """Queries and keys (1, h + kv, n, D), normed and rotated together, and values (1, kv, n, D) of the rows x."""
+        h, kv = self.heads, self.kv_heads
+        qkv = F.linear(x, layer.qkv).view(1, x.shape[1], h + 2 * kv, self.head_dim)
+        qk = torch.cat([self.norm(qkv[:, :, :h], layer.q_norm), self.norm(qkv[:, :, h: h + kv], layer.k_norm)], dim=2)
+        return _rotated(qk.transpose(1, 2), cos, sin), qkv[:, :, h + kv:].transpose(1, 2)
 
     def attend_and_mix(self, hidden, layer: _Weights, q, k, v, cache, mask, index: int) -> torch.Tensor:
         if cache is not None:
@@ -159,11 +161,8 @@ class _Fused:
 
 
 class FusedBlock(_Fused):
-    """DFlashDraftModel.forward (DSpark's backbone too), fused: queries from the block, keys and values from the new
-    context features and the block, over a DraftCache."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model, join_query=False)
+    """DFlashDraftModel.forward (DSpark's backbone too), fused: keys and values from the new context features and the
+    block, queries from the block (projected with them in one product and cut out), over a DraftCache."""
 
     def __call__(self, block: torch.Tensor, target_hidden: torch.Tensor | None, first: int,
                  cache: DraftCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -172,39 +171,27 @@ class FusedBlock(_Fused):
         model = self.model
         context = self.norm(F.linear(target_hidden, model.fc.weight), model.hidden_norm.weight) \
             if model.target_features else None
-        q_len, kv_width = block.shape[1], self.kv_heads * self.head_dim
+        q_len = block.shape[1]
         cos, sin = self.rope.at(first, q_len + (0 if context is None else context.shape[1]))
         hidden = block
         for index, layer in enumerate(self.layers):
             x = self.norm(hidden, layer.input_norm)
-            kv = F.linear(x if context is None else torch.cat([context, x], dim=1), layer.qkv)
-            q = _rotated(self.heads_of(F.linear(x, layer.q), self.heads, layer.q_norm), cos[:, :, -q_len:],
-                         sin[:, :, -q_len:])
-            k = _rotated(self.heads_of(kv[..., :kv_width], self.kv_heads, layer.k_norm), cos, sin)
-            v = kv[..., kv_width:].view(1, -1, self.kv_heads, self.head_dim).transpose(1, 2)
-            hidden = self.attend_and_mix(hidden, layer, q, k, v, cache, mask, index)
+            qk, v = self.projected(x if context is None else torch.cat([context, x], dim=1), layer, cos, sin)
+            hidden = self.attend_and_mix(hidden, layer, qk[:, : self.heads, -q_len:], qk[:, self.heads:], v, cache,
+                                         mask, index)
         return self.norm(hidden, model.norm.weight)
 
 
 class FusedEagle3(_Fused):
-    """Eagle3DraftModel.forward, fused: every layer reads [input_layernorm(embedding) ; hidden_norm(hidden)] with its
-    query, key and value projections as one product, queries and keys rotated together."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__(model, join_query=True)
+    """Eagle3DraftModel.forward, fused: every layer reads [input_layernorm(embedding) ; hidden_norm(hidden)]."""
 
     def __call__(self, input_ids: torch.Tensor, hidden: torch.Tensor, first: int, cache: DraftCache | None = None,
                  mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (1, q) at positions first..first + q − 1; hidden (1, q, H). Returns the pre-norm outputs."""
         embedded = self.model.embed_tokens(input_ids)
-        h, kv = self.heads, self.kv_heads
         cos, sin = self.rope.at(first, input_ids.shape[1])
         for index, layer in enumerate(self.layers):
             x = torch.cat([self.norm(embedded, layer.input_norm), self.norm(hidden, layer.hidden_norm)], dim=-1)
-            qkv = F.linear(x, layer.qkv).view(1, x.shape[1], h + 2 * kv, self.head_dim)
-            qk = torch.cat([self.norm(qkv[:, :, :h], layer.q_norm), self.norm(qkv[:, :, h: h + kv], layer.k_norm)],
-                           dim=2).transpose(1, 2)
-            qk = _rotated(qk, cos, sin)
-            v = qkv[:, :, h + kv:].transpose(1, 2)
-            hidden = self.attend_and_mix(hidden, layer, qk[:, :h], qk[:, h:], v, cache, mask, index)
+            qk, v = self.projected(x, layer, cos, sin)
+            hidden = self.attend_and_mix(hidden, layer, qk[:, : self.heads], qk[:, self.heads:], v, cache, mask, index)
         return hidden

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import DynamicCache
 
 from engine.drafters.dflash import DFlashDrafter
@@ -115,3 +116,46 @@ def test_a_drafter_given_another_network_drafts_with_it(embedded_engine):
     for mine, theirs in zip(_rounds(swapped, prompt, [2, 1]), _rounds(reference, prompt, [2, 1])):
         assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6)
     assert swapped.fused is None
+
+
+class _Operations(TorchDispatchMode):
+    """Operations dispatched, views (no kernel, no data) left out."""
+
+    VIEWS = {"view", "_unsafe_view", "transpose", "t", "slice", "select", "unsqueeze", "squeeze", "expand", "alias",
+             "as_strided", "detach", "split", "split_with_sizes", "chunk", "reshape", "permute", "unbind"}
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func.overloadpacket.__name__ not in self.VIEWS
+        return func(*args, **(kwargs or {}))
+
+
+# A decode step's drafting (propose of 7 drafts and accept) on the shipped drafters, counted 2026-12-06: DFlash 109
+# operations through its own modules and a transformers cache, 77 fused; EAGLE-3 331 and 212. The ceilings leave room
+# for a release's small changes and fail a change that adds one operation per layer and draft.
+CEILINGS = {"dflash": 80, "eagle3": 220}
+
+
+@pytest.mark.parametrize("name", sorted(CEILINGS))
+def test_a_fused_drafting_step_dispatches_fewer_operations(embedded_engine, name):
+    model = embedded_engine.drafter_models[name]
+    counts = {}
+    for fused in (False, True):
+        drafter = DFlashDrafter(model, embedded_engine.target, fused=fused) if name == "dflash" else \
+            Eagle3Drafter(model, fused=fused)
+        prompt = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+        n, width = prompt.shape[1], len(model.target_layer_ids) * model.config.hidden_size
+        committed = torch.cat([prompt, torch.tensor([[5]])], dim=1)
+        with torch.inference_mode():
+            drafter.start(prompt, torch.randn(1, n, width), CLOCK)
+            drafter.propose(committed, 7, 0.0, torch.Generator(), CLOCK)
+            drafter.accept(n + 4, torch.randn(1, 4, width))
+            committed = torch.cat([committed, torch.tensor([[1, 2, 3, 4]])], dim=1)
+            with _Operations() as operations:
+                drafter.propose(committed, 7, 0.0, torch.Generator(), CLOCK)
+                drafter.accept(n + 5, torch.randn(1, 1, width))
+        counts[fused] = operations.count
+    assert counts[True] <= CEILINGS[name] and counts[True] < counts[False], counts

@@ -11,12 +11,12 @@ from starlette.middleware import Middleware
 from engine.contract.interface import EngineLike
 from engine.contract.presets import PRESETS
 
-from .run import runner
+from .run import page_sessions, runner
 from .comparison import MAX_FILE_BYTES
 from .draw import overlap, projector
-from .hosting import classroom as classes, disk, fairness, page_sessions, presenter as presenting, toggles
+from .hosting import classroom as classes, disk, fairness, presenter as presenting, toggles
 from .hosting.addresses import FullQueueWords, LongAddressGuard, VisitorLimit
-from .hosting.sessions import SessionStore
+from .run.sessions import SessionStore
 from .servers import lanes as server_lanes
 from . import lesson as lesson_data
 from .tabs import about, compare, lesson, slides, step, why
@@ -155,7 +155,7 @@ def launch(demo: gr.Blocks, **kwargs):
     (app/hosting/addresses.py); bad events, the queue's shares, the budget and the presenter's lane
     (app/hosting/fairness.py, app/hosting/presenter.py); the disk's budget for uploads and downloads
     (app/hosting/disk.py); the page served from memory and lean per-visitor sessions
-    (app/hosting/page_sessions.py); uploads of at most MAX_FILE_BYTES."""
+    (app/run/page_sessions.py); uploads of at most MAX_FILE_BYTES."""
     kwargs.setdefault("state_session_capacity", SESSION_CAPACITY)
     kwargs.setdefault("max_file_size", MAX_FILE_BYTES)  # a saved comparison's limit, enforced where the bytes arrive
     app_kwargs = dict(kwargs.pop("app_kwargs", None) or {})

@@ -24,26 +24,23 @@ ENGINE_LAYERS = (
     ("engine.trace", 4), ("engine.online", 4), ("engine.batch", 5), ("engine.loop", 6), ("engine.run", 6),
     ("engine.measure", 7), ("engine.process", 7), ("engine.train", 7),
     ("engine.__main__", 8), ("engine", 8),
-    # app/: plain helpers (words, prompts, the formula, hosting's small parts, the servers' client), then the
-    # settings and links, the comparison value and its stores, the drawing, the lesson, the tabs, the page, and
-    # the entry points (python -m app, the Space's runtime)
-    ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.run.events", 10),
-    ("app.run.runner", 10),
-    ("app.servers.client", 10), ("app.hosting.addresses", 10), ("app.hosting.memory", 10),
-    ("app.hosting.page_sessions", 10), ("app.hosting.uploads", 10), ("app.draw.theme", 10),
-    ("app.hosting.zerogpu", 10), ("app.texts", 10), ("app.draw.long_values", 10),
+    # app/: plain helpers (words, prompts, the formula, the servers' client, a run's events and its runner), then
+    # the settings and links, the comparison value, a run's plan and its stores, the drawing beside hosting (one
+    # floor: serving the page to many visitors, its queue's fairness, the GPU's transport), the lesson, the tabs,
+    # the page, and the entry points (python -m app, the Space's runtime)
+    ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.texts", 10),
+    ("app.servers.client", 10), ("app.draw.theme", 10), ("app.draw.long_values", 10),
+    ("app.run.events", 10), ("app.run.runner", 10), ("app.run.page_sessions", 10),
     ("app.settings", 11), ("app.links", 12),
-    ("app.comparison", 13), ("app.run.plan", 13), ("app.run.controller", 14), ("app.run", 10),
-    ("app.recordings", 14), ("app.hosting.sessions", 14), ("app.hosting.gpu", 14),
-    ("app.hosting.presenter", 10), ("app.hosting.disk", 10), ("app.hosting.classroom", 10),
+    ("app.comparison", 13), ("app.run.plan", 13),
+    ("app.recordings", 14), ("app.run.sessions", 14), ("app.run.controller", 14), ("app.run", 14),
     ("app.lesson.choice", 14),  # the rule that picks the lesson's one prompt: read by the drawing too
-    ("app.hosting.toggles", 15),  # one drawing a comparison and mode, reused: above the drawing it caches
-    ("app.hosting.fairness", 14),
+    ("app.hosting", 15),
     ("app.draw", 15),
     ("app.lesson", 16), ("app.servers", 16),
     ("app.tabs", 17),
     ("app.main", 18),
-    ("app.__main__", 19), ("app.hosting.space", 19), ("app", 19),
+    ("app.__main__", 19), ("app.space", 19), ("app", 19),
 )
 
 
@@ -133,3 +130,15 @@ def test_both_engines_have_the_interface_the_app_is_written_against(random_engin
     assert isinstance(random_engine, EngineLike)
     missing = [name for name in dir(EngineLike) if not name.startswith("_") and not hasattr(EngineProcess, name)]
     assert set(missing) <= {"preset", "device_name"}  # set on each instance, once the child has said what it loaded
+
+
+def test_hosting_is_one_floor_that_nothing_below_it_reads():
+    """app/hosting (serving the page: addresses, the queue's fairness, sessions' pages, the GPU's transport) sits on
+    one floor; the run, its plan and its sessions are below it in app/run, and nothing below the floor imports it."""
+    hosting = [p for p in project_files("app/hosting") if p.name != "__init__.py"]
+    floor = {layer(module_name(p)) for p in hosting}
+    assert len(floor) == 1 and hosting
+    rank = floor.pop()
+    below = [module_name(p) for p in project_files("app") if layer(module_name(p)) < rank
+             and any(m.startswith("app.hosting") for m in imports(p))]
+    assert below == []

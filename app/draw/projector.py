@@ -9,7 +9,7 @@ it stays until closed or replaced: a lecturer can point at it, and a screenshot 
 
 The type, the lanes and the pins are the browser's: CSS and a small script, no server round trip, so they work
 on a recorded replay, a running comparison and a saved file alike. The charts are not: plotly lays out their
-text itself, so the toggle also tells the server, which keeps the mode in the session (app/hosting/sessions.py) and
+text itself, so the toggle also tells the server, which keeps the mode in the session (app/run/sessions.py) and
 draws every chart through its own layout for a room (app/draw/layout.py for_projector), the ones shown now at once.
 """
 

@@ -40,7 +40,7 @@ from ..run.plan import RunPlan, controls_by_name, read_controls
 from ..run.runner import EVERY_RUN_FIRST, Turns, run_lanes as run_lanes_here
 from ..hosting import memory
 from ..servers import lanes as server_lanes
-from ..hosting.sessions import SessionStore
+from ..run.sessions import SessionStore
 from ..hosting.uploads import SavedFileButton
 from . import device_recordings
 from .compare_links import LONG_LINK_CHARS, MAX_LINK_CHARS, LinkHandlers
@@ -305,7 +305,7 @@ def by_name(handle: Callable) -> Callable:
 class RunController:
     """Runs comparisons: plans them (app/run/plan.py), runs the plan (app/run/controller.py), draws each moment and
     the result, records complete runs; Stop, saved files and the download. Per-session state lives in `sessions`
-    (app/hosting/sessions.py), nothing here."""
+    (app/run/sessions.py), nothing here."""
 
     def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, sessions: SessionStore,
                  run_lanes: Callable[..., Iterator] = run_lanes_here, max_run_s: float = MAX_RUN_S,

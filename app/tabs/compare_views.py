@@ -22,7 +22,7 @@ from engine.contract.summary import summarize
 from ..comparison import Comparison, LaneResult, settings_dict
 from ..draw.charts import NUM_CHARTS, comparison_figures
 from ..draw.render import empty_lane_html, lane_html, status_html
-from ..hosting.sessions import SessionStore
+from ..run.sessions import SessionStore
 from ..settings import PARSERS, Settings, default_settings, parse_controls
 
 NOT_SELECTED = "not selected"
@@ -231,7 +231,7 @@ class Replays:
     def draw_once(self, key: str, comparison: Comparison, show: bool, projector: bool = False) -> tuple:
         """What `draw` makes of a comparison every visitor sees alike (a recorded run, a lesson's recording),
         made once and kept (the charts as the JSON Gradio sends): a class opening one link at once must not
-        draw it forty times, nor wait for forty drawings (app/hosting/sessions.py DrawnOnce)."""
+        draw it forty times, nor wait for forty drawings (app/run/sessions.py DrawnOnce)."""
         def draw() -> tuple:
             boxes, figures = self.views.draw(comparison, show, projector)
             return boxes, tuple(as_sent(f) for f in figures)

@@ -29,7 +29,7 @@ from ..lesson.kv import KV_POINT, kv_item
 from ..settings import PARSERS, Settings, parse_controls
 from ..comparison import Comparison
 from ..draw.render import status_html
-from ..hosting.sessions import SessionStore
+from ..run.sessions import SessionStore
 from .compare import CompareHandlers, CompareView, control_values
 from .step import NUM_STEP_OUTPUTS, StepHandlers, StepTabView
 from .why import HELDOUT, NUM_PANELS, WhyHandlers, WhyView, panel_outputs

@@ -37,7 +37,7 @@ from ..lesson.stamps import SOURCE_NAMES, slide_sources
 from ..theory import PUBLISHED_LOAD
 from ..comparison import Comparison
 from ..draw.render import status_html
-from ..hosting.sessions import SessionStore
+from ..run.sessions import SessionStore
 from ..draw.theme import BONUS
 from .compare import as_sent
 from .lesson import LessonHandlers

@@ -8,7 +8,7 @@ different numbers of steps, so a lane past its end says where it finished.
 
 Pure helpers (HTML, figures, the play clock) come first; then `layout` builds the components, `StepHandlers`
 holds the handlers as plain methods, and `wire` connects the two. What each browser session is stepping
-through, and whether it is playing, is kept server-side in the one session store (app/hosting/sessions.py), never in
+through, and whether it is playing, is kept server-side in the one session store (app/run/sessions.py), never in
 gr.State, which would hold a heartbeat connection open for every visitor.
 """
 
@@ -29,7 +29,7 @@ from ..draw.charts import styled, timeline_figure
 from ..glossary import hover
 from ..words import probability
 from ..comparison import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
-from ..hosting.sessions import SessionStore
+from ..run.sessions import SessionStore
 from ..draw.render import LEGEND_HTML, bonus_reason, chart_label, status_html, visible, visible_ghost
 from ..draw.theme import DRAFT_WORK, VERIFY_WORK
 from ..draw.tree import summary as tree_summary, tree_svg
@@ -476,7 +476,7 @@ def _refused(message: str) -> tuple:
 
 class StepHandlers:
     """The tab's handlers: plain methods over explicit values. What each session is stepping through, and
-    whether it plays, lives in `sessions` (app/hosting/sessions.py)."""
+    whether it plays, lives in `sessions` (app/run/sessions.py)."""
 
     def __init__(self, sessions: SessionStore):
         self.sessions = sessions

@@ -27,7 +27,7 @@ from .. import lesson
 from ..draw import projector
 from ..draw.charts import styled, theory_figure, verify_cost
 from ..settings import SettingError, float_parser
-from ..hosting.sessions import SessionStore, now_s
+from ..run.sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 from . import device_recordings, why_long
 from .compare import MAX_RUN_S
@@ -311,7 +311,7 @@ class SharedMeasurements:
 
 class WhyHandlers:
     """The tab's handlers: plain methods over explicit values; the session's last comparison comes from
-    `sessions` (app/hosting/sessions.py)."""
+    `sessions` (app/run/sessions.py)."""
 
     def __init__(self, engine: EngineLike, sessions: SessionStore, max_run_s: float = MAX_RUN_S):
         self.engine = engine
@@ -406,7 +406,7 @@ class WhyHandlers:
 
     def _drawn(self, draw, request, key: str, measured: dict) -> tuple:
         """`draw(measured, projector)` for the session's page, drawn once for every visitor shown the very same
-        measurement (a class sharing one Run it live: app/hosting/sessions.py DrawnOnce)."""
+        measurement (a class sharing one Run it live: app/run/sessions.py DrawnOnce)."""
         measured, projector = self._shown(request, key, measured)
         return self.sessions.replays.get(f"why|{key}|{projector}", measured, lambda: draw(measured, projector))
 

@@ -122,7 +122,7 @@ def test_the_projector_toggle_redraws_the_sessions_charts_for_a_room(random_engi
 
 
 def test_step_through_and_the_prediction_draw_for_a_room_in_projector_mode():
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs.step import StepHandlers
     from app.tabs.why import WhyHandlers
 

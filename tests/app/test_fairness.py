@@ -22,7 +22,7 @@ from app.run import runner  # noqa: E402
 from app.hosting import fairness  # noqa: E402
 from app.hosting.fairness import Door, QueueDoor  # noqa: E402
 from app.hosting.presenter import COOKIE, Presenter, PresenterPage, token  # noqa: E402
-from app.hosting.sessions import SessionStore  # noqa: E402
+from app.run.sessions import SessionStore  # noqa: E402
 from test_visitors import Inner, request  # noqa: E402
 
 
@@ -304,7 +304,7 @@ def test_a_crowd_of_new_sessions_never_drops_one_with_a_job_and_the_store_is_bou
 
     clock = [0.0]
     comparison = comparison_of(random_engine, ["baseline", "eagle3"], max_new_tokens=8)
-    from app.hosting.sessions import session_bytes
+    from app.run.sessions import session_bytes
 
     store = SessionStore(limit=64, clock=lambda: clock[0])
     running = store.get("running")
@@ -384,7 +384,7 @@ def test_an_identical_run_that_ended_after_a_press_answers_it_and_the_engine_run
 
 
 def test_a_class_asking_for_one_drawing_at_once_waits_for_one_drawing_and_the_kept_ones_are_bounded():
-    from app.hosting.sessions import DrawnOnce
+    from app.run.sessions import DrawnOnce
 
     drawn, gate = DrawnOnce(limit=2), threading.Barrier(8)
     source, calls = object(), []
@@ -475,7 +475,7 @@ def test_a_lane_run_while_the_server_was_busy_drawing_others_says_so_on_its_chip
 
 
 def test_the_spaces_job_budget_is_read_from_its_variable_as_the_launch_option_is(capsys):
-    from app.hosting.space import space_job_budget
+    from app.space import space_job_budget
 
     assert space_job_budget(None) == {} and space_job_budget(" ") == {}  # the app's default
     assert space_job_budget("60") == {"job_budget_s": 60.0}

@@ -76,7 +76,7 @@ def test_a_recorded_slide_is_drawn_once_and_the_others_ahead_of_their_asking():
 
     from gradio.components.plot import PlotData
 
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs.slides import SlideHandlers
 
     sessions = SessionStore()

@@ -18,7 +18,7 @@ import pytest
 from app.run import runner
 from app.comparison import Comparison, LaneResult, read_comparison
 from app.draw.render import chips_html
-from app.hosting.sessions import SessionStore
+from app.run.sessions import SessionStore
 from app.settings import default_settings
 from app.tabs.compare import CompareHandlers, clock_note
 from engine.contract.methods import BASELINE, method_label

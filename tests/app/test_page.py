@@ -94,7 +94,7 @@ def test_new_visitors_cost_no_copy_of_the_page_configuration(launched, monkeypat
     has not); the served app's sessions skip it, and a run through them still works (the other tests here)."""
     from gradio.blocks import BlocksConfig
 
-    from app.hosting.page_sessions import LeanSessionState
+    from app.run.page_sessions import LeanSessionState
 
     demo, url = launched
     built = []

@@ -188,7 +188,7 @@ def test_a_class_pressing_any_points_run_it_live_together_runs_the_engine_once(s
                     if isinstance(owner := getattr(dep.fn, "__self__", None), LessonHandlers))
     runs = Counter()
     real_pass = runner.lane_events
-    from app.hosting.sessions import Session
+    from app.run.sessions import Session
 
     class_size, presses, real_press = 4, threading.Semaphore(0), Session.press_run
 

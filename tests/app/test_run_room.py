@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("gradio")
 
 from app.hosting import gpu  # noqa: E402
-from app.hosting.sessions import SessionStore  # noqa: E402
+from app.run.sessions import SessionStore  # noqa: E402
 from app.run import runner  # noqa: E402
 from app.run.events import Ended, LaneEvent, LaneRan, ServerLaneEvent  # noqa: E402
 from app.run.runner import LaneRun, apply_all, apply_server  # noqa: E402

@@ -1,4 +1,4 @@
-"""The Hugging Face Space: `python -m app.hosting.space build DIR` writes a ready ZeroGPU Space, and its entry point
+"""The Hugging Face Space: `python -m app.space build DIR` writes a ready ZeroGPU Space, and its entry point
 imports cleanly from the built folder, with the real `spaces` package where it is installed (off ZeroGPU, where
 it changes nothing). The engine behind ZeroGPU's GPU calls: tests/app/test_zerogpu.py."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.hosting import gpu, space
+from app import space
+from app.hosting import gpu
 from engine.contract.presets import PRESETS
 from engine.contract.types import EngineError
 

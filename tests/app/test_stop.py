@@ -41,7 +41,7 @@ def long_measurements(monkeypatch):
 
 @pytest.fixture
 def why_handlers(random_engine):
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():
@@ -98,7 +98,7 @@ def test_stop_withdraws_a_measurement_still_waiting_in_the_queue(why_handlers, m
 
 
 def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_engine, long_measurements):
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():

@@ -14,7 +14,7 @@ import pytest
 
 from app.hosting.addresses import (BURST, CLASS_PAGES, PAGE_REQUESTS, RATE, FullQueueWords, TokenBuckets, VisitorLimit,
                            expected_wait_s, full_queue_words)
-from app.hosting.page_sessions import PageCache, accepted_encodings, page_key
+from app.run.page_sessions import PageCache, accepted_encodings, page_key
 
 PAGE = b"<html>" + b"the page's configuration " * 2000 + b"</html>"
 

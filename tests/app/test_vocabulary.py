@@ -49,7 +49,7 @@ def test_the_chip_names_the_one_acceptance_rate_the_glossary_defines():
 
 
 def test_a_live_measurement_says_measured_live_never_recorded():
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs.why import WhyHandlers, check_table
 
     doc = lesson.recorded()["lossless"]

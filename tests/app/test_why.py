@@ -58,7 +58,7 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
     from types import SimpleNamespace
 
     from app.comparison import Comparison
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs import why
 
     sessions = SessionStore()
@@ -236,7 +236,7 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(
 def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, values, message):
     from types import SimpleNamespace
 
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():
@@ -252,7 +252,7 @@ def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, v
 def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engine):
     from types import SimpleNamespace
 
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():

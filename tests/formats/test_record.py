@@ -148,7 +148,7 @@ def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engi
 def test_at_most_a_few_sessions_keep_a_file_they_opened(comparison):
     from dataclasses import replace as copy_of
 
-    from app.hosting.sessions import SessionStore
+    from app.run.sessions import SessionStore
 
     store = SessionStore(opened_files=2)
     files = [copy_of(comparison, recorded_at=str(i)) for i in range(3)]

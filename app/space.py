@@ -1,4 +1,4 @@
-"""SpecLab as a Hugging Face ZeroGPU Space: `python -m app.hosting.space build DIR`, and the Space's runtime.
+"""SpecLab as a Hugging Face ZeroGPU Space: `python -m app.space build DIR`, and the Space's runtime.
 
 `build` writes DIR, ready to push to a Space's repository: README.md (the Space's front matter and a short
 description), requirements.txt (a torch ZeroGPU accepts, `spaces`, this repo's other pins), .gitattributes
@@ -25,9 +25,9 @@ from pathlib import Path
 from engine.contract.methods import METHOD_REGISTRY
 from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
-from .gpu import gpu_decorator, lane_runner, warm_up_once, zero_gpu
+from .hosting.gpu import gpu_decorator, lane_runner, warm_up_once, zero_gpu
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 ENTRY = "space_app.py"
 COPIED = ("app", "engine", "assets")  # never tests/, runs/, docs/, .venv/
 SPACE_DEFAULT_PRESET = "qwen3-4b"
@@ -36,7 +36,7 @@ SPACE_PYTHON = "3.12.12"  # ZeroGPU runs Python 3.10.13 or 3.12.12
 NOT_FOR_THE_SPACE = {"torch", "pytest", "pytest-xdist", "playwright"}  # torch is replaced; the rest are for tests
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.png")
 
-ENTRY_SOURCE = '''"""SpecLab on a Hugging Face Space. Written by `python -m app.hosting.space build`: edit app/hosting/space.py instead.
+ENTRY_SOURCE = '''"""SpecLab on a Hugging Face Space. Written by `python -m app.space build`: edit app/space.py instead.
 
 SPECLAB_PRESET picks the models: qwen3-4b (the default), qwen3-4b-zlab, or tiny (the embedded models).
 """
@@ -48,7 +48,7 @@ except ImportError:  # anywhere else the same file runs without it
 
 from app.hosting.addresses import trust_private_proxies
 from app.main import launch
-from app.hosting.space import create_demo
+from app.space import create_demo
 
 demo = create_demo()  # the models load now, at import time, as ZeroGPU requires
 
@@ -77,7 +77,7 @@ Models: {description}.
   lanes within one run.
 - The Space variable `SPECLAB_PRESET` picks the models: `{presets}` (default `{default}`). A preset that
   cannot run here (no GPU, weights not downloadable) is replaced by the embedded `tiny` models, with a notice.
-- Built from the SpecLab repository by `python -m app.hosting.space build DIR`; the entry point is `{entry}`.
+- Built from the SpecLab repository by `python -m app.space build DIR`; the entry point is `{entry}`.
 """
 
 
@@ -138,7 +138,7 @@ def lanes_text() -> str:
 def readme_text(sdk_version: str) -> str:
     import yaml
 
-    from .zerogpu import GPU_CAP_S, MARGIN, MEASURED_PER_TOKEN_S, WARM_UP_TOKENS, WORKER_START_S
+    from .hosting.zerogpu import GPU_CAP_S, MARGIN, MEASURED_PER_TOKEN_S, WARM_UP_TOKENS, WORKER_START_S
 
     per_token = MEASURED_PER_TOKEN_S["tiny"]
     header = yaml.safe_dump(front_matter(sdk_version), sort_keys=False, allow_unicode=True, width=1000)
@@ -151,7 +151,7 @@ def readme_text(sdk_version: str) -> str:
 
 
 def requirements_text(pins: dict[str, str]) -> str:
-    lines = ["# Written by `python -m app.hosting.space build`: the torch ZeroGPU accepts, `spaces`, SpecLab's other pins.",
+    lines = ["# Written by `python -m app.space build`: the torch ZeroGPU accepts, `spaces`, SpecLab's other pins.",
              f"torch=={SPACE_TORCH}", "spaces"]
     lines += [line for name, line in pins.items() if name not in NOT_FOR_THE_SPACE | {"spaces"}]
     return "\n".join(lines) + "\n"
@@ -220,11 +220,11 @@ def load_space_engine(preset: str, device: str = "auto"):
 
 def create_demo():
     """The Space's Blocks: the engine loaded now, its lanes' device work under `spaces.GPU` on a GPU."""
-    from ..main import build_app
-    from ..recordings import default_folder
+    from .main import build_app
+    from .recordings import default_folder
 
-    from ..run.runner import run_lanes
-    from .zerogpu import ZeroGPUEngine
+    from .run.runner import run_lanes
+    from .hosting.zerogpu import ZeroGPUEngine
 
     engine, notice = load_space_engine(space_preset())
     if zero_gpu() and engine.device.type == "cuda":  # every model computation in a GPU call; the lanes one call each
@@ -233,7 +233,7 @@ def create_demo():
         print(f"SpecLab Space: {engine.preset} models on ZeroGPU")
     else:  # a CPU, or a GPU of the Space's own: the app's process has the device
         print(f"SpecLab Space: {engine.preset} models on {engine.device_name}")
-    from .presenter import ENVIRONMENT, checked_key
+    from .hosting.presenter import ENVIRONMENT, checked_key
 
     return build_app(engine, notice=notice, run_lanes=run_lanes, recordings=default_folder(),
                      pin_key=os.environ.get("SPECLAB_PIN_KEY"),
@@ -261,7 +261,7 @@ def space_job_budget(value: str | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.hosting.space", description="SpecLab as a Hugging Face Space")
+    parser = argparse.ArgumentParser(prog="python -m app.space", description="SpecLab as a Hugging Face Space")
     commands = parser.add_subparsers(dest="command", required=True)
     build_parser = commands.add_parser("build", help="write a folder that is a ready ZeroGPU Space")
     build_parser.add_argument("dir", type=Path, help="the folder to write (created if needed)")

@@ -24,6 +24,7 @@ import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "assets" / "device"
@@ -95,9 +96,9 @@ def merged_comparison(docs: list[dict]) -> dict:
                 raise ValueError(f"process {number}'s {method} lane wrote other tokens than process 1's")
         alike = [list(other.steps) for other in runs if _same_run(other.steps, lane.steps)]
         rates = [rate for other, count in zip(runs, rounds) for rate in other.run_rates[:count]]
-        shares = sorted(other.engine_share for other in runs if other.engine_share is not None)
+        shares = [other.engine_share for other in runs if other.engine_share is not None]
         lanes[method] = LaneResult.ended(method, fastest_steps(alike), lane.drafter, lane.state, len(rates), rates,
-                                         shares[len(shares) // 2] if shares else None)
+                                         median(shares) if shares else None)
     merged = Comparison(first.settings, lanes, first.device, first.preset, first.versions)
     return json.loads(merged.to_json())
 
@@ -160,10 +161,10 @@ def write_comparison_in_processes(out_dir: Path, device: str, quick: bool, proce
     doc, blocks = comparison_in_processes(device, quick, processes, run)
     doc["versions"] = versions()
     doc["size"] = "quick" if quick else "recorded"
-    speeds = sorted(b["baseline_tokens_per_s"] for b in blocks if b.get("baseline_tokens_per_s"))
+    speeds = [b["baseline_tokens_per_s"] for b in blocks if b.get("baseline_tokens_per_s")]
     how = f"{BASELINE_HOW}, in each of the {processes} processes: their median"
     doc["provenance"] = provenance(blocks[0]["device"], blocks[0]["threads"], command_of(device, quick, "comparison",
-                                   processes), time.monotonic() - started, speeds[len(speeds) // 2] if speeds else None,
+                                   processes), time.monotonic() - started, median(speeds) if speeds else None,
                                    how, processes=processes,
                                    process_baselines=[b.get("baseline_tokens_per_s") for b in blocks])
     return _write(Path(out_dir) / device_folder(doc["device"]) / NAMES["comparison"], doc, started)

@@ -357,7 +357,7 @@ def dflash_takeaway(data: dict) -> str:
     serial, one_pass = _first_serial_and_one_pass(c)
     if serial is None or one_pass is None:
         return kv_words(data)
-    k_one, k_serial = c.settings.get("drafts_per_block"), c.settings.get("serial_k")
+    k_one, k_serial = drafts_per_step(c, one_pass), drafts_per_step(c, serial)
     cost_one, cost_serial, bubbles, hide = _one_pass_costs(c, serial, one_pass)
     state = "on" if overlap_on(c) else "off"
     return (f"{method_label(one_pass)} drafts {k_one} tokens in one pass costing {cost_one:.2f} of a verify per "
@@ -368,6 +368,12 @@ def dflash_takeaway(data: dict) -> str:
             "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
             "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books. "
             + one_prompt_words(data) + " " + kv_words(data))
+
+
+def drafts_per_step(c: Comparison, method: str):
+    """The drafts per step `c` was asked for in `method`'s lane: its settings' control for how the method drafts
+    (methods.Method.setting)."""
+    return c.settings.get(METHOD_REGISTRY[method].setting)
 
 
 def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:
@@ -386,7 +392,7 @@ def dflash_slide(data: dict) -> str:
         return kv_words(data, short=True)
     cost_one, cost_serial, _, _ = _one_pass_costs(c, serial, one_pass)  # the bubbles: the page's takeaway
     return (f"One prompt (the timeline): {method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify, "
-            f"{method_label(serial)}'s {c.settings.get('serial_k')} serial forwards {cost_serial:.2f}. "
+            f"{method_label(serial)}'s {drafts_per_step(c, serial)} serial forwards {cost_serial:.2f}. "
             + kv_words(data, short=True))
 
 

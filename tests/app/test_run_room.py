@@ -68,27 +68,36 @@ def test_one_compare_run_encodes_the_prompt_once_and_checks_each_lanes_config_on
     assert sorted(checked) == sorted(methods)
 
 
+def written(target: ast.AST) -> ast.Attribute | None:
+    """The attribute an assignment target writes: `x.a = …`, `x.a[…] = …` (None for any other target)."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target if isinstance(target, ast.Attribute) else None
+
+
 def lane_writes(path: Path, names: set[str]) -> list[str]:
-    """Where a file writes an attribute named in `names`: assigned (also by subscript or augmented), or changed
-    in place by a list method, or by setattr."""
+    """Where a file writes an attribute named in `names`: assigned (also by subscript, augmented or annotated),
+    changed in place by a list method, or set by setattr with that name (in app/servers, with any name made as it
+    runs, as the server lanes once were)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        targets = []
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
-            for part in ast.walk(target):
-                if isinstance(part, ast.Attribute) and part.attr in names and isinstance(part.ctx, ast.Store) \
-                        or isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute) \
-                        and target.value.attr in names and part is target:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        if isinstance(node, ast.Assign):
+            targets = [t for target in node.targets for t in ast.walk(target)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            targets = []
+        hit = any((attr := written(t)) is not None and attr.attr in names for t in targets)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             held = node.func.value
-            if node.func.attr in ("append", "extend", "clear", "pop", "insert", "remove") \
-                    and isinstance(held, ast.Attribute) and held.attr in names:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            hit |= node.func.attr in ("append", "extend", "clear", "pop", "insert", "remove") \
+                and isinstance(held, ast.Attribute) and held.attr in names
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
-            found.append(f"{path.relative_to(ROOT)}:{node.lineno} setattr") if path.parts[-2] == "servers" else None
+            name = node.args[1] if len(node.args) > 1 else None
+            known = isinstance(name, ast.Constant)  # a name made as it runs counts where lanes live (app/servers)
+            hit |= name.value in names if known else "servers" in path.parts
+        if hit:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return found
 
 

@@ -227,11 +227,12 @@ class Eagle3Drafter(BaseDrafter):
         self.pending, self.context_len = self.pending[:, :0], stop
         return hidden[:, -1:]
 
-    def forward(self, ids: torch.Tensor, hidden: torch.Tensor, first: int, positions: torch.Tensor, mask):
-        """The network over `ids` (1, q) at positions first.. (`positions` (q,), on the device: the fallback's), the
-        cache extended."""
+    def forward(self, ids: torch.Tensor, hidden: torch.Tensor, first: int, positions: torch.Tensor, mask,
+                one_position: bool = False):
+        """The network over `ids` (1, q) at positions first.. (one_position: all at `first`, a tree's level;
+        `positions` (q,) the same on the device, the fallback's), the cache extended."""
         if self.fused is not None:
-            return self.fused(ids, hidden, first, self.cache, mask)
+            return self.fused(ids, hidden, first, self.cache, mask, one_position)
         return self.model(ids, hidden, positions[None], self.cache, mask)
 
     def _next(self, hidden: torch.Tensor, temperature: float, generator: torch.Generator):

@@ -69,8 +69,8 @@ class EagleTreeDrafter(TreeDrafter):
                 sees = torch.cat([sees, view])
                 parent_hidden = outputs.index_select(0, parent_rows)
                 positions = torch.full((1, m), n - 3 + level, device=device)
-                out = chain.model(grown.ids[frontier][None], parent_hidden[None], positions, chain.cache,
-                                  view[:, : cached + m])[0]
+                out = chain.forward(grown.ids[frontier][None], parent_hidden[None], n - 3 + level, positions[0],
+                                    view[:, : cached + m], one_position=True)[0]
                 outputs = torch.cat([outputs, out])
                 cached += m
                 probs = logits_to_probs(chain.model.logits(out), temperature)

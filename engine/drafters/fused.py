@@ -186,10 +186,11 @@ class FusedEagle3(_Fused):
     """Eagle3DraftModel.forward, fused: every layer reads [input_layernorm(embedding) ; hidden_norm(hidden)]."""
 
     def __call__(self, input_ids: torch.Tensor, hidden: torch.Tensor, first: int, cache: DraftCache | None = None,
-                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        """input_ids (1, q) at positions first..first + q − 1; hidden (1, q, H). Returns the pre-norm outputs."""
+                 mask: torch.Tensor | None = None, one_position: bool = False) -> torch.Tensor:
+        """input_ids (1, q) at positions first..first + q − 1 (one_position: all at `first`, a tree's level); hidden
+        (1, q, H). Returns the pre-norm outputs."""
         embedded = self.model.embed_tokens(input_ids)
-        cos, sin = self.rope.at(first, input_ids.shape[1])
+        cos, sin = self.rope.at(first, 1 if one_position else input_ids.shape[1])
         for index, layer in enumerate(self.layers):
             x = torch.cat([self.norm(embedded, layer.input_norm), self.norm(hidden, layer.hidden_norm)], dim=-1)
             qk, v = self.projected(x, layer, cos, sin)

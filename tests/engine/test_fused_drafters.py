@@ -159,3 +159,21 @@ def test_a_fused_drafting_step_dispatches_fewer_operations(embedded_engine, name
                 drafter.accept(n + 5, torch.randn(1, 1, width))
         counts[fused] = operations.count
     assert counts[True] <= CEILINGS[name] and counts[True] < counts[False], counts
+
+
+def test_an_eagle_tree_grown_fused_is_the_tree_grown_by_the_layers_own_modules(embedded_engine):
+    from engine.drafters.eagle_tree import EagleTreeDrafter
+
+    model = embedded_engine.drafter_models["eagle3"]
+    prompt = torch.tensor([embedded_engine.encode_prompt("def add(a, b):\n    return a + b\n")])
+    n, width = prompt.shape[1], len(model.target_layer_ids) * model.config.hidden_size
+    features = torch.randn(1, n, width, generator=torch.Generator().manual_seed(0)) * 3
+    trees = []
+    for fused in (True, False):
+        tree = EagleTreeDrafter(Eagle3Drafter(model, fused=fused), 24)
+        with torch.inference_mode():
+            tree.start(prompt, features, CLOCK)
+            trees.append(tree.propose(torch.cat([prompt, torch.tensor([[5]])], dim=1), 5, 0.0, torch.Generator(),
+                                      CLOCK))
+    assert trees[0].parents == trees[1].parents and torch.equal(trees[0].ids, trees[1].ids)
+    assert torch.allclose(trees[0].probs, trees[1].probs, rtol=1e-5, atol=1e-6)

@@ -22,7 +22,6 @@ from engine.contract.presets import load_prompts
 from engine.contract.types import GenerationConfig
 from engine.loop import Engine
 from engine.run import Run
-from engine.run import Run
 from engine.timing import SpanClock
 
 

@@ -72,8 +72,9 @@ def whole_on_the_screen(page, number: int) -> None:
 
 def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and_back(page, random_app):
     """One walk (a page load costs seconds): the link opens slide 2, the keys go to the first, then through every
-    slide, each checked whole on the screen, and back. A key past the last slide moves nothing: the keys' clicks are
-    answered in order, so had it moved, the first step back would not show the slide before the last."""
+    slide, each checked whole on the screen, and back, the p/q widget dragged on its slide on the way; then slide 2
+    runs live. A key past the last slide moves nothing: the keys' clicks are answered in order, so had it moved, the
+    first step back would not show the slide before the last."""
     page.goto(f"{random_app}?lesson=2&present=1")
     shown(page, 2)
     assert not page.locator("#tabs, [role=tablist]").first.is_visible()  # the slide, not the page
@@ -87,11 +88,15 @@ def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and
     for number in range(len(POINTS) - 1, 0, -1):
         page.keyboard.press("ArrowLeft" if number % 2 else "PageUp")
         shown(page, number)
+        if number == WIDGET_POINT:  # checked whole on the way there, before the drag
+            dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page)
+    page.keyboard.press("ArrowRight")
+    shown(page, 2)
+    a_slides_live_status_reads_at_18_px(page)
 
 
-def test_dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page, random_app):
-    page.goto(f"{random_app}?lesson={WIDGET_POINT}&present=1")
-    shown(page, WIDGET_POINT)
+def dragging_a_bar_shows_the_overlap_ratios_and_residual_of_the_new_p_and_q(page) -> None:
+    """On the p/q widget's slide (shown, not dragged yet)."""
     widget = page.locator("#slide-widget .pq-widget")
     assert float(widget.locator(".pq-overlap").inner_text()) == pytest.approx(
         sum(map(min, overlap.P_TARGET, overlap.Q_DRAFT)), abs=0.005)
@@ -247,10 +252,9 @@ def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_
     readable(page, "Step through", 11)
 
 
-def test_a_slides_live_status_reads_at_18_px(page, random_app):
-    """Run it live on a slide: its status line says it measured live, at least 18 px, as the rest of the slide."""
-    page.goto(f"{random_app}?lesson=2&present=1")
-    shown(page, 2)
+def a_slides_live_status_reads_at_18_px(page) -> None:
+    """Run it live on a slide (shown): its status line says it measured live, at least 18 px, as the rest of the
+    slide."""
     page.click("#slide-live")
     page.wait_for_function("() => /measured live|⚠/.test(document.querySelector('#slide-status')?.innerText || '')",
                            timeout=60_000)

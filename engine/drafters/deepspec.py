@@ -20,7 +20,7 @@ from ..sampling import logits_to_probs, pick
 from ..scheduler import verify_len
 from ..timing import SpanClock
 from .base import DraftBlock
-from .dflash import DFlashDrafter, drafts_per_block
+from .dflash import DFlashDrafter, block_words
 from .dflash_model import load_block_model
 from .dspark_model import DSparkDraftModel
 
@@ -49,7 +49,7 @@ class DSparkDrafter(DFlashDrafter):
         self.max_drafts = model.block_size  # the anchor's own state predicts the first token
         self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
         self.use_markov_head = True  # GenerationConfig.markov_head: False drafts from the backbone's logits alone
-        layers, block = model.config.num_hidden_layers, drafts_per_block(model.block_size)
+        layers, block = model.config.num_hidden_layers, block_words(model.block_size)
         if model.markov_head is None and model.confidence_head is None:
             self.label = f"DFlash (DeepSpec format), {layers} layers, {block}"
         else:

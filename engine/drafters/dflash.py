@@ -43,7 +43,7 @@ def build(model, engine) -> "DFlashDrafter":
     return DFlashDrafter(model, engine.target)
 
 
-def drafts_per_block(n: int) -> str:
+def block_words(n: int) -> str:
     """A block drafter's block in the lane headers' one convention: the tokens it drafts, the anchor not counted."""
     return f"{n} drafts per block"
 
@@ -62,8 +62,8 @@ class DFlashDrafter(BaseDrafter):
         self.mask_token_id = model.mask_token_id
         self.max_drafts = model.block_size - 1  # the anchor takes one place in the block
         # z-lab's block size counts the anchor (the last committed token), DeepSpec's does not: every lane header
-        # says how many tokens a block drafts, one convention for all (drafts_per_block)
-        self.label = f"DFlash, {model.config.num_hidden_layers} layers, {drafts_per_block(self.max_drafts)}"
+        # says how many tokens a block drafts, one convention for all (block_words)
+        self.label = f"DFlash, {model.config.num_hidden_layers} layers, {block_words(self.max_drafts)}"
         self.cache = None
         self.pending: torch.Tensor | None = None  # target features not yet in the cache
 

@@ -64,8 +64,8 @@ class BatchResult:
     draft_s: float
     verify_s: float
     steps: int  # batched steps (each one target forward), the prefills not counted
-    concurrency: int = 0  # requests decoded at once at most
-    # While all `concurrency` places were taken (a server's steady state, before the last requests drain): the
+    requests_at_once: int = 0  # requests decoded at once at most
+    # While all `requests_at_once` places were taken (a server's steady state, before the last requests drain): the
     # tokens every request committed and the seconds it took, the joining requests' prefills included
     full_tokens: int = 0
     full_s: float = 0.0
@@ -106,13 +106,13 @@ class _Request:
     accepted: list[int] = field(default_factory=list)
 
 
-def _batch_loop(engine, config: GenerationConfig, concurrency: int, drafter=None, clock: SpanClock | None = None):
-    """The loop for `config` with at most `concurrency` requests at once, or one clear line (EngineError): a tree
-    method or another without a batch form (methods.Method.batched), a concurrency out of range. `drafter`: the
-    run's single-request drafter, prepared (made here if None)."""
+def _batch_loop(engine, config: GenerationConfig, requests_at_once: int, drafter=None, clock: SpanClock | None = None):
+    """The loop for `config` with at most `requests_at_once` requests at once, or one clear line (EngineError): a tree
+    method or another without a batch form (methods.Method.batched), a number of requests at once out of range.
+    `drafter`: the run's single-request drafter, prepared (made here if None)."""
     config.validate()
-    if not 1 <= concurrency <= MAX_BATCH:
-        raise EngineError(f"requests at once must be from 1 to {MAX_BATCH}, got {concurrency}")
+    if not 1 <= requests_at_once <= MAX_BATCH:
+        raise EngineError(f"requests at once must be from 1 to {MAX_BATCH}, got {requests_at_once}")
     if method_entry(config.method).tree:
         raise EngineError(f"{config.method} drafts trees, which do not run in a batch: run it with requests at once 1, "
                           "or batch its chain method")
@@ -122,17 +122,19 @@ def _batch_loop(engine, config: GenerationConfig, concurrency: int, drafter=None
         drafter = engine.new_drafter(config.method, config)
         drafter.prepare(config)
     confident = getattr(getattr(drafter, "model", None), "confidence_head", None) is not None  # DSpark
-    if config.scheduler == "throughput" and confident and concurrency > 1:
+    if config.scheduler == "throughput" and confident and requests_at_once > 1:
         engine.batch_verify_cost()  # its scheduler's cost model: measured once per machine, before any clock starts
-    return _BatchLoop(engine, config, batched(drafter, engine.device, engine.batch_verify_cost), concurrency, clock)
+    return _BatchLoop(engine, config, batched(drafter, engine.device, engine.batch_verify_cost), requests_at_once,
+                      clock)
 
 
-def generate_batch(engine, prompts: list[str], config: GenerationConfig, concurrency: int | None = None) -> BatchResult:
+def generate_batch(engine, prompts: list[str], config: GenerationConfig,
+                   requests_at_once: int | None = None) -> BatchResult:
     """Decode `prompts` with `config` (every request the same settings, each its own generator seeded with
-    config.seed), at most `concurrency` at once (default: all of them): as one finishes, the next joins."""
+    config.seed), at most `requests_at_once` at once (default: all of them): as one finishes, the next joins."""
     if not prompts:
         raise EngineError("a batch needs at least one prompt")
-    loop = _batch_loop(engine, config, len(prompts) if concurrency is None else concurrency)
+    loop = _batch_loop(engine, config, len(prompts) if requests_at_once is None else requests_at_once)
     requests = [loop.request(engine.encode_prompt(p)) for p in prompts]
     start, spans, steps = time.perf_counter(), [], 0
     full_tokens, full_s, since = 0, 0.0, start  # each step timed from the one before: joiners' prefills included
@@ -141,14 +143,14 @@ def generate_batch(engine, prompts: list[str], config: GenerationConfig, concurr
         if kind == "decode":
             steps += 1
             now, committed = time.perf_counter(), loop.take_committed()
-            if loop.size == loop.concurrency:
+            if loop.size == loop.requests_at_once:
                 full_tokens, full_s = full_tokens + committed, full_s + now - since
             since = now
     return BatchResult(config.method, tuple(RequestResult(tuple(r.ids[: r.num_prompt]), tuple(r.ids[r.num_prompt:]),
                                                           r.finish_reason, tuple(r.verified), tuple(r.accepted))
                                             for r in requests), time.perf_counter() - start,
                        sum(s.end_s - s.start_s for s in spans if s.work == "draft"),
-                       sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps, loop.concurrency,
+                       sum(s.end_s - s.start_s for s in spans if s.work == "verify"), steps, loop.requests_at_once,
                        full_tokens, full_s)
 
 
@@ -215,11 +217,12 @@ class _BatchLoop:
     """The device work of a batch: prefill the requests that join, then draft / verify / accept for the live ones,
     until every request has finished. `clock` times the batch's work (a new one by default)."""
 
-    def __init__(self, engine, config: GenerationConfig, drafter, concurrency: int, clock: SpanClock | None = None):
+    def __init__(self, engine, config: GenerationConfig, drafter, requests_at_once: int,
+                 clock: SpanClock | None = None):
         self.engine = engine
         self.config = config
         self.drafter = drafter
-        self.concurrency = concurrency
+        self.requests_at_once = requests_at_once
         self.device = engine.device
         self.clock = clock or SpanClock(engine.device)
         self.proposal_temperature = 0.0 if config.proposes == "argmax" else config.temperature
@@ -237,7 +240,7 @@ class _BatchLoop:
         joined and "decode" after each step of the batch; `traced`: the request to record."""
         waiting, self.traced = iter(waiting), traced
         target = batch_target_for(self.engine.target, self.engine.fused_target, self.drafter.target_layer_ids,
-                                  self.device, self.concurrency)
+                                  self.device, self.requests_at_once)
         live: list[_Request] = []
         while True:
             if any(r.finish_reason is not None for r in live):  # finished requests leave the batch
@@ -245,7 +248,7 @@ class _BatchLoop:
                 target.select(rows)
                 self.drafter.select(rows)
                 live = [live[b] for b in rows]
-            joining = list(itertools.islice(waiting, self.concurrency - len(live)))
+            joining = list(itertools.islice(waiting, self.requests_at_once - len(live)))
             if joining:  # they join at the end; one may finish at its first token and leave at once
                 self._prefill(joining, target)
                 live += joining

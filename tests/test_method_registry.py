@@ -143,7 +143,7 @@ prompts = ["def parse(self, text):\\n", "import os\\n"]
 base = [engine.generate(p, GenerationConfig(method="baseline", max_new_tokens=12)).output_ids for p in prompts]
 echo = [engine.generate(p, GenerationConfig(method="echo", max_new_tokens=12)).output_ids for p in prompts]
 try:  # no batch form, and its entry does not say batched: one line
-    generate_batch(engine, prompts, GenerationConfig(method="echo", max_new_tokens=12), concurrency=2)
+    generate_batch(engine, prompts, GenerationConfig(method="echo", max_new_tokens=12), requests_at_once=2)
     refused = ""
 except EngineError as exc:
     refused = str(exc)

@@ -131,7 +131,7 @@ def concurrency_sweep(engine: Engine, prompts: list[str], max_new_tokens: int, r
         hf_runs = None
         for _ in range(rounds):
             for lane in lanes:
-                result = generate_batch(engine, requests, lane_config(lane, max_new_tokens), concurrency=size)
+                result = generate_batch(engine, requests, lane_config(lane, max_new_tokens), requests_at_once=size)
                 check_stop(stop)
                 if runs[lane] is None or result.wall_s < runs[lane].wall_s:
                     runs[lane] = result

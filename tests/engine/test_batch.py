@@ -31,7 +31,7 @@ def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, meth
     what it accepts alone, step by step."""
     prompts = PROMPTS[:size]
     config = GenerationConfig(method=method, max_new_tokens=20)
-    batch = generate_batch(embedded_engine, prompts, config, concurrency=at_once)
+    batch = generate_batch(embedded_engine, prompts, config, requests_at_once=at_once)
     for prompt, request in zip(prompts, batch.requests):
         assert request.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids, (method, prompt)
     if method not in ("baseline", "dspark"):  # each request's drafts are what it drafts alone (DSpark's scheduler
@@ -91,7 +91,7 @@ def test_bad_batches_are_one_clear_line(random_engine):
     with pytest.raises(EngineError, match=f"requests at once must be from 1 to {MAX_BATCH}, got {MAX_BATCH + 1}"):
         generate_batch(random_engine, ["x"] * (MAX_BATCH + 1), config)
     with pytest.raises(EngineError, match="requests at once must be from 1"):
-        generate_batch(random_engine, ["x"], config, concurrency=0)
+        generate_batch(random_engine, ["x"], config, requests_at_once=0)
     with pytest.raises(EngineError, match="requests at once must be an integer from 1 to"):
         GenerationConfig(requests_at_once=MAX_BATCH + 1).validate()
     with pytest.raises(EngineError, match="trees, which do not run in a batch: run it with requests at once 1"):
@@ -195,7 +195,7 @@ def test_dspark_in_a_batch_that_stops_and_starts_drafting_writes_the_greedy_run(
     monkeypatch.setattr(DraftGate, "should_draft", every_other)
     prompts = PROMPTS[:5]
     batch = generate_batch(embedded_engine, prompts, GenerationConfig(method="dspark", max_new_tokens=20),
-                           concurrency=3)
+                           requests_at_once=3)
     for prompt, request in zip(prompts, batch.requests):  # 20 tokens: the greedy runs the tests above made
         assert request.output_ids == baseline_of(embedded_engine, prompt, 20).output_ids, prompt
     assert calls and all(size > 1 for size in calls)  # consulted only with requests at once

@@ -75,6 +75,7 @@ def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and
     slide, each checked whole on the screen, and back, the p/q widget dragged on its slide on the way; then slide 2
     runs live. A key past the last slide moves nothing: the keys' clicks are answered in order, so had it moved, the
     first step back would not show the slide before the last."""
+    assert 1 <= WIDGET_POINT < len(POINTS)  # the walk back stops on every slide but the last: the widget's among them
     page.goto(f"{random_app}?lesson=2&present=1")
     shown(page, 2)
     assert not page.locator("#tabs, [role=tablist]").first.is_visible()  # the slide, not the page

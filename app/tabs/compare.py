@@ -39,6 +39,7 @@ from ..run.controller import Finished, LiveRun
 from ..run.plan import RunPlan, controls_by_name, read_controls
 from ..run.runner import EVERY_RUN_FIRST, Turns, run_lanes as run_lanes_here
 from ..hosting import memory
+from ..hosting.disk import download_label
 from ..servers import lanes as server_lanes
 from ..run.sessions import SessionStore
 from ..hosting.uploads import SavedFileButton
@@ -160,7 +161,7 @@ def _prompt_row(defaults: Settings):
             buttons = (gr.Button("Run", variant="primary", elem_id="run"),
                        gr.Button("Stop", variant="stop", elem_id="stop"),
                        gr.Button("Copy link", elem_id="copy-link", size="sm"),
-                       gr.DownloadButton("Download this comparison", elem_id="download", size="sm", visible=False),
+                       gr.DownloadButton(download_label(), elem_id="download", size="sm", visible=False),
                        SavedFileButton("Open a saved comparison", elem_id="open-saved", size="sm",
                                        file_types=[".json"], type="binary"))
     # A Dataset with its own handler rather than gr.Examples, whose handler fails on an index it has no example for

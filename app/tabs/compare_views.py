@@ -19,6 +19,7 @@ from engine.contract.interface import EngineLike
 from engine.contract.methods import method_label
 from engine.contract.summary import summarize
 
+from ..blocks import block_default
 from ..comparison import Comparison, LaneResult, settings_dict
 from ..draw.charts import NUM_CHARTS, comparison_figures
 from ..draw.render import empty_lane_html, lane_html, status_html
@@ -136,7 +137,9 @@ class LaneViews:
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
         self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
         self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
-        self.defaults = default_settings(self.methods)
+        defaults = default_settings(self.methods)  # the block slider starts at the trained block (app/blocks.py)
+        self.defaults = replace(defaults, drafts_per_block=block_default(self.methods, self.caps,
+                                                                         defaults.drafts_per_block))
 
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)

@@ -31,7 +31,7 @@ ENGINE_LAYERS = (
     ("app.examples", 10), ("app.glossary", 10), ("app.theory", 10), ("app.words", 10), ("app.texts", 10),
     ("app.servers.client", 10), ("app.draw.theme", 10), ("app.draw.long_values", 10),
     ("app.run.events", 10), ("app.run.runner", 10), ("app.run.page_sessions", 10),
-    ("app.settings", 11), ("app.links", 12),
+    ("app.settings", 11), ("app.blocks", 11), ("app.links", 12),
     ("app.comparison", 13), ("app.run.plan", 13),
     ("app.recordings", 14), ("app.run.sessions", 14), ("app.run.controller", 14), ("app.run", 14),
     ("app.lesson.choice", 14),  # the rule that picks the lesson's one prompt: read by the drawing too

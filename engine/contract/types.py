@@ -366,8 +366,18 @@ class _Reader:
         return min(1.0, self.number(value, name, 0.0, 1.0 + PROBABILITY_SLACK))
 
     def top(self, items, name: str) -> tuple[TopToken, ...]:
-        return tuple(TopToken(self.id(t["id"], f"{name} id"), self.text(t["text"], f"{name} text"),
-                              self.probability(t["prob"], f"{name} prob")) for t in self.items(items, name))
+        """A top-k list: most of a saved trace's values, so the common case is checked in one comparison per
+        field and only a bad entry goes the long way (the same checks, which name the field)."""
+        tokens = []
+        for t in self.items(items, name):
+            token_id, text, prob = t["id"], t["text"], t["prob"]
+            if type(token_id) is int and 0 <= token_id <= MAX_TOKEN_ID and type(text) is str \
+                    and type(prob) in (int, float) and 0.0 <= prob <= 1.0 + PROBABILITY_SLACK:  # NaN fails here too
+                tokens.append(TopToken(token_id, text, min(1.0, float(prob))))
+            else:
+                tokens.append(TopToken(self.id(token_id, f"{name} id"), self.text(text, f"{name} text"),
+                                       self.probability(prob, f"{name} prob")))
+        return tuple(tokens)
 
     def drafted(self, t: dict, i: int) -> DraftedToken:
         where = f"drafted token {i + 1}"

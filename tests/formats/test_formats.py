@@ -315,3 +315,16 @@ def test_presets_are_an_allowlist():
         Engine.load("someone/any-repo", "cpu")
     for preset in PRESETS.values():
         assert set(preset.drafters) <= set(METHOD_REGISTRY)
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"id": True, "text": "a", "prob": 0.1}, "id"), ({"id": -1, "text": "a", "prob": 0.1}, "id"),
+    ({"id": 1, "text": 3, "prob": 0.1}, "text"), ({"id": 1, "text": "a", "prob": float("nan")}, "prob"),
+    ({"id": 1, "text": "a", "prob": float("inf")}, "prob"), ({"id": 1, "text": "a", "prob": False}, "prob"),
+    ({"id": 1, "text": "a", "prob": 1.5}, "prob")])
+def test_a_saved_top_k_entry_is_refused_naming_its_field(entry, field):
+    """A top-k list is read on a quick path; a bad entry still fails with the field named."""
+    from engine.contract.types import _Reader
+    with pytest.raises(ValueError, match=f"draft_top {field}"):
+        _Reader().top([{"id": 2, "text": "b", "prob": 0.5}, entry], "draft_top")
+    assert _Reader().top([{"id": 2, "text": "b", "prob": 1 + 1e-7}], "draft_top")[0].prob == 1.0

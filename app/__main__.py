@@ -11,17 +11,18 @@ from pathlib import Path
 from engine.contract.presets import DEFAULT_PRESET, PRESETS
 
 
-def load_engine(preset: str, device: str, threads: int | None = None, own_process: bool = True,
+def load_engine(preset, device: str, threads: int | None = None, own_process: bool = True,
                 cuda_graphs: str = "auto"):
     """The engine, warmed up: in a process of its own (engine/process.py), so that visitors' page loads and
-    requests never take the cores or the interpreter lock its runs are timed on; or in this one."""
+    requests never take the cores or the interpreter lock its runs are timed on; or in this one. preset: a
+    shipped preset's name, or an operator's own pair's Preset (registered in the process that runs it)."""
     if own_process:
         from engine.process import EngineProcess
 
         return EngineProcess(preset, device, threads=threads, cuda_graphs=cuda_graphs)
     from engine.loop import Engine
 
-    engine = Engine.load(preset, device, threads=threads, cuda_graphs=cuda_graphs)
+    engine = Engine.load(getattr(preset, "name", preset), device, threads=threads, cuda_graphs=cuda_graphs)
     engine.warm_up()
     return engine
 
@@ -30,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="SpecLab web app")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS))
     parser.add_argument("--target", default=None, metavar="PATH_OR_ID",
-                        help="the operator's own target instead of --preset: a folder or a cached hub id (runs in this "
-                             "process; SPECLAB_ALLOWED_MODELS may list the ids allowed; docs/formats.md)")
+                        help="the operator's own target instead of --preset: a folder or a cached hub id (runs in an "
+                             "engine process of its own, as a preset does; SPECLAB_ALLOWED_MODELS may list the ids "
+                             "allowed; docs/formats.md)")
     parser.add_argument("--drafter", action="append", default=[], metavar="METHOD=PATH_OR_ID",
                         help="with --target: a drafter checkpoint for METHOD (repeatable)")
     parser.add_argument("--chat", choices=["on", "off"], default="on",
@@ -89,14 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     from .main import build_app, launch
 
     notice = ""
-    if args.target or args.drafter:  # the operator's own checkpoints: checked, then loaded in this process
+    if args.target or args.drafter:  # the operator's own checkpoints: checked here, then run like a preset
         from engine.measure.pair import custom_preset, parse_drafter
 
         try:
             if not args.target:
                 raise EngineError("--drafter needs --target (the model it drafts for)")
             preset = custom_preset(args.target, dict(parse_drafter(f) for f in args.drafter), chat=args.chat == "on")
-            engine = load_engine(preset.name, args.device, args.threads, False, args.cuda_graphs)
+            engine = load_engine(preset, args.device, args.threads, not args.in_process, args.cuda_graphs)
         except EngineError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from .contract.interface import KnownFacts
+from .contract.presets import PRESETS, Preset
 from .contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
 
 _QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
@@ -110,11 +111,16 @@ def _stream(conn, engine, prompt: str, config: GenerationConfig) -> None:
     conn.send(("end", None))
 
 
-def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: bool, cuda_graphs: str = "auto") -> None:
+def serve(jobs, quick, preset: str | Preset, device: str, threads: int | None, warm_up: bool,
+          cuda_graphs: str = "auto") -> None:
     """The child's life: load the engine, say it is ready (with its facts), then serve jobs until the pipe
-    closes."""
+    closes. A Preset (an operator's own pair, checked in the parent) is registered here first: the child is a
+    fresh interpreter that knows only the shipped presets by name."""
     from .loop import Engine
 
+    if isinstance(preset, Preset):
+        PRESETS[preset.name] = preset
+        preset = preset.name
     try:
         engine = Engine.load(preset, device, threads=threads, cuda_graphs=cuda_graphs)
         if warm_up:
@@ -147,9 +153,10 @@ def serve(jobs, quick, preset: str, device: str, threads: int | None, warm_up: b
 
 
 class EngineProcess(KnownFacts):
-    """The engine of one preset, loaded and run in a child process (module docstring)."""
+    """The engine of one preset, loaded and run in a child process (module docstring). preset: a shipped preset's
+    name, or a Preset itself (an operator's own pair, engine/measure/pair.py), which the child registers."""
 
-    def __init__(self, preset: str, device: str = "auto", threads: int | None = None, warm_up: bool = True,
+    def __init__(self, preset: str | Preset, device: str = "auto", threads: int | None = None, warm_up: bool = True,
                  cuda_graphs: str = "auto"):
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or locks inherited
         self._jobs, child_jobs = context.Pipe()

@@ -8,13 +8,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 
 import pytest
 import torch
 
 from engine.__main__ import main
 from engine.contract.presets import PRESETS
-from engine.contract.types import EngineError
+from engine.contract.types import EngineError, GenerationConfig
 from engine.measure.pair import allowed, is_custom, locate, pair_problems, parse_drafter
 
 from conftest import tiny_qwen3
@@ -134,7 +135,17 @@ def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, caps
     monkeypatch.setattr(app.main, "launch", lambda engine, **kw: served.append(engine))
     assert app_main(["--target", target, "--drafter", drafter, "--device", "cpu"]) == 0
     (engine,) = served
-    assert is_custom(engine.preset) and "dflash" in engine.methods() and engine.chat
+    try:  # run as a preset is, in an engine process of its own, with the same output as the pair run here
+        from engine.loop import Engine
+        from engine.process import EngineProcess
+
+        assert isinstance(engine, EngineProcess) and engine.pid != os.getpid()
+        assert is_custom(engine.preset) and "dflash" in engine.methods() and PRESETS[engine.preset].chat
+        config = GenerationConfig(method="dflash", max_new_tokens=8)
+        here = Engine.load(engine.preset, "cpu").generate("def parse(self, text):", config)
+        assert engine.generate("def parse(self, text):", config).output_ids == here.output_ids
+    finally:
+        engine.close()
 
 
 def test_the_about_tab_names_the_operators_checkpoints(folders):

@@ -1,6 +1,6 @@
 """The trace: what the device loop did, turned into plain values (engine/contract/types.py) for the app and files.
 
-The device loop (loop.py) yields one DeviceStep per step, still holding tensors; a Tracer turns each into a Step
+The device loop (run.py) yields one DeviceStep per step, still holding tensors; a Tracer turns each into a Step
 on the host (the drafted tokens with their probabilities and verdicts, the committed tokens with their text,
 the step's measured spans), and `build_result` gathers a whole run into a RunResult.
 """

@@ -6,7 +6,7 @@ transformers DynamicCache appends with a copy of every layer's whole cache and c
 the one a DynamicCache has, so the networks' own modules (dflash_model.DraftAttention) run over it unchanged.
 
 `FusedBlock` (DFlash's and DSpark's backbone) and `FusedEagle3` (EAGLE-3's layers) compute what those modules do, with
-the arithmetic arranged as the target's fused forward (engine/target.py) arranges it: the query, key and value
+the arithmetic arranged as the target's fused forward (engine/target/fused.py) arranges it: the query, key and value
 projections as one product (a block drafter's over the new context rows and the block, its queries then cut to the
 block's rows), the MLP's gate and up as another, every norm one operation, queries and keys rotated together with
 RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's; the joined

@@ -31,7 +31,7 @@ def build(model, engine) -> "SmallLMDrafter":
 
 
 class SmallLMDrafter(BaseDrafter):
-    """Runs the small LM through a Target of its own (engine/target.py): for a Qwen3 model the fused forward over a
+    """Runs the small LM through a Target of its own (engine/target/request.py): for a Qwen3 model the fused forward over a
     cache it owns, so the K serial forwards cost what the target's own forwards do per layer."""
 
     def __init__(self, model):

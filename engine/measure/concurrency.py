@@ -10,7 +10,7 @@ batched lane (engine/batch.py) and transformers run in turn, twice, each lane's 
 hits them alike). Per lane and B: throughput (new tokens per second over all N), speedup over the batched baseline
 at the same B, τ, drafted tokens verified per request per step, and whether every request wrote its own
 single-request greedy output. At B = 1 the batched path is also timed against the single-request loop
-(engine/loop.py) on the first prompt.
+(engine/run.py) on the first prompt.
 
 With `pairs`, DSpark's scheduler is also set against DSpark verifying everything at the largest B in that many
 adjacent pairs of runs, the order alternating (`scheduler_versus_all`): the ratio of their speeds with its 95 %

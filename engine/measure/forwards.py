@@ -1,5 +1,5 @@
 """What the target's own forward buys each lane: every lane run with the fused forward over the target's own cache
-(engine/target.py) and with transformers' forward and cache, side by side in one process, the two interleaved per
+(engine/target/) and with transformers' forward and cache, side by side in one process, the two interleaved per
 prompt and lane so machine noise hits both alike; and transformers' `generate` on the same weights beside them.
 
     python -m engine.measure.forwards --limit 12 --json runs/forwards.json

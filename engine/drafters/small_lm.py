@@ -31,8 +31,8 @@ def build(model, engine) -> "SmallLMDrafter":
 
 
 class SmallLMDrafter(BaseDrafter):
-    """Runs the small LM through a Target of its own (engine/target/request.py): for a Qwen3 model the fused forward over a
-    cache it owns, so the K serial forwards cost what the target's own forwards do per layer."""
+    """Runs the small LM through a Target of its own (engine/target/request.py): for a Qwen3 model the fused forward
+    over a cache it owns, so the K serial forwards cost what the target's own forwards do per layer."""
 
     def __init__(self, model):
         self.model = model

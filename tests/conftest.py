@@ -351,24 +351,21 @@ def random_engine(tokenizer):
 
 
 # Test files that take longest (their tests' setup and call times summed from `pytest -n 2 --dist loadfile
-# --no-loadscope-reorder --durations` on 2 cores beside other work, 2026-12-06: train 112 s, slides 95, batch 95,
-# browser 89, tree 77, long_outputs 74, gpu_check 49, lesson 40, trees_panel 40, identity 35, lesson_live_marks 31,
-# charts_projector 30, ...; a quiet machine takes about a third) run first: scripts/test.sh has pytest-xdist hand
-# whole files to its two workers in collection order, so a long file collected last keeps one worker busy while the
-# other waits (long_outputs, unlisted, went last). Files not named here (each under 5 s) come after, in their own
-# order. Order only; nothing is skipped.
-LONGEST_FIRST = ("test_train.py", "test_slides.py", "test_batch.py", "test_browser.py", "test_tree.py",
-                 "test_long_outputs.py", "test_gpu_check.py", "test_lesson.py", "test_trees_panel.py",
-                 "test_identity.py", "test_lesson_live_marks.py", "test_charts_projector.py", "test_space.py",
-                 "test_load_speedup.py", "test_why.py", "test_lesson_words.py", "test_stale_state.py",
-                 "test_servers.py", "test_device_recordings.py", "test_formats.py", "test_hostile_payloads.py",
-                 "test_queue_served.py", "test_toggles.py", "test_record.py", "test_compare.py", "test_gpu_graphs.py",
-                 "test_lesson_slides.py", "test_temperature_sweep.py", "test_setup.py", "test_cli.py", "test_step.py",
-                 "test_charts_unchecked.py", "test_lesson_kv.py", "test_zerogpu.py", "test_bench.py",
-                 "test_lesson_engine.py", "test_page.py", "test_stop.py", "test_engine_process.py", "test_disk.py",
-                 "test_target.py", "test_layers.py", "test_eagle3.py", "test_own_pair.py", "test_provisional.py",
-                 "test_docs.py", "test_hostile_files.py", "test_lesson_chips.py", "test_dspark.py",
-                 "test_live_sizes.py", "test_census.py", "test_engine.py", "test_sampling.py", "test_recorded.py")
+# --no-loadscope-reorder --durations=0` in a clean clone on a quiet 2-core machine, 2026-12-06: browser 41 s, slides 36,
+# batch 23, train 22, identity 19, compare 17, lesson 16, servers 14, trees_panel 14, gpu_check 13, ...) run first:
+# scripts/test.sh has pytest-xdist hand whole files to its two workers in collection order, so a long file collected
+# last keeps one worker busy while the other waits (the drafter-registry test, 8 s with its subprocess, went last
+# unlisted). Files not named here (each under 2 s) come after, in their own order. Order only; nothing is skipped.
+LONGEST_FIRST = ("test_browser.py", "test_slides.py", "test_batch.py", "test_train.py", "test_identity.py",
+                 "test_compare.py", "test_lesson.py", "test_servers.py", "test_trees_panel.py", "test_gpu_check.py",
+                 "test_queue_served.py", "test_tree.py", "test_live_sizes.py", "test_census.py",
+                 "test_stale_state.py", "test_engine_process.py", "test_space.py", "test_long_outputs.py",
+                 "test_why.py", "test_method_registry.py", "test_lesson_engine.py", "test_cli.py", "test_bench.py",
+                 "test_own_pair.py", "test_zerogpu.py", "test_recorded.py", "test_load_speedup.py", "test_page.py",
+                 "test_stop.py", "test_target.py", "test_sampling.py", "test_hostile_files.py", "test_engine.py",
+                 "test_toggles.py", "test_lesson_live_marks.py", "test_formats.py", "test_hostile_payloads.py",
+                 "test_record.py", "test_provisional.py", "test_device_recordings.py", "test_run_room.py",
+                 "test_disk.py", "test_step.py", "test_charts_projector.py")
 
 
 def pytest_collection_modifyitems(config, items):

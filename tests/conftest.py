@@ -356,9 +356,12 @@ def random_engine(tokenizer):
 # scripts/test.sh has pytest-xdist hand whole files to its two workers in collection order, so a long file collected
 # last keeps one worker busy while the other waits (the drafter-registry test, 8 s with its subprocess, went last
 # unlisted). Files not named here (each under 2 s) come after, in their own order. Order only; nothing is skipped.
-LONGEST_FIRST = ("test_browser.py", "test_slides.py", "test_batch.py", "test_train.py", "test_identity.py",
-                 "test_compare.py", "test_lesson.py", "test_servers.py", "test_trees_panel.py", "test_gpu_check.py",
-                 "test_queue_served.py", "test_tree.py", "test_live_sizes.py", "test_census.py",
+# Ahead of them all, test_setup.py: it reads what its process has imported, so it runs first in its worker (the first
+# file goes to the first worker), before a test pulls in modules the app never does (a plotly figure refusing a
+# misspelt property imports every trace type to list the valid ones).
+LONGEST_FIRST = ("test_setup.py", "test_browser.py", "test_slides.py", "test_batch.py", "test_train.py",
+                 "test_identity.py", "test_compare.py", "test_lesson.py", "test_servers.py", "test_trees_panel.py",
+                 "test_gpu_check.py", "test_queue_served.py", "test_tree.py", "test_live_sizes.py", "test_census.py",
                  "test_stale_state.py", "test_engine_process.py", "test_space.py", "test_long_outputs.py",
                  "test_why.py", "test_method_registry.py", "test_lesson_engine.py", "test_cli.py", "test_bench.py",
                  "test_own_pair.py", "test_zerogpu.py", "test_recorded.py", "test_load_speedup.py", "test_page.py",

@@ -99,3 +99,18 @@ def test_a_running_lane_is_drawn_light_and_whole_once_it_ends(random_engine):
     # While it runs, each redraw only appends to the last one (so only the new tokens travel).
     earlier = lane_html(lane_of("dspark", steps[:3], "running"), "dspark", live=True)
     assert live.startswith(earlier) and len(live) > len(earlier)
+
+
+def test_every_control_character_is_drawn_visibly_wherever_it_sits_and_plain_text_is_left_alone():
+    from app.draw.render import BIDI_CONTROLS
+
+    for code in [*range(32), 0x7F, *BIDI_CONTROLS]:
+        char = chr(code)
+        for text in (char, f"ab{char}", f"{char}cd", f"a{char}b{char}"):
+            shown = display_text(text)
+            if char in "\t\n":
+                assert shown == text
+            else:
+                assert char not in shown and len(shown) > len(text) - text.count(char)
+    plain = "def f(x):\n\treturn 'é' + \u05d0"  # tabs, newlines, letters of any script: as they are
+    assert display_text(plain) is plain

@@ -9,9 +9,10 @@ the one a DynamicCache has, so the networks' own modules (dflash_model.DraftAtte
 the arithmetic arranged as the target's fused forward (engine/target/fused.py) arranges it: the query, key and value
 projections as one product (a block drafter's over the new context rows and the block, its queries then cut to the
 block's rows), the MLP's gate and up as another, every norm one operation, queries and keys rotated together with
-RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's; the joined
-ones are copies made when a drafter is built, nothing is saved differently. A network with biased
-projections runs through its own modules (`supports` says which).
+RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's, joined when a
+drafter is built by the target's own joining (engine/target/fused.py): on the CPU copies, off it the network's own
+projections become views of the joined ones, so nothing is held twice; nothing is saved differently. A network with
+biased projections runs through its own modules (`supports` says which).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models import crop_cache
+from ..target.fused import _joined, rotate_half
 
 ROOM = 256  # positions a drafter's cache holds past its prompt at first; it doubles when a run outgrows it
 
@@ -96,11 +98,6 @@ class _Rope:
         return self.cos[:, None, first: end], self.sin[:, None, first: end]
 
 
-def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
-
-
 class _Weights:
     """One draft layer's weights as a fused forward reads them (the checkpoint's, the query, key and value projections
     and the MLP's gate and up projections each joined into one)."""
@@ -113,16 +110,6 @@ class _Weights:
         self.q_norm, self.k_norm = attn.q_norm.weight, attn.k_norm.weight
         self.input_norm, self.post_norm = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
         self.hidden_norm = layer.hidden_norm.weight if hasattr(layer, "hidden_norm") else None
-
-
-def _joined(weights: list[torch.Tensor]) -> torch.Tensor:
-    """Linear weights stacked along their outputs, in the memory layout the first one has (engine/cpu/layout.py lays
-    float32 CPU weights out column by column, the faster product for a draft's few rows)."""
-    joined = torch.cat([w.detach() for w in weights], dim=0)
-    first = weights[0]
-    if first.shape[1] > 1 and first.stride() == (1, first.shape[0]):
-        joined = joined.t().contiguous().t()
-    return joined
 
 
 class _Fused:
@@ -149,7 +136,8 @@ class _Fused:
         h, kv = self.heads, self.kv_heads
         qkv = F.linear(x, layer.qkv).view(1, x.shape[1], h + 2 * kv, self.head_dim)
         qk = torch.cat([self.norm(qkv[:, :, :h], layer.q_norm), self.norm(qkv[:, :, h: h + kv], layer.k_norm)], dim=2)
-        return _rotated(qk.transpose(1, 2), cos, sin), qkv[:, :, h + kv:].transpose(1, 2)
+        qk = qk.transpose(1, 2)
+        return qk * cos + rotate_half(qk) * sin, qkv[:, :, h + kv:].transpose(1, 2)
 
     def attend_and_mix(self, hidden, layer: _Weights, q, k, v, cache, mask, index: int) -> torch.Tensor:
         if cache is not None:

@@ -10,7 +10,7 @@ from transformers import DynamicCache
 
 from engine.drafters.dflash import DFlashDrafter
 from engine.drafters.eagle3 import Eagle3Drafter
-from engine.drafters.fused import DraftCache, roll_back
+from engine.drafters.fused import DraftCache, FusedBlock, FusedEagle3, roll_back
 from engine.timing import SpanClock
 
 from conftest import tiny_dflash, tiny_eagle3, tiny_qwen3
@@ -82,6 +82,32 @@ def test_the_draft_cache_writes_in_place_rolls_back_by_length_and_grows():
     dynamic.update(first, first, 0)
     roll_back(dynamic, 1)
     assert dynamic.get_seq_length() == 1
+
+
+@pytest.mark.parametrize("kind", ["dflash", "eagle3"])
+def test_off_the_cpu_a_drafters_projections_become_views_of_its_joined_weights(tokenizer, kind):
+    """As the target's (test_target.py): on a GPU a fused drafter's joined weights cost no memory, the network's own
+    q, k, v, gate and up weights becoming slices of them (the meta device, shapes only, stands in for one), so a GPU
+    call that moves tensors by their storage moves each weight once; on the CPU they stay as they were."""
+    target = tiny_qwen3(len(tokenizer), layers=6)
+    make = (lambda t: tiny_dflash(t, layers=2)) if kind == "dflash" else (lambda t: tiny_eagle3(t, layers=2))
+    fuse = FusedBlock if kind == "dflash" else FusedEagle3
+    model = make(target).to("meta")
+    fused = fuse(model)
+    for layer, weights in zip(model.layers, fused.layers):
+        attn, mlp, width = layer.self_attn, layer.mlp, layer.self_attn.q_proj.weight.shape[1]  # EAGLE-3's: 2 H
+        q, k = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
+        assert [w.storage_offset() for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)] == [
+            0, q * width, (q + k) * width]
+        assert mlp.up_proj.weight.storage_offset() == mlp.gate_proj.weight.numel()
+        assert weights.qkv.shape[0] == q + k + attn.v_proj.weight.shape[0] and weights.qkv.storage_offset() == 0
+        assert attn.v_proj.weight.untyped_storage().nbytes() == weights.qkv.untyped_storage().nbytes()
+        assert mlp.up_proj.weight.untyped_storage().nbytes() == weights.gate_up.untyped_storage().nbytes()
+    on_cpu = make(target)
+    weights = fuse(on_cpu).layers[1]
+    k_proj = on_cpu.layers[1].self_attn.k_proj.weight
+    assert k_proj.storage_offset() == 0
+    assert k_proj.untyped_storage().data_ptr() != weights.qkv.untyped_storage().data_ptr()
 
 
 @pytest.mark.parametrize("kind", ["dflash", "eagle3"])

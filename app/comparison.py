@@ -8,9 +8,12 @@ a saved comparison", the Step-through tab). Torch-free.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
+import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
@@ -308,11 +311,40 @@ def too_large(size: int) -> str:
             f"({MAX_FILE_BYTES:,} bytes)")
 
 
+_pause_lock = threading.Lock()
+_pause = {"readers": 0, "resume": False}
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cycle collector held off while a file is read. Reading one makes hundreds of thousands of small objects (each
+    token, its top-k, its step) and no cycle; left on, the collector walks everything alive again and again as they
+    are made, which was half of a large file's read. Readers in several threads share one pause; the collector runs
+    again when the last one ends (if it ran before)."""
+    with _pause_lock:
+        if _pause["readers"] == 0:
+            _pause["resume"] = gc.isenabled()
+            gc.disable()
+        _pause["readers"] += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pause["readers"] -= 1
+            if _pause["readers"] == 0 and _pause["resume"]:
+                gc.enable()
+
+
 def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     """Parse and check a saved comparison; anything malformed or oversized raises RecordError (one line).
     size: the whole file's size in bytes, where `data` is only its first MAX_FILE_BYTES + 1 bytes."""
     if len(data) > MAX_FILE_BYTES:
         raise RecordError(too_large(max(size or 0, len(data))))
+    with _collector_paused():
+        return _read(data)
+
+
+def _read(data: bytes | str) -> Comparison:
     try:
         doc = json.loads(data)
     except RecursionError:

@@ -181,3 +181,27 @@ def test_a_tree_sampled_at_temperature_above_zero_reads_back_and_its_first_child
     first["accept_prob"] /= 2
     with pytest.raises(RecordError, match=r"not min\(1, p_target / p_draft\)"):
         read_comparison(json.dumps(doc))
+
+
+def test_reading_a_file_shown_or_refused_leaves_the_cycle_collector_as_it_was(saved):
+    import gc
+    import threading
+
+    good, bad = json.dumps(saved), json.dumps({**saved, "lanes": {"eagle3": [{"index": "x"}]}})
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            read_comparison(good)
+            with pytest.raises(RecordError):
+                read_comparison(bad)
+            assert gc.isenabled() is enabled
+        gc.enable()
+        threads = [threading.Thread(target=read_comparison, args=(good,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert gc.isenabled()  # readers in several threads: on again once the last has read
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -29,15 +29,21 @@ def busy_time(steps: list[Step]) -> float:
     return total
 
 
-def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
-    """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
+def position_counts(steps: list[Step]) -> list[list[int]]:
+    """[[drafts that reached position k, of them accepted], ...] for k = 1, 2, …: a chain's position k (a tree's depth
+    k) reached when the verify got that far and every earlier position was accepted."""
     decode = [s for s in steps if s.kind == "decode"]
     longest = max((s.reach for s in decode), default=0)
-    rates = []
-    for k in range(1, longest + 1):  # a tree's position k is its depth k
+    counts = []
+    for k in range(1, longest + 1):
         reached = [s for s in decode if s.reach >= k and s.num_accepted >= k - 1]
-        rates.append(sum(s.num_accepted >= k for s in reached) / len(reached) if reached else None)
-    return tuple(rates)
+        counts.append([len(reached), sum(s.num_accepted >= k for s in reached)])
+    return counts
+
+
+def per_position_acceptance(steps: list[Step]) -> tuple[float | None, ...]:
+    """P(position k accepted | positions 1..k-1 accepted), over the steps that verified position k."""
+    return tuple(accepted / reached if reached else None for reached, accepted in position_counts(steps))
 
 
 def acceptance_rate(steps: list[Step]) -> float | None:

@@ -23,16 +23,12 @@ import math
 from pathlib import Path
 
 from ..contract.types import EngineError
-from .sweep import T_975
+from ..contract.summary import position_counts
+from .sweep import t_critical
 
 MIN_DRAFTS = 20  # fewer drafts than this at a position: its acceptance is marked as resting on too few
 Z_975 = 1.959964
 PROMPT_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}  # anything else: plain text
-
-
-def t_critical(dof: int) -> float:
-    """Student's t at 97.5 % for `dof` degrees of freedom (the normal's beyond 30)."""
-    return T_975[dof - 1] if 1 <= dof <= len(T_975) else Z_975
 
 
 # --- the prompt file -----------------------------------------------------------------------------------------
@@ -144,18 +140,6 @@ def wilson(accepted: int, drafts: int) -> tuple[float, float] | tuple[None, None
     centre = (p + z2 / (2 * drafts)) / (1 + z2 / drafts)
     half = Z_975 * math.sqrt(p * (1 - p) / drafts + z2 / (4 * drafts ** 2)) / (1 + z2 / drafts)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def position_counts(steps) -> list[list[int]]:
-    """[[drafts that reached position k, of them accepted], ...] for k = 1, 2, …: a chain's position k (a tree's depth
-    k) reached when the verify got that far and every earlier position was accepted."""
-    decode = [s for s in steps if s.kind == "decode"]
-    longest = max((s.reach for s in decode), default=0)
-    counts = []
-    for k in range(1, longest + 1):
-        reached = [s for s in decode if s.reach >= k and s.num_accepted >= k - 1]
-        counts.append([len(reached), sum(s.num_accepted >= k for s in reached)])
-    return counts
 
 
 def add_counts(total: list[list[int]], more: list[list[int]]) -> list[list[int]]:

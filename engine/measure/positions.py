@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..contract.methods import METHOD_REGISTRY, reads_features
 from ..contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, load_prompts
 from ..contract.types import EngineError, GenerationConfig, check_stop
-from .sweep import T_975, interval_row
+from .sweep import interval_row, t_critical
 
 FEATURE_METHODS = tuple(m for m in METHOD_REGISTRY if reads_features(m))  # the chains that read the target's features
 OPTIONS = ("as shipped", "window", "self-tuning")
@@ -119,7 +119,7 @@ def paired(before: list[float | None], after: list[float | None]) -> dict | None
         return None
     mean = sum(diffs) / n
     sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
-    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd / n ** 0.5
+    half = t_critical(n - 1) * sd / n ** 0.5
     return {"mean": round(mean, 4), "low": round(mean - half, 4), "high": round(mean + half, 4), "prompts": n}
 
 

@@ -143,6 +143,12 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+def t_critical(dof: int) -> float:
+    """Student's t at 97.5 % for `dof` degrees of freedom (the normal's 1.96 beyond 30): every interval over
+    prompts here, and engine/measure/decide.py's and positions.py's, reads this one."""
+    return T_975[dof - 1] if 1 <= dof <= len(T_975) else 1.96
+
+
 def ratio_interval(numerators: list[float], denominators: list[float], z: float | None = None
                    ) -> tuple[float, float, float]:
     """Σ numerators / Σ denominators over clusters (one per prompt: the tokens of one run are not independent),
@@ -156,7 +162,7 @@ def ratio_interval(numerators: list[float], denominators: list[float], z: float 
         return ratio, ratio, ratio
     mean_den = total / n
     residual = sum((a - ratio * b) ** 2 for a, b in zip(numerators, denominators)) / (n - 1)
-    critical = z if z is not None else (T_975[n - 2] if n - 1 <= len(T_975) else 1.96)
+    critical = z if z is not None else t_critical(n - 1)
     half = critical * (residual / n) ** 0.5 / mean_den
     return ratio, ratio - half, ratio + half
 

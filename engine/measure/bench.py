@@ -193,92 +193,115 @@ def run_bench(engine: Engine, prompts: list[str], max_new_tokens: int, drafts_pe
     labels = labels_of(label_rows if label_rows is not None else [{}] * len(prompts), by)
     drafts = {m: lane_drafts(engine, m, drafts_per_step or {}) for m in engine.methods() if method_entry(m).drafts}
     greedy = temperature == 0
-    with_hf = with_hf and greedy
     chosen = [m for m in engine.methods() if methods is None or m == BASELINE or m in methods]
     unknown = sorted(set(methods or ()) - set(engine.methods()))
     if unknown:
         raise EngineError(f"no lane {', '.join(unknown)} here; choose among {', '.join(engine.methods())}")
-    configs = {m: GenerationConfig(method=m, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                                   verify_rule=verify_rule, tree_nodes=tree_nodes,
-                                   drafts_per_step=drafts.get(m, GenerationConfig.drafts_per_step))
-               for m in chosen}
-    configs.update(variant_configs(configs))
-    if not greedy:
-        configs.update({f"{m}_greedy_weights": replace(configs[m], drafter_weights="greedy")
-                        for m in engine.sampled_drafter_models if m in configs})
-    methods = list(configs)
-    # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
-    small_lm = next((m for m in methods if engine.drafter_kinds.get(m) is not None
-                     and engine.drafter_kinds[m].name == "small-lm"), None)
-    names = [*methods, *(["hf_generate"] if with_hf else []), *(["hf_assisted"] if with_hf and small_lm else [])]
-    # every lane's tally and per-position counts prompt by prompt: the pairs and the --by groups are read from them
-    tallies: dict[str, list[_Tally]] = {name: [] for name in names}
-    positions: dict[str, list[list]] = {m: [] for m in methods}
-    identical: dict[str, list[bool]] = {name: [] for name in names}
-    mismatches = []
-
-    def one_prompt(prompt: str, tally: bool) -> None:
-        results = {}
-        for method in methods:
-            results[method] = engine.generate(prompt, configs[method])
-            if tally:
-                tallies[method].append(_Tally())
-                tallies[method][-1].add_run(results[method])
-                positions[method].append(position_counts(results[method].steps))
-            if with_hf and method in (BASELINE, small_lm):
-                peer = "hf_generate" if method == BASELINE else "hf_assisted"
-                assistant = engine.drafter_models[small_lm] if method == small_lm else None
-                hf_ids, hf_s = _timed_hf_generate(engine, list(results[method].prompt_ids), max_new_tokens,
-                                                  assistant, drafts.get(small_lm, 1))
-                same = hf_ids == list(results[BASELINE].output_ids)
-                if tally:
-                    tallies[peer].append(_Tally())
-                    tallies[peer][-1].add_timed(len(hf_ids), hf_s)
-                    identical[peer].append(same)
-                if not same:
-                    mismatches.append((peer, prompt[:40]))
-        for method in methods:
-            same = results[method].output_ids == results[BASELINE].output_ids
-            if tally:
-                identical[method].append(same)
-            if greedy and not same:
-                mismatches.append((method, prompt[:40]))
-
-    one_prompt(prompts[0], tally=False)  # warm-up: first-call allocations and lazy init, not measured
+    configs = _lane_configs(engine, chosen, drafts, GenerationConfig(
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, verify_rule=verify_rule,
+        tree_nodes=tree_nodes))
+    runs = _Runs(engine, configs, drafts, with_hf and greedy)
+    runs.one_prompt(prompts[0], tally=False)  # warm-up: first-call allocations and lazy init, not measured
     for i, prompt in enumerate(prompts):
-        one_prompt(prompt, tally=True)
+        runs.one_prompt(prompt, tally=True)
         print(f"\r{i + 1}/{len(prompts)} prompts", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-
-    measured = _Measured(tallies, positions, identical if greedy else None, _pairs(names, list(configs), engine))
+    measured = _Measured(runs.tallies, runs.positions, runs.identical if greedy else None,
+                         _pairs(runs.names, list(configs), engine))
     everything = measured.summary(range(len(prompts)))
-    rows = everything["lanes"]
-    ratios = {}
-    if with_hf:
-        ratios["baseline_vs_hf_generate"] = round(rows["hf_generate"]["wall_s"] / rows[BASELINE]["wall_s"], 3)
-        if small_lm:
-            ratios[f"{small_lm}_vs_hf_assisted"] = round(rows["hf_assisted"]["wall_s"] / rows[small_lm]["wall_s"], 3)
-    calibration = _calibration(engine)
     preset = PRESETS.get(engine.preset)
     report = {"preset": engine.preset, "device": engine.device_name, "num_prompts": len(prompts),
               # which weights were measured (the model card takes a report of its own weights only)
               "weights": weights_digests(preset) if preset is not None else None,
-              "calibration": calibration,
+              "calibration": _calibration(engine),
               "max_new_tokens": max_new_tokens, "drafts_per_step": {m: drafts[m] for m in chosen if m in drafts},
               # the model card's reading of the same: the serial lanes' K and the block drafters' blocks
               **drafting_summary({m: drafts[m] for m in chosen if m in drafts}),
-              "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": rows,
-              "ratios": ratios, "pairwise": everything["pairwise"], "min_drafts": MIN_DRAFTS,
-              "identical_outputs": not mismatches, "mismatches": mismatches[:20],
+              "temperature": temperature, "verify_rule": verify_rule, "seed": seed, "lanes": everything["lanes"],
+              "ratios": runs.ratios(everything["lanes"]), "pairwise": everything["pairwise"], "min_drafts": MIN_DRAFTS,
+              "identical_outputs": not runs.mismatches, "mismatches": runs.mismatches[:20],
               "prompt_rows": measured.prompt_rows(label_rows),
               "torch": torch.__version__, "threads": torch.get_num_threads()}
     if labels is not None:
-        groups: dict[str, list[int]] = {}
-        for i, label in enumerate(labels):
-            groups.setdefault(label, []).append(i)
-        report["by"] = {"column": by, "groups": {label: {"num_prompts": len(indices), **measured.summary(indices)}
-                                                 for label, indices in groups.items()}}
+        report["by"] = {"column": by, "groups": measured.groups(labels)}
     return report
+
+
+def _lane_configs(engine: Engine, chosen: list[str], drafts: dict[str, int], common: GenerationConfig
+                  ) -> dict[str, GenerationConfig]:
+    """Every lane's config: each chosen method's with its drafts per step and the settings `common` holds, the
+    registry's variants beside them, and above temperature 0 each drafter with sampled weights run with its greedy
+    ones too (`<lane>_greedy_weights`)."""
+    configs = {m: replace(common, method=m, drafts_per_step=drafts.get(m, GenerationConfig.drafts_per_step))
+               for m in chosen}
+    configs.update(variant_configs(configs))
+    if common.temperature != 0:
+        configs.update({f"{m}_greedy_weights": replace(configs[m], drafter_weights="greedy")
+                        for m in engine.sampled_drafter_models if m in configs})
+    return configs
+
+
+class _Runs:
+    """Every lane run on one prompt after another, interleaved (ours, and transformers' peers beside the baseline and
+    the small LM): each lane's tally and per-position counts prompt by prompt, whether each wrote the baseline's
+    tokens, and the mismatches where identity is owed."""
+
+    def __init__(self, engine: Engine, configs: dict[str, GenerationConfig], drafts: dict[str, int], with_hf: bool):
+        self.engine, self.configs, self.drafts, self.with_hf = engine, configs, drafts, with_hf
+        self.greedy = configs[BASELINE].temperature == 0
+        self.methods = list(configs)
+        # transformers' assisted generation runs the small LM; it is the peer of our lane that runs the same.
+        self.small_lm = next((m for m in self.methods if engine.drafter_kinds.get(m) is not None
+                              and engine.drafter_kinds[m].name == "small-lm"), None)
+        self.names = [*self.methods, *(["hf_generate"] if with_hf else []),
+                      *(["hf_assisted"] if with_hf and self.small_lm else [])]
+        # the pairs and the --by groups are read from these, prompt by prompt
+        self.tallies: dict[str, list[_Tally]] = {name: [] for name in self.names}
+        self.positions: dict[str, list[list]] = {m: [] for m in self.methods}
+        self.identical: dict[str, list[bool]] = {name: [] for name in self.names}
+        self.mismatches: list[tuple[str, str]] = []
+
+    def one_prompt(self, prompt: str, tally: bool) -> None:
+        results = {}
+        for method in self.methods:
+            results[method] = self.engine.generate(prompt, self.configs[method])
+            if tally:
+                self.tallies[method].append(_Tally())
+                self.tallies[method][-1].add_run(results[method])
+                self.positions[method].append(position_counts(results[method].steps))
+            if self.with_hf and method in (BASELINE, self.small_lm):
+                self._peer(prompt, method, results, tally)
+        for method in self.methods:
+            same = results[method].output_ids == results[BASELINE].output_ids
+            if tally:
+                self.identical[method].append(same)
+            if self.greedy and not same:
+                self.mismatches.append((method, prompt[:40]))
+
+    def _peer(self, prompt: str, method: str, results: dict, tally: bool) -> None:
+        """transformers' run beside ours: `generate` beside the baseline, assisted generation beside the small LM."""
+        peer = "hf_generate" if method == BASELINE else "hf_assisted"
+        assistant = self.engine.drafter_models[self.small_lm] if method == self.small_lm else None
+        hf_ids, hf_s = _timed_hf_generate(self.engine, list(results[method].prompt_ids),
+                                          self.configs[BASELINE].max_new_tokens, assistant,
+                                          self.drafts.get(self.small_lm, 1))
+        same = hf_ids == list(results[BASELINE].output_ids)
+        if tally:
+            self.tallies[peer].append(_Tally())
+            self.tallies[peer][-1].add_timed(len(hf_ids), hf_s)
+            self.identical[peer].append(same)
+        if not same:
+            self.mismatches.append((peer, prompt[:40]))
+
+    def ratios(self, rows: dict) -> dict:
+        """Ours against transformers' own: its wall time over ours, the baseline's and the small LM's."""
+        ratios = {}
+        if self.with_hf:
+            ratios["baseline_vs_hf_generate"] = round(rows["hf_generate"]["wall_s"] / rows[BASELINE]["wall_s"], 3)
+            if self.small_lm:
+                ratios[f"{self.small_lm}_vs_hf_assisted"] = round(
+                    rows["hf_assisted"]["wall_s"] / rows[self.small_lm]["wall_s"], 3)
+        return ratios
 
 
 def _pairs(names: list[str], configured: list[str], engine: Engine) -> list[tuple[str, str]]:
@@ -312,6 +335,13 @@ class _Measured:
         speeds = {name: [t[i].tokens / t[i].wall_s if t[i].wall_s else 0.0 for i in indices]
                   for name, t in self.tallies.items()}
         return {"lanes": rows, "pairwise": pairwise(speeds, self.pairs)}
+
+    def groups(self, labels: list[str]) -> dict:
+        """summary over each label's prompts, the labels in first-seen order."""
+        indices: dict[str, list[int]] = {}
+        for i, label in enumerate(labels):
+            indices.setdefault(label, []).append(i)
+        return {label: {"num_prompts": len(chosen), **self.summary(chosen)} for label, chosen in indices.items()}
 
     def prompt_rows(self, label_rows: list[dict] | None) -> list[dict]:
         """One row per lane and prompt: its labels, tokens, time, speed and (our lanes) steps and acceptance."""

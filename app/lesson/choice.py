@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 
-from engine.contract.methods import BASELINE, METHOD_REGISTRY
+from engine.contract.methods import BASELINE
 from engine.contract.presets import ASSETS_DIR, load_prompts
 from engine.measure.lesson import FORMAT, measurement
 
@@ -33,11 +33,11 @@ def choose(speedups: list[dict[str, float]]) -> int:
 
 def measure_prompt_choice(engine, settings, prompts: list[str] | None = None, rounds: int = CHOICE_ROUNDS,
                           stop=None) -> dict:
-    """Every lane of `settings` (the lesson's comparison settings at temperature 0) on each of `prompts` (default the
-    first CHOICE_PROMPTS held-out prompts), each lane's fastest of `rounds` runs; the prompts' speedups and the one
-    `choose` picks, as a lesson measurement."""
+    """Every lane of `settings` (the lesson's comparison settings at temperature 0: the baseline and drafting chains,
+    comparison_settings) on each of `prompts` (default the first CHOICE_PROMPTS held-out prompts), each lane's fastest
+    of `rounds` runs; the prompts' speedups and the one `choose` picks, as a lesson measurement."""
     prompts = prompts or load_prompts()[:CHOICE_PROMPTS]
-    lanes = [m for m in settings.methods if m == BASELINE or (METHOD_REGISTRY[m].drafts and not METHOD_REGISTRY[m].tree)]
+    lanes = settings.methods
     rows = []
     for prompt in prompts:
         walls = {}

@@ -12,7 +12,8 @@ import torch
 
 from .contract.methods import method as method_entry, method_names, weightless_kind
 from .contract.presets import DEFAULT_PRESET, PRESETS, Preset, ablation_shipped
-from .contract.types import MAX_PROMPT_CHARS, EngineError, GenerationConfig, RunResult, Step
+from .contract.types import (MAX_PROMPT_CHARS, EngineError, GenerationConfig, Request, RunResult, Step,
+                             as_request, checked_requests)
 from .cpu.attention import use_lean_attention
 from .cpu.layout import use_column_major_weights, use_packed_vocab_products
 from .drafters.base import Drafter, NoDrafter
@@ -226,13 +227,17 @@ class Engine:
         """Whether a run with `config` drafts with the checkpoint trained for sampling."""
         return not config.greedy and config.drafter_weights == "auto" and config.method in self.sampled_drafter_models
 
-    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
-        """Run one generation, yielding each step (the prefill first) as soon as it completes (engine/run.py)."""
-        return Run(self).stream(prompt, config)
+    def requests(self, prompt: str, configs) -> list[Request]:
+        """Checked requests for `configs` over one prompt, encoded once (engine/contract/types.py checked_requests)."""
+        return checked_requests(self, prompt, configs)
 
-    def generate(self, prompt: str, config: GenerationConfig, stop=None) -> RunResult:
-        """Run to completion and return the whole trace with its summary (engine/run.py Run.generate)."""
-        return Run(self).generate(prompt, config, stop)
+    def stream(self, request: Request | str, config: GenerationConfig | None = None) -> Iterator[Step]:
+        """Run one checked request (or a prompt and config made into one), each step as it completes (engine/run.py)."""
+        return Run(self).stream(as_request(self, request, config))
+
+    def generate(self, request: Request | str, config: GenerationConfig | None = None, stop=None) -> RunResult:
+        """The same to completion: the whole trace with its summary (engine/run.py Run.generate)."""
+        return Run(self).generate(as_request(self, request, config), stop)
 
     def max_drafts(self, method: str) -> int | None:
         """The longest draft `method` can make here (a block drafter's trained block), None for no limit."""

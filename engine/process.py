@@ -6,13 +6,14 @@ page in a loop changes another's measured speedups. Here the models live in a ch
 else; the server process only reads plain values (steps, results) off the pipe.
 
 The proxy offers what the app asks of an engine: its facts (preset, device name, methods, drafter labels,
-draft caps, read once when the child is ready), `stream` (steps as they finish; closing the generator stops
-the run in the child between two steps), `generate`, `encode_prompt`, `target_entropy`, and `call(fn, ...)`,
-which runs a module-level function `fn(engine, ...)` in the child (a sweep, the distribution check) and returns
-its plain result. One job runs at a time, in the order asked; `encode_prompt`, which checks a prompt before a
-run, goes over a second pipe and never waits behind a job. A job given `stop` (a threading.Event, as the engine's
-own functions take) is stopped between two steps in the child once the event is set: the proxy watches it and
-says so over the second pipe, and the job raises Stopped here as it would in process.
+draft caps, read once when the child is ready), `requests` (checked here by those facts and the child's tokenizer,
+so a request arrives checked and the child checks nothing again), `stream` (steps as they finish; closing the
+generator stops the run in the child between two steps), `generate`, `encode_prompt`, `target_entropy`, and
+`call(fn, ...)`, which runs a module-level function `fn(engine, ...)` in the child (a sweep, the distribution
+check) and returns its plain result. One job runs at a time, in the order asked; `encode_prompt`, which checks a
+prompt before a run, goes over a second pipe and never waits behind a job. A job given `stop` (a threading.Event,
+as the engine's own functions take) is stopped between two steps in the child once the event is set: the proxy
+watches it and says so over the second pipe, and the job raises Stopped here as it would in process.
 
 Torch-free on import: the child imports the engine (and torch); this module needs only the standard library and
 the engine's plain types.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from .contract.interface import KnownFacts
 from .contract.presets import PRESETS, Preset
-from .contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
+from .contract.types import EngineError, GenerationConfig, Request, RunResult, Step, Stopped, as_request
 
 _QUICK = frozenset({"encode_prompt"})  # calls served by the child's second thread, beside a running job
 _JOBS = frozenset({"generate", "target_entropy", "warm_up"})  # Engine methods the proxy forwards as jobs
@@ -92,9 +93,9 @@ def _serve_quick(conn, engine, jobs: _Jobs) -> None:
         _reply(conn, lambda: getattr(engine, name)(*args) if name in _QUICK else _refuse(name))
 
 
-def _stream(conn, engine, prompt: str, config: GenerationConfig) -> None:
+def _stream(conn, engine, request: Request) -> None:
     """Send each step as it finishes; a "stop" from the proxy ends the run between two steps."""
-    steps = engine.stream(prompt, config)
+    steps = engine.stream(request)
     try:
         for step in steps:
             conn.send(("step", step))
@@ -185,10 +186,15 @@ class EngineProcess(KnownFacts):
 
     # --- the work -------------------------------------------------------------------------------------
 
-    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
-        """The run's steps as the child finishes them; closing this generator early stops the run there."""
+    def stream(self, request: Request | str, config: GenerationConfig | None = None) -> Iterator[Step]:
+        """The steps of a checked request (or of a prompt and config made into one here, as Engine.stream does) as
+        the child finishes them; closing this generator early stops the run there. The child checks nothing again."""
+        request = as_request(self, request, config)
+        return self._stream(request)
+
+    def _stream(self, request: Request) -> Iterator[Step]:
         with self._job_lock:
-            self._jobs.send(("stream", (prompt, config)))
+            self._jobs.send(("stream", (request,)))
             self._number += 1
             ended = False
             try:
@@ -208,8 +214,9 @@ class EngineProcess(KnownFacts):
                     while self._receive(self._jobs)[0] == "step":
                         pass
 
-    def generate(self, prompt: str, config: GenerationConfig, stop: threading.Event | None = None) -> RunResult:
-        return self._job("method", "generate", (prompt, config), {}, stop)
+    def generate(self, request: Request | str, config: GenerationConfig | None = None,
+                 stop: threading.Event | None = None) -> RunResult:
+        return self._job("method", "generate", (as_request(self, request, config),), {}, stop)
 
     def target_entropy(self, prompt_ids, output_ids, temperature: float) -> list[float]:
         return self._job("method", "target_entropy", (prompt_ids, output_ids, temperature), {})

@@ -13,13 +13,13 @@ and drafter factories); the run's own are its state, the device loop and the app
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from .background import BackgroundSteps
 from .batch import traced_steps
-from .contract.types import GenerationConfig, RunResult, Step, check_stop
+from .contract.types import GenerationConfig, Request, RunResult, Step, check_stop
 from .drafters.base import DraftBlock, Drafter
 from .online import long_output_options
 from .rules import drafts_this_step, finish_reason
@@ -44,41 +44,39 @@ class _RunState:
 
 
 class Run:
-    """Runs over one engine's models (engine/loop.py Engine): each checks its prompt and config before any model
-    runs, then drafts, verifies and keeps step by step on the device, appending what it commits to its state."""
+    """Runs over one engine's models (engine/loop.py Engine): each takes a checked request (engine/contract/types.py
+    Request: its prompt encoded, its config validated and capped) as it is, then drafts, verifies and keeps step by
+    step on the device, appending what it commits to its state."""
 
     def __init__(self, engine):
         self.engine = engine
 
-    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
+    def stream(self, request: Request) -> Iterator[Step]:
         """Run one generation, yielding each step (the prefill first) as soon as it completes."""
-        prompt_ids, drafter = self.prepare(prompt, config)
-        yield from self._run(prompt_ids, config, drafter)
+        drafter = self.prepare(request.config)
+        yield from self._run(list(request.prompt_ids), request.config, drafter)
 
-    def generate(self, prompt: str, config: GenerationConfig, stop=None) -> RunResult:
-        """Run to completion and return the whole trace with its summary. The result's config says what ran: a
-        draft length past the drafter's trained block is recorded as that block. stop: a threading.Event seen
-        after every step; once set, the run ends and raises Stopped."""
-        prompt_ids, drafter = self.prepare(prompt, config)
-        steps, run = [], self._run(prompt_ids, config, drafter)
+    def generate(self, request: Request, stop=None) -> RunResult:
+        """Run to completion and return the whole trace with its summary; the result's config is the request's,
+        what ran. stop: a threading.Event seen after every step; once set, the run ends and raises Stopped."""
+        drafter = self.prepare(request.config)
+        prompt_ids = list(request.prompt_ids)
+        steps, run = [], self._run(prompt_ids, request.config, drafter)
         try:
             for step in run:
                 steps.append(step)
                 check_stop(stop)
         finally:
             run.close()
-        if drafter.max_drafts is not None and config.drafts_per_step > drafter.max_drafts:
-            config = replace(config, drafts_per_step=drafter.max_drafts)
-        return build_result(self.engine, prompt_ids, config, steps, drafter.label)
+        return build_result(self.engine, prompt_ids, request.config, steps, drafter.label)
 
-    def prepare(self, prompt: str, config: GenerationConfig) -> tuple[list[int], Drafter]:
-        """Check everything before any model runs, so bad input fails fast with one clear line."""
-        config.validate()
-        prompt_ids, drafter = self.engine.encode_prompt(prompt), self.engine.new_drafter(config.method, config)
+    def prepare(self, config: GenerationConfig) -> Drafter:
+        """The run's drafter, with its one-time costs paid before any clock starts (the request was checked)."""
+        drafter = self.engine.new_drafter(config.method, config)
         if config.drafter_window is not None or config.self_tuning:  # the feature drafters' options (engine/online.py)
             drafter = long_output_options(drafter, config)
         drafter.prepare(config)  # one-time costs (DSpark's verify-speed profile) before any clock starts
-        return prompt_ids, drafter
+        return drafter
 
     def _run(self, prompt_ids: list[int], config: GenerationConfig, drafter: Drafter) -> Iterator[Step]:
         """Device work (draft, verify, cache bookkeeping) and host work (the trace, the text) of each step.
@@ -186,5 +184,5 @@ def judge(config: GenerationConfig, checked: DraftBlock, target_probs: torch.Ten
     (engine/sampling.py), at the run's temperature."""
     if checked.is_tree:
         return verify_tree(config.temperature, checked.ids, checked.probs, checked.parents, target_probs, generator,
-                           checked.host_ids)
+                           checked.host_ids, checked.parent_rows)
     return verify(config.verify_rule, config.temperature, checked.ids, checked.probs, target_probs, generator)

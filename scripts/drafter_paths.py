@@ -27,7 +27,8 @@ from engine.timing import SpanClock
 
 def run_once(engine: Engine, prompt: str, config: GenerationConfig, fast: bool) -> tuple[float, float, int, list]:
     """(whole run's CPU s, drafting's CPU s, decode steps, tokens) of one run of the lane, its drafter on the fast path or not."""
-    prompt_ids, drafter = Run(engine).prepare(prompt, config)
+    request = engine.requests(prompt, [config])[0]  # checked once; the run checks nothing again
+    prompt_ids, drafter = list(request.prompt_ids), Run(engine).prepare(request.config)
     chain = getattr(drafter, "chain", drafter)
     if not fast:
         chain.fused = None

@@ -346,7 +346,8 @@ def section_census(check: Check) -> dict:
             continue
         for temperature in (0.0, 1.0):
             config = GenerationConfig(method=method, max_new_tokens=check.tokens, temperature=temperature)
-            prompt_ids, drafter = Run(engine).prepare(prompt, config)
+            request = engine.requests(prompt, [config])[0]  # checked once; the run checks nothing again
+            prompt_ids, drafter = list(request.prompt_ids), Run(engine).prepare(request.config)
             steps = Run(engine).device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
             per_step = []
             if debug:
@@ -380,7 +381,8 @@ def section_profile(check: Check, out: Path) -> dict:
     report = {}
     for method in SMOKE:
         config = GenerationConfig(method=method, max_new_tokens=max(check.tokens, 32))
-        prompt_ids, drafter = Run(engine).prepare(check.prompts[0], config)
+        request = engine.requests(check.prompts[0], [config])[0]  # checked once; the run checks nothing again
+        prompt_ids, drafter = list(request.prompt_ids), Run(engine).prepare(request.config)
         steps = Run(engine).device_steps(prompt_ids, config, drafter, SpanClock(engine.device))
         for _ in range(3):  # the prefill and two steps: caches made, kernels chosen
             next(steps)

@@ -8,10 +8,10 @@ never needs to know which one it holds, and it never imports torch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from .types import GenerationConfig, RunResult, Step
+from .types import EngineError, GenerationConfig, Request, RunResult, Step, checked_requests
 
 
 @runtime_checkable
@@ -34,11 +34,17 @@ class EngineLike(Protocol):
     def encode_prompt(self, prompt: str) -> list[int]:
         """The prompt's token ids; EngineError (one line) for an empty, too long or over-context prompt."""
 
-    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
-        """One run, each step (the prefill first) as soon as it is done."""
+    def requests(self, prompt: str, configs: Sequence[GenerationConfig]) -> list[Request]:
+        """One checked request per config over the prompt, encoded once (types.py checked_requests): each config
+        validated, its drafts per step cut to its drafter's trained block; EngineError names the first problem."""
 
-    def generate(self, prompt: str, config: GenerationConfig, stop: threading.Event | None = None) -> RunResult:
-        """One run to its end, the whole trace and summary; Stopped once `stop` is set."""
+    def stream(self, request: Request | str, config: GenerationConfig | None = None) -> Iterator[Step]:
+        """One run of a checked request, each step (the prefill first) as soon as it is done; nothing is checked
+        again. A prompt and its config are first made into a request (types.py as_request): the one path."""
+
+    def generate(self, request: Request | str, config: GenerationConfig | None = None,
+                 stop: threading.Event | None = None) -> RunResult:
+        """The same run to its end, the whole trace and summary; Stopped once `stop` is set."""
 
     def target_entropy(self, prompt_ids: list[int], output_ids: list[int], temperature: float) -> list[float]:
         """The target's entropy (nats) before each output token at `temperature`."""
@@ -50,8 +56,9 @@ class EngineLike(Protocol):
 class KnownFacts:
     """The facts an engine whose models run elsewhere (engine.process.EngineProcess, a ZeroGPU Space's engine)
     answers without them: its methods, each method's drafter in words, its longest draft, as the models' process
-    said them once (`_methods`, `_labels` keyed by (method, above temperature 0), `_caps`)."""
+    said them once (`_methods`, `_labels` keyed by (method, above temperature 0), `_caps`), and so its requests."""
 
+    preset: str
     _methods: list[str]
     _labels: dict[tuple[str, bool], str]
     _caps: dict[str, int | None]
@@ -63,4 +70,10 @@ class KnownFacts:
         return self._labels[(method, temperature > 0)]
 
     def max_drafts(self, method: str) -> int | None:
+        if method not in self._caps:
+            raise EngineError(f"preset {self.preset!r} has no drafter for method {method!r}")
         return self._caps[method]
+
+    def requests(self, prompt: str, configs: Sequence[GenerationConfig]) -> list[Request]:
+        """Checked here, by the facts and the tokenizer (`encode_prompt`): no model runs for them."""
+        return checked_requests(self, prompt, configs)

@@ -7,7 +7,7 @@ imports no torch) and the JSON writer can use it as it is.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .methods import DEFAULT_METHOD, METHOD_REGISTRY
 from .presets import DRAFTER_WEIGHTS, PROPOSALS, SCHEDULERS, VERIFY_RULES
@@ -151,6 +151,49 @@ class GenerationConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One run, checked before any model runs: the prompt's token ids (encoded, within the context) and a validated
+    configuration whose drafts per step are already cut to the drafter's trained block, so the request says what
+    will run. Made by `checked_requests` (an engine's `requests`) only; a run takes it as it is and checks nothing
+    again. Plain values: it pickles, for an engine in another process."""
+
+    prompt_ids: tuple[int, ...]
+    config: GenerationConfig
+
+    @property
+    def drafts_per_step(self) -> int | None:
+        """The drafts per step it runs (after its drafter's cap); None for a method that drafts none."""
+        return self.config.drafts_per_step if METHOD_REGISTRY[self.config.method].drafts else None
+
+
+def checked_requests(engine, prompt: str, configs) -> list[Request]:
+    """The requests for `configs` over one prompt, on `engine` (its `encode_prompt` and `max_drafts`): every
+    configuration validated, then the prompt encoded once (EngineError, one line, for an empty, too long or
+    over-context prompt), then each drafting method's drafts per step cut to its drafter's trained block."""
+    configs = list(configs)
+    for config in configs:
+        config.validate()
+    prompt_ids = tuple(engine.encode_prompt(prompt))
+    requests = []
+    for config in configs:
+        cap = engine.max_drafts(config.method) if METHOD_REGISTRY[config.method].drafts else None
+        if cap is not None and config.drafts_per_step > cap:
+            config = replace(config, drafts_per_step=cap)
+        requests.append(Request(prompt_ids, config))
+    return requests
+
+
+def as_request(engine, request: Request | str, config: GenerationConfig | None = None) -> Request:
+    """`request` as it is, or a prompt and its config (default: the defaults) made into one on `engine`: a script's
+    `generate(prompt, config)` takes the one path a checked request takes."""
+    if isinstance(request, Request):
+        if config is not None:
+            raise TypeError("a Request carries its own config")
+        return request
+    return engine.requests(request, [config if config is not None else GenerationConfig()])[0]
 
 
 @dataclass(frozen=True)

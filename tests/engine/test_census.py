@@ -26,7 +26,8 @@ TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at
 
 def _steady_steps(engine, method: str, temperature: float) -> list[dict[str, int]]:
     config = GenerationConfig(method=method, max_new_tokens=16, temperature=temperature, seed=3)
-    prompt_ids, drafter = Run(engine).prepare(PROMPT, config)
+    request = engine.requests(PROMPT, [config])[0]
+    prompt_ids, drafter = list(request.prompt_ids), Run(engine).prepare(request.config)
     steps = stalls_per_step(Run(engine).device_steps(prompt_ids, config, drafter, SpanClock(engine.device)))
     assert len(steps) >= 4, method
     return steps[2:]  # after the prefill and the first decode step
@@ -64,7 +65,8 @@ def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(e
     in another, whatever the batch's size, at temperature 0 and above it."""
     for temperature in (0.0, 1.0):
         config = GenerationConfig(method=method, max_new_tokens=10, temperature=temperature, requests_at_once=size)
-        prompt_ids, drafter = Run(embedded_engine).prepare(PROMPT, config)
+        request = embedded_engine.requests(PROMPT, [config])[0]
+        prompt_ids, drafter = list(request.prompt_ids), Run(embedded_engine).prepare(request.config)
         steps = stalls_per_step(Run(embedded_engine).device_steps(prompt_ids, config, drafter,
                                                                   SpanClock(embedded_engine.device)))
         for index, step in enumerate(steps[2:]):
@@ -75,7 +77,8 @@ def test_a_batchs_target_sends_its_rows_lengths_and_counts_in_one_copy(embedded_
     """The baseline of 8 requests at once: the target's preallocated cache takes each step's lengths and counts in
     one copy; the anchors are a second, the verdict's own a third; nothing re-built on the host per request."""
     config = GenerationConfig(method="baseline", max_new_tokens=8, requests_at_once=8)
-    prompt_ids, drafter = Run(embedded_engine).prepare(PROMPT, config)
+    request = embedded_engine.requests(PROMPT, [config])[0]
+    prompt_ids, drafter = list(request.prompt_ids), Run(embedded_engine).prepare(request.config)
     steps = stalls_per_step(Run(embedded_engine).device_steps(prompt_ids, config, drafter,
                                                               SpanClock(embedded_engine.device)))
     assert steps[2:] and all(step["to_device"] <= 3 and step["read"] == 1 for step in steps[2:]), steps

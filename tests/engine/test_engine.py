@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import pickle
+from collections import Counter
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from engine.target import Target
 from engine.drafters.small_lm import SmallLMDrafter
 from engine.models import crop_cache, forward_logits, load_causal_lm, new_cache, pick_device
 from engine.timing import SpanClock
-from engine.contract.types import EngineError, GenerationConfig
+from engine.contract.types import MAX_DRAFTS, EngineError, GenerationConfig
 
 from conftest import tiny_qwen3
 
@@ -194,6 +196,33 @@ def test_bad_config_is_one_clear_error(random_engine, bad):
 def test_bad_prompt_is_one_clear_error(random_engine, prompt):
     with pytest.raises(EngineError, match="prompt"):
         next(random_engine.stream(prompt, GenerationConfig()))
+
+
+# --- checked requests -----------------------------------------------------------------------------------
+
+def test_a_request_is_checked_once_and_says_what_will_run(random_engine, monkeypatch):
+    """Engine.requests validates each config and encodes the prompt once for all of them, and cuts a block
+    drafter's drafts per step to its trained block; running a request checks nothing again."""
+    counts, validate, encode = Counter(), GenerationConfig.validate, random_engine.encode_prompt
+    monkeypatch.setattr(GenerationConfig, "validate", lambda config: (counts.update(["validate"]), validate(config)))
+    monkeypatch.setattr(random_engine, "encode_prompt", lambda prompt: (counts.update(["encode"]), encode(prompt))[1])
+    block = random_engine.max_drafts("dflash")
+    asked = min(block + 3, MAX_DRAFTS)
+    assert asked > block
+    configs = [GenerationConfig(method=m, max_new_tokens=32, drafts_per_step=asked)
+               for m in ("baseline", "eagle3", "dflash")]
+    requests = random_engine.requests(PROMPT, configs)
+    assert counts == {"validate": 3, "encode": 1}
+    assert [r.drafts_per_step for r in requests] == [None, asked, block]  # the serial drafter drafts any K
+    assert requests[0].prompt_ids == tuple(encode(PROMPT)) and len({id(r.prompt_ids) for r in requests}) == 1
+    result = random_engine.generate(requests[2])
+    steps = list(random_engine.stream(requests[1]))
+    assert counts == {"validate": 3, "encode": 1}
+    assert result.config == requests[2].config and result.config.drafts_per_step == block
+    assert max(len(s.drafted) for s in steps) == asked
+    assert pickle.loads(pickle.dumps(requests[2])) == requests[2]  # it travels to an engine in another process
+    with pytest.raises(TypeError):
+        random_engine.generate(requests[0], configs[0])
 
 
 # --- loading ------------------------------------------------------------------------------------------

@@ -121,12 +121,26 @@ def test_the_app_runs_a_comparison_on_an_engine_in_its_own_process(remote, embed
     demo = build_app(remote)
     try:
         client = Client(launch_locally(demo), verbose=False)
-        outputs = client.predict(prompt=PROMPT, methods=["baseline", "dflash"], temperature=0.0, serial_k=4,
-                                 drafts_per_block=7, max_new_tokens=16, seed=0, verify_rule="rejection", show_drafts=True,
-                                 scheduler="throughput", confidence_threshold=0.5, overlap="auto", api_name="/run")
+        outputs = client.predict(prompt=PROMPT, methods=["baseline", "dflash"], temperature=0.0,
+                                 drafts_per_step_serial=4, drafts_per_step_one_pass=7, max_new_tokens=16, seed=0,
+                                 verify_rule="rejection", show_drafts=True, scheduler="throughput",
+                                 confidence_threshold=0.5, overlap="auto", api_name="/run")
     finally:
         demo.close()
     status, lanes = outputs[0], [o for o in outputs[1:] if isinstance(o, str) and 'data-state="done"' in o]
     assert "done" in status and len(lanes) == 2
     expected = embedded_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=16)).text
     assert all(output_text_of(lane) == display_text(expected) for lane in lanes)
+
+
+def test_a_request_checked_here_runs_there_as_it_is(remote, embedded_engine):
+    """The proxy checks requests with the child's facts and tokenizer; the request travels whole (pickled) and the
+    child runs it without checking again: the same tokens, the same capped drafts per step as in this process."""
+    block = remote.max_drafts("dflash")
+    configs = [GenerationConfig(method=m, max_new_tokens=12, drafts_per_step=block + 1) for m in ("baseline", "dflash")]
+    there, here = remote.requests(PROMPT, configs), embedded_engine.requests(PROMPT, configs)
+    assert there == here and [r.drafts_per_step for r in there] == [None, block]
+    ran = remote.generate(there[1])
+    assert ran.config == there[1].config and ran.output_ids == embedded_engine.generate(here[1]).output_ids
+    assert [t.id for s in remote.stream(there[0]) for t in s.committed] == list(
+        embedded_engine.generate(here[0]).output_ids)

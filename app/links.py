@@ -19,10 +19,12 @@ from .settings import PARSERS, SettingError, Settings, default_settings, parse_s
 
 MAX_MESSAGES = 12  # a link with hundreds of bad parameters gets this many lines, then a count
 
-# The two draft lengths keep, in links (and in comparison files), the names of the CLI's options: a link made
-# before the controls had their own names opens the same comparison.
-LINK_NAMES = {"serial_k": "draft_len", "drafts_per_block": "block_len"}  # control -> link parameter
-CONTROL_NAMES = {link: control for control, link in LINK_NAMES.items()}  # link parameter -> control
+# The two draft lengths keep, in links, the names of the CLI's options: a link made before the controls had their
+# own names opens the same comparison. A comparison file saved before they were named drafts_per_step_<drafting>
+# says serial_k and drafts_per_block, and opens the same too.
+LINK_NAMES = {"drafts_per_step_serial": "draft_len", "drafts_per_step_one_pass": "block_len"}  # control -> link
+EARLIER_FILE_NAMES = {"serial_k": "drafts_per_step_serial", "drafts_per_block": "drafts_per_step_one_pass"}
+CONTROL_NAMES = {**{link: control for control, link in LINK_NAMES.items()}, **EARLIER_FILE_NAMES}  # -> control
 LINK_PARAMETERS = (*(LINK_NAMES.get(name, name) for name in PARSERS), "preset")
 
 

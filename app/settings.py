@@ -27,8 +27,10 @@ from .examples import example_prompts
 ENGINE_DEFAULTS = GenerationConfig()
 MAX_NEW_TOKENS_UI = 512  # the slider's end; the engine allows more from the CLI
 MAX_REQUESTS_AT_ONCE_UI = 32  # the slider's end: the published curves' largest concurrency (the engine takes 64)
-DEFAULT_SERIAL_K = max(m.default_drafts for m in METHOD_REGISTRY.values() if not m.one_pass)
-DEFAULT_DRAFTS_PER_BLOCK = max(m.default_drafts for m in METHOD_REGISTRY.values() if m.one_pass)
+# The draft length, drafts per step, is set per way of drafting (Method.drafting: "serial" or "one_pass"), each by
+# the control drafts_per_step_<drafting>, which starts at the largest default of the methods that draft so
+DEFAULT_DRAFTS_PER_STEP = {d: max(m.default_drafts for m in METHOD_REGISTRY.values() if m.drafts and m.drafting == d)
+                           for d in ("serial", "one_pass")}
 MAX_EXACT_FLOAT_INT = 2**53  # a float this large may be a neighbour of the integer it was meant to be
 
 
@@ -50,8 +52,8 @@ class Settings:
     temperature: float = ENGINE_DEFAULTS.temperature
     seed: int = ENGINE_DEFAULTS.seed
     max_new_tokens: int = ENGINE_DEFAULTS.max_new_tokens
-    serial_k: int = DEFAULT_SERIAL_K  # K: tokens drafted per step by the serial drafters (AR, Classic)
-    drafts_per_block: int = DEFAULT_DRAFTS_PER_BLOCK  # tokens drafted per block by the one-pass drafters (DFlash, DSpark)
+    drafts_per_step_serial: int = DEFAULT_DRAFTS_PER_STEP["serial"]  # K of the serial drafters (AR, Classic)
+    drafts_per_step_one_pass: int = DEFAULT_DRAFTS_PER_STEP["one_pass"]  # tokens per block (DFlash, DSpark)
     verify_rule: str = ENGINE_DEFAULTS.verify_rule
     scheduler: str = ENGINE_DEFAULTS.scheduler
     confidence_threshold: float = ENGINE_DEFAULTS.confidence_threshold
@@ -62,11 +64,16 @@ class Settings:
     def config(self, method: str) -> GenerationConfig:
         """The engine's configuration for one lane."""
         return GenerationConfig(method=method, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                seed=self.seed, drafts_per_step=getattr(self, METHOD_REGISTRY[method].setting),
+                                seed=self.seed, drafts_per_step=getattr(self, drafts_per_step_control(method)),
                                 verify_rule=self.verify_rule, scheduler=self.scheduler,
                                 confidence_threshold=self.confidence_threshold,
                                 overlap=OVERLAP_CHOICES[self.overlap], tree_nodes=self.tree_nodes,
                                 requests_at_once=self.requests_at_once)
+
+
+def drafts_per_step_control(method: str) -> str:
+    """The control (a Settings field, a saved comparison's setting) that sets `method`'s drafts per step."""
+    return f"drafts_per_step_{METHOD_REGISTRY[method].drafting}"
 
 
 def default_settings(available: Sequence[str] | None = None) -> Settings:
@@ -198,8 +205,8 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "temperature": parse_temperature,
     "seed": _ranged("seed"),
     "max_new_tokens": _ranged("max_new_tokens", high=MAX_NEW_TOKENS_UI),
-    "serial_k": _ranged("drafts_per_step"),
-    "drafts_per_block": _ranged("drafts_per_step", words="tokens per block"),
+    "drafts_per_step_serial": _ranged("drafts_per_step"),
+    "drafts_per_step_one_pass": _ranged("drafts_per_step", words="tokens per block"),
     "verify_rule": choice_parser("verification rule", VERIFY_RULES),
     "scheduler": choice_parser("scheduler", SCHEDULERS),
     "confidence_threshold": _ranged("confidence_threshold"),
@@ -228,6 +235,6 @@ def parse_show_drafts(value: Any) -> bool:
 
 
 # The Run button's inputs by name, in the order the page and the API send them (app/run/plan.py reads them by name)
-RUN_INPUTS = ("prompt", "methods", "temperature", "serial_k", "drafts_per_block", "max_new_tokens", "seed",
-              "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap", "tree_nodes",
-              "requests_at_once")
+RUN_INPUTS = ("prompt", "methods", "temperature", "drafts_per_step_serial", "drafts_per_step_one_pass",
+              "max_new_tokens", "seed", "verify_rule", "show_drafts", "scheduler", "confidence_threshold", "overlap",
+              "tree_nodes", "requests_at_once")

@@ -23,8 +23,8 @@ from conftest import launch_locally
 
 PROMPT = "def parse(self, text):\n"
 # Every input of the /run endpoint by name (the API takes keywords; tests change what they need).
-RUN = dict(prompt=PROMPT, methods=["baseline", "eagle3", "dflash", "dspark"], temperature=0.0, serial_k=4, drafts_per_block=7,
-           max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
+RUN = dict(prompt=PROMPT, methods=["baseline", "eagle3", "dflash", "dspark"], temperature=0.0, drafts_per_step_serial=4,
+           drafts_per_step_one_pass=7, max_new_tokens=24, seed=0, verify_rule="rejection", show_drafts=True, scheduler="throughput",
            confidence_threshold=0.5, overlap="auto", tree_nodes=16, requests_at_once=1)
 # The methods a share link may name, and the settings a link falls back to.
 ALL_METHODS = ["baseline", "eagle3", "classic", "dflash", "dspark", "eagle3_tree", "dflash_tree"]
@@ -90,7 +90,7 @@ def comparison_of(engine, methods, prompt: str = PROMPT, drafters: dict | None =
     controls = {k: v for k, v in config.items() if k in ("max_new_tokens", "temperature", "seed", "tree_nodes",
                                                          "requests_at_once")}
     if "drafts_per_step" in config:
-        controls["serial_k"] = config["drafts_per_step"]
+        controls["drafts_per_step_serial"] = config["drafts_per_step"]
     settings = settings_dict(replace(default_settings(), prompt=prompt, methods=tuple(methods), **controls))
     return Comparison.of_steps(settings, {m: [r.prefill, *r.steps] for m, r in lanes.items()}, drafters=drafters,
                                device=device, preset="random")

@@ -7,8 +7,8 @@ from app.comparison import Comparison
 from engine.contract.types import CommittedToken, DraftedToken, Span, Step
 
 SETTINGS = {"prompt": "def f(x):", "methods": [], "temperature": 0.0, "seed": 0, "max_new_tokens": 64,
-            "serial_k": 4, "drafts_per_block": 7, "verify_rule": "rejection", "scheduler": "throughput",
-            "confidence_threshold": 0.5, "overlap": "auto"}
+            "drafts_per_step_serial": 4, "drafts_per_step_one_pass": 7, "verify_rule": "rejection",
+            "scheduler": "throughput", "confidence_threshold": 0.5, "overlap": "auto"}
 
 
 def _token(i: int, verdict: str, tv: float | None) -> DraftedToken:

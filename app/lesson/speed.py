@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.contract.methods import METHOD_REGISTRY, method_label
 
 from ..comparison import Comparison, verify_cost
+from ..settings import drafts_per_step_control
 from ..theory import speedup
 from ..words import TOLERANCE, above_or_below, more_or_less, span, survival, trend, versus
 from .choice import rule_words
@@ -372,8 +373,8 @@ def dflash_takeaway(data: dict) -> str:
 
 def drafts_per_step(c: Comparison, method: str):
     """The drafts per step `c` was asked for in `method`'s lane: its settings' control for how the method drafts
-    (methods.Method.setting)."""
-    return c.settings.get(METHOD_REGISTRY[method].setting)
+    (settings.drafts_per_step_control)."""
+    return c.settings.get(drafts_per_step_control(method))
 
 
 def _one_pass_costs(c: Comparison, serial: str, one_pass: str) -> tuple[float, float, float, str]:

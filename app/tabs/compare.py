@@ -196,10 +196,11 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
                                           label="Requests at once (a busy server: your prompt among held-out ones, "
                                                 "one batch; each lane shows your request)")
     with gr.Row():  # how much each family drafts per step
-        c["serial_k"] = gr.Slider(1, MAX_DRAFTS, value=defaults.serial_k, step=1, elem_id="serial-k",
-                                   label=_draft_label(False))
-        c["drafts_per_block"] = gr.Slider(1, block_top, value=min(defaults.drafts_per_block, block_top), step=1,
-                                   elem_id="drafts-per-block", label=_draft_label(True, block_top))
+        c["drafts_per_step_serial"] = gr.Slider(1, MAX_DRAFTS, value=defaults.drafts_per_step_serial, step=1,
+                                                elem_id="drafts-per-step-serial", label=_draft_label(False))
+        c["drafts_per_step_one_pass"] = gr.Slider(1, block_top, value=min(defaults.drafts_per_step_one_pass, block_top),
+                                                  step=1, elem_id="drafts-per-step-one-pass",
+                                                  label=_draft_label(True, block_top))
         trees = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.tree)
         c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=defaults.tree_nodes, step=1, elem_id="tree-nodes",
                                     label=f"{trees}: node budget (drafts per step, as a tree no deeper than K or the "

@@ -138,8 +138,8 @@ class LaneViews:
         self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
         self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
         defaults = default_settings(self.methods)  # the block slider starts at the trained block (app/blocks.py)
-        self.defaults = replace(defaults, drafts_per_block=block_default(self.methods, self.caps,
-                                                                         defaults.drafts_per_block))
+        self.defaults = replace(defaults, drafts_per_step_one_pass=block_default(self.methods, self.caps,
+                                                                                 defaults.drafts_per_step_one_pass))
 
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)

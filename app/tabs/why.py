@@ -26,7 +26,7 @@ from engine.contract.types import EngineError, Stopped
 from .. import lesson
 from ..draw import projector
 from ..draw.charts import styled, theory_figure, verify_cost
-from ..settings import SettingError, float_parser
+from ..settings import SettingError, drafts_per_step_control, float_parser
 from ..run.sessions import SessionStore, now_s
 from ..theory import PUBLISHED, one_pass_curve, serial_curve, speedup
 from . import device_recordings, why_long
@@ -71,7 +71,7 @@ def run_points(comparison) -> dict[str, tuple[int, float]]:
         entry, ratio = METHOD_REGISTRY.get(method), comparison.speedup(method)
         if entry is None or not entry.drafts or ratio is None:
             continue
-        k = int(comparison.settings.get(entry.setting, 1))
+        k = int(comparison.settings.get(drafts_per_step_control(method), 1))
         points[f"{entry.label} (τ {lane.summary.tau:.2f})"] = (k, ratio)
     return points
 

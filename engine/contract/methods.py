@@ -98,11 +98,6 @@ class Method:
         """How it drafts, the group a draft length is set for: "serial" (one forward a token) or "one_pass"."""
         return "one_pass" if self.one_pass else "serial"
 
-    @property
-    def setting(self) -> str:
-        """The app's control (and link parameter) that sets this method's draft length."""
-        return "drafts_per_block" if self.one_pass else "serial_k"
-
 
 # Each built-in method's id, for code that speaks of one method in particular (a preset's checkpoints, a lesson's
 # words, a paper's figures); lists of lanes come from the registry (method_names, methods_where), never by hand.

@@ -100,8 +100,8 @@ BAD_RUNS = [  # (changed inputs, words the status must hold)
     (dict(temperature="nan"), "temperature must be a number"),
     (dict(max_new_tokens=[]), "max new tokens must be a whole number from 1 to 512"),
     (dict(max_new_tokens="1e9"), "max new tokens must be a whole number"),
-    (dict(serial_k=40), "draft length K must be a whole number from 1 to 16"),
-    (dict(drafts_per_block="seven"), "tokens per block must be a whole number"),
+    (dict(drafts_per_step_serial=40), "draft length K must be a whole number from 1 to 16"),
+    (dict(drafts_per_step_one_pass="seven"), "tokens per block must be a whole number"),
     (dict(confidence_threshold=None), "confidence threshold must be a number from 0 to 1"),
     (dict(verify_rule="sometimes"), "unknown verification rule 'sometimes'"),
     (dict(scheduler="often"), "unknown scheduler 'often'"),
@@ -360,7 +360,7 @@ def test_a_block_longer_than_the_drafter_was_trained_on_is_said_and_recorded_as_
 
 def test_the_block_control_stops_at_what_the_loaded_drafters_can_draft(random_engine, built):
     """The block slider's top is the longest block a loaded one-pass drafter was trained on, and it says so."""
-    slider = next(b for b in built.blocks.values() if getattr(b, "elem_id", None) == "drafts-per-block")
+    slider = next(b for b in built.blocks.values() if getattr(b, "elem_id", None) == "drafts-per-step-one-pass")
     most = max(random_engine.max_drafts(m) for m in ("dflash", "dspark"))
     assert slider.maximum == most and f"up to {most}" in slider.label
     assert slider.value <= most

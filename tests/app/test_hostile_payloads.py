@@ -53,7 +53,8 @@ def _triggered_by(app: App, elem_id: str, event: str) -> int:
 
 def test_the_step_controls_answer_any_number(served, capfd):
     session = "hostile-stepper"
-    run = raw_inputs(prompt="def f(x):\n", methods=["baseline", "eagle3"], serial_k=3, max_new_tokens=6, seed="0")
+    run = raw_inputs(prompt="def f(x):\n", methods=["baseline", "eagle3"], drafts_per_step_serial=3, max_new_tokens=6,
+                     seed="0")
     assert "done" in served.call(served.fn_index(api_name="run"), run, session=session)["outputs"][0]
     shown = served.call(_triggered_by(served, "step-show-last", "click"), [], session=session)
     assert "Your last run" in shown["outputs"][0]  # the session now steps through a run, so each value is read

@@ -1,6 +1,6 @@
 """Share links (app/links.py), no server: a link reads back as the same settings, a tampered one gives one message
 and the default, a link names what this server cannot do, and the legacy names (the method id ar, the CLI's
-draft_len and block_len) still open."""
+draft_len and block_len, a file's serial_k and drafts_per_block) still open."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 @pytest.mark.parametrize("settings", [
     default_settings(ALL_METHODS),
     Settings(prompt="x = 'é ☃ 🎉' + \"a&b=c%20d+e#f?\"\n\tpass\n", methods=("baseline", "classic", "dspark"),
-             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, serial_k=1, drafts_per_block=16, verify_rule="match",
-             scheduler="static", confidence_threshold=0.05, overlap="off"),
+             temperature=0.35, seed=2**63 - 1, max_new_tokens=512, drafts_per_step_serial=1, drafts_per_step_one_pass=16,
+             verify_rule="match", scheduler="static", confidence_threshold=0.05, overlap="off"),
     Settings(prompt="  leading and trailing spaces  ", methods=("dflash",), temperature=5.0, seed=2**53 + 1,
-             max_new_tokens=1, serial_k=16, drafts_per_block=1, scheduler="none", confidence_threshold=1.0, overlap="on"),
+             max_new_tokens=1, drafts_per_step_serial=16, drafts_per_step_one_pass=1, scheduler="none",
+             confidence_threshold=1.0, overlap="on"),
 ])
 def test_a_link_reads_back_as_the_same_settings(settings):
     query = build_query(settings, preset="tiny")
@@ -34,8 +35,8 @@ TAMPERED = [  # (query, the control that falls back to its default)
     ("seed=-1", "seed"), ("seed=1.5", "seed"), ("seed=nan", "seed"), ("seed=-inf", "seed"),
     (f"seed={2**63}", "seed"), ("seed=abc", "seed"), ("seed=" + "9" * 5000, "seed"), ("seed=0x10", "seed"),
     ("max_new_tokens=0", "max_new_tokens"), ("max_new_tokens=513", "max_new_tokens"),
-    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "serial_k"), ("draft_len=17", "serial_k"),
-    ("block_len=x", "drafts_per_block"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
+    ("max_new_tokens=1e9", "max_new_tokens"), ("draft_len=0", "drafts_per_step_serial"),
+    ("draft_len=17", "drafts_per_step_serial"), ("block_len=x", "drafts_per_step_one_pass"), ("verify_rule=sometimes", "verify_rule"), ("verify_rule=REJECTION", "verify_rule"),
     ("scheduler=often", "scheduler"), ("confidence_threshold=2", "confidence_threshold"),
     ("confidence_threshold=NaN", "confidence_threshold"), ("overlap=maybe", "overlap"),
     ("methods=bogus", "methods"), ("methods=eagle3,ar", "methods"), ("methods=", "methods"), ("methods=,,", "methods"),
@@ -66,14 +67,45 @@ def test_the_method_id_ar_still_opens_as_eagle3_in_links_and_saved_files(random_
     assert opened.lanes["eagle3"].summary == read_comparison(json.dumps(saved)).lanes["eagle3"].summary
 
 
-def test_links_and_files_name_the_draft_lengths_as_the_cli_does():
-    """The controls are serial_k and drafts_per_block; links keep the CLI's draft_len and block_len, both ways."""
+def test_links_name_the_draft_lengths_as_the_cli_does():
+    """The controls are drafts_per_step per way of drafting; links keep the CLI's draft_len and block_len, both
+    ways, and a link made before (one of today's links) opens the same comparison."""
     parsed, messages = parse_query(query_items("draft_len=5&block_len=3"), available=ALL_METHODS)
-    assert (parsed.serial_k, parsed.drafts_per_block, messages) == (5, 3, [])
+    assert (parsed.drafts_per_step_serial, parsed.drafts_per_step_one_pass, messages) == (5, 3, [])
+    assert (parsed.config("eagle3").drafts_per_step, parsed.config("dflash").drafts_per_step) == (5, 3)
     query = build_query(parsed)
-    assert "draft_len=5" in query and "block_len=3" in query and "serial_k" not in query
-    _, messages = parse_query(query_items("serial_k=5"), available=ALL_METHODS)
-    assert messages == ["unknown link parameter 'serial_k' ignored"]  # one name per link parameter
+    assert "draft_len=5" in query and "block_len=3" in query and "drafts_per_step" not in query
+    for name in ("serial_k", "drafts_per_step_serial"):
+        _, messages = parse_query(query_items(f"{name}=5"), available=ALL_METHODS)
+        assert messages == [f"unknown link parameter '{name}' ignored"]  # one name per link parameter
+
+
+def test_a_file_saved_with_the_earlier_draft_length_names_opens_the_same(random_engine):
+    """A comparison file says drafts_per_step_serial and drafts_per_step_one_pass; one saved when they were serial_k
+    and drafts_per_block (the shipped recordings among them) opens with the same settings."""
+    import json
+    from dataclasses import asdict, replace
+
+    from app import lesson
+    from app.comparison import Comparison, read_comparison
+
+    result = random_engine.generate(PROMPT, GenerationConfig(method="dflash", max_new_tokens=6, drafts_per_step=3))
+    settings = {**asdict(replace(DEFAULTS, drafts_per_step_serial=2, drafts_per_step_one_pass=3)),
+                "methods": ["dflash"]}
+    saved = json.loads(Comparison.of_steps(settings, {"dflash": [result.prefill, *result.steps]}).to_json())
+    assert {"drafts_per_step_serial", "drafts_per_step_one_pass"} <= set(saved["settings"])
+    assert not {"serial_k", "drafts_per_block"} & set(saved["settings"])
+    earlier = dict(saved["settings"])
+    earlier["serial_k"], earlier["drafts_per_block"] = earlier.pop("drafts_per_step_serial"), \
+        earlier.pop("drafts_per_step_one_pass")
+    opened = read_comparison(json.dumps({**saved, "settings": earlier}))
+    assert opened.settings == read_comparison(json.dumps(saved)).settings == saved["settings"]
+    assert (opened.settings["drafts_per_step_serial"], opened.settings["drafts_per_step_one_pass"]) == (2, 3)
+    recorded = json.loads((lesson.LESSONS_DIR / "greedy.json").read_text())["settings"]  # a shipped recording
+    greedy = lesson.recorded()["greedy"].settings
+    assert (greedy["drafts_per_step_serial"], greedy["drafts_per_step_one_pass"]) == \
+        (recorded.get("drafts_per_step_serial", recorded.get("serial_k")),
+         recorded.get("drafts_per_step_one_pass", recorded.get("drafts_per_block"))) == (4, 7)
 
 
 @pytest.mark.parametrize("query, name", TAMPERED, ids=[q[:40] for q, _ in TAMPERED])

@@ -188,7 +188,7 @@ def test_the_page_says_what_ran_from_the_runs_end_not_from_its_start_up_caps(ran
 
     def status(ran: int) -> str:
         handlers = CompareHandlers.over(random_engine, SessionStore(), run_lanes=scripted(ran))
-        settings = settings_for(random_engine, drafts_per_block=7)
+        settings = settings_for(random_engine, drafts_per_step_one_pass=7)
         outputs = list(handlers.run.run_comparison(settings, True, f"ran-{ran}"))
         return html.unescape(re.sub(r"<[^>]+>", "", outputs[-1][0]))
 

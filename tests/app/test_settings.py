@@ -17,15 +17,15 @@ from engine.contract.types import MIN_SAMPLING_TEMPERATURE, EngineError, Generat
 
 def test_controls_accept_text_and_refuse_anything_else():
     raw = dict(prompt=PROMPT, methods=["dspark", "baseline"], temperature="0.5", seed="9007199254740993",
-               max_new_tokens=24.0, serial_k="4", drafts_per_block=7, verify_rule="match", scheduler="static",
-               confidence_threshold=0.25, overlap="off", tree_nodes="32", requests_at_once="8")
+               max_new_tokens=24.0, drafts_per_step_serial="4", drafts_per_step_one_pass=7, verify_rule="match",
+               scheduler="static", confidence_threshold=0.25, overlap="off", tree_nodes="32", requests_at_once="8")
     settings = parse_controls(raw, ALL_METHODS)
     assert settings.seed == 2**53 + 1 and settings.methods == ("baseline", "dspark")
-    assert settings.temperature == 0.5 and settings.max_new_tokens == 24 and settings.serial_k == 4
+    assert settings.temperature == 0.5 and settings.max_new_tokens == 24 and settings.drafts_per_step_serial == 4
     assert settings.tree_nodes == 32 and settings.config("dflash_tree").tree_nodes == 32
     assert settings.config("dflash").requests_at_once == 8
-    for name in ("seed", "temperature", "max_new_tokens", "serial_k", "confidence_threshold", "tree_nodes",
-                 "requests_at_once"):
+    for name in ("seed", "temperature", "max_new_tokens", "drafts_per_step_serial", "confidence_threshold",
+                 "tree_nodes", "requests_at_once"):
         for value in ("abc", None, [], {}, True, math.nan, math.inf, -math.inf, "1e400", 10**400):
             with pytest.raises(SettingError):
                 parse_controls({**raw, name: value}, ALL_METHODS)

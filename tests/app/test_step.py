@@ -19,8 +19,9 @@ from engine.contract.types import GenerationConfig  # noqa: E402
 
 PROMPT = "def parse(self, text):\n"
 METHODS = ("baseline", "eagle3", "dflash", "dspark")
-SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, max_new_tokens=10, serial_k=3,
-                drafts_per_block=7, verify_rule="rejection", scheduler="throughput", confidence_threshold=0.5, overlap="auto")
+SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, max_new_tokens=10,
+                drafts_per_step_serial=3, drafts_per_step_one_pass=7, verify_rule="rejection", scheduler="throughput",
+                confidence_threshold=0.5, overlap="auto")
 
 
 @pytest.fixture(scope="module")

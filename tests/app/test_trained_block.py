@@ -38,7 +38,7 @@ def _component(page, elem_id: str):
 
 
 def test_a_block_16_drafters_page_starts_its_slider_at_15(page):
-    slider = _component(page, "drafts-per-block")
+    slider = _component(page, "drafts-per-step-one-pass")
     assert slider.value == slider.maximum == 15 and "up to 15" in slider.label
 
 

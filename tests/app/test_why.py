@@ -68,8 +68,8 @@ def test_why_tab_builds_and_its_overlay_reads_the_sessions_last_run(random_engin
     assert handlers.overlay(0.7, 0.1, 0.3, visitor)[1] == why.NO_RUN  # nothing run in this session yet
     results = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=8, drafts_per_step=3))
                for m in ("baseline", "eagle3")}
-    sessions.get("why-visitor").last = Comparison.of_steps({"serial_k": 3}, {m: [r.prefill, *r.steps]
-                                                                              for m, r in results.items()})
+    sessions.get("why-visitor").last = Comparison.of_steps({"drafts_per_step_serial": 3},
+                                                           {m: [r.prefill, *r.steps] for m, r in results.items()})
     figure, note = handlers.overlay(0.7, 0.1, 0.3, visitor)
     crosses = [trace for trace in figure.data if trace.mode and "markers" in trace.mode and trace.x == (3,)]
     assert crosses and "Crosses" in note
@@ -182,23 +182,23 @@ def test_the_overlay_warns_when_the_runs_timing_was_disturbed(random_engine):
     runs = {m: random_engine.generate(PROMPT, GenerationConfig(method=m, max_new_tokens=24, drafts_per_step=3))
             for m in ("baseline", "eagle3")}
     lanes = {m: steady([r.prefill, *r.steps]) for m, r in runs.items()}
-    quiet = Comparison.of_steps({"serial_k": 3}, lanes)
+    k3 = {"drafts_per_step_serial": 3}
+    quiet = Comparison.of_steps(k3, lanes)
     assert overlay_warnings(quiet) == []
     from app import lesson
 
     assert overlay_warnings(lesson.recorded()["greedy"]) == []  # the lesson's runs, recorded on a quiet machine
-    slow_baseline = Comparison.of_steps({"serial_k": 3}, {**lanes, "baseline": steady(lanes["baseline"],
-                                                                                         lambda i: 3.0)})
+    slow_baseline = Comparison.of_steps(k3, {**lanes, "baseline": steady(lanes["baseline"], lambda i: 3.0)})
     (warning,) = overlay_warnings(slow_baseline)
     assert warning.startswith("AR measured") and f"more than {ABOVE_FORMULA:g} times" in warning
     assert slow_baseline.speedup("eagle3") == pytest.approx(3 * quiet.speedup("eagle3"), rel=0.05)
-    bursts = Comparison.of_steps({"serial_k": 3}, {**lanes, "baseline": steady(lanes["baseline"],
-                                                                                  lambda i: 8.0 if i % 4 == 0 else 1)})
+    bursts = Comparison.of_steps(k3, {**lanes, "baseline": steady(lanes["baseline"],
+                                                                  lambda i: 8.0 if i % 4 == 0 else 1)})
     assert any(w.startswith("Baseline's verify forwards") and "slowed them" in w for w in overlay_warnings(bursts))
     # the drafting lane slowed for most of its run (its median verify three times its fastest)
-    slowed = Comparison.of_steps({"serial_k": 3}, {**lanes, "eagle3": steady(lanes["eagle3"], lambda i: 1 if i < 3 else 3)})
+    slowed = Comparison.of_steps(k3, {**lanes, "eagle3": steady(lanes["eagle3"], lambda i: 1 if i < 3 else 3)})
     assert any(w.startswith("AR's verify forwards") for w in overlay_warnings(slowed))
-    slow_lane = Comparison.of_steps({"serial_k": 3}, {**lanes, "eagle3": steady(lanes["eagle3"], host=2.0)})
+    slow_lane = Comparison.of_steps(k3, {**lanes, "eagle3": steady(lanes["eagle3"], host=2.0)})
     assert any(w.startswith("AR measured") and "lost time" in w for w in overlay_warnings(slow_lane))
 
 
@@ -210,7 +210,8 @@ def test_run_points_place_each_lane_at_its_draft_length(random_engine):
     for method, k in (("baseline", 1), ("eagle3", 3), ("dflash", 5)):
         result = random_engine.generate(PROMPT, GenerationConfig(method=method, max_new_tokens=12, drafts_per_step=k))
         lanes[method] = [result.prefill, *result.steps]
-    points = run_points(Comparison.of_steps({"max_new_tokens": 12, "serial_k": 3, "drafts_per_block": 5}, lanes))
+    points = run_points(Comparison.of_steps({"max_new_tokens": 12, "drafts_per_step_serial": 3,
+                                             "drafts_per_step_one_pass": 5}, lanes))
     assert sorted(k for k, _ in points.values()) == [3, 5] and all(v > 0 for _, v in points.values())
 
 

@@ -205,3 +205,42 @@ def test_reading_a_file_shown_or_refused_leaves_the_cycle_collector_as_it_was(sa
         assert gc.isenabled()  # readers in several threads: on again once the last has read
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": Infinity}', '{"a": %d}' % 10**30, '{"a": 1} x', '{"a": "\\ud800"}',
+                                  '\ufeff{"a": 1}', '[' * 2000 + ']' * 2000, '{"a": 1, "a": 2}', '{"a": -0, "b": 1e-400}',
+                                  '[-123456789012345678901]', '123456789012345678901', '[12345678901234567890123.5]',
+                                  '{"a": 0.000123456789012345678, "b": 18446744073709551615}'])
+def test_a_file_reads_to_the_values_json_reads_or_fails_as_json_fails(text):
+    from app.comparison import _parse
+
+    for data in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16")):
+        try:
+            expected = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            with pytest.raises(type(exc)):
+                _parse(data)
+            continue
+        got = _parse(data)
+        assert json.dumps(got) == json.dumps(expected) and type(got) is type(expected)
+
+
+def test_any_float_reads_to_the_value_json_reads():
+    from app.comparison import _parse
+
+    rng = random.Random(3)
+    values = [rng.random() * 10 ** rng.randint(-320, 300) for _ in range(2000)] + [5e-324, 1.7976931348623157e308, -0.0]
+    for data in (json.dumps(values), json.dumps(values).encode(), json.dumps(values).replace("e", "E")):
+        assert _parse(data) == json.loads(data)
+
+
+def test_a_saved_comparison_is_read_the_fast_way(saved, monkeypatch):
+    from app.comparison import _parse
+
+    expected = json.loads(json.dumps(saved))
+
+    def slow(*args, **kwargs):
+        raise AssertionError("read by json, not orjson")
+
+    monkeypatch.setattr(json, "loads", slow)
+    assert _parse(json.dumps(saved)) == expected and _parse(json.dumps(saved).encode()) == expected

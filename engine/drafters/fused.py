@@ -9,10 +9,12 @@ the one a DynamicCache has, so the networks' own modules (dflash_model.DraftAtte
 the arithmetic arranged as the target's fused forward (engine/target/fused.py) arranges it: the query, key and value
 projections as one product (a block drafter's over the new context rows and the block, its queries then cut to the
 block's rows), the MLP's gate and up as another, every norm one operation, queries and keys rotated together with
-RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's, joined when a
-drafter is built by the target's own joining (engine/target/fused.py): on the CPU copies, off it the network's own
-projections become views of the joined ones, so nothing is held twice; nothing is saved differently. A network with
-biased projections runs through its own modules (`supports` says which).
+RoPE read from a table made once by the model's own rotary embedding. The weights are the checkpoint's, joined by the
+target's own joining (engine/target/fused.py) at a drafter's first forward, never when it is built: on the CPU as
+copies; off it the network's own projections become views of the joined ones, so nothing is held twice, and a drafter
+built only for its label (on ZeroGPU, in the app's process, whose tensors a GPU call moves by their storage) joins
+nothing. Nothing is saved differently. A network with biased projections runs through its own modules (`supports`
+says which).
 """
 
 from __future__ import annotations
@@ -121,8 +123,15 @@ class _Fused:
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.eps = config.rms_norm_eps
-        self.layers = [_Weights(layer) for layer in model.layers]
+        self._layers: list[_Weights] | None = None
         self.rope = _Rope(model.rotary_emb, model.norm.weight)
+
+    @property
+    def layers(self) -> list[_Weights]:
+        """Every layer's weights, joined on first use (the module's words)."""
+        if self._layers is None:
+            self._layers = [_Weights(layer) for layer in self.model.layers]
+        return self._layers
 
     @staticmethod
     def supports(model: nn.Module) -> bool:

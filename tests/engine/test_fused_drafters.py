@@ -88,12 +88,14 @@ def test_the_draft_cache_writes_in_place_rolls_back_by_length_and_grows():
 def test_off_the_cpu_a_drafters_projections_become_views_of_its_joined_weights(tokenizer, kind):
     """As the target's (test_target.py): on a GPU a fused drafter's joined weights cost no memory, the network's own
     q, k, v, gate and up weights becoming slices of them (the meta device, shapes only, stands in for one), so a GPU
-    call that moves tensors by their storage moves each weight once; on the CPU they stay as they were."""
+    call that moves tensors by their storage moves each weight once; joined at the first forward, so a drafter built
+    for its label alone (ZeroGPU's app process) joins nothing; on the CPU they stay as they were."""
     target = tiny_qwen3(len(tokenizer), layers=6)
     make = (lambda t: tiny_dflash(t, layers=2)) if kind == "dflash" else (lambda t: tiny_eagle3(t, layers=2))
     fuse = FusedBlock if kind == "dflash" else FusedEagle3
     model = make(target).to("meta")
     fused = fuse(model)
+    assert all(layer.self_attn.k_proj.weight.storage_offset() == 0 for layer in model.layers)  # built: none joined
     for layer, weights in zip(model.layers, fused.layers):
         attn, mlp, width = layer.self_attn, layer.mlp, layer.self_attn.q_proj.weight.shape[1]  # EAGLE-3's: 2 H
         q, k = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]

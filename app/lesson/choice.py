@@ -2,8 +2,9 @@
 of the first CHOICE_PROMPTS held-out prompts, run by every drafting lane at temperature 0 against the target alone,
 the one whose speedups sit nearest each lane's median over them (the least sum over lanes of |log(speedup / the
 lane's median)|). `measure_prompt_choice` makes that measurement; recorded into assets/lessons/prompt.json before the
-comparisons (`python -m scripts.record_lessons prompt greedy sampled`), its prompt is the one they are recorded on.
-Without that recording the lesson shows the Compare tab's first example prompt, a rule fixed before any measurement.
+comparisons, its prompt would be the one they are recorded on. No recording job writes it today
+(scripts/record_lessons.py says why: the prompt it chose on the shipped family is longer than a slide's lanes show
+whole), so the lesson shows the Compare tab's first example prompt, a rule fixed before any measurement.
 Torch-free and Gradio-free; the words say which rule chose the prompt a comparison was recorded on.
 """
 

@@ -168,7 +168,7 @@ def test_a_new_drafter_with_parity_is_one_module_and_one_registry_entry(tmp_path
     text = text[:methods_end] + METHOD_ENTRY + text[methods_end:]  # the later one first: the earlier index holds
     registry.write_text(text[:kinds_end] + KIND_ENTRY + text[kinds_end:], encoding="utf-8")  # the one entry
 
-    env = {**os.environ, "PYTHONPATH": str(copy)}
+    env = {**os.environ, "PYTHONPATH": str(copy), "OMP_NUM_THREADS": "1"}  # one torch thread, as the tests' own
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK), str(ROOT / "assets" / "tokenizer")],
                           cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -321,7 +321,7 @@ _pause = {"readers": 0, "resume": False}
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Python's cycle collector held off while a file is read. Reading one makes hundreds of thousands of small
     objects (each token, its top-k, its step) and no cycle; left on, the collector walks everything alive again and
     again as they are made, which was half of a large file's read. Readers in several threads share one pause; the
@@ -345,8 +345,8 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
     size: the whole file's size in bytes, where `data` is only its first MAX_FILE_BYTES + 1 bytes."""
     if len(data) > MAX_FILE_BYTES:
         raise RecordError(too_large(max(size or 0, len(data))))
-    with _collector_paused():
-        return _read(data)
+    with collector_paused():
+        return read_parsed(parse_file(data))
 
 
 # Each byte of a file as the shape of its numbers: a digit as 0, a point as itself, anything else as x. An integer of
@@ -376,13 +376,25 @@ def _parse(data: bytes | str):
     return json.loads(data)
 
 
-def _read(data: bytes | str) -> Comparison:
-    try:
-        doc = _parse(data)
-    except RecursionError:
-        raise RecordError("the file nests its values too deeply to be a comparison") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
+def parse_file(data: bytes | str):
+    """A file's JSON value (RecordError, one line, for anything that is not JSON); `read_parsed` reads it."""
+    with collector_paused():
+        try:
+            return _parse(data)
+        except RecursionError:
+            raise RecordError("the file nests its values too deeply to be a comparison") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
+
+
+def read_parsed(doc) -> Comparison:
+    """A saved comparison's JSON value (`parse_file`) read and checked; RecordError (one line) for anything else.
+    Read inside `collector_paused` with the parse, so the collector does not walk the parsed values in between."""
+    with collector_paused():
+        return _read_parsed(doc)
+
+
+def _read_parsed(doc) -> Comparison:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise RecordError(f"not a SpecLab comparison (expected \"format\": \"{FORMAT}\")")
     doc = {key: _current_method_ids(value) if key in METHOD_KEYED else value for key, value in doc.items()}

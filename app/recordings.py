@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from .comparison import MAX_FILE_BYTES, Comparison, RecordError, read_comparison
+from .comparison import MAX_FILE_BYTES, Comparison, RecordError, collector_paused, parse_file, read_parsed
 
 MAX_FILES = 256  # records kept on disk, oldest (by modification time) removed first
 MAX_BYTES = 256 * 2**20  # and their total size; a default 64-token comparison is about 150 KB
@@ -158,10 +158,11 @@ class RecordedRuns:
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_FILE_BYTES + 1)
-            doc = json.loads(data)
-            if not isinstance(doc, dict) or doc.get("key") != key:
-                return None  # another configuration's digest, or not ours
-            return read_comparison(data)
+            with collector_paused():  # parsed once: its key checked, then read as a comparison
+                doc = parse_file(data)
+                if not isinstance(doc, dict) or doc.get("key") != key:
+                    return None  # another configuration's digest, or not ours
+                return read_parsed(doc)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, RecordError, RecursionError) as exc:

@@ -55,10 +55,18 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     start beside a visitor's (default: when the engine runs in a process of its own, which takes one job at a time
     from any thread), else at the head of the line. The app's server-side state is one bounded
     SessionStore, shared by its tabs."""
-    sessions = SessionStore(recordings=recordings)
+    door, job_s = None, None  # the queue's door and each waiting job's engine time, made once the page exists (below)
+
+    def withdraw(session: str) -> None:  # Stop on a job still waiting withdraws it at once
+        if door is not None:
+            door.withdraw(session)
+
+    def where(session: str) -> tuple[int, float]:  # a session's place in the queue and its expected wait
+        return fairness.place_of(demo._queue, session, job_s)
+
+    sessions = SessionStore(recordings=recordings, withdraw=withdraw)
     presenter = presenting.Presenter(presenter_key)
     own_lane = hasattr(engine, "pid") if presenter_lane is None else presenter_lane  # engine/process.py's proxy
-    door = None  # the queue's door, made once the page exists (below)
 
     def presenter_first(stop) -> bool:  # a visitor's comparison lets a presenter's job go between its lanes
         return door is not None and door.presenter_running() and not any(
@@ -83,7 +91,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
                 with gr.Tab("Compare", id="compare"):
                     compare_view, compare_handlers = compare.render(engine, demo, sessions, run_lanes=run_lanes,
                                                                     max_run_s=max_run_s, servers=server_handlers,
-                                                                    pin_key=pin_key, turns=turns)
+                                                                    pin_key=pin_key, turns=turns, where=where)
                 with gr.Tab("Lesson", id="lesson"):
                     lesson_view = lesson.layout(recordings)
                 with gr.Tab("Step through", id="step"):
@@ -117,11 +125,9 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     classroom = classes.Classroom()  # a class code the presenter opens: each member counted apart
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane,
                          classroom)
-    sessions.withdraw = door.withdraw  # Stop on a job still waiting withdraws it at once
     door.at_once_limits.append(demo.speclab_toggles.door_check)  # a toggle past its limit, refused at the door
     job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
     fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
-    compare_handlers.run.where = lambda session: fairness.place_of(demo._queue, session, job_s)
     demo.speclab_door, demo.speclab_presenter, demo.speclab_job_s = door, presenter, job_s
     demo.speclab_classroom = classroom
     return demo

@@ -90,7 +90,7 @@ def session_bytes(state: Session) -> int:
 class SessionStore:
     def __init__(self, limit: int = MAX_BROWSER_SESSIONS, recorded: int = MAX_RECORDED,
                  opened_files: int = MAX_OPENED_FILES, recordings: Path | None = None,
-                 max_bytes: int = MAX_SESSION_BYTES, idle_s: float = IDLE_S, clock=None):
+                 max_bytes: int = MAX_SESSION_BYTES, idle_s: float = IDLE_S, clock=None, withdraw=None):
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._opened: OrderedDict[str, Comparison] = OrderedDict()  # sessions holding a file, oldest first
         self._lock = threading.Lock()
@@ -98,7 +98,7 @@ class SessionStore:
         self._clock = clock or now_s
         self._new_since_sweep = 0
         self._opened_limit = opened_files
-        self.withdraw = None  # (session id) -> None: its waiting jobs withdrawn (app/hosting/fairness.py)
+        self.withdraw = withdraw  # (session id) -> None: its waiting jobs withdrawn (app/hosting/fairness.py)
         # complete runs by configuration (app/tabs/compare.py), also on disk in `recordings` (app/recordings.py)
         self.recorded = RecordedRuns(recordings, limit=recorded)
         self.replays = DrawnOnce(limit=2 * recorded)  # what the page draws of each recorded run, drawn once

@@ -311,10 +311,13 @@ class RunController:
 
     def __init__(self, engine: EngineLike, views: LaneViews, replays: Replays, sessions: SessionStore,
                  run_lanes: Callable[..., Iterator] = run_lanes_here, max_run_s: float = MAX_RUN_S,
-                 turns: Turns = EVERY_RUN_FIRST):
+                 turns: Turns = EVERY_RUN_FIRST, servers: server_lanes.ServerLaneHandlers | None = None,
+                 where: Callable[[str], tuple[int, float]] | None = None):
         self.engine, self.views, self.replays, self.sessions = engine, views, replays, sessions
         self.run_lanes, self.max_run_s, self.turns = run_lanes, max_run_s, turns
-        self.servers = None  # the server lanes (app/servers/lanes.py ServerLaneHandlers), where the page has any
+        self.servers = servers  # the server lanes (app/servers/lanes.py ServerLaneHandlers), where the page has any
+        # (session) -> (its place, seconds until its run should start): the app's queue (app/main.py); None: no words
+        self.where = where
 
     def run_comparison(self, settings: Settings, show: bool, session: str, reuse: bool = False,
                        pin: bool = False, timing_runs: int | None = None) -> Iterator[tuple]:
@@ -433,9 +436,6 @@ class RunController:
     def on_requested(self, request: gr.Request):
         self.sessions.get(request.session_hash).press_run()
 
-    # (session) -> (its place, seconds until its run should start): the app's queue (app/main.py); None: no words
-    where: Callable[[str], tuple[int, float]] | None = None
-
     @by_name
     def where_it_stands(self, controls: dict, request: gr.Request):
         """Beside a Run press, outside the queue: a run expected to wait long is told so on the status line, with
@@ -505,11 +505,12 @@ class CompareHandlers:
 
     @classmethod
     def over(cls, engine: EngineLike, sessions: SessionStore, run_lanes: Callable[..., Iterator] = run_lanes_here,
-             max_run_s: float = MAX_RUN_S, pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST
-             ) -> "CompareHandlers":
+             max_run_s: float = MAX_RUN_S, pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST,
+             servers: server_lanes.ServerLaneHandlers | None = None,
+             where: Callable[[str], tuple[int, float]] | None = None) -> "CompareHandlers":
         views = LaneViews(engine, sessions)
         replays = Replays(engine, views, sessions)
-        run = RunController(engine, views, replays, sessions, run_lanes, max_run_s, turns)
+        run = RunController(engine, views, replays, sessions, run_lanes, max_run_s, turns, servers, where)
         return cls(views, replays, run, LinkHandlers(engine, views, replays, run, pin_key))
 
     @property
@@ -555,13 +556,14 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
 def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
            run_lanes: Callable[..., Iterator] = run_lanes_here,
            max_run_s: float = MAX_RUN_S, servers: server_lanes.ServerLaneHandlers | None = None,
-           pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST) -> tuple[CompareView, CompareHandlers]:
+           pin_key: str | None = None, turns: Turns = EVERY_RUN_FIRST,
+           where: Callable[[str], tuple[int, float]] | None = None) -> tuple[CompareView, CompareHandlers]:
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/run/runner.py's in this process;
     app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any; turns: who
-    goes first between two lanes (app/run/runner.py Turns)."""
-    handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key, turns)
-    handlers.run.servers = servers
+    goes first between two lanes (app/run/runner.py Turns); where: a session's place in the app's queue and its
+    expected wait (RunController.where_it_stands)."""
+    handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key, turns, servers, where)
     views = handlers.views
     view = layout(views.methods, views.defaults, views.drafters, block_most(views.methods, views.caps),
                   servers.specs if servers else ())

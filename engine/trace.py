@@ -17,6 +17,7 @@ from .drafters.base import DraftBlock
 from .sampling import Verdict
 from .text import TokenTexts
 from .timing import SpanClock
+from .tree import judged_nodes, row_table
 
 TOP_K_SHOWN = 5  # tokens of each distribution kept in the trace for the app's charts
 
@@ -40,9 +41,12 @@ class PackedTrace:
             judging, judged_q, judged_ids = target_probs[:j], block.probs[:j], block.ids[:j]
             shown_q = block.probs
         else:
-            rows = block.target_rows(num_verified)
-            index = torch.tensor([[rows[i] for i in self.judged], self.judged], device=block.ids.device)
-            judging, judged_q, judged_ids = target_probs[index[0]], block.probs[index[1]], block.ids[index[1]]
+            # the judged nodes and their parents' rows, found on the device from the tree's rows and the verdict's
+            parent_rows = block.parent_rows if block.parent_rows is not None else row_table(block.parents,
+                                                                                             block.ids.device)
+            nodes = judged_nodes(parent_rows, verdict.kept_rows, j)
+            judging = target_probs.index_select(0, parent_rows.index_select(0, nodes + 1))
+            judged_q, judged_ids = block.probs.index_select(0, nodes), block.ids.index_select(0, nodes)
             shown_q = judged_q
         top = min(TOP_K_SHOWN, target_probs.size(-1))
         target_top_p, target_top_ids = judging.topk(top, dim=-1)

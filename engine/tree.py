@@ -14,9 +14,6 @@ distribution at row r is its prediction for the children of that row's token.
 
 from __future__ import annotations
 
-import heapq
-import math
-
 import torch
 
 from .contract.types import tree_depths as depths
@@ -45,48 +42,81 @@ def verify_inputs(parents: tuple[int, ...], num_cached: int, device) -> dict[str
     return {"attention_mask": mask.to(device)[None, None], "position_ids": positions.to(device)[None]}
 
 
-def best_first(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, ...]]:
+def best_first(probs: torch.Tensor, budget: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The `budget` likeliest prefixes of a block whose positions are drafted independently (one parallel pass:
-    position d's distribution does not depend on the tokens before it), as a tree: (token ids, parents).
+    position d's distribution does not depend on the tokens before it), as a tree built on the device at shapes the
+    host knows beforehand: (token ids, parents, each node's position in the block), N = min(budget, prefixes) each.
 
-    A prefix's score is the product of its tokens' probabilities. Best-first: take the likeliest prefix not yet in
-    the tree; what may come next is its next sibling (the same position's next likeliest token) and its first
-    child (the next position's likeliest token), so a heap of those candidates yields the prefixes in order."""
-    depth_limit = probs.shape[0]
-    if depth_limit == 0 or budget <= 0:
-        return [], ()
-    top_p, top_ids = probs.float().topk(min(budget, probs.shape[-1]), dim=-1)
-    # one read from the device: the log-probabilities and the token ids (exact in float64) side by side
-    both = torch.cat([top_p.log().double(), top_ids.double()], dim=-1).tolist()
-    width = top_ids.shape[-1]
-    log_p, top_ids = [row[:width] for row in both], [[int(t) for t in row[width:]] for row in both]
-    ids: list[int] = []
-    parents: list[int] = []
-    heap = [(-log_p[0][0], 0, 0, 0, -1, 0.0)]  # (−score, tie-break, depth index, rank, parent node, parent score)
-    pushed = 1
-    while heap and len(ids) < budget:
-        neg_score, _, d, rank, parent, parent_score = heapq.heappop(heap)
-        if math.isinf(neg_score):  # only impossible tokens are left
-            break
-        node = len(ids)
-        ids.append(top_ids[d][rank])
-        parents.append(parent)
-        candidates = []
-        if rank + 1 < width:
-            candidates.append((parent_score + log_p[d][rank + 1], d, rank + 1, parent, parent_score))
-        if d + 1 < depth_limit:
-            candidates.append((-neg_score + log_p[d + 1][0], d + 1, 0, node, -neg_score))
-        for score, *rest in candidates:
-            heapq.heappush(heap, (-score, pushed, *rest))
-            pushed += 1
-    return ids, tuple(parents)
+    A prefix's score is the sum of its tokens' log-probabilities, never above its parent's: the likeliest prefixes
+    hang together. So each depth keeps its `budget` likeliest among the children of the depth above's kept ones
+    (each child one of its position's likeliest tokens), and the tree is the likeliest of all depths' kept ones. Ties
+    go to the shallower, then to the likelier parent, then to the likelier token. Nodes are listed by depth, then
+    likeliest first: parents first, siblings likeliest first."""
+    depth_limit, vocab = probs.shape
+    width = min(budget, vocab)
+    top_p, top_ids = probs.float().topk(width, dim=-1)
+    log_p = top_p.log()
+    device = probs.device
+    scores, parent, rank = [log_p[0]], [torch.full((width,), -1, dtype=torch.long, device=device)], \
+        [torch.arange(width, device=device)]
+    depth = [torch.zeros(width, dtype=torch.long, device=device)]
+    offset, count = 0, width  # the depth above's first candidate and how many it kept
+    for d in range(1, depth_limit):
+        candidates = (scores[-1][:, None] + log_p[d][None, :]).reshape(-1)  # (parent, rank): ties in that order
+        kept = torch.sort(candidates, descending=True, stable=True).indices[: min(budget, candidates.numel())]
+        scores.append(candidates[kept])
+        parent.append(kept // width + offset)
+        rank.append(kept % width)
+        depth.append(torch.full((kept.numel(),), d, dtype=torch.long, device=device))
+        offset, count = offset + count, kept.numel()
+    scores, parent, rank, depth = (torch.cat(x) for x in (scores, parent, rank, depth))
+    n = min(budget, scores.numel())
+    chosen = torch.sort(scores, descending=True, stable=True).indices[:n].sort().values  # by depth, then score
+    node_of = torch.full((scores.numel(),), -1, dtype=torch.long, device=device)
+    node_of[chosen] = torch.arange(n, device=device)
+    up = parent[chosen]
+    parents = torch.where(up >= 0, node_of.index_select(0, up.clamp_min(0)), -1)
+    position = depth[chosen]
+    return top_ids.view(-1)[position * width + rank[chosen]], parents, position
+
+
+def sibling_ranks(node_rows: torch.Tensor) -> torch.Tensor:
+    """Each node's rank among its siblings (0 the first listed), on the device, from each node's parent's row."""
+    n = node_rows.numel()
+    same = node_rows[None, :] == node_rows[:, None]
+    earlier = torch.ones(n, n, dtype=torch.bool, device=node_rows.device).tril(-1)
+    return (same & earlier).sum(dim=1)
+
+
+def by_rank(node_rows: torch.Tensor) -> torch.Tensor:
+    """The nodes ordered by their rank among siblings, then by their parent's row: the first `r` of them are each
+    parent row's first child, rows ascending, where r rows have children."""
+    return torch.sort(sibling_ranks(node_rows) * (node_rows.numel() + 1) + node_rows, stable=True).indices
+
+
+def row_table(parents: tuple[int, ...], device) -> torch.Tensor:
+    """Each verify row's parent's row (0 the anchor's, then 1 + parents[i]), for a caller that holds the shape on the
+    host only: one small tensor sent. The lanes' drafters make it on the device."""
+    return torch.tensor([0, *(p + 1 for p in parents)], dtype=torch.long, device=device)
+
+
+def judged_nodes(parent_rows: torch.Tensor, kept_rows: torch.Tensor, count: int) -> torch.Tensor:
+    """The `count` nodes a walk judged, ascending, on the device: the children of each row on its path (the rows
+    `kept_rows`) up to the one accepted there, all of the last row's."""
+    n = parent_rows.numel() - 1
+    limit = torch.full((n + 1,), -1, dtype=torch.long, device=parent_rows.device)  # the last child judged under a row
+    limit.index_fill_(0, kept_rows, n)
+    limit.index_copy_(0, kept_rows[:-1], kept_rows[1:] - 1)
+    judged = torch.arange(n, device=parent_rows.device) <= limit.index_select(0, parent_rows[1:])
+    return torch.sort((~judged).long(), stable=True).indices[:count]
 
 
 def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
-                target_probs: torch.Tensor, generator: torch.Generator, host_ids: tuple[int, ...] | None = None
-                ) -> Verdict:
-    """Walk down from the anchor. Temperature 0: go to the child whose token is the target's argmax at this row;
-    where none is, the argmax is the bonus — the output equals target-only greedy decoding.
+                target_probs: torch.Tensor, generator: torch.Generator, host_ids: tuple[int, ...] | None = None,
+                parent_rows: torch.Tensor | None = None) -> Verdict:
+    """Walk down from the anchor. Temperature 0: go to the child whose token is the target's argmax at this row (the
+    first such, in the drafter's order); where none is, the argmax is the bonus — the output equals target-only greedy
+    decoding.
 
     Above 0, a row's children are tried in order with the recursive rejection rule (SpecInfer, arXiv 2305.09781;
     the rule of EAGLE's reference code): child i, drawn from q (`draft_probs`, its siblings before it taken out of
@@ -94,61 +124,83 @@ def verify_tree(temperature: float, draft_ids: torch.Tensor, draft_probs: torch.
     distribution less what the rejected siblings took (p ← normalize(max(p − q_i, 0)) after each rejection); when
     all are rejected the bonus is drawn from what is left of p. Each committed token is then drawn from the target's
     own distribution. A node proposed with certainty (q a point mass on it: a tree of the drafter's likeliest
-    tokens) is accepted with probability p(x), and a rejected one just leaves p. `host_ids`: the nodes' tokens where
-    the drafter has them on the host (a tree is grown there), saving a read of `draft_ids`."""
+    tokens) is accepted with probability p(x), and a rejected one just leaves p.
+
+    Both run on the device, every row judged at once as if the walk had reached it, the walk then following each
+    row's first accepted child from the anchor; one copy brings back the path and the bonus (and the nodes' tokens,
+    unless the drafter has them on the host: `host_ids`). `parent_rows`: each verify row's parent's row on the
+    device (0 the anchor's, then 1 + parents[i]), the drafter's; without it one small tensor is sent."""
+    if parent_rows is None:
+        parent_rows = row_table(parents, draft_ids.device)
     if temperature > 0:
-        return _walk_sampled(draft_ids, draft_probs, parents, target_probs, generator)
-    ids = list(host_ids) if host_ids is not None else draft_ids.tolist()
-    rows = children(parents)
-    accept_probs = [0.0] * len(ids)
-    path: list[int] = []
-    judged: list[int] = []
-    greedy_ids = target_probs.argmax(dim=-1).tolist()
-    row = 0
-    while True:
-        chosen = None
-        for node in rows[row]:
-            judged.append(node)
-            accept_probs[node] = float(ids[node] == greedy_ids[row])
-            if accept_probs[node]:
-                chosen = node
-                break
-        if chosen is None:
-            break
-        path.append(chosen)
-        row = chosen + 1
-    bonus_id = greedy_ids[row]
-    device = draft_ids.device
-    committed_ids = (*(ids[node] for node in path), bonus_id)
-    kept_rows = (0, *(node + 1 for node in path))
-    sent = torch.tensor([*accept_probs, *committed_ids, *kept_rows], dtype=torch.float64, device=device)  # one copy
-    done = len(ids) + len(committed_ids)
-    return Verdict(len(path), bonus_id, sent[: len(ids)].float(), None, path=tuple(path), judged=tuple(judged),
-                   committed_ids=committed_ids, committed=sent[len(ids): done].long(), kept_rows=sent[done:].long())
+        chosen, accept_probs, draws, p = _judge_sampled(draft_ids, draft_probs, parents, parent_rows, target_probs,
+                                                        generator)
+        return _walk(chosen, lambda row: sample(p.index_select(0, row)[0], generator).view(1), draft_ids, parents,
+                     host_ids, accept_probs, draws)
+    n = len(parents)
+    greedy = target_probs.argmax(dim=-1)  # each row's: what its child must be to be accepted
+    accepted = draft_ids.view(-1) == greedy.index_select(0, parent_rows[1:])
+    nodes = torch.arange(n, device=draft_ids.device)
+    first = torch.full((n + 1,), n, dtype=torch.long, device=draft_ids.device)  # each row's first accepted child
+    first.scatter_reduce_(0, parent_rows[1:], torch.where(accepted, nodes, n), "amin")  # siblings: drafter's order
+    chosen = torch.where(first < n, first, -1)
+    return _walk(chosen, lambda row: greedy.index_select(0, row), draft_ids, parents, host_ids,
+                 accepted.to(target_probs.dtype), None)
 
 
-def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
-                  target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
-    """verify_tree above temperature 0, on the device, read once. Every row's children are judged as if the walk had
-    reached that row (a row's judgement depends only on its own distribution and its children's q), all rows
-    together, one sibling rank at a time: child k's acceptance against p less its k earlier siblings' residuals.
-    The walk then follows, from the anchor, each row's first accepted child; the bonus is drawn from what is left of
-    the last row's p. Every uniform a judged child compares with is its own, so drawing those of rows the walk never
-    reaches changes nothing in what it commits. One copy brings back the path, the bonus and the nodes' tokens."""
+def _walk(chosen: torch.Tensor, bonus_at, draft_ids: torch.Tensor, parents: tuple[int, ...],
+          host_ids: tuple[int, ...] | None, accept_probs: torch.Tensor, draws: torch.Tensor | None) -> Verdict:
+    """From the anchor, each row's chosen child (`chosen`, -1: none) down to a row with none, whose bonus
+    `bonus_at(row)` gives, on the device at the tree's depth; then the verdict's one read."""
+    device = draft_ids.device
+    depth = max(depths(parents), default=0)
+    path = torch.full((depth,), -1, dtype=torch.long, device=device)
+    at_row = torch.zeros(1, dtype=torch.long, device=device)  # a tensor index (a 0-d one would be read on the host)
+    for d in range(depth):  # once a row accepts none, the walk stays there and the rest of the path is -1
+        node = chosen.index_select(0, at_row)
+        path[d: d + 1] = node
+        at_row = torch.where(node >= 0, node + 1, at_row)
+    bonus = bonus_at(at_row).view(1).long()
+    pieces = [path, bonus] if host_ids is not None else [path, bonus, draft_ids.view(-1).long()]
+    values = torch.cat(pieces).tolist()  # the verdict's one read
+    walked = [n for n in values[:depth] if n >= 0]
+    bonus_id = values[depth]
+    ids = host_ids if host_ids is not None else values[depth + 1:]
+    rows = children(parents)
+    judged, row = [], 0
+    for node in [*walked, None]:  # each row on the walk: its children up to the accepted one, or all of them
+        kids = rows[row]
+        judged += kids[: kids.index(node) + 1] if node is not None else kids
+        row = node + 1 if node is not None else row
+    committed_ids = (*(ids[n] for n in walked), bonus_id)
+    committed = torch.cat([draft_ids.view(-1)[path[: len(walked)]].long(), bonus])
+    kept_rows = torch.cat([path.new_zeros(1), path[: len(walked)] + 1])  # the anchor's row, then the path's
+    return Verdict(len(walked), bonus_id, accept_probs, draws, path=tuple(walked), judged=tuple(judged),
+                   committed_ids=committed_ids, committed=committed, kept_rows=kept_rows)
+
+
+def _judge_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: tuple[int, ...],
+                   parent_rows: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator):
+    """verify_tree's judgement above temperature 0, every row at once (a row's judgement depends only on its own
+    distribution and its children's q), one sibling rank at a time: child k's acceptance against p less its k
+    earlier siblings' residuals. Every uniform a judged child compares with is its own, so drawing those of rows the
+    walk never reaches changes nothing in what it commits. Returns each row's first accepted child (-1: none), the
+    accept probabilities, the draws, and each row's p less its rejected children's share (the bonus's)."""
     device = draft_ids.device
     rows = children(parents)
-    ranks = [[(r, kids[k]) for r, kids in enumerate(rows) if len(kids) > k] for k in range(max(map(len, rows)))]
-    table = torch.tensor([v for rank in ranks for pair in rank for v in pair], dtype=torch.long, device=device)
+    per_rank = [sum(len(kids) > k for kids in rows) for k in range(max(map(len, rows)))]  # rows with a k-th child
+    node_rows = parent_rows[1:]
+    order = by_rank(node_rows)  # the nodes by sibling rank, then row: each rank's rows are distinct
     p = target_probs / target_probs.sum(dim=-1, keepdim=True)  # each row's p, less its rejected children's share
     tried = torch.zeros(p.shape, dtype=torch.bool, device=device)  # tokens a row's earlier children took out of q
     accept_probs = torch.zeros(len(parents), dtype=p.dtype, device=device)
     draws = torch.zeros(len(parents), dtype=p.dtype, device=device)
     passed = torch.zeros(len(parents), dtype=torch.bool, device=device)
     groups, at = [], 0
-    for rank in ranks:  # each row has at most one child of a rank: the rows of a rank are distinct
-        pairs = table[at: at + 2 * len(rank)].view(-1, 2)
-        at += 2 * len(rank)
-        row, node = pairs[:, 0], pairs[:, 1]
+    for size in per_rank:
+        node = order[at: at + size]
+        at += size
+        row = node_rows.index_select(0, node)
         groups.append((row, node))
         x = draft_ids[node]
         q = draft_probs[node].to(p.dtype).masked_fill(tried[row], 0.0)
@@ -157,33 +209,13 @@ def _walk_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, parents: t
         p_row = p[row]
         p_x, q_x = p_row.gather(1, x[:, None])[:, 0], q.gather(1, x[:, None])[:, 0]
         accept = torch.where(q_x > 0, torch.clamp(p_x / q_x.clamp_min(1e-30), max=1.0), torch.zeros_like(p_x))
-        uniform = torch.rand(len(rank), generator=generator, device=device, dtype=p.dtype)
+        uniform = torch.rand(size, generator=generator, device=device, dtype=p.dtype)
         accept_probs[node], draws[node], passed[node] = accept, uniform, uniform < accept
         residual = torch.clamp(p_row - q, min=0.0)
         residual_sum = residual.sum(dim=-1, keepdim=True)
         p[row] = torch.where(residual_sum > 0, residual / residual_sum.clamp_min(1e-30), p_row)  # rounding guard
-        tried.index_put_((row, x), passed.new_ones(len(rank)))  # a device True, not one copied from the host
+        tried.index_put_((row, x), passed.new_ones(size))  # a device True, not one copied from the host
     chosen = torch.full((len(rows),), -1, dtype=torch.long, device=device)  # each row's first accepted child
     for row, node in reversed(groups):
         chosen[row] = torch.where(passed[node], node, chosen[row])
-    depth = max(depths(parents), default=0)
-    path = torch.full((depth,), -1, dtype=torch.long, device=device)
-    at_row = torch.zeros(1, dtype=torch.long, device=device)  # a tensor index (a 0-d one would be read on the host)
-    for d in range(depth):  # once a row accepts none, the walk stays there and the rest of the path is -1
-        node = chosen.index_select(0, at_row)
-        path[d: d + 1] = node
-        at_row = torch.where(node >= 0, node + 1, at_row)
-    bonus = sample(p.index_select(0, at_row)[0], generator)
-    values = torch.cat([path, bonus.view(1).long(), draft_ids.view(-1).long()]).tolist()
-    walked = [n for n in values[:depth] if n >= 0]
-    bonus_id, ids = values[depth], values[depth + 1:]
-    judged, row = [], 0
-    for node in [*walked, None]:  # each row on the walk: its children up to the accepted one, or all of them
-        kids = rows[row]
-        judged += kids[: kids.index(node) + 1] if node is not None else kids
-        row = node + 1 if node is not None else row
-    committed_ids = (*(ids[n] for n in walked), bonus_id)
-    committed = torch.cat([draft_ids[path[: len(walked)]], bonus.view(1)]).long()
-    kept_rows = torch.cat([path.new_zeros(1), path[: len(walked)] + 1])  # the anchor's row, then the path's
-    return Verdict(len(walked), bonus_id, accept_probs, draws, path=tuple(walked), judged=tuple(judged),
-                   committed_ids=committed_ids, committed=committed, kept_rows=kept_rows)
+    return chosen, accept_probs, draws, p

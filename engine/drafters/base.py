@@ -52,13 +52,6 @@ class DraftBlock:
     def is_tree(self) -> bool:
         return self.parents is not None
 
-    def target_rows(self, num_verified: int) -> list[int]:
-        """For each verified token, the row of the verify forward whose distribution judges it: its parent's
-        (row 0 the anchor, 1 + i token i), so i for a chain's token i."""
-        if self.parents is None:
-            return list(range(num_verified))
-        return [parent + 1 for parent in self.parents[:num_verified]]
-
 
 class Drafter(Protocol):
     label: str  # which drafter this is, for the lane header ("EAGLE-3, 1 layer")

@@ -3,9 +3,10 @@ Trees", arXiv 2604.12989) over the DFlash drafter.
 
 One parallel DFlash pass gives a distribution for each position of the block, each independent of the tokens
 before it. The likeliest prefixes under the node budget (best first on the product of their tokens' probabilities:
-engine/tree.py, best_first) form the tree; the target verifies all of it in one forward. Above temperature 0 the
-tree keeps that shape and its tokens are drawn from the drafter's distributions (sample_siblings), so the residual
-rule accepts each as often as a chain's sampled token. Many candidates for the
+engine/tree.py, best_first) form the tree, chosen on the device and read once (its tokens and shape; the verify's
+rows' parents' rows and the nodes' positions stay there, so nothing is sent back); the target verifies all of it in
+one forward. Above temperature 0 the tree keeps that shape and its tokens are drawn from the drafter's distributions
+(sample_siblings), so the residual rule accepts each as often as a chain's sampled token. Many candidates for the
 price of the one draft forward the chain already pays. The drafter's context bookkeeping is the chain's own: it is
 told the accepted path's features as the chain is told its accepted tokens'.
 """
@@ -16,7 +17,7 @@ import torch
 
 from ..contract.types import GenerationConfig
 from ..timing import SpanClock
-from ..tree import best_first, children, depths
+from ..tree import best_first, by_rank, children, depths, sibling_ranks
 from .base import DraftBlock, TreeDrafter
 
 
@@ -33,37 +34,40 @@ class DDTreeDrafter(TreeDrafter):
                 clock: SpanClock) -> DraftBlock:
         with clock.span("draft", f"one parallel pass over the block, the {self.nodes} likeliest prefixes of {k}"):
             probs = self.chain.position_probs(committed_ids, k, temperature)
-            ids, parents = best_first(probs, self.nodes)
-            n = len(parents)
-            # each node's position in the block, and the verify rows' parents' rows (the target's tree inputs)
-            sent = [*(d - 1 for d in depths(parents)), 0, *(p + 1 for p in parents)]
+            ids, parents, position = best_first(probs, self.nodes)  # on the device
+            n = ids.numel()
+            parent_rows = torch.cat([parents.new_zeros(1), parents + 1])  # the verify rows' parents' rows
+            values = torch.cat([ids, parents]).tolist()  # the tree's one read: its tokens and shape
+            host_ids, host_parents = tuple(values[:n]), tuple(values[n:])
             if temperature > 0:  # the same shape, its tokens drawn from q
                 # every token kept possible, so any node can draw its children distinct (the rule reads this same q)
                 probs = probs.clamp_min(1e-12)
                 probs = probs / probs.sum(dim=-1, keepdim=True)
-                drawn, table = sample_siblings(probs, parents, generator, sent)
-                return DraftBlock(drawn, probs[table[:n]], None, parents, None, table[n:])
-            table = torch.tensor([*ids, *sent], dtype=torch.long, device=probs.device)  # one copy there
-        return DraftBlock(table[:n], probs[table[n: 2 * n]], None, parents, tuple(ids), table[2 * n:])
+                drawn = sample_siblings(probs, host_parents, generator, parent_rows, position)
+                return DraftBlock(drawn, probs[position], None, host_parents, None, parent_rows)
+        return DraftBlock(ids, probs[position], None, host_parents, host_ids, parent_rows)
 
 
 def sample_siblings(probs: torch.Tensor, parents: tuple[int, ...], generator: torch.Generator,
-                    also: list[int] = ()) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                    parent_rows: torch.Tensor | None = None, position: torch.Tensor | None = None) -> torch.Tensor:
     """Tokens for a tree of the shape `parents`, on the device: each node's children drawn from their position's
     distribution without replacement, in the order drawn, every row's children in one draw. The shape comes from the
     likeliest tokens (best_first), never from the drawn ones, so how many children a node has does not depend on
-    what they are: what the residual rule (tree.verify_tree) needs to keep the output the target's. `also`: host
-    integers sent in the same copy, returned beside the tokens as a device tensor."""
-    depth_of, rows = depths(parents), children(parents)
-    parent_rows = [row for row in rows if row]
-    most = max(len(row) for row in parent_rows)
-    depth_index = [depth_of[row[0]] - 1 for row in parent_rows]  # each row's children's position in the block
-    slots = [r * most + k for r, row in enumerate(parent_rows) for k in range(len(row))]
-    order = [node for row in parent_rows for node in row]  # the nodes, in the order their slots are listed
-    table = torch.tensor([*depth_index, *slots, *order, *also], device=probs.device)  # one copy to the device
-    depth_index, slots, order, extra = table.split([len(depth_index), len(slots), len(order), len(also)])
+    what they are: what the residual rule (tree.verify_tree) needs to keep the output the target's. `parent_rows`
+    and `position`: the tree's verify rows' parents' rows and its nodes' positions in the block, on the device (the
+    drafter's); without them one small tensor is sent."""
+    n = len(parents)
+    if parent_rows is None or position is None:
+        table = torch.tensor([0, *(p + 1 for p in parents), *(d - 1 for d in depths(parents))],
+                             device=probs.device)  # one copy to the device
+        parent_rows, position = table[: n + 1], table[n + 1:]
+    rows = children(parents)
+    most = max(len(row) for row in rows)
+    with_children = sum(1 for row in rows if row)
+    node_rows = parent_rows[1:]
+    first = by_rank(node_rows)[:with_children]  # each parent row's first child, rows ascending
+    slot = torch.zeros(n + 1, dtype=torch.long, device=probs.device)  # each parent row's row of the draws
+    slot.index_copy_(0, node_rows.index_select(0, first), torch.arange(with_children, device=probs.device))
     # every row with children draws `most` tokens without replacement; its first len(row) are its children's
-    drawn = torch.multinomial(probs[depth_index], most, replacement=False, generator=generator)
-    ids = torch.empty(len(parents), dtype=torch.long, device=probs.device)
-    ids[order] = drawn.view(-1)[slots]
-    return (ids, extra) if also else ids
+    drawn = torch.multinomial(probs[position.index_select(0, first)], most, replacement=False, generator=generator)
+    return drawn[slot.index_select(0, node_rows), sibling_ranks(node_rows)]

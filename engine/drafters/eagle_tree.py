@@ -114,7 +114,9 @@ class _Grown:
 
     def tree(self, budget: int, device) -> DraftBlock:
         """The likeliest candidates up to the node budget (an ancestor never scores below its descendants, so they
-        hang together), parents first and siblings likeliest first: chosen and ordered on the device, read once."""
+        hang together), parents first and siblings likeliest first: chosen and ordered on the device, read once. The
+        tree holds min(budget, candidates) nodes whatever their scores: a token of probability 0 comes last and is
+        judged as any other (the target's argmax at temperature 0, p(x) against its point mass above)."""
         by_score = torch.sort(-self.score, stable=True).indices[:budget]  # ties: the earlier, so the shallower
         chosen = by_score.sort().values  # then ordered by depth, score, index: stable sorts, last key first
         chosen = chosen[torch.sort(-self.score[chosen], stable=True).indices]
@@ -123,19 +125,10 @@ class _Grown:
         position[chosen] = torch.arange(chosen.numel(), device=device)
         parent = self.parent[chosen]
         parents = torch.where(parent >= 0, position.index_select(0, parent.clamp_min(0)), -1)
-        finite = torch.isfinite(self.score[chosen]).long()
         ids = self.ids[chosen]
-        values = torch.cat([ids, parents, finite]).tolist()  # the tree's one read
+        values = torch.cat([ids, parents]).tolist()  # the tree's one read
         count = chosen.numel()
-        kept = [i for i in range(count) if values[2 * count + i]]
-        parent_rows = None  # the verify's rows' parents' rows, on the device where no node was left out
-        if len(kept) < count:  # tokens of probability 0: left out, as a tree never holds an impossible node
-            chosen, ids = chosen[kept], ids[kept]
-            remap = {old: new for new, old in enumerate(kept)}
-            parent_list = tuple(remap.get(values[count + i], -1) if values[count + i] >= 0 else -1 for i in kept)
-        else:
-            parent_list = tuple(values[count: 2 * count])
-            parent_rows = torch.cat([parents.new_zeros(1), parents + 1])
+        parent_rows = torch.cat([parents.new_zeros(1), parents + 1])  # the verify's rows' parents' rows
         all_probs = torch.cat(self.probs)
-        return DraftBlock(ids, all_probs[chosen // WIDTH], None, parent_list, tuple(values[i] for i in kept),
+        return DraftBlock(ids, all_probs[chosen // WIDTH], None, tuple(values[count:]), tuple(values[:count]),
                           parent_rows)

@@ -3,9 +3,10 @@ host, a tensor built from host values, a `nonzero`. Each lane is held to its cei
 (whose drafter caches are made then); a change that adds one fails here before it costs a bubble on a GPU.
 
 Chains read the device once a step (the verdict: accepted count, bonus and drafts in one copy) and send it nothing;
-DSpark reads twice (its scheduler reads the confidences before it sizes the verify). A DFlash tree reads twice (the
-drafter's likeliest tokens, the verdict, whose recursive rejection above temperature 0 runs on the device); so does
-an EAGLE tree, grown level by level on the device and read once finished."""
+DSpark reads twice (its scheduler reads the confidences before it sizes the verify). A tree reads twice (the tree,
+chosen or grown on the device and read once; the verdict, whose walk runs on the device at every temperature) and
+sends nothing: its positions, mask, kept rows and trace rows are indexed on the device from the drafter's rows and
+the walk's own output."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from engine.timing import SpanClock
 PROMPT = "def add(a, b):\n    return a + b\n\ndef mul(a, b):"
 CHAINS = {"baseline": 1, "eagle3": 1, "classic": 1, "dflash": 1, "dspark": 2}  # host reads a step
 TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at the default budget
-    "dflash_tree": (2, 3),  # sent: the tree (its ids, positions and parents' rows in one), verdict, trace rows
-    "eagle3_tree": (2, 2),  # sent: its verdict (with the kept rows, the entries' and features' index), trace rows
+    "dflash_tree": (2, 0),  # read: the tree (its tokens and parents in one), the verdict (path and bonus)
+    "eagle3_tree": (2, 0),
 }
 
 

@@ -15,7 +15,7 @@ import torch
 from engine.contract.types import GenerationConfig, Step
 from engine.loop import Engine
 from engine.models import forward_logits, forward_with_features, keep_cache_entries, new_cache
-from engine.tree import best_first, children, depths, verify_inputs, verify_tree
+from engine.tree import best_first, children, depths, judged_nodes, row_table, verify_inputs, verify_tree
 
 from conftest import baseline_of, tiny_dflash, tiny_eagle3, tiny_qwen3
 
@@ -39,13 +39,21 @@ def paths(ids: list[int], parents: tuple[int, ...]) -> set[tuple[int, ...]]:
     return set(out)
 
 
+def read_tree(probs: torch.Tensor, budget: int) -> tuple[list[int], tuple[int, ...]]:
+    """best_first's tree on the host: its tokens and parents, checking its positions against its parents."""
+    ids, parents, position = best_first(probs, budget)
+    parents = tuple(parents.tolist())
+    assert position.tolist() == [d - 1 for d in depths(parents)]
+    return ids.tolist(), parents
+
+
 # --- building the tree --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("budget", [1, 4, 9, 20])
 def test_best_first_takes_the_likeliest_prefixes(budget):
     generator = torch.Generator().manual_seed(budget)
     probs = torch.softmax(3 * torch.randn(3, 5, generator=generator), dim=-1)  # 3 positions, 5 tokens
-    ids, parents = best_first(probs, budget)
+    ids, parents = read_tree(probs, budget)
     every = {prefix: math.prod(float(probs[d, t]) for d, t in enumerate(prefix))
              for length in (1, 2, 3) for prefix in itertools.product(range(5), repeat=length)}
     likeliest = set(sorted(every, key=every.get, reverse=True)[:budget])
@@ -58,8 +66,32 @@ def test_best_first_takes_the_likeliest_prefixes(budget):
 
 def test_a_chain_is_the_tree_of_single_children():
     probs = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]])
-    ids, parents = best_first(probs, 3)  # the chain's 0.9 · 0.8 · 0.7 = 0.504 beats every other 3rd prefix
+    ids, parents = read_tree(probs, 3)  # the chain's 0.9 · 0.8 · 0.7 = 0.504 beats every other 3rd prefix
     assert (ids, parents) == ([0, 0, 0], (-1, 0, 1))
+
+
+def test_a_tree_has_its_fixed_size_and_breaks_ties_toward_the_shallower():
+    """min(budget, prefixes) nodes whatever their scores (a shape the host knows before the device has chosen):
+    impossible prefixes come last; between equal scores the shallower prefix goes first."""
+    probs = torch.tensor([[0.6, 0.4], [1.0, 0.0]])  # (0) = (0, 0) = 0.6, (1) = (1, 0) = 0.4, (·, 1) impossible
+    assert read_tree(probs, 3) == ([0, 1, 0], (-1, -1, 0))
+    ids, parents = read_tree(probs, 6)
+    assert len(ids) == 6 and paths(ids, parents) == {(0,), (1,), (0, 0), (1, 0), (0, 1), (1, 1)}
+    assert all(parent < node for node, parent in enumerate(parents))
+
+
+def test_siblings_drawn_from_the_trees_device_rows_match_those_sent_from_the_host():
+    from engine.drafters.ddtree import sample_siblings
+
+    probs = torch.softmax(torch.randn(3, 7, generator=torch.Generator().manual_seed(5)), dim=-1)
+    ids, parents, position = best_first(probs, 9)
+    host_parents = tuple(parents.tolist())
+    rows = torch.cat([parents.new_zeros(1), parents + 1])
+    on_device = sample_siblings(probs, host_parents, torch.Generator().manual_seed(2), rows, position)
+    from_host = sample_siblings(probs, host_parents, torch.Generator().manual_seed(2))
+    assert torch.equal(on_device, from_host) and on_device.shape == (9,)
+    for siblings in children(host_parents):  # drawn without replacement
+        assert len({int(on_device[s]) for s in siblings}) == len(siblings)
 
 
 # --- the verify forward -----------------------------------------------------------------------------
@@ -103,6 +135,16 @@ def test_greedy_walk_follows_the_targets_argmax_through_the_branches():
     verdict = verify_tree(0.0, ids, one_hot_rows([1, 2, 3, 4]), parents, target, torch.Generator())
     assert verdict.path == (1, 3) and verdict.bonus_id == 5 and verdict.num_accepted == 2
     assert verdict.judged == (0, 1, 2, 3)  # node 0 turned down before 1; under node 1, 2 before 3
+    assert verdict.committed.tolist() == [2, 4, 5] and verdict.kept_rows.tolist() == [0, 2, 4]
+
+
+def test_greedy_walk_takes_the_first_of_equal_siblings_and_the_trace_finds_what_it_judged():
+    ids, parents = torch.tensor([3, 2, 2, 1, 5]), (-1, -1, -1, 1, 1)  # anchor → 3 | 2 | 2; node 1 → 1 | 5
+    target = one_hot_rows([2, 0, 5, 0, 0, 0])  # the anchor's argmax 2 (nodes 1 and 2), node 1's 5 (node 4)
+    verdict = verify_tree(0.0, ids, one_hot_rows(ids.tolist()), parents, target, torch.Generator())
+    assert verdict.path == (1, 4) and verdict.bonus_id == 0 and verdict.judged == (0, 1, 3, 4)
+    found = judged_nodes(row_table(parents, "cpu"), verdict.kept_rows, len(verdict.judged))
+    assert found.tolist() == sorted(verdict.judged)
 
 
 # The counts below: 16 pairs, so 15 degrees of freedom, 37.7 the 99.9 % quantile. A walk that keeps the target's
@@ -152,7 +194,7 @@ def test_siblings_drawn_from_q_keep_the_targets_distribution_under_the_residual_
         generator = torch.Generator().manual_seed(1)
         counts: dict[tuple[int, int], int] = {}
         for _ in range(samples):
-            ids = sample_siblings(drawn_from, parents, generator).tolist()
+            ids = sample_siblings(drawn_from, parents, generator).tolist()  # the shape sent from the host
             rows = torch.stack([first, second[ids[0]], second[ids[1]], second[ids[2]], second[ids[3]]])
             verdict = verify_tree(1.0, torch.tensor(ids), q[[0, 0, 1, 1]], parents, rows, generator)
             tokens = [ids[n] for n in verdict.path] + [verdict.bonus_id]

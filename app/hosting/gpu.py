@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from engine.contract.types import EngineError
+from engine.contract.types import EngineError, Request
 
-from ..run.events import Ended, LaneEvent, RunEvent
-from ..run.runner import COLLECT_S, LaneRun, apply_all
+from ..run.events import LaneEvent, RunEvent
+from ..run.runner import COLLECT_S, LaneRun, apply_all, lane_requests, run_ended
 from .zerogpu import ZeroGPUEngine, no_gpu
 
 __all__ = ["gpu_decorator", "gpu_events", "lane_runner", "no_gpu", "warm_up_once", "zero_gpu"]
@@ -54,20 +54,21 @@ def _refusal(exc: gr.Error) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def gpu_events(engine: ZeroGPUEngine, prompt: str, configs: list, stop: threading.Event) -> Iterator[LaneEvent]:
-    """The live pass of `configs` in GPU calls of `engine`, as events: each lane "running", its steps in batches
+def gpu_events(engine: ZeroGPUEngine, requests: list[Request], stop: threading.Event) -> Iterator[LaneEvent]:
+    """The live pass of checked `requests` (made in the app's process, KnownFacts.requests) in GPU calls of
+    `engine`, as events: each lane "running", its steps in batches
     COLLECT_S apart, then "done", "stopped" or "error: ..."; a ZeroGPU refusal (quota, no GPU free, a worker that
     died) ends the lane it met as an error, said once, and every lane after it "stopped"."""
     index, refused = 0, False
     try:
-        for index, config in enumerate(configs):
+        for index, request in enumerate(requests):
             if stop.is_set():
                 yield LaneEvent(index, "stopped")
                 continue
             yield LaneEvent(index, "running")
             pending, shown = [], time.monotonic()
             try:
-                for step in engine.stream_until(prompt, config, stop):
+                for step in engine.stream_until(request, stop):
                     pending.append(step)
                     if time.monotonic() - shown >= COLLECT_S:
                         yield LaneEvent(index, steps=tuple(pending))
@@ -80,12 +81,12 @@ def gpu_events(engine: ZeroGPUEngine, prompt: str, configs: list, stop: threadin
     except gr.Error as exc:  # ZeroGPU's own refusals
         refused = True
         yield LaneEvent(index, f"error: {_refusal(exc)}")
-    for rest in range(index + 1 if refused else len(configs), len(configs)):
+    for rest in range(index + 1 if refused else len(requests), len(requests)):
         yield LaneEvent(rest, "stopped")
 
 
 def lane_runner(engine: ZeroGPUEngine) -> Callable[..., Iterator[RunEvent]]:
-    """A `run_lanes(engine, prompt, lanes, stop)` whose lanes run in GPU calls of `engine`."""
+    """A `run_lanes(engine, prompt, lanes, stop)` whose lanes' checked requests run in GPU calls of `engine`."""
 
     def run_lanes(engine_: object, prompt: str, lanes: list[LaneRun], stop: threading.Event,
                   timing_runs: int | None = None, asked_s: float | None = None, turns=None) -> Iterator[RunEvent]:
@@ -93,9 +94,10 @@ def lane_runner(engine: ZeroGPUEngine) -> Callable[..., Iterator[RunEvent]]:
         every press runs: `timing_runs`, `asked_s` and `turns` are not used)."""
         if engine_ is not engine:
             raise ValueError("this lane runner was built for another engine")
-        for event in gpu_events(engine, prompt, [lane.config for lane in lanes], stop):
+        requests = lane_requests(engine, prompt, lanes)
+        for event in gpu_events(engine, requests, stop):
             apply_all(lanes, event)
             yield event
-        yield Ended(tuple(lane.ran() for lane in lanes), stopped=stop.is_set())
+        yield run_ended(lanes, requests, stop.is_set())
 
     return run_lanes

@@ -11,7 +11,9 @@ duration first, refuses one past what the visitor's quota or its cap allow, and 
 - `stream` (a Compare lane, one GPU call per lane), `generate`, `target_entropy` and `call(fn, ...)` (the Why
   tab's sweeps and checks, a lesson point's "Run it live": app/tabs/why.py sends them through engine/process.py's
   `run_on`) each run inside one GPU call. The facts the page needs before any run (methods, drafter labels, draft
-  caps) and `encode_prompt` (the tokenizer) are read in the app's process: no model runs for them.
+  caps) and `encode_prompt` (the tokenizer) are read in the app's process: no model runs for them. So a run's
+  checked requests (`requests`: each config validated, the prompt encoded once) are made there too, and each
+  crosses to its GPU call whole; the worker checks nothing again.
 - Stop and the run limit reach the worker within one step: each call gets a run id, and the app's process writes
   a flag file for it (`StopFlags`) the moment the call's stop event is set; the worker reads it between two steps
   (a stream) or at every step (`stop.is_set()` in the engine's measurements and runs). Closing a ZeroGPU
@@ -46,7 +48,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.contract.interface import KnownFacts
-from engine.contract.types import EngineError, GenerationConfig, RunResult, Step, Stopped
+from engine.contract.types import EngineError, GenerationConfig, Request, RunResult, Step, Stopped, as_request
 
 # ZeroGPU's caps and the costs a call's duration is computed from (docs/hosting.md, "How long a GPU call asks for").
 GPU_CAP_S = 120  # the most one call is scheduled for: an anonymous visitor's daily quota is 2 minutes
@@ -303,8 +305,8 @@ def no_gpu(task=None, **_):
 
 # --- module-level work, sent to the worker by name --------------------------------------------------------
 
-def _generate(engine, prompt: str, config: GenerationConfig, stop=None) -> RunResult:
-    return engine.generate(prompt, config, stop)
+def _generate(engine, request: Request, stop=None) -> RunResult:
+    return engine.generate(request, stop=stop)
 
 
 def _target_entropy(engine, prompt_ids: list[int], output_ids: list[int], temperature: float, stop=None) -> list[float]:
@@ -368,17 +370,17 @@ class ZeroGPUEngine(KnownFacts):
 
     # --- the work (the app's process asks, a worker runs) ------------------------------------------------
 
-    def stream(self, prompt: str, config: GenerationConfig) -> Iterator[Step]:
-        return self.stream_until(prompt, config, None)
+    def stream(self, request: Request | str, config: GenerationConfig | None = None) -> Iterator[Step]:
+        return self.stream_until(as_request(self, request, config), None)
 
-    def stream_until(self, prompt: str, config: GenerationConfig, stop: threading.Event | None) -> Iterator[Step]:
-        """One lane in one GPU call, each step as the worker finishes it; once `stop` is set (or this generator is
-        closed) the worker ends after its current step. EngineError from the engine; Stopped when the worker ran
-        out of the time it asked for."""
+    def stream_until(self, request: Request, stop: threading.Event | None) -> Iterator[Step]:
+        """One checked request (KnownFacts.requests, here) in one GPU call, each step as the worker finishes it;
+        once `stop` is set (or this generator is closed) the worker ends after its current step. EngineError from
+        the engine; Stopped when the worker ran out of the time it asked for."""
         run = self.stops.new()
-        declared = self.stream_seconds(config)
+        declared = self.stream_seconds(request.config)
         watching = self.stops.watch(run, stop)
-        work = self._stream_on_gpu(run, declared, prompt, config)
+        work = self._stream_on_gpu(run, declared, request)
         try:
             for kind, value in work:
                 if kind == "step":
@@ -399,8 +401,10 @@ class ZeroGPUEngine(KnownFacts):
             work.close()
             self.stops.clear(run)
 
-    def generate(self, prompt: str, config: GenerationConfig, stop: threading.Event | None = None) -> RunResult:
-        return self._call(_generate, (prompt, config), {}, stop, self.stream_seconds(config))
+    def generate(self, request: Request | str, config: GenerationConfig | None = None,
+                 stop: threading.Event | None = None) -> RunResult:
+        request = as_request(self, request, config)
+        return self._call(_generate, (request,), {}, stop, self.stream_seconds(request.config))
 
     def target_entropy(self, prompt_ids: list[int], output_ids: list[int], temperature: float) -> list[float]:
         return self._call(_target_entropy, (list(prompt_ids), list(output_ids), temperature), {}, None,
@@ -469,12 +473,13 @@ class ZeroGPUEngine(KnownFacts):
     def _has_profile(self) -> bool:
         return getattr(self._engine, "_verify_steps_per_s", None) is not None
 
-    def _worker_stream(self, run: str, declared_s: int, prompt: str, config: GenerationConfig):
+    def _worker_stream(self, run: str, declared_s: int, request: Request):
         """The GPU call of one lane: its facts, each step, then what it cost; ends after the step in which its stop
         flag appeared or its time ran out."""
         flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s, self.factor))
         had_profile = self._has_profile()
         try:
+            config = request.config
             self._ready([config.method], (0.0, 1.0) if config.temperature > 0 else (0.0,), flag)
         except Stopped:
             yield "facts", self._facts(had_profile)
@@ -486,7 +491,7 @@ class ZeroGPUEngine(KnownFacts):
             return
         yield "facts", self._facts(had_profile)
         started, tokens = time.monotonic(), 0
-        steps = self._engine.stream(prompt, config)
+        steps = self._engine.stream(request)
         try:
             for step in steps:
                 tokens += len(step.committed)
@@ -506,7 +511,7 @@ class ZeroGPUEngine(KnownFacts):
         flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s, self.factor))
         started, had_profile = time.monotonic(), self._has_profile()
         try:
-            self._ready([args[1].method] if fn is _generate else [] if fn is _target_entropy else self._methods,
+            self._ready([args[0].config.method] if fn is _generate else [] if fn is _target_entropy else self._methods,
                         (0.0,), flag)
             result = "ok", fn(self._engine, *args, **({"stop": flag} if pass_stop else {}), **kwargs)
         except Stopped:

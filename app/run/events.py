@@ -52,8 +52,8 @@ class SharedEvent:
 
 @dataclass(frozen=True)
 class LaneRan:
-    """What one lane ran: its method, how it ended, and its drafts per step after its drafter's cap (None: a lane
-    that drafts no fixed number)."""
+    """What one lane ran: its method, how it ended, and its drafts per step after its drafter's cap, as the
+    engine's checked request for it says (None: a lane that drafts none)."""
 
     method: str
     state: str

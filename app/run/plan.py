@@ -1,7 +1,8 @@
-"""What a Compare run will do, decided once before any lane runs: the controls read by name, each lane's
-configuration checked once, the prompt encoded once, and each lane's drafts per step after its drafter's cap (what
-it will run, which the run's end reports: "drafted 8 per step, not 12" comes from here, never from a page's
-start-up caps read again after the run)."""
+"""What a Compare run will do, decided once before any lane runs: the controls read by name, and each lane's
+checked request from the engine (engine/contract/types.py Request: the prompt encoded once for all lanes, each
+configuration validated once, its drafts per step after its drafter's cap). The request says what the lane will
+run, and the run's end reports it: "drafted 8 per step, not 12" comes from there, never from a page's start-up
+caps."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.contract.interface import EngineLike
-from engine.contract.methods import METHOD_REGISTRY
-from engine.contract.types import GenerationConfig
+from engine.contract.types import Request
 
 from ..settings import RUN_INPUTS, SettingError, Settings, parse_controls, parse_show_drafts
 from .runner import LaneRun
@@ -31,42 +31,36 @@ def controls_by_name(values: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(RUN_INPUTS, values))
 
 
-def drafts_run(method: str, asked: int, cap: int | None) -> int | None:
-    """The drafts per step a lane runs: the asked number after its drafter's trained block (None: it drafts none)."""
-    if not METHOD_REGISTRY[method].drafts:
-        return None
-    return asked if cap is None else min(asked, cap)
-
-
 @dataclass(frozen=True)
 class PlannedLane:
     method: str
-    config: GenerationConfig  # checked once, here
-    drafts_per_step: int | None  # what it will run (drafts_run)
+    request: Request  # the engine's checked request: its config validated, its drafts per step after the cap
 
     def lane(self) -> LaneRun:
-        return LaneRun(self.method, self.config, drafts_per_step=self.drafts_per_step)
+        return LaneRun(self.method, self.request.config, request=self.request)
 
 
 @dataclass(frozen=True)
 class RunPlan:
     settings: Settings
     lanes: tuple[PlannedLane, ...]
-    prompt_ids: tuple[int, ...]  # the prompt, encoded once (it fits the context: the engine said so)
 
     @classmethod
-    def of(cls, settings: Settings, engine: EngineLike, caps: Mapping[str, int | None]) -> "RunPlan":
-        """Check every lane's configuration and the prompt, once each (EngineError names the first problem)."""
-        lanes = []
-        for method in settings.methods:
-            config = settings.config(method)
-            config.validate()
-            lanes.append(PlannedLane(method, config, drafts_run(method, config.drafts_per_step, caps.get(method))))
-        return cls(settings, tuple(lanes), tuple(engine.encode_prompt(settings.prompt)))
+    def of(cls, settings: Settings, engine: EngineLike) -> "RunPlan":
+        """Every lane's request from the engine, the prompt encoded once for all of them and each configuration
+        validated once (EngineError names the first problem); the runs check nothing again."""
+        requests = engine.requests(settings.prompt, [settings.config(method) for method in settings.methods])
+        return cls(settings, tuple(PlannedLane(m, r) for m, r in zip(settings.methods, requests)))
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...]:
+        """The prompt, encoded once (it fits the context: the engine said so)."""
+        return self.lanes[0].request.prompt_ids if self.lanes else ()
 
     def lane_runs(self) -> list[LaneRun]:
         return [lane.lane() for lane in self.lanes]
 
     def asked(self) -> dict[str, int]:
-        """Each drafting lane's drafts per step as asked."""
-        return {lane.method: lane.config.drafts_per_step for lane in self.lanes if lane.drafts_per_step is not None}
+        """Each drafting lane's drafts per step as asked (its request says what it runs)."""
+        return {lane.method: self.settings.config(lane.method).drafts_per_step for lane in self.lanes
+                if lane.request.drafts_per_step is not None}

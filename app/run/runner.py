@@ -9,6 +9,8 @@ One state machine: `run_events` runs the lanes and says what happened as plain v
 live pass, the timing repeats, a shared result, the end with what ran), and `LaneRun.apply` is the only code that
 changes a lane. The page's runner below and the ZeroGPU path (app/hosting/gpu.py, where the events cross a process
 boundary) both consume the same events. Who goes first between two lanes is a turn policy (`Turns`) handed in.
+Each lane runs the engine's checked request for it (engine/contract/types.py Request, made by the plan): no run
+checks its prompt or config again, and the run's end reports the drafts per step the request says it ran.
 
 Timing runs: after the pass shown live, every lane runs again (`timing_runs` in all), the lanes taking
 turns (baseline, AR, DFlash, …, then again), and each lane keeps each step's fastest timing. The runs write the
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from engine.background import BackgroundSteps
 from engine.contract.interface import EngineLike
 from engine.contract.summary import fastest_steps, summarize
-from engine.contract.types import EngineError, GenerationConfig, Step
+from engine.contract.types import EngineError, GenerationConfig, Request, Step
 
 from .events import Ended, LaneEvent, LaneRan, RepeatEvent, RunEvent, ServerLaneEvent, SharedEvent
 
@@ -52,7 +54,9 @@ class LaneRun:
     repeating: bool = False  # a repeat of this lane is running now
     rates: list = field(default_factory=list)  # each complete run's (tokens per compute second, per wall second)
     engine_share: float | None = None  # of its live pass on the clock, the share its engine run took (LaneEvent)
-    drafts_per_step: int | None = None  # what it runs, after its drafter's cap (app/run/plan.py; None: not fixed)
+    # what it runs: the engine's checked request (app/run/plan.py; None for a lane made by hand, whose request
+    # run_lanes asks the engine for)
+    request: Request | None = None
 
     def apply(self, event: RunEvent) -> None:
         """What one event does to this lane (the only code that changes one). The live pass: its steps grow, its
@@ -78,8 +82,23 @@ class LaneRun:
             self.state, self.timing_runs, self.rates = event.state, event.timing_runs, list(event.rates)
             self.engine_share = event.engine_share
 
-    def ran(self) -> LaneRan:
-        return LaneRan(self.method, self.state, self.drafts_per_step)
+    def ran(self, request: Request | None = None) -> LaneRan:
+        """How it ended and what it ran: its drafts per step as its request (or `request`) says, after the cap."""
+        request = request or self.request
+        return LaneRan(self.method, self.state, request.drafts_per_step if request is not None else None)
+
+
+def lane_requests(engine: EngineLike, prompt: str, lanes: Sequence[LaneRun]) -> list[Request]:
+    """The lanes' checked requests: the plan's, made by the engine before the run; for lanes made without one (a
+    script's), the engine's for their configs over `prompt`, encoded once. The engine checks nothing again."""
+    if all(lane.request is not None for lane in lanes):
+        return [lane.request for lane in lanes]
+    return engine.requests(prompt, [lane.config for lane in lanes])
+
+
+def run_ended(lanes: Sequence[LaneRun], requests: Sequence[Request], stopped: bool) -> Ended:
+    """The run's end: each lane's state and what its request ran."""
+    return Ended(tuple(lane.ran(request) for lane, request in zip(lanes, requests)), stopped=stopped)
 
 
 def apply_server(lane, event: ServerLaneEvent):
@@ -199,11 +218,12 @@ COLLECT_S = 0.25  # steps are handed over in batches this far apart (and at once
 SETTLE_S = 0.1  # pause before each lane: a browser on the same cores draws the last update meanwhile
 
 
-def stream_steps(engine: EngineLike, prompt: str, config: GenerationConfig, stop: threading.Event,
+def stream_steps(engine: EngineLike, request: Request, stop: threading.Event,
                  every_s: float | None = COLLECT_S) -> Iterator[list[Step]]:
-    """Yield batches of new steps, every `every_s` seconds and when the lane ends; raises EngineError from
-    the engine. Stop is seen between batches."""
-    worker = BackgroundSteps(engine.stream(prompt, config), depth=0, name=f"speclab-lane-{config.method}")  # never hold the engine back
+    """Yield batches of new steps of one checked request, every `every_s` seconds and when the lane ends; raises
+    EngineError from the engine. Stop is seen between batches."""
+    worker = BackgroundSteps(engine.stream(request), depth=0,  # never hold the engine back
+                             name=f"speclab-lane-{request.config.method}")
     try:
         for batch in worker.batches(every_s):
             yield batch
@@ -218,8 +238,8 @@ _shared: dict[tuple, tuple[tuple[SharedEvent, ...], float]] = {}  # run key -> (
 _shared_lock = threading.Lock()
 
 
-def _share_key(engine, prompt: str, configs: Sequence[GenerationConfig], timing_runs: int) -> tuple:
-    return id(engine), prompt, tuple(configs), timing_runs
+def _share_key(engine, requests: Sequence[Request], timing_runs: int) -> tuple:
+    return id(engine), tuple(requests), timing_runs
 
 
 def _take_shared(key: tuple, asked_s: float | None) -> tuple[SharedEvent, ...] | None:
@@ -252,21 +272,22 @@ class _Record:
     share: float | None = None
 
 
-def run_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConfig], stop: threading.Event,
+def run_events(engine: EngineLike, requests: Sequence[Request], stop: threading.Event,
                timing_runs: int = TIMING_RUNS, asked_s: float | None = None, turns: Turns = EVERY_RUN_FIRST
                ) -> Iterator[RunEvent]:
-    """The whole run as events: the live pass, then the timing runs (module docstring); no Ended (run_lanes says
-    what ran, from the plan's lanes). asked_s: when the visitor pressed Run (time.monotonic; None: now). An
-    identical run that ended after that press gives its lanes instead: a class pressing one Run together, each
-    press waiting its turn in the engine's queue, costs one run; a press after a run ended measures afresh."""
-    key = _share_key(engine, prompt, configs, timing_runs)
+    """The whole run of the lanes' checked requests as events: the live pass, then the timing runs (module
+    docstring); no Ended (run_lanes says what ran, from the requests). asked_s: when the visitor pressed Run
+    (time.monotonic; None: now). An identical run that ended after that press gives its lanes instead: a class
+    pressing one Run together, each press waiting its turn in the engine's queue, costs one run; a press after a
+    run ended measures afresh."""
+    key = _share_key(engine, requests, timing_runs)
     shared = None if stop.is_set() else _take_shared(key, asked_s)
     if shared is not None:
         yield from shared
         return
-    records = [_Record() for _ in configs]
+    records = [_Record() for _ in requests]
     started, waited = time.monotonic(), [0.0]
-    for event in lane_events(engine, prompt, configs, stop, waited=waited, turns=turns):
+    for event in lane_events(engine, requests, stop, waited=waited, turns=turns):
         record = records[event.index]
         record.steps.extend(event.steps)
         record.state = event.state or record.state
@@ -275,10 +296,10 @@ def run_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConf
         yield event
     live_s = time.monotonic() - started - waited[0]
     if all(r.state == "done" for r in records) and not stop.is_set():
-        COSTS.observe([(c.max_new_tokens, c.requests_at_once) for c in configs], live_s)
+        COSTS.observe([(r.config.max_new_tokens, r.config.requests_at_once) for r in requests], live_s)
     runs = runs_that_fit(sum(summarize(r.steps).wall_s for r in records if r.steps), timing_runs)
     if runs > 1:
-        yield from _repeats(engine, prompt, configs, records, stop, runs, turns)
+        yield from _repeats(engine, requests, records, stop, runs, turns)
     if all(r.state == "done" for r in records) and not stop.is_set():
         _keep_shared(key, records)
 
@@ -286,28 +307,29 @@ def run_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConf
 def run_lanes(engine: EngineLike, prompt: str, lanes: list[LaneRun], stop: threading.Event,
               timing_runs: int = TIMING_RUNS, asked_s: float | None = None, turns: Turns = EVERY_RUN_FIRST
               ) -> Iterator[RunEvent]:
-    """Advance the lanes by run_events, each event applied before it is yielded, so the caller can redraw; last,
-    Ended with what each lane ran."""
-    for event in run_events(engine, prompt, [lane.config for lane in lanes], stop, timing_runs, asked_s, turns):
+    """Advance the lanes by run_events over their checked requests (lane_requests), each event applied before it
+    is yielded, so the caller can redraw; last, Ended with what each lane ran."""
+    requests = lane_requests(engine, prompt, lanes)
+    for event in run_events(engine, requests, stop, timing_runs, asked_s, turns):
         apply_all(lanes, event)
         yield event
-    yield Ended(tuple(lane.ran() for lane in lanes), stopped=stop.is_set())
+    yield run_ended(lanes, requests, stop.is_set())
 
 
-def _repeats(engine, prompt: str, configs, records: list[_Record], stop: threading.Event, timing_runs: int,
+def _repeats(engine, requests: Sequence[Request], records: list[_Record], stop: threading.Event, timing_runs: int,
              turns: Turns) -> Iterator[RepeatEvent]:
     """Run every finished lane again, in turns; each lane then keeps, step by step, its fastest timing of the
     same tokens (engine/contract/summary.py fastest_steps), over the runs that drafted alike (module docstring)."""
     runs = {i: [list(r.steps)] for i, r in enumerate(records)}
     ended = set()  # lanes whose last repeat was not a run of the same work: not repeated again
     for _ in range(timing_runs - 1):
-        for i, (config, record) in enumerate(zip(configs, records)):
+        for i, (request, record) in enumerate(zip(requests, records)):
             if stop.is_set() or record.state != "done" or i in ended:
                 continue
             turns.take(stop)
             yield RepeatEvent(i, began=True)
             try:
-                steps = [step for batch in stream_steps(engine, prompt, config, stop) for step in batch]
+                steps = [step for batch in stream_steps(engine, request, stop) for step in batch]
             except EngineError:  # it ran once already; a repeat that fails only loses its timing
                 steps = []
             rates = None
@@ -340,14 +362,15 @@ def _same_run(a: list[Step], b: list[Step]) -> bool:
     return len(a) == len(b) and all(x.committed == y.committed and x.drafted == y.drafted for x, y in zip(a, b))
 
 
-def lane_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationConfig], stop: threading.Event,
+def lane_events(engine: EngineLike, requests: Sequence[Request], stop: threading.Event,
                 settle_s: float | None = None, waited: list[float] | None = None,
                 turns: Turns = EVERY_RUN_FIRST) -> Iterator[LaneEvent]:
-    """The live pass: every lane in turn, as events. A lane starts ("running"), its steps arrive in batches, it
-    ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then "stopped" too).
+    """The live pass: every lane's checked request in turn, as events. A lane starts ("running"), its steps arrive
+    in batches, it ends ("done", "error: ...", or "stopped" once `stop` is set; a lane not yet started is then
+    "stopped" too).
     settle_s: the pause before each lane (None: SETTLE_S as it is when the pass runs)."""
     settle_s = SETTLE_S if settle_s is None else settle_s
-    for index, config in enumerate(configs):
+    for index, request in enumerate(requests):
         if stop.is_set():
             yield LaneEvent(index, "stopped")
             continue
@@ -358,7 +381,7 @@ def lane_events(engine: EngineLike, prompt: str, configs: Sequence[GenerationCon
         time.sleep(settle_s)  # let the page draw the lane that just ended before this one is timed
         started, lane_steps = time.monotonic(), []
         try:
-            for steps in stream_steps(engine, prompt, config, stop):
+            for steps in stream_steps(engine, request, stop):
                 lane_steps.extend(steps)
                 yield LaneEvent(index, steps=tuple(steps))
         except EngineError as exc:

@@ -327,7 +327,7 @@ class RunController:
         pin: the operator's link, whose recorded run is never evicted; timing_runs: each lane's complete runs
         (default: the lane runner's own, app/run/runner.py TIMING_RUNS)."""
         try:
-            plan = RunPlan.of(settings, self.engine, self.views.caps)
+            plan = RunPlan.of(settings, self.engine)
         except EngineError as exc:
             yield self.views.refused(str(exc))
             return

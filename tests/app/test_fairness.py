@@ -352,9 +352,9 @@ def test_an_identical_run_that_ended_after_a_press_answers_it_and_the_engine_run
         def __getattr__(self, name):
             return getattr(random_engine, name)
 
-        def stream(self, prompt, config):
-            streams.append(config.method)
-            return random_engine.stream(prompt, config)
+        def stream(self, request):
+            streams.append(request.config.method)
+            return random_engine.stream(request)
 
     engine = Counting()
 

@@ -140,9 +140,10 @@ def test_a_repeat_that_drafts_otherwise_but_writes_the_same_tokens_is_a_timing_r
     one lane "ran once" while the others show brackets."""
     real_stream, calls, drafts = random_engine.stream, {}, []
 
-    def drafting_otherwise(prompt, config):
+    def drafting_otherwise(request):
+        config = request.config
         calls[config.method] = calls.get(config.method, 0) + 1
-        for step in real_stream(prompt, config):
+        for step in real_stream(request):
             if config.method == "dspark" and calls["dspark"] > 1 and step.drafted:
                 step = replace(step, drafted=tuple(replace(t, draft_prob=t.draft_prob / 2) for t in step.drafted))
             if config.method == "dspark" and calls["dspark"] == 1:
@@ -160,11 +161,12 @@ def test_a_repeat_that_drafts_otherwise_but_writes_the_same_tokens_is_a_timing_r
 def test_a_lane_with_fewer_runs_is_named_with_its_count_never_each_lane_ran_once(random_engine, monkeypatch):
     real_stream, calls = random_engine.stream, {}
 
-    def other_tokens_on_repeat(prompt, config):
+    def other_tokens_on_repeat(request):
+        config = request.config
         calls[config.method] = calls.get(config.method, 0) + 1
-        if config.method == "dspark" and calls["dspark"] > 1:
-            prompt = "class Stack:"  # other tokens: not a run of the same work
-        yield from real_stream(prompt, config)
+        if config.method == "dspark" and calls["dspark"] > 1:  # other tokens: not a run of the same work
+            request = random_engine.requests("class Stack:", [config])[0]
+        yield from real_stream(request)
 
     monkeypatch.setattr(random_engine, "stream", other_tokens_on_repeat)
     status, lanes, comparison = page(random_engine, 2, 3, "fewer", prompt="def fewer(x):\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import html
-import inspect
 import re
 import threading
 from dataclasses import fields, replace
@@ -19,6 +18,7 @@ from app.hosting import gpu  # noqa: E402
 from app.run.sessions import SessionStore  # noqa: E402
 from app.run import runner  # noqa: E402
 from app.run.events import Ended, LaneEvent, LaneRan, ServerLaneEvent  # noqa: E402
+from app.run.plan import RunPlan  # noqa: E402
 from app.run.runner import LaneRun, apply_all, apply_server  # noqa: E402
 from app.servers import client  # noqa: E402
 from app.settings import default_settings  # noqa: E402
@@ -35,37 +35,44 @@ def settings_for(engine, methods=("baseline", "dflash"), **changes):
                    **changes)
 
 
-class CountingEngine:
-    """The engine, its encode_prompt calls counted (the engine's own, inside a lane's run, are not the app's)."""
-
-    def __init__(self, engine):
-        self._engine, self.encoded = engine, 0
-
-    def encode_prompt(self, prompt):
-        self.encoded += 1
-        return self._engine.encode_prompt(prompt)
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-
 def test_one_compare_run_encodes_the_prompt_once_and_checks_each_lanes_config_once(random_engine, monkeypatch):
-    engine = CountingEngine(random_engine)
-    checked, real_validate = [], GenerationConfig.validate
+    """Every encode and every validation counted, wherever it happens (the app's, the engine's, inside a lane's run
+    or its timing repeats): the plan's requests are the only checks, and the runs take them as they are."""
+    checks, validate, encode = [], GenerationConfig.validate, random_engine.encode_prompt
 
     def counted(config):
-        caller = Path(inspect.stack()[1].filename).resolve()
-        if ROOT / "app" in caller.parents:  # the app's checks; the engine's own are the engine's
-            checked.append(config.method)
-        return real_validate(config)
+        checks.append(config.method)
+        return validate(config)
+
+    def encoded(prompt):
+        checks.append("encode")
+        return encode(prompt)
 
     monkeypatch.setattr(GenerationConfig, "validate", counted)
-    handlers = CompareHandlers.over(engine, SessionStore())
+    monkeypatch.setattr(random_engine, "encode_prompt", encoded)
+    runs, stream = [], random_engine.stream
+    monkeypatch.setattr(random_engine, "stream",
+                        lambda request: (runs.append(request.config.method), stream(request))[1])
+    handlers = CompareHandlers.over(random_engine, SessionStore())
     methods = ("baseline", "dflash", "eagle3")
-    outputs = list(handlers.run.run_comparison(settings_for(engine, methods), True, "counted", timing_runs=1))
+    outputs = list(handlers.run.run_comparison(settings_for(random_engine, methods), True, "counted", timing_runs=2))
     assert "done" in outputs[-1][0]
-    assert engine.encoded == 1
-    assert sorted(checked) == sorted(methods)
+    assert runs == list(methods) * 2  # the live pass and a timing repeat of each lane: none checked again
+    assert checks.count("encode") == 1
+    assert sorted(c for c in checks if c != "encode") == sorted(methods)
+
+
+def test_the_runs_end_says_what_each_lanes_request_ran(random_engine):
+    """The plan's lanes carry the engine's requests, capped at the drafter's trained block; the runner's Ended
+    reports that, not what was asked."""
+    block = random_engine.max_drafts("dflash")
+    plan = RunPlan.of(settings_for(random_engine, drafts_per_step_one_pass=block + 2), random_engine)
+    assert [lane.request.drafts_per_step for lane in plan.lanes] == [None, block]
+    assert plan.asked() == {"dflash": block + 2} and plan.prompt_ids == tuple(random_engine.encode_prompt(PROMPT))
+    lanes = plan.lane_runs()
+    end = list(runner.run_lanes(random_engine, PROMPT, lanes, threading.Event(), timing_runs=1))[-1]
+    assert end.lanes == (LaneRan("baseline", "done", None), LaneRan("dflash", "done", block))
+    assert end.capped(plan.asked()) == [("dflash", block, block + 2)]
 
 
 def written(target: ast.AST) -> ast.Attribute | None:
@@ -124,8 +131,8 @@ class GPUStandIn:
     def __init__(self, engine):
         self.engine = engine
 
-    def stream_until(self, prompt, config, stop):
-        for step in self.engine.stream(prompt, config):
+    def stream_until(self, request, stop):
+        for step in self.engine.stream(request):
             yield step
             if stop.is_set():
                 return
@@ -138,12 +145,13 @@ def committed(lane: LaneRun) -> list[int]:
 def test_zerogpu_says_the_live_pass_as_the_runners_own_events(random_engine):
     """The ZeroGPU transport yields the same kind of events as the page's runner, applied by the same
     LaneRun.apply, and the same lanes come out; its runner ends with what each lane ran."""
-    configs = [GenerationConfig(method=m, max_new_tokens=6) for m in ("baseline", "dflash")]
+    configs = [GenerationConfig(method=m, max_new_tokens=6, drafts_per_step=12) for m in ("baseline", "dflash")]
+    requests = random_engine.requests(PROMPT, configs)
     here = [LaneRun(c.method, c) for c in configs]
-    for event in runner.lane_events(random_engine, PROMPT, configs, threading.Event()):
+    for event in runner.lane_events(random_engine, requests, threading.Event()):
         apply_all(here, event)
     stand_in = GPUStandIn(random_engine)
-    there, events = [LaneRun(c.method, c, drafts_per_step=2) for c in configs], []
+    there, events = [LaneRun(r.config.method, r.config, request=r) for r in requests], []
     for event in gpu.lane_runner(stand_in)(stand_in, PROMPT, there, threading.Event()):
         events.append(event)
     assert all(isinstance(e, LaneEvent) for e in events[:-1]) and isinstance(events[-1], Ended)
@@ -151,7 +159,8 @@ def test_zerogpu_says_the_live_pass_as_the_runners_own_events(random_engine):
                                                                (1, "done")]
     assert [committed(lane) for lane in there] == [committed(lane) for lane in here] and committed(here[0])
     assert [lane.state for lane in there] == ["done", "done"] and all(lane.timing_runs == 1 for lane in there)
-    assert events[-1].lanes == (LaneRan("baseline", "done", 2), LaneRan("dflash", "done", 2))
+    cap = random_engine.max_drafts("dflash")
+    assert events[-1].lanes == (LaneRan("baseline", "done", None), LaneRan("dflash", "done", cap))
 
 
 def test_server_lanes_are_events_the_runner_applies():
@@ -179,7 +188,7 @@ def test_the_page_says_what_ran_from_the_runs_end_not_from_its_start_up_caps(ran
 
     def scripted(ran: int):
         def run_lanes(engine, prompt, lanes, stop, **_):
-            for event in runner.lane_events(engine, prompt, [lane.config for lane in lanes], stop):
+            for event in runner.lane_events(engine, [lane.request for lane in lanes], stop):
                 apply_all(lanes, event)
                 yield event
             yield Ended(tuple(LaneRan(lane.method, lane.state, ran if lane.method == "dflash" else None)

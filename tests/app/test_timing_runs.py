@@ -37,10 +37,11 @@ def test_every_lane_is_run_again_in_turns_and_keeps_its_fastest_run(random_engin
     traces, order = {}, []
     real_stream = random_engine.stream
 
-    def recording_stream(prompt, config):
+    def recording_stream(request):
+        config = request.config
         order.append(config.method)
         steps = []
-        for step in real_stream(prompt, config):
+        for step in real_stream(request):
             steps.append(step)
             yield step
         traces.setdefault(config.method, []).append(steps)
@@ -90,11 +91,11 @@ def test_each_step_keeps_its_fastest_timing_laid_end_to_end(random_engine):
 def test_a_repeat_that_wrote_other_tokens_is_not_counted(random_engine, monkeypatch):
     real_stream, calls = random_engine.stream, []
 
-    def other_tokens_on_repeat(prompt, config):
-        calls.append(config.method)
+    def other_tokens_on_repeat(request):
+        calls.append(request.config.method)
         if len(calls) > 1:  # the repeat runs another prompt: other tokens, which must not stand in for the lane's
-            prompt = "class Stack:"
-        yield from real_stream(prompt, config)
+            request = random_engine.requests("class Stack:", [request.config])[0]
+        yield from real_stream(request)
 
     monkeypatch.setattr(random_engine, "stream", other_tokens_on_repeat)
     lane = LaneRun("eagle3", GenerationConfig(method="eagle3", max_new_tokens=12))

@@ -206,6 +206,21 @@ def test_outputs_behind_the_boundary_equal_the_plain_runner(random_engine, tmp_p
     assert [output_ids(lane) for lane in behind] == [output_ids(lane) for lane in plain]
 
 
+def test_a_runs_requests_are_checked_in_the_apps_process_and_cross_whole(random_engine, tmp_path, monkeypatch):
+    """The ZeroGPU engine makes a run's requests in the app's process (its facts and the tokenizer: no model runs),
+    the prompt encoded once for every lane; each request crosses pickled to its GPU call, and the run's end says
+    what it ran, DFlash's drafts per step cut to its trained block."""
+    engine = zero_engine(random_engine, tmp_path)
+    encoded, encode = [], random_engine.encode_prompt
+    monkeypatch.setattr(random_engine, "encode_prompt", lambda prompt: (encoded.append(prompt), encode(prompt))[1])
+    block = engine.max_drafts("dflash")
+    configs = [GenerationConfig(method=m, max_new_tokens=6, drafts_per_step=block + 1) for m in ("baseline", "dflash")]
+    lanes = [LaneRun(r.config.method, r.config, request=r) for r in engine.requests(PROMPT, configs)]
+    end = list(gpu.lane_runner(engine)(engine, PROMPT, lanes, threading.Event()))[-1]
+    assert encoded == [PROMPT] and [lane.state for lane in lanes] == ["done", "done"]
+    assert [(lane.method, lane.drafts_per_step) for lane in end.lanes] == [("baseline", None), ("dflash", block)]
+
+
 def test_stop_ends_a_lanes_gpu_work_within_a_step(random_engine, guarded, tmp_path):
     PACE["step_s"] = 0.05
     stop, lanes = threading.Event(), lanes_for(["baseline", "dflash"], max_new_tokens=60)

@@ -512,7 +512,7 @@ _BARE_BLOCK = re.compile(r"\bblock (\d+)\b(?! =)")
 
 def drafter_words(label: str) -> str:
     """A drafter's label in the lane headers' one block convention, "N drafts per block" (engine/drafters/dflash.py
-    drafts_per_block), whatever the recording says: an older file's "block 8 = anchor + 7 drafts" reads "7 drafts
+    block_words), whatever the recording says: an older file's "block 8 = anchor + 7 drafts" reads "7 drafts
     per block", and its "block 7" of a drafter whose block holds no anchor (DSpark, DeepSpec's format) "7 drafts per
     block"."""
     label = _ANCHORED_BLOCK.sub(lambda m: f"{m.group(2)} drafts per block", label)

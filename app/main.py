@@ -124,8 +124,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     demo.queue(max_size=queue_size)
     classroom = classes.Classroom()  # a class code the presenter opens: each member counted apart
     door = fairness.Door(demo, job_budget_s, presenter.holds, fairness.comparison_estimate(runner.COSTS), own_lane,
-                         classroom)
-    door.at_once_limits.append(demo.speclab_toggles.door_check)  # a toggle past its limit, refused at the door
+                         classroom, at_once_limits=[redraw.door_check])  # a toggle past its limit, refused at the door
     job_s = fairness.job_seconds(runner.COSTS, live_lanes(lesson_handlers))  # each waiting job's engine time
     fairness.install_estimates(demo._queue, job_s)  # each waiting job's place and start
     demo.speclab_door, demo.speclab_presenter, demo.speclab_job_s = door, presenter, job_s

@@ -114,12 +114,12 @@ class Door:
 
     def __init__(self, blocks, budget_s: float = JOB_BUDGET_S, presenter: Callable[[dict], bool] | None = None,
                  estimate: Callable[[object, list, float], tuple[float, str] | None] | None = None,
-                 own_lane: bool = True, classroom=None):
+                 own_lane: bool = True, classroom=None, at_once_limits=()):
         self.blocks, self.budget_s, self.own_lane = blocks, budget_s, own_lane
         self.classroom = classroom  # app/hosting/classroom.py: a class's members counted apart (None: by address)
         # (block function, scope, request) -> (status, line[, retry-after]) refusing an event answered at once
         # (not queued) before Gradio reads it, or None (app/hosting/toggles.py: a toggle past its limit)
-        self.at_once_limits: list[Callable[[object, dict, dict], tuple | None]] = []
+        self.at_once_limits: list[Callable[[object, dict, dict], tuple | None]] = list(at_once_limits)
         self.arriving: list[tuple] = []  # joins let through and not yet queued: (identity, job, token)
         self.is_presenter = presenter or (lambda scope: False)
         self.estimate = estimate  # (block function, raw inputs, budget) -> (seconds, refusal line) or None

@@ -61,3 +61,26 @@ def test_a_live_measurement_says_measured_live_never_recorded():
     words = check_table(live)
     assert words.startswith("Measured live ") and "ecorded" not in words.split(":")[0]
     assert check_table(doc).startswith("Recorded ")
+
+
+def test_the_draft_length_has_one_name_in_the_app():
+    """Drafts per step is one name: the settings hold it per way of drafting (drafts_per_step_serial,
+    drafts_per_step_one_pass), each method's lane reads the control of its own way, and the earlier names live only
+    where links and older files are parsed (app/links.py)."""
+    from pathlib import Path
+
+    from app.settings import PARSERS, RUN_INPUTS, Settings, drafts_per_step_control
+    from engine.contract.methods import METHOD_REGISTRY
+
+    lengths = {name for name in PARSERS if "draft" in name or name in ("serial_k", "drafts_per_block")}
+    assert lengths == {"drafts_per_step_serial", "drafts_per_step_one_pass"} and lengths <= set(RUN_INPUTS)
+    settings = Settings(drafts_per_step_serial=2, drafts_per_step_one_pass=5)
+    for method, entry in METHOD_REGISTRY.items():
+        assert drafts_per_step_control(method) in lengths
+        if entry.drafts:
+            assert settings.config(method).drafts_per_step == (5 if entry.one_pass else 2), method
+    app = Path(__file__).resolve().parents[2] / "app"
+    earlier = re.compile(r"\b(serial_k|drafts_per_block|serial-k|drafts-per-block)\b")
+    named = [f"{path.relative_to(app)}:{n}" for path in sorted(app.rglob("*.py")) if path.name != "links.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if earlier.search(line)]
+    assert named == [], named

@@ -34,9 +34,8 @@ def built_app(random_engine):
         patch.setattr(random_engine, "generate",
                       lambda prompt, config, *a, **k: generated.append((prompt, config)) or
                       real_generate(prompt, config, *a, **k))
-        patch.setattr(random_engine, "stream",
-                      lambda prompt, config, *a, **k: streamed.append((prompt, config)) or
-                      real_stream(prompt, config, *a, **k))
+        patch.setattr(random_engine, "stream",  # a Compare lane streams the engine's checked request
+                      lambda request: streamed.append((request.prompt_ids, request.config)) or real_stream(request))
 
         def run_lanes(*args, **kwargs):
             runners.append({k: v for k, v in kwargs.items() if k == "timing_runs"})  # what these tests read

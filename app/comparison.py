@@ -325,7 +325,9 @@ def collector_paused():
     """Python's cycle collector held off while a file is read. Reading one makes hundreds of thousands of small
     objects (each token, its top-k, its step) and no cycle; left on, the collector walks everything alive again and
     again as they are made, which was half of a large file's read. Readers in several threads share one pause; the
-    collector runs again when the last one ends (if it ran before)."""
+    collector runs again when the last one ends (if it ran before), with what was made meanwhile counted as old
+    (gc.freeze then gc.unfreeze moves every tracked object to the oldest generation, walking none): else its next
+    young collections would walk the file's objects again, a third of drawing a large file's views."""
     with _pause_lock:
         if _pause["readers"] == 0:
             _pause["resume"] = gc.isenabled()
@@ -337,6 +339,8 @@ def collector_paused():
         with _pause_lock:
             _pause["readers"] -= 1
             if _pause["readers"] == 0 and _pause["resume"]:
+                gc.freeze()
+                gc.unfreeze()
                 gc.enable()
 
 

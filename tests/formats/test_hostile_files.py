@@ -203,6 +203,10 @@ def test_reading_a_file_shown_or_refused_leaves_the_cycle_collector_as_it_was(sa
         for thread in threads:
             thread.join()
         assert gc.isenabled()  # readers in several threads: on again once the last has read
+        comparison = read_comparison(good)
+        young = {id(o) for generation in (0, 1) for o in gc.get_objects(generation)}
+        step = comparison.lanes["eagle3"].steps[1]
+        assert gc.is_tracked(step) and not {id(step), id(step.drafted[0])} & young  # counted as old: not walked again
     finally:
         (gc.enable if was else gc.disable)()
 

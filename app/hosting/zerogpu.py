@@ -401,8 +401,7 @@ class ZeroGPUEngine(KnownFacts):
             work.close()
             self.stops.clear(run)
 
-    def generate(self, request: Request | str, config: GenerationConfig | None = None,
-                 stop: threading.Event | None = None) -> RunResult:
+    def generate(self, request: Request | str, config: GenerationConfig | None = None, stop=None) -> RunResult:
         request = as_request(self, request, config)
         return self._call(_generate, (request,), {}, stop, self.stream_seconds(request.config))
 
@@ -479,8 +478,7 @@ class ZeroGPUEngine(KnownFacts):
         flag = self.stops.flag(run, time.monotonic() + worker_limit_s(declared_s, self.factor))
         had_profile = self._has_profile()
         try:
-            config = request.config
-            self._ready([config.method], (0.0, 1.0) if config.temperature > 0 else (0.0,), flag)
+            self._ready([request.config.method], (0.0, 1.0) if request.config.temperature > 0 else (0.0,), flag)
         except Stopped:
             yield "facts", self._facts(had_profile)
             yield "stopped", flag.reason or "stopped"

@@ -49,35 +49,37 @@ def best_first(probs: torch.Tensor, budget: int) -> tuple[torch.Tensor, torch.Te
 
     A prefix's score is the sum of its tokens' log-probabilities, never above its parent's: the likeliest prefixes
     hang together. So each depth keeps its `budget` likeliest among the children of the depth above's kept ones
-    (each child one of its position's likeliest tokens), and the tree is the likeliest of all depths' kept ones. Ties
-    go to the shallower, then to the likelier parent, then to the likelier token. Nodes are listed by depth, then
-    likeliest first: parents first, siblings likeliest first."""
+    (each child one of its position's likeliest tokens), and the tree is the likeliest of all depths' kept ones, a
+    tie between depths going to the shallower (so a parent always before a child of the same score). Nodes are
+    listed by depth, then likeliest first: parents first, siblings likeliest first."""
     depth_limit, vocab = probs.shape
     width = min(budget, vocab)
+    counts = [width]  # candidates each depth keeps: known before anything is computed
+    for _ in range(1, depth_limit):
+        counts.append(min(budget, counts[-1] * width))
+    total, device = sum(counts), probs.device
     top_p, top_ids = probs.float().topk(width, dim=-1)
     log_p = top_p.log()
-    device = probs.device
-    scores, parent, rank = [log_p[0]], [torch.full((width,), -1, dtype=torch.long, device=device)], \
-        [torch.arange(width, device=device)]
-    depth = [torch.zeros(width, dtype=torch.long, device=device)]
-    offset, count = 0, width  # the depth above's first candidate and how many it kept
+    # each candidate's depth, parent and rank in one integer: depth · stride + (parent + 1) · width + rank
+    stride = width * (total + 1)
+    scores, codes = [log_p[0]], [torch.arange(width, device=device)]
+    start = 0  # the depth above's first candidate
     for d in range(1, depth_limit):
-        candidates = (scores[-1][:, None] + log_p[d][None, :]).reshape(-1)  # (parent, rank): ties in that order
-        kept = torch.sort(candidates, descending=True, stable=True).indices[: min(budget, candidates.numel())]
-        scores.append(candidates[kept])
-        parent.append(kept // width + offset)
-        rank.append(kept % width)
-        depth.append(torch.full((kept.numel(),), d, dtype=torch.long, device=device))
-        offset, count = offset + count, kept.numel()
-    scores, parent, rank, depth = (torch.cat(x) for x in (scores, parent, rank, depth))
-    n = min(budget, scores.numel())
+        candidates = (scores[-1][:, None] + log_p[d][None, :]).view(-1)  # (parent, rank)
+        best, kept = candidates.topk(counts[d])  # ties within a depth: either may be kept, the tree stays whole
+        scores.append(best)
+        codes.append(kept + (d * stride + (start + 1) * width))
+        start += counts[d - 1]
+    scores, codes = torch.cat(scores), torch.cat(codes)
+    n = min(budget, total)
     chosen = torch.sort(scores, descending=True, stable=True).indices[:n].sort().values  # by depth, then score
-    node_of = torch.full((scores.numel(),), -1, dtype=torch.long, device=device)
+    code = codes[chosen]
+    position, rest = code // stride, code % stride
+    node_of = torch.full((total,), -1, dtype=torch.long, device=device)
     node_of[chosen] = torch.arange(n, device=device)
-    up = parent[chosen]
+    up = rest // width - 1
     parents = torch.where(up >= 0, node_of.index_select(0, up.clamp_min(0)), -1)
-    position = depth[chosen]
-    return top_ids.view(-1)[position * width + rank[chosen]], parents, position
+    return top_ids.view(-1)[position * width + rest % width], parents, position
 
 
 def sibling_ranks(node_rows: torch.Tensor) -> torch.Tensor:

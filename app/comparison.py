@@ -322,12 +322,11 @@ _pause = {"readers": 0, "resume": False}
 
 @contextmanager
 def collector_paused():
-    """Python's cycle collector held off while a file is read. Reading one makes hundreds of thousands of small
-    objects (each token, its top-k, its step) and no cycle; left on, the collector walks everything alive again and
-    again as they are made, which was half of a large file's read. Readers in several threads share one pause; the
-    collector runs again when the last one ends (if it ran before), with what was made meanwhile counted as old
-    (gc.freeze then gc.unfreeze moves every tracked object to the oldest generation, walking none): else its next
-    young collections would walk the file's objects again, a third of drawing a large file's views."""
+    """Python's cycle collector held off while a file is read: reading one makes hundreds of thousands of small
+    objects (each token, its top-k, its step) and no cycle, and the collector walked everything alive again and again
+    as they were made (half a large file's read). Readers in several threads share one pause; the collector runs
+    again when the last ends (if it ran before), what was made meanwhile counted as old (gc.freeze, gc.unfreeze:
+    all to the oldest generation, none walked), else young collections walk it again (a third of drawing it)."""
     with _pause_lock:
         if _pause["readers"] == 0:
             _pause["resume"] = gc.isenabled()
@@ -353,18 +352,16 @@ def read_comparison(data: bytes | str, size: int | None = None) -> Comparison:
         return read_parsed(parse_file(data))
 
 
-# Each byte of a file as the shape of its numbers: a digit as 0, a point as itself, anything else as x. An integer of
-# 20 digits or more (past 64 bits) shows as x and 20 zeros; a float as json writes it never does (its repr has at
-# most 16 digits before its point, and its digits after one follow the point).
+# Each byte as the shape of a number: a digit 0, a point itself, else x. An integer past 64 bits shows as x and 20
+# zeros; a float as json writes it never does (at most 16 digits before its point; those after it follow the point).
 _SHAPES = bytes(0x30 if 0x30 <= b <= 0x39 else b if b == 0x2E else 0x78 for b in range(256))
 _LONG_INTEGER = b"0" * 20
 
 
 def _parse(data: bytes | str):
-    """The file's JSON. orjson reads standard JSON in UTF-8, half a large file's read by json; anything it does not
-    take (NaN, another encoding, values nested past 1,024 deep, broken JSON) goes to json, and so does a file with an
-    integer of 20 digits or more (past 64 bits, orjson reads it as a float): a file reads to the same values, or fails
-    with the same error, as it always did."""
+    """The file's JSON: by orjson (UTF-8, standard JSON; twice json's speed), else by json (NaN, other encodings,
+    nesting past 1,024, broken JSON, and integers past 64 bits, which orjson reads as floats): the same values, or
+    the same error, as json alone."""
     if orjson is None:
         return json.loads(data)
     try:
@@ -380,25 +377,21 @@ def _parse(data: bytes | str):
     return json.loads(data)
 
 
+@collector_paused()
 def parse_file(data: bytes | str):
     """A file's JSON value (RecordError, one line, for anything that is not JSON); `read_parsed` reads it."""
-    with collector_paused():
-        try:
-            return _parse(data)
-        except RecursionError:
-            raise RecordError("the file nests its values too deeply to be a comparison") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
+    try:
+        return _parse(data)
+    except RecursionError:
+        raise RecordError("the file nests its values too deeply to be a comparison") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordError(f"not a JSON file ({str(exc).splitlines()[0]})") from None
 
 
+@collector_paused()
 def read_parsed(doc) -> Comparison:
     """A saved comparison's JSON value (`parse_file`) read and checked; RecordError (one line) for anything else.
     Read inside `collector_paused` with the parse, so the collector does not walk the parsed values in between."""
-    with collector_paused():
-        return _read_parsed(doc)
-
-
-def _read_parsed(doc) -> Comparison:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise RecordError(f"not a SpecLab comparison (expected \"format\": \"{FORMAT}\")")
     doc = {key: _current_method_ids(value) if key in METHOD_KEYED else value for key, value in doc.items()}

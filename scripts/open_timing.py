@@ -97,7 +97,8 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}):")
     for name, found in crafted_files().items():
         mark = "within" if found["cpu_s"] < GOAL_S else "OVER"
-        print(f"  {name:<22} {found['mb']:>4.1f} MB  {found['cpu_s']:.2f} s ({mark} {GOAL_S:g} s)  {found['answer'][:70]}")
+        print(f"  {name:<22} {found['mb']:>4.1f} MB  {found['cpu_s']:.2f} s ({mark} {GOAL_S:g} s)  "
+              f"{found['answer'][:70]}")
 
 
 if __name__ == "__main__":

@@ -211,10 +211,11 @@ def test_reading_a_file_shown_or_refused_leaves_the_cycle_collector_as_it_was(sa
         (gc.enable if was else gc.disable)()
 
 
-@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": Infinity}', '{"a": %d}' % 10**30, '{"a": 1} x', '{"a": "\\ud800"}',
-                                  '\ufeff{"a": 1}', '[' * 2000 + ']' * 2000, '{"a": 1, "a": 2}', '{"a": -0, "b": 1e-400}',
-                                  '[-123456789012345678901]', '123456789012345678901', '[12345678901234567890123.5]',
-                                  '{"a": 0.000123456789012345678, "b": 18446744073709551615}'])
+@pytest.mark.parametrize("text", [
+    '{"a": NaN}', '{"a": Infinity}', '{"a": %d}' % 10**30, '{"a": 1} x', '{"a": "\\ud800"}', '\ufeff{"a": 1}',
+    '[' * 2000 + ']' * 2000, '{"a": 1, "a": 2}', '{"a": -0, "b": 1e-400}', '[-123456789012345678901]',
+    '123456789012345678901', '[12345678901234567890123.5]', '{"a": 0.000123456789012345678, "b": 18446744073709551615}',
+])
 def test_a_file_reads_to_the_values_json_reads_or_fails_as_json_fails(text):
     from app.comparison import _parse
 

@@ -99,13 +99,11 @@ class Engine:
         self.context_length = target.config.max_position_embeddings
         self._verify_steps_per_s: list[float] | None = None  # measured once, for DSpark's scheduler
         self._batch_verify_cost: tuple[float, float] | None = None  # the same in a batch (engine/batch.py)
-        # the target's fused forward (engine/target/fused.py), built on first use (fused_target), after the CPU
-        # layout above
+        # the target's fused forward (engine/target/fused.py), built on first use (fused_target)
         self._fused_target: FusedQwen3 | None = None
         self._fuses = FusedQwen3.supports(target)
-        # On CUDA every verify runs at one fixed width (every row computed by the same kernels whatever the lane, and
-        # replayable as a CUDA graph); on the CPU each verify costs by its rows, so it runs exactly the rows it has.
-        # fixed_width True or False asks for one or the other anywhere (the fused forward computes both).
+        # On CUDA every verify runs at one fixed width (the same kernels for every row whatever the lane, replayable
+        # as a CUDA graph); on the CPU exactly its rows (it costs by them). fixed_width True/False asks for either.
         fixed = device.type == "cuda" if fixed_width is None else fixed_width
         self.verify_width = VERIFY_WIDTH if fixed and self._fuses else None
         self.cuda_graphs = graphs_wanted(cuda_graphs, device) and self.verify_width is not None
@@ -192,6 +190,8 @@ class Engine:
             ids = list(ids)
         else:
             ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if not ids:
+            raise EngineError("the prompt encodes to no tokens: the tokenizer knows none of its text")
         if len(ids) >= self.context_length:
             raise EngineError(f"the prompt is {len(ids)} tokens; this model's context holds {self.context_length}, "
                               f"so the prompt must be at most {self.context_length - 1} tokens")

@@ -127,6 +127,9 @@ def custom_preset(target: str, drafters: dict[str, str], chat: bool = False, cac
     except (OSError, ValueError) as exc:
         raise EngineError(f"{target!r}: no tokenizer beside the target ({str(exc).splitlines()[0] if str(exc) else exc})") \
             from None
+    if tokenizer_size < 2:  # transformers makes an empty one from a folder holding only a tokenizer config
+        raise EngineError(f"{target!r}: no tokenizer beside the target (its folder has no tokenizer.json or vocabulary "
+                          f"files; the tokenizer read there holds {tokenizer_size} token)")
     problems = pair_problems(target_config, drafter_configs, tokenizer_size)
     if problems:
         raise EngineError("these checkpoints do not fit together: " + "; ".join(problems))

@@ -82,6 +82,19 @@ def test_a_vocabulary_mismatch_is_one_line_before_any_weights_load(folders, toke
         in err[0] and f"eagle3: vocabulary {len(tokenizer)}" in err[0]
 
 
+def test_a_target_folder_without_its_tokenizer_is_one_line(folders, capsys, tmp_path):
+    """transformers reads a folder holding only a tokenizer config as an empty tokenizer, which encodes every prompt to
+    nothing: refused by name before any weights load, not a crash inside the first forward."""
+    bare = tmp_path / "bare-target"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+        (bare / name).symlink_to(folders / "target" / name)
+    status = main(["generate", "--target", str(bare), "--prompt", "def f(x):", "--json", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "no tokenizer beside the target" in err[0], err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_every_mismatch_is_named_and_bad_flags_are_one_line(tmp_path):
     target = {"architectures": ["Qwen3ForCausalLM"], "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 8}
     drafter = {"vocab_size": 100, "hidden_size": 32, "num_target_layers": 24, "target_layer_ids": [1, 9]}

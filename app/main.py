@@ -61,7 +61,7 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
         if door is not None:
             door.withdraw(session)
 
-    def where(session: str) -> tuple[int, float]:  # a session's place in the queue and its expected wait
+    def where(session: str) -> tuple[int, float]:  # a browser's place in the queue and its expected wait
         return fairness.place_of(demo._queue, session, job_s)
 
     sessions = SessionStore(recordings=recordings, withdraw=withdraw)

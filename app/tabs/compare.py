@@ -561,7 +561,7 @@ def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
     """The tab: its layout, its handlers, wired. run_lanes advances the lanes (app/run/runner.py's in this process;
     app/hosting/gpu.py's under ZeroGPU); max_run_s: past this many seconds a comparison is stopped (its finished
     lanes kept); servers: the server lanes run beside the local ones (app/servers/lanes.py), if any; turns: who
-    goes first between two lanes (app/run/runner.py Turns); where: a session's place in the app's queue and its
+    goes first between two lanes (app/run/runner.py Turns); where: a browser's place in the app's queue and its
     expected wait (RunController.where_it_stands)."""
     handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key, turns, servers, where)
     views = handlers.views

@@ -11,7 +11,15 @@ import pytest
 
 from conftest import ROOT
 
-SMOKE = ["--cpu", "--smoke", "--prompts", "1", "--max-new-tokens", "6", "--repeats", "2"]
+SMOKE = ["--cpu", "--smoke", "--prompts", "1", "--max-new-tokens", "6", "--repeats", "1"]
+PROMPT_CHARS = 100  # each held-out prompt's last characters (about 30 tokens of its last lines, not 160)
+
+
+def short_prompts(load_prompts):
+    """The held-out prompts' tails: every section's runs prefill a prompt first (most of a smoke run's work on the
+    whole prompts); what the tests check (each section ran, wrote its figures, every lane equals the baseline) is
+    the same on a shorter one."""
+    return lambda *args: [prompt[-PROMPT_CHARS:] for prompt in load_prompts(*args)]
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +32,11 @@ def gpu_check():
     return module
 
 
-@pytest.mark.slow
-def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, embedded_engine, tmp_path, capsys,
-                                                               monkeypatch):
-    # The float32 engine the sections load is Engine.load("tiny", "cpu"), as the tests' shared one is: that one
-    # is handed over (a load and its DSpark verify timing fewer); the bfloat16 one is loaded as the script loads it.
+@pytest.fixture
+def shared_engine(gpu_check, embedded_engine, monkeypatch):
+    """The float32 engine the sections load is Engine.load("tiny", "cpu"), as the tests' shared one is: that one
+    is handed over (a load and its DSpark verify timing fewer); the bfloat16 one is loaded as the script loads it.
+    The prompts are the held-out ones' tails (short_prompts)."""
     load = gpu_check.Engine.load
 
     def shared_or_loaded(preset, device, dtype=None, cuda_graphs="auto", fixed_width=None, **options):
@@ -37,6 +45,11 @@ def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, embedde
         return load(preset, device, dtype=dtype, cuda_graphs=cuda_graphs, fixed_width=fixed_width, **options)
 
     monkeypatch.setattr(gpu_check.Engine, "load", shared_or_loaded)
+    monkeypatch.setattr(gpu_check, "load_prompts", short_prompts(gpu_check.load_prompts))
+
+
+@pytest.mark.slow
+def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, shared_engine, tmp_path, capsys):
     sections = [name for name in gpu_check.SECTIONS if name != "recordings"]  # its recorder has tests of its own
     assert gpu_check.main([*SMOKE, "--out", str(tmp_path), "--only", ",".join(sections)]) == 0, \
         capsys.readouterr().err[-3000:]
@@ -68,7 +81,8 @@ def test_every_section_runs_on_the_cpu_and_writes_its_figures(gpu_check, embedde
         "profile_baseline.json", "profile_dflash.json", "report.json"]
 
 
-def test_a_failing_section_is_written_down_and_the_others_run_on(gpu_check, tmp_path, monkeypatch, capsys):
+def test_a_failing_section_is_written_down_and_the_others_run_on(gpu_check, shared_engine, tmp_path, monkeypatch,
+                                                               capsys):
     def broken(check, out):
         raise RuntimeError("no such kernel")
 

@@ -25,6 +25,15 @@ SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, m
 
 
 @pytest.fixture(scope="module")
+def built(random_engine):
+    """The app built once for the file (a build costs most of a second of CPU): each test calls its handlers as a
+    visitor of its own, so neither sees the other's session."""
+    from app.main import build_app
+
+    return build_app(random_engine)
+
+
+@pytest.fixture(scope="module")
 def comparison(random_engine) -> Comparison:
     """A real run of every lane at temperature 0.8 with the rejection rule, so draws exist."""
     lanes = {}
@@ -160,11 +169,9 @@ def test_the_slider_ends_at_the_longest_lane_and_play_walks_to_it_and_stops(comp
     assert step_number(-3, last) == 0 and step_number(float("nan"), last) == 0 and step_number([1], last) == 0
 
 
-def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(random_engine, comparison):
+def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(built, comparison):
     """Through the built app's own handlers, as the browser would call them."""
-    from app.main import build_app
-
-    demo = build_app(random_engine)
+    demo = built
     assert "Step through" in [getattr(b, "label", None) for b in demo.blocks.values()]
     timer = next(b for b in demo.blocks.values() if isinstance(b, gr.Timer))
     assert timer.value == PLAY_EVERY_S and timer.active is False
@@ -199,10 +206,8 @@ def test_the_tab_wires_a_timer_that_ticks_to_the_end_and_switches_itself_off(ran
     assert slider.maximum >= 1  # a fresh page's slider before anything is shown
 
 
-def test_a_saved_file_opens_and_a_bad_one_gets_one_line(random_engine, comparison, tmp_path):
-    from app.main import build_app
-
-    fns = {dep.name: dep.fn for dep in build_app(random_engine).fns.values()}
+def test_a_saved_file_opens_and_a_bad_one_gets_one_line(built, comparison, tmp_path):
+    fns = {dep.name: dep.fn for dep in built.fns.values()}
     request = type("Request", (), {"session_hash": "test-step-upload"})()
     saved = tmp_path / "run.json"
     saved.write_text(comparison.to_json(), encoding="utf-8")

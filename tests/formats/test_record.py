@@ -110,18 +110,25 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
     assert "cannot open that file" in status and "not a SpecLab comparison" in status
 
 
-def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engine, monkeypatch):
+@pytest.fixture(scope="module")
+def built(random_engine):
+    """The app built once for the file (a build costs most of a second of CPU); each test calls its handlers as
+    visitors of its own, on a link or a file no other test here opens."""
+    from app.main import build_app
+
+    return build_app(random_engine)
+
+
+def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engine, built, monkeypatch):
     """Thirty students opening one link: the first visit runs the models, later ones get that run, drawn once.
     (A page's load event and the link's own run event, called as the page calls them.)"""
     from types import SimpleNamespace
 
     from app.settings import PARSERS
-    from app.main import build_app
     from app.run.runner import TIMING_RUNS
     from app.tabs.compare import LaneViews
 
-    demo = build_app(random_engine)
-    fns = {dep.name: dep.fn for dep in demo.fns.values()}
+    fns = {dep.name: dep.fn for dep in built.fns.values()}
     query = {"prompt": "def g(y):", "methods": "baseline,ar", "max_new_tokens": "10"}
     runs, drawn = [], []
     real_stream, real_draw = random_engine.stream, LaneViews.draw
@@ -161,18 +168,17 @@ def test_at_most_a_few_sessions_keep_a_file_they_opened(comparison):
     assert store.get("s1").last is comparison and store.get("s1").shown is None
 
 
-def test_a_recorded_runs_device_text_is_escaped_once_wherever_it_shows(random_engine, comparison):
+def test_a_recorded_runs_device_text_is_escaped_once_wherever_it_shows(built, comparison):
     """A file's device text is plain text: each view escapes it exactly once (`<b>` shows as typed, never as
     `&lt;b&gt;` on the page, never as markup)."""
     from types import SimpleNamespace
 
-    from app.main import build_app
     from app.draw.render import status_html
     from app.tabs.step import describe
 
     odd = replace(comparison, device="<b>GPU</b> & co")
     once = "&lt;b&gt;GPU&lt;/b&gt; &amp; co"
-    fns = {dep.name: dep.fn for dep in build_app(random_engine).fns.values()}
+    fns = {dep.name: dep.fn for dep in built.fns.values()}
     status = fns["open_saved"](odd.to_json().encode(), True, SimpleNamespace(session_hash="s"))[0]
     assert once in status and "<b>GPU" not in status and "&amp;lt;" not in status
     step_status = status_html(describe(odd, "opened from a file"))

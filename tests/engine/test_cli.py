@@ -35,6 +35,23 @@ def run_main(capsys, *args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["python", "-m", "engine", *args], status, captured.out, captured.err)
 
 
+@pytest.fixture
+def shared_models(embedded_engine, monkeypatch):
+    """`main` run in this process gets the tests' shared engine of the embedded models where it would load the same
+    ones again (Engine.load("tiny") on the CPU, the preset's threads): the command line's own code runs whole,
+    a second of loading fewer."""
+    from engine.loop import Engine
+
+    load = Engine.load
+
+    def shared_or_loaded(preset, device="auto", threads=None, cuda_graphs="auto", **options):
+        if (preset, pick_device(device).type, threads, cuda_graphs, options) == ("tiny", "cpu", None, "auto", {}):
+            return embedded_engine
+        return load(preset, device=device, threads=threads, cuda_graphs=cuda_graphs, **options)
+
+    monkeypatch.setattr(Engine, "load", shared_or_loaded)
+
+
 def assert_one_clear_line(result: subprocess.CompletedProcess, message: str) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -89,7 +106,7 @@ def test_a_bad_call_as_a_user_runs_it_is_one_clear_line(args, message):
     assert_one_clear_line(run_cli(*args), message)
 
 
-def test_a_prompt_past_the_context_is_one_clear_line(capsys):
+def test_a_prompt_past_the_context_is_one_clear_line(capsys, shared_models):
     """Known only once the tokenizer has counted it, after the models load: the same `main` as above, in this
     process (a subprocess would spend its seconds importing torch again)."""
     from engine.__main__ import main
@@ -137,7 +154,7 @@ def test_closed_stdout_exits_quietly():
 
 
 @pytest.mark.slow
-def test_generate_writes_the_contract_json(tmp_path, embedded_engine, capsys):
+def test_generate_writes_the_contract_json(tmp_path, embedded_engine, shared_models, capsys):
     """One real run from the command line's `main` (the AR lane, the largest seed), in this process (a subprocess
     would spend its seconds importing torch again; the closed-stdout test above runs one): the report follows the
     contract, and its tokens are the target's own greedy ones."""

@@ -41,6 +41,18 @@ def output_text_of(lane: str) -> str:
     return "".join(html.unescape(s) for s in spans)
 
 
+_DEFAULT_APPS: dict[int, object] = {}
+
+
+def default_app(engine):
+    """build_app(engine) with its defaults, built once per test process (a build costs most of a second of CPU) and
+    shared by the files that only call its handlers, each test as visitors of its own that no other test is, and
+    change nothing of it for longer than a test (monkeypatch). A file that changes the app keeps a build of its own."""
+    if id(engine) not in _DEFAULT_APPS:
+        _DEFAULT_APPS[id(engine)] = (engine, build_app(engine))  # the engine kept: its id is never another's
+    return _DEFAULT_APPS[id(engine)][1]
+
+
 @pytest.fixture(scope="module")
 def launched(random_engine):
     """The app served in this process: (its Blocks, its URL)."""

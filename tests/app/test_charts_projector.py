@@ -104,9 +104,9 @@ def test_projector_mode_sets_every_charts_text_through_its_own_layout():
 
 
 def test_the_projector_toggle_redraws_the_sessions_charts_for_a_room(random_engine):
-    from app.main import build_app
+    from compare_support import default_app
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)  # built once per test process; this test's visitor is its own
     toggle = next(d for d in demo.fns.values() if d.name == "on_toggle")
     handler = toggle.fn.__self__
     visitor = SimpleNamespace(session_hash="projector-visitor")

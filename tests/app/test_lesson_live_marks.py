@@ -26,10 +26,10 @@ MEASURE = {"lossless": "measure_check_live", "sweeps": "measure_sweeps_live", "p
 
 @pytest.fixture(scope="module")
 def handlers(random_engine):
-    from app.main import build_app
     from app.tabs.slides import SlideHandlers
+    from compare_support import default_app
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)  # built once per test process; each point's visitor is its own
     return next(o for o in (getattr(d.fn, "__self__", None) for d in demo.fns.values())
                 if isinstance(o, SlideHandlers))
 

@@ -90,9 +90,9 @@ def test_a_page_that_keeps_up_measures_most_of_each_live_pass_as_the_engines(ran
 
 
 def test_speedups_say_provisional_until_the_timing_runs_end(random_engine):
-    from app.main import build_app
+    from compare_support import default_app
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)  # built once per test process; this test's visitor is its own
     run = next(d for d in demo.fns.values() if d.name == "on_run")
     handlers = run.fn.__self__
     from app.settings import default_settings

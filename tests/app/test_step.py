@@ -26,11 +26,11 @@ SETTINGS = dict(prompt=PROMPT, methods=list(METHODS), temperature=0.8, seed=5, m
 
 @pytest.fixture(scope="module")
 def built(random_engine):
-    """The app built once for the file (a build costs most of a second of CPU): each test calls its handlers as a
-    visitor of its own, so neither sees the other's session."""
-    from app.main import build_app
+    """The app with its defaults, built once (compare_support.default_app): each test calls its handlers as a
+    visitor of its own, so none sees another's session."""
+    from compare_support import default_app
 
-    return build_app(random_engine)
+    return default_app(random_engine)
 
 
 @pytest.fixture(scope="module")

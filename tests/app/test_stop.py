@@ -111,13 +111,14 @@ def test_a_measurement_past_the_time_limit_is_stopped_with_a_clear_line(random_e
 
 @pytest.fixture(scope="module")
 def built(random_engine):
-    """The app built once for the file: its lesson, Compare and slide handlers (each test a visitor of its own)."""
-    from app.main import build_app
+    """The app with its defaults, built once (compare_support.default_app): its lesson, Compare and slide handlers
+    (each test a visitor of its own)."""
+    from compare_support import default_app
     from app.tabs.compare import RunController
     from app.tabs.lesson import LessonHandlers
     from app.tabs.slides import SlideHandlers
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)
     owners = [getattr(dep.fn, "__self__", None) for dep in demo.fns.values()]
     return SimpleNamespace(**{name: next(o for o in owners if isinstance(o, kind)) for name, kind in (
         ("lesson", LessonHandlers), ("compare", RunController), ("slides", SlideHandlers))})

@@ -112,11 +112,11 @@ def test_opening_a_saved_comparison_shows_its_lanes_without_running_a_model(rand
 
 @pytest.fixture(scope="module")
 def built(random_engine):
-    """The app built once for the file (a build costs most of a second of CPU); each test calls its handlers as
-    visitors of its own, on a link or a file no other test here opens."""
-    from app.main import build_app
+    """The app with its defaults, built once (compare_support.default_app); each test calls its handlers as
+    visitors of its own, on a link or a file no other test opens."""
+    from compare_support import default_app
 
-    return build_app(random_engine)
+    return default_app(random_engine)
 
 
 def test_a_share_link_opened_again_shows_the_recorded_run_drawn_once(random_engine, built, monkeypatch):

@@ -34,7 +34,7 @@ def test_app_imports_no_torch():
 
 
 def test_app_builds_without_launching(random_engine):
-    demo = build_app(random_engine)
+    demo = compare_support.default_app(random_engine)  # build_app(random_engine), built once per test process
     assert isinstance(demo, gr.Blocks)
     labels = {getattr(block, "label", None) for block in demo.blocks.values()}
     assert {"Compare", "Why", "About"} <= labels

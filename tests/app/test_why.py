@@ -230,18 +230,26 @@ def test_why_tab_in_chromium_overlays_the_last_run_and_shows_the_recorded_sweep(
         assert "DFlash paper, Table 1" in page.content()  # every published figure carries its source
 
 
-@pytest.mark.parametrize("values, message", [
-    ((float("nan"), 0.1, 0.3), "acceptance p must be a number"), ((0.7, "x", 0.3), "serial draft cost must be"),
-    ((0.7, 0.1, [1]), "block draft cost must be"), ((0.7, 0.1, 9.0), "from 0.05 to 1.5"),
-])
-def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, values, message):
-    from types import SimpleNamespace
-
+@pytest.fixture(scope="module")
+def api_handlers(random_engine):
+    """The Why tab's handlers over no recordings, rendered once for the checks of what an API call can send (each
+    refused before anything is measured or kept)."""
     from app.run.sessions import SessionStore
     from app.tabs import why
 
     with gr.Blocks():
         _, handlers = why.render(random_engine, SessionStore(), recordings={})
+    return handlers
+
+
+@pytest.mark.parametrize("values, message", [
+    ((float("nan"), 0.1, 0.3), "acceptance p must be a number"), ((0.7, "x", 0.3), "serial draft cost must be"),
+    ((0.7, 0.1, [1]), "block draft cost must be"), ((0.7, 0.1, 9.0), "from 0.05 to 1.5"),
+])
+def test_the_prediction_checks_every_value_an_api_call_can_send(api_handlers, values, message):
+    from types import SimpleNamespace
+
+    handlers = api_handlers
     visitor = SimpleNamespace(session_hash="api-visitor")
     with pytest.raises(gr.Error, match=message):
         handlers.predict(*values, visitor)
@@ -250,14 +258,10 @@ def test_the_prediction_checks_every_value_an_api_call_can_send(random_engine, v
     assert handlers.predict(0.7, 0.1, 0.3, visitor).data  # in range: drawn
 
 
-def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(random_engine):
+def test_the_sweep_endpoint_refuses_a_prompt_choice_that_is_not_one(api_handlers):
     from types import SimpleNamespace
 
-    from app.run.sessions import SessionStore
-    from app.tabs import why
-
-    with gr.Blocks():
-        _, handlers = why.render(random_engine, SessionStore(), recordings={})
+    handlers = api_handlers
     for choice in (None, 5, ["x"], "  "):
         with pytest.raises(gr.Error, match="prompts must be"):
             handlers.on_sweep(choice, SimpleNamespace(session_hash="api-visitor"))

@@ -252,7 +252,7 @@ def test_tree_lanes_equal_the_baseline_at_temperature_zero(embedded_engine, meth
 
 @pytest.mark.parametrize("method", TREE_LANES)
 def test_tree_lanes_equal_the_baseline_up_to_the_context_limit(tree_engine, method):
-    baseline = tree_engine.generate(PROMPTS[2], GenerationConfig(method="baseline", max_new_tokens=500))
+    baseline = baseline_of(tree_engine, PROMPTS[2], 500)  # both lanes against the one run to the context
     tree = tree_engine.generate(PROMPTS[2], GenerationConfig(method=method, max_new_tokens=500, tree_nodes=24,
                                                              drafts_per_step=7))
     assert baseline.summary.finish_reason == tree.summary.finish_reason == "context"

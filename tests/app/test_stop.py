@@ -39,8 +39,10 @@ def long_measurements(monkeypatch):
     monkeypatch.setattr(lesson, "load_prompts", lambda: SHORT_PROMPTS)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def why_handlers(random_engine):
+    """The Why tab's handlers, rendered once for the file: each test is visitors of its own, and what a test changes
+    of them (the engine's generate) it puts back."""
     from app.run.sessions import SessionStore
     from app.tabs import why
 

@@ -69,6 +69,10 @@ def decoder_layer_weights(prefix: str, hidden: int, heads: int, kv_heads: int, h
 
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
+# How often (ms) a browser test's wait_for_function reads the page: playwright's default reads it at every frame,
+# sixty times a second, each read of sizes forcing the page's style and layout while it draws (chromium's CPU)
+POLL_MS = 100
+
 
 # A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
 # (titles, ticks, legend entries, bar labels, annotations) with its box and font size, in page pixels

@@ -18,7 +18,7 @@ from app.links import parse_query  # noqa: E402
 from app.draw.charts import PROJECTOR_FONT  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
-from conftest import needs_chromium, page_on  # noqa: E402
+from conftest import POLL_MS, needs_chromium, page_on  # noqa: E402
 
 
 
@@ -226,12 +226,14 @@ def test_lesson_links_and_show_me_open_their_points_with_the_named_chart_in_view
         page.goto(f"{random_app}?lesson={compare_point.number}")
         opened(page, compare_point)
         chart = page.locator("#acceptance")
-        page.wait_for_function(OUTLINED_FOR_JS, arg=["acceptance", SETTLED_MS], timeout=60000)  # re-scrolls done
+        page.wait_for_function(OUTLINED_FOR_JS, arg=["acceptance", SETTLED_MS], timeout=60000,
+                               polling=POLL_MS)  # re-scrolls done
         assert chart.evaluate(IN_VIEW_JS)  # the chart, not the top of the tab
         assert chart.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
         page.get_by_role("tab", name="Lesson").click()
         page.click(f"#lesson-show-{point_of('parts').number}")
-        page.wait_for_function(OUTLINED_FOR_JS, arg=["why-parts-plot", SETTLED_MS], timeout=60000)
+        page.wait_for_function(OUTLINED_FOR_JS, arg=["why-parts-plot", SETTLED_MS], timeout=60000,
+                               polling=POLL_MS)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
         assert page.locator(".lesson-target").count() == 1  # the last point's chart only
         sweeps = point_of("sweeps")

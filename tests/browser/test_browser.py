@@ -24,7 +24,7 @@ from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import launch_locally, needs_chromium, page_on  # noqa: E402
+from conftest import POLL_MS, launch_locally, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
@@ -117,7 +117,7 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_s
         page.get_by_role("tab", name="Compare").click()
         page.locator("#examples button").nth(1).click()
         page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want",
-                               arg=example_prompts()[1], timeout=10_000)
+                               arg=example_prompts()[1], timeout=10_000, polling=POLL_MS)
         page.locator("input[type=file]").first.set_input_files(str(ASSETS / "lessons" / "greedy.json"))
         page.wait_for_selector("#status :text('opened from a file')", timeout=30_000)
         page.get_by_role("tab", name="Step through").click()
@@ -186,7 +186,7 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromiu
         box = page.locator("#share-link input, #share-link textarea").first
         box.wait_for(timeout=10_000)
         page.wait_for_function("() => document.querySelector('#share-link input, #share-link textarea').value",
-                               timeout=10_000)
+                               timeout=10_000, polling=POLL_MS)
         link = box.input_value()
         parts = urlsplit(link)
         assert f"{parts.scheme}://{parts.netloc}{parts.path}" == app_url  # the page's own address
@@ -259,7 +259,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
         page.click("#step-play")
         # Play moved on (a step can be drawn over before it shows: a change of the slider replaces a pending one)
         page.wait_for_function(f"() => Number(document.querySelector('#step-slider input[type=number]').value) > {i}",
-                               timeout=10_000)
+                               timeout=10_000, polling=POLL_MS)
         page.click("#step-pause")
         # Ticks already sent may still land after the click (on a loaded machine, half a second or more later):
         # Pause holds when the step then stays put for three ticks' time short of the end (a Pause that did nothing

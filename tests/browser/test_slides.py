@@ -14,7 +14,7 @@ from app.draw import overlap  # noqa: E402
 from app.lesson import POINTS  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
-from conftest import CHART_TEXT_JS, chart_text_problems, needs_chromium, page_on  # noqa: E402
+from conftest import CHART_TEXT_JS, POLL_MS, chart_text_problems, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -34,7 +34,7 @@ def shown(page, number: int) -> None:
     page.wait_for_function("""(n) => document.querySelector(`#slides .slide-claim[data-point="${n}"]`)
                                      && document.querySelector('#slide-chart .main-svg')
                                      && location.search.includes(`lesson=${n}&present=1`)""", arg=number,
-                           timeout=30_000)
+                           timeout=30_000, polling=POLL_MS)
 
 
 # What a slide's checks read, in one call: the page's height, whether the p/q widget shows, the takeaway, the chart's
@@ -58,7 +58,8 @@ def whole_on_the_screen(page, number: int) -> None:
     page.wait_for_function(  # plotly has refitted the chart to the room the slide's text left it
         """() => { const svg = document.querySelector('#slide-chart .main-svg'),
                          box = document.querySelector('#slide-chart').getBoundingClientRect();
-                   return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""", timeout=10_000)
+                   return Math.abs(svg.getBoundingClientRect().height - box.height) < 4; }""",
+        timeout=10_000, polling=POLL_MS)
     slide = page.evaluate(SLIDE_JS)
     assert slide["height"] <= SCREEN["height"], f"slide {number} is {slide['height']} px tall"
     assert slide["widget"] == (number == WIDGET_POINT), f"slide {number}: the p/q widget"
@@ -164,7 +165,8 @@ def readable(page, where: str, min_size: float) -> None:
 def projector(page, on: bool) -> None:
     """Switch projector mode with the page's own toggle, and wait for the charts drawn again for it."""
     page.locator("#projector input").set_checked(on)
-    page.wait_for_function("(on) => document.body.classList.contains('projector') === on", arg=on, timeout=10_000)
+    page.wait_for_function("(on) => document.body.classList.contains('projector') === on", arg=on, timeout=10_000,
+                           polling=POLL_MS)
     charts_drawn_for(page, on)
 
 
@@ -175,7 +177,7 @@ def charts_drawn_for(page, room: bool) -> None:
         """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
              .every(p => p.querySelector('.main-svg') && (p.closest('.drawn-for-a-room') ||
                [...p.querySelectorAll('.xtick text')].every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)))""",
-        arg=room, timeout=30_000)
+        arg=room, timeout=30_000, polling=POLL_MS)
 
 
 # What each tab shows once it is open: read as soon as it is there, its charts drawn
@@ -198,7 +200,7 @@ def chart_fills_its_box(page, selector: str) -> None:
     page.wait_for_function(
         """(sel) => { const box = document.querySelector(sel), svg = box && box.querySelector('.main-svg');
                       return svg && svg.getBoundingClientRect().width >= 0.9 * box.getBoundingClientRect().width; }""",
-        arg=selector, timeout=10_000)
+        arg=selector, timeout=10_000, polling=POLL_MS)
 
 
 def why_folded_for_the_room(page) -> None:
@@ -247,7 +249,8 @@ def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_
     page.get_by_role("tab", name="Compare").click()
     page.locator("#run").click()  # a room watches the lanes: after Run they are in the first screen
     page.wait_for_function("""() => { const top = document.getElementById('compare-lanes').getBoundingClientRect().top;
-                                      return top > -4 && top < innerHeight / 2; }""", timeout=10_000)
+                                      return top > -4 && top < innerHeight / 2; }""",
+                           timeout=10_000, polling=POLL_MS)
     open_tab(page, "Step through", room=True)  # the run goes on: what it draws is on Compare
     projector(page, False)
     readable(page, "Step through", 11)
@@ -258,7 +261,7 @@ def a_slides_live_status_reads_at_18_px(page) -> None:
     slide."""
     page.click("#slide-live")
     page.wait_for_function("() => /measured live|⚠/.test(document.querySelector('#slide-status')?.innerText || '')",
-                           timeout=60_000)
+                           timeout=60_000, polling=POLL_MS)
     status = page.evaluate("""() => [...document.querySelectorAll('#slide-status *')].filter(el => el.innerText?.trim()
                                   && ![...el.children].some(c => c.innerText?.trim()))
                                   .map(el => [el.innerText.trim(), parseFloat(getComputedStyle(el).fontSize)])""")

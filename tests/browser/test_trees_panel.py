@@ -16,7 +16,7 @@ pytest.importorskip("playwright.sync_api")
 from app.lesson import POINTS  # noqa: E402
 from app.tabs.device_recordings import device_recordings  # noqa: E402
 
-from conftest import CHART_TEXT_JS, chart_text_problems, needs_chromium, page_on  # noqa: E402
+from conftest import CHART_TEXT_JS, POLL_MS, chart_text_problems, needs_chromium, page_on  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -52,7 +52,7 @@ def redrawn_for_the_room(page, selector: str) -> None:
                           const r = t.getBoundingClientRect();  // the texts CHART_TEXT_JS reads: shown ones
                           return t.textContent.trim() && r.width > 0 && r.height > 0; });
                       return texts.length > 0 && texts.every(t => parseFloat(getComputedStyle(t).fontSize) >= 18); }""",
-        arg=selector, timeout=60_000)
+        arg=selector, timeout=60_000, polling=POLL_MS)
 
 
 def device_recording_fits(page, kind: str, recording, where: str) -> float:

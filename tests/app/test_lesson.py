@@ -77,9 +77,11 @@ def test_a_sampled_comparison_draws_each_lanes_ceiling_beside_its_acceptance():
 
 @pytest.fixture(scope="module")
 def built(random_engine):
-    from app.main import build_app
+    """The app with its defaults, built once per test process (compare_support.default_app): each test calls its
+    handlers as a visitor of its own."""
+    from compare_support import default_app
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)
     load = next(d for d in demo.fns.values() if d.name == "on_load")
     return demo, load.fn.__self__, [getattr(o, "elem_id", None) for o in load.outputs], load.outputs
 
@@ -211,18 +213,48 @@ def opened(page, point) -> None:
         page.locator("#why-sweep :text('best K = ')").nth(1).wait_for(timeout=30000)
 
 
+def notes_pins_and_outlines_clear_on_another_tab_and_a_setting(page) -> None:
+    """On the Compare point's link, its note shown and its chart outlined: a pinned token's numbers, the note and the
+    outline go when the lecturer opens another tab; a point's note goes when the lecturer changes a setting."""
+    page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
+    page.locator("#lane-eagle3 .tok[title]").first.click()  # pin a token's numbers
+    page.wait_for_selector("#token-pin:not([hidden])", timeout=5000)
+    page.get_by_role("tab", name="About").click()  # another tab (one without charts): note, pin and outline go
+    page.wait_for_selector("#token-pin[hidden]", state="attached", timeout=5000)
+    assert page.locator(".lesson-target").count() == 0
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
+    page.get_by_role("tab", name="Lesson").click()
+    page.click("#lesson-show-1")  # a point's note again, then the lecturer changes a setting
+    page.wait_for_selector("#compare-focus :text('Lesson point 1')", timeout=30000)
+    page.locator("#prompt textarea").fill("")
+    page.locator("#prompt textarea").press_sequentially("def g(y):")  # typed, as a lecturer does
+    page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
+
+
+def copy_link_confirms_and_the_link_is_the_pages_address(page, url: str) -> None:
+    """Copy link (clipboard granted) says it copied, puts the page's link with its settings in the address bar, and
+    the link on the clipboard."""
+    page.click("#copy-link")
+    page.wait_for_selector("#copy-confirm:text('Copied')", timeout=10000)
+    assert "prompt=def+g" in page.url or "prompt=def%20g" in page.url  # the link is the page's address now
+    assert page.evaluate("navigator.clipboard.readText()").startswith(url.rstrip("/"))
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 @needs_chromium
-def test_lesson_links_and_show_me_open_their_points_with_the_named_chart_in_view_and_outlined(random_app, chromium):
+def test_lesson_links_and_show_me_open_their_points_outlined_and_a_tab_or_a_setting_clears_them(random_app, chromium):
     """One link of each kind the page handles differently: a recorded comparison (Compare, whose named chart is
     scrolled into view and outlined) and the K sweep (Why, its chart drawn after the note); and a Show me on the
     Lesson tab (Why's parts); point 8's link outlines its chart in tests/browser/test_trees_panel.py. Every point's
-    own handler, and that its chart is on its tab, is tested above without a browser. One page: a load costs
-    seconds."""
+    own handler, and that its chart is on its tab, is tested above without a browser. On the comparison's link, no
+    stale state: a pinned token, a note and an outline clear when another tab opens or a setting changes, and Copy
+    link confirms (the handlers' side in tests/browser/test_stale_state.py). One page: a load costs seconds."""
     compare_point = point_of("sampled")
     assert compare_point.tab == "compare"
     with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=random_app.rstrip("/"))
         page.goto(f"{random_app}?lesson={compare_point.number}")
         opened(page, compare_point)
         chart = page.locator("#acceptance")
@@ -230,6 +262,8 @@ def test_lesson_links_and_show_me_open_their_points_with_the_named_chart_in_view
                                polling=POLL_MS)  # re-scrolls done
         assert chart.evaluate(IN_VIEW_JS)  # the chart, not the top of the tab
         assert chart.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
+        notes_pins_and_outlines_clear_on_another_tab_and_a_setting(page)
+        copy_link_confirms_and_the_link_is_the_pages_address(page, random_app)
         page.get_by_role("tab", name="Lesson").click()
         page.click(f"#lesson-show-{point_of('parts').number}")
         page.wait_for_function(OUTLINED_FOR_JS, arg=["why-parts-plot", SETTLED_MS], timeout=60000,

@@ -1,6 +1,7 @@
 """No stale state: a lesson note, a pinned panel and an outlined chart clear when the lecturer runs, changes a
 setting or opens another tab; "Run it live" first sets every setting of its recording in the controls; Copy link
-says it copied and puts the link in the address bar."""
+says it copied and puts the link in the address bar. The handlers here; in chromium, on the page a lesson link
+opens, in tests/app/test_lesson.py (one page load for both files' checks)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ gr = pytest.importorskip("gradio")
 from app import lesson  # noqa: E402
 from app.settings import PARSERS  # noqa: E402
 
-from conftest import needs_chromium, page_on  # noqa: E402
-
-
 
 @pytest.fixture(scope="module")
 def built(random_engine):
-    from app.main import build_app
+    """The app with its defaults, built once per test process (compare_support.default_app): each test calls its
+    handlers as a visitor of its own."""
+    from compare_support import default_app
 
-    demo = build_app(random_engine)
+    demo = default_app(random_engine)
     load = next(d for d in demo.fns.values() if d.name == "on_load")
     return demo, load.fn.__self__, load.outputs
 
@@ -53,34 +53,6 @@ def test_a_run_a_setting_or_a_tab_clears_the_lesson_notes(built):
     assert {("temperature", "input"), ("prompt", "input"), ("lanes", "input")} <= triggers
     assert all(event != "change" for _, event in triggers)  # a point setting the controls keeps its own note
     assert all(update == {"__type__": "update", "value": "", "visible": False} for update in handlers.clear_notes())
-
-
-@pytest.mark.browser
-@pytest.mark.slow
-@needs_chromium
-def test_notes_pins_and_outlines_clear_and_copy_link_confirms_in_chromium(random_app, chromium):
-    url = random_app
-    with page_on(chromium, viewport={"width": 1024, "height": 768}) as page:
-        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
-        page.goto(f"{url}?lesson=3")
-        page.wait_for_selector("#acceptance.lesson-target", timeout=60000)
-        page.locator("#lane-eagle3 .tok[title]").first.click()  # pin a token's numbers
-        page.wait_for_selector("#token-pin:not([hidden])", timeout=5000)
-        page.get_by_role("tab", name="About").click()  # another tab (one without charts): note, pin and outline go
-        page.wait_for_selector("#token-pin[hidden]", state="attached", timeout=5000)
-        assert page.locator(".lesson-target").count() == 0
-        page.get_by_role("tab", name="Compare").click()
-        page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
-        page.get_by_role("tab", name="Lesson").click()
-        page.click("#lesson-show-1")  # a point's note again, then the lecturer changes a setting
-        page.wait_for_selector("#compare-focus :text('Lesson point 1')", timeout=30000)
-        page.locator("#prompt textarea").fill("")
-        page.locator("#prompt textarea").press_sequentially("def g(y):")  # typed, as a lecturer does
-        page.wait_for_selector("#compare-focus", state="hidden", timeout=5000)
-        page.click("#copy-link")
-        page.wait_for_selector("#copy-confirm:text('Copied')", timeout=10000)
-        assert "prompt=def+g" in page.url or "prompt=def%20g" in page.url  # the link is the page's address now
-        assert page.evaluate("navigator.clipboard.readText()").startswith(url.rstrip("/"))
 
 
 def test_run_it_live_of_the_k_sweep_measures_the_held_out_prompts_and_says_live(built, monkeypatch):

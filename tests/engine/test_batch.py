@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import baseline_of
+from conftest import baseline_of, noisy_copy, tiny_dflash, tiny_dspark, tiny_eagle3, tiny_qwen3
 
 from engine.batch import MAX_BATCH, generate_batch
 from engine.contract.types import EngineError, GenerationConfig, Step
@@ -23,10 +23,30 @@ PROMPTS = ["def add(a, b):", "import os\n\nfor name in os.listdir('.'):\n    pri
            "# sort a list of numbers\n", "while True:", "print('hello, world')\n"]
 
 
+@pytest.fixture(scope="module")
+def lanes_engine(tokenizer):
+    """Tiny random models serving every batched lane as the shipped preset does: a 6-layer target (a 512-token
+    context, so held-out prompts join a batch), an EAGLE-3, a small LM, a DFlash and a DSpark drafter, and other
+    weights for EAGLE-3, DFlash and DSpark above temperature 0. For the tests of a batch's mechanics (each request's
+    generator, its trace among others), which hold for any weights; what needs drafts the target accepts runs on
+    the shipped models."""
+    from engine.loop import Engine
+
+    target = tiny_qwen3(len(tokenizer), layers=6, context=512)
+    drafters = {"eagle3": tiny_eagle3(target), "classic": noisy_copy(target, noise=0.05),
+                "dflash": tiny_dflash(target), "dspark": tiny_dspark(target)}
+    sampled = {"eagle3": tiny_eagle3(target, seed=5), "dflash": tiny_dflash(target, seed=6),
+               "dspark": tiny_dspark(target, seed=7)}
+    return Engine(target, tokenizer, drafters, torch.device("cpu"), preset="random", sampled_drafter_models=sampled)
+
+
 @functools.cache
 def greedy_alone(engine, prompt: str, method: str):
     """A lane's single run at temperature 0 (20 tokens), made once per engine, prompt and lane: at temperature 0 it
-    is the same every time, and both batch sizes below hold their first request against it."""
+    is the same every time, and both batch sizes below hold their first request against it, and a request traced
+    among others its trace (the baseline's: the run the identity checks hold batches against)."""
+    if method == "baseline":
+        return baseline_of(engine, prompt, 20)
     return engine.generate(prompt, GenerationConfig(method=method, max_new_tokens=20))
 
 
@@ -64,17 +84,21 @@ def test_a_batch_runs_to_the_context_limit_and_stops_each_request_there(random_e
 
 
 @pytest.mark.parametrize("method", BATCHED)
-def test_sampling_in_a_batch_draws_what_each_request_draws_alone(embedded_engine, method):
+def test_sampling_in_a_batch_draws_what_each_request_draws_alone(lanes_engine, method):
     """Above temperature 0 every request draws from its own generator, seeded as a single run is, in the same order:
     the batch writes each request's single-request sample (so it passes the distribution check the single runs
-    pass: tests/engine/test_lesson_engine.py)."""
+    pass: tests/engine/test_lesson_engine.py). Tiny models: the draws' order is the engine's, whatever the
+    weights; above 0 they accept and reject drafts, and each lane drafts with its weights for sampling."""
     # DSpark's static cut: its throughput rule reads the whole batch (any rule that reads only what was drafted
     # keeps the output the target's), so its draws would follow another schedule than a single run's
     config = GenerationConfig(method=method, max_new_tokens=20, temperature=1.0, seed=5, scheduler="static")
-    batch = generate_batch(embedded_engine, PROMPTS[:4], config)
-    assert [r.output_ids for r in batch.requests] == [embedded_engine.generate(p, config).output_ids
+    batch = generate_batch(lanes_engine, PROMPTS[:4], config)
+    assert [r.output_ids for r in batch.requests] == [lanes_engine.generate(p, config).output_ids
                                                       for p in PROMPTS[:4]]
     assert len({r.output_ids for r in batch.requests}) == 4
+    if method != "baseline":  # drafts accepted and drafts turned down: each verdict's draws in the order
+        steps = [(a, v) for r in batch.requests for a, v in zip(r.accepted, r.verified)]
+        assert any(a > 0 for a, _ in steps) and any(a < v for a, v in steps), method
 
 
 def test_a_batch_counts_its_work(embedded_engine):
@@ -251,9 +275,9 @@ def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_en
 def test_a_request_among_others_is_traced_as_it_runs_alone(embedded_engine, method):
     """requests_at_once above 1: the run's prompt decoded in a full batch of held-out prompts (replaced as they
     finish); its trace is its own, token for token and (DFlash) draft for draft its single run's, each step saying
-    the batch's size and what the whole batch committed meanwhile."""
-    config = GenerationConfig(method=method, max_new_tokens=24)
-    alone = embedded_engine.generate(PROMPTS[1], config)
+    the batch's size and what the whole batch committed meanwhile. The single run: the one the tests above made."""
+    config = GenerationConfig(method=method, max_new_tokens=20)
+    alone = greedy_alone(embedded_engine, PROMPTS[1], method)
     among = embedded_engine.generate(PROMPTS[1], replace(config, requests_at_once=4))
     assert among.output_ids == alone.output_ids and among.text == alone.text
     assert [s.drafted_ids for s in among.steps] == [s.drafted_ids for s in alone.steps]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import functools
+import gc
 from contextlib import contextmanager
 import os
 import queue
@@ -373,6 +374,14 @@ LONGEST_FIRST = ("test_setup.py", "test_browser.py", "test_slides.py", "test_bat
                  "test_toggles.py", "test_lesson_live_marks.py", "test_formats.py", "test_hostile_payloads.py",
                  "test_record.py", "test_provisional.py", "test_device_recordings.py", "test_run_room.py",
                  "test_disk.py", "test_step.py", "test_charts_projector.py")
+
+
+def pytest_configure(config):
+    """A test process holds a large heap for good (torch, transformers, gradio, models, served apps), and each full
+    pass of Python's cyclic collector walks all of it (about 0.2 s here): one full pass every 100 middle passes
+    instead of every 10. Measured on test_compare.py, test_why.py and test_identity.py in one process: 18 -> 11 full
+    passes, 4.3 -> 2.8 s of collector CPU out of about 40. Explicit gc.collect() calls still collect everything."""
+    gc.set_threshold(gc.get_threshold()[0], gc.get_threshold()[1], 100)
 
 
 def pytest_collection_modifyitems(config, items):

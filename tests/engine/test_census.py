@@ -25,6 +25,18 @@ TREES = {  # (host reads, tensors sent from the host) a step, the trees grown at
 }
 
 
+# The others in a batch of many requests at once (engine/batch.py traced_steps: the held-out prompts, cycled): short
+# prompts of different lengths. The held-out ones run to hundreds of tokens, whose prefills cost seconds of CPU on the
+# shipped models and count no step of their own; short ones keep the batch ragged, and leave and join as they do.
+COMPANIONS = ["import os\n", "class Stack:\n    def", "x = [", "# sort a list of numbers\n", "while True:",
+              "print('hello, world')\n", "for i in range(10):"]
+
+
+@pytest.fixture
+def short_companions(monkeypatch):
+    monkeypatch.setattr("engine.batch.load_prompts", lambda: list(COMPANIONS))
+
+
 def _steady_steps(engine, method: str, temperature: float) -> list[dict[str, int]]:
     config = GenerationConfig(method=method, max_new_tokens=16, temperature=temperature, seed=3)
     request = engine.requests(PROMPT, [config])[0]
@@ -61,7 +73,8 @@ def test_the_census_sees_each_kind_of_stall():
 
 
 @pytest.mark.parametrize("method, size", [("eagle3", 2), ("dflash", 2), ("dspark", 8)])
-def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, method, size):
+def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(embedded_engine, short_companions,
+                                                                                method, size):
     """Many requests at once (engine/batch.py): every request's verdict comes back in one copy, DSpark's confidences
     in another, whatever the batch's size, at temperature 0 and above it."""
     for temperature in (0.0, 1.0):
@@ -74,7 +87,7 @@ def test_a_batch_reads_the_device_at_most_three_times_a_step_whatever_its_size(e
             assert step["read"] <= 3 and step["nonzero"] == 0, (method, size, temperature, index, step)
 
 
-def test_a_batchs_target_sends_its_rows_lengths_and_counts_in_one_copy(embedded_engine):
+def test_a_batchs_target_sends_its_rows_lengths_and_counts_in_one_copy(embedded_engine, short_companions):
     """The baseline of 8 requests at once: the target's preallocated cache takes each step's lengths and counts in
     one copy; the anchors are a second, the verdict's own a third; nothing re-built on the host per request."""
     config = GenerationConfig(method="baseline", max_new_tokens=8, requests_at_once=8)

@@ -146,7 +146,9 @@ def test_the_app_serves_an_operators_own_pair_and_only_allowed_ids(folders, caps
     served = []
     monkeypatch.setattr(app.main, "build_app", lambda engine, **kw: engine)
     monkeypatch.setattr(app.main, "launch", lambda engine, **kw: served.append(engine))
-    assert app_main(["--target", target, "--drafter", drafter, "--device", "cpu"]) == 0
+    # one torch thread, as the embedded models' preset runs: an operator's pair takes torch's default (a thread per
+    # core), whose threads wait on each other at every operator when the cores are shared (seconds of CPU here)
+    assert app_main(["--target", target, "--drafter", drafter, "--device", "cpu", "--threads", "1"]) == 0
     (engine,) = served
     try:  # run as a preset is, in an engine process of its own, with the same output as the pair run here
         from engine.loop import Engine

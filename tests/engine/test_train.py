@@ -288,6 +288,46 @@ def _cli_in(tmp_path, monkeypatch):
     return cli, assets, runs
 
 
+_ROWS_WRITTEN: dict = {}
+_ROW_FILES = {"self-data": ("selfdata.pt",), "greedy-data": ("greedy.pt", "greedy.json"),
+              "sampled-data": ("sampled.pt", "sampled.json")}
+
+
+def _rows_of(cli, assets, runs, command: list[str]) -> None:
+    """`python -m engine.train self-data|greedy-data|sampled-data ...`, run once per module for each target (its
+    weights' bytes), command and row sizes: the rows depend on nothing else (the same tiny corpus and seed in every
+    test), so a later test that asks for the same ones gets the files as the stage wrote them (the target's
+    continuations, seconds of forwards, once)."""
+    import hashlib
+
+    import engine.train.selfdata as selfdata
+
+    weights = hashlib.sha256((assets / "target" / "model.safetensors").read_bytes()).hexdigest()
+    key = (tuple(command), weights, selfdata.NEW_TOKENS, selfdata.BATCH)
+    if key not in _ROWS_WRITTEN:
+        assert cli.main(command) == 0
+        _ROWS_WRITTEN[key] = {name: (runs / name).read_bytes() for name in _ROW_FILES[command[0]]}
+    runs.mkdir(parents=True, exist_ok=True)
+    for name, data in _ROWS_WRITTEN[key].items():
+        (runs / name).write_bytes(data)
+
+
+def _calibration_rows_once(cli, monkeypatch) -> None:
+    """DSpark's calibration rows (the target's greedy continuations of held-out windows) made once per target's
+    weights: every export of a test calibrates on them anew (dspark.calibrate runs each time), and from the same
+    target and windows they are the same rows."""
+    made, rows_of = {}, cli._heldout_greedy_rows
+
+    def once(target, streams):
+        key = (tuple(hash(v.detach().cpu().numpy().tobytes()) for v in target.state_dict().values()),
+               id(streams["heldout"]))
+        if key not in made:
+            made[key] = rows_of(target, streams)
+        return made[key].clone()
+
+    monkeypatch.setattr(cli, "_heldout_greedy_rows", once)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("stage", ["dflash", "dspark"])
@@ -304,10 +344,11 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     import engine.train.selfdata as selfdata
 
     monkeypatch.setattr(selfdata, "BATCH", 16)  # the 16 self-data rows in one batch, not the first 16 of 32
+    _calibration_rows_once(cli, monkeypatch)
     assert cli.main([stage, "--steps", "2", "--threads", "1", "--device", "tpu"]) == 2  # refuses an unknown device
     assert cli.main([stage, "--steps", "2", "--threads", "1"]) == 2  # refuses: no self-data yet
     on = ["--threads", "1", "--device", device]
-    assert cli.main(["self-data", "--steps", "16", *on]) == 0
+    _rows_of(cli, assets, runs, ["self-data", "--steps", "16", *on])
     assert torch.load(runs / "selfdata.pt").shape == (16, 256)
     assert cli.main([stage, "--steps", "2", *on]) == 2  # refuses: no greedy data yet (its last phase needs them)
     one_cycle = ["--restart-steps", "0", "--greedy-steps", "0"]
@@ -327,7 +368,7 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     # By default a second cycle as long as the first, from those weights, the self-data phase again, and last
     # the greedy phase on greedy-data's rows; recorded
     before = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
-    assert cli.main(["greedy-data", "--steps", "6", *on]) == 0
+    _rows_of(cli, assets, runs, ["greedy-data", "--steps", "6", *on])
     assert torch.load(runs / "greedy.pt").shape == (6, 256)
     assert cli.main([stage, "--steps", "2", *on]) == 0
     assert torch.load(runs / stage / "cycle2" / "self" / "ckpt.pt", weights_only=False)["step"] == 1
@@ -821,10 +862,10 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
     _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1"]
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: no greedy rows yet
-    assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
+    _rows_of(cli, assets, runs, ["greedy-data", "--steps", "4", *on])
     tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
     assert cli.main(["dflash", "--from-shipped", *on]) == 2  # refuses: those rows are the earlier target's
-    assert cli.main(["greedy-data", "--steps", "4", *on]) == 0
+    _rows_of(cli, assets, runs, ["greedy-data", "--steps", "4", *on])
     for stage in ("dflash", "dspark", "eagle3"):
         path = str(assets / f"{stage}-drafter")
         earlier = json.loads((Path(path) / "training.json").read_text())
@@ -865,10 +906,10 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: no sampled rows yet
     with pytest.raises(SystemExit):
         cli.main(["small-lm-drafter", "--sampled", *on])
-    assert cli.main(["sampled-data", "--steps", "4", *on]) == 0
+    _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", *on])
     tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: those rows are the earlier target's
-    assert cli.main(["sampled-data", "--steps", "4", *on]) == 0
+    _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", *on])
     for stage in ("dflash", "dspark", "eagle3"):
         kinds = METHOD_REGISTRY[stage].kinds
         shipped = load_drafter(str(assets / f"{stage}-drafter"), kinds, torch.device("cpu")).state_dict()
@@ -950,9 +991,9 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
     _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
     on = ["--threads", "1", "--steps", "1"]
-    assert cli.main(["greedy-data", "--steps", "4", "--threads", "1"]) == 0
+    _rows_of(cli, assets, runs, ["greedy-data", "--steps", "4", "--threads", "1"])
     assert cli.main(["dflash", "--self-distill", *on]) == 2  # refuses: no sampled rows yet
-    assert cli.main(["sampled-data", "--steps", "4", "--threads", "1"]) == 0
+    _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", "--threads", "1"])
     with pytest.raises(SystemExit):
         cli.main(["eagle3", "--self-distill", "--drafts", "15", *on])
     with pytest.raises(SystemExit):

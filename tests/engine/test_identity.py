@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from engine.contract.types import GenerationConfig
@@ -31,6 +33,13 @@ def _reference_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_id:
     return ids[len(prompt_ids):]
 
 
+@functools.cache
+def ar_run(engine, prompt: str, drafts: int):
+    """An EAGLE-3 run at temperature 0 (40 tokens), made once per engine, prompt and draft length: at temperature 0
+    it is the same every time; the identity test holds it against the baseline, and another reads its verdicts."""
+    return engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=drafts))
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_baseline_equals_uncached_greedy(random_engine, prompt):
     result = random_engine.generate(prompt, GenerationConfig(method="baseline", max_new_tokens=24))
@@ -52,7 +61,7 @@ def test_baseline_is_the_same_run_after_run(random_engine):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_ar_equals_baseline_at_temperature_zero(random_engine, prompt, drafts):
     baseline = baseline_of(random_engine, prompt, 40)
-    ar = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=drafts))
+    ar = ar_run(random_engine, prompt, drafts)
     assert ar.output_ids == baseline.output_ids
     assert ar.text == baseline.text
 
@@ -80,10 +89,10 @@ def test_identity_up_to_the_context_limit(random_engine, method, drafts):
 
 
 def test_identity_mixes_accepts_and_rejects(random_engine):
-    """The identity tests above only mean something if drafts are both accepted and rejected."""
+    """The identity tests above only mean something if drafts are both accepted and rejected (the runs they read)."""
     verdicts = set()
     for prompt in PROMPTS:
-        result = random_engine.generate(prompt, GenerationConfig(method="eagle3", max_new_tokens=40, drafts_per_step=4))
+        result = ar_run(random_engine, prompt, 4)
         verdicts |= {t.verdict for step in result.steps for t in step.drafted}
     assert verdicts == {"accepted", "rejected", "unverified"}
 

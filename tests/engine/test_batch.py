@@ -272,10 +272,13 @@ def test_dspark_in_a_batch_verifies_what_its_batch_scheduler_chooses(embedded_en
 
 
 @pytest.mark.parametrize("method", ["baseline", "dflash"])
-def test_a_request_among_others_is_traced_as_it_runs_alone(embedded_engine, method):
-    """requests_at_once above 1: the run's prompt decoded in a full batch of held-out prompts (replaced as they
-    finish); its trace is its own, token for token and (DFlash) draft for draft its single run's, each step saying
-    the batch's size and what the whole batch committed meanwhile. The single run: the one the tests above made."""
+def test_a_request_among_others_is_traced_as_it_runs_alone(embedded_engine, method, monkeypatch):
+    """requests_at_once above 1: the run's prompt decoded in a full batch of others (replaced as they finish); its
+    trace is its own, token for token and (DFlash) draft for draft its single run's, each step saying the batch's
+    size and what the whole batch committed meanwhile. The single run: the one the tests above made. The others:
+    this file's short prompts, last first, in place of the held-out ones (hundreds of tokens each, whose prefills
+    cost seconds here): of different lengths, and (DFlash) one leaves and another joins while this one runs."""
+    monkeypatch.setattr("engine.batch.load_prompts", lambda: PROMPTS[::-1])
     config = GenerationConfig(method=method, max_new_tokens=20)
     alone = greedy_alone(embedded_engine, PROMPTS[1], method)
     among = embedded_engine.generate(PROMPTS[1], replace(config, requests_at_once=4))

@@ -74,13 +74,15 @@ def test_each_request_of_a_batch_writes_its_own_greedy_run(embedded_engine, meth
 @pytest.mark.parametrize("method", ["baseline", "eagle3", "dflash", "dspark"])
 def test_a_batch_runs_to_the_context_limit_and_stops_each_request_there(random_engine, method):
     """Requests of different lengths reach the context limit (96 tokens on the random models) at different
-    steps; each stops there as it does alone. (The random engine's eagle3 lane drafts with a small LM.)"""
+    steps; each stops there as the target's greedy run alone does, token for token (each lane's single run does
+    too: tests/engine/test_identity.py, up to the context limit; the three greedy runs made once for all four
+    lanes). (The random engine's eagle3 lane drafts with a small LM.)"""
     prompts = ["def f(x):\n    return x\n" * 5, "x = 1\n", "def g(y):\n" * 9]
-    config = GenerationConfig(method=method, max_new_tokens=200)
-    batch = generate_batch(random_engine, prompts, config)
+    batch = generate_batch(random_engine, prompts, GenerationConfig(method=method, max_new_tokens=200))
     for prompt, request in zip(prompts, batch.requests):
-        alone = random_engine.generate(prompt, config)
+        alone = baseline_of(random_engine, prompt, 200)
         assert request.output_ids == alone.output_ids and request.finish_reason == alone.summary.finish_reason
+        assert request.finish_reason == "context", prompt
 
 
 @pytest.mark.parametrize("method", BATCHED)

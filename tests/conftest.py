@@ -356,24 +356,24 @@ def random_engine(tokenizer):
 
 
 # Test files that take longest (their tests' setup and call times summed from `pytest -n 2 --dist loadfile
-# --no-loadscope-reorder --durations=0` in a clean clone on a quiet 2-core machine, 2026-12-06: browser 41 s, slides 36,
-# batch 23, train 22, identity 19, compare 17, lesson 16, servers 14, trees_panel 14, gpu_check 13, ...) run first:
+# --no-loadscope-reorder --durations=0` on a quiet 2-core machine, 2026-12-06 in the afternoon: browser 40 s, slides 37,
+# train 18, tree 16, identity 15, lesson 14, batch 14, trees_panel 12, servers 11, long_outputs 11, ...) run first:
 # scripts/test.sh has pytest-xdist hand whole files to its two workers in collection order, so a long file collected
 # last keeps one worker busy while the other waits (the drafter-registry test, 8 s with its subprocess, went last
 # unlisted). Files not named here (each under 2 s) come after, in their own order. Order only; nothing is skipped.
 # Ahead of them all, test_setup.py: it reads what its process has imported, so it runs first in its worker (the first
 # file goes to the first worker), before a test pulls in modules the app never does (a plotly figure refusing a
 # misspelt property imports every trace type to list the valid ones).
-LONGEST_FIRST = ("test_setup.py", "test_browser.py", "test_slides.py", "test_batch.py", "test_train.py",
-                 "test_identity.py", "test_compare.py", "test_lesson.py", "test_servers.py", "test_trees_panel.py",
-                 "test_gpu_check.py", "test_queue_served.py", "test_tree.py", "test_live_sizes.py", "test_census.py",
-                 "test_stale_state.py", "test_engine_process.py", "test_space.py", "test_long_outputs.py",
-                 "test_why.py", "test_method_registry.py", "test_lesson_engine.py", "test_cli.py", "test_bench.py",
-                 "test_own_pair.py", "test_zerogpu.py", "test_recorded.py", "test_load_speedup.py", "test_page.py",
-                 "test_stop.py", "test_target.py", "test_sampling.py", "test_hostile_files.py", "test_engine.py",
-                 "test_toggles.py", "test_lesson_live_marks.py", "test_formats.py", "test_hostile_payloads.py",
-                 "test_record.py", "test_provisional.py", "test_device_recordings.py", "test_run_room.py",
-                 "test_disk.py", "test_step.py", "test_charts_projector.py")
+LONGEST_FIRST = ("test_setup.py", "test_browser.py", "test_slides.py", "test_train.py", "test_tree.py",
+                 "test_identity.py", "test_lesson.py", "test_batch.py", "test_trees_panel.py", "test_servers.py",
+                 "test_long_outputs.py", "test_compare.py", "test_queue_served.py", "test_space.py", "test_why.py",
+                 "test_gpu_check.py", "test_engine_process.py", "test_live_sizes.py", "test_zerogpu.py",
+                 "test_cli.py", "test_own_pair.py", "test_lesson_engine.py", "test_census.py", "test_target.py",
+                 "test_recorded.py", "test_bench.py", "test_hostile_files.py", "test_load_speedup.py",
+                 "test_lesson_live_marks.py", "test_engine.py", "test_page.py", "test_sampling.py",
+                 "test_hostile_payloads.py", "test_stop.py", "test_formats.py", "test_toggles.py",
+                 "test_method_registry.py", "test_provisional.py", "test_disk.py", "test_gpu_graphs.py",
+                 "test_lesson_words.py")
 
 
 def pytest_configure(config):

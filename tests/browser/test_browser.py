@@ -125,6 +125,8 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_s
             assert lane.get_attribute("data-state") == "done"
             assert "".join(lane.locator(".tokens .tok[data-out]").all_text_contents()) == display_text(baseline.text)
         assert page.locator("#lane-eagle3 .tok.accepted").count() > 0
+        # plotly draws the charts after the update that says done (a short run's can land a moment later)
+        page.wait_for_selector("#timeline .bars path", timeout=30_000)
         assert page.locator("#timeline .plot-container").count() == 1
         assert page.locator("#timeline .bars path").count() > 0  # plotly drew the spans
         if shot:

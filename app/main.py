@@ -37,8 +37,8 @@ QUEUE_SIZE = 128
 # this the least recently used is dropped. Gradio's default, 10 000, let memory grow with every new visitor.
 SESSION_CAPACITY = 256
 # How often Gradio's queue looks for a job to start while it has none, and for progress to send: its own 1 and 10 ms
-# cost an idle server about 5 % of a core on these machines (python -m app, nobody connected, 20 s of /proc/<pid>/stat:
-# 124 ticks; 15 at 50 and 100 ms). A click then waits at most 20 ms more to start, well under its round trip.
+# keep an idle server busy polling (docs/hosting.md, the queue of engine jobs, has what it cost). A click then waits
+# at most 20 ms more to start, well under its round trip.
 QUEUE_POLL_S, PROGRESS_POLL_S = 0.02, 0.1
 # Gradio's cache (uploads, and the copies of the files it serves: downloads, plots) is swept every
 # CACHE_SWEEP_S of files older than CACHE_AGE_S; an upload over MAX_FILE_BYTES is refused as it arrives.

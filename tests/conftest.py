@@ -378,10 +378,10 @@ LONGEST_FIRST = ("test_setup.py", "test_browser.py", "test_slides.py", "test_tra
 
 def pytest_configure(config):
     """A test process holds a large heap for good (torch, transformers, gradio, models, served apps), and each full
-    pass of Python's cyclic collector walks all of it (about 0.2 s here): one full pass every 100 middle passes
-    instead of every 10. Measured on test_compare.py, test_why.py and test_identity.py in one process: 18 -> 11 full
-    passes, 4.3 -> 2.8 s of collector CPU out of about 40. Explicit gc.collect() calls still collect everything."""
-    gc.set_threshold(gc.get_threshold()[0], gc.get_threshold()[1], 100)
+    pass of Python's cyclic collector walks all of it: one full pass every 100 middle passes instead of every 10
+    (what it saves: docs/benchmarks.md, the test suite). Explicit gc.collect() calls still collect everything."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, 100)
 
 
 def pytest_collection_modifyitems(config, items):

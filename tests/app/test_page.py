@@ -45,11 +45,10 @@ def test_app_builds_without_launching(random_engine):
     assert selector.value == [m for m in ("baseline", "eagle3", "dflash", "dspark") if m in random_engine.methods()]
 
 
-
 def test_the_queue_looks_for_work_at_the_apps_pace(random_engine):
     """Gradio's queue sleeps between looks for a job to start and for progress to send, reading the two intervals
-    from its own attributes each time round; the app sets them (app/main.py), since Gradio's 1 and 10 ms cost an
-    idle server about 5 % of a core. A Gradio that renamed them would make the setting silently do nothing."""
+    from its own attributes each time round; the app sets them (app/main.py), since Gradio's 1 and 10 ms keep an
+    idle server busy polling. A Gradio that renamed them would make the setting silently do nothing."""
     import inspect
 
     from app.main import PROGRESS_POLL_S, QUEUE_POLL_S
@@ -61,6 +60,7 @@ def test_the_queue_looks_for_work_at_the_apps_pace(random_engine):
     queue = compare_support.default_app(random_engine)._queue
     assert (queue.sleep_when_free, queue.progress_update_sleep_when_free) == (QUEUE_POLL_S, PROGRESS_POLL_S)
     assert 0.001 < QUEUE_POLL_S <= 0.05 and 0.01 < PROGRESS_POLL_S <= 0.2  # slower than Gradio's, quick for a click
+
 
 # Emoji: Debian's chromium draws them from no installed font (DejaVu has none), so each shows as an empty box.
 # The symbols the page uses (✂ ⚠ τ α ≤ × ◆ ★ → ⏎) are text glyphs DejaVu has.

@@ -385,6 +385,9 @@ SCRIPT = """
     const step = {ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1}[event.key];
     if (!step || event.target.closest("input, textarea, select, [contenteditable], .pq-bar")) return;
     event.preventDefault();
+    // at either end of the deck a key moves nothing, so it asks nothing: a move still being answered would make
+    // the page ignore the next key (a click is not sent again while its last is pending)
+    if (window.speclabSlide(step) === shown()) return;
     document.getElementById(step > 0 ? "slide-next" : "slide-prev").click();
   });
 })();

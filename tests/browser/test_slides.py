@@ -74,8 +74,8 @@ def whole_on_the_screen(page, number: int) -> None:
 def test_a_link_opens_its_slide_and_the_keys_walk_every_slide_whole_in_order_and_back(page, random_app):
     """One walk (a page load costs seconds): the link opens slide 2, the keys go to the first, then through every
     slide, each checked whole on the screen, and back, the p/q widget dragged on its slide on the way; then slide 2
-    runs live. A key past the last slide moves nothing: the keys' clicks are answered in order, so had it moved, the
-    first step back would not show the slide before the last."""
+    runs live. A key past the last slide moves nothing (and asks the server nothing, so the next key is not dropped
+    while it is answered): had it moved, the first step back would not show the slide before the last."""
     assert 1 <= WIDGET_POINT < len(POINTS)  # the walk back stops on every slide but the last: the widget's among them
     page.goto(f"{random_app}?lesson=2&present=1")
     shown(page, 2)

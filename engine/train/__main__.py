@@ -16,11 +16,12 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
   dspark      the DSpark drafter likewise (~2 h), and its calibration -> assets/dspark-drafter/
   eagle3      the EAGLE-3 drafter, training-time test, corpus and self-data, then a greedy phase (~25 min)
                                                                   -> assets/eagle3-drafter/
-  dflash|dspark|eagle3 --sampled   the checkpoint drafted with above temperature 0: the shipped drafter trained
+  dflash|eagle3 --sampled   the checkpoint drafted with above temperature 0: the shipped drafter trained
               on in a distribution phase on runs/sampled.pt     -> assets/<stage>-drafter-sampled/
   dflash|dspark|eagle3 --self-distill [--drafts 15]   the papers' regime, a matched comparison: the shipped
               drafter one phase on greedy and sampled rows together (scripts/train_breakout.sh)
                                                                   -> runs/<stage>-selfdistill[-dN]/export/
+              (DSpark's is the shipped one, for every temperature: copied to assets/dspark-drafter/)
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
   reexport    the shipped DFlash and DSpark drafters saved again in z-lab's and DeepSpec's formats, same weights,
               no training (reexport.py; seconds), and the card's sizes and digests -> assets/dflash-drafter/,
@@ -85,21 +86,24 @@ GROW_STEPS = 800
 # take one more greedy phase on it from their shipped weights (`dflash|dspark|eagle3 --from-shipped`).
 MORE_STEPS = 2000
 MORE_GREEDY_STEPS = {"dflash": 6000, "dspark": 6000, "eagle3": 1000}  # per round, after GREEDY_STEPS
-# `--sampled` (dflash, dspark, eagle3): the checkpoint the engine drafts with above temperature 0, from the shipped
+# `--sampled` (dflash, eagle3): the checkpoint the engine drafts with above temperature 0, from the shipped
 # (temperature-0) drafter's weights, one distribution phase on the target's sampled continuations (runs/sampled.pt,
 # `sampled-data`): every drafted position scored against the target's whole distribution at temperature 1 (KL + TV;
 # DSpark: its paper's loss, the confidence head learning 1 − TV), DSpark's confidences calibrated on the rejection
-# rule's outcomes at temperature 1. Exported beside the shipped drafter as assets/<stage>-drafter-sampled/.
+# rule's outcomes at temperature 1. Exported beside the shipped drafter as assets/<stage>-drafter-sampled/. DSpark
+# has no such checkpoint any more: its self-distilled weights serve every temperature, with a calibration for each.
 SAMPLED_ROWS = 2048
-SAMPLED_STEPS = {"dflash": 500, "dspark": 500, "eagle3": 300}
+SAMPLED_STEPS = {"dflash": 500, "eagle3": 300}
 # `--self-distill` (dflash, dspark, eagle3): the papers' regime, a matched comparison. From the shipped drafter's
 # weights, one phase on the target's own outputs at both temperatures (runs/greedy.pt and runs/sampled.pt
 # together, every row of every batch), the same steps and batch for the three: DFlash position-weighted CE on
 # the tokens the target wrote (γ the paper's for its block size: 7 at block 16), DSpark its paper's loss
 # (0.1 CE + 0.9 TV + BCE toward 1 − TV), EAGLE-3 its training-time test on the written tokens. `--drafts N`
 # sets a block drafter's drafts per block (15: z-lab's block 16). Checkpoints and exports stay in
-# runs/<stage>-selfdistill[-dN]/ (export/; DSpark also export-sampled/, its confidences calibrated at
-# temperature 1): the engine loads none of them.
+# runs/<stage>-selfdistill[-dN]/export/: the engine loads none of them until one is copied to assets/. DSpark's
+# config carries two calibrations of its confidences, `confidence_temperatures` (at temperature 0, the key DeepSpec
+# reads) and `confidence_temperatures_sampled` (at 1). Once assets/<stage>-drafter is such an export, the stage only
+# re-exports from its finished checkpoint, the record it started from being the shipped record's `earlier`.
 SELF_DISTILL_STEPS = 2000
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
@@ -324,17 +328,19 @@ def set_drafts(drafter, kind: str, drafts: int) -> None:
     drafter.config.block_size = block
     if kind == "dflash" and isinstance(getattr(drafter.config, "dflash_config", None), dict):
         drafter.config.dflash_config = {**drafter.config.dflash_config, "block_size": block}
-    if kind == "dspark":
+    if kind == "dspark":  # both calibrations (temperatures 0 and 1) undone
         drafter.confidence_temperatures = [1.0] * block
         drafter.config.confidence_temperatures = [1.0] * block
+        drafter.sampled_confidence_temperatures = [1.0] * block
+        if hasattr(drafter.config, "confidence_temperatures_sampled"):
+            drafter.config.confidence_temperatures_sampled = [1.0] * block
 
 
 def _train_drafter_more(kind: str, args, streams) -> int:
     """A shipped drafter trained on (--from-shipped): from its weights in assets/, one more greedy phase
     (--greedy-steps, default MORE_GREEDY_STEPS) on the greedy rows of the target now in assets/target, its own seed;
-    DSpark's confidences calibrated anew. Exported with the earlier record kept under "earlier". A drafter that had
+    DSpark's confidences calibrated anew at both temperatures. Exported with the earlier record kept under "earlier". A drafter that had
     rounds already trains another (seeds and folder of that round: _shipped_record)."""
-    from . import dspark
     from .lm import TrainConfig, heldout_windows
 
     earlier, rounds, run_dir = _shipped_record(kind)
@@ -352,8 +358,7 @@ def _train_drafter_more(kind: str, args, streams) -> int:
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     extra = {"greedy_phase": greedy[1]}
     if kind == "dspark":
-        extra["calibration"] = dspark.calibrate(drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
-                                                "the target's greedy continuations of held-out windows")
+        extra.update(_calibrate_both(drafter, target, streams, args.device))
     score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
         "heldout_expected_accepted_teacher_forced"
     _export(drafter, f"{kind}-drafter", cfg, {
@@ -380,9 +385,8 @@ def _sampled_rows_problem() -> str | None:
 def _train_drafter_sampled(kind: str, args, streams) -> int:
     """The checkpoint used above temperature 0 (--sampled): from the shipped drafter's weights, SAMPLED_STEPS steps
     of a distribution phase on the target's sampled continuations (three quarters of each batch; corpus windows the
-    rest) at a third of the first phase's peak rate, its own seed, in runs/<stage>-sampled; DSpark's confidences
-    calibrated on the rejection rule's outcomes at temperature 1. Exported as assets/<stage>-drafter-sampled/."""
-    from . import dspark
+    rest) at a third of the first phase's peak rate, its own seed, in runs/<stage>-sampled. Exported as
+    assets/<stage>-drafter-sampled/. DFlash and EAGLE-3 only: DSpark's one set of weights serves every temperature."""
     from .lm import TrainConfig, heldout_windows, train
 
     shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
@@ -399,17 +403,12 @@ def _train_drafter_sampled(kind: str, args, streams) -> int:
           loss_generators=[generator])
     drafter.eval()
     windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
-    extra = {}
-    if kind == "dspark":
-        extra["calibration"] = dspark.calibrate(
-            drafter, target, _heldout_sampled_rows(target, streams).to(args.device),
-            "the target's sampled continuations (temperature 1) of held-out windows", outcome="sampled")
     score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
         "heldout_expected_accepted_teacher_forced"
     _export(drafter, f"{kind}-drafter-sampled", cfg, {
         "used": "above temperature 0 (the engine picks it by temperature; assets/" + f"{kind}-drafter at 0)",
-        "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else "KL + TV at temperature 1",
-        "rows": "runs/sampled.pt: the target's continuations sampled at temperature 1", **extra,
+        "labels": "KL + TV at temperature 1",
+        "rows": "runs/sampled.pt: the target's continuations sampled at temperature 1",
         f"{score_key}_greedy": round(score(windows), 3),
         "train_minutes": round(shipped["train_minutes"] + _train_minutes(run_dir), 1),
         "distribution_phase_minutes": _train_minutes(run_dir),
@@ -422,12 +421,18 @@ def _train_self_distill(kind: str, args, streams) -> int:
     """The papers' regime (--self-distill): from the shipped drafter's weights (block drafters at --drafts per
     block), one phase of SELF_DISTILL_STEPS steps on the target's greedy and sampled rows together, labels of
     the target's own outputs ("written"; DSpark its paper's loss), a third of the first phase's peak rate, in
-    runs/<stage>-selfdistill[-dN]; DSpark calibrated at temperature 0 (export/) and at 1 (export-sampled/)."""
-    from . import dspark
+    runs/<stage>-selfdistill[-dN], exported to its export/; DSpark calibrated at temperature 0 and at 1, both in
+    its config. Where assets/<stage>-drafter is already a self-distilled export, only a finished checkpoint
+    re-exports (_self_distill_origin)."""
     from .dflash import gamma_for
     from .lm import TrainConfig, heldout_windows, train
 
-    shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
+    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else ""))
+    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
+        "heldout_expected_accepted_teacher_forced"
+    shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
+    if shipped is None:
+        return 2
     target = _shipped_target(args.device)
     generator = torch.Generator().manual_seed(args.seed + 13)  # anchor positions
     drafter = _load_shipped_drafter(kind, target, args.device)
@@ -442,25 +447,15 @@ def _train_self_distill(kind: str, args, streams) -> int:
     cfg = replace(first, steps=args.steps or SELF_DISTILL_STEPS, batch_size=DRAFTER_BATCH, self_data_fraction=1.0,
                   lr=first.lr / 3, warmup_steps=50, seed=args.seed + 13, threads=args.threads, device=args.device,
                   precision=args.precision, seq_len=width)
-    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else ""))
     windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
     drafter.eval()
-    before = round(score(windows), 3)
+    if before is None:
+        before = round(score(windows), 3)
     print(f"{kind} self-distillation: {len(greedy)} greedy + {len(sampled)} sampled rows, {cfg.steps} steps, "
           f"held-out score before {before}", flush=True)
     train(drafter, {**streams, "self": rows}, run_dir, cfg, loss, score, loss_generators=[generator])
     drafter.eval()
-    extra = {}
-    if kind == "dspark":
-        at_one = dspark.calibrate(drafter, target, _heldout_sampled_rows(target, streams).to(args.device),
-                                  "the target's sampled continuations (temperature 1) of held-out windows",
-                                  outcome="sampled")
-        extra["calibration"] = dspark.calibrate(
-            drafter, target, _heldout_greedy_rows(target, streams).to(args.device),
-            "the target's greedy continuations of held-out windows")
-        extra["calibration_sampled"] = at_one
-    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
-        "heldout_expected_accepted_teacher_forced"
+    extra = _calibrate_both(drafter, target, streams, args.device) if kind == "dspark" else {}
     record = {
         score_key: round(score(windows), 3), f"{score_key}_before": before,
         "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else
@@ -474,12 +469,41 @@ def _train_self_distill(kind: str, args, streams) -> int:
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
         "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra}
     _export(drafter, kind, cfg, record, out=run_dir / "export")
-    if kind == "dspark":  # the same weights with the confidences calibrated at temperature 1
-        temperatures = extra["calibration_sampled"]["temperatures"]
-        drafter.confidence_temperatures = list(temperatures)
-        drafter.config.confidence_temperatures = list(temperatures)
-        _export(drafter, kind, cfg, {**record, "used": "above temperature 0"}, out=run_dir / "export-sampled")
     return 0
+
+
+def _self_distill_origin(kind: str, run_dir: Path, steps: int, score_key: str) -> tuple[dict | None, float | None]:
+    """The record of the drafter a self-distillation starts from, and its held-out score then (None: measured now,
+    on the shipped weights). Where assets/<stage>-drafter is itself a self-distilled export, its weights are no
+    starting point: the run's checkpoint must have finished (it re-exports without training), and both come from
+    the shipped record. (None, None), with a one-line error, where it has not."""
+    shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
+    if "self_distill_minutes" not in shipped:
+        return shipped, None
+    ckpt = run_dir / "ckpt.pt"
+    done = ckpt.exists() and torch.load(ckpt, weights_only=False, map_location="cpu")["step"] >= steps
+    if not done:
+        print(f"error: assets/{kind}-drafter is a self-distilled export already, and {run_dir} holds no finished "
+              f"checkpoint of {steps} steps to export again (a new run starts from the drafter shipped before it)",
+              file=sys.stderr)
+        return None, None
+    return shipped["earlier"], shipped.get(f"{score_key}_before")
+
+
+def _calibrate_both(drafter, target, streams, device: str) -> dict:
+    """DSpark's confidences calibrated for both temperatures its one set of weights serves, into its config:
+    `confidence_temperatures` on the target's greedy continuations (temperature 0, the key DeepSpec reads) and
+    `confidence_temperatures_sampled` on the rejection rule's outcomes at temperature 1. Their records."""
+    from . import dspark
+
+    at_one = dspark.calibrate(drafter, target, _heldout_sampled_rows(target, streams).to(device),
+                              "the target's sampled continuations (temperature 1) of held-out windows",
+                              outcome="sampled")
+    at_zero = dspark.calibrate(drafter, target, _heldout_greedy_rows(target, streams).to(device),
+                               "the target's greedy continuations of held-out windows")  # last: the drafter keeps it
+    drafter.config.confidence_temperatures_sampled = list(at_one["temperatures"])
+    drafter.sampled_confidence_temperatures = list(at_one["temperatures"])
+    return {"calibration": at_zero, "calibration_sampled": at_one}
 
 
 def _heldout_sampled_rows(target, streams) -> torch.Tensor:
@@ -642,10 +666,11 @@ def main(argv: list[str] | None = None) -> int:
                                "training.json keeps the earlier one; a second round trains in runs/<stage>-more2, "
                                "with seeds of its own")
     parser.add_argument("--sampled", action="store_true",
-                        help="dflash, dspark, eagle3: the checkpoint used above temperature 0, from the shipped "
+                        help="dflash, eagle3: the checkpoint used above temperature 0, from the shipped "
                              "drafter's weights, a distribution phase on runs/sampled.pt (`sampled-data`) of --steps "
                              "steps (default " + ", ".join(f"{steps} ({stage})" for stage, steps in SAMPLED_STEPS.items())
-                             + ") -> assets/<stage>-drafter-sampled/")
+                             + ") -> assets/<stage>-drafter-sampled/. Not dspark: its self-distilled weights "
+                               "(--self-distill) serve every temperature")
     parser.add_argument("--self-distill", action="store_true",
                         help=f"dflash, dspark, eagle3: the papers' regime, from the shipped drafter's weights one phase "
                              f"on the target's greedy and sampled rows together (runs/greedy.pt, runs/sampled.pt), "
@@ -687,9 +712,12 @@ def main(argv: list[str] | None = None) -> int:
                               or args.grow_layers is not None):
         parser.error("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
                      "or --grow-layers")
-    if args.sampled and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped
+    if args.sampled and args.stage == "dspark":
+        parser.error("--sampled is not for dspark: its one set of weights serves every temperature, calibrated at "
+                     "0 and at 1 by `dspark --self-distill` (scripts/train_breakout.sh)")
+    if args.sampled and (args.stage not in ("dflash", "eagle3") or args.from_shipped
                          or args.greedy_steps is not None or args.restart_steps):
-        parser.error("--sampled is for the dflash, dspark and eagle3 stages, without --from-shipped, "
+        parser.error("--sampled is for the dflash and eagle3 stages, without --from-shipped, "
                      "--greedy-steps or --restart-steps")
     if args.self_distill and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped or args.sampled
                               or args.greedy_steps is not None or args.restart_steps or args.no_target_features):

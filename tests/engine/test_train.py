@@ -875,7 +875,12 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
         record = json.loads((Path(path) / "training.json").read_text())
         assert record["earlier"] == earlier
         assert record["more"]["greedy_phase"]["labels"] == "argmax"
-        assert ("calibration" in record["more"]) == (stage == "dspark")
+        assert ("calibration" in record["more"]) == ("calibration_sampled" in record["more"]) == (stage == "dspark")
+        if stage == "dspark":  # calibrated anew at both temperatures, each list as long as the block
+            config = json.loads((Path(path) / "config.json").read_text())
+            assert len(config["confidence_temperatures"]) == len(config["confidence_temperatures_sampled"]) \
+                == config["block_size"]
+            assert config["confidence_temperatures_sampled"] == record["more"]["calibration_sampled"]["temperatures"]
         trained = load_drafter(path, METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert any(not torch.equal(weights[k], trained[k]) for k in weights)
         if stage == "eagle3":  # its frozen copies of the target's embeddings and head stay as they were
@@ -891,10 +896,10 @@ def test_shipped_drafters_train_a_greedy_phase_more_on_the_new_target(tmp_path, 
 
 @pytest.mark.slow
 def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampling(tmp_path, monkeypatch, tokenizer):
-    """`sampled-data`, then `dflash|dspark|eagle3 --sampled`: from the shipped drafter's weights, a distribution
+    """`sampled-data`, then `dflash|eagle3 --sampled`: from the shipped drafter's weights, a distribution
     phase on the target's sampled continuations (runs/<stage>-sampled), exported beside the shipped drafter as
-    assets/<stage>-drafter-sampled, which is left as it was; rows of another target are refused; DSpark calibrates
-    on the rejection rule's outcomes; EAGLE-3 keeps its frozen embeddings and head."""
+    assets/<stage>-drafter-sampled, which is left as it was; rows of another target are refused; DSpark, whose one
+    set of weights serves every temperature, is refused; EAGLE-3 keeps its frozen embeddings and head."""
     from engine.models import load_drafter
 
     from conftest import tiny_qwen3
@@ -906,19 +911,19 @@ def test_shipped_drafters_train_a_distribution_phase_into_checkpoints_for_sampli
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: no sampled rows yet
     with pytest.raises(SystemExit):
         cli.main(["small-lm-drafter", "--sampled", *on])
+    with pytest.raises(SystemExit):
+        cli.main(["dspark", "--sampled", *on])
     _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", *on])
     tiny_qwen3(len(tokenizer), layers=8, hidden=32, seed=1).save_pretrained(assets / "target")  # a new target
     assert cli.main(["dflash", "--sampled", *on]) == 2  # refuses: those rows are the earlier target's
     _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", *on])
-    for stage in ("dflash", "dspark", "eagle3"):
+    for stage in ("dflash", "eagle3"):
         kinds = METHOD_REGISTRY[stage].kinds
         shipped = load_drafter(str(assets / f"{stage}-drafter"), kinds, torch.device("cpu")).state_dict()
         assert cli.main([stage, "--sampled", *on]) == 0
         assert torch.load(runs / f"{stage}-sampled" / "ckpt.pt", weights_only=False)["step"] == 1
         record = json.loads((assets / f"{stage}-drafter-sampled" / "training.json").read_text())
         assert record["from"] == f"assets/{stage}-drafter as shipped" and "earlier" in record
-        assert (record.get("calibration", {}).get("outcome", "").startswith("token k passes the rejection rule")
-                == (stage == "dspark"))
         trained = load_drafter(str(assets / f"{stage}-drafter-sampled"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         again = load_drafter(str(assets / f"{stage}-drafter"), METHOD_REGISTRY[stage].kinds, torch.device("cpu")).state_dict()
         assert all(torch.equal(shipped[k], again[k]) for k in shipped)  # the temperature-0 weights stay
@@ -984,8 +989,11 @@ def test_written_loss_scores_the_written_token_at_every_drafted_position(random_
 def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_assets(tmp_path, monkeypatch, tokenizer):
     """`dflash|dspark --self-distill --drafts 15` and `eagle3 --self-distill`: refused without both row sets;
     from the shipped weights, one phase on the greedy and sampled rows together, the same steps and batch for
-    the three; exported inside runs/ (DSpark twice, calibrated at each temperature) at the asked block size,
-    loadable by the engine, while assets/ stays as it was."""
+    the three; exported inside runs/ at the asked block size, loadable by the engine, while assets/ stays as it
+    was; DSpark's one export calibrated at both temperatures, and, once shipped, exported again byte for byte
+    from its finished checkpoint (a checkpoint not finished is refused: its starting weights are gone)."""
+    import shutil
+
     from engine.models import load_drafter
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
@@ -1014,7 +1022,20 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
             assert model.block_size == {"dflash": 16, "dspark": 15}[stage] == record["drafts_per_block"] + (stage == "dflash")
         assert (assets / f"{stage}-drafter" / "model.safetensors").read_bytes() == shipped[stage]
     assert "exp(−(k−1)/7.0)" in json.loads((runs / "dflash-selfdistill-d15" / "export" / "training.json").read_text())["labels"]
-    sampled = json.loads((runs / "dspark-selfdistill-d15" / "export-sampled" / "config.json").read_text())
-    assert len(sampled["confidence_temperatures"]) == 15
     assert {(c["steps"], c["batch_size"], c["seq_len"]) for c in configs.values()} == {(1, 2, 96)}  # matched
-    assert not list(assets.glob("*-d15")) and not (assets / "eagle3-drafter-sampled").exists()
+    export = runs / "dspark-selfdistill-d15" / "export"
+    config, record = (json.loads((export / name).read_text()) for name in ("config.json", "training.json"))
+    assert len(config["confidence_temperatures"]) == len(config["confidence_temperatures_sampled"]) == 15
+    assert config["confidence_temperatures"] == record["calibration"]["temperatures"]
+    assert config["confidence_temperatures_sampled"] == record["calibration_sampled"]["temperatures"]
+    assert record["calibration_sampled"]["outcome"].startswith("token k passes the rejection rule")
+    assert not (export.parent / "export-sampled").exists()
+    model = load_drafter(str(export), METHOD_REGISTRY["dspark"].kinds, torch.device("cpu"))
+    assert model.sampled_confidence_temperatures == config["confidence_temperatures_sampled"]
+    assert not list(assets.glob("*-d15")) and not list(assets.glob("*-drafter-sampled"))
+    made = {path.name: path.read_bytes() for path in export.iterdir()}
+    shutil.copytree(export, assets / "dspark-drafter", dirs_exist_ok=True)  # shipped as it is
+    assert cli.main(["dspark", "--self-distill", "--drafts", "15", *on]) == 0  # finished: exported again
+    assert {path.name: path.read_bytes() for path in export.iterdir()} == made
+    assert cli.main(["dspark", "--self-distill", "--drafts", "15", "--threads", "1", "--steps", "2"]) == 2
+    assert torch.load(runs / "dspark-selfdistill-d15" / "ckpt.pt", weights_only=False)["step"] == 1

@@ -10,8 +10,8 @@
 #                                                                             -> runs/dspark-selfdistill-d15/
 #   eagle3-matched the shipped EAGLE-3 drafter on the same rows, the same steps and batch (its 7 serial steps)
 #                                                                             -> runs/eagle3-selfdistill/
-# Each drafter stage exports to export/ (and DSpark also export-sampled/, calibrated at temperature 1) inside
-# its runs/ folder, never to assets/: the engine loads none of them until they are copied there.
+# Each drafter stage exports to export/ in its runs/ folder (DSpark's one export calibrated at temperatures 0
+# and 1, for both), never to assets/: the engine loads none of them until they are copied there.
 # One torch thread per stage; logs go to runs/<stage>.log. STEPS (default 2000) sets every drafter's steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -12,8 +12,11 @@
 #   greedy-data    the grown target's greedy continuations
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
 #   sampled-data   the grown target's continuations sampled at temperature 1
-#   dflash-sampled dspark-sampled eagle3-sampled   each drafter's checkpoint for temperatures above 0: its shipped
-#                  weights trained on in a distribution phase (assets/<drafter>-drafter-sampled/)
+#   dflash-sampled eagle3-sampled   each drafter's checkpoint for temperatures above 0: its shipped weights
+#                  trained on in a distribution phase (assets/<drafter>-drafter-sampled/)
+# The shipped DSpark drafter is then made by scripts/train_breakout.sh (its dspark-d15 stage: the one above,
+# self-distilled at 15 drafts per block on greedy and sampled rows, calibrated at temperatures 0 and 1, serving
+# both), copied from runs/dspark-selfdistill-d15/export/ into assets/dspark-drafter/.
 # With --more (not the shipped family: an experiment toward a target with a lower loss, docs/experiments.md):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-small-lm-drafter, more-greedy-data   the small LM drafter distilled anew, greedy continuations anew, from that target
@@ -46,7 +49,7 @@ done
 GROW="--grow-layers 24 --grow-steps 800 --unloop-steps 100"
 MORE="--from-shipped --steps 2000 --unloop-steps 100"
 stages=(target self-data dflash dspark eagle3 grow small-lm-drafter greedy-data dflash-greedy dspark-greedy eagle3-greedy
-        sampled-data dflash-sampled dspark-sampled eagle3-sampled)
+        sampled-data dflash-sampled eagle3-sampled)
 [ $more = 1 ] && stages+=(more more-small-lm-drafter more-greedy-data dflash-more dspark-more eagle3-more dflash-more2 dspark-more2)
 stages+=(card)
 command_of() {  # the `python -m engine.train` arguments of a stage

@@ -44,8 +44,9 @@ def load_engine(cls, preset: str = DEFAULT_PRESET, device: str = "auto", cache_d
     dtype = getattr(torch, dtype) if dtype is not None else default_dtype(torch_device, spec.cuda_dtype)
     drafters = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                 for m, name in spec.drafters.items()}
-    sampled = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
-               for m, name in spec.sampled_drafters.items()}
+    sampled = {m: drafters[m] if name == spec.drafters[m] else load_drafter(name, method_entry(m).kinds, torch_device,
+                                                                            dtype, **hub)
+               for m, name in spec.sampled_drafters.items()}  # one folder for both temperatures: one network
     ablations = {m: load_drafter(name, method_entry(m).kinds, torch_device, dtype, **hub)
                  for m, name in spec.ablation_drafters.items() if ablation_shipped(name)}
     target = load_causal_lm(spec.target, torch_device, dtype, **hub)
@@ -80,8 +81,8 @@ class Engine:
         self.sampled_drafter_models = sampled_drafter_models or {}
         # method -> its ablation trained without the target's features (GenerationConfig.drafter_weights "no_features")
         self.ablation_drafter_models = ablation_drafter_models or {}
-        _lay_out((target, *self.drafter_models.values(), *self.sampled_drafter_models.values(),
-                  *self.ablation_drafter_models.values()))
+        _lay_out({id(m): m for m in (target, *self.drafter_models.values(), *self.sampled_drafter_models.values(),
+                                      *self.ablation_drafter_models.values())}.values())  # each network once
         self.drafter_kinds = {m: drafter_kind_of(model) for m, model in self.drafter_models.items()}
         self.sampled_drafter_kinds = {m: drafter_kind_of(model) for m, model in self.sampled_drafter_models.items()}
         # a tree lane drafts with its chain method's network, where that network is of a kind it can grow a tree from
@@ -200,7 +201,9 @@ class Engine:
     def new_drafter(self, method: str, config: GenerationConfig | None = None) -> Drafter:
         """A new drafter object for one run of `method`, over the weights `config` calls for: above temperature 0
         the checkpoint trained for sampling where this engine has one (unless config.drafter_weights is
-        "greedy"), else the temperature-0 one; its label says which."""
+        "greedy"), else the temperature-0 one; its label says which. Where one checkpoint serves both temperatures
+        (the same network in both tables), a sampled run drafts with what it holds for sampling (DSpark: the
+        confidence calibration fitted at temperature 1)."""
         entry = method_entry(method)
         if not entry.kinds:
             return NoDrafter()
@@ -218,8 +221,12 @@ class Engine:
             drafter.label += ", no target features"
             return drafter
         if config is not None and self.uses_sampled_weights(config):
-            drafter = implementation(self.sampled_drafter_kinds[method]).build(self.sampled_drafter_models[method], self)
-            drafter.label += ", trained for T > 0"
+            model = self.sampled_drafter_models[method]
+            drafter = implementation(self.sampled_drafter_kinds[method]).build(model, self)
+            if model is not self.drafter_models[method]:
+                drafter.label += ", trained for T > 0"
+            elif drafter.for_sampling():  # the same weights at both temperatures, with what they hold for sampling
+                drafter.label += ", calibrated for T > 0"
             return drafter
         return implementation(self.drafter_kinds[method]).build(self.drafter_models[method], self)
 

@@ -39,7 +39,9 @@ class Preset:
     tokenizer: str  # local folder or hub id; every drafter shares it
     drafters: dict[str, str] = field(default_factory=dict)  # method -> checkpoint (folder or hub id)
     # method -> the checkpoint drafted with above temperature 0, where the preset has one trained for it (the
-    # engine picks by the run's temperature: GenerationConfig.drafter_weights; temperature 0 uses `drafters`)
+    # engine picks by the run's temperature: GenerationConfig.drafter_weights; temperature 0 uses `drafters`).
+    # The same folder as in `drafters`: one set of weights for both temperatures, loaded once, drafting above 0 with
+    # what its config holds for it (DSpark: `confidence_temperatures_sampled`, its scheduler's calibration at T = 1)
     sampled_drafters: dict[str, str] = field(default_factory=dict)
     # method -> an ablation's checkpoint, trained by the same recipe with one thing taken away (DFlash without the
     # target's features: GenerationConfig.drafter_weights "no_features"); loaded where its folder is in assets/,
@@ -61,7 +63,7 @@ class Preset:
     cuda_dtype: str = "bfloat16"
 
     def checkpoints(self) -> list[str]:
-        return [self.target, *self.drafters.values(), *self.sampled_drafters.values()]
+        return list(dict.fromkeys([self.target, *self.drafters.values(), *self.sampled_drafters.values()]))
 
 
 TINY = Preset(
@@ -69,10 +71,11 @@ TINY = Preset(
     target="target",
     tokenizer="tokenizer",
     drafters={EAGLE3: "eagle3-drafter", CLASSIC: "small-lm-drafter", DFLASH: "dflash-drafter", DSPARK: "dspark-drafter"},
-    # Each feature drafter's temperature-0 weights trained on against the target's whole distribution at
-    # temperature 1 (engine/train `--sampled`); the small LM was distilled from distributions and serves both.
-    sampled_drafters={EAGLE3: "eagle3-drafter-sampled", DFLASH: "dflash-drafter-sampled",
-                      DSPARK: "dspark-drafter-sampled"},
+    # EAGLE-3's and DFlash's temperature-0 weights trained on against the target's whole distribution at
+    # temperature 1 (engine/train `--sampled`). DSpark's one set of weights was trained on the target's greedy and
+    # sampled continuations together (engine/train `dspark --self-distill`) and serves both temperatures, each with
+    # its own confidence calibration; the small LM was distilled from distributions and serves both.
+    sampled_drafters={EAGLE3: "eagle3-drafter-sampled", DFLASH: "dflash-drafter-sampled", DSPARK: "dspark-drafter"},
     ablation_drafters={DFLASH: "dflash-drafter-nokv"},  # engine/train `dflash --no-target-features`
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,

@@ -68,6 +68,10 @@ class Drafter(Protocol):
                 clock: SpanClock) -> DraftBlock:
         """Draft k tokens that follow `committed_ids` (1, n), recording draft spans on `clock`."""
 
+    def for_sampling(self) -> bool:
+        """Draft above temperature 0 with what the same weights hold for it (DSpark: a confidence calibration fitted
+        at temperature 1); False where they hold nothing of the kind and the drafter stays as it is."""
+
     def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         """How many leading drafted tokens to send to the target (config: the run's settings).
         Any rule that looks only at what was drafted keeps the output lossless."""
@@ -90,6 +94,9 @@ class BaseDrafter:
 
     def prepare(self, config: GenerationConfig) -> None:
         pass
+
+    def for_sampling(self) -> bool:
+        return False
 
     def verify_len(self, block: DraftBlock, config: GenerationConfig, clock: SpanClock) -> int:
         return int(block.ids.numel())  # verify everything drafted

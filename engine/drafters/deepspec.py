@@ -49,6 +49,7 @@ class DSparkDrafter(DFlashDrafter):
         self.max_drafts = model.block_size  # the anchor's own state predicts the first token
         self.verify_steps_per_s = verify_steps_per_s  # callable: SPS(n), profiled once by the engine
         self.use_markov_head = True  # GenerationConfig.markov_head: False drafts from the backbone's logits alone
+        self.sampled_calibration = False  # the confidence calibration fitted at temperature 1 (for_sampling)
         layers, block = model.config.num_hidden_layers, block_words(model.block_size)
         if model.markov_head is None and model.confidence_head is None:
             self.label = f"DFlash (DeepSpec format), {layers} layers, {block}"
@@ -62,6 +63,14 @@ class DSparkDrafter(DFlashDrafter):
             self.label += " (off in this run)"
         if config.scheduler == "throughput" and self.model.confidence_head is not None and self.verify_steps_per_s:
             self.verify_steps_per_s()  # profiled once, before any run's clock starts
+
+    def for_sampling(self) -> bool:
+        """Score tokens with the confidence calibration fitted at temperature 1, where the checkpoint has one (one set
+        of weights serving both temperatures: only how sure the head may be that a token survives differs)."""
+        model = self.model
+        self.sampled_calibration = (model.confidence_head is not None
+                                    and model.sampled_confidence_temperatures != model.confidence_temperatures)
+        return self.sampled_calibration
 
     def propose(self, committed_ids: torch.Tensor, k: int, temperature: float, generator: torch.Generator,
                 clock: SpanClock) -> DraftBlock:
@@ -83,7 +92,8 @@ class DSparkDrafter(DFlashDrafter):
             confidences = None
             if self.model.confidence_head is not None:
                 prev_ids = torch.cat([anchor_ids[:, None], ids[:, :-1]], dim=1)  # the token before each drafted one
-                confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids))
+                confidences = self.model.calibrated_confidence(self.model.confidence_logits(hidden, prev_ids),
+                                                               self.sampled_calibration)
         return [DraftBlock(ids[r, :k], probs[r, :k], confidences[r, :k] if confidences is not None else None)
                 if k else None for r, k in enumerate(ks)]
 

@@ -19,7 +19,8 @@ from the paper.
 Saved, a drafter is a DeepSpec checkpoint: architecture `Qwen3DSparkModel` (the name DeepSpec's evaluator
 looks up), `tie_word_embeddings` false, and, once it holds them (`copy_target_embeddings`, as our training
 does), the copies of the target's embedding table and LM head that DeepSpec's class drafts with. Our own
-`confidence_temperatures` rides along in the config; DeepSpec ignores it. Older saves of ours (architecture
+`confidence_temperatures` (fitted at temperature 0) and `confidence_temperatures_sampled` (fitted at 1, where the same weights
+also serve sampled runs) ride along in the config; DeepSpec ignores both. Older saves of ours (architecture
 `DSparkDraftModel`, no copies, tie flag true) still load: drafters/deepspec.py recognises both names and the
 copies are optional here.
 """
@@ -109,8 +110,12 @@ class DSparkDraftModel(DFlashDraftModel):
         self.confidence_head_with_markov = with_markov
         self.confidence_head = (ConfidenceHead(config.hidden_size + (self.markov_rank if with_markov else 0))
                                 if self.enable_confidence_head else None)
-        # Calibration: one temperature per block position (1.0 = uncalibrated), kept in the config.
+        # Calibration: one temperature per block position (1.0 = uncalibrated), kept in the config: fitted on the
+        # target's greedy continuations, and, where these weights serve sampled runs too, on continuations sampled
+        # at temperature 1 (the confidence of a token surviving differs between the two rules).
         self.confidence_temperatures = list(getattr(config, "confidence_temperatures", None) or [1.0] * self.block_size)
+        self.sampled_confidence_temperatures = list(getattr(config, "confidence_temperatures_sampled", None)
+                                                    or self.confidence_temperatures)
         self.post_init()
 
     def checkpoint_fields(self) -> dict:
@@ -140,9 +145,12 @@ class DSparkDraftModel(DFlashDraftModel):
             features = torch.cat([hidden, self.markov_head.markov_w1(prev_ids).to(hidden.dtype)], dim=-1)
         return self.confidence_head(features).float()
 
-    def calibrated_confidence(self, logits: torch.Tensor) -> torch.Tensor:
-        """σ(logit_k / t_k) along the last dimension (block positions)."""
-        key = (tuple(self.confidence_temperatures), logits.dtype, logits.device)
-        if getattr(self, "_temperatures", (None, None))[0] != key:  # copied to the device once, not at every draft
-            self._temperatures = (key, torch.tensor(key[0], dtype=logits.dtype, device=logits.device))
-        return torch.sigmoid(logits / self._temperatures[1][: logits.shape[-1]])
+    def calibrated_confidence(self, logits: torch.Tensor, sampled: bool = False) -> torch.Tensor:
+        """σ(logit_k / t_k) along the last dimension (block positions), t_k the calibration fitted at temperature 0,
+        or at 1 where `sampled`."""
+        temperatures = self.sampled_confidence_temperatures if sampled else self.confidence_temperatures
+        key = (tuple(temperatures), logits.dtype, logits.device)
+        cached = getattr(self, "_temperatures", {})
+        if key not in cached:  # copied to the device once per calibration, not at every draft
+            self._temperatures = {**cached, key: torch.tensor(key[0], dtype=logits.dtype, device=logits.device)}
+        return torch.sigmoid(logits / self._temperatures[key][: logits.shape[-1]])

@@ -1,5 +1,6 @@
 """A drafter may ship two checkpoints: its temperature-0 weights, and weights trained for sampling that the
-engine drafts with above temperature 0 (GenerationConfig.drafter_weights "auto"); "greedy" keeps the first."""
+engine drafts with above temperature 0 (GenerationConfig.drafter_weights "auto"); "greedy" keeps the first. Or one
+checkpoint for both, drafting above 0 with what it holds for sampling (DSpark: its confidence calibration at T = 1)."""
 
 import pytest
 import torch
@@ -43,6 +44,43 @@ def test_above_zero_the_sampled_weights_draft_unless_greedy_weights_are_asked_fo
     assert draft_probs(sampled) != draft_probs(greedy)  # other networks drafted
     assert two_weight_engine.drafter_label(method, 1.0) == sampled.drafter
     assert two_weight_engine.drafter_label(method) == greedy.drafter
+
+
+@pytest.fixture(scope="module")
+def one_weight_engine(tokenizer):
+    """A random target with a DSpark drafter whose one network serves both temperatures, its confidence calibrated
+    apart for each (the sampled calibration twice as flat at every position)."""
+    target = tiny_qwen3(len(tokenizer))
+    dspark = tiny_dspark(target)
+    dspark.sampled_confidence_temperatures = [2.0 * t for t in dspark.confidence_temperatures]
+    return Engine(target, tokenizer, {"dspark": dspark}, torch.device("cpu"), preset="random",
+                  sampled_drafter_models={"dspark": dspark})
+
+
+def first_confidences(result) -> list[float]:
+    return [t.confidence for t in next(s for s in result.steps if s.drafted).drafted]
+
+
+def test_one_network_for_both_temperatures_scores_sampled_runs_with_its_sampled_calibration(one_weight_engine):
+    config = GenerationConfig(method="dspark", max_new_tokens=24, temperature=1.0, seed=3, scheduler="none")
+    sampled = one_weight_engine.generate(PROMPT, config)
+    greedy = one_weight_engine.generate(PROMPT, GenerationConfig(**{**config.__dict__, "drafter_weights": "greedy"}))
+    assert sampled.drafter.endswith(", calibrated for T > 0") and "for T > 0" not in greedy.drafter
+    assert draft_probs(sampled) == draft_probs(greedy)  # the same network drew the same tokens
+    logit = lambda c: torch.logit(torch.tensor(c, dtype=torch.float64))  # noqa: E731
+    # the first block's confidences: σ(z / 2t) against σ(z / t), the same logits z halved
+    assert logit(first_confidences(sampled)) == pytest.approx(logit(first_confidences(greedy)) / 2, rel=1e-3, abs=1e-4)
+    baseline = one_weight_engine.generate(PROMPT, GenerationConfig(method="baseline", max_new_tokens=24))
+    at_zero = one_weight_engine.generate(PROMPT, GenerationConfig(method="dspark", max_new_tokens=24))
+    assert at_zero.output_ids == baseline.output_ids and "for T > 0" not in at_zero.drafter
+
+
+def test_one_network_with_one_calibration_drafts_as_it_is_at_every_temperature(tokenizer):
+    target = tiny_qwen3(len(tokenizer))
+    dspark = tiny_dspark(target)
+    engine = Engine(target, tokenizer, {"dspark": dspark}, torch.device("cpu"), preset="random",
+                    sampled_drafter_models={"dspark": dspark})
+    assert engine.drafter_label("dspark", 1.0) == engine.drafter_label("dspark")
 
 
 def test_an_engine_without_sampled_weights_drafts_with_its_only_ones_at_any_temperature(random_engine):

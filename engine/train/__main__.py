@@ -101,9 +101,10 @@ SAMPLED_STEPS = {"dflash": 500, "eagle3": 300}
 # (0.1 CE + 0.9 TV + BCE toward 1 − TV), EAGLE-3 its training-time test on the written tokens. `--drafts N`
 # sets a block drafter's drafts per block (15: z-lab's block 16). Checkpoints and exports stay in
 # runs/<stage>-selfdistill[-dN]/export/: the engine loads none of them until one is copied to assets/. DSpark's
-# config carries two calibrations of its confidences, `confidence_temperatures` (at temperature 0, the key DeepSpec
-# reads) and `confidence_temperatures_sampled` (at 1). Once assets/<stage>-drafter is such an export, the stage only
-# re-exports from its finished checkpoint, the record it started from being the shipped record's `earlier`.
+# config carries two calibrations of its confidences, `confidence_temperatures` (at temperature 0, the key of
+# earlier saves) and `confidence_temperatures_sampled` (at 1). Once assets/<stage>-drafter is such an export, the
+# stage only re-exports from its finished checkpoint, the record it started from being the shipped record's
+# `earlier`.
 SELF_DISTILL_STEPS = 2000
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 
@@ -492,7 +493,7 @@ def _self_distill_origin(kind: str, run_dir: Path, steps: int, score_key: str) -
 
 def _calibrate_both(drafter, target, streams, device: str) -> dict:
     """DSpark's confidences calibrated for both temperatures its one set of weights serves, into its config:
-    `confidence_temperatures` on the target's greedy continuations (temperature 0, the key DeepSpec reads) and
+    `confidence_temperatures` on the target's greedy continuations (temperature 0, the key of earlier saves) and
     `confidence_temperatures_sampled` on the rejection rule's outcomes at temperature 1. Their records."""
     from . import dspark
 

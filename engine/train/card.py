@@ -43,9 +43,9 @@ REFERENCE_LOADERS = {
     "dspark-drafter": ("Qwen3DSparkModel", "DeepSpec's `Qwen3DSparkModel`, which its `Qwen3DSparkEvaluator` runs; "
                        "stores frozen copies of the target's embedding table and LM head, as DeepSpec's checkpoints do"),
 }
-# the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format
-REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name]
-                          for name in ("eagle3-drafter", "dflash-drafter", "dspark-drafter")})
+# the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format (DSpark has none:
+# its one folder serves both temperatures)
+REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name] for name in ("eagle3-drafter", "dflash-drafter")})
 # DFlash's ablation trained without the target's features (`dflash --no-target-features`), where it is shipped:
 # z-lab's layout, fc and hidden_norm kept though never read or trained, so their class loads it, but it knows no
 # `target_features` flag
@@ -205,8 +205,9 @@ def sampled_lines(sampled: dict) -> list[str]:
     lines = ["", f"Above temperature 0, from one run of `python -m engine.measure.bench --temperature {sampled['temperature']:g}` "
              f"on these weights ({sampled['num_prompts']} held-out prompts, {sampled['max_new_tokens']} new tokens, the "
              f"{sampled['verify_rule']} rule, K = {sampled['serial_k']}, {sampled['drafts_per_block']} per block, on "
-             f"{sampled['device']}; outputs are samples). Each feature drafter drafts with its weights trained for "
-             f"sampling (`*-drafter-sampled`); `_greedy_weights` rows draft with its temperature-0 weights instead. "
+             f"{sampled['device']}; outputs are samples). EAGLE-3 and DFlash draft with their weights trained for "
+             f"sampling (`*-drafter-sampled`), DSpark with its one set of weights and its confidences calibrated at "
+             f"temperature 1; `_greedy_weights` rows draft with the temperature-0 weights and calibration instead. "
              f"Expected acceptance: the mean of min(1, p/q) over judged drafts; 1 − TV: the mean overlap of the two "
              f"distributions, which it equals in expectation.", "",
              "| lane | τ | expected acceptance | 1 − TV | judged drafts | speedup |", "|---|---|---|---|---|---|"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from engine.contract.methods import BASELINE, DFLASH, DSPARK, METHOD_REGISTRY
-from engine.contract.presets import ASSETS_DIR, load_prompts
+from engine.contract.presets import ASSETS_DIR, HELDOUT_PROMPTS, load_prompts
 from engine.measure import lesson as recipes
 from engine.measure.lesson import FORMAT, chain_methods, measurement, parts_method, serial_methods  # noqa: F401
 from engine.process import run_on
@@ -164,10 +164,19 @@ def measure_parts_live(engine, stop=None) -> dict:
 def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=TEMPERATURES,
                          max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT, stop=None) -> dict:
     """Every lane at every temperature against the baseline at the same temperature, on `prompts` (default the
-    first TEMPERATURE_PROMPTS held-out prompts)."""
+    first TEMPERATURE_PROMPTS held-out prompts, split by their kind of text too)."""
+    kinds = None if prompts else heldout_kinds()
+    kinds = kinds[:TEMPERATURE_PROMPTS] if kinds else None
     prompts = prompts or load_prompts()[:TEMPERATURE_PROMPTS]
     return run_on(engine, recipes.temperatures, prompts, tuple(temperatures), max_new_tokens, tuple(argmax_at),
-                  stop=stop)
+                  stop=stop, kinds=kinds)
+
+
+def heldout_kinds() -> list[str] | None:
+    """Each held-out prompt's kind of text (its "kind" label, scripts/label_prompts.py), or None where one lacks it."""
+    rows = [json.loads(line) for line in HELDOUT_PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kinds = [row.get("kind") for row in rows]
+    return None if None in kinds else kinds
 
 
 def measure_temperatures_live(engine, stop=None) -> dict:

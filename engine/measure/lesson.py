@@ -70,14 +70,16 @@ def parts(engine, prompts: list[str], max_new_tokens: int, rounds: int, stop=Non
     return measurement({**measured, "rounds": rounds}, engine.device_name)
 
 
-def temperatures(engine, prompts: list[str], temperatures, max_new_tokens: int, argmax_at=(), stop=None) -> dict:
+def temperatures(engine, prompts: list[str], temperatures, max_new_tokens: int, argmax_at=(), stop=None,
+                 kinds: list[str] | None = None) -> dict:
     """Every chain lane at every temperature against the baseline at the same temperature
-    (engine/measure/sweep.py temperature_sweep), argmax proposals beside sampled ones at `argmax_at`."""
+    (engine/measure/sweep.py temperature_sweep), argmax proposals beside sampled ones at `argmax_at`; with each
+    prompt's kind of text (`kinds`), τ and speedup by kind too."""
     from .sweep import temperature_sweep
 
     return measurement(temperature_sweep(engine, prompts, max_new_tokens, tuple(temperatures),
-                                         chain_methods(engine.methods()), argmax_at=tuple(argmax_at), stop=stop),
-                       engine.device_name)
+                                         chain_methods(engine.methods()), argmax_at=tuple(argmax_at), stop=stop,
+                                         kinds=kinds), engine.device_name)
 
 
 def trees(engine, prompts: list[str], budgets, max_new_tokens: int, rounds: int, stop=None) -> dict:

@@ -206,13 +206,16 @@ def survival_rows(results: list) -> dict:
 
 def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatures=SWEEP_TEMPERATURES,
                       methods: list[str] | None = None, seed: int = 0, verify_rule: str = "rejection",
-                      argmax_at=(), stop=None) -> dict:
+                      argmax_at=(), stop=None, kinds: list[str] | None = None) -> dict:
     """Every drafting method (default: all this engine runs) at every temperature, each against the baseline at
     the same temperature on the same prompts, one run per prompt: τ, speedup, the acceptance figures of
     acceptance_row; for a method that cuts (DSpark), also verifying every drafted token, with its predicted
     survival against the realised one; at each temperature in `argmax_at`, also every method proposing its
     argmax (`<method>_argmax`). Above 0 outputs are samples (the same seed per prompt for every lane); at 0
-    every output must equal the baseline's. stop: a threading.Event seen after every step (Stopped once set)."""
+    every output must equal the baseline's. stop: a threading.Event seen after every step (Stopped once set).
+    kinds: each prompt's kind of text; then each lane's row also splits τ and speedup by kind (kind_rows)."""
+    if kinds is not None and len(kinds) != len(prompts):
+        raise EngineError(f"temperature sweep: {len(kinds)} kinds for {len(prompts)} prompts")
     methods = [m for m in (methods or engine.methods()) if METHOD_REGISTRY[m].drafts]
     report = {"temperatures": {}, "max_new_tokens": max_new_tokens, "num_prompts": len(prompts),
               "verify_rule": verify_rule, "device": engine.device_name}
@@ -241,10 +244,27 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
                                                "max": round(by_prompt[-1], 3)}}
             if key.endswith("_verify_all"):
                 rows[key]["survival"] = survival_rows(runs)
+            if kinds is not None:
+                rows[key]["by_kind"] = kind_rows(runs, baseline, kinds)
         entropies = [engine.target_entropy(r.prompt_ids, r.output_ids, temperature) for r in baseline]
         report["temperatures"][str(temperature)] = {
             "lanes": rows, "target_entropy": interval_row([sum(e) for e in entropies], [len(e) for e in entropies])}
     return report
+
+
+def kind_rows(results: list, baseline: list, kinds: list[str]) -> dict:
+    """τ and speedup within each kind of prompt (`kinds`, one a prompt, in the order of `results`), each with its
+    95 % interval over that kind's prompts: {kind: {"prompts", "tau", "speedup"}}; the speedup is the baseline's
+    summed wall time over the lane's, as `row`'s."""
+    groups: dict[str, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        groups.setdefault(kind, []).append(i)
+    return {kind: {"prompts": len(picked),
+                   "tau": interval_row([sum(len(s.committed) for s in results[i].steps) for i in picked],
+                                       [results[i].summary.num_steps for i in picked]),
+                   "speedup": interval_row([baseline[i].summary.wall_s for i in picked],
+                                           [results[i].summary.wall_s for i in picked])}
+            for kind, picked in sorted(groups.items())}
 
 
 TREE_BUDGETS = (4, 8, 16, 32, 64)

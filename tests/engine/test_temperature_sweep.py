@@ -58,3 +58,42 @@ def test_acceptance_row_counts_only_judged_tokens(random_engine):
     judged = sum(1 for s in result.steps for t in s.drafted if t.accept_prob is not None)
     drafted = sum(len(s.drafted) for s in result.steps)
     assert acceptance_row([result])["judged"] == judged < drafted
+
+
+def test_each_lane_splits_tau_and_speedup_by_kind_as_its_whole_row_does(random_engine):
+    from engine.measure.sweep import kind_rows
+
+    prompts = [*PROMPTS, "import os\n"]
+    split = temperature_sweep(random_engine, prompts, 12, temperatures=(0.0,), methods=["dflash"],
+                              kinds=["free code", "prose-like", "free code"])
+    lane = split["temperatures"]["0.0"]["lanes"]["dflash"]
+    assert set(lane["by_kind"]) == {"free code", "prose-like"}
+    assert [lane["by_kind"][k]["prompts"] for k in ("free code", "prose-like")] == [2, 1]
+    for cell in lane["by_kind"].values():
+        for name in ("tau", "speedup"):
+            assert cell[name]["low"] <= cell[name]["mean"] <= cell[name]["high"]
+    one = temperature_sweep(random_engine, prompts, 12, temperatures=(0.0,), methods=["dflash"], kinds=["x"] * 3)
+    whole = one["temperatures"]["0.0"]["lanes"]["dflash"]
+    assert whole["by_kind"]["x"]["tau"]["mean"] == pytest.approx(whole["tau"]["mean"], abs=1e-3)  # one kind: the whole
+    assert "by_kind" not in temperature_sweep(random_engine, PROMPTS, 8, temperatures=(0.0,),
+                                              methods=["dflash"])["temperatures"]["0.0"]["lanes"]["dflash"]
+    with pytest.raises(Exception, match="2 kinds for 3 prompts"):
+        temperature_sweep(random_engine, prompts, 8, temperatures=(0.0,), methods=["dflash"], kinds=["a", "b"])
+    assert kind_rows([], [], []) == {}
+
+
+def test_kind_rows_compute_each_kind_from_its_own_prompts():
+    from types import SimpleNamespace
+
+    from engine.measure.sweep import kind_rows
+
+    def run(wall, committed_per_step):
+        steps = [SimpleNamespace(committed=[0] * c) for c in committed_per_step]
+        return SimpleNamespace(steps=steps, summary=SimpleNamespace(wall_s=wall, num_steps=len(steps)))
+
+    lane = [run(1.0, [4, 4]), run(2.0, [1, 1]), run(1.0, [4, 2])]
+    baseline = [run(3.0, [1] * 8), run(2.0, [1] * 2), run(3.0, [1] * 6)]
+    rows = kind_rows(lane, baseline, ["a", "b", "a"])
+    assert rows["a"]["prompts"] == 2 and rows["a"]["tau"]["mean"] == pytest.approx(14 / 4)
+    assert rows["a"]["speedup"]["mean"] == pytest.approx(6 / 2) and rows["b"]["speedup"]["mean"] == pytest.approx(1)
+    assert rows["b"]["tau"] == {"mean": 1.0, "low": 1.0, "high": 1.0}  # one prompt: no interval to widen

@@ -33,7 +33,8 @@ def _settings(model: DFlashDraftModel) -> dict:
     if isinstance(model, DSparkDraftModel):
         settings.update(markov_head_type=model.markov_head.head_type if model.markov_head is not None else None,
                         confidence_head_with_markov=model.confidence_head_with_markov,
-                        confidence_temperatures=list(model.confidence_temperatures))
+                        confidence_temperatures=list(model.confidence_temperatures),
+                        confidence_temperatures_sampled=getattr(model.config, "confidence_temperatures_sampled", None))
     return settings
 
 
@@ -53,9 +54,11 @@ def reexport(folder: Path, kind: str, target) -> list[str]:
     returns the weight names now stored."""
     cls, config_of = KINDS[kind]
     shipped = load_block_model(cls, str(folder), torch.device("cpu"), torch.float32)
-    config = config_of(target.config, shipped.mask_token_id)
-    if kind == "dspark":  # the calibration (train/dspark.calibrate) is part of the drafter
+    config = config_of(target.config, shipped.mask_token_id, block_size=shipped.block_size)
+    if kind == "dspark":  # its calibrations (train/dspark.calibrate: at temperature 0, 1 where fitted) are part of it
         config.confidence_temperatures = list(shipped.confidence_temperatures)
+        if getattr(shipped.config, "confidence_temperatures_sampled", None) is not None:
+            config.confidence_temperatures_sampled = list(shipped.config.confidence_temperatures_sampled)
     drafter = cls(config).eval().requires_grad_(False)
     own = {name: tensor for name, tensor in shipped.state_dict().items()
            if not name.startswith(("embed_tokens.", "lm_head."))}

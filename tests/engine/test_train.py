@@ -1039,3 +1039,27 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
     assert {path.name: path.read_bytes() for path in export.iterdir()} == made
     assert cli.main(["dspark", "--self-distill", "--drafts", "15", "--threads", "1", "--steps", "2"]) == 2
     assert torch.load(runs / "dspark-selfdistill-d15" / "ckpt.pt", weights_only=False)["step"] == 1
+
+
+def test_reexport_keeps_a_dspark_drafter_at_15_drafts_with_both_calibrations(tmp_path):
+    """`reexport` on DSpark's shipped shape (15 drafts a block, calibrated at temperatures 0 and 1): the builder takes
+    its block size, both calibrations stay in the config, and the folder is written again byte for byte."""
+    from engine.drafters.dspark_model import DSparkDraftModel
+    from engine.train import dspark
+    from engine.train.reexport import reexport
+
+    from conftest import tiny_qwen3
+
+    target = tiny_qwen3(300, layers=4, hidden=32)
+    drafter = DSparkDraftModel(dspark.dspark_config(target.config, 1, block_size=15))
+    dspark.init_markov_head(drafter)
+    drafter.copy_target_embeddings(target)
+    drafter.config.confidence_temperatures = [0.5 + i / 100 for i in range(15)]
+    drafter.config.confidence_temperatures_sampled = [1.5 + i / 100 for i in range(15)]
+    folder = tmp_path / "dspark-drafter"
+    drafter.to(torch.float16).save_pretrained(folder)
+    written = {path.name: path.read_bytes() for path in folder.iterdir()}
+    reexport(folder, "dspark", target)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == written
+    config = json.loads((folder / "config.json").read_text())
+    assert config["block_size"] == 15 and config["confidence_temperatures_sampled"][0] == 1.5

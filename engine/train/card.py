@@ -24,6 +24,7 @@ from ..contract.types import GenerationConfig
 from ..loop import Engine
 from ..measure.bench import load_prompts
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
+from .recipe import recipe, recipe_text
 
 # The settings a quiet and a busy bench report must share.
 CARD_WIDTH = 110  # the card's prose lines wrap here
@@ -137,7 +138,8 @@ def measure(runs_dir: Path) -> dict:
         if model is None:
             continue
         record = json.loads((ASSETS_DIR / name / "training.json").read_text())
-        entry = {**_file_facts(name, model), "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record)}
+        entry = {**_file_facts(name, model), "train_minutes": record.get("train_minutes"), "rounds": rounds_text(record),
+                 "recipe": recipe(record)}
         if record.get("target_features") is False:  # an ablation (`dflash --no-target-features`)
             entry["target_features"] = False
         if name in ("target", "small-lm-drafter"):
@@ -349,6 +351,14 @@ def render_markdown(card: dict) -> str:
     if further:  # the models `--from-shipped` trained on, from the weights an earlier family shipped
         lines += ["", "Trained on from the weights shipped before (`python -m engine.train STAGE --from-shipped`, "
                   "`scripts/train_family.sh --more`): " + "; ".join(further) + "."]
+    recipes = {name: m["recipe"] for name, m in card["models"].items() if m.get("recipe")}
+    if recipes:
+        lines += ["", "How each was trained, phase by phase from its `training.json` (steps: data (labels); a drafter's "
+                  "\"target's continuations\" are the target's own outputs on corpus text; tokens seen = steps × batch × "
+                  "length; minutes on one CPU core):", "",
+                  "| model | phases, in order | steps | tokens seen | minutes |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {recipe_text(r)} | {r['steps']:,} | {r['tokens'] / 1e6:.1f} M | {r['minutes']} |"
+                  for name, r in recipes.items()]
     lines += ["", f"All weights together: {card['total_disk_mb']:.1f} MB.", "",
               "Each folder loads as it is, no weight missing or left over, in the public code its `architectures` "
               "names (config fields and weight names as that code reads them: tests/formats/test_shipped_formats.py):", "",

@@ -33,6 +33,7 @@ from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflas
                     formula_takeaway, parts_slide, parts_takeaway, sweep_slide, sweep_takeaway)
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
 from .stamps import recorded_stamps, stamp_of, stamp_words
+from .kinds import KIND_POINTS, kinds_html, kinds_markdown, kinds_sentence  # noqa: F401  (points 1, 7, 9 by kind)
 from .choice import chosen_prompt, measure_prompt_choice  # noqa: F401  (the one prompt's rule, and its recording)
 from .long import (LIVE_LONG_LANES, LIVE_LONG_PROMPTS, LIVE_LONG_TOKENS, LONG_PROMPTS, PAPERS, long_claim_from,
                    long_slide, long_takeaway)
@@ -460,9 +461,10 @@ POINTS = (
           "At temperature T the target samples from softmax(logits / T): the higher T, the flatter its distribution. "
           "A draft x drawn from the drafter's q passes with probability min(1, p(x) / q(x)), whose mean is the "
           "overlap 1 − TV(p, q) of the two whole distributions, so above 0 a drafter pays for all of its "
-          "distribution, not only its likeliest token. Each feature drafter here has a second checkpoint, trained "
-          "against the target's whole distribution at T = 1, which the engine drafts with above 0 (its lane header "
-          "says so).",
+          "distribution, not only its likeliest token. EAGLE-3 and DFlash here have a second checkpoint, trained "
+          "against the target's whole distribution at T = 1, which the engine drafts with above 0; DSpark's one "
+          "checkpoint was trained on the target's greedy and sampled outputs together and scores its drafts with a "
+          "confidence calibrated at T = 1 above 0 (each lane header says which).",
           "why", "temperatures", "the charts “τ and speedup against temperature” and “Acceptance is the overlap "
           "1 − TV”, and the target's entropy under each temperature", temperature_takeaway, ("temperatures",), "why-temperatures-plot",
           temperature_slide, "Above T = 0, acceptance is the overlap of two distributions"),

@@ -11,6 +11,7 @@ from ..settings import drafts_per_step_control
 from ..theory import speedup
 from ..words import TOLERANCE, above_or_below, more_or_less, span, survival, trend, versus
 from .choice import rule_words
+from .kinds import kinds_sentence
 from .kv import kv_words
 
 def _drafting(comparison: Comparison) -> list[str]:
@@ -66,7 +67,14 @@ def formula_takeaway(data: dict) -> str:
                 f"{_race(c, serial, one_pass)} {method_label(one_pass)} (one pass, "
                 f"{measured[one_pass]:.2f}×); {_fastest(c, measured)}. "
                 "One prompt moves these: the K sweep (point 5) averages several.")
-    return "; ".join(parts) + f". Here {where}." + why + race + heldout
+    return "; ".join(parts) + f". Here {where}." + why + race + heldout + _by_kind(data, 1)
+
+
+def _by_kind(data: dict, number: int, short: bool = False) -> str:
+    """" By kind of text at T = 0, …": point `number`'s sentence on the held-out prompts by kind ("" without kinds);
+    short: its slide's."""
+    sentence = kinds_sentence(data, number, short)
+    return f" {sentence}" if sentence else ""
 
 
 def _race(c: Comparison, a: str, b: str) -> str:
@@ -100,7 +108,8 @@ def formula_slide(data: dict) -> str:
         lanes = ", ".join(f"{method_label(m)} {s:.2f}× (formula {f:.2f}×)" for m, (s, f) in rows.items())
         one = ", ".join(f"{method_label(m)} {measured[m]:.2f}×" for m in measured)
         where = _below_formula({m: s for m, (s, _) in rows.items()}, {m: f for m, (_, f) in rows.items()})
-        return f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
+        return (f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
+                + _by_kind(data, 1, short=True))
     lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
     one = rule_words(str(data["greedy"].settings.get("prompt", "")), short=True)
     return f"On one prompt ({one}): {lanes}; {_below_formula(measured, formula)}.{cost}"
@@ -368,7 +377,7 @@ def dflash_takeaway(data: dict) -> str:
             "comparison with overlap on and off (More settings), read on the timeline's gaps and “Where the time "
             "went”. On a CPU the overlap worker shares the cores with the model, so it can leave more gaps, not "
             "fewer; its gain is measured on a GPU, where the device computes while the host keeps the books. "
-            + one_prompt_words(data) + " " + kv_words(data))
+            + one_prompt_words(data) + " " + kv_words(data) + _by_kind(data, 7))
 
 
 def drafts_per_step(c: Comparison, method: str):
@@ -394,7 +403,7 @@ def dflash_slide(data: dict) -> str:
     cost_one, cost_serial, _, _ = _one_pass_costs(c, serial, one_pass)  # the bubbles: the page's takeaway
     return (f"One prompt (the timeline): {method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify, "
             f"{method_label(serial)}'s {drafts_per_step(c, serial)} serial forwards {cost_serial:.2f}. "
-            + kv_words(data, short=True))
+            + kv_words(data, short=True) + _by_kind(data, 7, short=True))
 
 
 def _parts_rows(data: dict):
@@ -417,7 +426,8 @@ def parts_slide(data: dict) -> str:
     head = {"rises": "lifts", "falls": "lowers", "holds": "leaves"}[trend(alone["tau"], full["tau"])]
     return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
             f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
-            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}.")
+            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}."
+            + _by_kind(data, 9, short=True))
 
 
 def parts_takeaway(data: dict) -> str:
@@ -438,4 +448,4 @@ def parts_takeaway(data: dict) -> str:
     tau = {"rises": "raised", "falls": "lowered", "holds": "kept"}[trend(full["tau"], shipped["tau"])]
     return (f"The Markov head {head}. The scheduler runs at {shipped['speedup']:.2f}× against "
             f"{full['speedup']:.2f}× verifying everything: {verdict}. Its cut {tau} τ ({full['tau']:.2f} → "
-            f"{shipped['tau']:.2f}), and {verify}.")
+            f"{shipped['tau']:.2f}), and {verify}." + _by_kind(data, 9))

@@ -85,9 +85,10 @@ class Targets:
 def point_html(point: Point, recordings: dict) -> str:
     item = recordings.get(point.recording)
     where = lesson.recorded_words(item) if item is not None else "not recorded yet"
+    by_kind = lesson.kinds_markdown(recordings, point.number)  # points 1, 7, 9: τ and speedup by kind of text
     return (f"### {point.number}. {html.escape(point.title)}\n{point.text}\n\n"
             f"**Here:** {html.escape(lesson.takeaway(point, recordings))} *({where}; look at "
-            f"{html.escape(point.look_at)})*")
+            f"{html.escape(point.look_at)})*" + (f"\n\n{by_kind}" if by_kind else ""))
 
 
 def focus_js(chart: str) -> str:

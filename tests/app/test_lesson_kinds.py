@@ -12,3 +12,93 @@ def test_the_recorded_sweep_sends_the_first_prompts_kinds_and_a_live_one_none(mo
     assert kwargs["kinds"] == lesson.heldout_kinds()[:lesson.TEMPERATURE_PROMPTS]
     lesson.measure_temperatures_live(None)
     assert sent[-1][1]["kinds"] is None
+
+
+import copy  # noqa: E402
+
+from app.lesson import kinds  # noqa: E402
+
+REGULAR, FREE, PROSE = "regular code", "free code", "prose-like"
+
+
+def cell(tau: float, speedup: float, prompts: int = 8) -> dict:
+    return {"prompts": prompts, "tau": {"mean": tau, "low": tau - 0.2, "high": tau + 0.2},
+            "speedup": {"mean": speedup, "low": speedup - 0.1, "high": speedup + 0.1}}
+
+
+def by_kind(regular: float, free: float, prose: float) -> dict:
+    return {REGULAR: cell(regular * 2, regular, 16), FREE: cell(free * 2, free, 8), PROSE: cell(prose * 2, prose, 16)}
+
+
+def sweep(ar=(1.5, 1.4, 1.3), dflash=(2.4, 1.7, 1.5), dspark=(2.6, 1.8, 1.6)) -> dict:
+    lanes = {"eagle3": by_kind(*ar), "dflash": by_kind(*dflash), "dspark": by_kind(*dspark)}
+    return {t: {"lanes": {m: {"speedup": 1.0, "by_kind": b} for m, b in lanes.items()}} for t in ("0.0", "1.0")}
+
+
+def data(**speeds) -> dict:
+    return {"temperatures": {"data": {"temperatures": sweep(**speeds), "num_prompts": 40}}}
+
+
+def test_a_recording_without_kinds_shows_no_table_and_says_nothing():
+    plain = {"temperatures": {"data": {"temperatures": {"0.0": {"lanes": {"eagle3": {"speedup": 1.5}}}}}}}
+    for empty in ({}, plain):
+        assert kinds.kinds_markdown(empty, 1) == kinds.kinds_html(empty, 1) == kinds.kinds_sentence(empty, 1) == ""
+    assert kinds.kinds_markdown(data(), 4) == kinds.kinds_html(data(), 4) == ""  # not a point that shows kinds
+
+
+def test_the_tables_show_each_kinds_tau_and_speedup_with_intervals_and_prompt_counts():
+    page = kinds.kinds_markdown(data(), 7)
+    assert "regular code (16 prompts)" in page and "free code (8 prompts)" in page
+    assert "| 0 | DFlash | τ 4.80 (4.60–5.00), 2.40× (2.30–2.50)" in page and "| 1 | AR |" in page
+    assert "DSpark" not in page  # point 7: AR beside DFlash
+    slide = kinds.kinds_html(data(), 9)
+    assert slide.count("<tr>") == 4 and "T = 0" in slide and "2.60× (2.50–2.70)" in slide
+    assert "DSpark" in slide and "<td>AR</td>" in slide
+
+
+def test_the_sentence_names_the_kind_of_the_largest_lead_and_whether_the_papers_agree():
+    agrees = kinds.kinds_sentence(data(), 7)
+    assert "DFlash's lead over AR is largest on regular code (1.60× AR's speed" in agrees
+    assert "this agrees with the papers" in agrees
+    moved = kinds.kinds_sentence(data(dflash=(1.6, 1.5, 2.6)), 7)  # the lead now largest on prose
+    assert "largest on prose-like (2.00× AR's speed" in moved and "this does not agree with the papers" in moved
+    mixed = kinds.kinds_sentence(data(dspark=(1.6, 2.8, 1.4)), 1)
+    assert "DSpark's lead over AR is largest on free code" in mixed
+    assert "DFlash agrees with the papers" in mixed and "DSpark does not" in mixed
+
+
+def with_kinds(recordings: dict) -> dict:
+    """The shipped recordings with by-kind cells added to the temperature sweep's lanes at T = 0 and 1."""
+    found = copy.deepcopy(recordings)
+    cells = sweep()
+    for t, row in found["temperatures"]["data"]["temperatures"].items():
+        for lane, values in row["lanes"].items():
+            if t in cells and lane in cells[t]["lanes"]:
+                values["by_kind"] = cells[t]["lanes"][lane]["by_kind"]
+    return found
+
+
+def test_points_1_7_and_9_show_the_kinds_on_the_page_and_the_slide_only_where_recorded():
+    from app.tabs.lesson import point_html
+    from app.lesson.stamps import slide_sources
+    from app.tabs.slides import takeaway_html
+
+    recordings = lesson.recorded()
+    assert {"temperatures", "greedy", "parts"} <= set(recordings)  # shipped
+    shown = with_kinds(recordings)
+    for point in lesson.POINTS:
+        page, slide = point_html(point, shown), takeaway_html(point, shown)
+        assert ("By kind of text" in page) == ("By kind of text at T = 0" in slide) == (point.number in (1, 7, 9))
+        assert ('class="kinds-table"' in slide) == (point.number in (1, 7, 9))
+        if point.number in (7, 9):  # the slide's sources name the recording its table reads, only where it does
+            assert "temperatures" in slide_sources(point.number, point.recording, shown)
+            assert "temperatures" not in slide_sources(point.number, point.recording, recordings)
+        bare = point_html(point, recordings) + takeaway_html(point, recordings)
+        assert "By kind" not in bare and "kinds-table" not in bare
+
+
+def test_the_slides_sentence_is_the_short_one_and_follows_the_numbers_too():
+    short = kinds.kinds_sentence(data(), 1, short=True)
+    assert short == ("By kind of text at T = 0, DFlash leads AR most on regular code (1.60× its speed); DSpark leads "
+                     "AR most on regular code (1.73× its speed): this agrees with the papers (GSM8K against MT-Bench).")
+    assert "this does not agree" in kinds.kinds_sentence(data(dflash=(1.6, 1.5, 2.6), dspark=(1.6, 2.8, 1.4)), 1, True)

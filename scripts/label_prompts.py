@@ -12,7 +12,8 @@ new tokens, the length every benchmark measures), by a rule applied in this orde
 3. "free code": everything else, ordinary logic whose continuation has real choices.
 
 Writes the label as a "kind" field into assets/prompts/heldout.jsonl, keeping every other field and the row order;
-`--check` writes nothing and fails when a stored label differs from the rule's. The rule and its counts: docs/formats.md.
+`--check` writes nothing and fails when a stored label differs from the rule's. The rule and its counts:
+docs/embedded-models.md.
 """
 
 from __future__ import annotations

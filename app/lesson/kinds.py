@@ -48,14 +48,17 @@ def kinds_in(cells: dict) -> list[str]:
     return [k for k in KIND_ORDER if k in named] + sorted(named - set(KIND_ORDER))
 
 
-def _interval(value: dict, unit: str = "") -> str:
+def _interval(value: dict, unit: str = "", prompts: int = 2) -> str:
+    """"2.31× (2.10–2.50)": a figure with its interval over prompts; over one prompt there is none to give."""
+    if prompts < 2:
+        return f"{value['mean']:.2f}{unit}"
     return f"{value['mean']:.2f}{unit} ({value['low']:.2f}–{value['high']:.2f})"
 
 
 def _cell(cell: dict | None) -> str:
     if not cell:
         return "—"
-    return f"τ {_interval(cell['tau'])}, {_interval(cell['speedup'], '×')}"
+    return f"τ {_interval(cell['tau'], '', cell['prompts'])}, {_interval(cell['speedup'], '×', cell['prompts'])}"
 
 
 def _header(cells: dict, kinds: list[str]) -> list[str]:
@@ -104,7 +107,8 @@ def _slide_cell(cell: dict | None) -> str:
     """A slide's cell on two lines, τ above the speedup, each with its interval."""
     if not cell:
         return "—"
-    return f"τ {html.escape(_interval(cell['tau']))}<br>{html.escape(_interval(cell['speedup'], '×'))}"
+    n = cell["prompts"]
+    return f"τ {html.escape(_interval(cell['tau'], '', n))}<br>{html.escape(_interval(cell['speedup'], '×', n))}"
 
 
 def leads(data: dict, lane: str, temperature: str = "0.0") -> dict[str, float]:
@@ -136,7 +140,8 @@ def kinds_sentence(data: dict, number: int, short: bool = False) -> str:
         return ""
     papers = "the papers (GSM8K against MT-Bench)" if short else f"the papers, which find {PAPERS}"
     if not differ:
-        verdict = f"this agrees with {papers}" + ("" if short else f", {PREDICTABLE} being the most predictable text here")
+        verdict = f"this agrees with {papers}" + (
+            "" if short else f", {PREDICTABLE} being the most predictable text here")
     elif not agree:
         verdict = f"this does not agree with {papers}" + ("" if short else f", which here would be {PREDICTABLE}")
     else:

@@ -102,3 +102,13 @@ def test_the_slides_sentence_is_the_short_one_and_follows_the_numbers_too():
     assert short == ("By kind of text at T = 0, DFlash leads AR most on regular code (1.60× its speed); DSpark leads "
                      "AR most on regular code (1.73× its speed): this agrees with the papers (GSM8K against MT-Bench).")
     assert "this does not agree" in kinds.kinds_sentence(data(dflash=(1.6, 1.5, 2.6), dspark=(1.6, 2.8, 1.4)), 1, True)
+
+
+def test_a_kind_of_one_prompt_shows_its_figures_without_an_interval():
+    one = data()
+    for row in one["temperatures"]["data"]["temperatures"].values():
+        for lane in row["lanes"].values():
+            lane["by_kind"][FREE] = {**cell(3.0, 1.5, 1)}
+    page, slide = kinds.kinds_markdown(one, 7), kinds.kinds_html(one, 7)
+    assert "free code (1 prompt)" in page and "τ 3.00, 1.50×" in page and "τ 3.00<br>1.50×" in slide
+    assert "τ 3.00 (2.80" in page  # AR's regular code, 16 prompts, keeps its interval

@@ -5,8 +5,10 @@ import json
 from engine.contract.presets import HELDOUT_PROMPTS, load_prompts
 from scripts.label_prompts import KINDS, label, masked_lines, prose_share
 
-CODEC = "\n    return codecs.CodecInfo(\n        name='{}',\n        encode=Codec().encode,\n        decode=Codec().decode,\n    )\n"
-DOCSTRING = '\n    """Return the size of the chunk.\n\n    The size counts the header too.\n    """\n    return self.size\n'
+CODEC = ("\n    return codecs.CodecInfo(\n        name='{}',\n        encode=Codec().encode,\n"
+         "        decode=Codec().decode,\n    )\n")
+DOCSTRING = ('\n    """Return the size of the chunk.\n\n    The size counts the header too.\n    """\n'
+             "    return self.size\n")
 LOGIC = "\n    if pos < 0:\n        raise ValueError('negative')\n    self.file.seek(self.offset + pos, 0)\n"
 
 
@@ -37,5 +39,6 @@ def test_every_shipped_held_out_prompt_has_a_kind_and_the_readers_still_read_its
     assert {row["kind"] for row in rows} == set(KINDS)
     assert all(set(row) == {"source", "prompt", "kind"} for row in rows)
     assert load_prompts() == [row["prompt"] for row in rows]
-    codecs = [row["kind"] for row in rows if row["source"].startswith("encodings/") and "getregentry" in row["prompt"][-30:]]
+    codecs = [row["kind"] for row in rows
+              if row["source"].startswith("encodings/") and "getregentry" in row["prompt"][-30:]]
     assert codecs and set(codecs) == {"regular code"}

@@ -33,7 +33,7 @@ from .speed import (bottlenecks_slide, bottlenecks_takeaway, dflash_slide, dflas
                     formula_takeaway, parts_slide, parts_takeaway, sweep_slide, sweep_takeaway)
 from .sweeps import load_slide, load_takeaway, temperature_slide, temperature_takeaway, trees_slide, trees_takeaway
 from .stamps import recorded_stamps, stamp_of, stamp_words
-from .kinds import KIND_POINTS, kinds_html, kinds_markdown, kinds_sentence  # noqa: F401  (points 1, 7, 9 by kind)
+from .kinds import KIND_POINTS, kinds_markdown, kinds_sentence  # noqa: F401  (points 1, 7, 9 by kind)
 from .choice import chosen_prompt, measure_prompt_choice  # noqa: F401  (the one prompt's rule, and its recording)
 from .long import (LIVE_LONG_LANES, LIVE_LONG_PROMPTS, LIVE_LONG_TOKENS, LONG_PROMPTS, PAPERS, long_claim_from,
                    long_slide, long_takeaway)

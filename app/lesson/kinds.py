@@ -1,21 +1,22 @@
 """Where the breakout is and is not: each lane's τ and speedup within each kind of held-out text (regular code, free
 code, prose-like: scripts/label_prompts.py), each with its 95 % interval over that kind's prompts, read from the
-temperature sweep's `by_kind` (engine/measure/sweep.py kind_rows). A table for the page (Markdown) and for the slide
-(HTML), and one sentence worded from it: on which kind a one-pass lane's lead over AR is largest, and whether that
-agrees with the papers. A recording without kinds gives nothing: no table, no sentence. Points 1, 7 and 9 show it.
+temperature sweep's `by_kind` (engine/measure/sweep.py kind_rows). A table for the page (Markdown), and one sentence
+worded from it: on which kind a one-pass lane's lead over AR is largest, and whether that agrees with the papers. A
+recording without kinds gives nothing: no table, no sentence. Points 1, 7 and 9 show it on the page; their slides
+keep their charts.
 Torch-free and Gradio-free."""
 
 from __future__ import annotations
 
-import html
 
 from engine.contract.methods import DFLASH, DSPARK, EAGLE3, METHOD_REGISTRY, method_label
 
 KIND_ORDER = ("regular code", "free code", "prose-like")  # any other kind a file names follows, by name
 PREDICTABLE = "regular code"  # the kind nearest the papers' predictable text: its continuation near-forced
 PAPERS = "one pass's lead largest on predictable text (GSM8K against MT-Bench)"
-PAGE_TEMPERATURES = ("0.0", "1.0")  # the page's table: the two ends of the sweep; the slide's: T = 0 alone
-SLIDE_TEMPERATURES = ("0.0",)
+# The page's table: the two ends of the sweep. The slides show none: at 1024×768 a table under a slide's chart
+# leaves the chart under its height (tests/browser/test_slides.py)
+PAGE_TEMPERATURES = ("0.0", "1.0")
 # Each point's lanes: AR beside the one-pass lane(s) it discusses (point 1: every chain lane the sweep measured)
 POINT_LANES = {7: (EAGLE3, DFLASH), 9: (EAGLE3, DFLASH, DSPARK)}
 POINT_LEADERS = {1: (DFLASH, DSPARK), 7: (DFLASH,), 9: (DSPARK,)}
@@ -28,7 +29,7 @@ def _temperatures(data: dict) -> dict:
     return sweep.get("temperatures", {}) if isinstance(sweep, dict) else {}
 
 
-def kind_cells(data: dict, lanes=None, temperatures=SLIDE_TEMPERATURES) -> dict:
+def kind_cells(data: dict, lanes=None, temperatures=("0.0",)) -> dict:
     """{(temperature, lane): {kind: {"prompts", "tau", "speedup"}}} for each lane (default every lane the sweep
     measured that the registry names) at each temperature whose row has `by_kind`; {} for a recording without."""
     sweep = _temperatures(data)
@@ -89,28 +90,6 @@ def kinds_markdown(data: dict, number: int) -> str:
             "95 % interval over the kind's prompts):\n\n" + "\n".join(lines))
 
 
-def kinds_html(data: dict, number: int) -> str:
-    """Point `number`'s table for the slide: the same at T = 0 ("" for a recording without kinds)."""
-    lanes = point_lanes(number) or (EAGLE3, *POINT_LEADERS.get(number, ()))  # a room reads AR and the one-pass lanes
-    cells = kind_cells(data, lanes, SLIDE_TEMPERATURES) if number in KIND_POINTS else {}
-    if not cells:
-        return ""
-    kinds = kinds_in(cells)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["T = 0", *_header(cells, kinds)])
-    body = "".join(f"<tr><td>{html.escape(method_label(lane))}</td>"
-                   + "".join(f"<td>{_slide_cell(by_kind.get(kind))}</td>" for kind in kinds) + "</tr>"
-                   for (_, lane), by_kind in cells.items())
-    return f'<table class="kinds-table"><tr>{head}</tr>{body}</table>'
-
-
-def _slide_cell(cell: dict | None) -> str:
-    """A slide's cell on two lines, τ above the speedup, each with its interval."""
-    if not cell:
-        return "—"
-    n = cell["prompts"]
-    return f"τ {html.escape(_interval(cell['tau'], '', n))}<br>{html.escape(_interval(cell['speedup'], '×', n))}"
-
-
 def leads(data: dict, lane: str, temperature: str = "0.0") -> dict[str, float]:
     """`lane`'s speedup over AR's within each kind (the two summed-wall speedups' ratio: how much faster it is than
     AR on that kind's prompts); {} without both lanes' kinds."""
@@ -122,9 +101,9 @@ def leads(data: dict, lane: str, temperature: str = "0.0") -> dict[str, float]:
             for kind in kinds_in(cells) if kind in own and kind in ar and ar[kind]["speedup"]["mean"]}
 
 
-def kinds_sentence(data: dict, number: int, short: bool = False) -> str:
+def kinds_sentence(data: dict, number: int) -> str:
     """Point `number`'s sentence from the numbers: on which kind each of its one-pass lanes leads AR most at T = 0, and
-    whether that agrees with the papers ("" for a recording without kinds); short: the slide's."""
+    whether that agrees with the papers ("" for a recording without kinds)."""
     parts, agree, differ = [], [], []
     for lane in POINT_LEADERS.get(number, ()):
         lead = leads(data, lane)
@@ -132,20 +111,17 @@ def kinds_sentence(data: dict, number: int, short: bool = False) -> str:
             continue
         best = max(lead, key=lead.get)
         others = ", ".join(f"{lead[k]:.2f}× on {k}" for k in lead if k != best)
-        parts.append(f"{method_label(lane)} leads AR most on {best} ({lead[best]:.2f}× its speed)" if short else
-                     f"{method_label(lane)}'s lead over AR is largest on {best} ({lead[best]:.2f}× AR's speed, "
+        parts.append(f"{method_label(lane)}'s lead over AR is largest on {best} ({lead[best]:.2f}× AR's speed, "
                      f"against {others})")
         (agree if best == PREDICTABLE else differ).append(method_label(lane))
     if not parts:
         return ""
-    papers = "the papers (GSM8K against MT-Bench)" if short else f"the papers, which find {PAPERS}"
+    papers = f"the papers, which find {PAPERS}"
     if not differ:
-        verdict = f"this agrees with {papers}" + (
-            "" if short else f", {PREDICTABLE} being the most predictable text here")
+        verdict = f"this agrees with {papers}, {PREDICTABLE} being the most predictable text here"
     elif not agree:
-        verdict = f"this does not agree with {papers}" + ("" if short else f", which here would be {PREDICTABLE}")
+        verdict = f"this does not agree with {papers}, which here would be {PREDICTABLE}"
     else:
         verdict = (f"{' and '.join(agree)} agree{'s' * (len(agree) == 1)} with {papers}; {' and '.join(differ)} "
-                   f"do{'es' * (len(differ) == 1)} not" + ("" if short else
-                                                           f" ({PREDICTABLE} is the most predictable text here)"))
+                   f"do{'es' * (len(differ) == 1)} not ({PREDICTABLE} is the most predictable text here)")
     return f"By kind of text at T = 0, {'; '.join(parts)}: {verdict}."

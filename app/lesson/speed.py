@@ -70,10 +70,10 @@ def formula_takeaway(data: dict) -> str:
     return "; ".join(parts) + f". Here {where}." + why + race + heldout + _by_kind(data, 1)
 
 
-def _by_kind(data: dict, number: int, short: bool = False) -> str:
-    """" By kind of text at T = 0, …": point `number`'s sentence on the held-out prompts by kind ("" without kinds);
-    short: its slide's."""
-    sentence = kinds_sentence(data, number, short)
+def _by_kind(data: dict, number: int) -> str:
+    """" By kind of text at T = 0, …": point `number`'s sentence on the held-out prompts by kind ("" without kinds).
+    The page's takeaway only: a slide shows the kinds' table and has no room for the sentence."""
+    sentence = kinds_sentence(data, number)
     return f" {sentence}" if sentence else ""
 
 
@@ -109,7 +109,7 @@ def formula_slide(data: dict) -> str:
         one = ", ".join(f"{method_label(m)} {measured[m]:.2f}×" for m in measured)
         where = _below_formula({m: s for m, (s, _) in rows.items()}, {m: f for m, (_, f) in rows.items()})
         return (f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
-                + _by_kind(data, 1, short=True))
+               )
     lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
     one = rule_words(str(data["greedy"].settings.get("prompt", "")), short=True)
     return f"On one prompt ({one}): {lanes}; {_below_formula(measured, formula)}.{cost}"
@@ -403,7 +403,7 @@ def dflash_slide(data: dict) -> str:
     cost_one, cost_serial, _, _ = _one_pass_costs(c, serial, one_pass)  # the bubbles: the page's takeaway
     return (f"One prompt (the timeline): {method_label(one_pass)}'s one pass costs {cost_one:.2f} of a verify, "
             f"{method_label(serial)}'s {drafts_per_step(c, serial)} serial forwards {cost_serial:.2f}. "
-            + kv_words(data, short=True) + _by_kind(data, 7, short=True))
+            + kv_words(data, short=True))
 
 
 def _parts_rows(data: dict):
@@ -427,7 +427,7 @@ def parts_slide(data: dict) -> str:
     return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
             f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
             f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}."
-            + _by_kind(data, 9, short=True))
+           )
 
 
 def parts_takeaway(data: dict) -> str:

@@ -13,8 +13,6 @@ from pathlib import Path
 
 from engine.measure.provenance import short  # the build as a page shows it
 
-from .kinds import KIND_POINTS, kind_cells
-
 
 # What each recording is, in a few words, where a slide names its sources one by one
 SOURCE_NAMES = {"greedy": "one prompt at T = 0", "sampled": "one prompt at T = 1",
@@ -26,14 +24,9 @@ SOURCE_NAMES = {"greedy": "one prompt at T = 0", "sampled": "one prompt at T = 1
 SLIDE_EXTRA = {1: ("temperatures",), 3: ("temperatures",), 6: ("sweeps", "parts"), 7: ("kv",)}
 
 
-def slide_sources(number: int, recording: str, data: dict | None = None) -> tuple[str, ...]:
-    """Every recording point `number`'s slide reads, its own (`recording`) first; with the recordings (`data`), also
-    the temperature sweep where the slide shows its kinds of text (app/lesson/kinds.py)."""
-    extra = SLIDE_EXTRA.get(number, ())
-    if (number in KIND_POINTS and "temperatures" not in extra and recording != "temperatures" and data is not None
-            and kind_cells(data)):
-        extra = (*extra, "temperatures")
-    return (recording, *extra)
+def slide_sources(number: int, recording: str) -> tuple[str, ...]:
+    """Every recording point `number`'s slide reads, its own (`recording`) first."""
+    return (recording, *SLIDE_EXTRA.get(number, ()))
 
 
 def _files() -> dict[str, Path]:

@@ -123,7 +123,7 @@ def source_words(point: Point, data: dict, live: bool = False) -> str:
     once ("one prompt at T = 0: measured live on cpu, each lane run twice; the K sweep and DSpark's parts: recorded
     …")."""
     said: dict[str, list[str]] = {}
-    for key in slide_sources(point.number, point.recording, data):
+    for key in slide_sources(point.number, point.recording):
         item = _source(key, data)
         if item is None:
             continue
@@ -146,7 +146,7 @@ def takeaway_html(point: Point, data: dict, live: bool = False) -> str:
     where = source_words(point, data, live)
     return (f'<div class="slide-takeaway"><b>Here:</b> {html.escape(lesson.takeaway(point, data, slide=True))} '
             f'<span class="slide-source">({html.escape(where)}; <a href="?lesson={point.number}">this point in '
-            f'the page</a>)</span>{lesson.kinds_html(data, point.number)}</div>')
+            'the page</a>)</span></div>')
 
 
 def plain_words(value) -> str:
@@ -350,8 +350,6 @@ html.present #slides {{ display: flex !important; flex-direction: column; flex-w
 #slide-widget {{ flex: 1 1 0; }}
 #slides .slide-takeaway {{ flex: 0 0 auto; font-size: 20px; line-height: 1.3; }}
 #slides .slide-takeaway .slide-source {{ color: #666; }}
-#slides .kinds-table {{ border-collapse: collapse; margin-top: 4px; }}
-#slides .kinds-table :is(th, td) {{ padding: 1px 12px 1px 0; text-align: left; vertical-align: top; }}
 #slide-bar {{ flex: 0 0 auto; align-items: center; gap: 12px; }}
 #slide-bar button {{ font-size: 18px; }}
 #slide-status, #slide-status :is(.note, .status-error, .prose, p, div) {{ font-size: 18px !important; }}

@@ -42,8 +42,8 @@ def data(**speeds) -> dict:
 def test_a_recording_without_kinds_shows_no_table_and_says_nothing():
     plain = {"temperatures": {"data": {"temperatures": {"0.0": {"lanes": {"eagle3": {"speedup": 1.5}}}}}}}
     for empty in ({}, plain):
-        assert kinds.kinds_markdown(empty, 1) == kinds.kinds_html(empty, 1) == kinds.kinds_sentence(empty, 1) == ""
-    assert kinds.kinds_markdown(data(), 4) == kinds.kinds_html(data(), 4) == ""  # not a point that shows kinds
+        assert kinds.kinds_markdown(empty, 1) == kinds.kinds_sentence(empty, 1) == ""
+    assert kinds.kinds_markdown(data(), 4) == kinds.kinds_sentence(data(), 4) == ""  # not a point that shows kinds
 
 
 def test_the_tables_show_each_kinds_tau_and_speedup_with_intervals_and_prompt_counts():
@@ -51,9 +51,7 @@ def test_the_tables_show_each_kinds_tau_and_speedup_with_intervals_and_prompt_co
     assert "regular code (16 prompts)" in page and "free code (8 prompts)" in page
     assert "| 0 | DFlash | τ 4.80 (4.60–5.00), 2.40× (2.30–2.50)" in page and "| 1 | AR |" in page
     assert "DSpark" not in page  # point 7: AR beside DFlash
-    slide = kinds.kinds_html(data(), 9)
-    assert slide.count("<tr>") == 4 and "T = 0" in slide and "2.60× (2.50–2.70)" in slide
-    assert "DSpark" in slide and "<td>AR</td>" in slide
+    assert "| 0 | DSpark | " in kinds.kinds_markdown(data(), 9)  # point 9: AR, DFlash and DSpark
 
 
 def test_the_sentence_names_the_kind_of_the_largest_lead_and_whether_the_papers_agree():
@@ -78,30 +76,28 @@ def with_kinds(recordings: dict) -> dict:
     return found
 
 
-def test_points_1_7_and_9_show_the_kinds_on_the_page_and_the_slide_only_where_recorded():
+def without_kinds(recordings: dict) -> dict:
+    """The shipped recordings as a temperature sweep recorded before kinds were kept: no by-kind cells."""
+    found = copy.deepcopy(recordings)
+    for row in found["temperatures"]["data"]["temperatures"].values():
+        for values in row["lanes"].values():
+            values.pop("by_kind", None)
+    return found
+
+
+def test_points_1_7_and_9_show_the_kinds_on_the_page_only_where_recorded():
     from app.tabs.lesson import point_html
-    from app.lesson.stamps import slide_sources
     from app.tabs.slides import takeaway_html
 
-    recordings = lesson.recorded()
-    assert {"temperatures", "greedy", "parts"} <= set(recordings)  # shipped
-    shown = with_kinds(recordings)
+    shipped = lesson.recorded()
+    assert {"temperatures", "greedy", "parts"} <= set(shipped)
+    shown, recordings = with_kinds(shipped), without_kinds(shipped)
     for point in lesson.POINTS:
         page, slide = point_html(point, shown), takeaway_html(point, shown)
-        assert ("By kind of text" in page) == ("By kind of text at T = 0" in slide) == (point.number in (1, 7, 9))
-        assert ('class="kinds-table"' in slide) == (point.number in (1, 7, 9))
-        if point.number in (7, 9):  # the slide's sources name the recording its table reads, only where it does
-            assert "temperatures" in slide_sources(point.number, point.recording, shown)
-            assert "temperatures" not in slide_sources(point.number, point.recording, recordings)
+        assert ("By kind of text" in page) == (point.number in (1, 7, 9))
+        assert "By kind" not in slide  # a slide keeps its chart's height: the kinds are on the page
         bare = point_html(point, recordings) + takeaway_html(point, recordings)
-        assert "By kind" not in bare and "kinds-table" not in bare
-
-
-def test_the_slides_sentence_is_the_short_one_and_follows_the_numbers_too():
-    short = kinds.kinds_sentence(data(), 1, short=True)
-    assert short == ("By kind of text at T = 0, DFlash leads AR most on regular code (1.60× its speed); DSpark leads "
-                     "AR most on regular code (1.73× its speed): this agrees with the papers (GSM8K against MT-Bench).")
-    assert "this does not agree" in kinds.kinds_sentence(data(dflash=(1.6, 1.5, 2.6), dspark=(1.6, 2.8, 1.4)), 1, True)
+        assert "By kind" not in bare
 
 
 def test_a_kind_of_one_prompt_shows_its_figures_without_an_interval():
@@ -109,6 +105,6 @@ def test_a_kind_of_one_prompt_shows_its_figures_without_an_interval():
     for row in one["temperatures"]["data"]["temperatures"].values():
         for lane in row["lanes"].values():
             lane["by_kind"][FREE] = {**cell(3.0, 1.5, 1)}
-    page, slide = kinds.kinds_markdown(one, 7), kinds.kinds_html(one, 7)
-    assert "free code (1 prompt)" in page and "τ 3.00, 1.50×" in page and "τ 3.00<br>1.50×" in slide
+    page = kinds.kinds_markdown(one, 7)
+    assert "free code (1 prompt)" in page and "τ 3.00, 1.50×" in page
     assert "τ 3.00 (2.80" in page  # AR's regular code, 16 prompts, keeps its interval

@@ -81,8 +81,9 @@ def card_speed() -> str:
                      + (f"{other['speedup']:.2f}× | {other['decode_speedup']:.2f}× |" if other else "— | — |")
                      + f" {lane['tau']:.2f} |")
     if sampled:
-        lines += ["", f"At temperature {sampled['temperature']:g} ({sampled['verify_rule']} rule, the drafters' weights "
-                  f"trained for sampling; baseline {sampled['baseline_tokens_per_s']:.1f} tokens/s): "
+        lines += ["", f"At temperature {sampled['temperature']:g} ({sampled['verify_rule']} rule, each drafter with what "
+                  "it holds for sampling: EAGLE-3's and DFlash's weights trained for it, DSpark's one set of weights "
+                  f"with its T = 1 calibration; baseline {sampled['baseline_tokens_per_s']:.1f} tokens/s): "
                   + ", ".join(f"{_lane(name, quiet)} {lane['speedup']:.2f}× (τ {lane['tau']:.2f})"
                               for name, lane in sampled["lanes"].items() if not name.endswith("_greedy_weights"))
                   + "."]

@@ -25,6 +25,7 @@ import sys
 from collections import Counter
 
 from engine.contract.presets import HELDOUT_PROMPTS
+from engine.measure.decide import read_prompt_file
 
 KINDS = ("regular code", "free code", "prose-like")
 CONTINUATION_TOKENS = 64
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="write nothing; fail if a stored label differs")
     args = parser.parse_args(argv)
-    rows = [json.loads(line) for line in HELDOUT_PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_prompt_file(HELDOUT_PROMPTS)
     kinds = label(rows, continuations([r["prompt"] for r in rows]))
     if args.check:
         wrong = [i for i, (r, k) in enumerate(zip(rows, kinds)) if r.get("kind") != k]

@@ -20,6 +20,7 @@ from functools import cache
 from engine.contract.methods import BASELINE, DFLASH, DSPARK, METHOD_REGISTRY
 from engine.contract.presets import ASSETS_DIR, HELDOUT_PROMPTS, load_prompts
 from engine.measure import lesson as recipes
+from engine.measure.decide import read_prompt_file
 from engine.measure.lesson import FORMAT, chain_methods, measurement, parts_method, serial_methods  # noqa: F401
 from engine.process import run_on
 
@@ -166,17 +167,18 @@ def measure_temperatures(engine, prompts: list[str] | None = None, temperatures=
                          max_new_tokens: int = TEMPERATURE_TOKENS, argmax_at=ARGMAX_AT, stop=None) -> dict:
     """Every lane at every temperature against the baseline at the same temperature, on `prompts` (default the
     first TEMPERATURE_PROMPTS held-out prompts, split by their kind of text too)."""
-    kinds = None if prompts else heldout_kinds()
-    kinds = kinds[:TEMPERATURE_PROMPTS] if kinds else None
-    prompts = prompts or load_prompts()[:TEMPERATURE_PROMPTS]
+    kinds = None
+    if not prompts:  # the held-out file read once: the prompts and their kinds
+        rows = read_prompt_file(HELDOUT_PROMPTS)[:TEMPERATURE_PROMPTS]
+        prompts, kinds = [row["prompt"] for row in rows], heldout_kinds(rows)
     return run_on(engine, recipes.temperatures, prompts, tuple(temperatures), max_new_tokens, tuple(argmax_at),
                   stop=stop, kinds=kinds)
 
 
-def heldout_kinds() -> list[str] | None:
-    """Each held-out prompt's kind of text (its "kind" label, scripts/label_prompts.py), or None where one lacks it."""
-    rows = [json.loads(line) for line in HELDOUT_PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    kinds = [row.get("kind") for row in rows]
+def heldout_kinds(rows: list[dict] | None = None) -> list[str] | None:
+    """Each held-out prompt's kind of text (its "kind" label, scripts/label_prompts.py), or None where one lacks it;
+    of `rows` where given (read_prompt_file's), else of the whole held-out file."""
+    kinds = [row.get("kind") for row in (read_prompt_file(HELDOUT_PROMPTS) if rows is None else rows)]
     return None if None in kinds else kinds
 
 

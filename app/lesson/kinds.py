@@ -8,7 +8,6 @@ Torch-free and Gradio-free."""
 
 from __future__ import annotations
 
-
 from engine.contract.methods import DFLASH, DSPARK, EAGLE3, METHOD_REGISTRY, method_label
 
 KIND_ORDER = ("regular code", "free code", "prose-like")  # any other kind a file names follows, by name

@@ -72,7 +72,7 @@ def formula_takeaway(data: dict) -> str:
 
 def _by_kind(data: dict, number: int) -> str:
     """" By kind of text at T = 0, …": point `number`'s sentence on the held-out prompts by kind ("" without kinds).
-    The page's takeaway only: a slide shows the kinds' table and has no room for the sentence."""
+    The page's takeaway only (with the kinds' table under it): a slide has room for neither."""
     sentence = kinds_sentence(data, number)
     return f" {sentence}" if sentence else ""
 
@@ -108,8 +108,7 @@ def formula_slide(data: dict) -> str:
         lanes = ", ".join(f"{method_label(m)} {s:.2f}× (formula {f:.2f}×)" for m, (s, f) in rows.items())
         one = ", ".join(f"{method_label(m)} {measured[m]:.2f}×" for m in measured)
         where = _below_formula({m: s for m, (s, _) in rows.items()}, {m: f for m, (_, f) in rows.items()})
-        return (f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
-               )
+        return f"Over {num_prompts} held-out prompts: {lanes}; {where}. One prompt alone (hatched): {one}."
     lanes = ", ".join(f"{method_label(m)} {measured[m]:.2f}× (formula {formula[m]:.2f}×)" for m in measured)
     one = rule_words(str(data["greedy"].settings.get("prompt", "")), short=True)
     return f"On one prompt ({one}): {lanes}; {_below_formula(measured, formula)}.{cost}"
@@ -426,8 +425,7 @@ def parts_slide(data: dict) -> str:
     head = {"rises": "lifts", "falls": "lowers", "holds": "leaves"}[trend(alone["tau"], full["tau"])]
     return (f"The Markov head {head} τ {alone['tau']:.2f} → {full['tau']:.2f}. The scheduler runs at "
             f"{shipped['speedup']:.2f}× against {full['speedup']:.2f}× verifying everything: "
-            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}."
-           )
+            f"{SCHEDULER_VERDICT[trend(full['speedup'], shipped['speedup'], speed_tolerance(data['parts']['data']))]}.")
 
 
 def parts_takeaway(data: dict) -> str:

@@ -360,8 +360,7 @@ def _train_drafter_more(kind: str, args, streams) -> int:
     extra = {"greedy_phase": greedy[1]}
     if kind == "dspark":
         extra.update(_calibrate_both(drafter, target, streams, args.device))
-    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
-        "heldout_expected_accepted_teacher_forced"
+    score_key = _score_key(kind)
     _export(drafter, f"{kind}-drafter", cfg, {
         score_key: round(score(windows), 3), f"{score_key}_before": earlier.get(score_key),
         "train_minutes": round(earlier["train_minutes"] + _train_minutes(greedy[0]), 1),
@@ -404,8 +403,7 @@ def _train_drafter_sampled(kind: str, args, streams) -> int:
           loss_generators=[generator])
     drafter.eval()
     windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
-    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
-        "heldout_expected_accepted_teacher_forced"
+    score_key = _score_key(kind)
     _export(drafter, f"{kind}-drafter-sampled", cfg, {
         "used": "above temperature 0 (the engine picks it by temperature; assets/" + f"{kind}-drafter at 0)",
         "labels": "KL + TV at temperature 1",
@@ -429,8 +427,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
     from .lm import TrainConfig, heldout_windows, train
 
     run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else ""))
-    score_key = "heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else \
-        "heldout_expected_accepted_teacher_forced"
+    score_key = _score_key(kind)
     shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
     if shipped is None:
         return 2
@@ -471,6 +468,13 @@ def _train_self_distill(kind: str, args, streams) -> int:
         "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra}
     _export(drafter, kind, cfg, record, out=run_dir / "export")
     return 0
+
+
+def _score_key(kind: str) -> str:
+    """The training.json key of a drafter's held-out score: EAGLE-3's expected accepted run at K = 4, a block
+    drafter's over its block, both teacher-forced."""
+    return ("heldout_expected_accepted_k4_teacher_forced" if kind == "eagle3" else
+            "heldout_expected_accepted_teacher_forced")
 
 
 def _self_distill_origin(kind: str, run_dir: Path, steps: int, score_key: str) -> tuple[dict | None, float | None]:

@@ -101,6 +101,9 @@ def _lesson_sizes() -> dict[str, float]:
         "greedy": lanes * lesson.NEW_TOKENS,
         "sampled": lanes * lesson.NEW_TOKENS,
         "sweeps": (serial * len(lesson.SWEEP_KS) + chains - serial + 1) * lesson.SWEEP_PROMPTS * 2 * lesson.SWEEP_TOKENS,
+        # each one-pass lane at most of the ladder (and its own block), beside a baseline, at each temperature
+        "blocks": (chains - serial) * (len(lesson.BLOCK_LADDER) + 1) * len(lesson.BLOCK_TEMPERATURES)
+        * lesson.BLOCK_PROMPTS * lesson.BLOCK_ROUNDS * lesson.BLOCK_TOKENS,
         "lossless": lesson.LOSSLESS_SAMPLES * chains * 8,
         "parts": 6 * lesson.PARTS_PROMPTS * 2 * lesson.NEW_TOKENS,
         "temperatures": ((chains + 1) * len(lesson.TEMPERATURES) + len(lesson.ARGMAX_AT) * 3)

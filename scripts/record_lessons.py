@@ -33,6 +33,7 @@ JOBS: dict[str, Callable] = {
     "greedy": lambda engine: record_comparison(engine, 0.0),
     "sampled": lambda engine: record_comparison(engine, 1.0),
     "sweeps": lambda engine: lesson.measure_sweeps(engine, lesson.sweep_prompts()),
+    "blocks": lambda engine: lesson.measure_blocks(engine),
     "lossless": lambda engine: lesson.measure_check(engine),
     "parts": lambda engine: lesson.measure_parts(engine),
     "temperatures": lambda engine: lesson.measure_temperatures(engine),

@@ -73,6 +73,15 @@ LIVE_TEMPERATURES = (0.0, 1.0)  # the two ends: the target sure of itself, and s
 LIVE_TEMPERATURE_PROMPTS = 3  # intervals over the prompts, widened for so few (engine/measure/sweep.py)
 LIVE_TEMPERATURE_TOKENS = 24
 LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab's own: app/run/runner.py TIMING_RUNS)
+# The block sweep: every one-pass lane at each block length of BLOCK_LADDER up to the block its drafter was trained
+# on, at temperatures 0 and 1 (engine/measure/lesson.py blocks), over the first BLOCK_PROMPTS held-out prompts: where
+# a one-pass lane's speed peaks, beside where a serial lane's does, and the block the Compare tab starts at for a
+# run's temperature (app/blocks.py).
+BLOCK_LADDER = (1, 2, 3, 4, 6, 8, 12, 16)
+BLOCK_TEMPERATURES = (0.0, 1.0)
+BLOCK_PROMPTS = 12
+BLOCK_TOKENS = 64
+BLOCK_ROUNDS = 1
 # The budget sweep: every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py
 # budget_sweep), recorded on the first TREE_PROMPTS held-out prompts; live, the two ends and the default budget.
 TREE_BUDGETS = (4, 8, 16, 32, 64)
@@ -140,6 +149,12 @@ def measure_sweeps(engine, prompts: list[str], ks=None, max_new_tokens: int | No
 def measure_sweeps_live(engine, prompts: list[str], stop=None) -> dict:
     """The K sweep at its live size (LIVE_SWEEP_*) on `prompts` (the lesson's: live_sweep_prompts())."""
     return measure_sweeps(engine, prompts, LIVE_SWEEP_KS, LIVE_SWEEP_TOKENS, LIVE_SWEEP_ROUNDS, stop=stop)
+
+
+def measure_blocks(engine, stop=None) -> dict:
+    """The block sweep of every one-pass lane at BLOCK_TEMPERATURES (recorded only: minutes on one core)."""
+    return run_on(engine, recipes.blocks, load_prompts()[:BLOCK_PROMPTS], BLOCK_LADDER, BLOCK_TOKENS, BLOCK_ROUNDS,
+                  BLOCK_TEMPERATURES, stop=stop)
 
 
 def measure_check(engine, samples: int = LOSSLESS_SAMPLES, methods: list[str] | None = None, stop=None) -> dict:
@@ -224,7 +239,7 @@ def measure_load_live(engine, stop=None) -> dict:
 
 RECORDINGS = {"greedy": "greedy.json", "sampled": "sampled.json", "sweeps": "k_sweeps.json",
               "lossless": "lossless.json", "parts": "parts.json", "temperatures": "temperatures.json",
-              "trees": "trees.json", "load": "load.json", "long": "long.json"}
+              "trees": "trees.json", "load": "load.json", "long": "long.json", "blocks": "blocks.json"}
 COMPARISONS = ("greedy", "sampled")  # saved comparisons; the rest are plain measurements with FORMAT
 
 

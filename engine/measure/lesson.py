@@ -49,6 +49,30 @@ def sweeps(engine, prompts: list[str], ks, max_new_tokens: int, rounds: int, sto
     return measurement({"sweeps": measured, "rounds": rounds}, engine.device_name)
 
 
+def one_pass_methods(available) -> list[str]:
+    return [m for m in chain_methods(available) if METHOD_REGISTRY[m].one_pass]
+
+
+def blocks(engine, prompts: list[str], ladder, max_new_tokens: int, rounds: int, temperatures=(0.0,),
+           stop=None) -> dict:
+    """Every one-pass lane at every block length of `ladder` up to the block its drafter was trained on (that
+    block always included), at each temperature, against the baseline at the same temperature on the same
+    prompts (engine/measure/sweep.py k_sweep): where a lane's speed peaks, beside where a serial lane's does.
+    {"temperatures": {"0.0": {lane: k_sweep's row}}, "rounds"}."""
+    from .sweep import k_sweep
+
+    measured = {}
+    for temperature in temperatures:
+        lanes = {}
+        for m in one_pass_methods(engine.methods()):
+            trained = engine.max_drafts(m) or METHOD_REGISTRY[m].default_drafts
+            ks = sorted({k for k in ladder if k <= trained} | {trained})
+            lanes[m] = k_sweep(engine, prompts, max_new_tokens, tuple(ks), m, rounds=rounds, stop=stop,
+                               temperature=float(temperature))
+        measured[str(float(temperature))] = lanes
+    return measurement({"temperatures": measured, "rounds": rounds}, engine.device_name)
+
+
 def check(engine, prompt: str, samples: int, temperature: float, methods: list[str] | None = None,
           stop=None) -> dict:
     """The distribution check (engine/measure/lossless.py) on `prompt`, every chain lane (or `methods`)."""

@@ -44,7 +44,7 @@ def measure(engine, prompts: list[str], configs: dict, rounds: int = 1, stop=Non
             what: str = "measurement") -> dict:
     """Run every configuration ({key: GenerationConfig}, the baseline under the key BASELINE) on every prompt
     in turn, `rounds` times, after one unmeasured warm-up run; returns {key: its fastest result per prompt}.
-    Every output must equal the baseline's on the same prompt. An EngineError (bad input, an output that differs)
+    At temperature 0 every output must equal the baseline's on the same prompt. An EngineError (bad input, an output that differs)
     comes back as one line led by `what`, the measurement's name. stop: a threading.Event seen after every step of
     every run (Stopped once it is set, as it is)."""
     try:
@@ -66,6 +66,8 @@ def _fastest_runs(engine, prompts: list[str], configs: dict, rounds: int, stop) 
                 if best is None or result.summary.wall_s < best.summary.wall_s:
                     fastest[key][i] = result
     for key, results in fastest.items():
+        if configs[key].temperature > 0:  # samples: each lane's own draws, equal in distribution only
+            continue
         for result, reference in zip(results, fastest[BASELINE]):
             if result.output_ids != reference.output_ids:
                 raise EngineError(f"{key} differs from the baseline")
@@ -85,28 +87,32 @@ def row(results: list, baseline: list) -> dict:
 
 
 def k_sweep(engine, prompts: list[str], max_new_tokens: int, ks=SWEEP_KS, method: str | None = None,
-            rounds: int = 1, one_pass: bool = False, stop=None) -> dict:
+            rounds: int = 1, one_pass: bool = False, stop=None, temperature: float = 0.0) -> dict:
     """Speedup, τ and draft cost of `method` (default: serial_method) at every K in `ks`; with `one_pass`,
-    also every one-pass method at its default block length, for comparison."""
+    also every one-pass method at its default block length, for comparison. Above temperature 0 every lane and
+    the baseline sample with the same seed per prompt."""
     method = method or serial_method(engine)
     ks = list(ks)
-    configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens),
-               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k)
+    configs = {BASELINE: GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens, temperature=temperature),
+               **{(method, k): GenerationConfig(method=method, max_new_tokens=max_new_tokens, drafts_per_step=k,
+                                                temperature=temperature)
                   for k in ks}}
     if one_pass:
         for m in engine.methods():
             entry = METHOD_REGISTRY[m]
             if entry.one_pass and not entry.tree:  # the chains; trees have their own sweep (budget_sweep)
                 configs[(m, entry.default_drafts)] = GenerationConfig(
-                    method=m, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts)
+                    method=m, max_new_tokens=max_new_tokens, drafts_per_step=entry.default_drafts,
+                    temperature=temperature)
     fastest = measure(engine, prompts, configs, rounds, stop, what="K sweep")
     baseline = fastest.pop(BASELINE)
     rows = {k: row(fastest[(method, k)], baseline) for k in ks}
     longest = [step for r in fastest[(method, ks[-1])] for step in r.steps]
     acceptance = [p for p in per_position_acceptance(longest) if p is not None] or [0.0]
-    others = {m: {**row(results, baseline), "drafts_per_step": k, "drafter": engine.drafter_label(m)}
+    # each lane's label as its runs give it: above temperature 0 it names the weights trained for sampling
+    others = {m: {**row(results, baseline), "drafts_per_step": k, "drafter": results[0].drafter}
               for (m, k), results in fastest.items() if m != method}
-    return {"method": method, "drafter": engine.drafter_label(method), "rows": rows,
+    return {"method": method, "drafter": fastest[(method, ks[-1])][0].drafter, "rows": rows, "temperature": temperature,
             "best_k": max(rows, key=lambda k: rows[k]["speedup"]), "acceptance": acceptance,
             # one draft forward over one verify forward, from the longest K's drafting time
             "per_forward_cost": rows[ks[-1]]["draft_cost"] / ks[-1], "others": others,
@@ -235,6 +241,7 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
                 if any(r.output_ids != b.output_ids for r, b in zip(runs, results[BASELINE])):
                     raise EngineError(f"temperature sweep: {key} differs from the baseline at temperature 0")
         baseline = results.pop(BASELINE)
+        serial = [m for m in methods if not METHOD_REGISTRY[m].one_pass]  # the lanes each lane's lead is paired with
         rows = {}
         for key, runs in results.items():
             by_prompt = sorted(b.summary.wall_s / r.summary.wall_s for r, b in zip(runs, baseline))
@@ -245,25 +252,33 @@ def temperature_sweep(engine, prompts: list[str], max_new_tokens: int, temperatu
             if key.endswith("_verify_all"):
                 rows[key]["survival"] = survival_rows(runs)
             if kinds is not None:
-                rows[key]["by_kind"] = kind_rows(runs, baseline, kinds)
+                rows[key]["by_kind"] = kind_rows(runs, baseline, kinds, {m: results[m] for m in serial
+                                                                          if m != key and m in results})
         entropies = [engine.target_entropy(r.prompt_ids, r.output_ids, temperature) for r in baseline]
         report["temperatures"][str(temperature)] = {
             "lanes": rows, "target_entropy": interval_row([sum(e) for e in entropies], [len(e) for e in entropies])}
     return report
 
 
-def kind_rows(results: list, baseline: list, kinds: list[str]) -> dict:
+def kind_rows(results: list, baseline: list, kinds: list[str], others: dict[str, list] | None = None) -> dict:
     """τ and speedup within each kind of prompt (`kinds`, one a prompt, in the order of `results`), each with its
-    95 % interval over that kind's prompts: {kind: {"prompts", "tau", "speedup"}}; the speedup is the baseline's
-    summed wall time over the lane's, as `row`'s."""
+    95 % interval over that kind's prompts: {kind: {"prompts", "tau", "speedup", "vs"}}; the speedup is the
+    baseline's summed wall time over the lane's, as `row`'s. "vs": for each lane in `others` (its runs on the same
+    prompts), this lane's speed over that one's, paired prompt by prompt (their summed wall times' ratio, its
+    interval over the kind's prompts): whether a lead within a kind is larger than the noise."""
     groups: dict[str, list[int]] = {}
     for i, kind in enumerate(kinds):
         groups.setdefault(kind, []).append(i)
+
+    def walls(runs: list, picked: list[int]) -> list[float]:
+        return [runs[i].summary.wall_s for i in picked]
+
     return {kind: {"prompts": len(picked),
                    "tau": interval_row([sum(len(s.committed) for s in results[i].steps) for i in picked],
                                        [results[i].summary.num_steps for i in picked]),
-                   "speedup": interval_row([baseline[i].summary.wall_s for i in picked],
-                                           [results[i].summary.wall_s for i in picked])}
+                   "speedup": interval_row(walls(baseline, picked), walls(results, picked)),
+                   "vs": {m: interval_row(walls(runs, picked), walls(results, picked))
+                          for m, runs in (others or {}).items()}}
             for kind, picked in sorted(groups.items())}
 
 

@@ -270,3 +270,26 @@ def test_the_old_flags_are_gone_from_the_bench(capsys):
     with pytest.raises(SystemExit):
         main(["--draft-len", "4"])  # once the serial lanes' K here and the one lane's drafts per step elsewhere
     assert "--draft-len" in capsys.readouterr().err
+
+
+def test_the_blocks_recipe_sweeps_each_one_pass_lane_up_to_its_trained_block_at_each_temperature(random_engine):
+    from engine.measure.lesson import blocks, one_pass_methods
+
+    doc = blocks(random_engine, ["def parse(self, text):\n"], (1, 2, 64), 8, rounds=1, temperatures=(0.0, 1.0))
+    lanes = one_pass_methods(random_engine.methods())
+    assert lanes and set(doc["data"]["temperatures"]) == {"0.0", "1.0"}
+    for temperature, measured in doc["data"]["temperatures"].items():
+        assert set(measured) == set(lanes)
+        for m, sweep in measured.items():
+            trained = random_engine.max_drafts(m)
+            ks = sorted({k for k in (1, 2) if k <= trained} | {trained})  # 64 is past every trained block
+            assert list(sweep["rows"]) == [str(k) for k in ks]  # JSON's keys, as recorded
+            assert sweep["temperature"] == float(temperature) and str(sweep["best_k"]) in sweep["rows"]
+            assert all(row["speedup"] > 0 for row in sweep["rows"].values())
+
+
+def test_a_k_sweep_above_temperature_zero_samples_and_is_not_held_to_the_greedy_output(random_engine):
+    from engine.measure.sweep import k_sweep
+
+    sweep = k_sweep(random_engine, ["def parse(self, text):\n"], 10, (1, 3), "dflash", temperature=1.0)
+    assert sweep["temperature"] == 1.0 and list(sweep["rows"]) == [1, 3]

@@ -97,3 +97,32 @@ def test_kind_rows_compute_each_kind_from_its_own_prompts():
     assert rows["a"]["prompts"] == 2 and rows["a"]["tau"]["mean"] == pytest.approx(14 / 4)
     assert rows["a"]["speedup"]["mean"] == pytest.approx(6 / 2) and rows["b"]["speedup"]["mean"] == pytest.approx(1)
     assert rows["b"]["tau"] == {"mean": 1.0, "low": 1.0, "high": 1.0}  # one prompt: no interval to widen
+
+
+def test_kind_rows_pair_each_lane_with_the_others_prompt_by_prompt():
+    """"vs": a lane's speed over another's within a kind, from their summed wall times on the same prompts, with an
+    interval that is zero-width where every prompt gives the same ratio and wide where the ratios disagree."""
+    from types import SimpleNamespace
+
+    from engine.measure.sweep import kind_rows
+
+    def run(wall):
+        return SimpleNamespace(steps=[], summary=SimpleNamespace(wall_s=wall, num_steps=1))
+
+    lane = [run(1.0), run(2.0), run(1.0), run(1.0)]
+    steady = [run(2.0), run(4.0), run(9.0), run(1.0)]  # twice as slow on kind "a", alike and then nine times on "b"
+    rows = kind_rows(lane, [run(3.0)] * 4, ["a", "a", "b", "b"], {"eagle3": steady})
+    assert rows["a"]["vs"]["eagle3"] == {"mean": 2.0, "low": 2.0, "high": 2.0}
+    assert rows["b"]["vs"]["eagle3"]["mean"] == pytest.approx(10 / 2)
+    assert rows["b"]["vs"]["eagle3"]["low"] < 1 < rows["b"]["vs"]["eagle3"]["high"]  # two prompts that disagree
+    assert kind_rows(lane, lane, ["a"] * 4)["a"]["vs"] == {}
+
+
+def test_a_sweep_pairs_every_lane_with_each_serial_lane_within_a_kind(random_engine):
+    split = temperature_sweep(random_engine, [*PROMPTS, "import os\n"], 8, temperatures=(0.0,),
+                              methods=["eagle3", "dflash"], kinds=["a", "b", "a"])
+    lanes = split["temperatures"]["0.0"]["lanes"]
+    assert set(lanes["dflash"]["by_kind"]["a"]["vs"]) == {"eagle3"}
+    assert lanes["eagle3"]["by_kind"]["a"]["vs"] == {}  # never paired with itself
+    cell = lanes["dflash"]["by_kind"]["a"]["vs"]["eagle3"]
+    assert cell["low"] <= cell["mean"] <= cell["high"]

@@ -20,9 +20,9 @@ Saved, a drafter is a DeepSpec checkpoint: architecture `Qwen3DSparkModel` (the 
 looks up), `tie_word_embeddings` false, and, once it holds them (`copy_target_embeddings`, as our training
 does), the copies of the target's embedding table and LM head that DeepSpec's class drafts with. Our own
 `confidence_temperatures` (fitted at temperature 0) and `confidence_temperatures_sampled` (fitted at 1, where
-the same weights also serve sampled runs) ride along in the config; DeepSpec ignores both. Older saves of ours (architecture
-`DSparkDraftModel`, no copies, tie flag true) still load: drafters/deepspec.py recognises both names and the
-copies are optional here.
+the same weights also serve sampled runs) ride along in the config; DeepSpec ignores both. Older saves of ours
+(architecture `DSparkDraftModel`, no copies, tie flag true) still load: drafters/deepspec.py recognises both
+names and the copies are optional here.
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ def measure(engine, prompts: list[str], configs: dict, rounds: int = 1, stop=Non
             what: str = "measurement") -> dict:
     """Run every configuration ({key: GenerationConfig}, the baseline under the key BASELINE) on every prompt
     in turn, `rounds` times, after one unmeasured warm-up run; returns {key: its fastest result per prompt}.
-    At temperature 0 every output must equal the baseline's on the same prompt. An EngineError (bad input, an output that differs)
-    comes back as one line led by `what`, the measurement's name. stop: a threading.Event seen after every step of
-    every run (Stopped once it is set, as it is)."""
+    At temperature 0 every output must equal the baseline's on the same prompt. An EngineError (bad input, an
+    output that differs) comes back as one line led by `what`, the measurement's name. stop: a threading.Event
+    seen after every step of every run (Stopped once it is set, as it is)."""
     try:
         return _fastest_runs(engine, prompts, configs, rounds, stop)
     except Stopped:

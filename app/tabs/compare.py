@@ -182,7 +182,20 @@ def block_most(methods: list[str], caps: dict[str, int | None]) -> int:
     return min(MAX_DRAFTS, max(blocks, default=MAX_DRAFTS))
 
 
-def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFTS) -> tuple[dict, gr.Checkbox]:
+def block_info(starts: dict[str, int], recorded: dict[str, bool]) -> str | None:
+    """The block slider's note where its starts come from the recorded block sweep (app/blocks.py): where it starts
+    at each temperature. None where neither does."""
+    if not any(recorded.values()):
+        return None
+    if starts["0.0"] == starts["1.0"]:
+        return f"Starts at {starts['0.0']}, the block recorded fastest for these drafters at temperature 0 and at 1."
+    return (f"Starts at {starts['0.0']} at temperature 0 and {starts['1.0']} above it: the blocks recorded fastest "
+            "for these drafters (fewer of a long block's drafts survive when sampling). It follows the temperature "
+            "until you set it.")
+
+
+def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFTS,
+              block_note: str | None = None) -> tuple[dict, gr.Checkbox]:
     """The lanes and every setting; returns the controls by Settings field, and the display-only checkbox."""
     c = {"methods": gr.CheckboxGroup([(method_label(m), m) for m in methods], value=list(defaults.methods),
                                      label="Lanes", elem_id="lanes")}
@@ -200,7 +213,7 @@ def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFT
                                                 elem_id="drafts-per-step-serial", label=_draft_label(False))
         c["drafts_per_step_one_pass"] = gr.Slider(1, block_top, value=min(defaults.drafts_per_step_one_pass, block_top),
                                                   step=1, elem_id="drafts-per-step-one-pass",
-                                                  label=_draft_label(True, block_top))
+                                                  label=_draft_label(True, block_top), info=block_note)
         trees = " / ".join(m.label for m in METHOD_REGISTRY.values() if m.tree)
         c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=defaults.tree_nodes, step=1, elem_id="tree-nodes",
                                     label=f"{trees}: node budget (drafts per step, as a tree no deeper than K or the "
@@ -253,11 +266,11 @@ def _results(methods: list[str], defaults: Settings, drafters: dict[str, str],
 
 
 def layout(methods: list[str], defaults: Settings, drafters: dict[str, str], block_top: int = MAX_DRAFTS,
-           servers=()) -> CompareView:
+           servers=(), block_note: str | None = None) -> CompareView:
     """Build the tab's components (inside a gr.Blocks); no behaviour. block_top: the block control's top;
-    servers: the operator's server lanes."""
+    servers: the operator's server lanes; block_note: where the block control starts (block_info)."""
     prompt, examples, (run_button, stop_button, copy_button, download_button, upload) = _prompt_row(defaults)
-    controls, show_drafts = _settings(methods, defaults, block_top)
+    controls, show_drafts = _settings(methods, defaults, block_top, block_note)
     controls["prompt"] = prompt
     link_notes = gr.HTML("", elem_id="link-notes", visible=False)
     focus = gr.HTML("", elem_id="compare-focus", visible=False)  # what a lesson point asks to look at
@@ -537,6 +550,9 @@ def wire(view: CompareView, handlers: CompareHandlers, demo: gr.Blocks) -> None:
     view.run_button.click(run.where_it_stands, inputs=run_inputs, outputs=[view.status], preprocess=False,
                           queue=False, **quiet)  # after the run's own: it finds the run in line
     view.stop_button.click(run.on_stop, inputs=None, outputs=None, queue=False, api_name="stop")
+    block = view.controls["drafts_per_step_one_pass"]  # follows the visitor's temperature while at a start
+    view.controls["temperature"].input(handlers.views.follow_temperature, inputs=[view.controls["temperature"], block],
+                                       outputs=[block], queue=False, **quiet)
     view.controls["methods"].change(run.show_lanes, inputs=[view.controls["methods"]],
                                     outputs=[*view.lane_boxes, view.survival_plot], preprocess=False, queue=False,
                                     **quiet)
@@ -566,7 +582,7 @@ def render(engine: EngineLike, demo: gr.Blocks, sessions: SessionStore,
     handlers = CompareHandlers.over(engine, sessions, run_lanes, max_run_s, pin_key, turns, servers, where)
     views = handlers.views
     view = layout(views.methods, views.defaults, views.drafters, block_most(views.methods, views.caps),
-                  servers.specs if servers else ())
+                  servers.specs if servers else (), block_info(views.block_starts, views.block_recorded))
     if servers is not None and servers.specs:
         server_lanes.wire(view, servers)  # first: a page sends a click's events in the order they were wired
     wire(view, handlers, demo)

@@ -19,7 +19,7 @@ from engine.contract.interface import EngineLike
 from engine.contract.methods import method_label
 from engine.contract.summary import summarize
 
-from ..blocks import block_default
+from ..blocks import block_default, follow_temperature, recorded_best, recorded_sweep, sweep_temperature
 from ..comparison import Comparison, LaneResult, settings_dict
 from ..draw.charts import NUM_CHARTS, comparison_figures
 from ..draw.render import empty_lane_html, lane_html, status_html
@@ -137,9 +137,24 @@ class LaneViews:
         self.drafters = {m: engine.drafter_label(m) for m in self.methods}
         self.sampled_drafters = {m: engine.drafter_label(m, 1.0) for m in self.methods}
         self.caps = {m: engine.max_drafts(m) for m in self.methods}  # a block drafter's trained block
-        defaults = default_settings(self.methods)  # the block slider starts at the trained block (app/blocks.py)
-        self.defaults = replace(defaults, drafts_per_step_one_pass=block_default(self.methods, self.caps,
-                                                                                 defaults.drafts_per_step_one_pass))
+        defaults = default_settings(self.methods)
+        # the block slider starts at the recorded fastest block for the run's temperature, else at the trained block
+        # (app/blocks.py); it follows the temperature between the two starts until the visitor sets it
+        sweep, labels = recorded_sweep(), {"0.0": self.drafters, "1.0": self.sampled_drafters}
+        self.block_starts = {t: block_default(self.methods, self.caps, defaults.drafts_per_step_one_pass, float(t),
+                                              sweep, labels[t]) for t in labels}
+        self.block_recorded = {t: recorded_best(self.methods, self.caps, sweep, float(t), labels[t]) is not None
+                               for t in labels}
+        self.defaults = replace(defaults, drafts_per_step_one_pass=self.block_starts[
+            sweep_temperature(defaults.temperature)])
+
+    def follow_temperature(self, temperature, block):
+        """The block slider after the visitor moves the temperature (app/blocks.py follow_temperature)."""
+        try:
+            moved = follow_temperature(float(temperature), int(block), self.block_starts)
+        except (TypeError, ValueError):
+            moved = None
+        return gr.update() if moved is None else gr.update(value=moved)
 
     def refused(self, message: str) -> tuple:
         return status_html(f"⚠ {message}", error=True), *[gr.skip()] * (len(self.methods) + NUM_CHARTS)

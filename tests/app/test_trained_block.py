@@ -44,3 +44,96 @@ def test_a_block_16_drafters_page_starts_its_slider_at_15(page):
 
 def test_the_download_button_states_an_offered_downloads_life(page):
     assert _component(page, "download").label == disk.download_label() == "Download this comparison (link kept 1 h)"
+
+
+def _sweep(rows: dict[str, dict[str, dict[int, float]]], labels: dict[str, dict[str, str]]) -> dict:
+    """A block sweep's data: {temperature: {lane: {block: speedup}}}, each lane's drafter label at that temperature."""
+    return {"temperatures": {t: {m: {"drafter": labels[t][m], "rows": {str(k): {"speedup": v} for k, v in ks.items()}}
+                                 for m, ks in lanes.items()} for t, lanes in rows.items()}}
+
+
+LABELS = {"0.0": {"dflash": "DFlash, 3 layers, 7 drafts per block", "dspark": "DSpark, 3 layers, 15 drafts per block"},
+          "1.0": {"dflash": "DFlash, 3 layers, 7 drafts per block, trained for T > 0",
+                  "dspark": "DSpark, 3 layers, 15 drafts per block, calibrated for T > 0"}}
+CAPS = {"baseline": None, "eagle3": None, "dflash": 7, "dspark": 15}
+SWEEP = _sweep({"0.0": {"dflash": {1: 1.1, 4: 1.6, 7: 1.9}, "dspark": {1: 1.1, 4: 1.7, 8: 2.0, 15: 2.2}},
+                "1.0": {"dflash": {1: 1.0, 4: 1.35, 7: 1.3}, "dspark": {1: 1.0, 4: 1.45, 8: 1.3, 15: 1.1}}}, LABELS)
+
+
+def test_the_recorded_fastest_block_for_the_loaded_lanes_at_each_temperature():
+    from app.blocks import block_default, recorded_best
+
+    methods = list(CAPS)
+    # at 0: 15 (DFlash drafts its own 7 there: 1.9 beside DSpark's 2.2) beats 8 (1.9, 2.0) and 4
+    assert recorded_best(methods, CAPS, SWEEP, 0.0, LABELS["0.0"]) == 15
+    # above 0 (any sampling temperature reads the recording at 1): 4 (1.35, 1.45) beats 8 (1.3, 1.3) and 15
+    assert recorded_best(methods, CAPS, SWEEP, 0.7, LABELS["1.0"]) == 4
+    assert recorded_best(["baseline", "dspark"], CAPS, SWEEP, 1.0, LABELS["1.0"]) == 4
+    assert block_default(methods, CAPS, 7, 1.0, SWEEP, LABELS["1.0"]) == 4
+
+
+def test_a_sweep_of_other_drafters_or_none_leaves_the_trained_block():
+    from app.blocks import block_default, recorded_best
+
+    methods = list(CAPS)
+    other = {**LABELS["1.0"], "dspark": "DSpark, 5 layers, 15 drafts per block, calibrated for T > 0"}
+    assert recorded_best(methods, CAPS, SWEEP, 1.0, other) is None  # another checkpoint: its sweep says nothing
+    assert recorded_best(methods, CAPS, SWEEP, 1.0, LABELS["0.0"]) is None  # labels of the greedy weights
+    assert recorded_best(methods, CAPS, None, 1.0, LABELS["1.0"]) is None
+    no_dspark = _sweep({"1.0": {"dflash": {1: 1.0, 7: 1.3}}}, LABELS)
+    assert recorded_best(methods, CAPS, no_dspark, 1.0, LABELS["1.0"]) is None  # a loaded lane not recorded
+    assert block_default(methods, CAPS, 7, 1.0, None, LABELS["1.0"]) == 15
+    assert block_default(["baseline", "eagle3"], CAPS, 7, 1.0, SWEEP, LABELS["1.0"]) == 7
+
+
+def test_the_slider_follows_the_temperature_only_from_one_start_to_the_other():
+    from app.blocks import follow_temperature
+
+    starts = {"0.0": 15, "1.0": 4}
+    assert follow_temperature(1.0, 15, starts) == 4 and follow_temperature(0.0, 4, starts) == 15
+    assert follow_temperature(0.5, 4, starts) is None  # already at sampling's start
+    assert follow_temperature(1.0, 9, starts) is None and follow_temperature(0.0, 9, starts) is None  # set by hand
+    assert follow_temperature(1.0, 15, {"0.0": 15, "1.0": 15}) is None
+
+
+def test_the_recorded_sweep_is_read_from_its_file_and_a_bad_one_reads_as_none(tmp_path):
+    import json
+
+    from app.blocks import recorded_sweep
+
+    path = tmp_path / "blocks.json"
+    assert recorded_sweep(path) is None
+    path.write_text("{not json")
+    assert recorded_sweep(path) is None
+    path.write_text(json.dumps({"data": SWEEP}))
+    assert recorded_sweep(path) == SWEEP
+
+
+def test_the_block_note_says_where_the_slider_starts_only_when_recorded():
+    from app.tabs.compare import block_info
+
+    assert block_info({"0.0": 15, "1.0": 15}, {"0.0": False, "1.0": False}) is None
+    note = block_info({"0.0": 15, "1.0": 4}, {"0.0": True, "1.0": True})
+    assert "Starts at 15 at temperature 0 and 4 above it" in note and "until you set it" in note
+    assert "Starts at 7," in block_info({"0.0": 7, "1.0": 7}, {"0.0": True, "1.0": True})
+
+
+def test_a_page_with_a_recorded_sweep_starts_at_its_fastest_block_and_follows_the_temperature(random_engine,
+                                                                                           monkeypatch):
+    from app.tabs import compare_views
+    from app.run.sessions import SessionStore
+
+    engine = random_engine
+    caps = {m: engine.max_drafts(m) for m in engine.methods()}
+    lanes = [m for m in engine.methods() if m in ("dflash", "dspark")]
+    labels = {"0.0": {m: engine.drafter_label(m) for m in lanes},
+              "1.0": {m: engine.drafter_label(m, 1.0) for m in lanes}}
+    top = {m: caps[m] for m in lanes}
+    rows = {"0.0": {m: {1: 1.0, top[m]: 2.0} for m in lanes}, "1.0": {m: {1: 1.5, top[m]: 1.2} for m in lanes}}
+    monkeypatch.setattr(compare_views, "recorded_sweep", lambda: _sweep(rows, labels))
+    views = compare_views.LaneViews(engine, SessionStore())
+    assert views.block_starts == {"0.0": max(top.values()), "1.0": 1}
+    assert views.defaults.drafts_per_step_one_pass == max(top.values())
+    assert views.follow_temperature(1.0, max(top.values()))["value"] == 1
+    assert views.follow_temperature(0.0, 1)["value"] == max(top.values())
+    assert "value" not in views.follow_temperature(1.0, 3)  # set by hand: it stays

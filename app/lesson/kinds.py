@@ -1,7 +1,8 @@
 """Where the breakout is and is not: each lane's τ and speedup within each kind of held-out text (regular code, free
 code, prose-like: scripts/label_prompts.py), each with its 95 % interval over that kind's prompts, read from the
 temperature sweep's `by_kind` (engine/measure/sweep.py kind_rows). A table for the page (Markdown), and one sentence
-worded from it: on which kind a one-pass lane's lead over AR is largest, and whether that agrees with the papers. A
+worded from it: on which kind a one-pass lane's lead over AR is largest, whether that lead is larger than the noise
+(the two lanes paired prompt by prompt), and whether that agrees with the papers. A
 recording without kinds gives nothing: no table, no sentence. Points 1, 7 and 9 show it on the page; their slides
 keep their charts.
 Torch-free and Gradio-free."""
@@ -89,29 +90,55 @@ def kinds_markdown(data: dict, number: int) -> str:
             "95 % interval over the kind's prompts):\n\n" + "\n".join(lines))
 
 
-def leads(data: dict, lane: str, temperature: str = "0.0") -> dict[str, float]:
-    """`lane`'s speedup over AR's within each kind (the two summed-wall speedups' ratio: how much faster it is than
-    AR on that kind's prompts); {} without both lanes' kinds."""
+def leads(data: dict, lane: str, temperature: str = "0.0") -> dict[str, dict]:
+    """`lane`'s speed over AR's within each kind: {kind: {"mean"[, "low", "high"]}}. Where the recording paired the
+    two lanes prompt by prompt (kind_rows' "vs"), that ratio with its 95 % interval over the kind's prompts; in an
+    older recording, the ratio of the two lanes' speedups alone. {} without both lanes' kinds."""
     cells = kind_cells(data, (lane, EAGLE3), (temperature,))
     own, ar = cells.get((temperature, lane)), cells.get((temperature, EAGLE3))
     if not own or not ar:
         return {}
-    return {kind: own[kind]["speedup"]["mean"] / ar[kind]["speedup"]["mean"]
-            for kind in kinds_in(cells) if kind in own and kind in ar and ar[kind]["speedup"]["mean"]}
+    found = {}
+    for kind in kinds_in(cells):
+        if kind not in own or kind not in ar:
+            continue
+        paired = (own[kind].get("vs") or {}).get(EAGLE3)
+        if paired:
+            found[kind] = dict(paired) if own[kind]["prompts"] >= 2 else {"mean": paired["mean"]}
+        elif ar[kind]["speedup"]["mean"]:
+            found[kind] = {"mean": own[kind]["speedup"]["mean"] / ar[kind]["speedup"]["mean"]}
+    return found
+
+
+def _lead(value: dict) -> str:
+    """"1.37× (1.20–1.55)": a lead over AR with its paired interval where there is one."""
+    return _interval(value, "×") if "low" in value else f"{value['mean']:.2f}×"
+
+
+def _noise(value: dict) -> str:
+    """Whether a paired lead is larger than the noise between prompts ("" without an interval)."""
+    if "low" not in value:
+        return ""
+    if value["low"] > 1:
+        return ", paired over its prompts: a lead beyond the noise"
+    if value["high"] < 1:
+        return ", paired over its prompts: AR faster beyond the noise"
+    return ", paired over its prompts: within the noise"
 
 
 def kinds_sentence(data: dict, number: int) -> str:
-    """Point `number`'s sentence from the numbers: on which kind each of its one-pass lanes leads AR most at T = 0, and
-    whether that agrees with the papers ("" for a recording without kinds)."""
+    """Point `number`'s sentence from the numbers: on which kind each of its one-pass lanes leads AR most at T = 0 (with
+    whether that lead is beyond the noise, where the recording paired the lanes), and whether that agrees with the
+    papers ("" for a recording without kinds)."""
     parts, agree, differ = [], [], []
     for lane in POINT_LEADERS.get(number, ()):
         lead = leads(data, lane)
         if len(lead) < 2:
             continue
-        best = max(lead, key=lead.get)
-        others = ", ".join(f"{lead[k]:.2f}× on {k}" for k in lead if k != best)
-        parts.append(f"{method_label(lane)}'s lead over AR is largest on {best} ({lead[best]:.2f}× AR's speed, "
-                     f"against {others})")
+        best = max(lead, key=lambda kind: lead[kind]["mean"])
+        others = ", ".join(f"{_lead(lead[k])} on {k}" for k in lead if k != best)
+        parts.append(f"{method_label(lane)}'s lead over AR is largest on {best} ({_lead(lead[best])} AR's speed"
+                     f"{_noise(lead[best])}; against {others})")
         (agree if best == PREDICTABLE else differ).append(method_label(lane))
     if not parts:
         return ""

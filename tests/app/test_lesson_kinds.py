@@ -65,6 +65,27 @@ def test_the_sentence_names_the_kind_of_the_largest_lead_and_whether_the_papers_
     assert "DFlash agrees with the papers" in mixed and "DSpark does not" in mixed
 
 
+def paired(found: dict, vs: dict[str, tuple[float, float, float]], lane: str = "dflash") -> dict:
+    """`found` with `lane`'s speed over AR's, paired prompt by prompt, at T = 0 for each kind: (mean, low, high)."""
+    for kind, (mean, low, high) in vs.items():
+        cell = found["temperatures"]["data"]["temperatures"]["0.0"]["lanes"][lane]["by_kind"][kind]
+        cell["vs"] = {"eagle3": {"mean": mean, "low": low, "high": high}}
+    return found
+
+
+def test_a_paired_lead_is_worded_with_its_interval_and_whether_it_beats_the_noise():
+    beyond = kinds.kinds_sentence(paired(data(), {REGULAR: (1.37, 1.2, 1.55), FREE: (0.98, 0.85, 1.1),
+                                                  PROSE: (1.09, 0.95, 1.25)}), 7)
+    assert "largest on regular code (1.37× (1.20–1.55) AR's speed, paired over its prompts: a lead beyond the noise" \
+        in beyond
+    assert "against 0.98× (0.85–1.10) on free code, 1.09× (0.95–1.25) on prose-like" in beyond
+    within = kinds.kinds_sentence(paired(data(), {REGULAR: (1.1, 0.9, 1.3), FREE: (0.98, 0.85, 1.1),
+                                                  PROSE: (1.05, 0.95, 1.15)}), 7)
+    assert "largest on regular code (1.10× (0.90–1.30) AR's speed, paired over its prompts: within the noise" in within
+    # the pairing decides, not the two speedups' ratio (2.4 / 1.5 = 1.60 in these cells)
+    assert "1.60×" not in within
+
+
 def with_kinds(recordings: dict) -> dict:
     """The shipped recordings with by-kind cells added to the temperature sweep's lanes at T = 0 and 1."""
     found = copy.deepcopy(recordings)

@@ -16,6 +16,7 @@ from ..draw.charts import (budget_figure, load_figure, lossless_figure, machine_
                            tree_published_figure, variant_label)
 from ..examples import example_choices
 from ..glossary import meaning
+from ..lesson.block_sweep import blocks_markdown
 from ..theory import DDTREE_BUDGETS, PUBLISHED, PUBLISHED_LOAD, PUBLISHED_TREES, tree_costs
 from .why_long import long_outputs
 
@@ -332,6 +333,10 @@ def panel_outputs(recordings: dict, projector: bool = False) -> tuple:
 def draw_panels(recordings: dict, projector: bool = False) -> tuple:
     sweep = (sweep_outputs(recordings["sweeps"], projector) if "sweeps" in recordings
              else (None, NOT_RECORDED, None))
+    if "blocks" in recordings:  # the one-pass lanes by block under the serial lanes' K sweep (recorded only)
+        blocks = blocks_markdown(recordings["blocks"], recordings.get("sweeps"),
+                                 lesson.recorded_words(recordings["blocks"]))
+        sweep = (sweep[0], f"{sweep[1]}\n\n{blocks}" if blocks else sweep[1], sweep[2])
     check = check_outputs(recordings["lossless"], projector) if "lossless" in recordings else (None, NOT_RECORDED)
     parts = parts_outputs(recordings["parts"], projector) if "parts" in recordings else (None, NOT_RECORDED)
     temperatures = (temperature_outputs(recordings["temperatures"], projector) if "temperatures" in recordings

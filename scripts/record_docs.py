@@ -56,6 +56,44 @@ def _lane(name: str, bench: dict) -> str:
     return LANE_WORDS[name].format(k=bench["serial_k"], b=bench["drafts_per_block"])
 
 
+def sampling_weights(preset=None) -> str:
+    """What each drafter of the embedded preset drafts with above temperature 0, from the preset: "EAGLE-3's and
+    DFlash's weights trained for it, DSpark's one set of weights with its T = 1 calibration"."""
+    from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
+
+    preset = preset or PRESETS[DEFAULT_PRESET]
+    own, calibrated, same = [], [], []
+    for method, folder in preset.drafters.items():
+        sampled = preset.sampled_drafters.get(method, folder)
+        name = f"{'EAGLE-3' if method == EAGLE3 else _lane_name(method)}'s"
+        if sampled != folder:
+            own.append(name)
+        elif "confidence_temperatures_sampled" in _config(ASSETS_DIR / folder):
+            calibrated.append(name)
+        else:
+            same.append(name)
+    words = []
+    if own:
+        words.append(f"{_and(own)} weights trained for it")
+    if calibrated:
+        words.append(f"{_and(calibrated)} one set of weights with {'its' if len(calibrated) == 1 else 'their'} "
+                     "T = 1 calibration")
+    if same:
+        words.append(f"{_and(same)} own weights, as at temperature 0")
+    return ", ".join(words)
+
+
+def _config(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def card_speed() -> str:
     """docs/benchmarks.md's headline: the model card's speed tables."""
     from scripts import record_card
@@ -82,8 +120,8 @@ def card_speed() -> str:
                      + f" {lane['tau']:.2f} |")
     if sampled:
         lines += ["", f"At temperature {sampled['temperature']:g} ({sampled['verify_rule']} rule, each drafter with what "
-                  "it holds for sampling: EAGLE-3's and DFlash's weights trained for it, DSpark's one set of weights "
-                  f"with its T = 1 calibration; baseline {sampled['baseline_tokens_per_s']:.1f} tokens/s): "
+                  f"it holds for sampling: {sampling_weights()}; baseline {sampled['baseline_tokens_per_s']:.1f} "
+                  "tokens/s): "
                   + ", ".join(f"{_lane(name, quiet)} {lane['speedup']:.2f}× (τ {lane['tau']:.2f})"
                               for name, lane in sampled["lanes"].items() if not name.endswith("_greedy_weights"))
                   + "."]

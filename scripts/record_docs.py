@@ -338,12 +338,22 @@ def recording_times() -> str:
 
 
 # (file, block name) -> what the block holds
+def block_sweep_table() -> str:
+    """docs/benchmarks.md, blocks: the lesson's recording of every one-pass lane by block at temperatures 0 and 1."""
+    from app.lesson.block_sweep import blocks_markdown
+
+    doc = _recorded("blocks")
+    sweeps = _recorded("sweeps") if (ROOT / "assets" / "lessons" / _path_name("sweeps")).exists() else None
+    return blocks_markdown(doc, sweeps, _made(doc, "blocks"))
+
+
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "model card speed"): card_speed,
     ("docs/benchmarks.md", "lesson recordings"): lesson_recordings,
     ("docs/benchmarks.md", "recording times"): recording_times,
     ("docs/benchmarks.md", "load"): load_table,
     ("docs/benchmarks.md", "temperatures"): temperature_table,
+    ("docs/benchmarks.md", "blocks"): block_sweep_table,
     ("docs/embedded-models.md", "kv"): kv_table,
     ("docs/embedded-models.md", "goals"): goals,
 }

@@ -22,6 +22,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
               drafter one phase on greedy and sampled rows together (scripts/train_breakout.sh)
                                                                   -> runs/<stage>-selfdistill[-dN]/export/
               (DSpark's is the shipped one, for every temperature: copied to assets/dspark-drafter/)
+  eagle3|small-lm-drafter --matched   on the block drafters' budget: a fresh drafter through DSpark's recorded
+              schedule phase for phase, 16,800 steps (hours; scripts/train_matched.sh) -> runs/<stage>-matched/export/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
   reexport    the shipped DFlash and DSpark drafters saved again in z-lab's and DeepSpec's formats, same weights,
               no training (reexport.py; seconds), and the card's sizes and digests -> assets/dflash-drafter/,
@@ -530,6 +532,24 @@ def _heldout_greedy_rows(target, streams) -> torch.Tensor:
     return greedy_continuations(target, heldout_windows(streams["heldout"], PREFIX_TOKENS, CALIBRATION_ROWS))
 
 
+def _block_cycles(cfg, run_dir: Path, restart_steps: int | None) -> tuple[list, object, dict]:
+    """The block drafters' phases before their greedy one, from a first phase `cfg` in run_dir: half of every batch
+    text the target wrote itself, then a shorter phase at three quarters of it (a fresh schedule, half the rate),
+    and, unless restart_steps is 0, a second cycle (default: as long as the first) and that self-data phase again
+    at half its rate. Returns [(folder, config)] in order (the first phase first), the self-data phase's config, and
+    the records of the second cycle's phases."""
+    tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
+    phases = [(run_dir, cfg), (run_dir / "self", tune)]
+    restart_steps = cfg.steps if restart_steps is None else restart_steps
+    records = {}
+    if restart_steps:
+        cycle2 = _second_cycle(cfg, restart_steps)
+        tune2 = replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed)
+        phases += [(run_dir / "cycle2", cycle2), (run_dir / "cycle2" / "self", tune2)]
+        records = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
+    return phases, tune, records
+
+
 def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> int:
     """DFlash or DSpark: train on the shipped target, measure on held-out windows, (DSpark) calibrate, export.
     DFlash with --no-target-features: the same recipe for the ablation that reads no target features, in its own
@@ -555,16 +575,8 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
           lambda windows: score(drafter, target, windows), loss_generators=[generator])
     # Half of every batch is text the target wrote itself: the drafter learns the continuations it will really
     # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
-    tune = replace(cfg, steps=SELF_DATA_STEPS, self_data_fraction=0.75, lr=cfg.lr / 2, warmup_steps=20)
-    phases = [(run_dir, cfg), (run_dir / "self", tune)]
-    restart_steps = cfg.steps if args.restart_steps is None else args.restart_steps  # default: as long as the first
-    records = {}
-    if restart_steps:  # a second cycle from those weights, then the self-data phase again at half its rate
-        cycle2 = _second_cycle(cfg, restart_steps)
-        tune2 = replace(tune, lr=cycle2.lr / 2, seed=cycle2.seed)
-        phases += [(run_dir / "cycle2", cycle2), (run_dir / "cycle2" / "self", tune2)]
-        records = {"second_cycle": asdict(cycle2), "second_self_data_phase": asdict(tune2)}
-    for phase_dir, phase_cfg in phases:
+    phases, tune, records = _block_cycles(cfg, run_dir, args.restart_steps)
+    for phase_dir, phase_cfg in phases[1:]:
         train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
               lambda windows: score(drafter, target, windows), loss_generators=[generator])
     run_dirs = [phase_dir for phase_dir, _ in phases]
@@ -626,6 +638,100 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     return 0
 
 
+MATCHED_WITH = "dspark"  # --matched: the block drafter whose schedule the serial drafters follow, phase for phase
+MATCHED_DIRS = {"eagle3": "eagle3-matched", "small-lm-drafter": "small-lm-matched"}  # in runs/
+
+
+def _matched_parts(stage: str, target, tokenizer, generator: torch.Generator):
+    """A serial drafter trained on the block drafters' budget: its fresh model, its loss for given labels, its held-out
+    score (and that score's training.json key), its first phase's peak rate and its folder's name when exported.
+    EAGLE-3 takes the labels the block drafter's phase took (argmax in the greedy phase, the written tokens in the
+    self-distillation); the small LM its own distillation on the target's whole distribution in every phase."""
+    if stage == "eagle3":
+        from ..drafters.eagle3 import Eagle3DraftModel
+        from . import eagle3
+
+        model = Eagle3DraftModel(eagle3.eagle3_config(target.config))
+        eagle3.init_from_target(model, target)
+        return (model, lambda labels: eagle3.eagle3_loss(model, target, generator, labels=labels),
+                lambda windows: eagle3.eagle3_acceptance(model, target, windows), _score_key("eagle3"), 2e-3, "eagle3")
+    from transformers import Qwen3ForCausalLM
+
+    from .configs import small_lm_config
+    from .lm import distill_loss, heldout_loss
+
+    model = Qwen3ForCausalLM(small_lm_config(len(tokenizer)))
+    return (model, lambda labels: distill_loss(model, target), lambda windows: heldout_loss(model, windows),
+            "heldout_ce_fp32", 3e-3, "small-lm-drafter")
+
+
+def _train_matched(stage: str, args, tokenizer, streams) -> int:
+    """A serial drafter (EAGLE-3, the small LM) on the block drafters' budget (--matched): DSpark's recorded schedule
+    phase for phase, the same steps, batch, window and rows (its first cycle on corpus windows half target-written,
+    the self-data phase, a second cycle and that phase again, the greedy phase, then the self-distillation phase on
+    the greedy and sampled rows together), with the drafter's own loss and peak rate (_matched_parts), from a fresh
+    drafter; every phase on the shipped target (DSpark's first cycles learned the 16-layer target before it grew,
+    runs/selfdata.pt is now the grown one's text). In runs/<stage>-matched/ (MATCHED_DIRS), each phase in its own
+    folder, resumed from its checkpoints; exported to its export/, never to assets/ (the engine drafts with it once
+    it is copied to assets/<stage>). The schedule comes from assets/dspark-drafter/training.json alone."""
+    from .lm import TrainConfig, heldout_windows, train
+
+    block = json.loads((ASSETS / f"{MATCHED_WITH}-drafter" / "training.json").read_text())
+    schedule = block["earlier"] if "self_distill_minutes" in block else block  # its phases before self-distillation
+    first = TrainConfig(**schedule["train_config"])
+    target = _shipped_target(args.device)
+    generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions (EAGLE-3)
+    model, loss, score, score_key, lr, name = _matched_parts(stage, target, tokenizer, generator)
+    run_dir = RUNS / MATCHED_DIRS[stage]
+    cfg = _config(args, first.steps, lr=lr, batch_size=first.batch_size, seq_len=first.seq_len,
+                  warmup_steps=first.warmup_steps, self_data_fraction=first.self_data_fraction)
+    phases, tune, records = _block_cycles(cfg, run_dir, schedule.get("second_cycle", {}).get("steps", 0))
+    for phase_dir, phase_cfg in phases:
+        print(f"{stage} matched: {phase_dir.relative_to(RUNS)}, {phase_cfg.steps} steps", flush=True)
+        train(model, streams, phase_dir, phase_cfg, loss("soft"), score, loss_generators=[generator])
+    greedy = _train_greedy_phase(model, streams, phases[-1][0], cfg, args, loss("argmax"), score, generator,
+                                 default_steps={stage: schedule.get("greedy_phase", {}).get("steps", 0)})
+    run_dirs = [phase_dir for phase_dir, _ in phases] + ([greedy[0]] if greedy else [])
+    if greedy:
+        records["greedy_phase"] = {**greedy[1], "labels": "argmax" if stage == "eagle3" else "soft"}
+    distill = block.get("train_config") if "self_distill_minutes" in block else None
+    if distill:  # the last phase: the target's own outputs at both temperatures
+        greedy_rows, sampled_rows = torch.load(RUNS / "greedy.pt"), torch.load(RUNS / "sampled.pt")
+        width = min(greedy_rows.shape[1], sampled_rows.shape[1])
+        phase = replace(cfg, steps=distill["steps"], batch_size=distill["batch_size"], self_data_fraction=1.0,
+                        lr=cfg.lr / 3, warmup_steps=distill["warmup_steps"], seed=args.seed + 13, seq_len=width)
+        rows = torch.cat([greedy_rows[:, :width], sampled_rows[:, :width]])
+        train(model, {**streams, "self": rows}, run_dir / "distill", phase, loss("written"), score,
+              loss_generators=[generator])
+        run_dirs.append(run_dir / "distill")
+        records["self_distill_phase"] = {**asdict(phase), "labels": "written" if stage == "eagle3" else "soft",
+                                         "rows": f"runs/greedy.pt ({len(greedy_rows)} greedy) and runs/sampled.pt "
+                                                 f"({len(sampled_rows)} sampled at temperature 1)"}
+    model.eval()
+    windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
+    _export(model, name, cfg, {
+        score_key: round(score(windows), 4), "matched_with": f"assets/{MATCHED_WITH}-drafter's schedule",
+        "self_data_phase": asdict(tune), **records, "train_minutes": _train_minutes(*run_dirs),
+        "train_tokens": sum(c.steps * c.batch_size * c.seq_len for _, c in phases) + sum(
+            r["steps"] * r["batch_size"] * r["seq_len"] for key, r in records.items()
+            if key in ("greedy_phase", "self_distill_phase")),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "num_trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)},
+        out=run_dir / "export")
+    return 0
+
+
+def _matched_or_refused(args, tokenizer, streams) -> int:
+    """--matched: refused in one line without the rows its phases read (self-data, greedy and sampled rows)."""
+    if not (RUNS / "selfdata.pt").exists():
+        print("error: run `python -m engine.train self-data` first", file=sys.stderr)
+        return 2
+    if problem := _greedy_rows_problem() or _sampled_rows_problem():
+        print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)
+        return 2
+    return _train_matched(args.stage, args, tokenizer, {**streams, "self": torch.load(RUNS / "selfdata.pt")})
+
+
 def _write_prompt_sets() -> None:
     from .prompts import heldout_prompts, validation_prompts, write_prompts
 
@@ -681,6 +787,11 @@ def main(argv: list[str] | None = None) -> int:
                              f"on the target's greedy and sampled rows together (runs/greedy.pt, runs/sampled.pt), "
                              f"--steps steps (default {SELF_DISTILL_STEPS}), the same for the three -> "
                              f"runs/<stage>-selfdistill[-dN]/export/ (never assets/)")
+    parser.add_argument("--matched", action="store_true",
+                        help=f"eagle3, small-lm-drafter: a fresh drafter on the block drafters' budget, DSpark's "
+                             f"schedule phase for phase from assets/{MATCHED_WITH}-drafter/training.json (the same "
+                             "steps and rows, its self-distillation last) -> runs/<stage>-matched/export/ (never "
+                             "assets/; scripts/train_matched.sh)")
     parser.add_argument("--drafts", type=int,
                         help="with --self-distill, dflash and dspark: drafts per block (15: z-lab's block 16). "
                              "Default: the shipped drafter's")
@@ -724,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
                          or args.greedy_steps is not None or args.restart_steps):
         parser.error("--sampled is for the dflash and eagle3 stages, without --from-shipped, "
                      "--greedy-steps or --restart-steps")
+    if args.matched and (args.stage not in MATCHED_DIRS or args.from_shipped or args.sampled or args.self_distill
+                         or args.steps is not None or args.greedy_steps is not None or args.restart_steps):
+        parser.error("--matched is for the eagle3 and small-lm-drafter stages: their schedule is the block "
+                     "drafter's, with no --steps, --greedy-steps, --restart-steps, --from-shipped, --sampled or "
+                     "--self-distill")
     if args.self_distill and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped or args.sampled
                               or args.greedy_steps is not None or args.restart_steps or args.no_target_features):
         parser.error("--self-distill is for the dflash, dspark and eagle3 stages, without --from-shipped, --sampled, "
@@ -817,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.save(rows.to(torch.int16), RUNS / "sampled.pt")
         (RUNS / "sampled.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
         return 0
+    if args.matched:
+        return _matched_or_refused(args, tokenizer, streams)
     if args.stage in ("dflash", "dspark", "eagle3") and args.self_distill:
         if problem := _greedy_rows_problem() or _sampled_rows_problem():
             print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)

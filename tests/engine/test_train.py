@@ -1063,3 +1063,55 @@ def test_reexport_keeps_a_dspark_drafter_at_15_drafts_with_both_calibrations(tmp
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == written
     config = json.loads((folder / "config.json").read_text())
     assert config["block_size"] == 15 and config["confidence_temperatures_sampled"][0] == 1.5
+
+
+@pytest.mark.slow
+def test_eagle3_matched_follows_the_block_drafters_schedule_phase_for_phase_outside_assets(tmp_path, monkeypatch,
+                                                                                          tokenizer):
+    """`eagle3 --matched`: a fresh EAGLE-3 drafter through DSpark's recorded schedule, phase for phase (the first
+    cycle, the self-data phase, the second cycle and its self-data phase, the greedy phase, the self-distillation
+    phase on the greedy and sampled rows), each with the steps DSpark's record gives, each phase in its own folder;
+    exported inside runs/, loadable by the engine, assets/ untouched; refused with a schedule of its own."""
+    from engine.models import load_drafter
+
+    cli, assets, runs = _cli_in(tmp_path, monkeypatch)
+    _ship_untrained_drafters(cli, assets, tokenizer, monkeypatch)
+    monkeypatch.setattr(cli, "SELF_DATA_STEPS", 1)
+    # windows as long as the test's target-written rows (64 + 32 tokens; the shipped schedule's 256 are its rows')
+    first = {"steps": 2, "batch_size": 2, "seq_len": 96, "lr": 1.5e-3, "warmup_steps": 1, "self_data_fraction": 0.5}
+    schedule = {"train_config": first, "second_cycle": {**first, "steps": 1}, "greedy_phase": {**first, "steps": 1},
+                "train_minutes": 1.0}
+    (assets / "dspark-drafter" / "training.json").write_text(json.dumps(
+        {"train_config": {**first, "steps": 1, "warmup_steps": 1, "self_data_fraction": 1.0},
+         "self_distill_minutes": 0.5, "train_minutes": 1.5, "earlier": schedule}))
+    for wrong in (["eagle3", "--matched", "--steps", "3"], ["dflash", "--matched"],
+                  ["eagle3", "--matched", "--self-distill"]):
+        with pytest.raises(SystemExit):
+            cli.main(wrong)
+    on = ["--threads", "1"]
+    _rows_of(cli, assets, runs, ["self-data", "--steps", "8", *on])
+    _rows_of(cli, assets, runs, ["greedy-data", "--steps", "4", *on])
+    assert cli.main(["eagle3", "--matched", *on]) == 2  # refuses: no sampled rows yet
+    _rows_of(cli, assets, runs, ["sampled-data", "--steps", "4", *on])
+    shipped = (assets / "eagle3-drafter" / "model.safetensors").read_bytes()
+    assert cli.main(["eagle3", "--matched", *on]) == 0
+    matched = runs / "eagle3-matched"
+    steps = {folder: torch.load(matched / folder / "ckpt.pt", weights_only=False)["step"]
+             for folder in (".", "self", "cycle2", "cycle2/self", "cycle2/self/greedy", "distill")}
+    assert steps == {".": 2, "self": 1, "cycle2": 1, "cycle2/self": 1, "cycle2/self/greedy": 1, "distill": 1}
+    distill = torch.load(matched / "distill" / "ckpt.pt", weights_only=False)["config"]
+    assert distill["self_data_fraction"] == 1.0 and distill["batch_size"] == 2  # DSpark's self-distillation batch
+    record = json.loads((matched / "export" / "training.json").read_text())
+    assert record["matched_with"] == "assets/dspark-drafter's schedule"
+    assert record["greedy_phase"]["labels"] == "argmax" and record["self_distill_phase"]["labels"] == "written"
+    assert "4 greedy" in record["self_distill_phase"]["rows"] and record["second_cycle"]["steps"] == 1
+    load_drafter(str(matched / "export"), METHOD_REGISTRY["eagle3"].kinds, torch.device("cpu"))
+    assert (assets / "eagle3-drafter" / "model.safetensors").read_bytes() == shipped
+    # the small LM likewise, with its own distillation loss in every phase
+    assert cli.main(["small-lm-drafter", "--matched", *on]) == 0
+    small = runs / "small-lm-matched"
+    assert torch.load(small / "cycle2" / "self" / "greedy" / "ckpt.pt", weights_only=False)["step"] == 1
+    record = json.loads((small / "export" / "training.json").read_text())
+    assert record["self_distill_phase"]["labels"] == "soft" and record["heldout_ce_fp32"] > 0
+    assert record["train_tokens"] == (2 + 1 + 1 + 1 + 1 + 1) * 2 * 96  # the six phases' steps × batch × window
+    assert not (assets / "small-lm-drafter").exists()

@@ -79,9 +79,9 @@ LIVE_TIMING_RUNS = 2  # a lesson comparison's runs of each lane (the Compare tab
 # run's temperature (app/blocks.py).
 BLOCK_LADDER = (1, 2, 3, 4, 6, 8, 12, 16)
 BLOCK_TEMPERATURES = (0.0, 1.0)
-BLOCK_PROMPTS = 12
+BLOCK_PROMPTS = 16
 BLOCK_TOKENS = 64
-BLOCK_ROUNDS = 1
+BLOCK_ROUNDS = 2
 # The budget sweep: every tree lane at every node budget beside the chain it grows from (engine/measure/sweep.py
 # budget_sweep), recorded on the first TREE_PROMPTS held-out prompts; live, the two ends and the default budget.
 TREE_BUDGETS = (4, 8, 16, 32, 64)

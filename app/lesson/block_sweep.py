@@ -23,22 +23,32 @@ def block_rows(item: dict | None) -> dict[str, dict[str, dict]]:
     return found
 
 
-def _fastest(lane: str, r: dict) -> str:
-    best, trained = r["best"], r["trained"]
-    words = f"{method_label(lane)} at {best} draft{'s' * (best != 1)} ({r['rows'][best]['speedup']:.2f}×"
-    if best != trained:
-        words += f"; at its trained {trained}: {r['rows'][trained]['speedup']:.2f}×"
+def _fastest(lane: str, r: dict, tolerance: float) -> str:
+    """"DSpark at 8 drafts (1.67×; level with it: 15 at 1.64×)", or "…; at its trained 15: 0.99×" where the trained
+    block is further from the fastest than `tolerance` (relative: two speedups closer read as level)."""
+    best, trained, rows = r["best"], r["trained"], r["rows"]
+    top = rows[best]["speedup"]
+    level = [k for k in sorted(rows) if k != best and rows[k]["speedup"] >= top * (1 - tolerance)]
+    words = f"{method_label(lane)} at {best} draft{'s' * (best != 1)} ({top:.2f}×"
+    if level:
+        words += "; level with it: " + ", ".join(f"{k} at {rows[k]['speedup']:.2f}×" for k in level)
+    if best != trained and trained not in level:
+        words += f"; at its trained {trained}: {rows[trained]['speedup']:.2f}×"
     return words + ")"
 
 
 def blocks_sentences(item: dict | None, sweeps: dict | None = None) -> str:
-    """Where each one-pass lane measured fastest at each temperature, worded from the recording, beside the K sweep's
-    best K for a serial lane ("" without the recording)."""
+    """Where each one-pass lane measured fastest at each temperature, and which blocks measured level with it (within
+    the recording's tolerance: speed.speed_tolerance), worded from the recording, beside the K sweep's best K for a
+    serial lane ("" without the recording)."""
+    from .speed import speed_tolerance
+
     rows = block_rows(item)
+    tolerance = speed_tolerance((item or {}).get("data") or {})
     said = []
     for temperature, lanes in rows.items():
         if lanes:
-            fastest = ", ".join(_fastest(lane, r) for lane, r in lanes.items())
+            fastest = ", ".join(_fastest(lane, r, tolerance) for lane, r in lanes.items())
             said.append(f"At {TEMPERATURE_WORDS.get(temperature, 'temperature ' + temperature)} the fastest block "
                         f"was: {fastest}.")
     if not said:

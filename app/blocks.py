@@ -19,8 +19,6 @@ from engine.contract.methods import METHOD_REGISTRY
 from engine.contract.presets import ASSETS_DIR
 from engine.contract.types import MAX_DRAFTS
 
-from .comparison import drafter_words
-
 BLOCK_SWEEP = ASSETS_DIR / "lessons" / "blocks.json"  # the recording (scripts/record_lessons.py "blocks")
 
 
@@ -59,8 +57,8 @@ def recorded_best(methods: Sequence[str], caps: Mapping[str, int | None], sweep:
     temperature): another checkpoint's sweep says nothing of this one."""
     lanes = one_pass_lanes(methods)
     measured = ((sweep or {}).get("temperatures") or {}).get(sweep_temperature(temperature)) or {}
-    if not lanes or any(m not in measured or m not in labels
-                        or drafter_words(str(measured[m].get("drafter"))) != drafter_words(labels[m]) for m in lanes):
+    if not lanes or any(m not in measured or m not in labels or measured[m].get("drafter") != labels[m]
+                        for m in lanes):
         return None
     speedups = {m: {int(k): row["speedup"] for k, row in measured[m]["rows"].items()} for m in lanes}
     top = trained_block(lanes, caps) or MAX_DRAFTS

@@ -135,11 +135,23 @@ class StubHandler(BaseHTTPRequestHandler):
         with self.stub.lock:
             self.stub.in_flight += 1
             self.stub.most_in_flight = max(self.stub.most_in_flight, self.stub.in_flight)
+        self.streaming = True
         try:
             (self._stream_vllm if self.path == "/v1/completions" else self._stream_sglang)(body)
         finally:
+            self._answered()
+
+    def _answered(self) -> None:
+        """This answer no longer counts as in flight: called before its last event is written (a client that has
+        read it may send its next request at once, before this thread runs on), or when the answer breaks off."""
+        if getattr(self, "streaming", False):
+            self.streaming = False
             with self.stub.lock:
                 self.stub.in_flight -= 1
+
+    def _end(self) -> None:
+        self._answered()
+        self._event("[DONE]")
 
     def _pieces(self):
         for i, piece in enumerate(self.stub.script.pieces):
@@ -161,7 +173,7 @@ class StubHandler(BaseHTTPRequestHandler):
             if self.stub.mode != "no_metrics":
                 final["metrics"] = dict(script.timing or {}) | {"speculative_decoding": script.vllm_block(self.stub.detailed)}
             self._event(final)
-        self._event("[DONE]")
+        self._end()
 
     def _stream_sglang(self, request: dict):
         script, text = self.stub.script, ""
@@ -174,7 +186,7 @@ class StubHandler(BaseHTTPRequestHandler):
                 if self.stub.mode != "no_metrics":
                     meta |= script.sglang_meta()
             self._event({"text": text, "output_ids": list(range(n)), "meta_info": meta})
-        self._event("[DONE]")
+        self._end()
 
 
 class QuietServer(ThreadingHTTPServer):

@@ -55,8 +55,8 @@ def blocks_sentences(item: dict | None, sweeps: dict | None = None) -> str:
         return ""
     serial = [f"{method_label(m)}'s best K is {s['best_k']}" for m, s in (((sweeps or {}).get("data") or {})
                                                                           .get("sweeps") or {}).items()]
-    contrast = (f" In the serial lanes' K sweep, {' and '.join(serial)}: a serial draft pays one forward per token, a one-pass "
-                "block about the same for any length.") if serial else ""
+    contrast = (f" In the serial lanes' K sweep, {' and '.join(serial)}: a serial draft pays one forward per token, "
+                "a one-pass block about the same for any length.") if serial else ""
     return (" ".join(said) + contrast + " The Compare tab's block control starts at the fastest block for the run's "
             "temperature.")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from engine.contract.methods import METHOD_REGISTRY
 from engine.contract.presets import ASSETS_DIR
 from engine.contract.types import MAX_DRAFTS
+from engine.measure.lesson import one_pass_methods
 
 BLOCK_SWEEP = ASSETS_DIR / "lessons" / "blocks.json"  # the recording (scripts/record_lessons.py "blocks")
 
@@ -30,11 +31,6 @@ def recorded_sweep(path: Path = BLOCK_SWEEP) -> dict | None:
         return None
     data = doc.get("data") if isinstance(doc, dict) else None
     return data if isinstance(data, dict) and isinstance(data.get("temperatures"), dict) else None
-
-
-def one_pass_lanes(methods: Sequence[str]) -> list[str]:
-    return [m for m in methods if METHOD_REGISTRY[m].one_pass and METHOD_REGISTRY[m].drafts
-            and not METHOD_REGISTRY[m].tree]
 
 
 def trained_block(methods: Sequence[str], caps: Mapping[str, int | None]) -> int | None:
@@ -55,7 +51,7 @@ def recorded_best(methods: Sequence[str], caps: Mapping[str, int | None], sweep:
     block), and a value scores the geometric mean of the lanes' recorded speedups there. None where the sweep is
     missing or does not hold every such lane with the drafter `labels` names (the label its runs give at this
     temperature): another checkpoint's sweep says nothing of this one."""
-    lanes = one_pass_lanes(methods)
+    lanes = one_pass_methods(methods)
     measured = ((sweep or {}).get("temperatures") or {}).get(sweep_temperature(temperature)) or {}
     if not lanes or any(m not in measured or m not in labels or measured[m].get("drafter") != labels[m]
                         for m in lanes):

@@ -440,18 +440,16 @@ def _train_self_distill(kind: str, args, streams) -> int:
         set_drafts(drafter, kind, args.drafts)
     labels = "paper" if kind == "dspark" else "written"
     loss, score = _drafter_objectives(kind, drafter, target, generator, labels)
-    greedy, sampled = torch.load(RUNS / "greedy.pt"), torch.load(RUNS / "sampled.pt")
-    width = min(greedy.shape[1], sampled.shape[1])
-    rows = torch.cat([greedy[:, :width], sampled[:, :width]])
+    rows, greedy, sampled = _self_distill_rows()
     first = TrainConfig(**shipped["train_config"])
     cfg = replace(first, steps=args.steps or SELF_DISTILL_STEPS, batch_size=DRAFTER_BATCH, self_data_fraction=1.0,
                   lr=first.lr / 3, warmup_steps=50, seed=args.seed + 13, threads=args.threads, device=args.device,
-                  precision=args.precision, seq_len=width)
+                  precision=args.precision, seq_len=rows.shape[1])
     windows = heldout_windows(streams["heldout"], first.seq_len).to(args.device)
     drafter.eval()
     if before is None:
         before = round(score(windows), 3)
-    print(f"{kind} self-distillation: {len(greedy)} greedy + {len(sampled)} sampled rows, {cfg.steps} steps, "
+    print(f"{kind} self-distillation: {greedy} greedy + {sampled} sampled rows, {cfg.steps} steps, "
           f"held-out score before {before}", flush=True)
     train(drafter, {**streams, "self": rows}, run_dir, cfg, loss, score, loss_generators=[generator])
     drafter.eval()
@@ -462,7 +460,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
                   "written: CE on the token the target wrote" + (
                       f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})"
                       if kind == "dflash" else ""),
-        "rows": f"runs/greedy.pt ({len(greedy)} greedy) and runs/sampled.pt ({len(sampled)} sampled at temperature 1)",
+        "rows": _rows_record(greedy, sampled),
         "drafts_per_block": drafter.block_size - 1 if kind == "dflash" else getattr(drafter, "block_size", None),
         "self_distill_minutes": _train_minutes(run_dir),
         "train_minutes": round(shipped["train_minutes"] + _train_minutes(run_dir), 1),
@@ -470,6 +468,27 @@ def _train_self_distill(kind: str, args, streams) -> int:
         "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra}
     _export(drafter, kind, cfg, record, out=run_dir / "export")
     return 0
+
+
+def _self_distill_rows() -> tuple[torch.Tensor, int, int]:
+    """The self-distillation phase's rows: the target's greedy and sampled continuations (runs/greedy.pt,
+    runs/sampled.pt) together, cut to the narrower of the two widths; and how many of each."""
+    greedy, sampled = torch.load(RUNS / "greedy.pt"), torch.load(RUNS / "sampled.pt")
+    width = min(greedy.shape[1], sampled.shape[1])
+    return torch.cat([greedy[:, :width], sampled[:, :width]]), len(greedy), len(sampled)
+
+
+def _refused_without_distill_rows() -> bool:
+    """Whether the self-distillation rows are missing or another target's (then said in one line)."""
+    if problem := _greedy_rows_problem() or _sampled_rows_problem():
+        print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)
+        return True
+    return False
+
+
+def _rows_record(greedy: int, sampled: int) -> str:
+    """The self-distillation rows as a training.json record names them."""
+    return f"runs/greedy.pt ({greedy} greedy) and runs/sampled.pt ({sampled} sampled at temperature 1)"
 
 
 def _score_key(kind: str) -> str:
@@ -696,17 +715,15 @@ def _train_matched(stage: str, args, tokenizer, streams) -> int:
         records["greedy_phase"] = {**greedy[1], "labels": "argmax" if stage == "eagle3" else "soft"}
     distill = block.get("train_config") if "self_distill_minutes" in block else None
     if distill:  # the last phase: the target's own outputs at both temperatures
-        greedy_rows, sampled_rows = torch.load(RUNS / "greedy.pt"), torch.load(RUNS / "sampled.pt")
-        width = min(greedy_rows.shape[1], sampled_rows.shape[1])
+        rows, greedy_rows, sampled_rows = _self_distill_rows()
         phase = replace(cfg, steps=distill["steps"], batch_size=distill["batch_size"], self_data_fraction=1.0,
-                        lr=cfg.lr / 3, warmup_steps=distill["warmup_steps"], seed=args.seed + 13, seq_len=width)
-        rows = torch.cat([greedy_rows[:, :width], sampled_rows[:, :width]])
+                        lr=cfg.lr / 3, warmup_steps=distill["warmup_steps"], seed=args.seed + 13,
+                        seq_len=rows.shape[1])
         train(model, {**streams, "self": rows}, run_dir / "distill", phase, loss("written"), score,
               loss_generators=[generator])
         run_dirs.append(run_dir / "distill")
         records["self_distill_phase"] = {**asdict(phase), "labels": "written" if stage == "eagle3" else "soft",
-                                         "rows": f"runs/greedy.pt ({len(greedy_rows)} greedy) and runs/sampled.pt "
-                                                 f"({len(sampled_rows)} sampled at temperature 1)"}
+                                         "rows": _rows_record(greedy_rows, sampled_rows)}
     model.eval()
     windows = heldout_windows(streams["heldout"], cfg.seq_len).to(args.device)
     _export(model, name, cfg, {
@@ -726,8 +743,7 @@ def _matched_or_refused(args, tokenizer, streams) -> int:
     if not (RUNS / "selfdata.pt").exists():
         print("error: run `python -m engine.train self-data` first", file=sys.stderr)
         return 2
-    if problem := _greedy_rows_problem() or _sampled_rows_problem():
-        print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)
+    if _refused_without_distill_rows():
         return 2
     return _train_matched(args.stage, args, tokenizer, {**streams, "self": torch.load(RUNS / "selfdata.pt")})
 
@@ -936,8 +952,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.matched:
         return _matched_or_refused(args, tokenizer, streams)
     if args.stage in ("dflash", "dspark", "eagle3") and args.self_distill:
-        if problem := _greedy_rows_problem() or _sampled_rows_problem():
-            print(f"error: {problem}: run `python -m engine.train greedy-data` and `sampled-data` first", file=sys.stderr)
+        if _refused_without_distill_rows():
             return 2
         return _train_self_distill(args.stage, args, streams)
     if args.stage in ("dflash", "dspark", "eagle3") and args.sampled:

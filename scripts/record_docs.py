@@ -59,7 +59,8 @@ def _lane(name: str, bench: dict) -> str:
 def sampling_weights(preset=None) -> str:
     """What each drafter of the embedded preset drafts with above temperature 0, from the preset: "EAGLE-3's and
     DFlash's weights trained for it, DSpark's one set of weights with its T = 1 calibration"."""
-    from engine.contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS
+    from engine.contract.presets import DEFAULT_PRESET, PRESETS
+    from engine.models import read_config
 
     preset = preset or PRESETS[DEFAULT_PRESET]
     own, calibrated, same = [], [], []
@@ -68,7 +69,7 @@ def sampling_weights(preset=None) -> str:
         name = f"{'EAGLE-3' if method == EAGLE3 else _lane_name(method)}'s"
         if sampled != folder:
             own.append(name)
-        elif "confidence_temperatures_sampled" in _config(ASSETS_DIR / folder):
+        elif "confidence_temperatures_sampled" in read_config(folder, local_files_only=True):
             calibrated.append(name)
         else:
             same.append(name)
@@ -81,13 +82,6 @@ def sampling_weights(preset=None) -> str:
     if same:
         words.append(f"{_and(same)} own weights, as at temperature 0")
     return ", ".join(words)
-
-
-def _config(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def _and(names: list[str]) -> str:

@@ -11,15 +11,16 @@ TEMPERATURE_WORDS = {"0.0": "temperature 0", "1.0": "temperature 1"}
 
 
 def block_rows(item: dict | None) -> dict[str, dict[str, dict]]:
-    """{temperature: {lane: {"rows": {k: row}, "best": k, "trained": k, "drafter"}}} from the recording ({} without)."""
+    """{temperature: {lane: {"rows": {k: row}, "best": k, "trained": k, "drafter"}}} from the recording ({} without):
+    "best" is the sweep's own best block (k_sweep's best_k), "trained" the longest it measured."""
     data = (item or {}).get("data") or {}
     found = {}
     for temperature, lanes in (data.get("temperatures") or {}).items():
         found[temperature] = {}
         for lane, sweep in lanes.items():
             rows = {int(k): row for k, row in sweep["rows"].items()}
-            found[temperature][lane] = {"rows": rows, "best": max(rows, key=lambda k: rows[k]["speedup"]),
-                                        "trained": max(rows), "drafter": sweep.get("drafter", "")}
+            found[temperature][lane] = {"rows": rows, "best": int(sweep["best_k"]), "trained": max(rows),
+                                        "drafter": sweep.get("drafter", "")}
     return found
 
 

@@ -11,10 +11,12 @@ def row(speedup: float, tau: float = 3.0) -> dict:
 def recording(greedy=(1.2, 1.8, 2.2), sampled=(1.2, 1.45, 1.1)) -> dict:
     """A recording's data: DSpark at 1, 4 and its trained 15 drafts, DFlash at 1 and its trained 7."""
     def lanes(speeds):
+        dspark = dict(zip((1, 4, 15), speeds))
         return {"dspark": {"drafter": "DSpark, 3 layers, 15 drafts per block", "num_prompts": 12, "max_new_tokens": 64,
-                           "rows": {str(k): row(v) for k, v in zip((1, 4, 15), speeds)}},
+                           "rows": {str(k): row(v) for k, v in dspark.items()},
+                           "best_k": max(dspark, key=dspark.get)},  # as k_sweep records it
                 "dflash": {"drafter": "DFlash, 3 layers, 7 drafts per block", "num_prompts": 12, "max_new_tokens": 64,
-                           "rows": {"1": row(1.1), "7": row(1.6)}}}
+                           "rows": {"1": row(1.1), "7": row(1.6)}, "best_k": 7}}
     return {"data": {"temperatures": {"0.0": lanes(greedy), "1.0": lanes(sampled)}, "rounds": 2}}
 
 

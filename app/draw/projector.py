@@ -163,6 +163,10 @@ SCRIPT = """
         window.Plotly.newPlot(chart, chart.data, chart.layout, chart._context);
     }
   }
+  // The late scrolls never move the page under a visitor's hand: once they scroll, press or type, they stop.
+  let movedAt = -1;
+  for (const kind of ["wheel", "touchstart", "keydown", "mousedown"])
+    document.addEventListener(kind, () => { movedAt = performance.now(); }, {capture: true, passive: true});
   window.speclabFocus = (id) => {
     clearFocus();
     unfold(id, true);  // a lesson point shows its chart's whole panel
@@ -176,8 +180,9 @@ SCRIPT = """
       }
       chart.classList.add("lesson-target");
       chart.scrollIntoView({block: "center"});
+      const outlinedAt = performance.now();
       for (const wait of [400, 1200]) setTimeout(() => {
-        if (chart.classList.contains("lesson-target")) chart.scrollIntoView({block: "center"});
+        if (chart.classList.contains("lesson-target") && movedAt < outlinedAt) chart.scrollIntoView({block: "center"});
       }, wait);
     };
     tick();

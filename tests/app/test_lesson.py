@@ -269,7 +269,9 @@ def test_lesson_links_and_show_me_open_their_points_outlined_and_a_tab_or_a_sett
         sweeps = point_of("sweeps")
         page.goto(f"{random_app}?lesson={sweeps.number}")
         opened(page, sweeps)
-        page.get_by_role("tab", name="Lesson").click()  # on Why's link: Why drawn already, the sweep outlined
+        page.wait_for_function(OUTLINED_FOR_JS, arg=[sweeps.chart, SETTLED_MS], timeout=60000,
+                               polling=POLL_MS)  # the sweep outlined, its late scrolls past: none moves the tab bar
+        page.get_by_role("tab", name="Lesson").click()  # under the click
         page.click(f"#lesson-show-{point_of('parts').number}")
         page.wait_for_function(OUTLINED_FOR_JS, arg=["why-parts-plot", SETTLED_MS], timeout=60000,
                                polling=POLL_MS)

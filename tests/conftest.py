@@ -74,6 +74,15 @@ needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian
 # sixty times a second, each read of sizes forcing the page's style and layout while it draws (chromium's CPU)
 POLL_MS = 100
 
+# True once the outlined chart has been outlined for `ms`: past the page's late re-scrolls (app/draw/projector.py
+# speclabFocus scrolls again 400 and 1200 ms after it outlines the chart), timed from the outline, not from the test
+OUTLINED_FOR_JS = """([id, ms]) => { const chart = document.getElementById(id);
+  if (!chart || !chart.classList.contains('lesson-target')) return false;
+  window.speclabOutlinedAt = window.speclabOutlinedAt || {};
+  const since = window.speclabOutlinedAt[id] = window.speclabOutlinedAt[id] || performance.now();
+  return performance.now() - since >= ms; }"""
+SETTLED_MS = 1300
+
 
 # A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
 # (titles, ticks, legend entries, bar labels, annotations) with its box and font size, in page pixels

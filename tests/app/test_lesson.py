@@ -18,7 +18,7 @@ from app.links import parse_query  # noqa: E402
 from app.draw.charts import PROJECTOR_FONT  # noqa: E402
 from app.comparison import settings_dict  # noqa: E402
 
-from conftest import POLL_MS, needs_chromium, page_on  # noqa: E402
+from conftest import OUTLINED_FOR_JS, POLL_MS, SETTLED_MS, needs_chromium, page_on  # noqa: E402
 
 
 
@@ -195,14 +195,6 @@ def font_size(plot) -> float | None:
 
 IN_VIEW_JS = """(el) => { const r = el.getBoundingClientRect();
                           return r.height > 0 && r.top < window.innerHeight && r.bottom > 0; }"""
-# True once the outlined chart has been outlined for `ms`: past the page's late re-scrolls (app/draw/projector.py
-# speclabFocus scrolls again 400 and 1200 ms after it outlines the chart), timed from the outline, not from the test
-OUTLINED_FOR_JS = """([id, ms]) => { const chart = document.getElementById(id);
-  if (!chart || !chart.classList.contains('lesson-target')) return false;
-  window.speclabOutlinedAt = window.speclabOutlinedAt || {};
-  const since = window.speclabOutlinedAt[id] = window.speclabOutlinedAt[id] || performance.now();
-  return performance.now() - since >= ms; }"""
-SETTLED_MS = 1300
 
 
 def opened(page, point) -> None:

@@ -16,7 +16,8 @@ pytest.importorskip("playwright.sync_api")
 from app.lesson import POINTS  # noqa: E402
 from app.tabs.device_recordings import device_recordings  # noqa: E402
 
-from conftest import CHART_TEXT_JS, POLL_MS, chart_text_problems, needs_chromium, page_on  # noqa: E402
+from conftest import (CHART_TEXT_JS, OUTLINED_FOR_JS, POLL_MS, SETTLED_MS, chart_text_problems,  # noqa: E402
+                      needs_chromium, page_on)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -78,7 +79,8 @@ def test_the_trees_point_opens_its_charts_whole_and_apart_beside_the_load_panel_
     recordings = device_recordings()
     with page_on(chromium, viewport=SCREEN) as page:
         page.goto(f"{random_app}?lesson={POINT.number}")
-        page.wait_for_selector(f"#{POINT.chart}.lesson-target", timeout=60_000)
+        page.wait_for_function(OUTLINED_FOR_JS, arg=[POINT.chart, SETTLED_MS], timeout=60_000,
+                               polling=POLL_MS)  # outlined, its late scrolls past: none moves a control under a click
         assert page.locator("#why-trees-table").inner_text().startswith("Recorded ")
         assert page.locator("#why-load-table").inner_text().startswith("Recorded ")
         for selector in (*CHARTS, LOAD_CHART):

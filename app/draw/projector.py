@@ -163,6 +163,27 @@ SCRIPT = """
         window.Plotly.newPlot(chart, chart.data, chart.layout, chart._context);
     }
   }
+  // One draw per new value of a chart. Gradio's Plot re-creates its plotly component for every new value, and the
+  // component it replaces draws that value too before it leaves the page, so each chart was drawn twice (a third
+  // of a projector switch's time: docs/experiments.md). Each draw waits for the end of the task that asked for it,
+  // and a chart that has left the page by then is not drawn. The page counts the draws it makes.
+  window.speclabChartDraws = 0;
+  let plotly;
+  Object.defineProperty(window, "Plotly", {configurable: true, enumerable: true, get: () => plotly, set: (library) => {
+    plotly = library;
+    if (!library || library.speclabDrawsOnce) return;
+    const react = library.react;
+    library.react = (chart, ...rest) => new Promise((resolve, reject) => setTimeout(() => {
+      const div = typeof chart === "string" ? document.getElementById(chart) : chart;
+      if (div && !div.isConnected) {
+        resolve(div);
+        return;
+      }
+      window.speclabChartDraws += 1;
+      react.call(library, chart, ...rest).then(resolve, reject);
+    }, 0));
+    library.speclabDrawsOnce = true;
+  }});
   // The late scrolls never move the page under a visitor's hand: once they scroll, press or type, they stop.
   let movedAt = -1;
   for (const kind of ["wheel", "touchstart", "keydown", "mousedown"])

@@ -20,9 +20,11 @@ from pathlib import Path
 from scripts.support import launch_chromium
 
 # Every chart shown on the page drawn, its tick labels at the room's size (room) or the page's
-DRAWN_JS = """(room) => { const shown = [...document.querySelectorAll('.js-plotly-plot')]
-  .filter(p => p.offsetParent !== null); return shown.length > 0 && shown.every(p => p.querySelector('.main-svg') && [...p.querySelectorAll('.xtick text')]
-    .every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)); }"""
+DRAWN_JS = """(room) => {
+  const shown = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
+  return shown.length > 0 && shown.every(p => p.querySelector('.main-svg')
+    && [...p.querySelectorAll('.xtick text')]
+      .every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)); }"""
 SETTLE_MS = 1500  # after the charts read as drawn: what the page still does (the CPU counted, not the seconds)
 
 

@@ -29,6 +29,7 @@ CSS = f"""
 body.projector .gradio-container {{ font-size: 20px; max-width: none !important; }}
 body.projector .gradio-container .prose, body.projector .gradio-container label span,
 body.projector .note {{ font-size: 20px; }}
+body.projector .gradio-container label .info-text {{ font-size: 18px; }}  /* a control's note (Gradio's info=) */
 body.projector #compare-lanes {{ display: grid !important; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 1em; }}
 body.projector .lane-name {{ font-size: 1.5em; }}
 body.projector .chip {{ font-size: 1.1em; }}

@@ -189,9 +189,8 @@ def block_info(starts: dict[str, int], recorded: dict[str, bool]) -> str | None:
         return None
     if starts["0.0"] == starts["1.0"]:
         return f"Starts at {starts['0.0']}, the block recorded fastest for these drafters at temperature 0 and at 1."
-    return (f"Starts at {starts['0.0']} at temperature 0 and {starts['1.0']} above it: the blocks recorded fastest "
-            "for these drafters (fewer of a long block's drafts survive when sampling). It follows the temperature "
-            "until you set it.")
+    return (f"Starts at {starts['0.0']} at temperature 0 and {starts['1.0']} above it, the blocks recorded fastest "
+            "for these drafters; it follows the temperature until you set it.")
 
 
 def _settings(methods: list[str], defaults: Settings, block_top: int = MAX_DRAFTS,

@@ -15,9 +15,8 @@
 # One torch thread per stage; logs go to runs/<stage>.log. STEPS (default 2000) sets every drafter's steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p runs
-PYTHON=${PYTHON:-.venv/bin/python}
-[ -x "$PYTHON" ] || PYTHON=python
+# shellcheck source=scripts/stages.sh
+source scripts/stages.sh
 STEPS=${STEPS:-2000}
 stage_done() {  # the file a finished stage leaves
   case "$1" in
@@ -37,10 +36,4 @@ command_of() {  # the `python -m engine.train` arguments of a stage
     eagle3-matched) echo "eagle3 --self-distill --steps $STEPS" ;;
   esac
 }
-for stage in greedy-data sampled-data dflash-d15 dspark-d15 eagle3-matched; do
-  if stage_done "$stage"; then echo "$(date +%H:%M:%S) $stage: done already"; continue; fi
-  echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
-  # shellcheck disable=SC2046  # the stage's arguments are words
-  "$PYTHON" -m engine.train $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
-done
-echo "$(date +%H:%M:%S) done"
+run_stages greedy-data sampled-data dflash-d15 dspark-d15 eagle3-matched

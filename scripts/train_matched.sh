@@ -12,9 +12,8 @@
 # everything again: python -m scripts.record). Logs: runs/<stage>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p runs
-PYTHON=${PYTHON:-.venv/bin/python}
-[ -x "$PYTHON" ] || PYTHON=python
+# shellcheck source=scripts/stages.sh
+source scripts/stages.sh
 stage_done() {  # the file a finished stage leaves
   case "$1" in
     self-data) [ -f runs/selfdata.pt ] ;;
@@ -33,10 +32,4 @@ command_of() {  # the `python -m engine.train` arguments of a stage
     small-lm-matched) echo "small-lm-drafter --matched" ;;
   esac
 }
-for stage in self-data greedy-data sampled-data eagle3-matched small-lm-matched; do
-  if stage_done "$stage"; then echo "$(date +%H:%M:%S) $stage: done already"; continue; fi
-  echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
-  # shellcheck disable=SC2046  # the stage's arguments are words
-  "$PYTHON" -m engine.train $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
-done
-echo "$(date +%H:%M:%S) done"
+run_stages self-data greedy-data sampled-data eagle3-matched small-lm-matched

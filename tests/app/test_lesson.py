@@ -269,3 +269,16 @@ def test_lesson_links_and_show_me_open_their_points_outlined_and_a_tab_or_a_sett
                                polling=POLL_MS)
         assert page.locator("#why-parts-plot").evaluate(IN_VIEW_JS)
         assert page.locator(".lesson-target").count() == 1  # the last point's chart only, not the sweep's
+        scrolled_away_the_page_stays(page, point_of("parts"))
+
+
+def scrolled_away_the_page_stays(page, point) -> None:
+    """Show me again (its chart drawn already: the same figure draws nothing), and the lecturer scrolls to the top as
+    soon as the chart is outlined: the page's later scrolls to the chart (400 and 1200 ms on) do not pull it back."""
+    page.get_by_role("tab", name="Lesson").click()
+    page.click(f"#lesson-show-{point.number}")
+    page.wait_for_selector(f"#{point.chart}.lesson-target", timeout=30000)
+    page.mouse.move(512, 400)
+    page.mouse.wheel(0, -50_000)
+    page.wait_for_timeout(SETTLED_MS)
+    assert page.evaluate("window.scrollY") < 200 and not page.locator(f"#{point.chart}").evaluate(IN_VIEW_JS)

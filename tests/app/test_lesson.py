@@ -276,8 +276,9 @@ def scrolled_away_the_page_stays(page, point) -> None:
     """Show me again (its chart drawn already: the same figure draws nothing), and the lecturer scrolls to the top as
     soon as the chart is outlined: the page's later scrolls to the chart (400 and 1200 ms on) do not pull it back."""
     page.get_by_role("tab", name="Lesson").click()
+    page.wait_for_selector(".lesson-target", state="detached", timeout=5000)  # another tab: the outline gone
     page.click(f"#lesson-show-{point.number}")
-    page.wait_for_selector(f"#{point.chart}.lesson-target", timeout=30000)
+    page.wait_for_selector(f"#{point.chart}.lesson-target", timeout=30000)  # outlined anew
     page.mouse.move(512, 400)
     page.mouse.wheel(0, -50_000)
     page.wait_for_timeout(SETTLED_MS)

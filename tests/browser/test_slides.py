@@ -229,10 +229,11 @@ def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_
         open_tab(page, tab, room=False)
         readable(page, tab, 11)
     page.get_by_role("tab", name="Compare").click()
-    draws, charts = page.evaluate("[window.speclabChartDraws, document.querySelectorAll('.js-plotly-plot').length]")
+    draws = page.evaluate("window.speclabChartDraws")
     projector(page, True)
     page.wait_for_timeout(300)  # a second draw of a chart would follow its first at once
-    assert page.evaluate("window.speclabChartDraws") - draws <= charts  # each chart drawn once for the room
+    drawn, charts = page.evaluate("[window.speclabChartDraws, document.querySelectorAll('.js-plotly-plot').length]")
+    assert drawn - draws <= charts  # each chart drawn once for the room (Gradio's Plot alone draws each twice)
     readable(page, "Compare, projector mode", 18)
     page.get_by_role("tab", name="Step through").click()
     page.get_by_role("button", name="Show my last run").click()

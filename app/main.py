@@ -82,7 +82,10 @@ def build_app(engine: EngineLike, notice: str = "", queue_size: int = QUEUE_SIZE
     preset = PRESETS.get(engine.preset)
     models = preset.description if preset else engine.preset
     recordings = lesson_data.recorded()
-    with gr.Blocks(title="SpecLab — see speculative decoding work", delete_cache=(CACHE_SWEEP_S, CACHE_AGE_S)) as demo:
+    # analytics off: Gradio would otherwise ask PyPI for its latest version in a thread at every build and report each
+    # launch to its servers; the app calls no one (and on a closed network each try costs a TLS setup for nothing)
+    with gr.Blocks(title="SpecLab — see speculative decoding work", delete_cache=(CACHE_SWEEP_S, CACHE_AGE_S),
+                   analytics_enabled=False) as demo:
         slide_view = slides.layout()  # in place of the page when presenting (?present=1)
         with gr.Column(elem_id="page"):
             gr.Markdown(f"# SpecLab\n{INTRO}")

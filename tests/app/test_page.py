@@ -84,6 +84,21 @@ def test_the_page_and_its_example_prompts_have_no_emoji(launched):
     assert emoji_in(page) == [] and emoji_in("".join(example_prompts())) == []
 
 
+def test_the_app_calls_no_one(random_engine, monkeypatch):
+    """Gradio's analytics are off: building the app starts no thread asking PyPI for Gradio's latest version, and
+    its launch reports to no server (the embedded models run on closed networks; a teaching page sends nothing away)."""
+    import gradio.analytics
+
+    asked = []
+    monkeypatch.setattr(gradio.analytics, "version_check", lambda: asked.append("version check"))
+    with gr.Blocks(analytics_enabled=True):  # what Gradio does by default: the check above can see it
+        pass
+    assert asked == ["version check"]
+    asked.clear()
+    demo = build_app(random_engine)
+    assert demo.analytics_enabled is False and asked == []
+
+
 def test_a_preset_that_cannot_run_falls_back_to_the_embedded_models(random_engine, monkeypatch, capsys):
     import app.__main__ as entry
     from engine.contract.types import EngineError

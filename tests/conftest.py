@@ -393,6 +393,14 @@ def pytest_configure(config):
     gc.set_threshold(young, middle, 100)
 
 
+def pytest_collection_finish(session):
+    """What the process holds once every test module is imported (torch, transformers, gradio, the tests' own
+    modules) lives to its end: moved out of the cyclic collector's sight (gc.freeze), no pass walks it again, the
+    last full pass at the process's end (pytest's check for unraisable exceptions) included."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order

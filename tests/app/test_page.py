@@ -85,8 +85,9 @@ def test_the_page_and_its_example_prompts_have_no_emoji(launched):
 
 
 def test_the_app_calls_no_one(random_engine, monkeypatch):
-    """Gradio's analytics are off: building the app starts no thread asking PyPI for Gradio's latest version, and
-    its launch reports to no server (the embedded models run on closed networks; a teaching page sends nothing away)."""
+    """Gradio's analytics are off: building the app starts no thread asking PyPI for Gradio's latest version, and its
+    launch, which reads the same flag, reports to no server (the embedded models run on closed networks; a teaching
+    page sends nothing away)."""
     import gradio.analytics
 
     asked = []

@@ -13,7 +13,7 @@ meanwhile), and the draws the page counted (`window.speclabChartDraws`, one per 
 from __future__ import annotations
 
 import argparse
-import statistics
+from statistics import median
 import time
 from pathlib import Path
 
@@ -83,7 +83,6 @@ def main() -> None:
             print(f"round {round_}: Why opened {why[0]:.2f} s (chromium {why[1]:.2f} s CPU); projector switch "
                   f"{room[0]:.2f} s (chromium {room[1]:.2f} s CPU), {draws} for {charts} charts")
             page.close()
-    median = lambda values: statistics.median(values)  # noqa: E731
     print(f"median: Why {median([w[0] for w, _ in rows]):.2f} s, {median([w[1] for w, _ in rows]):.2f} s CPU; "
           f"projector switch {median([r[0] for _, r in rows]):.2f} s, {median([r[1] for _, r in rows]):.2f} s CPU")
 

@@ -77,7 +77,7 @@ def take(url: str, runs: int, out: Path) -> tuple[dict, str]:
     """Press Run `runs` times; the median run's page in `out`; its lanes' figures and the device the page names."""
     from playwright.sync_api import sync_playwright
 
-    from scripts.support import CHROMIUM_FLAGS
+    from scripts.support import CHROMIUM_FLAGS, draw_shown_charts
 
     taken = []
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as folder:
@@ -87,7 +87,8 @@ def take(url: str, runs: int, out: Path) -> tuple[dict, str]:
         for index in range(runs):
             page.click("#run")
             page.wait_for_selector("#status :text('done')", timeout=300_000)
-            page.wait_for_timeout(1500)  # the charts drawn
+            page.wait_for_timeout(1500)  # the run's last chart values arrived
+            draw_shown_charts(page)  # the page draws a chart once it is near the screen: all of them, for the shot
             path = Path(folder) / f"{index}.png"
             page.screenshot(path=str(path), full_page=True)
             figures = lane_figures(page)

@@ -1,4 +1,5 @@
-"""What the tests and the scripts both need to drive the app: a free loopback port and a headless chromium."""
+"""What the tests and the scripts both need to drive the app: a free loopback port, a headless chromium, and every
+chart of a page drawn."""
 
 from __future__ import annotations
 
@@ -22,3 +23,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# The page draws a chart only once it is near the screen (app/draw/projector.py; one waiting is `.chart-waiting`):
+# true once every chart shown (on the open tab, not folded) is drawn, the page scrolled to each waiting chart in turn
+# as a reader would, then back to where it was; false while one near the screen waits
+DRAW_SHOWN_JS = """() => {
+  const waiting = [...document.querySelectorAll('.chart-waiting')].filter(p => p.offsetParent !== null);
+  const near = (p) => { const box = p.getBoundingClientRect();
+                        return box.bottom > -innerHeight && box.top < 2 * innerHeight; };
+  if (waiting.some(near)) return false;
+  window.speclabWalkFrom = window.speclabWalkFrom ?? scrollY;
+  if (!waiting.length) {
+    scrollTo(0, window.speclabWalkFrom);
+    delete window.speclabWalkFrom;
+    return true;
+  }
+  scrollTo(0, scrollY + waiting[0].getBoundingClientRect().top - innerHeight);
+  return false;
+}"""
+
+
+def draw_shown_charts(page, timeout_ms: int = 30_000) -> None:
+    """Bring every chart on the page's open tab near the screen in turn, and wait until each is drawn (before a
+    whole-page screenshot, or a check of every chart)."""
+    page.evaluate("() => { delete window.speclabWalkFrom; }")
+    page.wait_for_function(DRAW_SHOWN_JS, timeout=timeout_ms, polling=100)

@@ -164,24 +164,54 @@ SCRIPT = """
         window.Plotly.newPlot(chart, chart.data, chart.layout, chart._context);
     }
   }
-  // One draw per new value of a chart. Gradio's Plot re-creates its plotly component for every new value, and the
-  // component it replaces draws that value too before it leaves the page, so each chart was drawn twice (a third
-  // of a projector switch's time: docs/experiments.md). Each draw waits for the end of the task that asked for it,
-  // and a chart that has left the page by then is not drawn. The page counts the draws it makes.
+  // One draw per new value of a chart, and only once it is near the screen. Gradio's Plot re-creates its plotly
+  // component for every new value, and the component it replaces draws that value too before it leaves the page, so
+  // each chart was drawn twice (docs/experiments.md). Each draw waits for the end of the task that asked for it, and
+  // a chart that has left the page by then is not drawn. A chart on a tab not shown, in a folded panel or more than a
+  // screen below the view keeps only its newest value, drawn when it comes near (a run's updates drew every chart
+  // of the page, most of them out of sight). Printing draws them all first. The page counts the draws it makes.
   window.speclabChartDraws = 0;
+  const waiting = new Map();  // chart -> [plotly's react, its arguments, the promises' resolvers]
+  const near = (div) => {
+    if (div.offsetParent === null) return false;
+    const box = div.getBoundingClientRect();
+    return box.bottom > -innerHeight && box.top < 2 * innerHeight;
+  };
+  function drawWaiting(div) {
+    const [react, args, settled] = waiting.get(div);
+    waiting.delete(div);
+    nearby.unobserve(div);
+    div.style.minHeight = "";
+    div.classList.remove("chart-waiting");
+    window.speclabChartDraws += 1;
+    react.call(plotly, div, ...args).then((drawn) => settled.forEach(([resolve]) => resolve(drawn)),
+                                          (error) => settled.forEach(([, reject]) => reject(error)));
+  }
+  const nearby = new IntersectionObserver((seen) => {
+    for (const entry of seen) if (entry.isIntersecting && waiting.has(entry.target)) drawWaiting(entry.target);
+  }, {rootMargin: "100% 0px"});
+  window.addEventListener("beforeprint", () => [...waiting.keys()].forEach(drawWaiting));
   let plotly;
   Object.defineProperty(window, "Plotly", {configurable: true, enumerable: true, get: () => plotly, set: (library) => {
     plotly = library;
     if (!library || library.speclabDrawsOnce) return;
     const react = library.react;
-    library.react = (chart, ...rest) => new Promise((resolve, reject) => setTimeout(() => {
+    library.react = (chart, ...args) => new Promise((resolve, reject) => setTimeout(() => {
       const div = typeof chart === "string" ? document.getElementById(chart) : chart;
-      if (div && !div.isConnected) {
+      if (!div || !div.isConnected) {
         resolve(div);
         return;
       }
-      window.speclabChartDraws += 1;
-      react.call(library, chart, ...rest).then(resolve, reject);
+      const settled = waiting.has(div) ? waiting.get(div)[2] : [];
+      waiting.set(div, [react, args, [...settled, [resolve, reject]]]);
+      if (near(div)) {
+        drawWaiting(div);
+        return;
+      }
+      // its room kept meanwhile, so the page does not grow under the reader as charts come near and draw
+      if (!div.querySelector(".main-svg")) div.style.minHeight = `${(args[1] && args[1].height) || 450}px`;
+      div.classList.add("chart-waiting");
+      nearby.observe(div);
     }, 0));
     library.speclabDrawsOnce = true;
   }});
@@ -193,10 +223,15 @@ SCRIPT = """
     clearFocus();
     unfold(id, true);  // a lesson point shows its chart's whole panel
     const started = Date.now();
+    let neared = false;
     const tick = () => {
       const chart = document.getElementById(id);
-      const drawn = chart && chart.offsetParent !== null && chart.querySelector(".main-svg");
+      const shown = chart && chart.offsetParent !== null, drawn = shown && chart.querySelector(".main-svg");
       if (!drawn) {
+        if (shown && !neared) {  // a chart far down the page is drawn once it comes near: bring it near
+          chart.scrollIntoView({block: "center"});
+          neared = true;
+        }
         if (Date.now() - started < 60000) setTimeout(tick, 150);  // a busy machine may draw slowly
         return;
       }

@@ -25,6 +25,7 @@ from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
 from conftest import POLL_MS, launch_locally, needs_chromium, page_on  # noqa: E402
+from scripts.support import draw_shown_charts  # noqa: E402
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
@@ -78,6 +79,15 @@ def held_still(page, selector, quiet_ms, timeout_ms):
         raise AssertionError(f"the value kept changing for {timeout_ms} ms (last {last!r})") from None
 
 
+# How many charts wait to be drawn; fails unless each is shown and more than a screen below the view
+FAR_CHARTS_WAIT_JS = """() => {
+  const waiting = [...document.querySelectorAll('.chart-waiting')];
+  if (!waiting.every(p => p.offsetParent === null || p.getBoundingClientRect().top >= 2 * innerHeight))
+    throw new Error('a chart near the screen waits undrawn');
+  return waiting.filter(p => p.offsetParent !== null && !p.querySelector('.main-svg')).length;
+}"""
+
+
 # Step through's Play ticks this often in these tests (0.6 s in the app): the test watches whole walks to the end
 TICK_S = 0.2
 
@@ -129,7 +139,16 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_s
         page.wait_for_selector("#timeline .bars path", timeout=30_000)
         assert page.locator("#timeline .plot-container").count() == 1
         assert page.locator("#timeline .bars path").count() > 0  # plotly drew the spans
+        # a chart more than a screen below the view waits, undrawn, until it comes near; printing draws them all
+        assert page.evaluate(FAR_CHARTS_WAIT_JS) > 0
+        waiting = page.locator(".chart-waiting").first
+        waiting.scroll_into_view_if_needed()
+        page.wait_for_function("(chart) => chart.querySelector('.main-svg') && !chart.matches('.chart-waiting')",
+                               arg=waiting.element_handle(), timeout=30_000, polling=POLL_MS)
+        page.evaluate("() => dispatchEvent(new Event('beforeprint'))")
+        assert page.locator(".chart-waiting").count() == 0
         if shot:
+            draw_shown_charts(page)  # the page draws a chart once it is near the screen
             page.screenshot(path=shot, full_page=True)
         page.get_by_role("tab", name="About").click()
         page.wait_for_selector("text=Model card: the embedded SpecLab models", timeout=10_000)
@@ -201,6 +220,7 @@ def test_a_share_link_restores_the_controls_and_runs_on_its_own(app_url, chromiu
         assert "lesson=2" in followed and "projector=1" in followed
         shot = os.environ.get("SPECLAB_SHARE_SCREENSHOT")
         if shot:
+            draw_shown_charts(page)  # the page draws a chart once it is near the screen
             page.screenshot(path=shot, full_page=True)
 
         page.click("#copy-link")
@@ -275,6 +295,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
         assert page.locator("#step-timeline .plot-container").count() == 1
         shot = os.environ.get("SPECLAB_STEP_SCREENSHOT")
         if shot:
+            draw_shown_charts(page)  # the page draws a chart once it is near the screen
             page.screenshot(path=shot, full_page=True)
         shown_selector = "#step-slider input[type=number]"
         step_shown = page.locator(shown_selector)

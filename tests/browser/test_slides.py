@@ -15,6 +15,7 @@ from app.lesson import POINTS  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
 from conftest import CHART_TEXT_JS, POLL_MS, chart_text_problems, needs_chromium, page_on  # noqa: E402
+from scripts.support import draw_shown_charts  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -154,6 +155,7 @@ SHOWN_CHARTS_JS = """() => {
 
 def readable(page, where: str, min_size: float) -> None:
     """Every text shown on the page at least `min_size` px, and every chart shown whole, apart and that large."""
+    draw_shown_charts(page)
     assert page.evaluate(PAGE_TEXT_JS, min_size) == [], where
     for shown_chart in page.evaluate(SHOWN_CHARTS_JS):
         chart, name = shown_chart["chart"], shown_chart["name"]
@@ -173,6 +175,7 @@ def projector(page, on: bool) -> None:
 def charts_drawn_for(page, room: bool) -> None:
     """Wait until every visible chart is drawn, its tick labels at projector mode's size (`room`) or the page's (a
     chart drawn for a room in either mode, `.drawn-for-a-room`, is not redrawn by the switch: only drawn)."""
+    draw_shown_charts(page)
     page.wait_for_function(
         """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
              .every(p => p.querySelector('.main-svg') && (p.closest('.drawn-for-a-room') ||
@@ -181,7 +184,8 @@ def charts_drawn_for(page, room: bool) -> None:
 
 
 # What each tab shows once it is open: read as soon as it is there, its charts drawn
-TAB_SHOWN = {"Step through": '#step-blocks .st-lanes[data-step="1"]', "Why": "#why-load-plot .main-svg",
+TAB_SHOWN = {"Step through": '#step-blocks .st-lanes[data-step="1"]',
+             "Why": "#why-load-plot :is(.main-svg, .chart-waiting)",  # a chart far down the tab waits to be drawn
              "Lesson": "#lesson-1", "About": "#glossary"}
 
 
@@ -197,6 +201,7 @@ WHY_FOLDED_PX = 9_000  # the Why tab's height at most, at 1024×768 in projector
 def chart_fills_its_box(page, selector: str) -> None:
     """Wait until the chart `selector` spans its box's width: one drawn while its tab was hidden is laid out at
     plotly's default 700 px, its texts crowded, until the page refits it."""
+    page.locator(selector).scroll_into_view_if_needed()  # the page draws a chart once it is near the screen
     page.wait_for_function(
         """(sel) => { const box = document.querySelector(sel), svg = box && box.querySelector('.main-svg');
                       return svg && svg.getBoundingClientRect().width >= 0.9 * box.getBoundingClientRect().width; }""",

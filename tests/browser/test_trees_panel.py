@@ -32,6 +32,7 @@ FITS_JS = """(el) => { const r = el.getBoundingClientRect();
 
 
 def chart_problems(page, selector: str, min_size: float = 0) -> list[str]:
+    page.locator(selector).scroll_into_view_if_needed()  # the page draws a chart once it is near the screen
     page.wait_for_selector(f"{selector} .main-svg", timeout=30_000)
     chart = page.locator(f"{selector} .js-plotly-plot").evaluate(CHART_TEXT_JS)
     assert chart["texts"], selector
@@ -48,6 +49,7 @@ def for_the_room(page) -> None:
 def redrawn_for_the_room(page, selector: str) -> None:
     """Wait until projector mode has redrawn the chart: every text in it at least 18 px (the panels are redrawn one
     after another, later on a busy machine: as patient as the lesson's own waits)."""
+    page.locator(selector).scroll_into_view_if_needed()  # the page draws a chart once it is near the screen
     page.wait_for_function(
         """(sel) => { const texts = [...document.querySelectorAll(`${sel} .main-svg text`)].filter(t => {
                           const r = t.getBoundingClientRect();  // the texts CHART_TEXT_JS reads: shown ones

@@ -2,10 +2,12 @@
 running app:
 
     .venv/bin/python -m app --port 7861 &
-    .venv/bin/python -m scripts.chart_draws --url http://127.0.0.1:7861/ [--rounds 3]
+    .venv/bin/python -m scripts.chart_draws --url http://127.0.0.1:7861/ [--rounds 3] [--run]
 
 Each round opens the page afresh at 1024×768, opens the Why tab and waits until every chart shown is drawn, then
-switches projector mode on and waits until every chart shown is drawn at the room's size. It prints, for each round,
+switches projector mode on and waits until every chart shown is drawn at the room's size (a chart far below the view
+is drawn only once it comes near: what a reader waits for). With --run, each round first presses Run on the default
+comparison and waits until it is done (chromium's share of a run's CPU, beside the engine's). It prints, for each round,
 the seconds each took, chromium's CPU seconds for each (its processes, read from /proc: nothing else should run chromium
 meanwhile), and the draws the page counted (`window.speclabChartDraws`, one per chart and new value).
 """
@@ -63,6 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:7860/")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--run", action="store_true", help="press Run first and time the comparison")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -73,6 +76,14 @@ def main() -> None:
             page = context.new_page()
             page.goto(args.url)
             page.wait_for_load_state("networkidle")
+            if args.run:
+                cpu, started, drawn = chromium_cpu(), time.perf_counter(), page.evaluate("window.speclabChartDraws")
+                page.click("#run")
+                page.wait_for_selector("#status :text('done')", timeout=300_000)
+                seconds = time.perf_counter() - started
+                page.wait_for_timeout(SETTLE_MS)
+                print(f"round {round_}: a run {seconds:.2f} s (chromium {cpu_since(cpu):.2f} s CPU), "
+                      f"{page.evaluate('window.speclabChartDraws') - drawn} draws")
             why = timed(page, lambda: page.get_by_role("tab", name="Why").click(), room=False)
             counted = "window.speclabChartDraws ?? null"  # a page without the count (an older commit): null
             drawn = page.evaluate(counted)

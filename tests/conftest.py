@@ -83,6 +83,12 @@ OUTLINED_FOR_JS = """([id, ms]) => { const chart = document.getElementById(id);
   return performance.now() - since >= ms; }"""
 SETTLED_MS = 1300
 
+# The charts near the view (within a screen of it) that wait undrawn: none should (app/draw/projector.py draws a chart
+# once it comes near; scripts/support.py draw_shown_charts draws them all)
+NEAR_CHARTS_WAITING_JS = """() => [...document.querySelectorAll('.chart-waiting')].filter(p => {
+  const box = p.getBoundingClientRect();
+  return p.offsetParent !== null && box.bottom > -innerHeight && box.top < 2 * innerHeight; }).map(p => p.id)"""
+
 
 # A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
 # (titles, ticks, legend entries, bar labels, annotations) with its box and font size, in page pixels

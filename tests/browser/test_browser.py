@@ -24,7 +24,7 @@ from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import POLL_MS, launch_locally, needs_chromium, page_on  # noqa: E402
+from conftest import NEAR_CHARTS_WAITING_JS, POLL_MS, launch_locally, needs_chromium, page_on  # noqa: E402
 from scripts.support import draw_shown_charts  # noqa: E402
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
@@ -79,15 +79,6 @@ def held_still(page, selector, quiet_ms, timeout_ms):
         raise AssertionError(f"the value kept changing for {timeout_ms} ms (last {last!r})") from None
 
 
-# How many charts wait to be drawn; fails unless each is shown and more than a screen below the view
-FAR_CHARTS_WAIT_JS = """() => {
-  const waiting = [...document.querySelectorAll('.chart-waiting')];
-  if (!waiting.every(p => p.offsetParent === null || p.getBoundingClientRect().top >= 2 * innerHeight))
-    throw new Error('a chart near the screen waits undrawn');
-  return waiting.filter(p => p.offsetParent !== null && !p.querySelector('.main-svg')).length;
-}"""
-
-
 # Step through's Play ticks this often in these tests (0.6 s in the app): the test watches whole walks to the end
 TICK_S = 0.2
 
@@ -135,18 +126,13 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_s
             assert lane.get_attribute("data-state") == "done"
             assert "".join(lane.locator(".tokens .tok[data-out]").all_text_contents()) == display_text(baseline.text)
         assert page.locator("#lane-eagle3 .tok.accepted").count() > 0
-        # plotly draws the charts after the update that says done (a short run's can land a moment later)
-        page.wait_for_selector("#timeline .bars path", timeout=30_000)
-        assert page.locator("#timeline .plot-container").count() == 1
-        assert page.locator("#timeline .bars path").count() > 0  # plotly drew the spans
-        # a chart more than a screen below the view waits, undrawn, until it comes near; printing draws them all
-        assert page.evaluate(FAR_CHARTS_WAIT_JS) > 0
-        waiting = page.locator(".chart-waiting").first
-        waiting.scroll_into_view_if_needed()
-        page.wait_for_function("(chart) => chart.querySelector('.main-svg') && !chart.matches('.chart-waiting')",
-                               arg=waiting.element_handle(), timeout=30_000, polling=POLL_MS)
+        # a chart out of sight may wait to be drawn (tests/browser/test_slides.py), never one near the view; printing
+        # draws every chart
+        assert page.evaluate(NEAR_CHARTS_WAITING_JS) == []
         page.evaluate("() => dispatchEvent(new Event('beforeprint'))")
         assert page.locator(".chart-waiting").count() == 0
+        page.wait_for_selector("#timeline .bars path", state="attached", timeout=30_000)  # plotly drew the spans
+        assert page.locator("#timeline .plot-container").count() == 1
         if shot:
             draw_shown_charts(page)  # the page draws a chart once it is near the screen
             page.screenshot(path=shot, full_page=True)
@@ -290,6 +276,7 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
                  for name in ("p_draft", "p_target", "accept", "r", "verdict")}
         assert shown == {"p_draft": fmt(token.draft_prob), "p_target": fmt(token.target_prob),
                          "accept": fmt(token.accept_prob), "r": fmt(token.draw), "verdict": "rejected"}
+        page.locator("#step-draft-dist").scroll_into_view_if_needed()  # a chart is drawn once it is near the screen
         page.wait_for_selector(f"#step-draft-dist :text('r = {fmt(token.draw)}')", timeout=10_000)
         assert page.locator("#step-target-dist .bars path").count() > 0
         assert page.locator("#step-timeline .plot-container").count() == 1

@@ -14,7 +14,8 @@ from app.draw import overlap  # noqa: E402
 from app.lesson import POINTS  # noqa: E402
 from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
-from conftest import CHART_TEXT_JS, POLL_MS, chart_text_problems, needs_chromium, page_on  # noqa: E402
+from conftest import (CHART_TEXT_JS, NEAR_CHARTS_WAITING_JS, POLL_MS, chart_text_problems, needs_chromium,  # noqa: E402
+                      page_on)
 from scripts.support import draw_shown_charts  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
@@ -224,13 +225,23 @@ def why_folded_for_the_room(page) -> None:
 def test_every_tab_reads_at_18_px_in_projector_mode_and_11_outside(page, random_app):
     """At 1024×768, every tab (Compare with a lesson comparison, its step through, Why, Lesson, About): in projector
     mode no text under 18 px, no chart text cut, overlapping or shrunk, Why's panels folded to their charts; outside
-    it none under 11 px; after Run in projector mode, the lanes in the first screen (then the run is stopped).
+    it none under 11 px; after Run in projector mode, the lanes in the first screen (then the run is stopped). A chart
+    far below the view waits undrawn until it comes near, and the checks bring each near (draw_shown_charts).
     Projector mode is switched on once (on Compare, Why drawn already: its charts redrawn while hidden must refit when
     it shows) and off once (on Step through): a switch redraws every chart (seconds)."""
     page.goto(f"{random_app}?lesson=1")
     page.wait_for_selector("#formula-vs-measured .main-svg", timeout=30_000)
     readable(page, "Compare", 11)
-    for tab in ("Why", "Lesson", "About"):
+    # from the top of the Why tab, its last chart waits undrawn until it comes near; none near the view waits
+    page.evaluate("() => scrollTo(0, 0)")
+    page.get_by_role("tab", name="Why").click()
+    page.wait_for_selector(TAB_SHOWN["Why"], state="visible", timeout=30_000)
+    assert page.locator("#why-load-plot .chart-waiting").count() == 1
+    assert page.evaluate(NEAR_CHARTS_WAITING_JS) == []
+    charts_drawn_for(page, room=False)
+    assert page.locator("#why-load-plot .chart-waiting").count() == 0
+    readable(page, "Why", 11)
+    for tab in ("Lesson", "About"):
         open_tab(page, tab, room=False)
         readable(page, tab, 11)
     page.get_by_role("tab", name="Compare").click()

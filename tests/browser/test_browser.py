@@ -279,6 +279,8 @@ def test_step_through_replays_the_last_run_step_by_step(app_url, chromium, embed
         page.locator("#step-draft-dist").scroll_into_view_if_needed()  # a chart is drawn once it is near the screen
         page.wait_for_selector(f"#step-draft-dist :text('r = {fmt(token.draw)}')", timeout=10_000)
         assert page.locator("#step-target-dist .bars path").count() > 0
+        page.locator("#step-timeline").scroll_into_view_if_needed()
+        page.wait_for_selector("#step-timeline .plot-container", timeout=10_000)
         assert page.locator("#step-timeline .plot-container").count() == 1
         shot = os.environ.get("SPECLAB_STEP_SCREENSHOT")
         if shot:

@@ -19,14 +19,11 @@ from statistics import median
 import time
 from pathlib import Path
 
-from scripts.support import launch_chromium
+from scripts.support import CHARTS_DRAWN_FOR_JS, launch_chromium
 
-# Every chart shown on the page drawn, its tick labels at the room's size (room) or the page's
-DRAWN_JS = """(room) => {
-  const shown = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
-  return shown.length > 0 && shown.every(p => p.querySelector('.main-svg')
-    && [...p.querySelectorAll('.xtick text')]
-      .every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)); }"""
+# A chart shown on the page, and every one shown drawn for `room` (scripts/support.py)
+DRAWN_JS = f"""(room) => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.offsetParent !== null)
+  && ({CHARTS_DRAWN_FOR_JS})(room)"""
 SETTLE_MS = 1500  # after the charts read as drawn: what the page still does (the CPU counted, not the seconds)
 
 

@@ -44,6 +44,13 @@ DRAW_SHOWN_JS = """() => {
 }"""
 
 
+# Every chart shown drawn, its tick labels at projector mode's size (`room` true: 18 px or more) or the page's; a
+# chart drawn for a room in either mode (`.drawn-for-a-room`) only drawn, since the switch does not redraw it
+CHARTS_DRAWN_FOR_JS = """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
+  .every(p => p.querySelector('.main-svg') && (p.closest('.drawn-for-a-room') ||
+    [...p.querySelectorAll('.xtick text')].every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)))"""
+
+
 def draw_shown_charts(page, timeout_ms: int = 30_000) -> None:
     """Bring every chart on the page's open tab near the screen in turn, and wait until each is drawn (before a
     whole-page screenshot, or a check of every chart)."""

@@ -16,7 +16,7 @@ from app.tabs.slides import WIDGET_POINT  # noqa: E402
 
 from conftest import (CHART_TEXT_JS, NEAR_CHARTS_WAITING_JS, POLL_MS, chart_text_problems, needs_chromium,  # noqa: E402
                       page_on)
-from scripts.support import draw_shown_charts  # noqa: E402
+from scripts.support import CHARTS_DRAWN_FOR_JS, draw_shown_charts  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 SCREEN = {"width": 1024, "height": 768}
@@ -177,11 +177,7 @@ def charts_drawn_for(page, room: bool) -> None:
     """Wait until every visible chart is drawn, its tick labels at projector mode's size (`room`) or the page's (a
     chart drawn for a room in either mode, `.drawn-for-a-room`, is not redrawn by the switch: only drawn)."""
     draw_shown_charts(page)
-    page.wait_for_function(
-        """(room) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null)
-             .every(p => p.querySelector('.main-svg') && (p.closest('.drawn-for-a-room') ||
-               [...p.querySelectorAll('.xtick text')].every(t => (parseFloat(getComputedStyle(t).fontSize) >= 18) === room)))""",
-        arg=room, timeout=30_000, polling=POLL_MS)
+    page.wait_for_function(CHARTS_DRAWN_FOR_JS, arg=room, timeout=30_000, polling=POLL_MS)
 
 
 # What each tab shows once it is open: read as soon as it is there, its charts drawn

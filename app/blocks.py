@@ -10,26 +10,17 @@ have no trained block at the settings' default."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from engine.contract.methods import METHOD_REGISTRY
-from engine.contract.presets import ASSETS_DIR
 from engine.contract.types import MAX_DRAFTS
 from engine.measure.lesson import one_pass_methods
 
-BLOCK_SWEEP = ASSETS_DIR / "lessons" / "blocks.json"  # the recording (scripts/record_lessons.py "blocks")
-
-
-def recorded_sweep(path: Path = BLOCK_SWEEP) -> dict | None:
-    """The block sweep's data as recorded, or None where there is none to read."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    data = doc.get("data") if isinstance(doc, dict) else None
+def sweep_data(recording: Mapping | None) -> dict | None:
+    """The block sweep's data from its recording as the lesson reads it (app.lesson.recorded()["blocks"]), or None
+    where there is none or it holds no temperatures."""
+    data = recording.get("data") if isinstance(recording, Mapping) else None
     return data if isinstance(data, dict) and isinstance(data.get("temperatures"), dict) else None
 
 

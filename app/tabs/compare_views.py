@@ -19,7 +19,8 @@ from engine.contract.interface import EngineLike
 from engine.contract.methods import method_label
 from engine.contract.summary import summarize
 
-from ..blocks import block_default, follow_temperature, recorded_best, recorded_sweep, sweep_temperature
+from .. import lesson
+from ..blocks import block_default, follow_temperature, recorded_best, sweep_data, sweep_temperature
 from ..comparison import Comparison, LaneResult, settings_dict
 from ..draw.charts import NUM_CHARTS, comparison_figures
 from ..draw.render import empty_lane_html, lane_html, status_html
@@ -140,7 +141,8 @@ class LaneViews:
         defaults = default_settings(self.methods)
         # the block slider starts at the recorded fastest block for the run's temperature, else at the trained block
         # (app/blocks.py); it follows the temperature between the two starts until the visitor sets it
-        sweep, labels = recorded_sweep(), {"0.0": self.drafters, "1.0": self.sampled_drafters}
+        sweep = sweep_data(lesson.recorded().get("blocks"))  # assets/lessons/blocks.json, read with the lesson's
+        labels = {"0.0": self.drafters, "1.0": self.sampled_drafters}
         self.block_starts = {t: block_default(self.methods, self.caps, defaults.drafts_per_step_one_pass, float(t),
                                               sweep, labels[t]) for t in labels}
         self.block_recorded = {t: recorded_best(self.methods, self.caps, sweep, float(t), labels[t]) is not None

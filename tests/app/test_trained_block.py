@@ -96,17 +96,19 @@ def test_the_slider_follows_the_temperature_only_from_one_start_to_the_other():
     assert follow_temperature(1.0, 15, {"0.0": 15, "1.0": 15}) is None
 
 
-def test_the_recorded_sweep_is_read_from_its_file_and_a_bad_one_reads_as_none(tmp_path):
+def test_the_sweep_is_the_lessons_blocks_recording_and_one_without_temperatures_reads_as_none():
     import json
 
-    from app.blocks import recorded_sweep
+    from app import lesson
+    from app.blocks import sweep_data
+    from conftest import ASSETS
 
-    path = tmp_path / "blocks.json"
-    assert recorded_sweep(path) is None
-    path.write_text("{not json")
-    assert recorded_sweep(path) is None
-    path.write_text(json.dumps({"data": SWEEP}))
-    assert recorded_sweep(path) == SWEEP
+    recorded = lesson.recorded().get("blocks")
+    assert recorded is not None  # the repository holds the recording
+    on_disk = json.loads((ASSETS / "lessons" / "blocks.json").read_text(encoding="utf-8"))["data"]
+    assert sweep_data(recorded)["temperatures"].keys() == on_disk["temperatures"].keys() == {"0.0", "1.0"}
+    assert sweep_data(None) is None and sweep_data({"data": {"rows": []}}) is None and sweep_data({}) is None
+    assert sweep_data({"data": SWEEP}) == SWEEP
 
 
 def test_the_block_note_says_where_the_slider_starts_only_when_recorded():
@@ -130,7 +132,7 @@ def test_a_page_with_a_recorded_sweep_starts_at_its_fastest_block_and_follows_th
               "1.0": {m: engine.drafter_label(m, 1.0) for m in lanes}}
     top = {m: caps[m] for m in lanes}
     rows = {"0.0": {m: {1: 1.0, top[m]: 2.0} for m in lanes}, "1.0": {m: {1: 1.5, top[m]: 1.2} for m in lanes}}
-    monkeypatch.setattr(compare_views, "recorded_sweep", lambda: _sweep(rows, labels))
+    monkeypatch.setattr(compare_views.lesson, "recorded", lambda: {"blocks": {"data": _sweep(rows, labels)}})
     views = compare_views.LaneViews(engine, SessionStore())
     assert views.block_starts == {"0.0": max(top.values()), "1.0": 1}
     assert views.defaults.drafts_per_step_one_pass == max(top.values())

@@ -50,7 +50,7 @@ from pathlib import Path
 import httpx
 
 from engine.contract.methods import BASELINE, DFLASH, DSPARK, EAGLE3  # torch-free
-from scripts.app_client import API, ROOT, App, join, messages, rss_mib, start_app
+from scripts.app_client import API, ROOT, App, join, messages, rss_mib, start_app, tls
 from scripts.support import free_port
 
 SAVED = ROOT / "assets" / "lessons" / "sampled.json"
@@ -285,7 +285,7 @@ def long_addresses(app: App) -> dict:
 
 def upload_and_open(app: App, data: bytes) -> dict:
     """What "Open a saved comparison" does: upload the file, then the open event reads it."""
-    with httpx.Client(timeout=600) as client:
+    with httpx.Client(timeout=600, verify=tls()) as client:
         paths = client.post(f"{app.base}/{API}/upload", files={"files": ("saved.json", data)}).json()
     file = {"path": paths[0], "orig_name": "saved.json", "meta": {"_type": "gradio.FileData"}}
     return app.call(app.fn_index(api_name="open_saved"), [file, True], session=uuid.uuid4().hex[:11])
@@ -549,7 +549,7 @@ def disk(app: App, uploads: int = 100, addresses: int = 8, size: int = 9_900_000
     data = b"{" + b" " * (size - 2) + b"}"
 
     def upload(i: int) -> int:
-        with httpx.Client(timeout=600) as client:
+        with httpx.Client(timeout=600, verify=tls()) as client:
             answer = client.post(f"{app.base}/{API}/upload", files={"files": (f"u{i}.json", data)},
                                  headers={"x-forwarded-for": f"10.8.0.{i % addresses + 1}"})
         return answer.status_code
@@ -578,7 +578,7 @@ def upload_flood(app: App, seconds: float = 10.0, addresses: int = 16, size: int
 
     def flooder(i: int) -> list[int]:
         statuses = []
-        with httpx.Client(timeout=600) as client:
+        with httpx.Client(timeout=600, verify=tls()) as client:
             while time.monotonic() < ends:
                 data = f"{{{i} {len(statuses)}".encode() + b" " * (size - 16) + b"}"  # each file its own content
                 answer = client.post(f"{app.base}/{API}/upload", files={"files": (f"f{i}.json", data)},
@@ -592,7 +592,7 @@ def upload_flood(app: App, seconds: float = 10.0, addresses: int = 16, size: int
                 for s in (r if isinstance(r, list) else [])]
     ended, during = time.monotonic(), folders_mb()
     waited = None
-    with httpx.Client(timeout=600) as client:
+    with httpx.Client(timeout=600, verify=tls()) as client:
         while time.monotonic() - ended < 180:
             answer = client.post(f"{app.base}/{API}/upload", files={"files": ("new.json", b"{}")},
                                  headers={"x-forwarded-for": "192.0.2.200"})
@@ -620,7 +620,7 @@ def toggle_flood(app: App, server_pid: int, toggles: int = 150, threads: int = 5
 
     run, toggle = app.fn_index(api_name="run"), app.fn_index(first_input_elem="projector")
     session, address = "toggler", {"x-forwarded-for": "10.7.0.1"}
-    with httpx.Client(timeout=600) as client:
+    with httpx.Client(timeout=600, verify=tls()) as client:
         paths = client.post(f"{app.base}/{API}/upload", files={"files": ("saved.json", large_file())},
                             headers=address).json()
     file = {"path": paths[0], "orig_name": "saved.json", "meta": {"_type": "gradio.FileData"}}
@@ -676,9 +676,9 @@ def class_code(app: App, students: int = 35, size: int = 40) -> dict:
     run, school = app.fn_index(api_name="run"), "198.51.100.40"
 
     def post(path: str, form: dict, cookie: str = "") -> httpx.Response:
-        return httpx.post(f"{app.base}{path}", data=form, headers={"x-forwarded-for": school,
-                                                                   **({"cookie": cookie} if cookie else {})},
-                          follow_redirects=False, timeout=60)
+        headers = {"x-forwarded-for": school, **({"cookie": cookie} if cookie else {})}
+        return httpx.post(f"{app.base}{path}", verify=tls(), data=form, headers=headers, follow_redirects=False,
+                          timeout=60)
 
     def crowd(label: str, cookies: list[str]) -> dict:
         def student(i: int) -> dict:

@@ -2,6 +2,8 @@
 # EAGLE-3 and the small LM on the block drafters' budget, on one CPU core (hours: the 16,800 steps of DSpark's
 # schedule at 1-3 s a step):
 #   bash scripts/train_matched.sh
+# Started twice side by side once the data stages are done, the two loops train EAGLE-3 and the small LM at once, one
+# core each (a stage another loop is running is skipped: scripts/stages.sh).
 # Stages, in order; each is skipped once its output exists, and a cut stage resumes from its checkpoints:
 #   self-data       text the shipped target writes itself                        -> runs/selfdata.pt
 #   greedy-data     2048 greedy continuations (the rows DSpark's self-distillation used) -> runs/greedy.pt

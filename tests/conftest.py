@@ -90,6 +90,12 @@ NEAR_CHARTS_WAITING_JS = """() => [...document.querySelectorAll('.chart-waiting'
   return p.offsetParent !== null && box.bottom > -innerHeight && box.top < 2 * innerHeight; }).map(p => p.id)"""
 
 
+def no_near_chart_waits(page, timeout_ms: int = 5_000) -> None:
+    """Wait until no chart near the view waits undrawn (the page draws one a frame after it comes near); fails if one
+    still waits after timeout_ms."""
+    page.wait_for_function(f"() => ({NEAR_CHARTS_WAITING_JS})().length === 0", timeout=timeout_ms, polling=POLL_MS)
+
+
 # A drawn plotly chart's text as the browser laid it out: the frame of its svg, and every non-empty text element
 # (titles, ticks, legend entries, bar labels, annotations) with its box and font size, in page pixels
 CHART_TEXT_JS = """(root) => {

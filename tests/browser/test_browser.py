@@ -24,7 +24,7 @@ from app.main import build_app  # noqa: E402
 from app.draw.render import display_text  # noqa: E402
 from engine.contract.types import GenerationConfig  # noqa: E402
 
-from conftest import NEAR_CHARTS_WAITING_JS, POLL_MS, launch_locally, needs_chromium, page_on  # noqa: E402
+from conftest import POLL_MS, launch_locally, needs_chromium, no_near_chart_waits, page_on  # noqa: E402
 from scripts.support import draw_shown_charts  # noqa: E402
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
@@ -128,9 +128,10 @@ def test_run_in_chromium_fills_every_lane_and_the_timeline_then_an_example_and_s
         assert page.locator("#lane-eagle3 .tok.accepted").count() > 0
         # a chart out of sight may wait to be drawn (tests/browser/test_slides.py), never one near the view; printing
         # draws every chart
-        assert page.evaluate(NEAR_CHARTS_WAITING_JS) == []
+        no_near_chart_waits(page)
         page.evaluate("() => dispatchEvent(new Event('beforeprint'))")
         assert page.locator(".chart-waiting").count() == 0
+        page.locator("#timeline").scroll_into_view_if_needed()  # a value landing after done is drawn once near
         page.wait_for_selector("#timeline .bars path", state="attached", timeout=30_000)  # plotly drew the spans
         assert page.locator("#timeline .plot-container").count() == 1
         if shot:

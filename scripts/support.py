@@ -25,23 +25,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# The page draws a chart only once it is near the screen (app/draw/projector.py; one waiting is `.chart-waiting`):
-# true once every chart shown (on the open tab, not folded) is drawn, the page scrolled to each waiting chart in turn
-# as a reader would, then back to where it was; false while one near the screen waits
-DRAW_SHOWN_JS = """() => {
-  const waiting = [...document.querySelectorAll('.chart-waiting')].filter(p => p.offsetParent !== null);
-  const near = (p) => { const box = p.getBoundingClientRect();
-                        return box.bottom > -innerHeight && box.top < 2 * innerHeight; };
-  if (waiting.some(near)) return false;
+# The page draws a chart only once it is near the screen, within a screen of the view (app/draw/projector.py; one
+# waiting is `.chart-waiting`): the shown charts that wait, and of them those near the view (none should be)
+WAITING_CHARTS_JS = """() => [...document.querySelectorAll('.chart-waiting')].filter(p => p.offsetParent !== null)"""
+NEAR_CHARTS_WAITING_JS = f"""() => ({WAITING_CHARTS_JS})().filter(p => {{ const box = p.getBoundingClientRect();
+  return box.bottom > -innerHeight && box.top < 2 * innerHeight; }}).map(p => p.id)"""
+
+# True once every chart shown (on the open tab, not folded) is drawn, the page scrolled to each waiting chart in turn
+# as a reader would, then back to where it was; false while one near the view waits
+DRAW_SHOWN_JS = f"""() => {{
+  if (({NEAR_CHARTS_WAITING_JS})().length) return false;
+  const waiting = ({WAITING_CHARTS_JS})();
   window.speclabWalkFrom = window.speclabWalkFrom ?? scrollY;
-  if (!waiting.length) {
+  if (!waiting.length) {{
     scrollTo(0, window.speclabWalkFrom);
     delete window.speclabWalkFrom;
     return true;
-  }
+  }}
   scrollTo(0, scrollY + waiting[0].getBoundingClientRect().top - innerHeight);
   return false;
-}"""
+}}"""
 
 
 # Every chart shown drawn, its tick labels at projector mode's size (`room` true: 18 px or more) or the page's; a

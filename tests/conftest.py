@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scripts.support import CHROMIUM, free_port, launch_chromium
+from scripts.support import CHROMIUM, NEAR_CHARTS_WAITING_JS, free_port, launch_chromium
 
 # One torch thread, as the app's tiny preset runs: models this small gain nothing from a second one, and on a
 # busy machine two threads wait on each other at every operator (the bench test took 77 s with two while a
@@ -83,16 +83,10 @@ OUTLINED_FOR_JS = """([id, ms]) => { const chart = document.getElementById(id);
   return performance.now() - since >= ms; }"""
 SETTLED_MS = 1300
 
-# The charts near the view (within a screen of it) that wait undrawn: none should (app/draw/projector.py draws a chart
-# once it comes near; scripts/support.py draw_shown_charts draws them all)
-NEAR_CHARTS_WAITING_JS = """() => [...document.querySelectorAll('.chart-waiting')].filter(p => {
-  const box = p.getBoundingClientRect();
-  return p.offsetParent !== null && box.bottom > -innerHeight && box.top < 2 * innerHeight; }).map(p => p.id)"""
-
 
 def no_near_chart_waits(page, timeout_ms: int = 5_000) -> None:
-    """Wait until no chart near the view waits undrawn (the page draws one a frame after it comes near); fails if one
-    still waits after timeout_ms."""
+    """Wait until no chart near the view waits undrawn (scripts/support.py NEAR_CHARTS_WAITING_JS: the page draws one a
+    frame after it comes near); fails if one still waits after timeout_ms."""
     page.wait_for_function(f"() => ({NEAR_CHARTS_WAITING_JS})().length === 0", timeout=timeout_ms, polling=POLL_MS)
 
 

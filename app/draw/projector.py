@@ -171,14 +171,14 @@ SCRIPT = """
   // screen below the view keeps only its newest value, drawn when it comes near (a run's updates drew every chart
   // of the page, most of them out of sight). Printing draws them all first. The page counts the draws it makes.
   window.speclabChartDraws = 0;
-  const waiting = new Map();  // chart -> [plotly's react, its arguments, the promises' resolvers]
+  const waiting = new Map();  // chart -> [its newest arguments for plotly's react, the promises' resolvers]
   const near = (div) => {
     if (div.offsetParent === null) return false;
     const box = div.getBoundingClientRect();
     return box.bottom > -innerHeight && box.top < 2 * innerHeight;
   };
   function drawWaiting(div) {
-    const [react, args, settled] = waiting.get(div);
+    const [args, settled] = waiting.get(div);
     waiting.delete(div);
     nearby.unobserve(div);
     div.style.minHeight = "";
@@ -191,19 +191,19 @@ SCRIPT = """
     for (const entry of seen) if (entry.isIntersecting && waiting.has(entry.target)) drawWaiting(entry.target);
   }, {rootMargin: "100% 0px"});
   window.addEventListener("beforeprint", () => [...waiting.keys()].forEach(drawWaiting));
-  let plotly;
+  let plotly, react;  // the library, and its own react (wrapped below)
   Object.defineProperty(window, "Plotly", {configurable: true, enumerable: true, get: () => plotly, set: (library) => {
     plotly = library;
     if (!library || library.speclabDrawsOnce) return;
-    const react = library.react;
+    react = library.react;
     library.react = (chart, ...args) => new Promise((resolve, reject) => setTimeout(() => {
       const div = typeof chart === "string" ? document.getElementById(chart) : chart;
       if (!div || !div.isConnected) {
         resolve(div);
         return;
       }
-      const settled = waiting.has(div) ? waiting.get(div)[2] : [];
-      waiting.set(div, [react, args, [...settled, [resolve, reject]]]);
+      const settled = waiting.has(div) ? waiting.get(div)[1] : [];
+      waiting.set(div, [args, [...settled, [resolve, reject]]]);
       if (near(div)) {
         drawWaiting(div);
         return;

@@ -260,17 +260,32 @@ CHART_IDS = ("timeline", "progress", "acceptance", "survival", "accepted-histogr
 NUM_CHARTS = len(CHART_IDS)  # comparison_figures draws this many
 
 
-def comparison_figures(comparison, projector: bool = False) -> tuple[go.Figure, ...]:
-    """The Compare tab's charts of one comparison, in the page's order: the timeline, tokens against time,
-    per-position acceptance and survival, a scheduled drafter's survival, accepted drafts per step, measured
-    speedup against the formula, and where the time went; projector: each laid out for a room (for_projector)."""
+def _chart_builders(comparison) -> dict:
+    """Each Compare chart of one comparison by its element id (CHART_IDS), as a call that draws it: a caller
+    wanting one chart (a slide) draws only that one."""
     steps = {m: list(lane.steps) for m, lane in comparison.lanes.items()}
     drafting = {m: s for m, s in steps.items() if METHOD_REGISTRY.get(m) is None or METHOD_REGISTRY[m].drafts}
     cutting = next((s for m, s in steps.items() if m in METHOD_REGISTRY and METHOD_REGISTRY[m].cuts), [])
     acceptance = {m: comparison.lanes[m].per_position_acceptance for m in drafting}
     sampled = not comparison.greedy and comparison.settings.get("verify_rule") == "rejection"
     ceilings = {m: comparison.lanes[m].per_position_ceiling for m in drafting} if sampled else None
-    figures = (timeline_figure(steps), progress_figure(steps), acceptance_figure(acceptance, ceilings),
-               survival_figure(cutting), accepted_length_figure(drafting), predicted_vs_measured_figure(comparison),
-               bubble_share_figure(comparison))
-    return tuple(styled(f, projector) for f in figures)
+    builders = {"timeline": lambda: timeline_figure(steps), "progress": lambda: progress_figure(steps),
+                "acceptance": lambda: acceptance_figure(acceptance, ceilings),
+                "survival": lambda: survival_figure(cutting),
+                "accepted-histogram": lambda: accepted_length_figure(drafting),
+                "formula-vs-measured": lambda: predicted_vs_measured_figure(comparison),
+                "time-split": lambda: bubble_share_figure(comparison)}
+    assert tuple(builders) == CHART_IDS
+    return builders
+
+
+def comparison_figures(comparison, projector: bool = False) -> tuple[go.Figure, ...]:
+    """The Compare tab's charts of one comparison, in the page's order: the timeline, tokens against time,
+    per-position acceptance and survival, a scheduled drafter's survival, accepted drafts per step, measured
+    speedup against the formula, and where the time went; projector: each laid out for a room (for_projector)."""
+    return tuple(styled(draw(), projector) for draw in _chart_builders(comparison).values())
+
+
+def comparison_figure(comparison, chart: str, projector: bool = False) -> go.Figure:
+    """One of the Compare tab's charts (`chart`, one of CHART_IDS), drawn alone."""
+    return styled(_chart_builders(comparison)[chart](), projector)

@@ -27,7 +27,7 @@ from .. import lesson
 from ..draw import overlap
 from ..draw.evidence import NAMES_ITS_SOURCES, slide_figure
 from ..draw.layout import PROJECTOR_FONT, PROJECTOR_TITLE_FONT
-from ..draw.charts import (CHART_IDS, budget_figure, comparison_figures, for_projector, load_figure, lossless_figure,
+from ..draw.charts import (budget_figure, comparison_figure, for_projector, load_figure, lossless_figure,
                            parts_figure, sweeps_figure, temperature_acceptance_figure)
 from ..lesson import POINTS, Point
 from ..lesson.choice import rule_words
@@ -68,7 +68,7 @@ def evidence_figure(point: Point, data: dict, live: bool = False) -> go.Figure |
     if own is not None:
         figure = for_projector(own)
     elif point.tab == "compare":
-        figure = comparison_figures(item, projector=True)[CHART_IDS.index(point.chart)]
+        figure = comparison_figure(item, point.chart, projector=True)
     else:
         figure = for_projector(WHY_CHARTS[point.chart](item["data"]))
     if point.number in ONE_PROMPT_CHARTS and isinstance(item, Comparison):  # one prompt alone: which, by what rule

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from app import lesson
-from app.draw.charts import (PROJECTOR_FONT, acceptance_figure, comparison_figures, for_projector, lossless_figure,
-                        sweeps_figure, verify_cost_words)
+from app.draw.charts import (CHART_IDS, PROJECTOR_FONT, acceptance_figure, comparison_figure, comparison_figures,
+                             for_projector, lossless_figure, sweeps_figure, verify_cost_words)
 from app.draw.render import lane_html
 from app.draw.theme import lane_style
 
@@ -37,6 +37,16 @@ def test_the_formula_charts_subtitle_says_what_a_verify_cost_from_the_costs_draw
     dear = comparison({"baseline": baseline(), "eagle3": lane([(4, 3)] * 10, 2.0, 13.0)})
     assert "less than one" in comparison_figures(cheap)[5].layout.title.subtitle.text.replace("<br>", " ")
     assert "more than one" in comparison_figures(dear)[5].layout.title.subtitle.text.replace("<br>", " ")
+
+
+@pytest.mark.parametrize("projector", [False, True])
+def test_a_chart_drawn_alone_is_the_tabs_chart(projector):
+    """A slide draws one Compare chart alone (comparison_figure): the very figure the tab draws among the others."""
+    sampled = lesson.recorded()["sampled"]
+    together = comparison_figures(sampled, projector)
+    assert len(together) == len(CHART_IDS)
+    for chart, figure in zip(CHART_IDS, together):
+        assert comparison_figure(sampled, chart, projector).to_plotly_json() == figure.to_plotly_json(), chart
 
 
 def _colours(fig) -> dict[str, str]:

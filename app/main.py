@@ -191,7 +191,7 @@ def launch(demo: gr.Blocks, **kwargs):
                            app_kwargs=app_kwargs, prevent_thread_lock=True, **kwargs)
     page_sessions.install(demo)  # from the next new visitor on
     budget.sweep()  # what the folders hold already
-    budget.every()
+    budget.every(serving=lambda: demo.is_running)
     if block:
         demo.block_thread()
     return launched

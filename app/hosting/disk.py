@@ -271,12 +271,15 @@ class DiskBudget:
                 except OSError:
                     pass
 
-    def every(self, seconds: float = SWEEP_EVERY_S) -> threading.Thread:
-        """Sweep every `seconds` in a daemon thread (downloads are written without an upload)."""
+    def every(self, seconds: float = SWEEP_EVERY_S, serving=lambda: True) -> threading.Thread:
+        """Sweep every `seconds` in a daemon thread (downloads are written without an upload), for as long as
+        `serving()` says the server is up: a closed app's sweeps end with it."""
 
         def loop():
             while True:
                 time.sleep(seconds)
+                if not serving():
+                    return
                 self.sweep()
 
         thread = threading.Thread(target=loop, name="speclab-disk-sweep", daemon=True)

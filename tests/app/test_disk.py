@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from app.hosting import disk
 from app.hosting.disk import DiskBudget, UploadBudget
@@ -204,3 +205,17 @@ def test_the_download_button_states_the_life_the_sweep_keeps_a_download():
     assert hours and float(hours.group(1)) * 3600 == disk.DOWNLOAD_LIFE_S
     assert disk.download_label(1800) == "Download this comparison (link kept 30 min)"
     assert [disk.life_words(s) for s in (7200, 5400, 90, 45)] == ["2 h", "90 min", "2 min", "45 s"]
+
+
+def test_the_timed_sweeps_end_when_the_server_closes(tmp_path):
+    budget = DiskBudget([tmp_path], max_bytes=MB)
+    sweeps, serving = [], [True]
+    budget.sweep = lambda room_for=0: sweeps.append(room_for)
+    thread = budget.every(seconds=0.01, serving=lambda: serving[0])
+    deadline = time.monotonic() + 10
+    while len(sweeps) < 3 and time.monotonic() < deadline:  # it sweeps while the server is up ...
+        thread.join(0.01)
+    assert len(sweeps) >= 3
+    serving[0] = False
+    thread.join(5)
+    assert not thread.is_alive()  # ... and ends once it closes

@@ -142,7 +142,8 @@ def jobs() -> list[Job]:
                   (folder / file,), _seconds(device_sizes[name]) * processes[name], cheap=True,
                   processes=processes[name], recheck_args=("--processes", "1") if processes[name] > 1 else ())
               for name, file in device_recordings.NAMES.items()]
-    found.append(Job("card", ("-m", "scripts.record_card"), (record_card.CARD_JSON,), record_card.estimate_s(),
+    card_s = record_card.ENGINE_STARTS * START_S + record_card.lane_tokens() / LANE_TOKENS_PER_S
+    found.append(Job("card", ("-m", "scripts.record_card"), (record_card.CARD_JSON,), card_s,
                      others=(record_card.CARD_MD,)))
     found.append(Job("screenshot", ("-m", "scripts.record_screenshot"), (record_screenshot.STAMP,),
                      record_screenshot.ESTIMATE_S, others=(record_screenshot.SHOT,)))
@@ -216,11 +217,12 @@ def record(selected: list[Job], force: bool, log: Log, docs: bool = True) -> int
     if build_digest(cached=False) != build:
         log.say("the engine changed while recording: record again (the changed files make another build)")
         return 1
-    if docs:
-        from scripts import record_docs
-
-        changed = record_docs.write_blocks()
-        log.say(f"docs: generated blocks written again in {', '.join(changed) or 'no file (already current)'}")
+    if docs:  # in a process of its own, as every job: the docs read the recordings as they are now
+        written = subprocess.run([PYTHON, "-m", "scripts.record_docs"], cwd=ROOT, capture_output=True, text=True)
+        log.handle.write(written.stdout + written.stderr)
+        if written.returncode:
+            failed.append("docs")
+        log.say(f"docs: {(written.stdout.strip().splitlines() or ['no output'])[-1]}")
     if failed:
         log.say(f"failed: {', '.join(failed)}; run the same command again to record only what is left")
         return 1

@@ -31,15 +31,17 @@ def bench_args(kind: str, prompts: int) -> list[str]:
             "--json", str(RUNS / f"card-bench-{kind}.json")]
 
 
-def estimate_s(prompts: int = PROMPTS) -> float:
-    """About how long: each bench run's lanes (the card's, the ablations and the variants beside them) over
-    `prompts`, the card's own pass over every held-out prompt, at the recorder's rate (scripts/record.py)."""
+ENGINE_STARTS = 4  # the three bench runs and the card's own pass each load the models
+
+
+def lane_tokens(prompts: int = PROMPTS) -> int:
+    """The tokens its lanes write, summed: each bench run's lanes (the card's, the ablations and the variants beside
+    them) over `prompts`, and the card's own pass over every held-out prompt (scripts/record.py turns them into an
+    estimate of its time)."""
     from engine.contract.presets import load_prompts
-    from scripts.record import LANE_TOKENS_PER_S, START_S
 
     bench_lanes, card_lanes = 12, 9
-    tokens = 3 * bench_lanes * prompts * 64 + card_lanes * len(load_prompts()) * 64
-    return 4 * START_S + tokens / LANE_TOKENS_PER_S
+    return 3 * bench_lanes * prompts * 64 + card_lanes * len(load_prompts()) * 64
 
 
 def stamp(duration_s: float, command: str) -> dict:

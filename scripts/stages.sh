@@ -4,9 +4,28 @@
 # whose output exists. The sourcing script defines `stage_done STAGE` (true once the stage's output exists) and
 # `command_of STAGE` (its `python -m engine.train` arguments). A cut stage resumes from its checkpoints. A stage
 # another loop is running (it holds runs/<stage>.lock) is skipped: two loops started side by side share the stages
-# out, one core each.
+# out, one core each. A stage waits, before it starts, for the stages it reads that another loop is still running
+# (`stage_needs STAGE`, where the sourcing script defines it): no training stage starts on half-written rows.
+# Started in a session of its own (setsid), a loop lowers its whole session's priority: under the kernel's autogroup
+# scheduling, nice alone weighs a process only against its own session, so a niced loop would still take a core from
+# the app or the tests beside it.
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
+  echo 19 > /proc/self/autogroup 2>/dev/null || true
+fi
+declare -F stage_needs >/dev/null || stage_needs() { :; }
+wait_for_needs() {  # wait out the stages $1 reads that another loop runs; false when one of them is still not done
+  local need wait
+  for need in $(stage_needs "$1"); do
+    stage_done "$need" && continue
+    echo "$(date +%H:%M:%S) $1: waiting for $need"
+    exec {wait}> "runs/$need.lock"
+    flock "$wait"
+    exec {wait}>&-
+    stage_done "$need" || { echo "$(date +%H:%M:%S) $1: $need did not finish (runs/$need.log); skipped"; return 1; }
+  done
+}
 run_stages() {
   mkdir -p runs
   local stage lock
@@ -18,6 +37,7 @@ run_stages() {
       exec {lock}>&-
       continue
     fi
+    if ! wait_for_needs "$stage"; then exec {lock}>&-; continue; fi
     echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
     # shellcheck disable=SC2046  # the stage's arguments are words
     "$PYTHON" -m engine.train $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1

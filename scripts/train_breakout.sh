@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The block drafters at z-lab's block size, and EAGLE-3 matched with them, on one CPU core:
-#   bash scripts/train_breakout.sh
+#   setsid nohup bash scripts/train_breakout.sh >> runs/train_breakout.log 2>&1 < /dev/null &
 # Stages, in order; each is skipped once its output exists, and a cut stage resumes from its checkpoints:
 #   greedy-data    2048 greedy continuations of the shipped target           -> runs/greedy.pt
 #   sampled-data   1024 continuations sampled at temperature 1               -> runs/sampled.pt
@@ -25,6 +25,11 @@ stage_done() {  # the file a finished stage leaves
     dflash-d15) [ -f runs/dflash-selfdistill-d15/export/training.json ] ;;
     dspark-d15) [ -f runs/dspark-selfdistill-d15/export/training.json ] ;;
     eagle3-matched) [ -f runs/eagle3-selfdistill/export/training.json ] ;;
+  esac
+}
+stage_needs() {  # the stages whose rows a stage reads
+  case "$1" in
+    dflash-d15 | dspark-d15 | eagle3-matched) echo "greedy-data sampled-data" ;;
   esac
 }
 command_of() {  # the `python -m engine.train` arguments of a stage

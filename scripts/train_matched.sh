@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # EAGLE-3 and the small LM on the block drafters' budget, on one CPU core (hours: the 16,800 steps of DSpark's
 # schedule at 1-3 s a step):
-#   bash scripts/train_matched.sh
-# Started twice side by side once the data stages are done, the two loops train EAGLE-3 and the small LM at once, one
-# core each (a stage another loop is running is skipped: scripts/stages.sh).
+#   setsid nohup bash scripts/train_matched.sh >> runs/train_matched.log 2>&1 < /dev/null &
+# Started twice side by side, the two loops train EAGLE-3 and the small LM at once, one core each (a stage another loop
+# is running is skipped, and a training stage waits for the rows the other loop is still writing: scripts/stages.sh).
 # Stages, in order; each is skipped once its output exists, and a cut stage resumes from its checkpoints:
 #   self-data       text the shipped target writes itself                        -> runs/selfdata.pt
 #   greedy-data     2048 greedy continuations (the rows DSpark's self-distillation used) -> runs/greedy.pt
@@ -23,6 +23,11 @@ stage_done() {  # the file a finished stage leaves
     sampled-data) [ -f runs/sampled.json ] ;;
     eagle3-matched) [ -f runs/eagle3-matched/export/training.json ] ;;
     small-lm-matched) [ -f runs/small-lm-matched/export/training.json ] ;;
+  esac
+}
+stage_needs() {  # the stages whose rows a stage reads
+  case "$1" in
+    eagle3-matched | small-lm-matched) echo "self-data greedy-data sampled-data" ;;
   esac
 }
 command_of() {  # the `python -m engine.train` arguments of a stage

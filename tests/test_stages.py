@@ -1,0 +1,54 @@
+"""scripts/stages.sh, the stage loop of the background training scripts: two loops started side by side share the
+stages out, each stage runs once, and a stage waits for the rows it reads while the other loop is still writing them;
+where those rows never come, it is skipped and said."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from conftest import ROOT
+
+# A stage stands in for `python -m engine.train STAGE --threads 1`: it logs its start and end and leaves its output,
+# the data stage slowly; FAIL names a stage that ends without its output.
+FAKE_PYTHON = """#!/usr/bin/env bash
+stage=$3
+echo "start $stage" >> runs/events
+[ "$stage" = data ] && sleep 1
+[ "$stage" = "${FAIL:-}" ] && exit 1
+touch "runs/$stage.done"
+echo "end $stage" >> runs/events
+"""
+
+LOOP = f"""set -euo pipefail
+source {ROOT / "scripts" / "stages.sh"}
+stage_done() {{ [ -f "runs/$1.done" ]; }}
+stage_needs() {{ case "$1" in train) echo data ;; esac; }}
+command_of() {{ echo "$1"; }}
+run_stages data train
+"""
+
+
+def _two_loops(tmp_path, fail: str = "") -> tuple[list[str], str]:
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    (tmp_path / "loop.sh").write_text(LOOP)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python), "FAIL": fail}
+    first = subprocess.Popen(["bash", "loop.sh"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # the first loop holds the data stage by now
+    second = subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    first.communicate(timeout=30)
+    return (tmp_path / "runs" / "events").read_text().splitlines(), second.stdout
+
+
+def test_a_stage_waits_for_the_rows_another_loop_is_writing_and_each_stage_runs_once(tmp_path):
+    events, said = _two_loops(tmp_path)
+    assert events == ["start data", "end data", "start train", "end train"]
+    assert "data: running in another loop, skipped" in said and "train: waiting for data" in said
+
+
+def test_a_stage_whose_rows_never_come_is_skipped_and_said(tmp_path):
+    events, said = _two_loops(tmp_path, fail="data")
+    assert events == ["start data"]
+    assert "train: data did not finish (runs/data.log); skipped" in said

@@ -6,9 +6,9 @@
 # another loop is running (it holds runs/<stage>.lock) is skipped: two loops started side by side share the stages
 # out, one core each. A stage waits, before it starts, for the stages it reads that another loop is still running
 # (`stage_needs STAGE`, where the sourcing script defines it): no training stage starts on half-written rows.
-# Started by setsid (a process session of its own), a loop lowers that whole session's priority: under the kernel's autogroup
-# scheduling, nice alone weighs a process only against its own session, so a niced loop would still take a core from
-# the app or the tests beside it.
+# Started by setsid (a process session of its own), a loop lowers that whole session's priority: under the kernel's
+# autogroup scheduling, nice alone weighs a process only against its own session, so a niced loop would still take a
+# core from the app or the tests beside it.
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python
 if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then

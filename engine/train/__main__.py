@@ -52,7 +52,7 @@ import torch
 from .unloop import RULES as UNLOOP_RULES
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16
+TARGET_STEPS = 3000  # about 3.9 passes over the corpus: 52 min on 2 cores in bf16 (AVX-512 BF16)
 SELF_DATA_ROWS = 2048  # sequences of target-written text the drafters learn from (half of each batch, more at the end)
 SELF_DATA_STEPS = 400  # second-phase steps, three quarters of each batch target-written
 GREEDY_ROWS = 8192  # greedy continuations for the drafters' last phase (selfdata.generate_greedy_rows)
@@ -821,10 +821,15 @@ def main(argv: list[str] | None = None) -> int:
                              "assets/dflash-drafter-nokv/")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                         help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
-                             "with AVX-512 BF16); fp32: float32 throughout")
+                             "with AVX-512 BF16, several times the time on one without); fp32: float32 throughout; "
+                             "auto (the default): bf16 on a GPU or a CPU that computes it natively, else fp32")
     args = parser.parse_args(argv)
+    if args.precision == "auto":
+        from .lm import native_precision
+
+        args.precision = native_precision(args.device)
     if args.restart_steps is not None and (args.restart_steps < 0 or (
             args.restart_steps and args.stage not in ("target", "dflash", "dspark"))):
         parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")

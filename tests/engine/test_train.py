@@ -334,6 +334,7 @@ def _calibration_rows_once(cli, monkeypatch) -> None:
 def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeypatch, tokenizer, random_engine):
     """`python -m engine.train dflash|dspark` on a tiny random target and a tiny corpus: it trains, resumes,
     calibrates (DSpark) and exports a checkpoint the engine loads; on the CPU, and on a GPU where there is one."""
+    import engine.train.lm as lm
     from engine.models import load_drafter
 
     cli, assets, runs = _cli_in(tmp_path, monkeypatch)
@@ -358,7 +359,8 @@ def test_block_drafter_training_runs_end_to_end(stage, device, tmp_path, monkeyp
     record = json.loads((assets / f"{stage}-drafter" / "training.json").read_text())
     assert record["train_config"]["steps"] == 2
     assert record["train_config"]["device"] == device
-    assert record["train_config"]["precision"] == "bf16"  # the default: bfloat16 autocast, float32 weights
+    # the default: bfloat16 autocast where the device computes it natively, float32 weights
+    assert record["train_config"]["precision"] == lm.native_precision(device)
     assert record["self_data_phase"]["self_data_fraction"] == 0.75
     assert "second_cycle" not in record and not (runs / stage / "cycle2").exists()
     assert "greedy_phase" not in record and not (runs / stage / "self" / "greedy").exists()
@@ -624,6 +626,15 @@ def test_greedy_rows_are_the_targets_greedy_continuations(tmp_path, monkeypatch,
             assert row.tolist() == ids[0].tolist()
     with pytest.raises(ValueError, match="function openings"):
         selfdata.def_line_prefixes(tokenizer, 5, seed=0)  # four in the training files, none from held.py
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_training_defaults_to_bf16_only_where_it_is_computed_natively(native, monkeypatch):
+    import engine.train.lm as lm
+
+    monkeypatch.setattr(lm, "cpu_computes_bf16", lambda: native)
+    assert lm.native_precision("cpu") == ("bf16" if native else "fp32")
+    assert lm.native_precision("cuda") == lm.native_precision("cuda:1") == "bf16"
 
 
 @pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32)])

@@ -30,6 +30,7 @@ import math
 import os
 import time
 from collections import OrderedDict
+from urllib.parse import parse_qsl
 
 MAX_ADDRESS_CHARS = 65_536  # httpx's own limit on a URL (its parser refuses anything longer)
 MESSAGE = (b"SpecLab: this address is too long for the server to open (it has room for about 64,000 characters). "
@@ -48,6 +49,7 @@ QUEUE_PREFIXES = ("/gradio_api/queue/", "/gradio_api/heartbeat/")  # the queue's
 JOIN = "/gradio_api/queue/join"  # ... but a place in the queue is asked for with a counted request
 STATIC_PREFIXES = ("/assets/", "/static/", "/svelte/", "/favicon.ico")  # Gradio's frontend, files a browser caches
 TOO_MANY = "SpecLab: too many requests from your address at once; please try again in {s} s."
+MAX_FORM_BYTES = 4096  # a posted form of the app's own (a key, a class's code and size): the rest is not read
 
 
 # Where a hosting platform's own proxies sit: the private networks (a visitor's address is a public one)
@@ -97,6 +99,17 @@ async def html_page(send, status: int, body: str, cookies: tuple[str, ...] | lis
                 "headers": [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(data)).encode()),
                             (b"cache-control", b"no-store"), *((b"set-cookie", c.encode()) for c in cookies)]})
     await send({"type": "http.response.body", "body": data})
+
+
+async def read_form(receive) -> dict[str, str]:
+    """A posted form's fields (the presenter's key, a class's code), from its body's first MAX_FORM_BYTES."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > MAX_FORM_BYTES or not message.get("more_body"):
+            break
+    return dict(parse_qsl(body[:MAX_FORM_BYTES].decode("utf-8", "replace")))
 
 
 async def see_other(send, location: str, cookies: tuple[str, ...] | list[str] = ()) -> None:

@@ -22,9 +22,8 @@ import secrets
 import threading
 import time
 from datetime import datetime, timezone
-from urllib.parse import parse_qsl
 
-from .addresses import answer, client_address, html_page, see_other
+from .addresses import answer, client_address, html_page, read_form, see_other
 from .presenter import Presenter
 
 PATH = "/class"
@@ -36,7 +35,6 @@ MAX_HOURS = 12
 DEFAULT_SIZE, DEFAULT_HOURS = 40, 3
 CODE = re.compile(r"[A-Za-z0-9-]{4,32}")
 WRONG_CODE_PAUSE_S = 1.0
-MAX_FORM_BYTES = 4096
 MEMBER = "class {id} member {n}"  # a member's identity for fairness
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>SpecLab class</title>
@@ -152,16 +150,6 @@ def scope_identity(classroom: Classroom | None):
     if classroom is None:
         return client_address
     return lambda scope: classroom.identity(client_address(scope), scope_cookie(scope))
-
-
-async def read_form(receive) -> dict[str, str]:
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if len(body) > MAX_FORM_BYTES or not message.get("more_body"):
-            break
-    return dict(parse_qsl(body[:MAX_FORM_BYTES].decode("utf-8", "replace")))
 
 
 def presenter_form(classroom: Classroom) -> str:

@@ -15,9 +15,8 @@ import asyncio
 import hashlib
 import hmac
 import html
-from urllib.parse import parse_qsl
 
-from .addresses import answer, html_page, see_other
+from .addresses import answer, html_page, read_form, see_other
 
 ENVIRONMENT = "SPECLAB_PRESENTER_KEY"
 MIN_KEY_CHARS = 12
@@ -26,7 +25,6 @@ COOKIE = "speclab_presenter"
 MARK_COOKIE = "speclab_presenter_mark"  # readable by the page's script: it only draws the mark
 MAX_AGE_S = 12 * 3600  # a teaching day
 WRONG_KEY_PAUSE_S = 1.0
-MAX_FORM_BYTES = 4096
 
 FORM = """<!doctype html><html><head><meta charset="utf-8"><title>SpecLab presenter</title>
 <style>body{{font:18px system-ui,sans-serif;margin:3em auto;max-width:36em}}input{{font-size:18px}}</style></head>
@@ -86,14 +84,7 @@ class PresenterPage:
             holds = self.presenter.holds(scope)
             said = "This browser is the presenter's." if holds else "Enter the key the operator set."
             return await self.page(send, 200, said, self.extra() if holds and self.extra is not None else "")
-        body, size = b"", 0
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            size = len(body)
-            if size > MAX_FORM_BYTES or not message.get("more_body"):
-                break
-        given = dict(parse_qsl(body[:MAX_FORM_BYTES].decode("utf-8", "replace"))).get("key", "")
+        given = (await read_form(receive)).get("key", "")
         if not hmac.compare_digest(token(given), self.presenter.token):
             await asyncio.sleep(WRONG_KEY_PAUSE_S)
             return await self.page(send, 403, "That is not the presenter key.")

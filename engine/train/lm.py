@@ -46,8 +46,8 @@ class TrainConfig:
 
 def native_precision(device: str) -> str:
     """The precision a training on `device` runs fastest in: "bf16" on a GPU, and on a CPU whose oneDNN computes
-    bfloat16 natively (AVX-512 BF16 or AMX); "fp32" on any other CPU, where bfloat16 autocast is emulated (a step of a
-    tiny model 7 to 8 times slower than in float32 on an AVX2-only CPU: docs/experiments.md)."""
+    bfloat16 natively (AVX-512 BF16 or AMX); "fp32" on any other CPU, where bfloat16 autocast is emulated (the
+    target's training step eleven times slower than in float32 on an AVX2-only CPU: docs/embedded-models.md)."""
     if device.split(":")[0] != "cpu":  # a device named wrong is refused where the models move there
         return "bf16"
     return "bf16" if cpu_computes_bf16() else "fp32"

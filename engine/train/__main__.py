@@ -672,7 +672,8 @@ def _matched_parts(stage: str, target, tokenizer, generator: torch.Generator):
 
         model = Eagle3DraftModel(eagle3.eagle3_config(target.config))
         eagle3.init_from_target(model, target)
-        return (model, lambda labels: eagle3.eagle3_loss(model, target, generator, labels=labels),
+        return (model,
+                lambda labels, rows=False: eagle3.eagle3_loss(model, target, generator, labels=labels, rows=rows),
                 lambda windows: eagle3.eagle3_acceptance(model, target, windows), _score_key("eagle3"), 2e-3, "eagle3")
     from transformers import Qwen3ForCausalLM
 
@@ -680,7 +681,8 @@ def _matched_parts(stage: str, target, tokenizer, generator: torch.Generator):
     from .lm import distill_loss, heldout_loss
 
     model = Qwen3ForCausalLM(small_lm_config(len(tokenizer)))
-    return (model, lambda labels: distill_loss(model, target), lambda windows: heldout_loss(model, windows),
+    return (model, lambda labels, rows=False: distill_loss(model, target, rows),
+            lambda windows: heldout_loss(model, windows),
             "heldout_ce_fp32", 3e-3, "small-lm-drafter")
 
 
@@ -708,7 +710,8 @@ def _train_matched(stage: str, args, tokenizer, streams) -> int:
     for phase_dir, phase_cfg in phases:
         print(f"{stage} matched: {phase_dir.relative_to(RUNS)}, {phase_cfg.steps} steps", flush=True)
         train(model, streams, phase_dir, phase_cfg, loss("soft"), score, loss_generators=[generator])
-    greedy = _train_greedy_phase(model, streams, phases[-1][0], cfg, args, loss("argmax"), score, generator,
+    # the last two phases draw fixed rows again and again: the target runs once per row (teacher.RowTeacher)
+    greedy = _train_greedy_phase(model, streams, phases[-1][0], cfg, args, loss("argmax", rows=True), score, generator,
                                  default_steps={stage: schedule.get("greedy_phase", {}).get("steps", 0)})
     run_dirs = [phase_dir for phase_dir, _ in phases] + ([greedy[0]] if greedy else [])
     if greedy:
@@ -719,7 +722,7 @@ def _train_matched(stage: str, args, tokenizer, streams) -> int:
         phase = replace(cfg, steps=distill["steps"], batch_size=distill["batch_size"], self_data_fraction=1.0,
                         lr=cfg.lr / 3, warmup_steps=distill["warmup_steps"], seed=args.seed + 13,
                         seq_len=rows.shape[1])
-        train(model, {**streams, "self": rows}, run_dir / "distill", phase, loss("written"), score,
+        train(model, {**streams, "self": rows}, run_dir / "distill", phase, loss("written", rows=True), score,
               loss_generators=[generator])
         run_dirs.append(run_dir / "distill")
         records["self_distill_phase"] = {**asdict(phase), "labels": "written" if stage == "eagle3" else "soft",

@@ -23,6 +23,7 @@ from ..drafters.dflash_model import spaced_layers
 from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
 from .dflash import LABELS, written_labels
 from .selfdata import PREFIX_TOKENS
+from .teacher import RowTeacher, target_outputs
 
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
 STEP_DECAY = 0.8  # weight of step k is STEP_DECAY ** k
@@ -95,7 +96,7 @@ def ttt_attention_mask(anchors: torch.Tensor, seq_len: int, step: int) -> torch.
 
 
 def ttt_logits(drafter: Eagle3DraftModel, target, x: torch.Tensor, steps: int, anchors: torch.Tensor,
-               written_from: int | None = None):
+               written_from: int | None = None, teacher: RowTeacher | None = None):
     """A training-time test over windows x (b, T): the drafter's logits and the target's they should match.
 
     Step 0 runs on every index (its keys are the context every later step reads); steps 1.. run on the
@@ -103,14 +104,14 @@ def ttt_logits(drafter: Eagle3DraftModel, target, x: torch.Tensor, steps: int, a
     a subsample of DeepSpec's loss that costs a fraction of it. Returns the step-0 draft logits (b, T, V)
     (index i predicts token i + 2), the later steps' (steps − 1, b, M, V) (step k at anchor i predicts
     token i + 2 + k), and the target's logits (b, T, V) (index p predicts token p + 1); with `written_from`,
-    as dflash.written_labels makes them."""
+    as dflash.written_labels makes them. `teacher`: the target's outputs kept per row (teacher.py), else computed."""
     b, t = x.shape
-    with torch.no_grad():
-        out = target(x, output_hidden_states=True)
-        features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
-        teacher_logits = out.logits.float()
-        if written_from is not None:
-            teacher_logits = written_labels(teacher_logits, x, written_from)
+    if teacher is None:
+        features, teacher_logits = target_outputs(target, x, tuple(drafter.target_layer_ids))
+    else:
+        features, teacher_logits = teacher(x)
+    if written_from is not None:
+        teacher_logits = written_labels(teacher_logits, x, written_from)
     cache = new_draft_cache()  # keys [step 0 | step 1 | …]
     padded = F.pad(x, (0, steps))  # tokens past the window: padding, read only by indices without a target
     causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
@@ -135,20 +136,22 @@ def later_targets(teacher_logits: torch.Tensor, anchors: torch.Tensor, steps: in
 
 
 def eagle3_loss(drafter: Eagle3DraftModel, target, generator: torch.Generator, steps: int = TTT_LENGTH,
-                decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW, labels: str = "soft"
-                ) -> Callable[[torch.Tensor], torch.Tensor]:
+                decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW, labels: str = "soft",
+                rows: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """Σ_k 0.8^k · (mean cross-entropy of step k) / Σ_k 0.8^k, against the target's whole distribution
     ("soft"), its greedy choice ("argmax"), KL + TV against it ("distribution") or the token it wrote ("written"),
-    as for DFlash (train/dflash.py)."""
+    as for DFlash (train/dflash.py). rows: the windows are rows drawn again and again, whose target outputs are
+    computed once each (teacher.RowTeacher)."""
     if labels not in LABELS and labels != "written":
         raise ValueError(f"labels must be one of {', '.join([*LABELS, 'written'])}, not {labels!r}")
     cross_entropy = LABELS["argmax" if labels == "written" else labels]
     written_from = PREFIX_TOKENS if labels == "written" else None
     weights = torch.tensor([decay ** k for k in range(steps)])
+    teacher = RowTeacher(target, drafter.target_layer_ids) if rows else None
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         anchors = sample_anchors(x.shape[0], x.shape[1], anchors_per_window, steps, generator).to(x.device)
-        first, later, teacher_logits = ttt_logits(drafter, target, x, steps, anchors, written_from)
+        first, later, teacher_logits = ttt_logits(drafter, target, x, steps, anchors, written_from, teacher)
         step0 = cross_entropy(teacher_logits[:, 1:], first[:, :-1]).mean()  # index i ≤ T − 2 has a target
         per_step = torch.cat([step0[None], cross_entropy(later_targets(teacher_logits, anchors, steps), later)
                               .mean((1, 2))])

@@ -127,13 +127,17 @@ def lm_loss(model: Qwen3ForCausalLM) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda x: model(x, labels=x).loss
 
 
-def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Match the teacher's next-token distribution at every position of the window."""
+def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM, rows: bool = False
+                 ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Match the teacher's next-token distribution at every position of the window. rows: the windows are rows
+    drawn again and again, whose teacher logits are computed once each (teacher.RowTeacher)."""
+    from .teacher import RowTeacher, target_outputs
+
     teacher.eval()
+    kept = RowTeacher(teacher) if rows else None
 
     def loss(x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            teacher_logits = teacher(x).logits
+        _, teacher_logits = target_outputs(teacher, x) if kept is None else kept(x)
         return distillation_loss(student(x).logits, teacher_logits)
 
     return loss

@@ -22,6 +22,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 from .selfdata import PREFIX_TOKENS
+from .teacher import target_outputs
 
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
 GAMMA = 4.0  # position-weight decay for block size 8
@@ -146,12 +147,9 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
     b, t = x.shape
     bs = drafter.block_size
     device = x.device
-    with torch.no_grad():
-        out = target(x, output_hidden_states=True)
-        features = torch.cat([out.hidden_states[i + 1] for i in drafter.target_layer_ids], dim=-1)
-        teacher_logits = out.logits.float()
-        if written_from is not None:
-            teacher_logits = written_labels(teacher_logits, x, written_from)
+    features, teacher_logits = target_outputs(target, x, tuple(drafter.target_layer_ids))
+    if written_from is not None:
+        teacher_logits = written_labels(teacher_logits, x, written_from)
     reach = bs + 1 if anchor_predicts_first else bs  # the last predicted token must lie inside the window
     anchors = sample_anchors(b, t, reach, anchors_per_window, generator).to(device)  # (b, M), drawn on the CPU
     offsets = torch.arange(bs, device=device)

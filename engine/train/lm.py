@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from transformers import Qwen3ForCausalLM
 
 from .corpus import corpus_files, read_text
+from .teacher import RowTeacher, target_outputs
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,8 @@ class TrainConfig:
 
 def native_precision(device: str) -> str:
     """The precision a training on `device` runs fastest in: "bf16" on a GPU, and on a CPU whose oneDNN computes
-    bfloat16 natively (AVX-512 BF16 or AMX); "fp32" on any other CPU, where bfloat16 autocast is emulated (the
-    target's training step eleven times slower than in float32 on an AVX2-only CPU: docs/embedded-models.md)."""
+    bfloat16 natively (AVX-512 BF16 or AMX); "fp32" on any other CPU, where bfloat16 autocast is emulated and costs
+    several times float32's step (docs/embedded-models.md)."""
     if device.split(":")[0] != "cpu":  # a device named wrong is refused where the models move there
         return "bf16"
     return "bf16" if cpu_computes_bf16() else "fp32"
@@ -131,8 +132,6 @@ def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM, rows: boo
                  ) -> Callable[[torch.Tensor], torch.Tensor]:
     """Match the teacher's next-token distribution at every position of the window. rows: the windows are rows
     drawn again and again, whose teacher logits are computed once each (teacher.RowTeacher)."""
-    from .teacher import RowTeacher, target_outputs
-
     teacher.eval()
     kept = RowTeacher(teacher) if rows else None
 

@@ -6,9 +6,8 @@ times. Run on every batch, the target's forward was most of such a step on one C
 target once per row instead and keeps what the loss reads: the hidden states of the drafter's feature layers, and
 the final hidden state, from which the logits are recomputed (the LM head costs little beside the target's layers;
 logits over the whole vocabulary would not fit in memory). In float32, a row of 256 tokens keeps 1.2 MB for EAGLE-3
-(five feature layers and the last, 3.6 GB for the 3,072 rows of its last phase) and 0.2 MB for the small LM. On one
-CPU core an EAGLE-3 step takes about half the time, a small-LM step about 40 % (scripts/row_teacher_times.py,
-docs/embedded-models.md).
+(five feature layers and the last, 3.6 GB for the 3,072 rows of its last phase) and 0.2 MB for the small LM. What it
+saves a step: scripts/row_teacher_times.py, docs/embedded-models.md.
 
 Each row runs alone, so its outputs never depend on which rows shared its batch: a run cut and resumed (with an
 empty cache) trains exactly as one never cut.

@@ -1,0 +1,75 @@
+"""scripts/weights_beside.py: a drafter's shipped weights and a candidate's, side by side in one run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from engine.loop import Engine
+from scripts import weights_beside
+from tests.conftest import noisy_copy, tiny_qwen3
+
+PROMPTS = ["def add(a, b):", "import os\nimport sys\n", "class Point:"]
+
+
+@pytest.fixture(scope="module")
+def noisier_engine(tokenizer):
+    """random_engine's target (the same seed, so the same weights) with a much noisier EAGLE-3 lane: the candidate."""
+    target = tiny_qwen3(len(tokenizer))
+    return Engine(target, tokenizer, {"eagle3": noisy_copy(target, noise=0.5, seed=5)}, torch.device("cpu"))
+
+
+def test_the_candidates_lane_is_measured_beside_the_shipped_one_and_the_baseline(random_engine, noisier_engine):
+    blocks = weights_beside.compare(random_engine, noisier_engine, "eagle3", PROMPTS, [0.0, 1.0], [3],
+                                    max_new_tokens=12)
+    assert [(b["temperature"], b["drafts_per_step"]) for b in blocks] == [(0.0, 3), (1.0, 3)]
+    greedy = blocks[0]
+    assert greedy["mismatches"] == {}  # every lane wrote the baseline's tokens
+    lanes = greedy["lanes"]
+    assert lanes["baseline"]["speedup"] == 1.0 and "tau" not in lanes["baseline"]
+    assert all(lanes[lane]["tokens"] == lanes["baseline"]["tokens"] == 12 * len(PROMPTS) for lane in lanes)
+    # the noisier weights are the candidate's: fewer of their drafts are accepted
+    assert lanes["shipped"]["tau"] > lanes["candidate"]["tau"] >= 1.0
+    for lane in ("shipped", "candidate"):  # a chain's draft counts only once every draft before it was accepted
+        positions = lanes[lane]["per_position"]
+        assert len(positions) == 3 and positions[0]["drafts"] > 0
+        assert all(p["low"] <= p["rate"] <= p["high"] for p in positions if p["drafts"])
+        assert all(later["drafts"] <= earlier["accepted"] for earlier, later in zip(positions, positions[1:]))
+    pairs = {(row["a"], row["b"]): row for row in greedy["pairwise"]}
+    assert list(pairs) == weights_beside.PAIRS
+    assert all(row["prompts"] == len(PROMPTS) and row["low"] <= row["ratio"] <= row["high"] for row in pairs.values())
+    assert "tau" in blocks[1]["lanes"]["candidate"] and blocks[1]["mismatches"] == {}  # samples: never compared
+    words = weights_beside.describe(blocks)
+    assert "candidate / shipped" in words and "NOT the baseline's tokens" not in words
+
+
+class _OneTokenOff:
+    """An engine whose runs write one token other than its own: what the identity check is there to catch."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def generate(self, prompt, config):
+        result = self.engine.generate(prompt, config)
+        return replace(result, output_ids=result.output_ids[:-1] + (result.output_ids[-1] + 1,))
+
+
+def test_a_lane_that_does_not_write_the_baselines_tokens_is_named(random_engine, noisier_engine):
+    blocks = weights_beside.compare(random_engine, _OneTokenOff(noisier_engine), "eagle3", PROMPTS, [0.0], [2],
+                                    max_new_tokens=6)
+    assert blocks[0]["mismatches"] == {"candidate": [0, 1, 2]}
+    assert "NOT the baseline's tokens: candidate on prompts 0, 1, 2" in weights_beside.describe(blocks)
+
+
+@pytest.mark.parametrize("argument, said", [
+    ("eagle3", "give the lane and the folder"),
+    ("baseline=assets/eagle3-drafter", "'baseline' has no shipped drafter in 'tiny'"),
+    ("eagle3=assets/no-such-folder", "is not a checkpoint folder"),
+])
+def test_a_wrong_candidate_is_refused_in_one_line_before_anything_loads(argument, said, capsys, monkeypatch):
+    monkeypatch.setattr(Engine, "load", lambda *a, **k: pytest.fail("loaded models for a refused candidate"))
+    assert weights_beside.main([argument]) == 2
+    error = capsys.readouterr().err
+    assert said in error and error.count("\n") == 1

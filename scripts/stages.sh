@@ -2,7 +2,8 @@
 # The stage loop the background training scripts share (sourced, not run): `run_stages STAGE...` runs each stage
 # in order as `python -m engine.train <its arguments> --threads 1`, logging to runs/<stage>.log, and skips a stage
 # whose output exists. The sourcing script defines `stage_done STAGE` (true once the stage's output exists) and
-# `command_of STAGE` (its `python -m engine.train` arguments). A cut stage resumes from its checkpoints. A stage
+# `command_of STAGE` (its arguments), and may define `module_of STAGE` for a stage that runs another module than
+# engine.train (a measurement of what a training stage exported). A cut stage resumes from its checkpoints. A stage
 # another loop is running (it holds runs/<stage>.lock) is skipped: two loops started side by side share the stages
 # out, one core each. A stage waits, before it starts, for the stages it reads that another loop is still running
 # (`stage_needs STAGE`, where the sourcing script defines it): no training stage starts on half-written rows.
@@ -15,6 +16,7 @@ if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; 
   echo 19 > /proc/self/autogroup 2>/dev/null || true
 fi
 declare -F stage_needs >/dev/null || stage_needs() { :; }
+declare -F module_of >/dev/null || module_of() { echo engine.train; }
 wait_for_needs() {  # wait out the stages $1 reads that another loop runs; false when one of them is still not done
   local need wait
   for need in $(stage_needs "$1"); do
@@ -40,7 +42,7 @@ run_stages() {
     if ! wait_for_needs "$stage"; then exec {lock}>&-; continue; fi
     echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
     # shellcheck disable=SC2046  # the stage's arguments are words
-    "$PYTHON" -m engine.train $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
+    "$PYTHON" -m "$(module_of "$stage")" $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
     exec {lock}>&-
   done
   echo "$(date +%H:%M:%S) done"

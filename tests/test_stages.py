@@ -9,11 +9,12 @@ import time
 
 from conftest import ROOT
 
-# A stage stands in for `python -m engine.train STAGE --threads 1`: it logs its start and end and leaves its output,
-# the data stage slowly; FAIL names a stage that ends without its output.
+# A stage stands in for `python -m engine.train STAGE --threads 1` (or another module: runs/modules): it logs its start
+# and end and leaves its output, the data stage slowly; FAIL names a stage that ends without its output.
 FAKE_PYTHON = """#!/usr/bin/env bash
 stage=$3
 echo "start $stage" >> runs/events
+echo "$2 $stage" >> runs/modules
 [ "$stage" = data ] && sleep 1
 [ "$stage" = "${FAIL:-}" ] && exit 1
 touch "runs/$stage.done"
@@ -52,3 +53,16 @@ def test_a_stage_whose_rows_never_come_is_skipped_and_said(tmp_path):
     events, said = _two_loops(tmp_path, fail="data")
     assert events == ["start data"]
     assert "train: data did not finish (runs/data.log); skipped" in said
+
+
+def test_a_stage_runs_the_module_its_script_names_and_the_others_engine_train(tmp_path):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    (tmp_path / "loop.sh").write_text(LOOP.replace("run_stages data train", """module_of() { case "$1" in
+  measure) echo scripts.weights_beside ;; *) echo engine.train ;; esac; }
+run_stages data train measure"""))
+    subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(python)},
+                   check=True, capture_output=True, timeout=30)
+    assert (tmp_path / "runs" / "modules").read_text().splitlines() == [
+        "engine.train data", "engine.train train", "scripts.weights_beside measure"]

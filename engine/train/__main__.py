@@ -302,24 +302,28 @@ def _load_shipped_drafter(kind: str, target, device: str):
     return drafter
 
 
-def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, labels: str):
+def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, labels: str, rows: bool = False):
     """A feature drafter's loss under `labels` (drawing anchors from `generator`; DSpark's "argmax" or its paper's
-    loss, the others' "argmax", "distribution" or "written") and its teacher-forced greedy score."""
+    loss, the others' "argmax", "distribution" or "written") and its teacher-forced greedy score. rows: every
+    window is one of a fixed set of rows, drawn again and again (a phase on the greedy or self-distillation rows
+    alone): the target runs once per row (teacher.RowTeacher)."""
     from . import eagle3
 
     if kind == "eagle3":
-        return (eagle3.eagle3_loss(drafter, target, generator, labels=labels),
+        return (eagle3.eagle3_loss(drafter, target, generator, labels=labels, rows=rows),
                 lambda windows: eagle3.eagle3_acceptance(drafter, target, windows))
     _, _, loss_of, score_of = _block_drafter_parts(kind)
     labels = "paper" if kind == "dspark" and labels in ("distribution", "written") else labels
-    return loss_of(drafter, target, generator, labels=labels), lambda windows: score_of(drafter, target, windows)
+    return (loss_of(drafter, target, generator, labels=labels, rows=rows),
+            lambda windows: score_of(drafter, target, windows))
 
 
-def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str):
+def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str,
+                              rows: bool = False):
     """A shipped feature drafter loaded to train on (_load_shipped_drafter), its loss and score
     (_drafter_objectives)."""
     drafter = _load_shipped_drafter(kind, target, device)
-    return (drafter, *_drafter_objectives(kind, drafter, target, generator, labels))
+    return (drafter, *_drafter_objectives(kind, drafter, target, generator, labels, rows))
 
 
 def set_drafts(drafter, kind: str, drafts: int) -> None:
@@ -349,7 +353,7 @@ def _train_drafter_more(kind: str, args, streams) -> int:
     earlier, rounds, run_dir = _shipped_record(kind)
     target = _shipped_target(args.device)
     generator = torch.Generator().manual_seed(args.seed + 1 + rounds)  # anchor positions
-    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "argmax")
+    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "argmax", rows=True)
     cfg = replace(TrainConfig(**earlier["train_config"]), seed=args.seed + 5 + rounds, threads=args.threads,
                   device=args.device, precision=args.precision)
     greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args, loss, score, generator,
@@ -439,7 +443,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
     if args.drafts:
         set_drafts(drafter, kind, args.drafts)
     labels = "paper" if kind == "dspark" else "written"
-    loss, score = _drafter_objectives(kind, drafter, target, generator, labels)
+    loss, score = _drafter_objectives(kind, drafter, target, generator, labels, rows=True)
     rows, greedy, sampled = _self_distill_rows()
     first = TrainConfig(**shipped["train_config"])
     cfg = replace(first, steps=args.steps or SELF_DISTILL_STEPS, batch_size=DRAFTER_BATCH, self_data_fraction=1.0,
@@ -600,7 +604,7 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
               lambda windows: score(drafter, target, windows), loss_generators=[generator])
     run_dirs = [phase_dir for phase_dir, _ in phases]
     greedy = _train_greedy_phase(drafter, streams, run_dirs[-1], cfg, args,
-                                 loss_fn(drafter, target, generator, labels="argmax"),
+                                 loss_fn(drafter, target, generator, labels="argmax", rows=True),
                                  lambda windows: score(drafter, target, windows), generator)
     if greedy is not None:
         run_dirs.append(greedy[0])
@@ -643,7 +647,8 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
           loss_generators=[generator])
     run_dirs, records = [run_dir], {}
     greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args,
-                                 eagle3.eagle3_loss(drafter, target, generator, labels="argmax"), score, generator)
+                                 eagle3.eagle3_loss(drafter, target, generator, labels="argmax", rows=True), score,
+                                 generator)
     if greedy is not None:
         run_dirs.append(greedy[0])
         records["greedy_phase"] = greedy[1]

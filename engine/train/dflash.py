@@ -22,7 +22,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 from .selfdata import PREFIX_TOKENS
-from .teacher import target_outputs
+from .teacher import RowTeacher, target_outputs
 
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
 GAMMA = 4.0  # position-weight decay for block size 8
@@ -136,18 +136,20 @@ def written_labels(teacher_logits: torch.Tensor, x: torch.Tensor, written_from: 
 
 def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
                 anchors_per_window: int = ANCHORS_PER_WINDOW, anchor_predicts_first: bool = False,
-                written_from: int | None = None):
+                written_from: int | None = None, teacher: RowTeacher | None = None):
     """One teacher-forced batch of blocks cut from the windows `x` (b, t) at random anchors.
 
     Returns, for every predicted token of every block (b, M, n): the drafter's final hidden states
     (b, M, n, H), the target's logits for that token (b, M, n, V) and the token just before it (b, M, n).
     DFlash predicts n = B − 1 tokens from the mask positions; DSpark (anchor_predicts_first) predicts
     n = B tokens, the anchor's own state predicting the first. `written_from`: the teacher's logits as
-    `written_labels` makes them (labels of the tokens the target wrote past that position)."""
+    `written_labels` makes them (labels of the tokens the target wrote past that position). `teacher`: the
+    target's outputs kept per row (rows drawn again and again), else the target runs on `x`."""
     b, t = x.shape
     bs = drafter.block_size
     device = x.device
-    features, teacher_logits = target_outputs(target, x, tuple(drafter.target_layer_ids))
+    features, teacher_logits = (teacher(x) if teacher is not None
+                                else target_outputs(target, x, tuple(drafter.target_layer_ids)))
     if written_from is not None:
         teacher_logits = written_labels(teacher_logits, x, written_from)
     reach = bs + 1 if anchor_predicts_first else bs  # the last predicted token must lie inside the window
@@ -174,29 +176,34 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
 
 
 def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
-                 anchors_per_window: int = ANCHORS_PER_WINDOW, written_from: int | None = None):
+                 anchors_per_window: int = ANCHORS_PER_WINDOW, written_from: int | None = None,
+                 teacher: RowTeacher | None = None):
     """Draft logits at every drafted block position (b, M, B − 1, V) and the target's logits there."""
-    hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window, written_from=written_from)
+    hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window, written_from=written_from,
+                                     teacher=teacher)
     return target.get_output_embeddings()(hidden).float(), teacher
 
 
 def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
-                labels: str = "soft") -> Callable[[torch.Tensor], torch.Tensor]:
+                labels: str = "soft", rows: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """Position-weighted loss of the drafted positions against the target: "soft", cross-entropy against its
     whole distribution (distillation); "argmax", against its greedy choice, which on text the target wrote
     greedily is the next token itself (the DFlash paper's loss on target-generated responses); "distribution",
     KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0); "written", on
     rows the target continued from a PREFIX_TOKENS-token prefix, cross-entropy against the token it wrote (the
     DFlash paper's loss on target-generated responses, at either temperature: written_labels). Position k
-    weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for)."""
+    weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for). rows: the windows are rows
+    drawn again and again, whose target outputs are computed once each (teacher.RowTeacher)."""
     if labels not in LABELS and labels != "written":
         raise ValueError(f"labels must be one of {', '.join([*LABELS, 'written'])}, not {labels!r}")
     weights = position_weights(drafter.block_size)
     divergence = LABELS["argmax" if labels == "written" else labels]
     written_from = PREFIX_TOKENS if labels == "written" else None
+    teacher = RowTeacher(target, drafter.target_layer_ids) if rows else None
 
     def loss(x: torch.Tensor) -> torch.Tensor:
-        draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator, written_from=written_from)
+        draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator, written_from=written_from,
+                                                    teacher=teacher)
         ce = divergence(teacher_logits, draft_logits)  # (b, M, B−1)
         w = weights.to(ce.device)
         return (ce * w).sum(-1).mean() / w.sum()

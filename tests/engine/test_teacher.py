@@ -64,3 +64,25 @@ def test_the_losses_on_kept_rows_equal_those_on_the_target_run_each_step():
     plain, kept = distill_loss(student, target), distill_loss(student, target, rows=True)
     for draw in ([0, 1], [1, 1]):
         assert kept(rows[draw]).item() == pytest.approx(plain(rows[draw]).item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("kind, labels", [("dflash", "argmax"), ("dflash", "written"), ("dspark", "paper"),
+                                          ("dspark", "argmax")])
+def test_the_block_drafters_losses_on_kept_rows_equal_those_on_the_target_run_each_step(kind, labels):
+    from conftest import tiny_dflash, tiny_dspark
+    from engine.train import dflash, dspark
+
+    target = tiny_qwen3(300, layers=4, context=128)
+    # 32 blocks cut from each row, the target's written tokens labelled past the first 64 ("written")
+    rows = torch.randint(2, 300, (5, 96), generator=torch.Generator().manual_seed(1))
+    drafter = tiny_dflash(target) if kind == "dflash" else tiny_dspark(target)
+    loss_of = dflash.dflash_loss if kind == "dflash" else dspark.dspark_loss
+    calls = _counting(target)
+    losses = {}
+    for kept in (False, True):
+        calls.clear()
+        generator = torch.Generator().manual_seed(5)  # the same anchors both ways
+        loss = loss_of(drafter, target, generator, labels=labels, rows=kept)
+        losses[kept] = [loss(rows[[0, 2, 2, 4]]).item(), loss(rows[[2, 4, 1, 0]]).item()]
+        assert calls == ([1, 1, 1, 1] if kept else [4, 4])  # kept: rows 0, 2, 4, then 1, each once and alone
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)

@@ -1,7 +1,8 @@
-"""What keeping the target's outputs per row saves a serial drafter's last phases (engine/train/teacher.py): one
-EAGLE-3 greedy-phase step (argmax labels) and one small-LM distillation step on 8 of the greedy rows, with the target
-run on every batch and with its outputs kept, alternating, on one thread. The kept runs have seen every row once
-first: the steady state of a phase that draws each row about 30 times.
+"""What keeping the target's outputs per row saves a phase on fixed rows (engine/train/teacher.py): one greedy-phase
+step (argmax labels) of EAGLE-3, DFlash and DSpark (the block drafters from their shipped weights, at their shipped
+blocks) and one small-LM distillation step, each on 8 of the greedy rows, with the target run on every batch and with
+its outputs kept, alternating, on one thread. The kept runs have seen every row once first: the steady state of a
+phase that draws each row about 30 times.
 
     .venv/bin/python scripts/row_teacher_times.py [--rows runs/greedy.pt] [--rounds 2]
 
@@ -17,8 +18,10 @@ import time
 import torch
 from transformers import Qwen3ForCausalLM
 
+from engine.drafters.dflash_model import DFlashDraftModel, load_block_model
+from engine.drafters.dspark_model import DSparkDraftModel
 from engine.drafters.eagle3 import Eagle3DraftModel
-from engine.train import eagle3
+from engine.train import dflash, dspark, eagle3
 from engine.train.configs import small_lm_config
 from engine.train.lm import distill_loss
 
@@ -51,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     losses = {"EAGLE-3": (drafter, lambda kept: eagle3.eagle3_loss(drafter, target, torch.Generator().manual_seed(1),
                                                                   labels="argmax", rows=kept)),
               "small LM": (small, lambda kept: distill_loss(small, target, rows=kept))}
+    block = {"DFlash": (DFlashDraftModel, dflash.dflash_loss), "DSpark": (DSparkDraftModel, dspark.dspark_loss)}
+    for name, (cls, loss_of) in block.items():  # loaded as a further greedy phase loads them (--from-shipped)
+        model = load_block_model(cls, f"assets/{name.lower()}-drafter", torch.device("cpu"), torch.float32)
+        model.requires_grad_(True)
+        if cls is DSparkDraftModel:
+            model.copy_target_embeddings(target)  # frozen
+        losses[name] = (model, lambda kept, model=model, loss_of=loss_of: loss_of(
+            model, target, torch.Generator().manual_seed(1), labels="argmax", rows=kept))
     for name, (model, make) in losses.items():
         for _ in range(args.rounds):
             times = {}

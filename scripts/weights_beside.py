@@ -10,12 +10,14 @@ lane drafts as the app does: above temperature 0 with the weights the preset tra
 them. The candidate drafts with its one set at every temperature. Each pair (candidate over shipped, each over
 the baseline) gets its paired speed ratio over prompts with a 95 % interval, and each drafting lane τ (tokens a
 step) and its per-position acceptance with Wilson intervals (engine/measure/decide.py). At temperature 0 every lane
-must write the baseline's tokens: the script exits 1 when one does not.
+must write the baseline's tokens: the script exits 1 when one does not. --busy keeps one core busy with a second
+process meanwhile (the bench's busy machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import replace
@@ -25,6 +27,7 @@ from engine.contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS
 from engine.contract.summary import position_counts
 from engine.contract.types import EngineError, GenerationConfig
 from engine.loop import Engine
+from engine.measure.bench import BusyMachine
 from engine.measure.decide import add_counts, pair_words, pairwise, position_rows, position_words, read_prompt_file
 
 LANES = ("baseline", "shipped", "candidate")
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", default="0", help="T, or several: 0,1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args(argv)
     method, _, folder = args.candidate.partition("=")
@@ -147,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         temperatures, drafts = _numbers(args.temperature, float), _numbers(args.drafts_per_step, int)
         shipped = Engine.load(args.preset, threads=args.threads)
         candidate = candidate_engine(args.preset, method, Path(folder), args.threads)
-        blocks = compare(shipped, candidate, method, prompts, temperatures, drafts, args.max_new_tokens, args.seed)
+        with BusyMachine() if args.busy else contextlib.nullcontext():
+            blocks = compare(shipped, candidate, method, prompts, temperatures, drafts, args.max_new_tokens,
+                             args.seed)
     except (EngineError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -156,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"method": method, "candidate": folder, "preset": args.preset,
                                          "prompts": str(args.prompts), "max_new_tokens": args.max_new_tokens,
-                                         "seed": args.seed, "threads": args.threads, "blocks": blocks}, indent=1))
+                                         "seed": args.seed, "threads": args.threads, "busy_machine": args.busy,
+                                         "blocks": blocks}, indent=1))
     return 1 if any(b["mismatches"] for b in blocks) else 0
 
 

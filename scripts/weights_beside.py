@@ -99,7 +99,7 @@ def compare(shipped: Engine, candidate: Engine, method: str, prompts: list[str],
 
 
 def describe(blocks: list[dict]) -> str:
-    """The blocks as a table, then each block's pairs and its candidate's per-position acceptance in words."""
+    """The blocks as a table, then each block's pairs and the two drafting lanes' per-position acceptance in words."""
     lines = ["T  K  lane       tokens/s  speedup  tau", "-- -- ---------- -------- -------- -----"]
     for b in blocks:
         for lane, row in b["lanes"].items():

@@ -23,6 +23,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from engine.contract.methods import BASELINE
 from engine.contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS
 from engine.contract.summary import position_counts
 from engine.contract.types import EngineError, GenerationConfig
@@ -30,8 +31,8 @@ from engine.loop import Engine
 from engine.measure.bench import BusyMachine
 from engine.measure.decide import add_counts, pair_words, pairwise, position_rows, position_words, read_prompt_file
 
-LANES = ("baseline", "shipped", "candidate")
-PAIRS = [("candidate", "shipped"), ("candidate", "baseline"), ("shipped", "baseline")]
+LANES = (BASELINE, "shipped", "candidate")  # the target alone, the lane with the shipped weights, with the candidate's
+PAIRS = [("candidate", "shipped"), ("candidate", BASELINE), ("shipped", BASELINE)]
 
 
 class _Lane:
@@ -73,13 +74,13 @@ def compare(shipped: Engine, candidate: Engine, method: str, prompts: list[str],
             drafts: list[int], max_new_tokens: int, seed: int = 0) -> list[dict]:
     """One block of figures for each temperature and K: the three lanes' rows, the pairs' paired ratios and, at
     temperature 0, the lanes that did not write the baseline's tokens (`mismatches`, prompt indices)."""
-    engines = {"baseline": shipped, "shipped": shipped, "candidate": candidate}
+    engines = {BASELINE: shipped, "shipped": shipped, "candidate": candidate}
     blocks = []
     for temperature in temperatures:
         for k in drafts:
             common = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                                       drafts_per_step=k)
-            configs = {lane: replace(common, method="baseline" if lane == "baseline" else method) for lane in LANES}
+            configs = {lane: replace(common, method=BASELINE if lane == BASELINE else method) for lane in LANES}
             for lane in LANES:  # warm-up, untimed
                 engines[lane].generate(prompts[0], configs[lane])
             lanes = {lane: _Lane() for lane in LANES}
@@ -89,10 +90,10 @@ def compare(shipped: Engine, candidate: Engine, method: str, prompts: list[str],
                 results = {lane: engines[lane].generate(prompt, configs[lane]) for lane in order}
                 for lane in LANES:
                     lanes[lane].add(results[lane])
-                    if temperature == 0 and results[lane].output_ids != results["baseline"].output_ids:
+                    if temperature == 0 and results[lane].output_ids != results[BASELINE].output_ids:
                         mismatches.setdefault(lane, []).append(i)
             blocks.append({"temperature": temperature, "drafts_per_step": k, "prompts": len(prompts),
-                           "lanes": {lane: lanes[lane].row(lanes["baseline"]) for lane in LANES},
+                           "lanes": {lane: lanes[lane].row(lanes[BASELINE]) for lane in LANES},
                            "pairwise": pairwise({lane: lanes[lane].speeds() for lane in LANES}, PAIRS),
                            "mismatches": mismatches})
     return blocks

@@ -30,7 +30,7 @@ stage_done() {  # the file a finished stage leaves
     small-lm-beside) [ -f runs/small-lm-matched/beside.json ] ;;
   esac
 }
-stage_needs() {  # the stages whose rows a stage reads
+stage_needs() {  # the stages whose output (rows, an export) a stage reads
   case "$1" in
     eagle3-matched | small-lm-matched) echo "self-data greedy-data sampled-data" ;;
     eagle3-beside) echo "eagle3-matched" ;;

@@ -4,7 +4,10 @@ blocks) and one small-LM distillation step, each on 8 of the greedy rows, with t
 its outputs kept, alternating, on one thread. The kept runs have seen every row once first: the steady state of a
 phase that draws each row about 30 times.
 
-    .venv/bin/python scripts/row_teacher_times.py [--rows runs/greedy.pt] [--rounds 2]
+    .venv/bin/python scripts/row_teacher_times.py [--rows runs/greedy.pt] [--rounds 2] [--mixed]
+
+--mixed: half of each batch the rows, half windows cut anywhere (as the first phases mix self-data rows with corpus
+windows that never come back), the rows kept and the windows run as they come.
 
 Needs the greedy rows (`python -m engine.train greedy-data`). Seconds a step, the mean of three steps; both ways
 give the same losses to float32 rounding (tests/engine/test_teacher.py).
@@ -42,12 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", default="runs/greedy.pt")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two ways, for each drafter")
+    parser.add_argument("--mixed", action="store_true", help="half of each batch windows that never come back")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     target = Qwen3ForCausalLM.from_pretrained("assets/target", dtype=torch.float32).eval()
     rows = torch.load(args.rows)[:ROWS].long()
     generator = torch.Generator().manual_seed(0)
     batches = [rows[torch.randint(0, ROWS, (8,), generator=generator)] for _ in range(3)]
+    if args.mixed:  # four rows and four windows cut at any offset of all of them (a start of a row by chance only)
+        stream, width = rows.flatten(), rows.shape[1]
+        batches = [torch.cat([b[:4], torch.stack([stream[s: s + width] for s in torch.randint(
+            0, len(stream) - width, (4,), generator=generator).tolist()])]) for b in batches]
     drafter = Eagle3DraftModel(eagle3.eagle3_config(target.config))
     eagle3.init_from_target(drafter, target)
     small = Qwen3ForCausalLM(small_lm_config(target.config.vocab_size))
@@ -66,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             times = {}
             for kept in (False, True):
-                loss = make(kept)
+                loss = make(rows if kept and args.mixed else kept)
                 if kept:
                     loss(rows)  # every row once
                 times[kept] = _step_s(model, loss, batches)

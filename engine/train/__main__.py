@@ -594,13 +594,14 @@ def _train_block_drafter(kind: str, args, tokenizer, streams, run_dir: Path) -> 
     cfg = _config(args, BLOCK_STEPS[kind], lr=1.5e-3, batch_size=DRAFTER_BATCH, seq_len=256, warmup_steps=50,
                   self_data_fraction=0.5)
     generator = torch.Generator().manual_seed(args.seed + 1)  # anchor positions
-    train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator),
+    # The self-data rows come back about six times a cycle: the target runs once per row (corpus windows as they come)
+    train(drafter, streams, run_dir, cfg, loss_fn(drafter, target, generator, rows=streams["self"]),
           lambda windows: score(drafter, target, windows), loss_generators=[generator])
     # Half of every batch is text the target wrote itself: the drafter learns the continuations it will really
     # be asked to draft. Second phase: three quarters of it (a fresh, shorter schedule from the first phase's weights).
     phases, tune, records = _block_cycles(cfg, run_dir, args.restart_steps)
     for phase_dir, phase_cfg in phases[1:]:
-        train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator),
+        train(drafter, streams, phase_dir, phase_cfg, loss_fn(drafter, target, generator, rows=streams["self"]),
               lambda windows: score(drafter, target, windows), loss_generators=[generator])
     run_dirs = [phase_dir for phase_dir, _ in phases]
     greedy = _train_greedy_phase(drafter, streams, run_dirs[-1], cfg, args,
@@ -643,7 +644,7 @@ def _train_eagle3(args, streams, run_dir: Path) -> int:
     def score(windows: torch.Tensor) -> float:
         return eagle3.eagle3_acceptance(drafter, target, windows)
 
-    train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator), score,
+    train(drafter, streams, run_dir, cfg, eagle3.eagle3_loss(drafter, target, generator, rows=streams["self"]), score,
           loss_generators=[generator])
     run_dirs, records = [run_dir], {}
     greedy = _train_greedy_phase(drafter, streams, run_dir, cfg, args,
@@ -714,7 +715,9 @@ def _train_matched(stage: str, args, tokenizer, streams) -> int:
     phases, tune, records = _block_cycles(cfg, run_dir, schedule.get("second_cycle", {}).get("steps", 0))
     for phase_dir, phase_cfg in phases:
         print(f"{stage} matched: {phase_dir.relative_to(RUNS)}, {phase_cfg.steps} steps", flush=True)
-        train(model, streams, phase_dir, phase_cfg, loss("soft"), score, loss_generators=[generator])
+        # half or three quarters of each batch self-data rows, each drawn about six times a cycle: kept per row
+        train(model, streams, phase_dir, phase_cfg, loss("soft", rows=streams["self"]), score,
+              loss_generators=[generator])
     # the last two phases draw fixed rows again and again: the target runs once per row (teacher.RowTeacher)
     greedy = _train_greedy_phase(model, streams, phases[-1][0], cfg, args, loss("argmax", rows=True), score, generator,
                                  default_steps={stage: schedule.get("greedy_phase", {}).get("steps", 0)})

@@ -22,7 +22,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import DFlashDraftModel, evenly_spaced_layers
 from .selfdata import PREFIX_TOKENS
-from .teacher import RowTeacher, target_outputs
+from .teacher import RowTeacher, row_teacher, target_outputs
 
 BLOCK_SIZE = 8  # anchor + 7 drafted tokens
 GAMMA = 4.0  # position-weight decay for block size 8
@@ -185,21 +185,22 @@ def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: 
 
 
 def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
-                labels: str = "soft", rows: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+                labels: str = "soft", rows: bool | torch.Tensor = False
+                ) -> Callable[[torch.Tensor], torch.Tensor]:
     """Position-weighted loss of the drafted positions against the target: "soft", cross-entropy against its
     whole distribution (distillation); "argmax", against its greedy choice, which on text the target wrote
     greedily is the next token itself (the DFlash paper's loss on target-generated responses); "distribution",
     KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0); "written", on
     rows the target continued from a PREFIX_TOKENS-token prefix, cross-entropy against the token it wrote (the
     DFlash paper's loss on target-generated responses, at either temperature: written_labels). Position k
-    weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for). rows: the windows are rows
-    drawn again and again, whose target outputs are computed once each (teacher.RowTeacher)."""
+    weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for). rows: the target's outputs
+    kept per row (teacher.row_teacher: True every window, a tensor of rows those rows only)."""
     if labels not in LABELS and labels != "written":
         raise ValueError(f"labels must be one of {', '.join([*LABELS, 'written'])}, not {labels!r}")
     weights = position_weights(drafter.block_size)
     divergence = LABELS["argmax" if labels == "written" else labels]
     written_from = PREFIX_TOKENS if labels == "written" else None
-    teacher = RowTeacher(target, drafter.target_layer_ids) if rows else None
+    teacher = row_teacher(target, drafter.target_layer_ids, rows)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator, written_from=written_from,

@@ -28,7 +28,7 @@ from transformers import Qwen3Config
 from ..drafters.dflash_model import evenly_spaced_layers
 from ..drafters.dspark_model import ARCHITECTURE, DSparkDraftModel
 from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, block_batch
-from .teacher import RowTeacher
+from .teacher import RowTeacher, row_teacher
 
 BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwen3 drafters use 7)
 GAMMA = 4.0
@@ -70,15 +70,16 @@ def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torc
 
 
 def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator,
-                labels: str = "paper", rows: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+                labels: str = "paper", rows: bool | torch.Tensor = False
+                ) -> Callable[[torch.Tensor], torch.Tensor]:
     """The paper's loss (LOSS_WEIGHTS), or with labels="argmax" ARGMAX_LOSS_WEIGHTS and the confidence head's
-    BCE toward 1 when the drafted argmax equals the target's, else 0 (instead of toward 1 − TV). rows: the windows
-    are rows drawn again and again, whose target outputs are computed once each (teacher.RowTeacher)."""
+    BCE toward 1 when the drafted argmax equals the target's, else 0 (instead of toward 1 − TV). rows: the target's
+    outputs kept per row (teacher.row_teacher: True every window, a tensor of rows those rows only)."""
     if labels not in ("paper", "argmax"):
         raise ValueError(f"labels must be paper or argmax, not {labels!r}")
     mix = LOSS_WEIGHTS if labels == "paper" else ARGMAX_LOSS_WEIGHTS
     weights = torch.tensor([math.exp(-(k - 1) / GAMMA) for k in range(1, drafter.block_size + 1)])
-    kept = RowTeacher(target, drafter.target_layer_ids) if rows else None
+    kept = row_teacher(target, drafter.target_layer_ids, rows)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         hidden, logits, teacher, prev = _outputs(drafter, target, x, generator, kept)

@@ -23,7 +23,7 @@ from ..drafters.dflash_model import spaced_layers
 from ..drafters.eagle3 import ARCHITECTURE, Eagle3DraftModel, new_draft_cache
 from .dflash import LABELS, written_labels
 from .selfdata import PREFIX_TOKENS
-from .teacher import RowTeacher, target_outputs
+from .teacher import RowTeacher, row_teacher, target_outputs
 
 TTT_LENGTH = 7  # serial steps trained (DeepSpec: 7)
 STEP_DECAY = 0.8  # weight of step k is STEP_DECAY ** k
@@ -137,17 +137,17 @@ def later_targets(teacher_logits: torch.Tensor, anchors: torch.Tensor, steps: in
 
 def eagle3_loss(drafter: Eagle3DraftModel, target, generator: torch.Generator, steps: int = TTT_LENGTH,
                 decay: float = STEP_DECAY, anchors_per_window: int = ANCHORS_PER_WINDOW, labels: str = "soft",
-                rows: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+                rows: bool | torch.Tensor = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """Σ_k 0.8^k · (mean cross-entropy of step k) / Σ_k 0.8^k, against the target's whole distribution
     ("soft"), its greedy choice ("argmax"), KL + TV against it ("distribution") or the token it wrote ("written"),
-    as for DFlash (train/dflash.py). rows: the windows are rows drawn again and again, whose target outputs are
-    computed once each (teacher.RowTeacher)."""
+    as for DFlash (train/dflash.py). rows: the target's outputs kept per row (teacher.row_teacher: True every window,
+    a tensor of rows those rows only)."""
     if labels not in LABELS and labels != "written":
         raise ValueError(f"labels must be one of {', '.join([*LABELS, 'written'])}, not {labels!r}")
     cross_entropy = LABELS["argmax" if labels == "written" else labels]
     written_from = PREFIX_TOKENS if labels == "written" else None
     weights = torch.tensor([decay ** k for k in range(steps)])
-    teacher = RowTeacher(target, drafter.target_layer_ids) if rows else None
+    teacher = row_teacher(target, drafter.target_layer_ids, rows)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         anchors = sample_anchors(x.shape[0], x.shape[1], anchors_per_window, steps, generator).to(x.device)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from transformers import Qwen3ForCausalLM
 
 from .corpus import corpus_files, read_text
-from .teacher import RowTeacher, target_outputs
+from .teacher import row_teacher, target_outputs
 
 
 @dataclass(frozen=True)
@@ -128,12 +128,12 @@ def lm_loss(model: Qwen3ForCausalLM) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda x: model(x, labels=x).loss
 
 
-def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM, rows: bool = False
+def distill_loss(student: Qwen3ForCausalLM, teacher: Qwen3ForCausalLM, rows: bool | torch.Tensor = False
                  ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Match the teacher's next-token distribution at every position of the window. rows: the windows are rows
-    drawn again and again, whose teacher logits are computed once each (teacher.RowTeacher)."""
+    """Match the teacher's next-token distribution at every position of the window. rows: the teacher's outputs
+    kept per row (teacher.row_teacher: True every window, a tensor of rows those rows only)."""
     teacher.eval()
-    kept = RowTeacher(teacher) if rows else None
+    kept = row_teacher(teacher, (), rows)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         _, teacher_logits = target_outputs(teacher, x) if kept is None else kept(x)

@@ -10,7 +10,8 @@ logits over the whole vocabulary would not fit in memory). In float32, a row of 
 saves a step: scripts/row_teacher_times.py, docs/embedded-models.md.
 
 Each row runs alone, so its outputs never depend on which rows shared its batch: a run cut and resumed (with an
-empty cache) trains exactly as one never cut.
+empty cache) trains exactly as one never cut. A phase whose batches mix such rows with corpus windows (which never
+come back) keeps the rows only (`only`) and runs the target on the windows as they come.
 """
 
 from __future__ import annotations
@@ -29,25 +30,51 @@ def target_outputs(target, x: torch.Tensor, layer_ids: tuple[int, ...] = ()
 
 
 class RowTeacher:
-    """target_outputs, each distinct row computed once and kept (on the target's device) for every later draw."""
+    """target_outputs, each distinct row computed once and kept (on the target's device) for every later draw; with
+    `only` (a fixed set of rows, (n, ≥ T) tokens), only a window that is the start of one of them is kept, and the
+    others run through the target together, as they come."""
 
-    def __init__(self, target, layer_ids: tuple[int, ...] | list[int] = ()):
-        self.target, self.layer_ids = target, tuple(layer_ids)
+    def __init__(self, target, layer_ids: tuple[int, ...] | list[int] = (), only: torch.Tensor | None = None):
+        self.target, self.layer_ids, self.only = target, tuple(layer_ids), only
         self.rows: dict[bytes, tuple[torch.Tensor | None, torch.Tensor]] = {}  # row's tokens -> features, last state
+        self._keepable: dict[int, set[bytes]] = {}  # window length -> the keys of `only`'s rows cut to it
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
-        kept = [self._row(row) for row in x]
+        keys = [row.cpu().numpy().tobytes() for row in x]
+        keepable = self._keep_keys(x.shape[1])
+        fresh = [i for i, key in enumerate(keys) if keepable is not None and key not in keepable]
+        outputs = dict(zip(fresh, self._run(x[fresh]))) if fresh else {}
+        for i, (key, row) in enumerate(zip(keys, x)):
+            if i not in outputs:
+                if key not in self.rows:
+                    self.rows[key] = self._run(row[None])[0]
+                outputs[i] = self.rows[key]
+        kept = [outputs[i] for i in range(len(x))]
         features = torch.stack([f for f, _ in kept]) if self.layer_ids else None
         with torch.no_grad():
             logits = self.target.lm_head(torch.stack([last for _, last in kept])).float()
         return features, logits
 
-    def _row(self, row: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
-        key = row.cpu().numpy().tobytes()
-        if key not in self.rows:
-            with torch.no_grad():
-                out = self.target.model(row[None], output_hidden_states=True)
-            features = (torch.cat([out.hidden_states[i + 1][0] for i in self.layer_ids], dim=-1).float()
-                        if self.layer_ids else None)
-            self.rows[key] = features, out.last_hidden_state[0].float()
-        return self.rows[key]
+    def _keep_keys(self, length: int) -> set[bytes] | None:
+        """The keys of the rows that may be kept, for windows of `length` tokens (None: every row)."""
+        if self.only is None:
+            return None
+        if length not in self._keepable:
+            self._keepable[length] = {row.numpy().tobytes() for row in self.only[:, :length].long().cpu()}
+        return self._keepable[length]
+
+    def _run(self, x: torch.Tensor) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
+        """The target over windows x: each one's features (None without feature layers) and last hidden state."""
+        with torch.no_grad():
+            out = self.target.model(x, output_hidden_states=True)
+        features = (torch.cat([out.hidden_states[i + 1] for i in self.layer_ids], dim=-1).float()
+                    if self.layer_ids else [None] * len(x))
+        return list(zip(features, out.last_hidden_state.float()))
+
+
+def row_teacher(target, layer_ids, rows: bool | torch.Tensor) -> RowTeacher | None:
+    """A loss's `rows` as a teacher: False none (the target runs on every batch), True every row kept, a tensor of
+    rows those rows kept (a phase mixing them with corpus windows)."""
+    if rows is False:
+        return None
+    return RowTeacher(target, layer_ids, only=None if rows is True else rows)

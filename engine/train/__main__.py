@@ -302,11 +302,13 @@ def _load_shipped_drafter(kind: str, target, device: str):
     return drafter
 
 
-def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, labels: str, rows: bool = False):
+def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, labels: str,
+                        rows: bool | torch.Tensor = False):
     """A feature drafter's loss under `labels` (drawing anchors from `generator`; DSpark's "argmax" or its paper's
-    loss, the others' "argmax", "distribution" or "written") and its teacher-forced greedy score. rows: every
-    window is one of a fixed set of rows, drawn again and again (a phase on the greedy or self-distillation rows
-    alone): the target runs once per row (teacher.RowTeacher)."""
+    loss, the others' "argmax", "distribution" or "written") and its teacher-forced greedy score. rows: the
+    target's outputs kept per row (teacher.row_teacher): True where every window is one of a fixed set of rows
+    drawn again and again (a phase on the greedy or self-distillation rows alone), the rows themselves where a
+    phase mixes them with corpus windows."""
     from . import eagle3
 
     if kind == "eagle3":
@@ -319,7 +321,7 @@ def _drafter_objectives(kind: str, drafter, target, generator: torch.Generator, 
 
 
 def _shipped_drafter_to_train(kind: str, target, device: str, generator: torch.Generator, labels: str,
-                              rows: bool = False):
+                              rows: bool | torch.Tensor = False):
     """A shipped feature drafter loaded to train on (_load_shipped_drafter), its loss and score
     (_drafter_objectives)."""
     drafter = _load_shipped_drafter(kind, target, device)
@@ -398,9 +400,9 @@ def _train_drafter_sampled(kind: str, args, streams) -> int:
     shipped = json.loads((ASSETS / f"{kind}-drafter" / "training.json").read_text())
     target = _shipped_target(args.device)
     generator = torch.Generator().manual_seed(args.seed + 7)  # anchor positions
-    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "distribution")
-    first = TrainConfig(**shipped["train_config"])
     rows = torch.load(RUNS / "sampled.pt")  # corpus windows beside them are cut as long as they are
+    drafter, loss, score = _shipped_drafter_to_train(kind, target, args.device, generator, "distribution", rows=rows)
+    first = TrainConfig(**shipped["train_config"])
     cfg = replace(first, steps=args.steps or SAMPLED_STEPS[kind], self_data_fraction=0.75, lr=first.lr / 3,
                   warmup_steps=20, seed=args.seed + 7, threads=args.threads, device=args.device,
                   precision=args.precision, seq_len=rows.shape[1])

@@ -42,18 +42,19 @@ class RowTeacher:
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         keys = [row.cpu().numpy().tobytes() for row in x]
         keepable = self._keep_keys(x.shape[1])
-        fresh = [i for i, key in enumerate(keys) if keepable is not None and key not in keepable]
-        outputs = dict(zip(fresh, self._run(x[fresh]))) if fresh else {}
-        for i, (key, row) in enumerate(zip(keys, x)):
-            if i not in outputs:
-                if key not in self.rows:
-                    self.rows[key] = self._run(row[None])[0]
-                outputs[i] = self.rows[key]
-        kept = [outputs[i] for i in range(len(x))]
-        features = torch.stack([f for f, _ in kept]) if self.layer_ids else None
+        fresh_at = [i for i, key in enumerate(keys) if keepable is not None and key not in keepable]
+        fresh = dict(zip(fresh_at, self._run(x[fresh_at]))) if fresh_at else {}  # run together, never kept
+        outputs = [fresh[i] if i in fresh else self._kept(key, row) for i, (key, row) in enumerate(zip(keys, x))]
+        features = torch.stack([f for f, _ in outputs]) if self.layer_ids else None
         with torch.no_grad():
-            logits = self.target.lm_head(torch.stack([last for _, last in kept])).float()
+            logits = self.target.lm_head(torch.stack([last for _, last in outputs])).float()
         return features, logits
+
+    def _kept(self, key: bytes, row: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """A row's outputs, computed alone the first time it comes and kept."""
+        if key not in self.rows:
+            self.rows[key] = self._run(row[None])[0]
+        return self.rows[key]
 
     def _keep_keys(self, length: int) -> set[bytes] | None:
         """The keys of the rows that may be kept, for windows of `length` tokens (None: every row)."""

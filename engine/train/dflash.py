@@ -136,19 +136,19 @@ def written_labels(teacher_logits: torch.Tensor, x: torch.Tensor, written_from: 
 
 def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
                 anchors_per_window: int = ANCHORS_PER_WINDOW, anchor_predicts_first: bool = False,
-                written_from: int | None = None, teacher: RowTeacher | None = None):
+                written_from: int | None = None, kept: RowTeacher | None = None):
     """One teacher-forced batch of blocks cut from the windows `x` (b, t) at random anchors.
 
     Returns, for every predicted token of every block (b, M, n): the drafter's final hidden states
     (b, M, n, H), the target's logits for that token (b, M, n, V) and the token just before it (b, M, n).
     DFlash predicts n = B − 1 tokens from the mask positions; DSpark (anchor_predicts_first) predicts
     n = B tokens, the anchor's own state predicting the first. `written_from`: the teacher's logits as
-    `written_labels` makes them (labels of the tokens the target wrote past that position). `teacher`: the
+    `written_labels` makes them (labels of the tokens the target wrote past that position). `kept`: the
     target's outputs kept per row (rows drawn again and again), else the target runs on `x`."""
     b, t = x.shape
     bs = drafter.block_size
     device = x.device
-    features, teacher_logits = (teacher(x) if teacher is not None
+    features, teacher_logits = (kept(x) if kept is not None
                                 else target_outputs(target, x, tuple(drafter.target_layer_ids)))
     if written_from is not None:
         teacher_logits = written_labels(teacher_logits, x, written_from)
@@ -177,10 +177,10 @@ def block_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: t
 
 def dflash_batch(drafter: DFlashDraftModel, target, x: torch.Tensor, generator: torch.Generator,
                  anchors_per_window: int = ANCHORS_PER_WINDOW, written_from: int | None = None,
-                 teacher: RowTeacher | None = None):
+                 kept: RowTeacher | None = None):
     """Draft logits at every drafted block position (b, M, B − 1, V) and the target's logits there."""
     hidden, teacher, _ = block_batch(drafter, target, x, generator, anchors_per_window, written_from=written_from,
-                                     teacher=teacher)
+                                     kept=kept)
     return target.get_output_embeddings()(hidden).float(), teacher
 
 
@@ -200,11 +200,11 @@ def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
     weights = position_weights(drafter.block_size)
     divergence = LABELS["argmax" if labels == "written" else labels]
     written_from = PREFIX_TOKENS if labels == "written" else None
-    teacher = row_teacher(target, drafter.target_layer_ids, rows)
+    kept = row_teacher(target, drafter.target_layer_ids, rows)
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         draft_logits, teacher_logits = dflash_batch(drafter, target, x, generator, written_from=written_from,
-                                                    teacher=teacher)
+                                                    kept=kept)
         ce = divergence(teacher_logits, draft_logits)  # (b, M, B−1)
         w = weights.to(ce.device)
         return (ce * w).sum(-1).mean() / w.sum()

@@ -64,7 +64,7 @@ def init_markov_head(drafter: DSparkDraftModel) -> None:
 
 def _outputs(drafter: DSparkDraftModel, target, x: torch.Tensor, generator: torch.Generator,
              kept: RowTeacher | None = None):
-    hidden, teacher, prev = block_batch(drafter, target, x, generator, anchor_predicts_first=True, teacher=kept)
+    hidden, teacher, prev = block_batch(drafter, target, x, generator, anchor_predicts_first=True, kept=kept)
     logits = target.get_output_embeddings()(hidden).float() + drafter.markov_head.block_bias(prev, hidden).float()
     return hidden, logits, teacher, prev
 

@@ -118,10 +118,6 @@ def describe(blocks: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _numbers(text: str, kind):
-    return [kind(part) for part in text.split(",") if part.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("candidate", metavar="METHOD=FOLDER", help="the lane and the candidate's checkpoint folder")
@@ -129,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=Path, default=HELDOUT_PROMPTS)
     parser.add_argument("--limit", type=int, default=24, help="the first N prompts (0 = all)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--drafts-per-step", default="4", help="K, or several: 4,7")
-    parser.add_argument("--temperature", default="0", help="T, or several: 0,1")
+    parser.add_argument("--drafts-per-step", type=lambda v: [int(k) for k in v.split(",")], default=[4],
+                        help="K, or several: 4,7")
+    parser.add_argument("--temperature", type=lambda v: [float(t) for t in v.split(",")], default=[0.0],
+                        help="T, or several: 0,1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--busy", action="store_true", help="keep one core busy with a second process meanwhile")
@@ -149,12 +147,11 @@ def main(argv: list[str] | None = None) -> int:
             raise EngineError(f"{folder!r} is not a checkpoint folder (no config.json)")
         rows = read_prompt_file(args.prompts)
         prompts = [row["prompt"] for row in rows][:args.limit or None]
-        temperatures, drafts = _numbers(args.temperature, float), _numbers(args.drafts_per_step, int)
         shipped = Engine.load(args.preset, threads=args.threads)
         candidate = candidate_engine(args.preset, method, Path(folder), args.threads)
         with BusyMachine() if args.busy else contextlib.nullcontext():
-            blocks = compare(shipped, candidate, method, prompts, temperatures, drafts, args.max_new_tokens,
-                             args.seed)
+            blocks = compare(shipped, candidate, method, prompts, args.temperature, args.drafts_per_step,
+                             args.max_new_tokens, args.seed)
     except (EngineError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

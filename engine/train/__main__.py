@@ -22,6 +22,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
               drafter one phase on greedy and sampled rows together (scripts/train_breakout.sh)
                                                                   -> runs/<stage>-selfdistill[-dN]/export/
               (DSpark's is the shipped one, for every temperature: copied to assets/dspark-drafter/)
+              with --grow-layers N: the drafter deepened to N layers first, drafting the same (grow.py), so the
+              phase measures what more capacity buys                -> runs/<stage>-selfdistill[-dN]-gN/export/
   eagle3|small-lm-drafter --matched   on the block drafters' budget: a fresh drafter through DSpark's recorded
               schedule phase for phase, 16,800 steps (hours; scripts/train_matched.sh) -> runs/<stage>-matched/export/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
@@ -434,7 +436,8 @@ def _train_self_distill(kind: str, args, streams) -> int:
     from .dflash import gamma_for
     from .lm import TrainConfig, heldout_windows, train
 
-    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else ""))
+    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else "")
+                      + (f"-g{args.grow_layers}" if args.grow_layers else ""))
     score_key = _score_key(kind)
     shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
     if shipped is None:
@@ -444,6 +447,17 @@ def _train_self_distill(kind: str, args, streams) -> int:
     drafter = _load_shipped_drafter(kind, target, args.device)
     if args.drafts:
         set_drafts(drafter, kind, args.drafts)
+    grown = None
+    if args.grow_layers:
+        from .grow import grow_drafter
+
+        old_layers = drafter.config.num_hidden_layers
+        if args.grow_layers < old_layers:
+            print(f"error: --grow-layers {args.grow_layers}: assets/{kind}-drafter has {old_layers} layers already",
+                  file=sys.stderr)
+            return 2
+        grown = {"from_layers": old_layers, "layers": args.grow_layers,
+                 "old_layer_at": grow_drafter(drafter, args.grow_layers)}
     labels = "paper" if kind == "dspark" else "written"
     loss, score = _drafter_objectives(kind, drafter, target, generator, labels, rows=True)
     rows, greedy, sampled = _self_distill_rows()
@@ -455,7 +469,8 @@ def _train_self_distill(kind: str, args, streams) -> int:
     drafter.eval()
     if before is None:
         before = round(score(windows), 3)
-    print(f"{kind} self-distillation: {greedy} greedy + {sampled} sampled rows, {cfg.steps} steps, "
+    print(f"{kind} self-distillation" + (f" grown from {grown['from_layers']} to {grown['layers']} layers" if grown
+                                         else "") + f": {greedy} greedy + {sampled} sampled rows, {cfg.steps} steps, "
           f"held-out score before {before}", flush=True)
     train(drafter, {**streams, "self": rows}, run_dir, cfg, loss, score, loss_generators=[generator])
     drafter.eval()
@@ -471,7 +486,8 @@ def _train_self_distill(kind: str, args, streams) -> int:
         "self_distill_minutes": _train_minutes(run_dir),
         "train_minutes": round(shipped["train_minutes"] + _train_minutes(run_dir), 1),
         "num_parameters": sum(p.numel() for p in drafter.parameters()),
-        "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra}
+        "from": f"assets/{kind}-drafter as shipped", "earlier": shipped, **extra,
+        **({"grown": grown} if grown else {})}
     _export(drafter, kind, cfg, record, out=run_dir / "export")
     return 0
 
@@ -794,7 +810,9 @@ def main(argv: list[str] | None = None) -> int:
                              "token completing a repeated 4-gram (ngrams, Welleck et al.). Default: tails")
     parser.add_argument("--grow-layers", type=int,
                         help="target: after its cycles, deepen it to this many layers computing the same function "
-                             "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. Default: none")
+                             "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. "
+                             "dflash|dspark --self-distill: the shipped drafter deepened so before its phase "
+                             "(runs/<stage>-selfdistill[-dN]-gLAYERS). Default: none")
     parser.add_argument("--grow-steps", type=int,
                         help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")
     parser.add_argument("--from-shipped", action="store_true",
@@ -850,10 +868,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only")
     if args.unloop_steps is not None and (args.unloop_steps < 0 or args.stage != "target"):
         parser.error("--unloop-steps takes a number of steps ≥ 0, for the target stage only")
-    if (args.grow_layers is not None or args.grow_steps is not None) and (
+    grows_drafter = args.self_distill and args.stage in ("dflash", "dspark") and args.grow_steps is None
+    if (args.grow_layers is not None or args.grow_steps is not None) and not grows_drafter and (
             args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
-        parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0; "
-                     "for the target stage only")
+        parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0, for "
+                     "the target stage; or a block drafter's new depth with dflash|dspark --self-distill")
     if args.no_target_features and (args.stage != "dflash" or args.from_shipped or args.sampled):
         parser.error("--no-target-features is for the dflash stage only, without --from-shipped or --sampled")
     if args.bench and args.stage != "card":

@@ -14,6 +14,10 @@ Where the new layers go is chosen so that, growing the 16-layer target, the bloc
 layers of the grown one (evenly spaced from layer 1 to N − 3) are the images of the old ones, and EAGLE-3's
 (1 to N − 2) too at 20 or 24 layers: a drafter trained on the old target then reads the same hidden states from the
 grown one, before the grown one trains on (tests/engine/test_train.py checks both).
+
+A block drafter grows the same way (`dflash|dspark --self-distill --grow-layers N`, grow_drafter): its old
+layers spread evenly over the new depth, the first and last in place, each gap filled by a zero-output copy of
+the layer below. What the drafter drafts is unchanged until it trains on; the added depth is its extra capacity.
 """
 
 from __future__ import annotations
@@ -58,4 +62,39 @@ def grow(model, new_layers: int) -> list[int]:
     model.model.layers = torch.nn.ModuleList(grown)
     model.config.num_hidden_layers = new_layers
     model.config.layer_types = types
+    return mapping
+
+
+def drafter_layer_map(old: int, new: int) -> list[int]:
+    """New index of every old layer of a drafter: spread evenly from 0 to new − 1 (rounded down), in order."""
+    if new < old or old < 1:
+        raise ValueError(f"can grow a drafter of at least 1 layer to as many or more, not {old} to {new}")
+    return [0] if old == 1 else [i * (new - 1) // (old - 1) for i in range(old)]
+
+
+@torch.no_grad()
+def grow_drafter(drafter, new_layers: int) -> list[int]:
+    """Deepen a DFlash or DSpark drafter in place to `new_layers` layers, drafting the same; returns
+    drafter_layer_map(old, new). A new layer is the layer below it with its output projections zeroed: its
+    attention still reads the target's features through its own key and value projections."""
+    layers = drafter.layers
+    mapping = drafter_layer_map(len(layers), new_layers)
+    old_at = {j: i for i, j in enumerate(mapping)}
+    old_types = getattr(drafter.config, "layer_types", None) or ["full_attention"] * len(layers)
+    grown, types = [], []
+    for j in range(new_layers):
+        if j in old_at:
+            grown.append(layers[old_at[j]])
+            types.append(old_types[old_at[j]])
+        else:
+            layer = copy.deepcopy(grown[-1])
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+            grown.append(layer)
+            types.append(types[-1])
+    for j, layer in enumerate(grown):
+        layer.self_attn.layer_idx = j  # the drafter's cache slot each layer writes
+    drafter.layers = torch.nn.ModuleList(grown)
+    drafter.config.num_hidden_layers = new_layers
+    drafter.config.layer_types = types
     return mapping

@@ -745,6 +745,42 @@ def test_a_grown_target_computes_the_same_function_and_learns_in_its_new_layers(
                               and model.model.layers[j].mlp.down_proj.weight.grad.abs().sum() > 0 for j in new_layers)
 
 
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_a_grown_drafter_drafts_the_same_and_learns_in_its_new_layers(kind, tokenizer):
+    """A block drafter grown from 2 layers to 5: the same block hidden states, the same drafts step by step in the
+    engine through its cache (each layer its own slot); the new layers' zeroed output projections get gradient."""
+    from engine.contract.types import GenerationConfig
+    from engine.loop import Engine
+    from engine.train.grow import drafter_layer_map, grow_drafter
+
+    from conftest import tiny_dflash, tiny_dspark, tiny_qwen3
+
+    target = tiny_qwen3(len(tokenizer))
+    drafter = (tiny_dflash if kind == "dflash" else tiny_dspark)(target, layers=2)
+    width = target.config.hidden_size
+    generator = torch.Generator().manual_seed(0)
+    noise, features = torch.randn(1, 7, width, generator=generator), torch.randn(1, 5, 2 * width, generator=generator)
+    positions = torch.arange(12)[None]
+
+    def drafts():
+        engine = Engine(target, tokenizer, {kind: drafter}, torch.device("cpu"), preset="random")
+        result = engine.generate("def f(x):\n", GenerationConfig(method=kind, max_new_tokens=24, drafts_per_step=6))
+        return [step.drafted_ids for step in result.steps]
+
+    before, before_drafts = drafter(noise, features, positions), drafts()
+    assert grow_drafter(drafter, 5) == drafter_layer_map(2, 5) == [0, 4]
+    assert len(drafter.layers) == drafter.config.num_hidden_layers == len(drafter.config.layer_types) == 5
+    assert [layer.self_attn.layer_idx for layer in drafter.layers] == list(range(5))
+    torch.testing.assert_close(drafter(noise, features, positions), before, rtol=0, atol=1e-5)
+    assert drafts() == before_drafts and any(before_drafts)
+    drafter.train().requires_grad_(True)
+    drafter(noise, features, positions).square().sum().backward()
+    assert all(drafter.layers[j].self_attn.o_proj.weight.grad.abs().sum() > 0
+               and drafter.layers[j].mlp.down_proj.weight.grad.abs().sum() > 0 for j in (1, 2, 3))
+    with pytest.raises(ValueError):
+        drafter_layer_map(5, 4)
+
+
 @pytest.mark.slow
 def test_target_training_grows_the_target_on_request(tmp_path, monkeypatch):
     """`python -m engine.train target --grow-layers N --grow-steps M`: after its cycles the target is deepened
@@ -1033,6 +1069,16 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
             assert model.block_size == {"dflash": 16, "dspark": 15}[stage] == record["drafts_per_block"] + (stage == "dflash")
         assert (assets / f"{stage}-drafter" / "model.safetensors").read_bytes() == shipped[stage]
     assert "exp(−(k−1)/7.0)" in json.loads((runs / "dflash-selfdistill-d15" / "export" / "training.json").read_text())["labels"]
+    layers = json.loads((assets / "dflash-drafter" / "config.json").read_text())["num_hidden_layers"]
+    for wrong in (["eagle3", "--grow-layers", str(layers + 2)], ["dflash", "--grow-layers", "9", "--grow-steps", "1"]):
+        with pytest.raises(SystemExit):
+            cli.main([*wrong, "--self-distill", *on])
+    assert cli.main(["dflash", "--self-distill", "--grow-layers", str(layers - 1), *on]) == 2  # shallower: refused
+    assert cli.main(["dflash", "--self-distill", "--grow-layers", str(layers + 2), *on]) == 0
+    export = runs / f"dflash-selfdistill-g{layers + 2}" / "export"
+    grown = json.loads((export / "training.json").read_text())["grown"]
+    assert grown == {"from_layers": layers, "layers": layers + 2, "old_layer_at": grown["old_layer_at"]}
+    assert len(load_drafter(str(export), METHOD_REGISTRY["dflash"].kinds, torch.device("cpu")).layers) == layers + 2
     assert {(c["steps"], c["batch_size"], c["seq_len"]) for c in configs.values()} == {(1, 2, 96)}  # matched
     export = runs / "dspark-selfdistill-d15" / "export"
     config, record = (json.loads((export / name).read_text()) for name in ("config.json", "training.json"))

@@ -1,0 +1,158 @@
+"""Where the drafters lose their tokens: every judged draft at temperature 0, beside how sure the target was there.
+
+    .venv/bin/python -m scripts.acceptance_by_confidence --limit 24 --max-new-tokens 64 --drafts-per-step 7
+
+For each held-out prompt the baseline writes its greedy output once, and one forward of the target over prompt and
+output reads how sure it was of each output token: the probability its own distribution (temperature 1) gave its
+argmax, the token greedy decoding wrote. Each drafting lane
+then runs the same prompt at K drafts a step; at temperature 0 its output is the baseline's (checked: the script
+exits 1 where it is not), so each drafted token the target judged, accepted or rejected, sits at a known output
+position and is counted in the bin of the target's probability there. Tokens drafted after a rejection (never judged) and
+those DSpark's scheduler cut are not counted.
+
+Printed: for each bin, the share of all output positions the target decoded there, and each lane's acceptance in it
+with a Wilson interval. Where every lane accepts nearly all it drafts where the target is sure, and far fewer where it
+is not, what caps τ is how often this target is unsure, which no drafter's capacity changes; where the lanes differ
+within a bin, the drafters do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from engine.contract.methods import BASELINE, method
+from engine.contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS
+from engine.contract.types import EngineError, GenerationConfig
+from engine.loop import Engine
+from engine.measure.decide import read_prompt_file, wilson
+
+EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0 + 1e-9)  # the bins' edges: the target's probability of its argmax
+JUDGED = ("accepted", "rejected")
+
+
+def bin_of(value: float, edges=EDGES) -> int:
+    """The index of the bin [edges[i], edges[i + 1]) that holds `value`."""
+    return next(i for i in range(len(edges) - 1) if value < edges[i + 1])
+
+
+def bin_label(i: int, edges=EDGES) -> str:
+    low, high = edges[i], edges[i + 1]
+    return f"p ≥ {low:g}" if high > 1 else f"{low:g} ≤ p < {high:g}"
+
+
+@torch.inference_mode()
+def argmax_probability(engine, prompt_ids, output_ids) -> list[float]:
+    """The probability the target gave its argmax before each output token (temperature 1), in one forward."""
+    ids = torch.tensor([list(prompt_ids) + list(output_ids)], device=engine.device)
+    logits = engine.target(ids).logits[0, len(prompt_ids) - 1: -1].float()
+    return torch.softmax(logits, dim=-1).amax(-1).tolist()
+
+
+def judged_positions(result) -> list[tuple[int, int, bool]]:
+    """(output position, token id, accepted) of every drafted token the target judged, over the run's decode steps.
+    A step's drafts follow the tokens committed before it: a chain's i-th draft stands at that position + i. The
+    first output token comes from the prefill, whether or not the run lists it as a step of its own."""
+    out, position = [], len(result.output_ids) - sum(len(step.committed) for step in result.steps)
+    for step in result.steps:
+        if step.kind == "decode":
+            out += [(position + i, token.id, token.verdict == "accepted") for i, token in enumerate(step.drafted)
+                    if token.verdict in JUDGED]
+        position += len(step.committed)
+    return out
+
+
+def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new_tokens: int, edges=EDGES) -> dict:
+    """Per bin: the output positions the baseline decoded there, and per lane [accepted, judged]; the lanes that did
+    not write the baseline's tokens, by prompt index."""
+    bins = len(edges) - 1
+    positions, counts = [0] * bins, {m: [[0, 0] for _ in range(bins)] for m in methods}
+    mismatches: dict[str, list[int]] = {}
+    for p, prompt in enumerate(prompts):
+        baseline = engine.generate(prompt, GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens))
+        where = [bin_of(p1, edges) for p1 in argmax_probability(engine, baseline.prompt_ids, baseline.output_ids)]
+        for b in where:
+            positions[b] += 1
+        for m in methods:
+            result = engine.generate(prompt, GenerationConfig(method=m, max_new_tokens=max_new_tokens,
+                                                              drafts_per_step=drafts))
+            if result.output_ids != baseline.output_ids:
+                mismatches.setdefault(m, []).append(p)
+                continue
+            for position, _, accepted in judged_positions(result):
+                if position < len(where):  # a draft past the last token the run kept is never judged
+                    counts[m][where[position]][0] += accepted
+                    counts[m][where[position]][1] += 1
+    rows = []
+    for b in range(bins):
+        lanes = {}
+        for m in methods:
+            accepted, judged = counts[m][b]
+            low, high = wilson(accepted, judged)
+            lanes[m] = {"accepted": accepted, "judged": judged,
+                        "rate": accepted / judged if judged else None, "low": low, "high": high}
+        rows.append({"bin": bin_label(b, edges), "positions": positions[b],
+                     "share": positions[b] / max(1, sum(positions)), "lanes": lanes})
+    return {"rows": rows, "mismatches": mismatches}
+
+
+def describe(measured: dict, methods: list[str]) -> str:
+    head = f"{'target argmax p':<18} {'share':>6}  " + "  ".join(f"{method(m).label:>22}" for m in methods)
+    lines = [head, "-" * len(head)]
+    for row in measured["rows"]:
+        cells = []
+        for m in methods:
+            lane = row["lanes"][m]
+            cells.append(f"{'—':>22}" if lane["rate"] is None else
+                         f"{lane['rate']:.2f} [{lane['low']:.2f}–{lane['high']:.2f}] n={lane['judged']:<4}".rjust(22))
+        lines.append(f"{row['bin']:<18} {row['share']:>6.1%}  " + "  ".join(cells))
+    for m, where in measured["mismatches"].items():
+        lines.append(f"NOT the baseline's tokens: {m} on prompts {', '.join(map(str, where))}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help="the models (default: %(default)s)")
+    parser.add_argument("--methods", type=lambda v: v.split(","), default=None,
+                        help="drafting lanes, comma-separated (default: every chain lane the preset has)")
+    parser.add_argument("--prompts", type=Path, default=HELDOUT_PROMPTS)
+    parser.add_argument("--limit", type=int, default=24, help="the first N prompts (0 = all)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--drafts-per-step", type=int, default=7, help="K, every lane")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None, help="also write every count here")
+    args = parser.parse_args(argv)
+    try:
+        if args.preset not in PRESETS:
+            raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+        if args.drafts_per_step < 1 or args.max_new_tokens < 1:
+            raise EngineError("--drafts-per-step and --max-new-tokens take a number ≥ 1")
+        engine = Engine.load(args.preset, threads=args.threads)
+        chains = [m for m in engine.methods() if m != BASELINE and not method(m).grows_from]
+        methods = args.methods or chains
+        if unknown := [m for m in methods if m not in chains]:
+            raise EngineError(f"{', '.join(unknown)}: not a chain lane of {args.preset!r}; choose from {', '.join(chains)}")
+        prompts = [row["prompt"] for row in read_prompt_file(args.prompts)][:args.limit or None]
+        measured = measure(engine, methods, prompts, args.drafts_per_step, args.max_new_tokens)
+    except (EngineError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, K = {args.drafts_per_step}, temperature 0; "
+          f"acceptance of every judged draft, by the target's probability of its own token there (95 % Wilson intervals)")
+    print(describe(measured, methods))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"preset": args.preset, "prompts": str(args.prompts), "limit": args.limit,
+                                         "max_new_tokens": args.max_new_tokens, "drafts_per_step": args.drafts_per_step,
+                                         "edges": [min(e, 1.0) for e in EDGES], **measured},
+                                        indent=1))
+    return 1 if measured["mismatches"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

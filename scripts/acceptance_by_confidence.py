@@ -4,16 +4,15 @@
 
 For each held-out prompt the baseline writes its greedy output once, and one forward of the target over prompt and
 output reads how sure it was of each output token: the probability its own distribution (temperature 1) gave its
-argmax, the token greedy decoding wrote. Each drafting lane
-then runs the same prompt at K drafts a step; at temperature 0 its output is the baseline's (checked: the script
-exits 1 where it is not), so each drafted token the target judged, accepted or rejected, sits at a known output
-position and is counted in the bin of the target's probability there. Tokens drafted after a rejection (never judged) and
-those DSpark's scheduler cut are not counted.
+argmax, the token greedy decoding wrote. Each drafting lane then runs the same prompt at K drafts a step; at
+temperature 0 its output is the baseline's (checked: the script exits 1 where it is not), so each drafted token the
+target judged, accepted or rejected, sits at a known output position and is counted in the bin of the target's
+probability there. Tokens drafted after a rejection (never judged) and those DSpark's scheduler cut are not counted.
 
 Printed: for each bin, the share of all output positions the target decoded there, and each lane's acceptance in it
-with a Wilson interval. Where every lane accepts nearly all it drafts where the target is sure, and far fewer where it
-is not, what caps τ is how often this target is unsure, which no drafter's capacity changes; where the lanes differ
-within a bin, the drafters do.
+with a Wilson interval; then the same for each kind of text, where the prompt file labels them (`kind`). Where every
+lane accepts nearly all it drafts where the target is sure, and far fewer where it is not, what caps τ is how often
+this target is unsure, which no drafter's capacity changes; where the lanes differ within a bin, the drafters do.
 """
 
 from __future__ import annotations
@@ -66,17 +65,44 @@ def judged_positions(result) -> list[tuple[int, int, bool]]:
     return out
 
 
-def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new_tokens: int, edges=EDGES) -> dict:
-    """Per bin: the output positions the baseline decoded there, and per lane [accepted, judged]; the lanes that did
-    not write the baseline's tokens, by prompt index."""
+class Tally:
+    """One group of prompts' counts: the output positions the baseline decoded in each bin, and per lane and bin
+    [accepted, judged]."""
+
+    def __init__(self, methods: list[str], bins: int):
+        self.positions = [0] * bins
+        self.counts = {m: [[0, 0] for _ in range(bins)] for m in methods}
+
+    def rows(self, edges=EDGES) -> list[dict]:
+        rows = []
+        for b, positions in enumerate(self.positions):
+            lanes = {}
+            for m, counts in self.counts.items():
+                accepted, judged = counts[b]
+                low, high = wilson(accepted, judged)
+                lanes[m] = {"accepted": accepted, "judged": judged,
+                            "rate": accepted / judged if judged else None, "low": low, "high": high}
+            rows.append({"bin": bin_label(b, edges), "positions": positions,
+                         "share": positions / max(1, sum(self.positions)), "lanes": lanes})
+        return rows
+
+
+def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new_tokens: int,
+            kinds: list[str] | None = None, edges=EDGES) -> dict:
+    """The rows of every prompt together, and of each kind of text apart where `kinds` labels the prompts; the
+    lanes that did not write the baseline's tokens, by prompt index."""
     bins = len(edges) - 1
-    positions, counts = [0] * bins, {m: [[0, 0] for _ in range(bins)] for m in methods}
+    groups = {"all": Tally(methods, bins)}
     mismatches: dict[str, list[int]] = {}
     for p, prompt in enumerate(prompts):
+        tallies = [groups["all"]]
+        if kinds:
+            tallies.append(groups.setdefault(kinds[p], Tally(methods, bins)))
         baseline = engine.generate(prompt, GenerationConfig(method=BASELINE, max_new_tokens=max_new_tokens))
         where = [bin_of(p1, edges) for p1 in argmax_probability(engine, baseline.prompt_ids, baseline.output_ids)]
-        for b in where:
-            positions[b] += 1
+        for tally in tallies:
+            for b in where:
+                tally.positions[b] += 1
         for m in methods:
             result = engine.generate(prompt, GenerationConfig(method=m, max_new_tokens=max_new_tokens,
                                                               drafts_per_step=drafts))
@@ -85,31 +111,30 @@ def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new
                 continue
             for position, _, accepted in judged_positions(result):
                 if position < len(where):  # a draft past the last token the run kept is never judged
-                    counts[m][where[position]][0] += accepted
-                    counts[m][where[position]][1] += 1
-    rows = []
-    for b in range(bins):
-        lanes = {}
-        for m in methods:
-            accepted, judged = counts[m][b]
-            low, high = wilson(accepted, judged)
-            lanes[m] = {"accepted": accepted, "judged": judged,
-                        "rate": accepted / judged if judged else None, "low": low, "high": high}
-        rows.append({"bin": bin_label(b, edges), "positions": positions[b],
-                     "share": positions[b] / max(1, sum(positions)), "lanes": lanes})
-    return {"rows": rows, "mismatches": mismatches}
+                    for tally in tallies:
+                        tally.counts[m][where[position]][0] += accepted
+                        tally.counts[m][where[position]][1] += 1
+    by_kind = {kind: tally.rows(edges) for kind, tally in groups.items() if kind != "all"}
+    return {"rows": groups["all"].rows(edges), "by_kind": by_kind, "mismatches": mismatches}
 
 
-def describe(measured: dict, methods: list[str]) -> str:
+def table(rows: list[dict], methods: list[str]) -> list[str]:
     head = f"{'target argmax p':<18} {'share':>6}  " + "  ".join(f"{method(m).label:>22}" for m in methods)
     lines = [head, "-" * len(head)]
-    for row in measured["rows"]:
+    for row in rows:
         cells = []
         for m in methods:
             lane = row["lanes"][m]
             cells.append(f"{'—':>22}" if lane["rate"] is None else
                          f"{lane['rate']:.2f} [{lane['low']:.2f}–{lane['high']:.2f}] n={lane['judged']:<4}".rjust(22))
         lines.append(f"{row['bin']:<18} {row['share']:>6.1%}  " + "  ".join(cells))
+    return lines
+
+
+def describe(measured: dict, methods: list[str]) -> str:
+    lines = table(measured["rows"], methods)
+    for kind, rows in sorted(measured["by_kind"].items()):
+        lines += ["", f"{kind} prompts:"] + table(rows, methods)
     for m, where in measured["mismatches"].items():
         lines.append(f"NOT the baseline's tokens: {m} on prompts {', '.join(map(str, where))}")
     return "\n".join(lines)
@@ -137,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         methods = args.methods or chains
         if unknown := [m for m in methods if m not in chains]:
             raise EngineError(f"{', '.join(unknown)}: not a chain lane of {args.preset!r}; choose from {', '.join(chains)}")
-        prompts = [row["prompt"] for row in read_prompt_file(args.prompts)][:args.limit or None]
-        measured = measure(engine, methods, prompts, args.drafts_per_step, args.max_new_tokens)
+        rows = read_prompt_file(args.prompts)[:args.limit or None]
+        prompts = [row["prompt"] for row in rows]
+        kinds = [row["kind"] for row in rows] if all("kind" in row for row in rows) else None
+        measured = measure(engine, methods, prompts, args.drafts_per_step, args.max_new_tokens, kinds)
     except (EngineError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -12,8 +12,13 @@ LANES = ["eagle3", "dflash", "dspark"]
 
 
 def test_each_judged_draft_stands_at_its_output_position_and_is_binned_by_the_targets_probability(random_engine):
-    measured = abc.measure(random_engine, LANES, PROMPTS, drafts=3, max_new_tokens=14)
-    assert measured["mismatches"] == {}
+    measured = abc.measure(random_engine, LANES, PROMPTS, drafts=3, max_new_tokens=14, kinds=["code", "lines"])
+    assert measured["mismatches"] == {} and set(measured["by_kind"]) == {"code", "lines"}
+    for b, row in enumerate(measured["rows"]):  # every prompt together is the sum of its kinds
+        kinds = [measured["by_kind"][kind][b] for kind in ("code", "lines")]
+        assert row["positions"] == sum(k["positions"] for k in kinds)
+        assert all(row["lanes"][lane]["judged"] == sum(k["lanes"][lane]["judged"] for k in kinds) for lane in LANES)
+    assert "code prompts:" in abc.describe(measured, LANES)
     rows = measured["rows"]
     assert len(rows) == len(abc.EDGES) - 1 and sum(r["positions"] for r in rows) == 14 * len(PROMPTS)
     assert abs(sum(r["share"] for r in rows) - 1) < 1e-9

@@ -38,14 +38,12 @@ def layer_map(old: int, new: int) -> list[int]:
     return mapping
 
 
-@torch.no_grad()
-def grow(model, new_layers: int) -> list[int]:
-    """Deepen a Qwen3 causal LM in place to `new_layers` layers, computing the same function; returns
-    layer_map(old, new). Each new layer is the layer below it with its output projections zeroed."""
-    layers = model.model.layers
-    mapping = layer_map(len(layers), new_layers)
+def _deepened(layers, config, mapping: list[int], new_layers: int) -> tuple[torch.nn.ModuleList, list[str]]:
+    """`layers` placed at `mapping`'s new indices, each gap a copy of the layer below it with its output projections
+    (attention `o_proj`, MLP `down_proj`) zeroed, every layer renumbered for the cache slot it writes; and the new
+    layer types (a copy attends as its original)."""
     old_at = {j: i for i, j in enumerate(mapping)}
-    old_types = getattr(model.config, "layer_types", None) or ["full_attention"] * len(layers)
+    old_types = getattr(config, "layer_types", None) or ["full_attention"] * len(layers)
     grown, types = [], []
     for j in range(new_layers):
         if j in old_at:
@@ -56,12 +54,19 @@ def grow(model, new_layers: int) -> list[int]:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
             grown.append(layer)
-            types.append(types[-1])  # a copy attends as its original
+            types.append(types[-1])
     for j, layer in enumerate(grown):
-        layer.self_attn.layer_idx = j  # the KV cache slot each layer writes
-    model.model.layers = torch.nn.ModuleList(grown)
-    model.config.num_hidden_layers = new_layers
-    model.config.layer_types = types
+        layer.self_attn.layer_idx = j
+    return torch.nn.ModuleList(grown), types
+
+
+@torch.no_grad()
+def grow(model, new_layers: int) -> list[int]:
+    """Deepen a Qwen3 causal LM in place to `new_layers` layers, computing the same function; returns
+    layer_map(old, new). Each new layer is the layer below it with its output projections zeroed."""
+    mapping = layer_map(len(model.model.layers), new_layers)
+    model.model.layers, types = _deepened(model.model.layers, model.config, mapping, new_layers)
+    model.config.num_hidden_layers, model.config.layer_types = new_layers, types
     return mapping
 
 
@@ -77,24 +82,7 @@ def grow_drafter(drafter, new_layers: int) -> list[int]:
     """Deepen a DFlash or DSpark drafter in place to `new_layers` layers, drafting the same; returns
     drafter_layer_map(old, new). A new layer is the layer below it with its output projections zeroed: its
     attention still reads the target's features through its own key and value projections."""
-    layers = drafter.layers
-    mapping = drafter_layer_map(len(layers), new_layers)
-    old_at = {j: i for i, j in enumerate(mapping)}
-    old_types = getattr(drafter.config, "layer_types", None) or ["full_attention"] * len(layers)
-    grown, types = [], []
-    for j in range(new_layers):
-        if j in old_at:
-            grown.append(layers[old_at[j]])
-            types.append(old_types[old_at[j]])
-        else:
-            layer = copy.deepcopy(grown[-1])
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-            grown.append(layer)
-            types.append(types[-1])
-    for j, layer in enumerate(grown):
-        layer.self_attn.layer_idx = j  # the drafter's cache slot each layer writes
-    drafter.layers = torch.nn.ModuleList(grown)
-    drafter.config.num_hidden_layers = new_layers
-    drafter.config.layer_types = types
+    mapping = drafter_layer_map(len(drafter.layers), new_layers)
+    drafter.layers, types = _deepened(drafter.layers, drafter.config, mapping, new_layers)
+    drafter.config.num_hidden_layers, drafter.config.layer_types = new_layers, types
     return mapping

@@ -437,7 +437,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
     from .lm import TrainConfig, heldout_windows, train
 
     run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else "")
-                      + (f"-g{args.grow_layers}" if args.grow_layers else ""))
+                      + (f"-g{args.grow_layers}" if args.grow_layers is not None else ""))
     score_key = _score_key(kind)
     shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
     if shipped is None:
@@ -448,7 +448,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
     if args.drafts:
         set_drafts(drafter, kind, args.drafts)
     grown = None
-    if args.grow_layers:
+    if args.grow_layers is not None:
         from .grow import grow_drafter
 
         old_layers = drafter.config.num_hidden_layers
@@ -811,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grow-layers", type=int,
                         help="target: after its cycles, deepen it to this many layers computing the same function "
                              "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. "
-                             "dflash|dspark --self-distill: the shipped drafter deepened so before its phase "
+                             "dflash|dspark --self-distill: the shipped drafter deepened to that many layers before its phase "
                              "(runs/<stage>-selfdistill[-dN]-gLAYERS). Default: none")
     parser.add_argument("--grow-steps", type=int,
                         help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")

@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         chains = [m for m in engine.methods() if m != BASELINE and not method(m).grows_from]
         methods = args.methods or chains
         if unknown := [m for m in methods if m not in chains]:
-            raise EngineError(f"{', '.join(unknown)}: not a chain lane of {args.preset!r}; choose from {', '.join(chains)}")
+            raise EngineError(f"{', '.join(unknown)}: not a chain lane of {args.preset!r}; "
+                              f"choose from {', '.join(chains)}")
         rows = read_prompt_file(args.prompts)[:args.limit or None]
         prompts = [row["prompt"] for row in rows]
         kinds = [row["kind"] for row in rows] if all("kind" in row for row in rows) else None
@@ -170,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, K = {args.drafts_per_step}, temperature 0; "
-          f"acceptance of every judged draft, by the target's probability of its own token there (95 % Wilson intervals)")
+          f"acceptance of every judged draft, by the target's probability of its own token there "
+          f"(95 % Wilson intervals)")
     print(describe(measured, methods))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,8 @@ def test_the_bins_hold_the_targets_own_probabilities():
     assert abc.bin_label(0) == "0 ≤ p < 0.2" and abc.bin_label(5) == "p ≥ 0.95"
 
 
-@pytest.mark.parametrize("argv,words", [(["--drafts-per-step", "0"], "≥ 1"), (["--preset", "nope"], "unknown preset")])
+@pytest.mark.parametrize("argv,words", [(["--drafts-per-step", "0"], "≥ 1"),
+                                        (["--preset", "nope"], "unknown preset")])
 def test_a_wrong_argument_is_refused_in_one_line_before_any_model_loads(argv, words, capsys):
     assert abc.main(argv) == 2
     err = capsys.readouterr().err

@@ -28,7 +28,7 @@ from engine.contract.methods import BASELINE, method
 from engine.contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS
 from engine.contract.types import EngineError, GenerationConfig
 from engine.loop import Engine
-from engine.measure.decide import read_prompt_file, wilson
+from engine.measure.decide import position_rows, position_words, read_prompt_file
 
 EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 0.95, 1.0 + 1e-9)  # the bins' edges: the target's probability of its argmax
 JUDGED = ("accepted", "rejected")
@@ -67,24 +67,19 @@ def judged_positions(result) -> list[tuple[int, int, bool]]:
 
 class Tally:
     """One group of prompts' counts: the output positions the baseline decoded in each bin, and per lane and bin
-    [accepted, judged]."""
+    [judged, accepted] (as engine.contract.summary.position_counts counts per position)."""
 
     def __init__(self, methods: list[str], bins: int):
         self.positions = [0] * bins
         self.counts = {m: [[0, 0] for _ in range(bins)] for m in methods}
 
     def rows(self, edges=EDGES) -> list[dict]:
-        rows = []
-        for b, positions in enumerate(self.positions):
-            lanes = {}
-            for m, counts in self.counts.items():
-                accepted, judged = counts[b]
-                low, high = wilson(accepted, judged)
-                lanes[m] = {"accepted": accepted, "judged": judged,
-                            "rate": accepted / judged if judged else None, "low": low, "high": high}
-            rows.append({"bin": bin_label(b, edges), "positions": positions,
-                         "share": positions / max(1, sum(self.positions)), "lanes": lanes})
-        return rows
+        """Per bin: its positions and share, and each lane's drafts, accepted, rate and Wilson interval (the
+        per-position rows of engine/measure/decide.py, one bin where they have one position)."""
+        lanes = {m: position_rows(counts) for m, counts in self.counts.items()}
+        return [{"bin": bin_label(b, edges), "positions": positions, "share": positions / max(1, sum(self.positions)),
+                 "lanes": {m: {k: v for k, v in rows[b].items() if k != "position"} for m, rows in lanes.items()}}
+                for b, positions in enumerate(self.positions)]
 
 
 def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new_tokens: int,
@@ -112,21 +107,17 @@ def measure(engine, methods: list[str], prompts: list[str], drafts: int, max_new
             for position, _, accepted in judged_positions(result):
                 if position < len(where):  # a draft past the last token the run kept is never judged
                     for tally in tallies:
-                        tally.counts[m][where[position]][0] += accepted
-                        tally.counts[m][where[position]][1] += 1
+                        tally.counts[m][where[position]][0] += 1
+                        tally.counts[m][where[position]][1] += accepted
     by_kind = {kind: tally.rows(edges) for kind, tally in groups.items() if kind != "all"}
     return {"rows": groups["all"].rows(edges), "by_kind": by_kind, "mismatches": mismatches}
 
 
 def table(rows: list[dict], methods: list[str]) -> list[str]:
-    head = f"{'target argmax p':<18} {'share':>6}  " + "  ".join(f"{method(m).label:>22}" for m in methods)
+    head = f"{'target argmax p':<18} {'share':>6}  " + "  ".join(f"{method(m).label:>24}" for m in methods)
     lines = [head, "-" * len(head)]
     for row in rows:
-        cells = []
-        for m in methods:
-            lane = row["lanes"][m]
-            cells.append(f"{'—':>22}" if lane["rate"] is None else
-                         f"{lane['rate']:.2f} [{lane['low']:.2f}–{lane['high']:.2f}] n={lane['judged']:<4}".rjust(22))
+        cells = [position_words([row["lanes"][m]]).rjust(24) for m in methods]  # rate [interval] n, * if few
         lines.append(f"{row['bin']:<18} {row['share']:>6.1%}  " + "  ".join(cells))
     return lines
 

@@ -17,7 +17,7 @@ def test_each_judged_draft_stands_at_its_output_position_and_is_binned_by_the_ta
     for b, row in enumerate(measured["rows"]):  # every prompt together is the sum of its kinds
         kinds = [measured["by_kind"][kind][b] for kind in ("code", "lines")]
         assert row["positions"] == sum(k["positions"] for k in kinds)
-        assert all(row["lanes"][lane]["judged"] == sum(k["lanes"][lane]["judged"] for k in kinds) for lane in LANES)
+        assert all(row["lanes"][lane]["drafts"] == sum(k["lanes"][lane]["drafts"] for k in kinds) for lane in LANES)
     assert "code prompts:" in abc.describe(measured, LANES)
     rows = measured["rows"]
     assert len(rows) == len(abc.EDGES) - 1 and sum(r["positions"] for r in rows) == 14 * len(PROMPTS)
@@ -33,8 +33,8 @@ def test_each_judged_draft_stands_at_its_output_position_and_is_binned_by_the_ta
             judged += sum(p < len(result.output_ids) for p, *_ in found)
             accepted += sum(ok for p, _, ok in found if p < len(result.output_ids))
         counted = [r["lanes"][lane] for r in rows]
-        assert sum(c["judged"] for c in counted) == judged > 0 and sum(c["accepted"] for c in counted) == accepted
-        assert all(c["low"] <= c["rate"] <= c["high"] for c in counted if c["judged"])
+        assert sum(c["drafts"] for c in counted) == judged > 0 and sum(c["accepted"] for c in counted) == accepted
+        assert all(c["low"] <= c["rate"] <= c["high"] for c in counted if c["drafts"])
 
 
 def test_the_bins_hold_the_targets_own_probabilities():

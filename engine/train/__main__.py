@@ -811,8 +811,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grow-layers", type=int,
                         help="target: after its cycles, deepen it to this many layers computing the same function "
                              "(engine/train/grow.py), then train on (--grow-steps); before --unloop-steps. "
-                             "dflash|dspark --self-distill: the shipped drafter deepened to that many layers before its phase "
-                             "(runs/<stage>-selfdistill[-dN]-gLAYERS). Default: none")
+                             "dflash|dspark --self-distill: the shipped drafter deepened to that many layers before "
+                             "its phase (runs/<stage>-selfdistill[-dN]-gLAYERS). Default: none")
     parser.add_argument("--grow-steps", type=int,
                         help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")
     parser.add_argument("--from-shipped", action="store_true",

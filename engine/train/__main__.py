@@ -24,6 +24,8 @@ Stages, in order (each writes into assets/, the checkpoints of long runs go to r
               (DSpark's is the shipped one, for every temperature: copied to assets/dspark-drafter/)
               with --grow-layers N: the drafter deepened to N layers first, drafting the same (grow.py), so the
               phase measures what more capacity buys                -> runs/<stage>-selfdistill[-dN]-gN/export/
+              dflash with --tv-loss: the DSpark paper's loss (0.1 CE + 0.9 TV), one set of weights meant for every
+              temperature                                           -> runs/dflash-selfdistill[...]-tv/export/
   eagle3|small-lm-drafter --matched   on the block drafters' budget: a fresh drafter through DSpark's recorded
               schedule phase for phase, 16,800 steps (hours; scripts/train_matched.sh) -> runs/<stage>-matched/export/
   card        measure the shipped models (--bench: the bench's speed table) -> assets/MODEL_CARD.md, model_card.json
@@ -437,7 +439,8 @@ def _train_self_distill(kind: str, args, streams) -> int:
     from .lm import TrainConfig, heldout_windows, train
 
     run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else "")
-                      + (f"-g{args.grow_layers}" if args.grow_layers is not None else ""))
+                      + (f"-g{args.grow_layers}" if args.grow_layers is not None else "")
+                      + ("-tv" if args.tv_loss else ""))
     score_key = _score_key(kind)
     shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
     if shipped is None:
@@ -458,7 +461,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
             return 2
         grown = {"from_layers": old_layers, "layers": args.grow_layers,
                  "old_layer_at": grow_drafter(drafter, args.grow_layers)}
-    labels = "paper" if kind == "dspark" else "written"
+    labels = "paper" if kind == "dspark" else "tv" if args.tv_loss else "written"
     loss, score = _drafter_objectives(kind, drafter, target, generator, labels, rows=True)
     rows, greedy, sampled = _self_distill_rows()
     first = TrainConfig(**shipped["train_config"])
@@ -478,6 +481,9 @@ def _train_self_distill(kind: str, args, streams) -> int:
     record = {
         score_key: round(score(windows), 3), f"{score_key}_before": before,
         "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else
+                  "tv: 0.1 CE on the target's argmax + 0.9 TV against its distribution" + (
+                      f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})")
+                  if labels == "tv" else
                   "written: CE on the token the target wrote" + (
                       f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})"
                       if kind == "dflash" else ""),
@@ -839,6 +845,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"schedule phase for phase from assets/{MATCHED_WITH}-drafter/training.json (the same "
                              "steps and rows, its self-distillation last) -> runs/<stage>-matched/export/ (never "
                              "assets/; scripts/train_matched.sh)")
+    parser.add_argument("--tv-loss", action="store_true",
+                        help="with dflash --self-distill: the DSpark paper's loss, 0.1 CE on the target's argmax + 0.9 "
+                             "TV against its distribution (DFlash's position weights), instead of CE on the written "
+                             "token: one set of weights meant for every temperature -> runs/dflash-selfdistill[...]-tv/")
     parser.add_argument("--drafts", type=int,
                         help="with --self-distill, dflash and dspark: drafts per block (15: z-lab's block 16). "
                              "Default: the shipped drafter's")
@@ -897,6 +907,9 @@ def main(argv: list[str] | None = None) -> int:
                               or args.greedy_steps is not None or args.restart_steps or args.no_target_features):
         parser.error("--self-distill is for the dflash, dspark and eagle3 stages, without --from-shipped, --sampled, "
                      "--greedy-steps, --restart-steps or --no-target-features")
+    if args.tv_loss and (not args.self_distill or args.stage != "dflash"):
+        parser.error("--tv-loss is for dflash --self-distill only (DSpark's self-distillation has its paper's loss "
+                     "already)")
     if args.drafts is not None and (not args.self_distill or args.stage not in ("dflash", "dspark")
                                     or not 1 <= args.drafts <= 31):
         parser.error("--drafts takes 1 to 31 drafts per block, for dflash and dspark with --self-distill only")

@@ -99,7 +99,23 @@ def distribution_divergence(teacher_logits: torch.Tensor, student_logits: torch.
     return kl + 0.5 * (p - log_q.exp()).abs().sum(-1)
 
 
-LABELS = {"soft": soft_cross_entropy, "argmax": argmax_cross_entropy, "distribution": distribution_divergence}
+TV_MIX = {"ce": 0.1, "tv": 0.9}  # the DSpark paper's drafter loss: a little cross-entropy, mostly total variation
+
+
+def tv_mix(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
+    """0.1 × −log p_student(argmax p_teacher) + 0.9 × TV(p_teacher, p_student) at every position: the DSpark paper's
+    drafter loss (without its confidence head), one objective for both regimes. TV is what acceptance pays for above
+    temperature 0 (1 − TV is the rejection rule's passing chance); the argmax term, and TV itself where the target
+    is sure, hold the target's greedy choice, which decides acceptance at 0."""
+    log_q = F.log_softmax(student_logits, dim=-1)
+    p = teacher_logits.softmax(-1)
+    ce = -log_q.gather(-1, p.argmax(-1, keepdim=True)).squeeze(-1)
+    tv = 0.5 * (p - log_q.exp()).abs().sum(-1)
+    return TV_MIX["ce"] * ce + TV_MIX["tv"] * tv
+
+
+LABELS = {"soft": soft_cross_entropy, "argmax": argmax_cross_entropy, "distribution": distribution_divergence,
+          "tv": tv_mix}
 
 
 def gamma_for(block_size: int) -> float:
@@ -190,7 +206,9 @@ def dflash_loss(drafter: DFlashDraftModel, target, generator: torch.Generator,
     """Position-weighted loss of the drafted positions against the target: "soft", cross-entropy against its
     whole distribution (distillation); "argmax", against its greedy choice, which on text the target wrote
     greedily is the next token itself (the DFlash paper's loss on target-generated responses); "distribution",
-    KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0); "written", on
+    KL + TV against its distribution at temperature 1 (the checkpoint used above temperature 0); "tv", the DSpark
+    paper's mix of CE on its argmax and TV against its distribution (tv_mix: one set of weights for every
+    temperature); "written", on
     rows the target continued from a PREFIX_TOKENS-token prefix, cross-entropy against the token it wrote (the
     DFlash paper's loss on target-generated responses, at either temperature: written_labels). Position k
     weighted exp(−(k−1)/γ), γ the paper's for the drafter's block size (gamma_for). rows: the target's outputs

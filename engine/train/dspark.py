@@ -27,13 +27,13 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import evenly_spaced_layers
 from ..drafters.dspark_model import ARCHITECTURE, DSparkDraftModel
-from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, block_batch
+from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, TV_MIX, block_batch
 from .teacher import RowTeacher, row_teacher
 
 BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwen3 drafters use 7)
 GAMMA = 4.0
 MARKOV_RANK = 64
-LOSS_WEIGHTS = {"ce": 0.1, "tv": 0.9, "bce": 1.0}
+LOSS_WEIGHTS = {**TV_MIX, "bce": 1.0}  # the paper's mix (dflash.TV_MIX), and its confidence head's BCE
 # The greedy phase (train/__main__.py) scores only the target's greedy choice, as DFlash's does: the CE term alone,
 # and the confidence head learns whether the drafted argmax is the target's (what decides acceptance at T = 0).
 ARGMAX_LOSS_WEIGHTS = {"ce": 1.0, "tv": 0.0, "bce": 1.0}

@@ -63,6 +63,22 @@ def test_distillation_loss_is_zero_only_when_distributions_match():
     assert distillation_loss(logits, logits + torch.randn(2, 5, 11)) > 0.01
 
 
+def test_the_tv_mix_is_a_tenth_argmax_cross_entropy_and_nine_tenths_total_variation():
+    """DFlash's `tv` labels: the DSpark paper's mix, by hand. At the target's own distribution only the cross-entropy
+    term is left; the TV term sees the whole distribution: a student with the teacher's argmax but another spread of
+    the rest pays for it, where the argmax loss alone would not tell them apart."""
+    from engine.train.dflash import LABELS, argmax_cross_entropy
+
+    teacher, student = torch.randn(3, 4, 9), torch.randn(3, 4, 9)
+    p, q = teacher.softmax(-1), student.softmax(-1)
+    by_hand = 0.1 * -q.log().gather(-1, p.argmax(-1, keepdim=True)).squeeze(-1) + 0.9 * 0.5 * (p - q).abs().sum(-1)
+    assert torch.allclose(LABELS["tv"](teacher, student), by_hand, atol=1e-6)
+    assert torch.allclose(LABELS["tv"](teacher, teacher), 0.1 * argmax_cross_entropy(teacher, teacher), atol=1e-6)
+    flatter = teacher / 3  # the same argmax everywhere, another distribution
+    assert torch.equal(flatter.argmax(-1), teacher.argmax(-1))
+    assert (LABELS["tv"](teacher, flatter) - 0.1 * argmax_cross_entropy(teacher, flatter)).min() > 0.01
+
+
 def test_schedule_warms_up_then_decays():
     cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
     assert lr_at(0, cfg) == 0.1 and lr_at(9, cfg) == 1.0
@@ -1069,6 +1085,12 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
             assert model.block_size == {"dflash": 16, "dspark": 15}[stage] == record["drafts_per_block"] + (stage == "dflash")
         assert (assets / f"{stage}-drafter" / "model.safetensors").read_bytes() == shipped[stage]
     assert "exp(−(k−1)/7.0)" in json.loads((runs / "dflash-selfdistill-d15" / "export" / "training.json").read_text())["labels"]
+    for wrong in (["dflash", "--tv-loss"], ["dspark", "--self-distill", "--tv-loss"]):  # DFlash's self-distillation only
+        with pytest.raises(SystemExit):
+            cli.main([*wrong, *on])
+    assert cli.main(["dflash", "--self-distill", "--tv-loss", *on]) == 0  # the DSpark paper's loss, in a folder of its own
+    record = json.loads((runs / "dflash-selfdistill-tv" / "export" / "training.json").read_text())
+    assert record["labels"].startswith("tv: 0.1 CE") and record["from"] == "assets/dflash-drafter as shipped"
     layers = json.loads((assets / "dflash-drafter" / "config.json").read_text())["num_hidden_layers"]
     for wrong in (["eagle3", "--grow-layers", str(layers + 2)], ["dflash", "--grow-layers", "9", "--grow-steps", "1"]):
         with pytest.raises(SystemExit):

@@ -9,7 +9,8 @@ in an order that turns by one place from prompt to prompt; one prompt first, unt
 lane drafts as the app does: above temperature 0 with the weights the preset trained for sampling where it has
 them. The candidate drafts with its one set at every temperature. Each pair (candidate over shipped, each over
 the baseline) gets its paired speed ratio over prompts with a 95 % interval, and each drafting lane τ (tokens a
-step) and its per-position acceptance with Wilson intervals (engine/measure/decide.py). At temperature 0 every lane
+step) and its per-position acceptance with Wilson intervals (engine/measure/decide.py); the candidate's τ over the
+shipped lane's is paired prompt by prompt too, so a small difference in τ reads as a tie or not. At temperature 0 every lane
 must write the baseline's tokens: the script exits 1 when one does not. --busy keeps one core busy with a second
 process meanwhile (the bench's busy machine).
 """
@@ -29,7 +30,8 @@ from engine.contract.summary import position_counts
 from engine.contract.types import EngineError, GenerationConfig
 from engine.loop import Engine
 from engine.measure.bench import BusyMachine
-from engine.measure.decide import add_counts, pair_words, pairwise, position_rows, position_words, read_prompt_file
+from engine.measure.decide import (add_counts, pair_words, paired_ratio, pairwise, position_rows, position_words,
+                                   read_prompt_file)
 
 LANES = (BASELINE, "shipped", "candidate")  # the target alone, the lane with the shipped weights, with the candidate's
 PAIRS = [("candidate", "shipped"), ("candidate", BASELINE), ("shipped", BASELINE)]
@@ -40,6 +42,7 @@ class _Lane:
 
     def __init__(self):
         self.tokens, self.wall_s, self.step_tokens, self.steps = [], [], 0, 0
+        self.taus: list[float] = []  # each prompt's tokens a step (0 where it took no step)
         self.positions: list[list[int]] = []
 
     def add(self, result) -> None:
@@ -47,6 +50,8 @@ class _Lane:
         self.wall_s.append(result.summary.wall_s)
         self.step_tokens += result.summary.num_new_tokens - 1  # the prefill's token is not a step's
         self.steps += result.summary.num_steps
+        self.taus.append((result.summary.num_new_tokens - 1) / result.summary.num_steps
+                         if result.summary.num_steps else 0.0)
         self.positions = add_counts(self.positions, position_counts(result.steps))
 
     def row(self, baseline: "_Lane") -> dict:
@@ -95,8 +100,18 @@ def compare(shipped: Engine, candidate: Engine, method: str, prompts: list[str],
             blocks.append({"temperature": temperature, "drafts_per_step": k, "prompts": len(prompts),
                            "lanes": {lane: lanes[lane].row(lanes[BASELINE]) for lane in LANES},
                            "pairwise": pairwise({lane: lanes[lane].speeds() for lane in LANES}, PAIRS),
+                           "tau_pair": paired_ratio(lanes["candidate"].taus, lanes["shipped"].taus),
                            "mismatches": mismatches})
     return blocks
+
+
+def tau_words(row: dict) -> str:
+    """The candidate's τ over the shipped lane's (paired_ratio of their per-prompt τ) in words, with its interval."""
+    if row["low"] is None:
+        return f"candidate / shipped τ: too few prompts for an interval ({row['prompts']})"
+    verdict = {"a faster": "higher", "b faster": "lower", "tie": "a tie"}[row["verdict"]]
+    return (f"candidate / shipped τ: {verdict}, {row['ratio']:.3f}× (95 % interval {row['low']:.3f}–{row['high']:.3f}, "
+            f"{row['prompts']} prompts)")
 
 
 def describe(blocks: list[dict]) -> str:
@@ -110,6 +125,7 @@ def describe(blocks: list[dict]) -> str:
     for b in blocks:
         lines += ["", f"T = {b['temperature']:g}, K = {b['drafts_per_step']}, {b['prompts']} prompts:"]
         lines += ["  " + pair_words(row) for row in b["pairwise"]]
+        lines.append("  " + tau_words(b["tau_pair"]))
         for lane in ("shipped", "candidate"):
             lines.append(f"  {lane} per-position acceptance: {position_words(b['lanes'][lane]['per_position'])}")
         if b["mismatches"]:

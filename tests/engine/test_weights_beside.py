@@ -41,8 +41,12 @@ def test_the_candidates_lane_is_measured_beside_the_shipped_one_and_the_baseline
     assert list(pairs) == weights_beside.PAIRS
     assert all(row["prompts"] == len(PROMPTS) and row["low"] <= row["ratio"] <= row["high"] for row in pairs.values())
     assert "tau" in blocks[1]["lanes"]["candidate"] and blocks[1]["mismatches"] == {}  # samples: never compared
+    tau = greedy["tau_pair"]  # the candidate's τ over the shipped lane's, prompt by prompt: lower, the noisier weights
+    assert tau["prompts"] == len(PROMPTS) and tau["low"] <= tau["ratio"] <= tau["high"] and tau["verdict"] == "b faster"
+    assert tau["ratio"] == pytest.approx((lanes["candidate"]["tau"] / lanes["shipped"]["tau"]), rel=0.3)
     words = weights_beside.describe(blocks)
     assert "candidate / shipped" in words and "NOT the baseline's tokens" not in words
+    assert "candidate / shipped τ: lower, " in words
 
 
 class _OneTokenOff:

@@ -10,9 +10,9 @@ lane drafts as the app does: above temperature 0 with the weights the preset tra
 them. The candidate drafts with its one set at every temperature. Each pair (candidate over shipped, each over
 the baseline) gets its paired speed ratio over prompts with a 95 % interval, and each drafting lane τ (tokens a
 step) and its per-position acceptance with Wilson intervals (engine/measure/decide.py); the candidate's τ over the
-shipped lane's is paired prompt by prompt too, so a small difference in τ reads as a tie or not. At temperature 0 every lane
-must write the baseline's tokens: the script exits 1 when one does not. --busy keeps one core busy with a second
-process meanwhile (the bench's busy machine).
+shipped lane's is paired prompt by prompt too, so a small difference in τ reads as a tie or not. At temperature 0
+every lane must write the baseline's tokens: the script exits 1 when one does not. --busy keeps one core busy with a
+second process meanwhile (the bench's busy machine).
 """
 
 from __future__ import annotations

@@ -848,7 +848,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tv-loss", action="store_true",
                         help="with dflash --self-distill: the DSpark paper's loss, 0.1 CE on the target's argmax + 0.9 "
                              "TV against its distribution (DFlash's position weights), instead of CE on the written "
-                             "token: one set of weights meant for every temperature -> runs/dflash-selfdistill[...]-tv/")
+                             "token: one set of weights meant for every temperature "
+                             "-> runs/dflash-selfdistill[...]-tv/")
     parser.add_argument("--drafts", type=int,
                         help="with --self-distill, dflash and dspark: drafts per block (15: z-lab's block 16). "
                              "Default: the shipped drafter's")

@@ -1085,10 +1085,10 @@ def test_self_distillation_trains_the_three_drafters_on_the_same_rows_outside_as
             assert model.block_size == {"dflash": 16, "dspark": 15}[stage] == record["drafts_per_block"] + (stage == "dflash")
         assert (assets / f"{stage}-drafter" / "model.safetensors").read_bytes() == shipped[stage]
     assert "exp(−(k−1)/7.0)" in json.loads((runs / "dflash-selfdistill-d15" / "export" / "training.json").read_text())["labels"]
-    for wrong in (["dflash", "--tv-loss"], ["dspark", "--self-distill", "--tv-loss"]):  # DFlash's self-distillation only
+    for wrong in (["dflash", "--tv-loss"], ["dspark", "--self-distill", "--tv-loss"]):  # DFlash's self-distilling only
         with pytest.raises(SystemExit):
             cli.main([*wrong, *on])
-    assert cli.main(["dflash", "--self-distill", "--tv-loss", *on]) == 0  # the DSpark paper's loss, in a folder of its own
+    assert cli.main(["dflash", "--self-distill", "--tv-loss", *on]) == 0  # the DSpark paper's loss, a folder of its own
     record = json.loads((runs / "dflash-selfdistill-tv" / "export" / "training.json").read_text())
     assert record["labels"].startswith("tv: 0.1 CE") and record["from"] == "assets/dflash-drafter as shipped"
     layers = json.loads((assets / "dflash-drafter" / "config.json").read_text())["num_hidden_layers"]

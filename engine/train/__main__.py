@@ -481,9 +481,8 @@ def _train_self_distill(kind: str, args, streams) -> int:
     record = {
         score_key: round(score(windows), 3), f"{score_key}_before": before,
         "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else
-                  "tv: 0.1 CE on the target's argmax + 0.9 TV against its distribution" + (
-                      f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})")
-                  if labels == "tv" else
+                  "tv: 0.1 CE on the target's argmax + 0.9 TV against its distribution, positions weighted "
+                  f"exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})" if labels == "tv" else
                   "written: CE on the token the target wrote" + (
                       f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})"
                       if kind == "dflash" else ""),

@@ -183,6 +183,7 @@ def _train_greedy_phase(drafter, streams, after: Path, cfg, args, loss_fn, eval_
     if not steps:
         return None
     greedy = replace(cfg, steps=steps, self_data_fraction=1.0, lr=cfg.lr / 3, warmup_steps=20, seed=cfg.seed + 2)
+    print(f"{args.stage} greedy phase: {after.name}/greedy, {steps} steps", flush=True)  # a log says where it is
     train(drafter, {**streams, "self": torch.load(RUNS / "greedy.pt")}, after / "greedy", greedy, loss_fn, eval_fn,
           loss_generators=[anchors])
     return after / "greedy", {**asdict(greedy), "labels": "argmax"}

@@ -102,15 +102,22 @@ def distribution_divergence(teacher_logits: torch.Tensor, student_logits: torch.
 TV_MIX = {"ce": 0.1, "tv": 0.9}  # the DSpark paper's drafter loss: a little cross-entropy, mostly total variation
 
 
+def argmax_ce_and_tv(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """−log p_student(argmax p_teacher) and TV(p_teacher, p_student) at every position: the two terms of the DSpark
+    paper's drafter loss (tv_mix; DSpark's own loss also trains its confidence head toward 1 − TV)."""
+    log_q = F.log_softmax(student_logits, dim=-1)
+    p = teacher_logits.softmax(-1)
+    ce = -log_q.gather(-1, p.argmax(-1, keepdim=True)).squeeze(-1)
+    tv = 0.5 * (log_q.exp() - p).abs().sum(-1)
+    return ce, tv
+
+
 def tv_mix(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
     """0.1 × −log p_student(argmax p_teacher) + 0.9 × TV(p_teacher, p_student) at every position: the DSpark paper's
     drafter loss (without its confidence head), one objective for both regimes. TV is what acceptance pays for above
     temperature 0 (1 − TV is the rejection rule's passing chance); the argmax term, and TV itself where the target
     is sure, hold the target's greedy choice, which decides acceptance at 0."""
-    log_q = F.log_softmax(student_logits, dim=-1)
-    p = teacher_logits.softmax(-1)
-    ce = -log_q.gather(-1, p.argmax(-1, keepdim=True)).squeeze(-1)
-    tv = 0.5 * (p - log_q.exp()).abs().sum(-1)
+    ce, tv = argmax_ce_and_tv(teacher_logits, student_logits)
     return TV_MIX["ce"] * ce + TV_MIX["tv"] * tv
 
 

@@ -27,7 +27,7 @@ from transformers import Qwen3Config
 
 from ..drafters.dflash_model import evenly_spaced_layers
 from ..drafters.dspark_model import ARCHITECTURE, DSparkDraftModel
-from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, TV_MIX, block_batch
+from .dflash import ANCHORS_PER_WINDOW, DRAFT_LAYERS, TV_MIX, argmax_ce_and_tv, block_batch
 from .teacher import RowTeacher, row_teacher
 
 BLOCK_SIZE = 7  # γ: inputs per block = drafted tokens per step (DeepSpec's Qwen3 drafters use 7)
@@ -83,10 +83,7 @@ def dspark_loss(drafter: DSparkDraftModel, target, generator: torch.Generator,
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         hidden, logits, teacher, prev = _outputs(drafter, target, x, generator, kept)
-        log_q = F.log_softmax(logits, dim=-1)
-        p = teacher.softmax(-1)
-        ce = -log_q.gather(-1, teacher.argmax(-1, keepdim=True)).squeeze(-1)
-        tv = 0.5 * (log_q.exp() - p).abs().sum(-1)
+        ce, tv = argmax_ce_and_tv(teacher, logits)
         conf_logits = drafter.confidence_logits(hidden, prev)
         survives = (1 - tv) if labels == "paper" else (logits.argmax(-1) == teacher.argmax(-1)).float()
         bce = F.binary_cross_entropy_with_logits(conf_logits, survives.detach(), reduction="none")

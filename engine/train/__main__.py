@@ -436,12 +436,9 @@ def _train_self_distill(kind: str, args, streams) -> int:
     runs/<stage>-selfdistill[-dN], exported to its export/; DSpark calibrated at temperature 0 and at 1, both in
     its config. Where assets/<stage>-drafter is already a self-distilled export, only a finished checkpoint
     re-exports (_self_distill_origin)."""
-    from .dflash import gamma_for
     from .lm import TrainConfig, heldout_windows, train
 
-    run_dir = RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else "")
-                      + (f"-g{args.grow_layers}" if args.grow_layers is not None else "")
-                      + ("-tv" if args.tv_loss else ""))
+    run_dir = _self_distill_dir(kind, args)
     score_key = _score_key(kind)
     shipped, before = _self_distill_origin(kind, run_dir, args.steps or SELF_DISTILL_STEPS, score_key)
     if shipped is None:
@@ -481,12 +478,7 @@ def _train_self_distill(kind: str, args, streams) -> int:
     extra = _calibrate_both(drafter, target, streams, args.device) if kind == "dspark" else {}
     record = {
         score_key: round(score(windows), 3), f"{score_key}_before": before,
-        "labels": "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)" if kind == "dspark" else
-                  "tv: 0.1 CE on the target's argmax + 0.9 TV against its distribution, positions weighted "
-                  f"exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})" if labels == "tv" else
-                  "written: CE on the token the target wrote" + (
-                      f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})"
-                      if kind == "dflash" else ""),
+        "labels": _self_distill_labels(kind, labels, drafter),
         "rows": _rows_record(greedy, sampled),
         "drafts_per_block": drafter.block_size - 1 if kind == "dflash" else getattr(drafter, "block_size", None),
         "self_distill_minutes": _train_minutes(run_dir),
@@ -496,6 +488,25 @@ def _train_self_distill(kind: str, args, streams) -> int:
         **({"grown": grown} if grown else {})}
     _export(drafter, kind, cfg, record, out=run_dir / "export")
     return 0
+
+
+def _self_distill_dir(kind: str, args) -> Path:
+    """runs/<stage>-selfdistill, then -dN (drafts per block), -gN (grown to N layers), -tv (the DSpark paper's loss)."""
+    return RUNS / (f"{kind}-selfdistill" + (f"-d{args.drafts}" if args.drafts else "")
+                   + (f"-g{args.grow_layers}" if args.grow_layers is not None else "")
+                   + ("-tv" if args.tv_loss else ""))
+
+
+def _self_distill_labels(kind: str, labels: str, drafter) -> str:
+    """The self-distillation's loss as its training.json record says it, position weights included where they apply."""
+    from .dflash import gamma_for
+
+    if kind == "dspark":
+        return "paper (0.1 CE + 0.9 TV + BCE toward 1 − TV)"
+    weighted = f", positions weighted exp(−(k−1)/{round(gamma_for(drafter.block_size), 2)})" if kind == "dflash" else ""
+    if labels == "tv":
+        return "tv: 0.1 CE on the target's argmax + 0.9 TV against its distribution" + weighted
+    return "written: CE on the token the target wrote" + weighted
 
 
 def _self_distill_rows() -> tuple[torch.Tensor, int, int]:

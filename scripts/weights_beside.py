@@ -13,6 +13,14 @@ step) and its per-position acceptance with Wilson intervals (engine/measure/deci
 shipped lane's is paired prompt by prompt too, so a small difference in τ reads as a tie or not. At temperature 0
 every lane must write the baseline's tokens: the script exits 1 when one does not. --busy keeps one core busy with a
 second process meanwhile (the bench's busy machine).
+
+The candidate may also be a training run's checkpoint, to measure a long run part-way (a phase it has finished, or
+the one under way):
+
+    .venv/bin/python -m scripts.weights_beside classic=runs/small-lm-matched/cycle2/self/ckpt.pt --limit 24
+
+its weights in the shipped drafter's architecture and config, rounded to float16 as an export is, in a folder of
+its own for the run (`checkpoint_folder`).
 """
 
 from __future__ import annotations
@@ -21,10 +29,14 @@ import argparse
 import contextlib
 import json
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from engine.contract.methods import BASELINE
+from engine.contract.methods import method as method_entry
 from engine.contract.presets import DEFAULT_PRESET, HELDOUT_PROMPTS, PRESETS
 from engine.contract.summary import position_counts
 from engine.contract.types import EngineError, GenerationConfig
@@ -32,6 +44,7 @@ from engine.loop import Engine
 from engine.measure.bench import BusyMachine
 from engine.measure.decide import (add_counts, pair_words, paired_ratio, pairwise, position_rows, position_words,
                                    read_prompt_file)
+from engine.models import load_drafter
 
 LANES = (BASELINE, "shipped", "candidate")  # the target alone, the lane with the shipped weights, with the candidate's
 PAIRS = [("candidate", "shipped"), ("candidate", BASELINE), ("shipped", BASELINE)]
@@ -64,6 +77,24 @@ class _Lane:
 
     def speeds(self) -> list[float]:
         return [t / s if s else 0.0 for t, s in zip(self.tokens, self.wall_s)]
+
+
+def checkpoint_folder(shipped_preset: str, method: str, checkpoint: Path, out: Path) -> Path:
+    """A training run's checkpoint (its ckpt.pt: the model's weights beside the optimizer's state) as a checkpoint
+    folder in `out`: the shipped drafter of `method` gives the architecture and config, the checkpoint every weight,
+    rounded to float16 as an export is. Weights that do not fit that drafter are refused in one line."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise EngineError(f"{checkpoint}: not a training checkpoint (no model weights in it)")
+    model = load_drafter(PRESETS[shipped_preset].drafters[method], method_entry(method).kinds, torch.device("cpu"),
+                         torch.float32, local_files_only=True)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as error:  # its first line names the class, the next what is missing or of another shape
+        reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1][:200]
+        raise EngineError(f"{checkpoint}: its weights do not fit the shipped {method} drafter ({reason})") from None
+    model.to(torch.float16).save_pretrained(out)
+    return out
 
 
 def candidate_engine(shipped_preset: str, method: str, folder: Path, threads: int | None) -> Engine:
@@ -159,15 +190,18 @@ def main(argv: list[str] | None = None) -> int:
         if method not in PRESETS[args.preset].drafters:
             raise EngineError(f"{method!r} has no shipped drafter in {args.preset!r} to set the candidate beside; "
                               f"choose one of {', '.join(PRESETS[args.preset].drafters)}")
-        if not (Path(folder) / "config.json").is_file():
-            raise EngineError(f"{folder!r} is not a checkpoint folder (no config.json)")
+        checkpoint = Path(folder) if Path(folder).is_file() else None
+        if checkpoint is None and not (Path(folder) / "config.json").is_file():
+            raise EngineError(f"{folder!r} is not a checkpoint folder (no config.json) or a training checkpoint")
         rows = read_prompt_file(args.prompts)
         prompts = [row["prompt"] for row in rows][:args.limit or None]
-        shipped = Engine.load(args.preset, threads=args.threads)
-        candidate = candidate_engine(args.preset, method, Path(folder), args.threads)
-        with BusyMachine() if args.busy else contextlib.nullcontext():
-            blocks = compare(shipped, candidate, method, prompts, args.temperature, args.drafts_per_step,
-                             args.max_new_tokens, args.seed)
+        with tempfile.TemporaryDirectory(prefix="candidate-") as scratch:
+            weights = checkpoint_folder(args.preset, method, checkpoint, Path(scratch)) if checkpoint else Path(folder)
+            shipped = Engine.load(args.preset, threads=args.threads)
+            candidate = candidate_engine(args.preset, method, weights, args.threads)
+            with BusyMachine() if args.busy else contextlib.nullcontext():
+                blocks = compare(shipped, candidate, method, prompts, args.temperature, args.drafts_per_step,
+                                 args.max_new_tokens, args.seed)
     except (EngineError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

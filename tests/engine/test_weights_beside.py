@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from engine.contract.types import EngineError
 from engine.loop import Engine
 from scripts import weights_beside
 from tests.conftest import noisy_copy, tiny_qwen3
@@ -77,3 +78,30 @@ def test_a_wrong_candidate_is_refused_in_one_line_before_anything_loads(argument
     assert weights_beside.main([argument]) == 2
     error = capsys.readouterr().err
     assert said in error and error.count("\n") == 1
+
+
+def test_a_training_checkpoint_is_measured_in_the_shipped_drafters_architecture(tmp_path):
+    """A run part-way: its ckpt.pt's weights in the shipped drafter's architecture and config, rounded to float16 as
+    an export is; weights of another shape are refused in one line."""
+    from engine.contract.methods import METHOD_REGISTRY
+    from engine.models import load_drafter
+
+    kinds = METHOD_REGISTRY["eagle3"].kinds
+    shipped = load_drafter("eagle3-drafter", kinds, torch.device("cpu"), torch.float32, local_files_only=True)
+    trained = {name: weight + 0.01 * torch.randn_like(weight) if weight.is_floating_point() else weight
+               for name, weight in shipped.state_dict().items()}
+    torch.save({"model": trained, "optimizer": {}, "step": 7}, tmp_path / "ckpt.pt")
+    folder = weights_beside.checkpoint_folder("tiny", "eagle3", tmp_path / "ckpt.pt", tmp_path / "out")
+    reloaded = load_drafter(str(folder), kinds, torch.device("cpu"), torch.float32).state_dict()
+    assert set(reloaded) == set(trained)
+    for name, weight in trained.items():
+        assert torch.equal(reloaded[name], weight.to(torch.float16).to(weight.dtype)), name
+
+    name = next(n for n, w in trained.items() if w.is_floating_point())
+    torch.save({"model": {**trained, name: trained[name][:1]}}, tmp_path / "other.pt")
+    with pytest.raises(EngineError, match="do not fit the shipped eagle3 drafter") as refused:
+        weights_beside.checkpoint_folder("tiny", "eagle3", tmp_path / "other.pt", tmp_path / "other")
+    assert "\n" not in str(refused.value)
+    torch.save({"step": 7}, tmp_path / "bare.pt")
+    with pytest.raises(EngineError, match="not a training checkpoint"):
+        weights_beside.checkpoint_folder("tiny", "eagle3", tmp_path / "bare.pt", tmp_path / "bare")

@@ -801,7 +801,8 @@ def _write_prompt_sets() -> None:
     print(f"wrote {write_prompts(ASSETS / 'prompts' / 'validation.jsonl', validation_prompts())} validation prompts")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the stage, then what shapes its schedule, the regime it trains in, and where it runs."""
     parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=["tokenizer", "prompts", "target", "small-lm-drafter", "self-data", "greedy-data",
@@ -809,6 +810,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int,
                         help="optimizer steps for the whole run (self-data, greedy-data: rows to write)")
     parser.add_argument("--seed", type=int, default=0)
+    _add_schedule_arguments(parser)
+    _add_regime_arguments(parser)
+    parser.add_argument("--bench", type=Path, action="append",
+                        help="card: a report of `python -m engine.measure.bench --json PATH` on the shipped weights, for the "
+                             "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
+                             "table of the card written before, while its weights are those in assets/")
+    parser.add_argument("--no-target-features", action="store_true",
+                        help="dflash: the same recipe for a drafter that reads no target features (keys and values "
+                             "of the block alone: what KV injection buys), in runs/dflash-nokv/ -> "
+                             "assets/dflash-drafter-nokv/")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                        help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
+                             "with AVX-512 BF16, several times the time on one without); fp32: float32 throughout; "
+                             "auto (the default): bf16 on a GPU or a CPU that computes it natively, else fp32")
+    return parser
+
+
+def _add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """How long each phase of a stage trains, and what the target's run adds (a second cycle, growth, unlikelihood)."""
     parser.add_argument("--restart-steps", type=int,
                         help="target, dflash, dspark: a second cosine cycle of this many steps from the first "
                              "one's weights (fresh optimizer, half the peak rate; drafters then repeat their "
@@ -832,6 +854,11 @@ def main(argv: list[str] | None = None) -> int:
                              "its phase (runs/<stage>-selfdistill[-dN]-gLAYERS). Default: none")
     parser.add_argument("--grow-steps", type=int,
                         help=f"with --grow-layers: steps of training after growing. Default: {GROW_STEPS}")
+
+
+def _add_regime_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a drafter stage trains from and on: the shipped weights, sampled rows, the papers' regime, a matched
+    budget, and that regime's loss and block."""
     parser.add_argument("--from-shipped", action="store_true",
                         help=f"target: train the shipped target (assets/target) on, a further cosine cycle of --steps "
                              f"steps (default {MORE_STEPS}) in runs/target-more, then --unloop-steps; dflash, dspark, "
@@ -864,83 +891,59 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafts", type=int,
                         help="with --self-distill, dflash and dspark: drafts per block (15: z-lab's block 16). "
                              "Default: the shipped drafter's")
-    parser.add_argument("--bench", type=Path, action="append",
-                        help="card: a report of `python -m engine.measure.bench --json PATH` on the shipped weights, for the "
-                             "card's speed table; given twice, a quiet run and one with --busy. Default: the speed "
-                             "table of the card written before, while its weights are those in assets/")
-    parser.add_argument("--no-target-features", action="store_true",
-                        help="dflash: the same recipe for a drafter that reads no target features (keys and values "
-                             "of the block alone: what KV injection buys), in runs/dflash-nokv/ -> "
-                             "assets/dflash-drafter-nokv/")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (two trainings at once: 1 each)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N: where the models train")
-    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
-                        help="bf16: forward passes in bfloat16 autocast, float32 weights (half the time on a CPU "
-                             "with AVX-512 BF16, several times the time on one without); fp32: float32 throughout; "
-                             "auto (the default): bf16 on a GPU or a CPU that computes it natively, else fp32")
-    args = parser.parse_args(argv)
-    if args.precision == "auto":
-        from .lm import native_precision
 
-        args.precision = native_precision(args.device)
+
+def _misuse(args) -> str | None:
+    """Why these arguments do not go together, in one line (argparse's error then exits 2); None where they do."""
     if args.restart_steps is not None and (args.restart_steps < 0 or (
             args.restart_steps and args.stage not in ("target", "dflash", "dspark"))):
-        parser.error("--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only")
+        return "--restart-steps takes a number of steps ≥ 0, for the target, dflash and dspark stages only"
     if args.greedy_steps is not None and (args.greedy_steps < 0 or args.stage not in ("dflash", "dspark", "eagle3")):
-        parser.error("--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only")
+        return "--greedy-steps takes a number of steps ≥ 0, for the dflash, dspark and eagle3 stages only"
     if args.unloop_steps is not None and (args.unloop_steps < 0 or args.stage != "target"):
-        parser.error("--unloop-steps takes a number of steps ≥ 0, for the target stage only")
+        return "--unloop-steps takes a number of steps ≥ 0, for the target stage only"
     grows_drafter = args.self_distill and args.stage in ("dflash", "dspark") and args.grow_steps is None
     if (args.grow_layers is not None or args.grow_steps is not None) and not grows_drafter and (
             args.stage != "target" or args.grow_layers is None or (args.grow_steps or 0) < 0):
-        parser.error("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0, for "
-                     "the target stage; or a block drafter's new depth with dflash|dspark --self-distill")
+        return ("--grow-layers takes the target's new depth, --grow-steps (with it) a number of steps ≥ 0, for "
+                "the target stage; or a block drafter's new depth with dflash|dspark --self-distill")
     if args.no_target_features and (args.stage != "dflash" or args.from_shipped or args.sampled):
-        parser.error("--no-target-features is for the dflash stage only, without --from-shipped or --sampled")
+        return "--no-target-features is for the dflash stage only, without --from-shipped or --sampled"
     if args.bench and args.stage != "card":
-        parser.error("--bench is for the card stage only")
+        return "--bench is for the card stage only"
     if args.from_shipped and (args.stage not in ("target", "dflash", "dspark", "eagle3") or args.restart_steps
                               or args.grow_layers is not None):
-        parser.error("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
-                     "or --grow-layers")
+        return ("--from-shipped is for the target, dflash, dspark and eagle3 stages, without --restart-steps "
+                "or --grow-layers")
     if args.sampled and args.stage == "dspark":
-        parser.error("--sampled is not for dspark: its one set of weights serves every temperature, calibrated at "
-                     "0 and at 1 by `dspark --self-distill` (scripts/train_breakout.sh)")
+        return ("--sampled is not for dspark: its one set of weights serves every temperature, calibrated at "
+                "0 and at 1 by `dspark --self-distill` (scripts/train_breakout.sh)")
     if args.sampled and (args.stage not in ("dflash", "eagle3") or args.from_shipped
                          or args.greedy_steps is not None or args.restart_steps):
-        parser.error("--sampled is for the dflash and eagle3 stages, without --from-shipped, "
-                     "--greedy-steps or --restart-steps")
+        return ("--sampled is for the dflash and eagle3 stages, without --from-shipped, "
+                "--greedy-steps or --restart-steps")
     if args.matched and (args.stage not in MATCHED_DIRS or args.from_shipped or args.sampled or args.self_distill
                          or args.steps is not None or args.greedy_steps is not None or args.restart_steps):
-        parser.error("--matched is for the eagle3 and small-lm-drafter stages: their schedule is the block "
-                     "drafter's, with no --steps, --greedy-steps, --restart-steps, --from-shipped, --sampled or "
-                     "--self-distill")
+        return ("--matched is for the eagle3 and small-lm-drafter stages: their schedule is the block "
+                "drafter's, with no --steps, --greedy-steps, --restart-steps, --from-shipped, --sampled or "
+                "--self-distill")
     if args.self_distill and (args.stage not in ("dflash", "dspark", "eagle3") or args.from_shipped or args.sampled
                               or args.greedy_steps is not None or args.restart_steps or args.no_target_features):
-        parser.error("--self-distill is for the dflash, dspark and eagle3 stages, without --from-shipped, --sampled, "
-                     "--greedy-steps, --restart-steps or --no-target-features")
+        return ("--self-distill is for the dflash, dspark and eagle3 stages, without --from-shipped, --sampled, "
+                "--greedy-steps, --restart-steps or --no-target-features")
     if args.tv_loss and (not args.self_distill or args.stage != "dflash"):
-        parser.error("--tv-loss is for dflash --self-distill only (DSpark's self-distillation has its paper's loss "
-                     "already)")
+        return ("--tv-loss is for dflash --self-distill only (DSpark's self-distillation has its paper's loss "
+                "already)")
     if args.drafts is not None and (not args.self_distill or args.stage not in ("dflash", "dspark")
                                     or not 1 <= args.drafts <= 31):
-        parser.error("--drafts takes 1 to 31 drafts per block, for dflash and dspark with --self-distill only")
-    from ..models import pick_device
-    from ..contract.types import EngineError
+        return "--drafts takes 1 to 31 drafts per block, for dflash and dspark with --self-distill only"
+    return None
 
-    try:
-        args.device = str(pick_device(args.device))
-    except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
-    from transformers import AutoTokenizer, Qwen3ForCausalLM
-
-    from .configs import small_lm_config, target_config
-    from .corpus import corpus_files, write_manifest
-    from .lm import distill_loss, heldout_loss, heldout_windows, lm_loss, tokenize_corpus, train
-
+def _asset_stage(args) -> int:
+    """The stages that write assets/ without training: the tokenizer and prompt sets, the re-export, the card."""
     if args.stage == "tokenizer":
+        from .corpus import corpus_files, write_manifest
         from .tokenizer import train_tokenizer
 
         train_tokenizer(ASSETS / "tokenizer")
@@ -976,10 +979,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(card, indent=1))
         return 0
 
-    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
-    streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
-    torch.manual_seed(args.seed)
-    run_dir = RUNS / (f"{args.stage}-nokv" if args.no_target_features else args.stage)
+    raise ValueError(f"not a stage without training: {args.stage}")
+
+
+def _write_rows(args, tokenizer, streams) -> int:
+    """The data stages: the rows the shipped target writes (its own text, greedy and sampled continuations)."""
     if args.stage == "self-data":
         from .selfdata import generate_rows
 
@@ -1011,6 +1015,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.save(rows.to(torch.int16), RUNS / "sampled.pt")
         (RUNS / "sampled.json").write_text(json.dumps({"target": _target_digest(), "rows": len(rows)}) + "\n")
         return 0
+    raise ValueError(f"not a data stage: {args.stage}")
+
+
+def _train_drafter_stage(args, tokenizer, streams, run_dir: Path) -> int:
+    """dflash, dspark, eagle3 (and the small LM with --matched): each regime after the rows it reads are there."""
     if args.matched:
         return _matched_or_refused(args, tokenizer, streams)
     if args.stage in ("dflash", "dspark", "eagle3") and args.self_distill:
@@ -1037,6 +1046,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage == "eagle3":
             return _train_eagle3(args, streams, run_dir)
         return _train_block_drafter(args.stage, args, tokenizer, streams, run_dir)
+    raise ValueError(f"not a drafter stage: {args.stage}")
+
+
+def _train_lm_stage(args, tokenizer, streams, run_dir: Path) -> int:
+    """The target (fresh, grown, unlooped, or the shipped one trained on) and the small LM drafter, then exported."""
+    from transformers import Qwen3ForCausalLM
+
+    from .configs import small_lm_config, target_config
+    from .lm import distill_loss, heldout_loss, heldout_windows, lm_loss, train
+
     if args.stage == "target" and args.from_shipped:
         return _train_target_more(args, tokenizer, streams)
     if args.stage == "target":
@@ -1078,6 +1097,41 @@ def main(argv: list[str] | None = None) -> int:
                                       "train_tokens": sum(c.steps * c.batch_size * c.seq_len for _, c in phases),
                                       "num_parameters": sum(p.numel() for p in model.parameters()), **extra})
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.precision == "auto":
+        from .lm import native_precision
+
+        args.precision = native_precision(args.device)
+    if problem := _misuse(args):
+        parser.error(problem)
+    from ..models import pick_device
+    from ..contract.types import EngineError
+
+    try:
+        args.device = str(pick_device(args.device))
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    if args.stage in ("tokenizer", "prompts", "reexport", "card"):
+        return _asset_stage(args)
+    from transformers import AutoTokenizer
+
+    from .lm import tokenize_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "tokenizer")
+    streams = tokenize_corpus(tokenizer, RUNS / "tokens.pt")
+    torch.manual_seed(args.seed)
+    run_dir = RUNS / (f"{args.stage}-nokv" if args.no_target_features else args.stage)
+    if args.stage in ("self-data", "greedy-data", "sampled-data"):
+        return _write_rows(args, tokenizer, streams)
+    if args.matched or args.stage in ("dflash", "dspark", "eagle3"):
+        return _train_drafter_stage(args, tokenizer, streams, run_dir)
+    return _train_lm_stage(args, tokenizer, streams, run_dir)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def checkpoint_folder(shipped_preset: str, method: str, checkpoint: Path, out: P
                          torch.float32, local_files_only=True)
     try:
         model.load_state_dict(state["model"])
-    except RuntimeError as error:  # its first line names the class, the next what is missing or of another shape
+    except RuntimeError as error:  # its last line says which weights are missing, unexpected or of another shape
         reason = [line.strip() for line in str(error).splitlines() if line.strip()][-1][:200]
         raise EngineError(f"{checkpoint}: its weights do not fit the shipped {method} drafter ({reason})") from None
     model.to(torch.float16).save_pretrained(out)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The stage loop the background training scripts share (sourced, not run): `run_stages STAGE...` runs each stage
-# in order as `python -m engine.train <its arguments> --threads 1`, logging to runs/<stage>.log, and skips a stage
+# in order as `python -m engine.train <its arguments> --threads $THREADS` (default 1; THREADS=2 for a loop left alone
+# on both cores), logging to runs/<stage>.log, and skips a stage
 # whose output exists. The sourcing script defines `stage_done STAGE` (true once the stage's output exists) and
 # `command_of STAGE` (its arguments), and may define `module_of STAGE` for a stage that runs another module than
 # engine.train (a measurement of what a training stage exported). A cut stage resumes from its checkpoints. A stage
@@ -12,6 +13,7 @@
 # core from the app or the tests beside it.
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python
+THREADS=${THREADS:-1}
 if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
   echo 19 > /proc/self/autogroup 2>/dev/null || true
 fi
@@ -42,7 +44,7 @@ run_stages() {
     if ! wait_for_needs "$stage"; then exec {lock}>&-; continue; fi
     echo "$(date +%H:%M:%S) $stage (log: runs/$stage.log)"
     # shellcheck disable=SC2046  # the stage's arguments are words
-    "$PYTHON" -m "$(module_of "$stage")" $(command_of "$stage") --threads 1 >> "runs/$stage.log" 2>&1
+    "$PYTHON" -m "$(module_of "$stage")" $(command_of "$stage") --threads "$THREADS" >> "runs/$stage.log" 2>&1
     exec {lock}>&-
   done
   echo "$(date +%H:%M:%S) done"

@@ -9,12 +9,13 @@ import time
 
 from conftest import ROOT
 
-# A stage stands in for `python -m engine.train STAGE --threads 1` (or another module: runs/modules): it logs its start
-# and end and leaves its output, the data stage slowly; FAIL names a stage that ends without its output.
+# A stage stands in for `python -m engine.train STAGE --threads N` (or another module: runs/modules; its threads:
+# runs/threads): it logs its start and end and leaves its output, the data stage slowly; FAIL names a stage that ends without its output.
 FAKE_PYTHON = """#!/usr/bin/env bash
 stage=$3
 echo "start $stage" >> runs/events
 echo "$2 $stage" >> runs/modules
+echo "$4 $5" >> runs/threads
 [ "$stage" = data ] && sleep 1
 [ "$stage" = "${FAIL:-}" ] && exit 1
 touch "runs/$stage.done"
@@ -66,3 +67,18 @@ run_stages data train measure"""))
                    check=True, capture_output=True, timeout=30)
     assert (tmp_path / "runs" / "modules").read_text().splitlines() == [
         "engine.train data", "engine.train train", "scripts.weights_beside measure"]
+
+
+def test_a_loop_trains_on_one_thread_unless_told_more(tmp_path):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    (tmp_path / "loop.sh").write_text(LOOP)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python)}
+    subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=30)
+    assert (tmp_path / "runs" / "threads").read_text().splitlines() == ["--threads 1"] * 2
+    for done in (tmp_path / "runs").glob("*.done"):
+        done.unlink()
+    subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env={**env, "THREADS": "2"}, check=True, capture_output=True,
+                   timeout=30)
+    assert (tmp_path / "runs" / "threads").read_text().splitlines() == ["--threads 1"] * 2 + ["--threads 2"] * 2

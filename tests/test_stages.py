@@ -10,7 +10,8 @@ import time
 from conftest import ROOT
 
 # A stage stands in for `python -m engine.train STAGE --threads N` (or another module: runs/modules; its threads:
-# runs/threads): it logs its start and end and leaves its output, the data stage slowly; FAIL names a stage that ends without its output.
+# runs/threads): it logs its start and end and leaves its output, the data stage slowly; FAIL names a stage that ends
+# without its output.
 FAKE_PYTHON = """#!/usr/bin/env bash
 stage=$3
 echo "start $stage" >> runs/events
@@ -31,12 +32,17 @@ run_stages data train
 """
 
 
-def _two_loops(tmp_path, fail: str = "") -> tuple[list[str], str]:
+def _loop(tmp_path, loop: str = LOOP) -> dict[str, str]:
+    """The loop script and the stand-in python in tmp_path; the environment a loop runs in there."""
     python = tmp_path / "python"
     python.write_text(FAKE_PYTHON)
     python.chmod(0o755)
-    (tmp_path / "loop.sh").write_text(LOOP)
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python), "FAIL": fail}
+    (tmp_path / "loop.sh").write_text(loop)
+    return {"PATH": "/usr/bin:/bin", "PYTHON": str(python)}
+
+
+def _two_loops(tmp_path, fail: str = "") -> tuple[list[str], str]:
+    env = {**_loop(tmp_path), "FAIL": fail}
     first = subprocess.Popen(["bash", "loop.sh"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)  # the first loop holds the data stage by now
     second = subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
@@ -57,24 +63,16 @@ def test_a_stage_whose_rows_never_come_is_skipped_and_said(tmp_path):
 
 
 def test_a_stage_runs_the_module_its_script_names_and_the_others_engine_train(tmp_path):
-    python = tmp_path / "python"
-    python.write_text(FAKE_PYTHON)
-    python.chmod(0o755)
-    (tmp_path / "loop.sh").write_text(LOOP.replace("run_stages data train", """module_of() { case "$1" in
+    env = _loop(tmp_path, LOOP.replace("run_stages data train", """module_of() { case "$1" in
   measure) echo scripts.weights_beside ;; *) echo engine.train ;; esac; }
 run_stages data train measure"""))
-    subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(python)},
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=30)
     assert (tmp_path / "runs" / "modules").read_text().splitlines() == [
         "engine.train data", "engine.train train", "scripts.weights_beside measure"]
 
 
 def test_a_loop_trains_on_one_thread_unless_told_more(tmp_path):
-    python = tmp_path / "python"
-    python.write_text(FAKE_PYTHON)
-    python.chmod(0o755)
-    (tmp_path / "loop.sh").write_text(LOOP)
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python)}
+    env = _loop(tmp_path)
     subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=30)
     assert (tmp_path / "runs" / "threads").read_text().splitlines() == ["--threads 1"] * 2
     for done in (tmp_path / "runs").glob("*.done"):

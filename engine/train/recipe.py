@@ -9,9 +9,10 @@ and a `--from-shipped` round its own phases under "more"; each record's phases a
 from __future__ import annotations
 
 # A record's phases in the order the stages run them (engine/train/__main__.py): the first phase, then the target's
-# growth and unlikelihood, or a drafter's phases on the target's own continuations and its greedy phase.
+# growth and unlikelihood, or a drafter's phases on the target's own continuations, its greedy phase and (a `--matched`
+# run) its self-distillation on the target's greedy and sampled rows.
 PHASES = ("train_config", "grow_phase", "phase", "unloop_phase", "self_data_phase", "second_cycle",
-          "second_self_data_phase", "greedy_phase")
+          "second_self_data_phase", "greedy_phase", "self_distill_phase")
 
 
 def _oldest_first(record: dict) -> list[dict]:
@@ -22,8 +23,8 @@ def _oldest_first(record: dict) -> list[dict]:
 
 
 def _data(phase: dict, rows: str | None) -> str:
-    """What a phase trained on: the rows a record names, else its share of the target's own continuations (the rest
-    corpus text)."""
+    """What a phase trained on: the rows it or its record names, else its share of the target's own continuations (the
+    rest corpus text)."""
     if rows:
         return rows
     share = phase.get("self_data_fraction", 0.0) or 0.0
@@ -46,8 +47,8 @@ def phases(record: dict) -> list[dict]:
                 first = source is rec and key == "train_config"  # the record's own labels and rows describe it
                 labels = phase.get("labels") or (rec.get("labels") if first else None)
                 tokens = phase["steps"] * phase.get("batch_size", 0) * phase.get("seq_len", 0)
-                out.append({"steps": phase["steps"], "tokens": tokens, "labels": labels,
-                            "data": _data(phase, rec.get("rows") if first else None)})
+                rows = phase.get("rows") or (rec.get("rows") if first else None)
+                out.append({"steps": phase["steps"], "tokens": tokens, "labels": labels, "data": _data(phase, rows)})
     return out
 
 

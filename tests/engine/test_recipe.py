@@ -20,6 +20,20 @@ def test_a_drafter_trained_on_from_shipped_weights_lists_the_earlier_phases_firs
                               "sampled rows (0.1 CE + 0.9 TV)")
 
 
+def test_a_matched_run_counts_its_self_distillation_last_with_its_own_rows():
+    """`engine.train eagle3|small-lm-drafter --matched` records DSpark's schedule phase for phase in one record, its
+    last phase (self-distillation on the target's rows) under "self_distill_phase", naming its rows there."""
+    record = {"train_config": _phase(3000, 0.5), "self_data_phase": _phase(400, 0.75),
+              "second_cycle": _phase(3000, 0.5), "second_self_data_phase": _phase(400, 0.75),
+              "greedy_phase": _phase(8000, 1.0, labels="soft"),
+              "self_distill_phase": _phase(2000, 1.0, labels="soft", rows="greedy and sampled rows"),
+              "train_minutes": 772.1}
+    r = recipe(record)
+    assert [p["steps"] for p in r["phases"]] == [3000, 400, 3000, 400, 8000, 2000] and r["steps"] == 16800
+    assert r["tokens"] == 16800 * 8 * 256 and r["minutes"] == 772.1
+    assert recipe_text(r).endswith("→ 8000: the target's continuations (soft) → 2000: greedy and sampled rows (soft)")
+
+
 def test_a_round_of_more_training_counts_its_own_phases():
     record = {"train_config": _phase(3000, 0.0), "more": {"phase": _phase(500, 0.0), "unloop_phase": _phase(100, 0.5)}}
     assert [(p["steps"], p["data"]) for p in recipe(record)["phases"]] == [

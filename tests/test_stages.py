@@ -80,3 +80,21 @@ def test_a_loop_trains_on_one_thread_unless_told_more(tmp_path):
     subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env={**env, "THREADS": "2"}, check=True, capture_output=True,
                    timeout=30)
     assert (tmp_path / "runs" / "threads").read_text().splitlines() == ["--threads 1"] * 2 + ["--threads 2"] * 2
+
+
+def test_a_stage_reading_what_another_loop_still_makes_goes_after_the_loops_own(tmp_path):
+    """Two loops, each training one drafter and then measuring both: the loop that finishes its drafter first measures
+    it at once, and measures the other's only once that is done, rather than waiting on it with its own unmeasured."""
+    env = _loop(tmp_path, LOOP.replace('stage_needs() { case "$1" in train) echo data ;; esac; }',
+                                       'stage_needs() { case "$1" in measure-*) echo "${1#measure-}" ;; esac; }')
+                .replace("run_stages data train", "run_stages data train measure-data measure-train"))
+    first = subprocess.Popen(["bash", "loop.sh"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)  # the first loop holds the (slow) data stage by now
+    second = subprocess.run(["bash", "loop.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    first.communicate(timeout=30)
+    events = (tmp_path / "runs" / "events").read_text().splitlines()
+    assert sorted(events) == sorted(f"{e} {s}" for e in ("start", "end")
+                                    for s in ("data", "train", "measure-data", "measure-train"))
+    # the second loop trained and measured its own before the first loop's data ended, then measured the data
+    assert events.index("end measure-train") < events.index("end data") < events.index("start measure-data")
+    assert "measure-data: waiting for data" in second.stdout

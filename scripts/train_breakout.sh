@@ -8,6 +8,8 @@
 #                  the tokens the target wrote in both sets                   -> runs/dflash-selfdistill-d15/
 #   dspark-d15     the shipped DSpark drafter at 15 drafts, its paper's 0.1 CE + 0.9 TV + BCE on both sets
 #                                                                             -> runs/dspark-selfdistill-d15/
+#   dflash-tv      the shipped DFlash drafter at its 7 drafts, DSpark's paper's 0.1 CE + 0.9 TV with DFlash's
+#                  position weights on both sets: one set for both temperatures -> runs/dflash-selfdistill-tv/
 #   eagle3-matched the shipped EAGLE-3 drafter on the same rows, the same steps and batch (its 7 serial steps)
 #                                                                             -> runs/eagle3-selfdistill/
 # Each drafter stage exports to export/ in its runs/ folder (DSpark's one export calibrated at temperatures 0
@@ -24,12 +26,13 @@ stage_done() {  # the file a finished stage leaves
     sampled-data) [ -f runs/sampled.json ] ;;
     dflash-d15) [ -f runs/dflash-selfdistill-d15/export/training.json ] ;;
     dspark-d15) [ -f runs/dspark-selfdistill-d15/export/training.json ] ;;
+    dflash-tv) [ -f runs/dflash-selfdistill-tv/export/training.json ] ;;
     eagle3-matched) [ -f runs/eagle3-selfdistill/export/training.json ] ;;
   esac
 }
 stage_needs() {  # the stages whose rows a stage reads
   case "$1" in
-    dflash-d15 | dspark-d15 | eagle3-matched) echo "greedy-data sampled-data" ;;
+    dflash-d15 | dspark-d15 | dflash-tv | eagle3-matched) echo "greedy-data sampled-data" ;;
   esac
 }
 command_of() {  # the `python -m engine.train` arguments of a stage
@@ -38,7 +41,8 @@ command_of() {  # the `python -m engine.train` arguments of a stage
     sampled-data) echo "sampled-data --steps 1024" ;;
     dflash-d15) echo "dflash --self-distill --drafts 15 --steps $STEPS" ;;
     dspark-d15) echo "dspark --self-distill --drafts 15 --steps $STEPS" ;;
+    dflash-tv) echo "dflash --self-distill --tv-loss --steps $STEPS" ;;
     eagle3-matched) echo "eagle3 --self-distill --steps $STEPS" ;;
   esac
 }
-run_stages greedy-data sampled-data dflash-d15 dspark-d15 eagle3-matched
+run_stages greedy-data sampled-data dflash-d15 dspark-d15 dflash-tv eagle3-matched

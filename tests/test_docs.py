@@ -9,6 +9,7 @@ development phrases, never the bare word, and the allowlist names the few lines 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -280,7 +281,7 @@ def test_the_card_blocks_sampling_words_come_from_the_preset():
     """What each drafter drafts with above 0, read from the preset and the folders it names: weights of their own, one
     set with a calibration at T = 1 in its config, or the weights of temperature 0."""
     from engine.contract.presets import Preset
-    from scripts.record_docs import sampling_weights
+    from engine.train.card import sampling_weights
 
     preset = Preset("p", "target", "tokenizer",
                     drafters={"eagle3": "eagle3-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
@@ -290,3 +291,24 @@ def test_the_card_blocks_sampling_words_come_from_the_preset():
     both = Preset("p", "target", "tokenizer", drafters={"eagle3": "eagle3-drafter", "dflash": "dflash-drafter"},
                   sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled"})
     assert sampling_weights(both) == "EAGLE-3's and DFlash's weights trained for it"
+
+
+def test_one_set_trained_on_sampled_rows_is_named_for_both_temperatures(tmp_path):
+    """A drafter with no weights of its own for sampling and no T = 1 calibration, whose last phase learned from the
+    target's sampled rows too (its training record says so), drafts at both temperatures with what it was trained for."""
+    import shutil
+
+    from engine.contract.presets import ASSETS_DIR, Preset
+    from engine.train.card import sampling_weights
+
+    folder = tmp_path / "dflash-one-set"
+    folder.mkdir()
+    shutil.copy(ASSETS_DIR / "dflash-drafter" / "config.json", folder)
+    record = json.loads((ASSETS_DIR / "dspark-drafter" / "training.json").read_text(encoding="utf-8"))
+    (folder / "training.json").write_text(json.dumps(record), encoding="utf-8")
+    assert "sampled" in record["rows"]
+    one_set = Preset("p", "target", "tokenizer", drafters={"dflash": str(folder)})
+    assert sampling_weights(one_set) == "DFlash's one set of weights trained at both temperatures"
+    record.pop("rows")  # its last phase then reads as the target's continuations of the corpus, greedy or not
+    (folder / "training.json").write_text(json.dumps(record), encoding="utf-8")
+    assert sampling_weights(one_set) == "DFlash's own weights, as at temperature 0"

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import torch
 
-from ..contract.methods import BASELINE, METHOD_REGISTRY, kind_label
+from ..contract.methods import BASELINE, EAGLE3, METHOD_REGISTRY, kind_label, method_label
 from ..contract.methods import method as method_entry
-from ..contract.presets import ASSETS_DIR, PRESETS, ablation_shipped, weights_digests
+from ..contract.presets import ASSETS_DIR, DEFAULT_PRESET, PRESETS, ablation_shipped, resolve_model_path, weights_digests
 from ..contract.summary import per_position_acceptance
 from ..contract.types import GenerationConfig
 from ..loop import Engine
 from ..measure.bench import load_prompts
 from .lm import heldout_loss, heldout_windows, tokenize_corpus
-from .recipe import recipe, recipe_text
+from .recipe import phases, recipe, recipe_text
 
 # The settings a quiet and a busy bench report must share.
 CARD_WIDTH = 110  # the card's prose lines wrap here
@@ -44,9 +44,10 @@ REFERENCE_LOADERS = {
     "dspark-drafter": ("Qwen3DSparkModel", "DeepSpec's `Qwen3DSparkModel`, which its `Qwen3DSparkEvaluator` runs; "
                        "stores frozen copies of the target's embedding table and LM head, as DeepSpec's checkpoints do"),
 }
-# the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format (DSpark has none:
-# its one folder serves both temperatures)
-REFERENCE_LOADERS.update({f"{name}-sampled": REFERENCE_LOADERS[name] for name in ("eagle3-drafter", "dflash-drafter")})
+# the checkpoints drafted with above temperature 0 are saved in their temperature-0 twin's format (a drafter whose
+# one folder serves both temperatures has none)
+REFERENCE_LOADERS.update({name: REFERENCE_LOADERS[name.removesuffix("-sampled")]
+                          for name in PRESETS["tiny"].sampled_drafters.values() if name.endswith("-sampled")})
 # DFlash's ablation trained without the target's features (`dflash --no-target-features`), where it is shipped:
 # z-lab's layout, fc and hidden_norm kept though never read or trained, so their class loads it, but it knows no
 # `target_features` flag
@@ -202,14 +203,54 @@ def sampled_entry(report: dict, weights: dict[str, str]) -> dict:
         raise ValueError(f"not a report of python -m engine.measure.bench (no {exc})") from None
 
 
+def _trained_on_sampled_rows(folder: str) -> bool:
+    """Whether a shipped drafter's last phase learned from the target's sampled continuations too (a self-distillation
+    on its greedy and sampled rows), read from its training record."""
+    path = Path(resolve_model_path(folder)) / "training.json"
+    if not path.exists():
+        return False
+    steps = phases(json.loads(path.read_text(encoding="utf-8")))
+    return bool(steps) and "sampled" in steps[-1]["data"]
+
+
+def sampling_weights(preset=None) -> str:
+    """What each drafter of a preset (the embedded one by default) drafts with above temperature 0, read from the
+    preset and the folders it names: "EAGLE-3's weights trained for it, DSpark's one set of weights with its T = 1
+    calibration, DFlash's one set of weights trained at both temperatures, Classic's own weights, as at temperature 0"."""
+    from ..models import read_config
+
+    preset = preset or PRESETS[DEFAULT_PRESET]
+    groups: dict[str, list[str]] = {"own": [], "calibrated": [], "both": [], "same": []}
+    for method, folder in preset.drafters.items():
+        name = f"{'EAGLE-3' if method == EAGLE3 else method_label(method)}'s"
+        if preset.sampled_drafters.get(method, folder) != folder:
+            groups["own"].append(name)
+        elif "confidence_temperatures_sampled" in read_config(folder, local_files_only=True):
+            groups["calibrated"].append(name)
+        elif _trained_on_sampled_rows(folder):
+            groups["both"].append(name)
+        else:
+            groups["same"].append(name)
+    many = {key: len(names) > 1 for key, names in groups.items()}
+    words = {"own": "weights trained for it",
+             "calibrated": f"one set of weights with {'their' if many['calibrated'] else 'its'} T = 1 calibration",
+             "both": "one set of weights trained at both temperatures",
+             "same": "own weights, as at temperature 0"}
+    return ", ".join(f"{_and(names)} {words[key]}" for key, names in groups.items() if names)
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def sampled_lines(sampled: dict) -> list[str]:
     """The card's table above temperature 0."""
     lines = ["", f"Above temperature 0, from one run of `python -m engine.measure.bench --temperature {sampled['temperature']:g}` "
              f"on these weights ({sampled['num_prompts']} held-out prompts, {sampled['max_new_tokens']} new tokens, the "
              f"{sampled['verify_rule']} rule, K = {sampled['serial_k']}, {sampled['drafts_per_block']} per block, on "
-             f"{sampled['device']}; outputs are samples). EAGLE-3 and DFlash draft with their weights trained for "
-             f"sampling (`*-drafter-sampled`), DSpark with its one set of weights and its confidences calibrated at "
-             f"temperature 1; `_greedy_weights` rows draft with the temperature-0 weights and calibration instead. "
+             f"{sampled['device']}; outputs are samples). Each drafter drafts with what it holds for sampling: "
+             f"{sampling_weights()}; `_greedy_weights` rows draft with the temperature-0 weights and calibration "
+             f"instead. "
              f"Expected acceptance: the mean of min(1, p/q) over judged drafts; 1 − TV: the mean overlap of the two "
              f"distributions, which it equals in expectation.", "",
              "| lane | τ | expected acceptance | 1 − TV | judged drafts | speedup |", "|---|---|---|---|---|---|"]

@@ -172,3 +172,16 @@ def test_the_about_tab_names_the_operators_checkpoints(folders):
     digest = identities(preset)["drafter:dflash"]["weights_sha256"]
     assert f"- drafter:dflash: `{folders / 'dflash'}`, weights sha256 `{digest[:16]}…`" in text
     assert checkpoints_text("tiny") == ""
+
+
+def test_a_drafter_without_its_target_is_one_line_in_every_command(capsys):
+    """The CLI, the bench and the app refuse `--drafter` without `--target` before loading anything, in the same
+    words: one check (engine/measure/pair.py `preset_of_flags`) serves all three."""
+    from app.__main__ import main as app_main
+    from engine.measure import bench
+
+    for run in (lambda: main(["generate", "--drafter", "dflash=x", "--prompt", "x"]),
+                lambda: bench.main(["--drafter", "dflash=x", "--no-hf"]),
+                lambda: app_main(["--drafter", "dflash=x"])):
+        assert run() == 2
+        assert capsys.readouterr().err.strip().splitlines() == ["error: --drafter needs --target (the model it drafts for)"]

@@ -35,6 +35,13 @@ def _data(phase: dict, rows: str | None) -> str:
     return f"corpus and the target's continuations ({share:.0%})"
 
 
+def _named_rows(entry: dict) -> str | None:
+    """The rows a phase or record names ("runs/greedy.pt (2048 greedy) and ..."); a count of rows (the target's
+    unlikelihood phase keeps how many it generated) names none."""
+    rows = entry.get("rows")
+    return rows if isinstance(rows, str) else None
+
+
 def phases(record: dict) -> list[dict]:
     """Every phase the weights went through, oldest first: steps, tokens (steps × batch × length), data, labels."""
     out = []
@@ -47,7 +54,7 @@ def phases(record: dict) -> list[dict]:
                 first = source is rec and key == "train_config"  # the record's own labels and rows describe it
                 labels = phase.get("labels") or (rec.get("labels") if first else None)
                 tokens = phase["steps"] * phase.get("batch_size", 0) * phase.get("seq_len", 0)
-                rows = phase.get("rows") or (rec.get("rows") if first else None)
+                rows = _named_rows(phase) or (_named_rows(rec) if first else None)
                 out.append({"steps": phase["steps"], "tokens": tokens, "labels": labels, "data": _data(phase, rows)})
     return out
 

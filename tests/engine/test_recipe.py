@@ -1,6 +1,9 @@
 """The model card's recipes: every phase a shipped model went through, oldest first, with its budget."""
 
-from engine.train.recipe import recipe, recipe_text
+import json
+
+from engine.contract.presets import ASSETS_DIR
+from engine.train.recipe import phases, recipe, recipe_text
 
 
 def _phase(steps: int, share: float, **more) -> dict:
@@ -50,3 +53,12 @@ def test_the_card_prints_each_models_recipe():
     name = next(iter(card["models"]))
     card["models"][name]["recipe"] = recipe({"train_config": _phase(600, 0.0), "train_minutes": 14.8})
     assert f"| {name} | 600: corpus | 600 | 1.2 M | 14.8 |" in render_markdown(card).splitlines()
+
+
+def test_a_count_of_rows_is_not_read_as_the_data():
+    """The shipped target's unlikelihood phase keeps how many rows it generated (an integer): its data is still its
+    share of the target's own continuations, as for any phase that names no rows."""
+    record = json.loads((ASSETS_DIR / "target" / "training.json").read_text(encoding="utf-8"))
+    assert isinstance(record["unloop_phase"]["rows"], int)
+    data = [phase["data"] for phase in phases(record)]
+    assert data[-1] == "corpus and the target's continuations (50%)", data

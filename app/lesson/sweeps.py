@@ -104,7 +104,8 @@ def temperature_takeaway(data: dict) -> str:
              if published and t1 == 1.0 else "")
     speed = _speedup_words(low, high, lanes)
     speed = f" Speedup over the target alone at the same temperature, T = {t0:g} → {t1:g}: {speed}." if speed else ""
-    return f"{entropy}. {taus}.{speed} At T = {t1:g}: {overlap}.{paper}{_too_few_words(data)}"
+    return (f"{entropy}. {taus}.{speed} At T = {t1:g}: {overlap}; expected acceptance {_apart_words(high, lanes)}."
+            f"{paper}{_too_few_words(data)}")
 
 
 def temperature_slide(data: dict) -> str:
@@ -120,11 +121,17 @@ def temperature_slide(data: dict) -> str:
             speed += (f" (each of {n} prompts run once; one prompt alone gave "
                       f"{min(s['min'] for s in spread):.2f}–{max(s['max'] for s in spread):.2f}×)")
     expected = [100 * high["lanes"][m]["expected_acceptance"]["mean"] for m in lanes]
+    return (f"From T = {t0:g} to {t1:g}, τ {too_few or taus}" + (f", and the speedup goes {speed}" if speed else "")
+            + f". Expected acceptance at T = {t1:g} is {round(min(expected))}–{round(max(expected))}%, "
+            f"{_apart_words(high, lanes)}.")
+
+
+def _apart_words(high: dict, lanes: list[str]) -> str:
+    """"within 2 points of each lane's 1 − TV": the largest gap, in whole percentage points, between a lane's expected
+    acceptance and its 1 − TV at the sweep's highest temperature (the slide and the full takeaway say the same)."""
     apart = max(abs(round(100 * high["lanes"][m]["expected_acceptance"]["mean"])
                     - round(100 * high["lanes"][m]["one_minus_tv"]["mean"])) for m in lanes)
-    return (f"From T = {t0:g} to {t1:g}, τ {too_few or taus}" + (f", and the speedup goes {speed}" if speed else "")
-            + f". Expected acceptance at T = {t1:g} is {round(min(expected))}–{round(max(expected))}%, within "
-            f"{apart} point{'' if apart == 1 else 's'} of each lane's 1 − TV.")
+    return f"within {apart} point{'' if apart == 1 else 's'} of each lane's 1 − TV"
 
 
 # --- trees: what the budget sweep shows ----------------------------------------------------------------------

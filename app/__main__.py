@@ -92,12 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     notice = ""
     if args.target or args.drafter:  # the operator's own checkpoints: checked here, then run like a preset
-        from engine.measure.pair import custom_preset, parse_drafter
+        from engine.measure.pair import preset_of_flags
 
         try:
-            if not args.target:
-                raise EngineError("--drafter needs --target (the model it drafts for)")
-            preset = custom_preset(args.target, dict(parse_drafter(f) for f in args.drafter), chat=args.chat == "on")
+            preset = preset_of_flags(args.target, args.drafter, chat=args.chat == "on")
             engine = load_engine(preset, args.device, args.threads, not args.in_process, args.cuda_graphs)
         except EngineError as exc:
             print(f"error: {exc}", file=sys.stderr)

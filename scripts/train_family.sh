@@ -13,10 +13,13 @@
 #   dflash-greedy dspark-greedy eagle3-greedy   each drafter's greedy phase on the grown target
 #   sampled-data   the grown target's continuations sampled at temperature 1
 #   dflash-sampled eagle3-sampled   each drafter's checkpoint for temperatures above 0: its shipped weights
-#                  trained on in a distribution phase (assets/<drafter>-drafter-sampled/)
-# The shipped DSpark drafter is then made by scripts/train_breakout.sh (its dspark-d15 stage: the one above,
-# self-distilled at 15 drafts per block on greedy and sampled rows, calibrated at temperatures 0 and 1, serving
-# both), copied from runs/dspark-selfdistill-d15/export/ into assets/dspark-drafter/.
+#                  trained on in a distribution phase (assets/eagle3-drafter-sampled/; DFlash's, no longer shipped,
+#                  is the forerunner of its one set below)
+# The shipped DSpark and DFlash drafters are then made by scripts/train_breakout.sh: its dspark-d15 stage (the DSpark
+# above, self-distilled at 15 drafts per block on greedy and sampled rows, calibrated at temperatures 0 and 1, serving
+# both), copied from runs/dspark-selfdistill-d15/export/ into assets/dspark-drafter/, and its dflash-tv stage (the
+# DFlash above, self-distilled on the same rows with DSpark's paper's loss, one set for both temperatures), copied
+# from runs/dflash-selfdistill-tv/export/ into assets/dflash-drafter/.
 # With --more (not the shipped family: an experiment toward a target with a lower loss, docs/experiments.md):
 #   more           the grown target trained on: a further cosine cycle, then unlikelihood again (target --from-shipped)
 #   more-small-lm-drafter, more-greedy-data   the small LM drafter distilled anew, greedy continuations anew, from that target

@@ -279,15 +279,18 @@ def test_the_goal_verdicts_follow_the_numbers(monkeypatch):
 
 def test_the_card_blocks_sampling_words_come_from_the_preset():
     """What each drafter drafts with above 0, read from the preset and the folders it names: weights of their own, one
-    set with a calibration at T = 1 in its config, or the weights of temperature 0."""
+    set with a calibration at T = 1 in its config, one set whose last phase learned from the sampled rows too (the
+    shipped DFlash), or the weights of temperature 0."""
     from engine.contract.presets import Preset
     from engine.train.card import sampling_weights
 
     preset = Preset("p", "target", "tokenizer",
-                    drafters={"eagle3": "eagle3-drafter", "dflash": "dflash-drafter", "dspark": "dspark-drafter"},
+                    drafters={"eagle3": "eagle3-drafter", "classic": "small-lm-drafter", "dflash": "dflash-drafter",
+                              "dspark": "dspark-drafter"},
                     sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dspark": "dspark-drafter"})
     assert sampling_weights(preset) == ("EAGLE-3's weights trained for it, DSpark's one set of weights with its T = 1 "
-                                        "calibration, DFlash's own weights, as at temperature 0")
+                                        "calibration, DFlash's one set of weights trained at both temperatures, "
+                                        "Classic's own weights, as at temperature 0")
     both = Preset("p", "target", "tokenizer", drafters={"eagle3": "eagle3-drafter", "dflash": "dflash-drafter"},
                   sampled_drafters={"eagle3": "eagle3-drafter-sampled", "dflash": "dflash-drafter-sampled"})
     assert sampling_weights(both) == "EAGLE-3's and DFlash's weights trained for it"

@@ -71,11 +71,12 @@ TINY = Preset(
     target="target",
     tokenizer="tokenizer",
     drafters={EAGLE3: "eagle3-drafter", CLASSIC: "small-lm-drafter", DFLASH: "dflash-drafter", DSPARK: "dspark-drafter"},
-    # EAGLE-3's and DFlash's temperature-0 weights trained on against the target's whole distribution at
-    # temperature 1 (engine/train `--sampled`). DSpark's one set of weights was trained on the target's greedy and
-    # sampled continuations together (engine/train `dspark --self-distill`) and serves both temperatures, each with
-    # its own confidence calibration; the small LM was distilled from distributions and serves both.
-    sampled_drafters={EAGLE3: "eagle3-drafter-sampled", DFLASH: "dflash-drafter-sampled", DSPARK: "dspark-drafter"},
+    # EAGLE-3's temperature-0 weights trained on against the target's whole distribution at temperature 1
+    # (engine/train `--sampled`). DFlash's and DSpark's one set of weights each was trained on the target's greedy
+    # and sampled continuations together (engine/train `dflash --self-distill --tv-loss`, `dspark --self-distill`)
+    # and serves both temperatures, DSpark's with a confidence calibration for each; the small LM was distilled from
+    # distributions and serves both.
+    sampled_drafters={EAGLE3: "eagle3-drafter-sampled", DSPARK: "dspark-drafter"},
     ablation_drafters={DFLASH: "dflash-drafter-nokv"},  # engine/train `dflash --no-target-features`
     description="embedded models trained by us on the Python standard library (assets/)",
     cpu_threads=1,

@@ -213,17 +213,24 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with the chat template: thinking on or off (off: the template's empty think block)")
 
 
+def preset_of_flags(target: str | None, drafter_flags: list[str], chat: bool = False):
+    """The preset of --target and its --drafter flags (the CLI's, the bench's and the app's), checked as
+    `custom_preset` checks it; None without either flag, refused in one line for a drafter without its target."""
+    if not target and not drafter_flags:
+        return None
+    if not target:
+        raise EngineError("--drafter needs --target (the model it drafts for)")
+    return custom_preset(target, dict(parse_drafter(flag) for flag in drafter_flags), chat=chat)
+
+
 def load_pair_or_preset(args, **load):
     """The engine of --target/--drafter (checked first, one line for every mismatch) or of --preset; then a function
     that turns a prompt into what the engine encodes (the chat template as asked), and what it ran (identities)."""
     from ..loop import Engine
 
-    if args.drafter and not args.target:
-        raise EngineError("--drafter needs --target (the model it drafts for)")
-    preset = args.preset
-    if args.target:
-        preset = custom_preset(args.target, dict(parse_drafter(flag) for flag in args.drafter)).name
-    elif args.preset not in PRESETS:
+    custom = preset_of_flags(args.target, args.drafter)
+    preset = custom.name if custom else args.preset
+    if not custom and args.preset not in PRESETS:
         raise EngineError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     engine = Engine.load(preset, **load)
     has_template = bool(getattr(engine.tokenizer, "chat_template", None))

@@ -82,7 +82,7 @@ def test_a_report_names_the_weights_it_measured(random_engine, monkeypatch):
     tiny = PRESETS["tiny"]
     digests = weights_digests(tiny)
     assert set(digests) == {"target", "eagle3-drafter", "small-lm-drafter", "dflash-drafter", "dspark-drafter",
-                            "eagle3-drafter-sampled", "dflash-drafter-sampled"}
+                            "eagle3-drafter-sampled"}
     for name, digest in digests.items():
         assert digest == hashlib.sha256((ASSETS_DIR / name / "model.safetensors").read_bytes()).hexdigest()[:12]
     assert weights_digests(PRESETS["qwen3-4b"]) is None  # hub checkpoints: nothing here to hash

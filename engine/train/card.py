@@ -231,9 +231,9 @@ def sampling_weights(preset=None) -> str:
             groups["both"].append(name)
         else:
             groups["same"].append(name)
-    many = {key: len(names) > 1 for key, names in groups.items()}
     words = {"own": "weights trained for it",
-             "calibrated": f"one set of weights with {'their' if many['calibrated'] else 'its'} T = 1 calibration",
+             "calibrated": f"one set of weights with {'their' if len(groups['calibrated']) > 1 else 'its'} T = 1 "
+                           "calibration",
              "both": "one set of weights trained at both temperatures",
              "same": "own weights, as at temperature 0"}
     return ", ".join(f"{_and(names)} {words[key]}" for key, names in groups.items() if names)
